@@ -1,0 +1,394 @@
+#include "bench/group_size_bench.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <iomanip>
+#include <memory>
+#include <ostream>
+#include <sstream>
+
+#include "CLI/CLI.hpp"
+#include "bench/synthetic_weights.h"
+#include "kernels/dequantize.h"
+#include "kernels/numeric.h"
+#include "op/pmx.h"
+#include "op/quantize.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace nibble {
+
+namespace {
+
+int AllThreads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+// Median wall time of `fn` over `reps` runs after one warm-up run.
+double MedianSeconds(int reps, const std::function<void()>& fn) {
+  fn();
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// 64-byte aligned, uninitialised buffer.
+struct Buffer {
+  explicit Buffer(size_t bytes) : size(bytes) {
+    void* p = nullptr;
+    if (posix_memalign(&p, 64, std::max<size_t>(bytes, 64)) != 0) p = nullptr;
+    data.reset(static_cast<char*>(p));
+  }
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  std::unique_ptr<char, Free> data;
+  size_t size;
+};
+
+// Non-temporal fill of [p, p + bytes): the machine's streaming write speed.
+void StreamFill(char* p, size_t bytes) {
+#if defined(__SSE2__)
+  const __m128i v = _mm_set1_epi32(0x3F800000);
+  size_t k = 0;
+  for (; k + 64 <= bytes; k += 64) {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(p + k), v);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(p + k + 16), v);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(p + k + 32), v);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(p + k + 48), v);
+  }
+  _mm_sfence();
+  if (k < bytes) std::memset(p + k, 1, bytes - k);
+#else
+  std::memset(p, 1, bytes);
+#endif
+}
+
+// Splits [0, bytes) into `threads` 64-byte aligned pieces and runs fn on each.
+void Parallel(int threads, size_t bytes, const std::function<void(size_t, size_t)>& fn) {
+  if (threads <= 1) {
+    fn(0, bytes);
+    return;
+  }
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(threads)
+#endif
+  for (int t = 0; t < threads; ++t) {
+    const size_t a = bytes * static_cast<size_t>(t) / static_cast<size_t>(threads) / 64 * 64;
+    const size_t b = t + 1 == threads
+                         ? bytes
+                         : bytes * static_cast<size_t>(t + 1) / static_cast<size_t>(threads) / 64 * 64;
+    fn(a, b);
+  }
+}
+
+struct Row {
+  std::string layout;
+  int64_t group_size = 0;
+  std::string dtype;
+  int threads = 1;
+  int64_t elements = 0;
+  double seconds = 0, out_gbps = 0, gelems = 0, stream_gbps = 0, memcpy_gbps = 0;
+  double ratio_stream = 0, ratio_memcpy = 0;
+  double rmse = 0, max_abs = 0, sqnr_db = 0;
+  std::string note;
+};
+
+DType ParseDType(const std::string& s) {
+  if (s == "f32") return DType::kFloat32;
+  if (s == "f16") return DType::kFloat16;
+  if (s == "bf16") return DType::kBFloat16;
+  return DType::kUndefined;
+}
+
+struct Layout {
+  std::string name;
+  int bits;
+  int64_t quant_axis;
+};
+
+bool FindLayout(const std::string& name, Layout* l) {
+  if (name == "pmx-q1") *l = {name, 4, 1};
+  else if (name == "pmx-q0") *l = {name, 4, 0};
+  else if (name == "int8") *l = {name, 8, 1};
+  else return false;
+  return true;
+}
+
+std::vector<float> ToFloat(const Tensor& y) {
+  const int64_t n = *CheckedNumElements(y.shape(), "y");
+  std::vector<float> f(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) {
+    switch (y.dtype()) {
+      case DType::kFloat16: f[static_cast<size_t>(k)] = F32FromF16(y.data_as<uint16_t>()[k]); break;
+      case DType::kBFloat16: f[static_cast<size_t>(k)] = F32FromBF16(y.data_as<uint16_t>()[k]); break;
+      default: f[static_cast<size_t>(k)] = y.data_as<float>()[k];
+    }
+  }
+  return f;
+}
+
+void PrintRows(const std::vector<Row>& rows, const std::string& format, std::ostream& out) {
+  if (format == "json") {
+    out << "[\n";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      char buf[1024];
+      std::snprintf(buf, sizeof buf,
+                    "  {\"layout\": \"%s\", \"group_size\": %lld, \"dtype\": \"%s\", "
+                    "\"threads\": %d, \"elements\": %lld, \"seconds\": %.9g, "
+                    "\"out_gbps\": %.4f, \"gelems_per_s\": %.4f, \"stream_gbps\": %.4f, "
+                    "\"memcpy_gbps\": %.4f, \"ratio_stream\": %.4f, \"ratio_memcpy\": %.4f, "
+                    "\"rmse\": %.6g, \"max_abs_err\": %.6g, \"sqnr_db\": %.3f, "
+                    "\"note\": \"%s\"}%s\n",
+                    r.layout.c_str(), static_cast<long long>(r.group_size), r.dtype.c_str(),
+                    r.threads, static_cast<long long>(r.elements), r.seconds, r.out_gbps,
+                    r.gelems, r.stream_gbps, r.memcpy_gbps, r.ratio_stream, r.ratio_memcpy,
+                    r.rmse, r.max_abs, r.sqnr_db, r.note.c_str(),
+                    i + 1 < rows.size() ? "," : "");
+      out << buf;
+    }
+    out << "]\n";
+    return;
+  }
+  if (format == "csv") {
+    out << "layout,group_size,dtype,threads,elements,seconds,out_gbps,gelems_per_s,"
+           "stream_gbps,memcpy_gbps,ratio_stream,ratio_memcpy,rmse,max_abs_err,sqnr_db,note\n";
+    for (const Row& r : rows) {
+      char buf[1024];
+      std::snprintf(buf, sizeof buf, "%s,%lld,%s,%d,%lld,%.9g,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.6g,%.6g,%.3f,%s\n",
+                    r.layout.c_str(), static_cast<long long>(r.group_size), r.dtype.c_str(),
+                    r.threads, static_cast<long long>(r.elements), r.seconds, r.out_gbps,
+                    r.gelems, r.stream_gbps, r.memcpy_gbps, r.ratio_stream, r.ratio_memcpy,
+                    r.rmse, r.max_abs, r.sqnr_db, r.note.c_str());
+      out << buf;
+    }
+    return;
+  }
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "%-15s %5s %5s %3s %9s %8s %7s %8s %6s %8s %6s %9s %9s %7s\n", "layout", "G",
+                "dtype", "thr", "ms", "out GB/s", "Gel/s", "strm GB/s", "x strm", "cpy GB/s",
+                "x cpy", "rmse", "max err", "SQNR dB");
+  out << buf;
+  for (const Row& r : rows) {
+    const std::string g = r.group_size == 0 ? "chan" : std::to_string(r.group_size);
+    std::snprintf(buf, sizeof buf,
+                  "%-15s %5s %5s %3d %9.3f %8.2f %7.3f %8.2f %6.2f %8.2f %6.2f %9.3g %9.3g %7.2f\n",
+                  r.layout.c_str(), g.c_str(), r.dtype.c_str(), r.threads, r.seconds * 1e3,
+                  r.out_gbps, r.gelems, r.stream_gbps, r.ratio_stream, r.memcpy_gbps,
+                  r.ratio_memcpy, r.rmse, r.max_abs, r.sqnr_db);
+    out << buf;
+  }
+}
+
+}  // namespace
+
+void AddBenchOptions(CLI::App* app, BenchOptions* o) {
+  app->add_option("--group-sizes", o->group_sizes, "Group sizes (0 = per-channel)")
+      ->delimiter(',')->capture_default_str();
+  app->add_option("--dtype", o->dtypes, "Output types: f32,f16,bf16")
+      ->delimiter(',')->capture_default_str()
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  app->add_option("--threads", o->threads, "Thread counts (0 = all cores)")
+      ->delimiter(',')->capture_default_str()->check(CLI::NonNegativeNumber);
+  app->add_option("--layout", o->layouts, "Layouts: pmx-q1,pmx-q0,int8")
+      ->delimiter(',')->capture_default_str()
+      ->check(CLI::IsMember({"pmx-q1", "pmx-q0", "int8"}));
+  app->add_option("--shape", o->shape, "Logical weight shape N,K")->capture_default_str();
+  app->add_option("--reps", o->reps, "Timed repetitions per row (median reported)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option("--format", o->format, "table, json or csv")
+      ->capture_default_str()->check(CLI::IsMember({"table", "json", "csv"}));
+  app->add_option("--seed", o->seed, "Seed of the synthetic weight")->capture_default_str();
+  app->add_flag("!--no-in-cache", o->in_cache, "Skip the in-cache tile rows");
+}
+
+int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& err) {
+  int64_t n = 0, k = 0;
+  {
+    const auto comma = opt.shape.find(',');
+    char* end = nullptr;
+    if (comma != std::string::npos) {
+      n = std::strtoll(opt.shape.c_str(), &end, 10);
+      if (end != opt.shape.c_str() + comma) n = 0;
+      k = std::strtoll(opt.shape.c_str() + comma + 1, &end, 10);
+      if (*end != '\0') k = 0;
+    }
+    if (n <= 0 || k <= 0) {
+      err << "nibble bench: --shape must be N,K with positive integers (got '" << opt.shape
+          << "')\n";
+      return 2;
+    }
+  }
+  const bool tty = isatty(STDERR_FILENO);
+  const auto w = MakeLlmLikeWeight(n, k, opt.seed);
+  std::vector<Row> rows;
+  const size_t total = opt.layouts.size() * opt.group_sizes.size() * opt.dtypes.size() *
+                       opt.threads.size();
+  size_t done = 0;
+  int failures = 0;
+  for (const auto& lname : opt.layouts) {
+    Layout layout;
+    if (!FindLayout(lname, &layout)) {
+      err << "nibble bench: unknown layout '" << lname << "'\n";
+      return 2;
+    }
+    for (int64_t g : opt.group_sizes) {
+      QuantizeConfig cfg;
+      cfg.bits = layout.bits;
+      cfg.quant_axis = layout.quant_axis;
+      cfg.group_size = g;
+      auto q = QuantizePmx(w.data(), {n, k}, cfg);
+      if (!q.ok()) {
+        err << "nibble bench: " << lname << " G=" << g << ": " << q.status().message() << "\n";
+        ++failures;
+        done += opt.dtypes.size() * opt.threads.size();
+        continue;
+      }
+      for (const auto& dname : opt.dtypes) {
+        DequantizeOptions dopts;
+        dopts.output_dtype = ParseDType(dname);
+        dopts.name = lname;
+        auto prep = PreparePmx(q->attrs, q->x.view(), q->scale.view(), nullptr, dopts);
+        if (!prep.ok()) {
+          err << "nibble bench: " << prep.status().message() << "\n";
+          ++failures;
+          continue;
+        }
+        auto y = Tensor::Allocate(prep->output().dtype, prep->output().shape);
+        if (!y.ok()) {
+          err << "nibble bench: " << y.status().message() << "\n";
+          return 1;
+        }
+        const size_t bytes = y->size_bytes();
+        Buffer src(bytes), dst(bytes);
+        std::memset(src.data.get(), 1, bytes);
+        std::memset(dst.data.get(), 0, bytes);
+        (void)prep->Run(y->mutable_view(), 1);
+        const auto acc = MeasureError(w.data(), ToFloat(*y).data(), n * k);
+        for (int th : opt.threads) {
+          const int t = th == 0 ? AllThreads() : th;
+          ++done;
+          err << (tty ? "\r" : "") << "[" << done << "/" << total << "] " << lname << " G=" << g
+              << " " << dname << " threads=" << t << (tty ? "   " : "\n") << std::flush;
+          Row r;
+          r.layout = lname;
+          r.group_size = g;
+          r.dtype = dname;
+          r.threads = t;
+          r.elements = n * k;
+          char* d = dst.data.get();
+          const char* s = src.data.get();
+          const double fill = MedianSeconds(opt.reps, [&] {
+            Parallel(t, bytes, [&](size_t a, size_t b) { StreamFill(d + a, b - a); });
+          });
+          const double cpy = MedianSeconds(opt.reps, [&] {
+            Parallel(t, bytes, [&](size_t a, size_t b) { std::memcpy(d + a, s + a, b - a); });
+          });
+          r.seconds = MedianSeconds(opt.reps, [&] { (void)prep->Run(y->mutable_view(), t); });
+          const double gb = static_cast<double>(bytes) / 1e9;
+          r.out_gbps = gb / r.seconds;
+          r.gelems = static_cast<double>(r.elements) / r.seconds / 1e9;
+          r.stream_gbps = gb / fill;
+          r.memcpy_gbps = gb / cpy;
+          r.ratio_stream = r.out_gbps / r.stream_gbps;
+          r.ratio_memcpy = r.out_gbps / r.memcpy_gbps;
+          r.rmse = acc.rmse;
+          r.max_abs = acc.max_abs;
+          r.sqnr_db = acc.sqnr_db;
+          rows.push_back(r);
+        }
+      }
+    }
+  }
+
+  if (opt.in_cache) {
+    // In-cache: a 256 KiB float32 tile (tile API) against memcpy of 256 KiB,
+    // on one thread and on every thread (each its own tile and buffer).
+    QuantizeConfig cfg;
+    cfg.group_size = k % 128 == 0 ? 128 : k;
+    auto q = QuantizePmx(w.data(), {n, k}, cfg);
+    if (q.ok()) {
+      auto prep = PreparePmx(q->attrs, q->x.view(), q->scale.view(), nullptr, {});
+      const int64_t tc = std::min<int64_t>(k, 1024);
+      const int64_t tr = std::max<int64_t>(1, std::min<int64_t>(n, 65536 / tc));
+      const size_t tile_bytes = static_cast<size_t>(tr * tc) * 4;
+      const int inner = std::max<int>(1, static_cast<int>((int64_t{1} << 26) / (tr * tc)));
+      for (int t : {1, AllThreads()}) {
+        if (!prep.ok()) break;
+        std::vector<Buffer> tiles, srcs;
+        for (int i = 0; i < t; ++i) {
+          tiles.emplace_back(tile_bytes);
+          srcs.emplace_back(tile_bytes);
+          std::memset(tiles.back().data.get(), 0, tile_bytes);
+          std::memset(srcs.back().data.get(), 1, tile_bytes);
+        }
+        auto on_threads = [&](const std::function<void(int)>& fn) {
+          if (t == 1) return fn(0);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(t)
+#endif
+          for (int i = 0; i < t; ++i) fn(i);
+        };
+        const double sec = MedianSeconds(opt.reps, [&] {
+          on_threads([&](int i) {
+            const int64_t r0 = (i * tr) % std::max<int64_t>(1, n - tr + 1);
+            for (int it = 0; it < inner; ++it) {
+              (void)prep->RunTile(r0, r0 + tr, 0, tc, tiles[static_cast<size_t>(i)].data.get(), tc);
+            }
+          });
+        });
+        const double cpy = MedianSeconds(opt.reps, [&] {
+          on_threads([&](int i) {
+            for (int it = 0; it < inner; ++it) {
+              std::memcpy(tiles[static_cast<size_t>(i)].data.get(),
+                          srcs[static_cast<size_t>(i)].data.get(), tile_bytes);
+              asm volatile("" ::: "memory");
+            }
+          });
+        });
+        Row r;
+        r.layout = "pmx-q1-tile";
+        r.group_size = cfg.group_size;
+        r.dtype = "f32";
+        r.threads = t;
+        r.elements = tr * tc * inner * t;
+        r.seconds = sec;
+        const double gb = static_cast<double>(tile_bytes) * inner * t / 1e9;
+        r.out_gbps = gb / sec;
+        r.gelems = static_cast<double>(r.elements) / sec / 1e9;
+        r.memcpy_gbps = gb / cpy;
+        r.ratio_memcpy = r.out_gbps / r.memcpy_gbps;
+        r.note = "in-cache " + std::to_string(tr) + "x" + std::to_string(tc) + " tile";
+        rows.push_back(r);
+      }
+    }
+  }
+  if (tty) err << "\r" << std::string(60, ' ') << "\r" << std::flush;
+  err << "kernel target: " << ActiveTarget() << ", threads available: " << AllThreads() << "\n";
+  PrintRows(rows, opt.format, out);
+  return failures ? 1 : 0;
+}
+
+}  // namespace nibble

@@ -1,0 +1,41 @@
+// The group-size benchmark (`nibble bench`, `nibble_bench`): speed of the
+// dequantizer per layout x group size x output type x threads, as a ratio
+// to this machine's streaming-store fill and memcpy of the same output size
+// measured in the same run, plus the accuracy of quantizing the weight at
+// that group size.
+#ifndef NIBBLE_BENCH_GROUP_SIZE_BENCH_H_
+#define NIBBLE_BENCH_GROUP_SIZE_BENCH_H_
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace nibble {
+
+struct BenchOptions {
+  std::vector<int64_t> group_sizes{32, 64, 128, 256, 0};  // 0 = per-channel
+  std::vector<std::string> dtypes{"f32", "f16", "bf16"};
+  std::vector<int> threads{1, 0};  // 0 = all cores
+  std::vector<std::string> layouts{"pmx-q1", "pmx-q0", "int8"};
+  std::string shape = "4096,4096";  // logical N,K
+  int reps = 9;
+  std::string format = "table";  // table | json | csv
+  bool in_cache = true;          // add the in-cache tile rows
+  uint64_t seed = 42;
+};
+
+// Registers the options on a CLI11 (sub)command.
+void AddBenchOptions(CLI::App* app, BenchOptions* options);
+
+// Runs the sweep; results to `out`, progress and errors to `err`.
+// Returns a process exit code.
+int RunGroupSizeBench(const BenchOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace nibble
+
+#endif  // NIBBLE_BENCH_GROUP_SIZE_BENCH_H_

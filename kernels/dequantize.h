@@ -1,0 +1,24 @@
+// The fast kernel entry: Highway dynamic dispatch over the compiled targets.
+#ifndef NIBBLE_KERNELS_DEQUANTIZE_H_
+#define NIBBLE_KERNELS_DEQUANTIZE_H_
+
+#include <cstdint>
+
+#include "kernels/plan.h"
+
+namespace nibble {
+
+// Writes rows [r0, r1) x cols [c0, c1) of the plan's 2-D view into `out`
+// (element (r, c) at out[(r - r0) * ld + (c - c0)], plan.out's type).
+// Bit-identical to DequantizeTileReference. Single-threaded, no allocation,
+// no validation. Preconditions: the Plan came from op/ (valid pointers and
+// sizes), 0 <= r0 <= r1 <= rows, 0 <= c0 <= c1 <= cols, ld >= c1 - c0.
+void DequantizeTile(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                    void* out, int64_t ld);
+
+// Name of the target the dispatcher selects now (e.g. "AVX3", "SSE4").
+const char* ActiveTarget();
+
+}  // namespace nibble
+
+#endif  // NIBBLE_KERNELS_DEQUANTIZE_H_

@@ -1,0 +1,105 @@
+#include "kernels/reference.h"
+
+#include <cstring>
+
+#include "kernels/numeric.h"
+
+namespace nibble {
+
+uint32_t LoadCodeBits(const Plan& plan, int64_t e) {
+  const int bits = CodeBits(plan.code);
+  uint64_t bit;
+  if (plan.interleave == 1) {
+    bit = static_cast<uint64_t>(e) * static_cast<uint64_t>(bits);
+  } else {
+    const int64_t r = plan.interleave_row, p = plan.interleave;
+    const int64_t d = e / r, j = e % r;
+    const int64_t word = (d / p) * r + j;
+    bit = static_cast<uint64_t>(word * p * 4 + (d % p) * 4);
+  }
+  const uint8_t* byte = plan.codes + bit / 8;
+  if (bits <= 8) {
+    return (uint32_t{*byte} >> (bit % 8)) & ((1u << bits) - 1u);
+  }
+  uint32_t v = 0;
+  for (int k = bits / 8 - 1; k >= 0; --k) v = (v << 8) | byte[k];  // little-endian
+  return v;
+}
+
+namespace {
+
+int64_t DecodeInteger(CodeKind k, uint32_t u) {
+  switch (k) {
+    case CodeKind::kS2: return static_cast<int64_t>(u ^ 2u) - 2;
+    case CodeKind::kS4: return static_cast<int64_t>(u ^ 8u) - 8;
+    case CodeKind::kS8: return static_cast<int8_t>(u);
+    case CodeKind::kS16: return static_cast<int16_t>(u);
+    case CodeKind::kS32: return static_cast<int32_t>(u);
+    default: return u;
+  }
+}
+
+float DecodeFloat(CodeKind k, uint32_t u) {
+  const uint8_t b = static_cast<uint8_t>(u);
+  switch (k) {
+    case CodeKind::kF8E4M3FN: return DecodeF8E4M3FN(b);
+    case CodeKind::kF8E4M3FNUZ: return DecodeF8E4M3FNUZ(b);
+    case CodeKind::kF8E5M2: return DecodeF8E5M2(b);
+    case CodeKind::kF8E5M2FNUZ: return DecodeF8E5M2FNUZ(b);
+    default: return DecodeF4E2M1(b);
+  }
+}
+
+}  // namespace
+
+float ReferenceValue(const Plan& plan, int64_t r, int64_t c) {
+  int64_t o, a, i;
+  if (plan.inner == 1) {
+    o = r, a = c, i = 0;
+  } else {
+    o = r / plan.axis, a = r % plan.axis, i = c;
+  }
+  const int64_t idx = o * plan.s_outer + (a / plan.group) * plan.s_axis + i * plan.s_inner;
+  const float s = plan.scale[idx];
+  const uint32_t bits = LoadCodeBits(plan, r * plan.cols() + c);
+  if (CodeIsFloat(plan.code)) {
+    // volatile keeps the compiler from contracting across statements.
+    const volatile float x = DecodeFloat(plan.code, bits);
+    return x * s;
+  }
+  const int64_t q = DecodeInteger(plan.code, bits);
+  switch (plan.zp_kind) {
+    case ZeroPointKind::kInteger:
+      return static_cast<float>(q - plan.zp_int[idx]) * s;
+    case ZeroPointKind::kFloat: {
+      const volatile float prod = static_cast<float>(q - plan.code_offset) * s;
+      return prod + plan.zp_float[idx];
+    }
+    case ZeroPointKind::kNone:
+      break;
+  }
+  return static_cast<float>(q - plan.code_offset) * s;
+}
+
+void DequantizeTileReference(const Plan& plan, int64_t r0, int64_t r1, int64_t c0,
+                             int64_t c1, void* out, int64_t ld) {
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const float v = ReferenceValue(plan, r, c);
+      const int64_t k = (r - r0) * ld + (c - c0);
+      switch (plan.out) {
+        case OutType::kF32:
+          static_cast<float*>(out)[k] = v;
+          break;
+        case OutType::kF16:
+          static_cast<uint16_t*>(out)[k] = F16FromF32(v);
+          break;
+        case OutType::kBF16:
+          static_cast<uint16_t*>(out)[k] = BF16FromF32(v);
+          break;
+      }
+    }
+  }
+}
+
+}  // namespace nibble

@@ -1,0 +1,124 @@
+#include "op/dequantizer.h"
+
+#include <algorithm>
+
+#include "kernels/dequantize.h"
+
+#if NIBBLE_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+namespace nibble {
+
+namespace {
+// Below this many output elements a parallel region costs more than it saves.
+constexpr int64_t kMinElementsForThreads = int64_t{1} << 15;
+
+int ResolveThreads(int threads) {
+#if NIBBLE_HAVE_OPENMP
+  if (threads <= 0) return std::max(1, omp_get_max_threads());
+  return threads;
+#else
+  (void)threads;
+  return 1;
+#endif
+}
+}  // namespace
+
+void RunPlanThreaded(const Plan& plan, void* out, int threads) {
+  const int64_t rows = plan.rows(), cols = plan.cols();
+  if (rows == 0 || cols == 0) return;
+  const int64_t out_bytes = OutBytes(plan.out);
+  char* const y = static_cast<char*>(out);
+  int64_t t = ResolveThreads(threads);
+  if (plan.elements() < kMinElementsForThreads) t = 1;
+  if (t == 1) {
+    DequantizeTile(plan, 0, rows, 0, cols, y, cols);
+    return;
+  }
+  // Work items: whole row ranges when there are enough rows, otherwise each
+  // row cut into column pieces (multiples of 64 elements). Static schedule:
+  // item k always goes to the same thread, so first-touch pages stay local.
+  const int64_t pieces = rows >= t ? 1 : (t + rows - 1) / rows;
+  const int64_t piece_cols = ((cols + pieces - 1) / pieces + 63) / 64 * 64;
+  const int64_t items = rows >= t ? t : rows * pieces;
+#if NIBBLE_HAVE_OPENMP
+#pragma omp parallel for schedule(static) num_threads(static_cast<int>(t))
+#endif
+  for (int64_t k = 0; k < items; ++k) {
+    int64_t r0, r1, c0, c1;
+    if (pieces == 1) {
+      r0 = rows * k / items;
+      r1 = rows * (k + 1) / items;
+      c0 = 0;
+      c1 = cols;
+    } else {
+      r0 = k / pieces;
+      r1 = r0 + 1;
+      c0 = std::min(cols, (k % pieces) * piece_cols);
+      c1 = std::min(cols, c0 + piece_cols);
+    }
+    if (r0 < r1 && c0 < c1) {
+      DequantizeTile(plan, r0, r1, c0, c1, y + (r0 * cols + c0) * out_bytes, cols);
+    }
+  }
+}
+
+Dequantizer::Dequantizer(const Plan& plan, Storage storage, OutputInfo output,
+                         std::string name)
+    : plan_(plan), storage_(std::move(storage)), output_(std::move(output)),
+      name_(std::move(name)) {
+  // Point the plan at owned storage where the front end widened the inputs
+  // (vector moves keep their buffers, but re-point to be explicit).
+  if (!storage_.scale.empty()) plan_.scale = storage_.scale.data();
+  if (!storage_.zp_int.empty()) plan_.zp_int = storage_.zp_int.data();
+  if (!storage_.zp_float.empty()) plan_.zp_float = storage_.zp_float.data();
+}
+
+Status Dequantizer::Run(const MutableTensorView& y, int threads) const {
+  const std::string who = "DequantizeLinear" + (name_.empty() ? "" : " '" + name_ + "'");
+  if (y.dtype != output_.dtype) {
+    return Status::Error(who + ": output Y must be " + DTypeName(output_.dtype) + " (got " +
+                         DTypeName(y.dtype) + ")");
+  }
+  if (y.shape != output_.shape) {
+    return Status::Error(who + ": output Y shape " + ShapeToString(y.shape) +
+                         " does not match the expected " + ShapeToString(output_.shape));
+  }
+  const size_t need = static_cast<size_t>(plan_.elements()) *
+                      static_cast<size_t>(OutBytes(plan_.out));
+  if (y.size_bytes < need) {
+    return Status::Error(who + ": output Y has " + std::to_string(y.size_bytes) +
+                         " bytes, needs " + std::to_string(need));
+  }
+  if (need > 0 && y.data == nullptr) return Status::Error(who + ": output Y data is null");
+  RunPlanThreaded(plan_, y.data, threads);
+  return Status::Ok();
+}
+
+StatusOr<Tensor> Dequantizer::Run(int threads) const {
+  auto t = Tensor::Allocate(output_.dtype, output_.shape);
+  if (!t.ok()) return t.status();
+  NIBBLE_RETURN_IF_ERROR(Run(t->mutable_view(), threads));
+  return t;
+}
+
+Status Dequantizer::RunTile(int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
+                            int64_t ld) const {
+  if (r0 < 0 || r0 > r1 || r1 > rows() || c0 < 0 || c0 > c1 || c1 > cols()) {
+    return Status::Error("RunTile: tile rows [" + std::to_string(r0) + ", " +
+                         std::to_string(r1) + ") x cols [" + std::to_string(c0) + ", " +
+                         std::to_string(c1) + ") is outside the " + std::to_string(rows()) +
+                         " x " + std::to_string(cols()) + " view");
+  }
+  if (ld < c1 - c0) {
+    return Status::Error("RunTile: leading dimension " + std::to_string(ld) +
+                         " is smaller than the tile width " + std::to_string(c1 - c0));
+  }
+  if (r0 == r1 || c0 == c1) return Status::Ok();
+  if (out == nullptr) return Status::Error("RunTile: output pointer is null");
+  DequantizeTile(plan_, r0, r1, c0, c1, out, ld);
+  return Status::Ok();
+}
+
+}  // namespace nibble

@@ -1,0 +1,85 @@
+// Dequantizer: a validated, lowered request (one Plan) ready to run any
+// number of times, whole-tensor or by tiles. Built by the front ends
+// (op/pmx.h; the ONNX and DirectML adapters lower to the same object).
+//
+// Lifetime: the Dequantizer references the caller's X codes (not copied) and,
+// when they are already aligned float32 / int32, the scale and zero point;
+// those buffers must outlive it. Other scale/zero-point types are widened
+// into storage the Dequantizer owns (exact; SPEC.md §1).
+//
+// Threading: Run() may use OpenMP threads (see `threads`); RunTile() always
+// runs on the caller's thread and never allocates. A Dequantizer is
+// immutable after construction and safe to use from several threads at once.
+#ifndef NIBBLE_OP_DEQUANTIZER_H_
+#define NIBBLE_OP_DEQUANTIZER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/plan.h"
+#include "op/status.h"
+#include "op/tensor.h"
+
+namespace nibble {
+
+// The output of a dequantize request: its element type and logical shape.
+struct OutputInfo {
+  DType dtype = DType::kFloat32;
+  Shape shape;
+};
+
+class Dequantizer {
+ public:
+  Dequantizer(Dequantizer&&) noexcept = default;
+  Dequantizer& operator=(Dequantizer&&) noexcept = default;
+  Dequantizer(const Dequantizer&) = delete;
+  Dequantizer& operator=(const Dequantizer&) = delete;
+
+  const OutputInfo& output() const { return output_; }
+  const Plan& plan() const { return plan_; }
+  // The 2-D view the tile API addresses: element (r, c) is logical flat
+  // element r * cols() + c of the output. For a rank-2 weight this is the
+  // weight itself.
+  int64_t rows() const { return plan_.rows(); }
+  int64_t cols() const { return plan_.cols(); }
+
+  // Dequantizes the whole tensor into `y`, which must have output().dtype,
+  // output().shape and enough bytes. threads: 0 = OpenMP's default, 1 = the
+  // caller's thread only, n = n threads. Results are identical for every
+  // thread count.
+  Status Run(const MutableTensorView& y, int threads = 0) const;
+  // Same, into a newly allocated tensor.
+  StatusOr<Tensor> Run(int threads = 0) const;
+
+  // Dequantizes rows [r0, r1) x cols [c0, c1) of the 2-D view into `out`,
+  // element (r, c) at out[(r - r0) * ld + (c - c0)] in the output type.
+  // Single-threaded, allocation-free, any offsets (mid-group, mid-word);
+  // the same bits as Run(). Errors only for out-of-range arguments.
+  Status RunTile(int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
+                 int64_t ld) const;
+
+  // --- For front ends (op/): build from a Plan whose pointers are set. ---
+  struct Storage {
+    std::vector<float> scale;
+    std::vector<int32_t> zp_int;
+    std::vector<float> zp_float;
+  };
+  Dequantizer(const Plan& plan, Storage storage, OutputInfo output, std::string name);
+
+ private:
+  Plan plan_;
+  Storage storage_;
+  OutputInfo output_;
+  std::string name_;  // for messages
+};
+
+// Runs a Plan over its whole 2-D view into `out` (row-major, cols() per row),
+// splitting rows (or columns of few rows) statically over `threads` OpenMP
+// threads (0 = default); tensors below a threshold run on the caller's
+// thread. The single place where threads are created.
+void RunPlanThreaded(const Plan& plan, void* out, int threads);
+
+}  // namespace nibble
+
+#endif  // NIBBLE_OP_DEQUANTIZER_H_

@@ -1,0 +1,132 @@
+#include "op/lowering.h"
+
+#include <cstring>
+
+#include "kernels/numeric.h"
+
+namespace nibble {
+namespace internal {
+
+std::string Who(const std::string& op, const std::string& name) {
+  return name.empty() ? op : op + " '" + name + "'";
+}
+
+StatusOr<int64_t> CheckView(const TensorView& v, const std::string& what) {
+  auto n = CheckedNumElements(v.shape, what);
+  if (!n.ok()) return n.status();
+  auto need = CheckedPackedBytes(*n, v.dtype, what);
+  if (!need.ok()) return need.status();
+  if (v.size_bytes < *need) {
+    return Status::Error(what + " holds " + std::to_string(v.size_bytes) + " bytes but " +
+                         DTypeName(v.dtype) + " shape " + ShapeToString(v.shape) + " needs " +
+                         std::to_string(*need));
+  }
+  if (*need > 0 && v.data == nullptr) return Status::Error(what + " data is null");
+  return *n;
+}
+
+namespace {
+uint32_t ReadLE(const uint8_t* p, int bytes) {
+  uint32_t v = 0;
+  for (int k = bytes - 1; k >= 0; --k) v = (v << 8) | p[k];
+  return v;
+}
+}  // namespace
+
+Status WidenScale(const TensorView& v, const std::string& what, std::vector<float>* store,
+                  const float** out) {
+  auto n = CheckView(v, what);
+  if (!n.ok()) return n.status();
+  const auto* p = static_cast<const uint8_t*>(v.data);
+  const size_t count = static_cast<size_t>(*n);
+  switch (v.dtype) {
+    case DType::kFloat32:
+      if (reinterpret_cast<uintptr_t>(p) % alignof(float) == 0) {
+        *out = reinterpret_cast<const float*>(p);
+        return Status::Ok();
+      }
+      store->resize(count);
+      if (count) std::memcpy(store->data(), p, count * 4);
+      break;
+    case DType::kFloat16:
+      store->resize(count);
+      for (size_t k = 0; k < count; ++k)
+        (*store)[k] = F32FromF16(static_cast<uint16_t>(ReadLE(p + 2 * k, 2)));
+      break;
+    case DType::kBFloat16:
+      store->resize(count);
+      for (size_t k = 0; k < count; ++k)
+        (*store)[k] = F32FromBF16(static_cast<uint16_t>(ReadLE(p + 2 * k, 2)));
+      break;
+    case DType::kFloat8E8M0:
+      store->resize(count);
+      for (size_t k = 0; k < count; ++k) (*store)[k] = DecodeF8E8M0(p[k]);
+      break;
+    default:
+      return Status::Error(what + " must be float32, float16 or bfloat16 (got " +
+                           DTypeName(v.dtype) + ")");
+  }
+  // An empty vector has no storage; keep a valid pointer for empty tensors.
+  if (store->empty()) store->resize(1);
+  *out = store->data();
+  return Status::Ok();
+}
+
+Status WidenIntegerZeroPoint(const TensorView& v, const std::string& what,
+                             std::vector<int32_t>* store, const int32_t** out) {
+  auto n = CheckView(v, what);
+  if (!n.ok()) return n.status();
+  const auto* p = static_cast<const uint8_t*>(v.data);
+  const size_t count = static_cast<size_t>(*n);
+  store->assign(count ? count : 1, 0);
+  for (size_t k = 0; k < count; ++k) {
+    int32_t z;
+    switch (v.dtype) {
+      case DType::kInt8: z = static_cast<int8_t>(p[k]); break;
+      case DType::kUInt8: z = p[k]; break;
+      case DType::kInt16: z = static_cast<int16_t>(ReadLE(p + 2 * k, 2)); break;
+      case DType::kUInt16: z = static_cast<int32_t>(ReadLE(p + 2 * k, 2)); break;
+      case DType::kInt32: z = static_cast<int32_t>(ReadLE(p + 4 * k, 4)); break;
+      case DType::kUInt4:
+      case DType::kInt4: {
+        const uint32_t u = (p[k / 2] >> (4 * (k % 2))) & 0xFu;
+        z = v.dtype == DType::kInt4 ? static_cast<int32_t>(u ^ 8u) - 8 : static_cast<int32_t>(u);
+        break;
+      }
+      case DType::kUInt2:
+      case DType::kInt2: {
+        const uint32_t u = (p[k / 4] >> (2 * (k % 4))) & 0x3u;
+        z = v.dtype == DType::kInt2 ? static_cast<int32_t>(u ^ 2u) - 2 : static_cast<int32_t>(u);
+        break;
+      }
+      default:
+        return Status::Error(what + " has unsupported integer type " + DTypeName(v.dtype));
+    }
+    (*store)[k] = z;
+  }
+  *out = store->data();
+  return Status::Ok();
+}
+
+Status WidenFloatZeroPoint(const TensorView& v, const std::string& what,
+                           std::vector<float>* store, const float** out) {
+  if (v.dtype == DType::kFloat8E8M0) {
+    return Status::Error(what + " must be float32, float16 or bfloat16 (got " +
+                         DTypeName(v.dtype) + ")");
+  }
+  return WidenScale(v, what, store, out);
+}
+
+StatusOr<OutType> OutTypeFor(DType t, const std::string& what) {
+  switch (t) {
+    case DType::kFloat32: return OutType::kF32;
+    case DType::kFloat16: return OutType::kF16;
+    case DType::kBFloat16: return OutType::kBF16;
+    default:
+      return Status::Error(what + " must be float32, float16 or bfloat16 (got " +
+                           DTypeName(t) + ")");
+  }
+}
+
+}  // namespace internal
+}  // namespace nibble

@@ -1,0 +1,44 @@
+// Internal helpers shared by the front ends (PMX, ONNX, DirectML) to check
+// tensor views and to widen scales / zero points into the Plan's float32 /
+// int32 form. Not part of the public API.
+#ifndef NIBBLE_OP_LOWERING_H_
+#define NIBBLE_OP_LOWERING_H_
+
+#include <string>
+
+#include "op/dequantizer.h"
+#include "op/status.h"
+#include "op/tensor.h"
+
+namespace nibble {
+namespace internal {
+
+// "DequantizeLinear 'name'" or "DequantizeLinear".
+std::string Who(const std::string& op, const std::string& name);
+
+// Checks that `v` has a non-negative, non-overflowing shape, and at least
+// the bytes its dtype and shape need, with non-null data if non-empty.
+// Returns the element count.
+StatusOr<int64_t> CheckView(const TensorView& v, const std::string& what);
+
+// Sets *out to float32 scales for `v` (float32, float16, bfloat16 or
+// float8e8m0): a pointer into `v` when it is aligned float32, else widened
+// into `store`.
+Status WidenScale(const TensorView& v, const std::string& what, std::vector<float>* store,
+                  const float** out);
+
+// Integer zero point (any integer dtype incl. packed 2/4-bit) -> int32.
+Status WidenIntegerZeroPoint(const TensorView& v, const std::string& what,
+                             std::vector<int32_t>* store, const int32_t** out);
+
+// Float zero point (float32, float16, bfloat16) -> float32.
+Status WidenFloatZeroPoint(const TensorView& v, const std::string& what,
+                           std::vector<float>* store, const float** out);
+
+// Maps float32 / float16 / bfloat16 to the plan's output type.
+StatusOr<OutType> OutTypeFor(DType t, const std::string& what);
+
+}  // namespace internal
+}  // namespace nibble
+
+#endif  // NIBBLE_OP_LOWERING_H_

@@ -1,0 +1,87 @@
+#include "op/onnx_node.h"
+
+#include "op/lowering.h"
+
+namespace nibble {
+
+std::string NodeKind(const onnx::NodeProto& node) {
+  const std::string& d = node.domain();
+  if (d.empty() || d == "ai.onnx") return node.op_type();
+  return d + "::" + node.op_type();
+}
+
+bool IsSupportedNode(const onnx::NodeProto& node) {
+  return node.domain() == kPmxDomain && node.op_type() == "DequantizeLinear";
+}
+
+namespace {
+
+std::string NodeName(const onnx::NodeProto& node) {
+  return node.name().empty() ? (node.output_size() ? node.output(0) : std::string())
+                             : node.name();
+}
+
+Status ExpectType(const onnx::AttributeProto& a, onnx::AttributeProto::AttributeType t,
+                  const char* type_name) {
+  // Old writers may leave `type` unset; accept that if the value field fits.
+  if (a.type() == t) return Status::Ok();
+  if (a.type() == onnx::AttributeProto::UNDEFINED) {
+    if (t == onnx::AttributeProto::INT && a.has_i()) return Status::Ok();
+    if (t == onnx::AttributeProto::STRING && a.has_s()) return Status::Ok();
+  }
+  return Status::Error("attribute " + a.name() + " must be of type " + type_name);
+}
+
+}  // namespace
+
+StatusOr<PmxAttributes> PmxAttributesFromNode(const onnx::NodeProto& node) {
+  const std::string who = internal::Who(NodeKind(node), NodeName(node));
+  PmxAttributes attrs;
+  bool have_type = false;
+  for (const auto& a : node.attribute()) {
+    const std::string& n = a.name();
+    Status st;
+    if (n == "quant_data_type" || n == "quant_method") {
+      st = ExpectType(a, onnx::AttributeProto::STRING, "STRING");
+      if (st.ok()) (n == "quant_data_type" ? attrs.quant_data_type : attrs.quant_method) = a.s();
+      if (n == "quant_data_type") have_type = true;
+    } else if (n == "quant_axis" || n == "group_size" || n == "has_zeropoint" ||
+               n == "float_zeropoint") {
+      st = ExpectType(a, onnx::AttributeProto::INT, "INT");
+      if (st.ok()) {
+        int64_t* field = n == "quant_axis"      ? &attrs.quant_axis
+                         : n == "group_size"    ? &attrs.group_size
+                         : n == "has_zeropoint" ? &attrs.has_zeropoint
+                                                : &attrs.float_zeropoint;
+        *field = a.i();
+      }
+    } else {
+      st = Status::Error("unknown attribute '" + n + "'");
+    }
+    if (!st.ok()) return st.WithPrefix(who);
+  }
+  if (!have_type) return Status::Error(who + ": required attribute quant_data_type is missing");
+  return attrs;
+}
+
+StatusOr<Tensor> RunNode(const onnx::NodeProto& node,
+                         const std::vector<const TensorView*>& inputs, int threads) {
+  const std::string who = internal::Who(NodeKind(node), NodeName(node));
+  if (!IsSupportedNode(node)) return Status::Error(who + ": operator not supported");
+  auto attrs = PmxAttributesFromNode(node);
+  if (!attrs.ok()) return attrs.status();
+  if (inputs.size() < 2 || inputs[0] == nullptr || inputs[1] == nullptr) {
+    return Status::Error(who + ": needs inputs X and Scale");
+  }
+  if (inputs.size() > 3) {
+    return Status::Error(who + ": takes at most 3 inputs (got " +
+                         std::to_string(inputs.size()) + ")");
+  }
+  DequantizeOptions opts;
+  opts.name = NodeName(node);
+  opts.threads = threads;
+  const TensorView* zp = inputs.size() > 2 ? inputs[2] : nullptr;
+  return DequantizePmx(*attrs, *inputs[0], *inputs[1], zp, opts);
+}
+
+}  // namespace nibble

@@ -1,0 +1,144 @@
+#include "op/tensor.h"
+
+#include <cstring>
+#include <limits>
+
+namespace nibble {
+
+std::string DTypeName(DType t) {
+  switch (t) {
+    case DType::kUndefined: return "undefined";
+    case DType::kFloat32: return "float32";
+    case DType::kUInt8: return "uint8";
+    case DType::kInt8: return "int8";
+    case DType::kUInt16: return "uint16";
+    case DType::kInt16: return "int16";
+    case DType::kInt32: return "int32";
+    case DType::kInt64: return "int64";
+    case DType::kBool: return "bool";
+    case DType::kFloat16: return "float16";
+    case DType::kFloat64: return "float64";
+    case DType::kUInt32: return "uint32";
+    case DType::kUInt64: return "uint64";
+    case DType::kBFloat16: return "bfloat16";
+    case DType::kFloat8E4M3FN: return "float8e4m3fn";
+    case DType::kFloat8E4M3FNUZ: return "float8e4m3fnuz";
+    case DType::kFloat8E5M2: return "float8e5m2";
+    case DType::kFloat8E5M2FNUZ: return "float8e5m2fnuz";
+    case DType::kUInt4: return "uint4";
+    case DType::kInt4: return "int4";
+    case DType::kFloat4E2M1: return "float4e2m1";
+    case DType::kFloat8E8M0: return "float8e8m0";
+    case DType::kUInt2: return "uint2";
+    case DType::kInt2: return "int2";
+  }
+  return "dtype(" + std::to_string(static_cast<int32_t>(t)) + ")";
+}
+
+int DTypeBits(DType t) {
+  switch (t) {
+    case DType::kUInt2:
+    case DType::kInt2:
+      return 2;
+    case DType::kUInt4:
+    case DType::kInt4:
+    case DType::kFloat4E2M1:
+      return 4;
+    case DType::kUInt8:
+    case DType::kInt8:
+    case DType::kBool:
+    case DType::kFloat8E4M3FN:
+    case DType::kFloat8E4M3FNUZ:
+    case DType::kFloat8E5M2:
+    case DType::kFloat8E5M2FNUZ:
+    case DType::kFloat8E8M0:
+      return 8;
+    case DType::kUInt16:
+    case DType::kInt16:
+    case DType::kFloat16:
+    case DType::kBFloat16:
+      return 16;
+    case DType::kFloat32:
+    case DType::kInt32:
+    case DType::kUInt32:
+      return 32;
+    case DType::kInt64:
+    case DType::kUInt64:
+    case DType::kFloat64:
+      return 64;
+    case DType::kUndefined:
+      return 0;
+  }
+  return 0;
+}
+
+bool IsKnownDType(int32_t code) {
+  return code != 0 && DTypeBits(static_cast<DType>(code)) != 0;
+}
+
+std::string ShapeToString(const Shape& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ",";
+    s += std::to_string(shape[i]);
+  }
+  return s + ")";
+}
+
+StatusOr<int64_t> CheckedNumElements(const Shape& shape, const std::string& what) {
+  int64_t n = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const int64_t d = shape[i];
+    if (d < 0) {
+      return Status::Error(what + " has negative dimension " + std::to_string(d) +
+                           " at axis " + std::to_string(i) + " in shape " +
+                           ShapeToString(shape));
+    }
+    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) {
+      return Status::Error(what + " shape " + ShapeToString(shape) +
+                           " has too many elements (overflows int64)");
+    }
+    n *= d;
+  }
+  return n;
+}
+
+StatusOr<size_t> CheckedPackedBytes(int64_t elements, DType t, const std::string& what) {
+  const int bits = DTypeBits(t);
+  if (bits == 0) return Status::Error(what + " has unsupported type " + DTypeName(t));
+  const uint64_t e = static_cast<uint64_t>(elements);
+  // ceil(e * bits / 8) without overflow: e * bits fits if e <= max / 64.
+  if (elements < 0 || e > std::numeric_limits<uint64_t>::max() / 64u) {
+    return Status::Error(what + " byte size overflows");
+  }
+  const uint64_t bytes = (e * static_cast<uint64_t>(bits) + 7u) / 8u;
+  if (bytes > static_cast<uint64_t>(std::numeric_limits<size_t>::max() / 2)) {
+    return Status::Error(what + " byte size overflows");
+  }
+  return static_cast<size_t>(bytes);
+}
+
+void Tensor::Storage::resize(size_t bytes) {
+  count_ = (bytes + 63) / 64;
+  blocks_.reset(count_ ? new Block[count_] : nullptr);
+}
+
+void Tensor::Storage::CopyFrom(const Storage& o) {
+  resize(o.count_ * 64);
+  if (count_) std::memcpy(blocks_.get(), o.blocks_.get(), count_ * 64);
+}
+
+StatusOr<Tensor> Tensor::Allocate(DType dtype, Shape shape) {
+  auto n = CheckedNumElements(shape, "tensor");
+  if (!n.ok()) return n.status();
+  auto bytes = CheckedPackedBytes(*n, dtype, "tensor");
+  if (!bytes.ok()) return bytes.status();
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.size_bytes_ = *bytes;
+  t.storage_.resize(*bytes);
+  return t;
+}
+
+}  // namespace nibble
