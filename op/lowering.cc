@@ -89,13 +89,13 @@ Status WidenIntegerZeroPoint(const TensorView& v, const std::string& what,
       case DType::kInt32: z = static_cast<int32_t>(ReadLE(p + 4 * k, 4)); break;
       case DType::kUInt4:
       case DType::kInt4: {
-        const uint32_t u = (p[k / 2] >> (4 * (k % 2))) & 0xFu;
+        const uint32_t u = (uint32_t{p[k / 2]} >> (4 * (k % 2))) & 0xFu;
         z = v.dtype == DType::kInt4 ? static_cast<int32_t>(u ^ 8u) - 8 : static_cast<int32_t>(u);
         break;
       }
       case DType::kUInt2:
       case DType::kInt2: {
-        const uint32_t u = (p[k / 4] >> (2 * (k % 4))) & 0x3u;
+        const uint32_t u = (uint32_t{p[k / 4]} >> (2 * (k % 4))) & 0x3u;
         z = v.dtype == DType::kInt2 ? static_cast<int32_t>(u ^ 2u) - 2 : static_cast<int32_t>(u);
         break;
       }
