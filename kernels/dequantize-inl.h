@@ -1,5 +1,19 @@
-// Per-target dequantize kernels (included once per Highway target by
-// kernels/dequantize.cc).
+// Per-target dequantize kernels, included once per Highway target by
+// kernels/dequantize.cc (the foreach_target skeleton).
+//
+// Contract (all kernels): out(r, c) = SPEC.md §1 value of plan element
+// (r, c), bit-identical to DequantizeTileReference:
+//   integer codes: float32(q - z) * s         (z = zero point or code_offset)
+//   float zero pt: float32(q - code_offset) * s + zf, two roundings, no FMA
+// rounded once to the output type (nearest even; bf16/f16 NaN stay NaN).
+// Exactness: every vector lane performs exactly those float32 operations; a
+// per-group 16-entry table T[c] (AVX-512) holds the same values computed by
+// the same operations, so a lookup equals the arithmetic.
+// Tails: a row is processed in units of 2N lanes; elements before the first
+// aligned unit (non-temporal mode) and after the last are computed with the
+// scalar formula. Stores never touch memory outside [c0, c1) of each row:
+// no masked stores, no overlapping stores, so neighbouring threads and tiles
+// never race. Inputs are read with unaligned loads only.
 #if defined(NIBBLE_KERNELS_DEQUANTIZE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef NIBBLE_KERNELS_DEQUANTIZE_INL_H_
 #undef NIBBLE_KERNELS_DEQUANTIZE_INL_H_
@@ -8,8 +22,11 @@
 #endif
 
 #include <cstdint>
+#include <cstring>
 
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
+#include "kernels/numeric.h"
 #include "kernels/plan.h"
 #include "kernels/reference.h"
 
@@ -17,10 +34,455 @@ HWY_BEFORE_NAMESPACE();
 namespace nibble {
 namespace HWY_NAMESPACE {
 
+namespace hn = hwy::HWY_NAMESPACE;
+
 const char* ActiveTargetName() { return hwy::TargetName(HWY_TARGET); }
+
+#if HWY_TARGET != HWY_SCALAR
+
+// How the codes of one output row are laid out in memory.
+enum class RowLayout {
+  kWords16,  // PMX int4x4: element k in 16-bit word k, nibble at `shift`
+  kWords32,  // PMX int4x8: element k in 32-bit word k, nibble at `shift`
+  kNibbles,  // dense 4-bit (ONNX int4/uint4; PMX rank-1): 2 per byte, low first
+  kBytes,    // dense 8-bit
+};
+
+// Scalar value of one element given its raw code bits and its group's
+// parameters: the formula of the contract, shared by every tail.
+struct GroupParams {
+  float s = 0;
+  int32_t z = 0;    // integer zero point or code offset
+  float zf = 0;     // float zero point
+};
+
+HWY_INLINE int32_t DecodeIntCode(CodeKind k, uint32_t u) {
+  switch (k) {
+    case CodeKind::kS4: return static_cast<int32_t>(u ^ 8u) - 8;
+    case CodeKind::kS8: return static_cast<int8_t>(u);
+    default: return static_cast<int32_t>(u);
+  }
+}
+
+// Converts float32 lanes to float16 bits (in the low 16 bits of u32 lanes
+// demoted to u16), round to nearest even. AVX2 and up use F16C (exact RNE);
+// Highway 1.0.3's emulation on older targets truncates, so round here in
+// integer lanes exactly as F16FromF32 does.
+template <class DF, class VF = hn::Vec<DF>>
+HWY_INLINE auto F16Bits(DF df, VF v) {
+  const hn::Rebind<uint16_t, DF> du16;
+#if HWY_TARGET < HWY_SSE4 && !defined(HWY_DISABLE_F16C)
+  const hn::Rebind<hwy::float16_t, DF> df16;
+  return hn::BitCast(du16, hn::DemoteTo(df16, v));
+#else
+  const hn::RebindToSigned<DF> di;
+  const auto bits = hn::BitCast(di, v);
+  const auto abs = hn::And(bits, hn::Set(di, 0x7FFFFFFF));
+  const auto sign16 = hn::And(hn::ShiftRight<16>(bits), hn::Set(di, 0x8000));
+  const auto lsb = hn::And(hn::ShiftRight<13>(abs), hn::Set(di, 1));
+  const auto normal = hn::Sub(
+      hn::ShiftRight<13>(hn::Add(hn::Add(abs, hn::Set(di, 0xFFF)), lsb)), hn::Set(di, 0x1C000));
+  const auto sub = hn::Sub(hn::BitCast(di, hn::Add(hn::BitCast(df, abs), hn::Set(df, 0.5f))),
+                           hn::Set(di, 0x3F000000));
+  const auto nan = hn::Or(hn::Set(di, 0x7E00), hn::And(hn::ShiftRight<13>(abs), hn::Set(di, 0x3FF)));
+  auto r = hn::IfThenElse(hn::Lt(abs, hn::Set(di, 0x38800000)), sub, normal);
+  r = hn::IfThenElse(hn::Gt(abs, hn::Set(di, 0x477FEFFF)), hn::Set(di, 0x7C00), r);
+  r = hn::IfThenElse(hn::Gt(abs, hn::Set(di, 0x7F800000)), nan, r);
+  return hn::DemoteTo(du16, hn::Or(r, sign16));
+#endif
+}
+
+// float32 -> bfloat16 bits, round to nearest even, NaN kept NaN (1.0.3's
+// DemoteTo truncates).
+template <class DF, class VF = hn::Vec<DF>>
+HWY_INLINE auto BF16Bits(DF df, VF v) {
+  const hn::Rebind<uint16_t, DF> du16;
+  const hn::RebindToSigned<DF> di;
+  (void)df;
+  const auto bits = hn::BitCast(di, v);
+  const auto abs = hn::And(bits, hn::Set(di, 0x7FFFFFFF));
+  const auto hi = hn::ShiftRight<16>(hn::BitCast(hn::RebindToUnsigned<DF>(), bits));
+  const auto lsb = hn::And(hi, hn::Set(hn::RebindToUnsigned<DF>(), 1u));
+  const auto rounded = hn::ShiftRight<16>(hn::Add(
+      hn::Add(hn::BitCast(hn::RebindToUnsigned<DF>(), bits), hn::Set(hn::RebindToUnsigned<DF>(), 0x7FFFu)),
+      lsb));
+  const auto nan = hn::Or(hi, hn::Set(hn::RebindToUnsigned<DF>(), 0x40u));
+  const auto r = hn::IfThenElse(hn::RebindMask(hn::RebindToUnsigned<DF>(),
+                                               hn::Gt(abs, hn::Set(di, 0x7F800000))),
+                                nan, rounded);
+  return hn::DemoteTo(du16, hn::BitCast(di, r));
+}
+
+// One output row segment [k0, k1) (element offsets within the row), all
+// loop-invariant facts of the row.
+struct RowJob {
+  const uint8_t* codes;  // layout-specific base (element 0 of the row)
+  int shift;             // kWords*: nibble position
+  bool odd_start;        // kNibbles: element 0 is a high nibble
+  // Scales: per element (s_step 1) or grouped along the row.
+  bool per_element;
+  const float* scale;      // element 0's scale (per_element) or plan.scale
+  const int32_t* zp_int;
+  const float* zp_float;
+  // Grouped: scale index of element k = base + ((phase + k) / group) * step.
+  int64_t base, phase, group, step;
+};
+
+template <RowLayout kLayout, CodeKind kCode, ZeroPointKind kZp, OutType kOut>
+class RowKernel {
+ public:
+  using DF = hn::ScalableTag<float>;
+  using DI = hn::RebindToSigned<DF>;
+  using DU = hn::RebindToUnsigned<DF>;
+  using VF = hn::Vec<DF>;
+  using VI = hn::Vec<DI>;
+  static constexpr bool kTable = HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR &&
+                                 (kLayout != RowLayout::kBytes);
+
+  RowKernel(const Plan& plan, const RowJob& job) : plan_(plan), job_(job) {}
+
+  // Writes elements [k0, k1) of the row to y[k - k0]. `stream`: use
+  // non-temporal stores for the aligned body.
+  void Run(int64_t k0, int64_t k1, void* y, bool stream) {
+    const DF df;
+    const size_t N = hn::Lanes(df);
+    const int64_t unit = static_cast<int64_t>(2 * N);
+    constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
+    char* const out = static_cast<char*>(y);
+    // Prologue: reach an even nibble (kNibbles) and, when streaming, an
+    // output address aligned to a full vector (N * 4 bytes for every output
+    // type: 2N f16/bf16 lanes or N f32 lanes per store).
+    const uintptr_t vec_bytes = N * 4;
+    auto aligned = [&](int64_t kk) {
+      return reinterpret_cast<uintptr_t>(out + (kk - k0) * kOutBytes) % vec_bytes == 0;
+    };
+    auto parity_ok = [&](int64_t kk) {
+      return kLayout != RowLayout::kNibbles || ((kk + (job_.odd_start ? 1 : 0)) & 1) == 0;
+    };
+    int64_t k = k0;
+    if (stream) {
+      const int64_t limit = k0 + 2 * unit;
+      while (k < k1 && k < limit && !(aligned(k) && parity_ok(k))) ++k;
+      if (k >= limit || k >= k1) stream = false;  // not alignable: plain stores
+    }
+    if (!stream) k = parity_ok(k0) ? k0 : k0 + 1;
+    k = k < k1 ? k : k1;
+    ScalarRange(k0, k, out);
+    if (!job_.per_element) SetGroup(k);
+    for (; k + unit <= k1; k += unit) {
+      const VF v0 = Compute(k);
+      const VF v1 = Compute(k + static_cast<int64_t>(N));
+      StoreUnit(df, v0, v1, out + (k - k0) * kOutBytes, stream);
+    }
+    if (stream) hwy::FlushStream();  // order NT stores before later reads
+    ScalarRange(k, k1, out + (k - k0) * kOutBytes);
+  }
+
+ private:
+  // --- Scalar path (prologue, tails) -------------------------------------
+  void ScalarRange(int64_t k0, int64_t k1, char* out) const {
+    for (int64_t k = k0; k < k1; ++k) {
+      const float v = ScalarValue(k);
+      char* dst = out + (k - k0) * (kOut == OutType::kF32 ? 4 : 2);
+      if (kOut == OutType::kF32) {
+        std::memcpy(dst, &v, 4);
+      } else {
+        const uint16_t h = kOut == OutType::kF16 ? F16FromF32(v) : BF16FromF32(v);
+        std::memcpy(dst, &h, 2);
+      }
+    }
+  }
+
+  uint32_t ScalarCode(int64_t k) const {
+    switch (kLayout) {
+      case RowLayout::kWords16: {
+        uint16_t w;
+        std::memcpy(&w, job_.codes + 2 * k, 2);
+        return (uint32_t{w} >> job_.shift) & 0xFu;
+      }
+      case RowLayout::kWords32: {
+        uint32_t w;
+        std::memcpy(&w, job_.codes + 4 * k, 4);
+        return (w >> job_.shift) & 0xFu;
+      }
+      case RowLayout::kNibbles: {
+        const int64_t e = k + (job_.odd_start ? 1 : 0);
+        return (uint32_t{job_.codes[e / 2]} >> (4 * (e % 2))) & 0xFu;
+      }
+      case RowLayout::kBytes:
+        return job_.codes[k];
+    }
+    return 0;
+  }
+
+  int64_t ScaleIndex(int64_t k) const {
+    return job_.per_element ? k : job_.base + ((job_.phase + k) / job_.group) * job_.step;
+  }
+
+  float ScalarValue(int64_t k) const {
+    const int64_t idx = ScaleIndex(k);
+    const int32_t q = DecodeIntCode(kCode, ScalarCode(k));
+    const float s = job_.scale[idx];
+    if (kZp == ZeroPointKind::kInteger) return static_cast<float>(q - job_.zp_int[idx]) * s;
+    const float prod = static_cast<float>(q - plan_.code_offset) * s;
+    if (kZp == ZeroPointKind::kFloat) return prod + job_.zp_float[idx];
+    return prod;
+  }
+
+  // --- Vector path ---------------------------------------------------------
+  // Raw codes (unsigned bit fields) of elements k .. k+N-1.
+  HWY_INLINE VI LoadCodes(int64_t k) const {
+    const DI di;
+    const DU du;
+    if (kLayout == RowLayout::kWords16) {
+      const hn::Rebind<uint16_t, DI> du16;
+      const auto w = hn::LoadU(du16, reinterpret_cast<const uint16_t*>(job_.codes) + k);
+      const auto u = hn::PromoteTo(du, w);
+      return hn::BitCast(di, hn::And(hn::ShiftRightSame(u, job_.shift), hn::Set(du, 0xFu)));
+    } else if (kLayout == RowLayout::kWords32) {
+      const auto u = hn::LoadU(du, reinterpret_cast<const uint32_t*>(job_.codes) + k);
+      return hn::BitCast(di, hn::And(hn::ShiftRightSame(u, job_.shift), hn::Set(du, 0xFu)));
+    } else if (kLayout == RowLayout::kNibbles) {
+      // N codes = N/2 bytes: widen each byte b to a u16 lane holding
+      // (b & 0xF) | (b >> 4) << 8, whose two bytes are the two codes in
+      // order; then widen those N bytes to N lanes.
+      const hn::Rebind<uint8_t, DI> du8n;                 // N x u8
+      const hn::Repartition<uint16_t, decltype(du8n)> du16h;  // N/2 x u16
+      const hn::Rebind<uint8_t, decltype(du16h)> du8h;    // N/2 x u8
+      const int64_t e = k + (job_.odd_start ? 1 : 0);     // even by construction
+      const auto b = hn::PromoteTo(du16h, hn::LoadU(du8h, job_.codes + e / 2));
+      const auto pair = hn::Or(hn::And(b, hn::Set(du16h, 0xF)),
+                               hn::ShiftLeft<8>(hn::ShiftRight<4>(b)));
+      return hn::BitCast(di, hn::PromoteTo(du, hn::BitCast(du8n, pair)));
+    } else {
+      if (kCode == CodeKind::kS8) {
+        const hn::Rebind<int8_t, DI> di8;
+        return hn::PromoteTo(di, hn::LoadU(di8, reinterpret_cast<const int8_t*>(job_.codes) + k));
+      }
+      const hn::Rebind<uint8_t, DI> du8;
+      return hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(du8, job_.codes + k)));
+    }
+  }
+
+  // Integer value q of raw codes (sign extension for signed sub-byte codes).
+  HWY_INLINE VI Decode(VI c) const {
+    const DI di;
+    if (kCode == CodeKind::kS4) return hn::Sub(hn::Xor(c, hn::Set(di, 8)), hn::Set(di, 8));
+    return c;
+  }
+
+  // The contract's arithmetic on N lanes.
+  HWY_INLINE VF Arith(VI q, VF s, VI z, VF zf) const {
+    const DF df;
+    const VF prod = hn::Mul(hn::ConvertTo(df, hn::Sub(q, z)), s);
+    return kZp == ZeroPointKind::kFloat ? hn::Add(prod, zf) : prod;
+  }
+
+  struct Group {
+    VF s, zf, table;
+    VI z;
+  };
+
+  HWY_INLINE Group MakeGroup(int64_t idx) const {
+    const DF df;
+    const DI di;
+    Group g;
+    g.s = hn::Set(df, job_.scale[idx]);
+    g.z = hn::Set(di, kZp == ZeroPointKind::kInteger ? job_.zp_int[idx] : plan_.code_offset);
+    g.zf = hn::Set(df, kZp == ZeroPointKind::kFloat ? job_.zp_float[idx] : 0.0f);
+    if (kTable) {
+      // T[c] for every 4-bit code c, by the same operations as Arith.
+      g.table = Arith(Decode(hn::Iota(di, 0)), g.s, g.z, g.zf);
+    } else {
+      g.table = g.s;
+    }
+    return g;
+  }
+
+  HWY_INLINE VF GroupValue(const Group& g, VI c) const {
+    if (kTable) {
+      const DF df;
+      return hn::TableLookupLanes(g.table, hn::IndicesFromVec(df, c));
+    }
+    return Arith(Decode(c), g.s, g.z, g.zf);
+  }
+
+  // Grouped rows: current group's parameters and where it ends.
+  void SetGroup(int64_t k) {
+    cur_idx_ = ScaleIndex(k);
+    cur_ = MakeGroup(cur_idx_);
+    cur_end_ = (job_.phase + k) / job_.group * job_.group + job_.group - job_.phase;
+  }
+
+  // Values of elements k .. k+N-1 (called in increasing k).
+  HWY_INLINE VF Compute(int64_t k) {
+    const DF df;
+    const DI di;
+    const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+    const VI c = LoadCodes(k);
+    if (job_.per_element) {
+      const VF s = hn::LoadU(df, job_.scale + k);
+      const VI z = kZp == ZeroPointKind::kInteger ? hn::LoadU(di, job_.zp_int + k)
+                                                  : hn::Set(di, plan_.code_offset);
+      const VF zf = kZp == ZeroPointKind::kFloat ? hn::LoadU(df, job_.zp_float + k)
+                                                 : hn::Zero(df);
+      return Arith(Decode(c), s, z, zf);
+    }
+    if (k + n <= cur_end_) return GroupValue(cur_, c);
+    if (k >= cur_end_) {  // first lane already in a later group
+      SetGroup(k);
+      if (k + n <= cur_end_) return GroupValue(cur_, c);
+    }
+    // The vector straddles a group boundary (group >= N: at most one).
+    const VF a = GroupValue(cur_, c);
+    const size_t in_first = static_cast<size_t>(cur_end_ - k);
+    SetGroup(cur_end_);
+    const VF b = GroupValue(cur_, c);
+    return hn::IfThenElse(hn::FirstN(df, in_first), a, b);
+  }
+
+  HWY_INLINE void StoreUnit(DF df, VF v0, VF v1, char* dst, bool stream) const {
+    const size_t N = hn::Lanes(df);
+    if (kOut == OutType::kF32) {
+      float* p = reinterpret_cast<float*>(dst);
+      if (stream) {
+        hn::Stream(v0, df, p);
+        hn::Stream(v1, df, p + N);
+      } else {
+        hn::StoreU(v0, df, p);
+        hn::StoreU(v1, df, p + N);
+      }
+    } else {
+      const hn::Repartition<uint16_t, DF> du16;  // 2N lanes: one full vector
+      const auto h0 = kOut == OutType::kF16 ? F16Bits(df, v0) : BF16Bits(df, v0);
+      const auto h1 = kOut == OutType::kF16 ? F16Bits(df, v1) : BF16Bits(df, v1);
+      const auto both = hn::Combine(du16, h1, h0);
+      uint16_t* p = reinterpret_cast<uint16_t*>(dst);
+      if (stream) {
+        hn::Stream(both, du16, p);
+      } else {
+        hn::StoreU(both, du16, p);
+      }
+    }
+  }
+
+  const Plan& plan_;
+  const RowJob& job_;
+  Group cur_;
+  int64_t cur_idx_ = 0, cur_end_ = 0;
+};
+
+template <RowLayout kLayout, CodeKind kCode, ZeroPointKind kZp, OutType kOut>
+void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
+             int64_t ld) {
+  const int64_t cols = plan.cols();
+  constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
+  const bool stream = plan.nontemporal;
+  for (int64_t r = r0; r < r1; ++r) {
+    RowJob job;
+    const int64_t e0 = r * cols;  // element (r, 0)
+    // Codes.
+    if (kLayout == RowLayout::kWords16 || kLayout == RowLayout::kWords32) {
+      const int64_t p = plan.interleave, rr = plan.interleave_row;
+      const int64_t d = e0 / rr, j = e0 % rr;
+      job.codes = plan.codes + ((d / p) * rr + j) * (p / 2);
+      job.shift = static_cast<int>(4 * (d % p));
+      job.odd_start = false;
+    } else if (kLayout == RowLayout::kNibbles) {
+      job.codes = plan.codes + e0 / 2;
+      job.odd_start = (e0 & 1) != 0;
+      job.shift = 0;
+    } else {
+      job.codes = plan.codes + e0;
+      job.shift = 0;
+      job.odd_start = false;
+    }
+    // Scales.
+    if (plan.inner == 1) {
+      job.per_element = plan.group == 1 && plan.s_axis == 1;
+      job.base = r * plan.s_outer;
+      job.group = plan.group;
+      job.step = plan.s_axis;
+      job.phase = 0;
+    } else {
+      const int64_t o = r / plan.axis, a = r % plan.axis;
+      job.base = o * plan.s_outer + (a / plan.group) * plan.s_axis;
+      job.per_element = plan.s_inner == 1;
+      job.group = cols;  // constant along the row
+      job.step = 0;
+      job.phase = 0;
+    }
+    if (job.step == 0) job.group = cols;  // scale constant along the row
+    job.scale = plan.scale;
+    job.zp_int = plan.zp_int;
+    job.zp_float = plan.zp_float;
+    if (job.per_element) {
+      job.scale = plan.scale + job.base;
+      if (plan.zp_int) job.zp_int = plan.zp_int + job.base;
+      if (plan.zp_float) job.zp_float = plan.zp_float + job.base;
+    }
+    // Offset the row to start at c0 (keeps all k relative to the row).
+    RowKernel<kLayout, kCode, kZp, kOut> kernel(plan, job);
+    char* y = static_cast<char*>(out) + (r - r0) * ld * kOutBytes;
+    kernel.Run(c0, c1, y, stream);
+  }
+}
+
+template <RowLayout kLayout, CodeKind kCode>
+void DispatchZpOut(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                   void* out, int64_t ld) {
+#define NIBBLE_CASE(ZP, OUT)                                                            \
+  if (plan.zp_kind == ZeroPointKind::ZP && plan.out == OutType::OUT) {                  \
+    return RunRows<kLayout, kCode, ZeroPointKind::ZP, OutType::OUT>(plan, r0, r1, c0, c1, \
+                                                                     out, ld);           \
+  }
+  NIBBLE_CASE(kNone, kF32)
+  NIBBLE_CASE(kNone, kF16)
+  NIBBLE_CASE(kNone, kBF16)
+  NIBBLE_CASE(kInteger, kF32)
+  NIBBLE_CASE(kInteger, kF16)
+  NIBBLE_CASE(kInteger, kBF16)
+  NIBBLE_CASE(kFloat, kF32)
+  NIBBLE_CASE(kFloat, kF16)
+  NIBBLE_CASE(kFloat, kBF16)
+#undef NIBBLE_CASE
+}
+
+#endif  // HWY_TARGET != HWY_SCALAR
 
 void DequantizeTileSimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                         void* out, int64_t ld) {
+#if HWY_TARGET != HWY_SCALAR
+  const hn::ScalableTag<float> df;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+  // Grouped rows need groups of at least N lanes (one boundary per vector).
+  const bool groups_ok = plan.inner != 1 || plan.group >= n ||
+                         (plan.group == 1 && plan.s_axis == 1) || plan.s_axis == 0;
+  if (groups_ok && c1 - c0 >= 2 * n) {
+    if (plan.interleave > 1 && plan.interleave_row > 1 && plan.code == CodeKind::kU4) {
+      if (plan.interleave == 4) {
+        return DispatchZpOut<RowLayout::kWords16, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
+      }
+      return DispatchZpOut<RowLayout::kWords32, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
+    }
+    // Interleave over a single row per dim-0 index is dense nibble order.
+    const bool dense = plan.interleave == 1 || plan.interleave_row == 1;
+    if (dense) {
+      switch (plan.code) {
+        case CodeKind::kU4:
+          return DispatchZpOut<RowLayout::kNibbles, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
+        case CodeKind::kS4:
+          return DispatchZpOut<RowLayout::kNibbles, CodeKind::kS4>(plan, r0, r1, c0, c1, out, ld);
+        case CodeKind::kU8:
+          return DispatchZpOut<RowLayout::kBytes, CodeKind::kU8>(plan, r0, r1, c0, c1, out, ld);
+        case CodeKind::kS8:
+          return DispatchZpOut<RowLayout::kBytes, CodeKind::kS8>(plan, r0, r1, c0, c1, out, ld);
+        default:
+          break;
+      }
+    }
+  }
+#endif
   DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
 }
 

@@ -73,6 +73,11 @@ struct Plan {
 
   // --- Output ------------------------------------------------------------
   OutType out = OutType::kF32;
+  // Use non-temporal (streaming) stores for the aligned body of each row:
+  // right for outputs far larger than the caches, 5-10x slower for
+  // cache-resident ones. Set by the threaded whole-tensor runner by size;
+  // tiles always use plain stores.
+  bool nontemporal = false;
 
   int64_t rows() const { return inner == 1 ? outer : outer * axis; }
   int64_t cols() const { return inner == 1 ? axis : inner; }

@@ -13,6 +13,9 @@ namespace nibble {
 namespace {
 // Below this many output elements a parallel region costs more than it saves.
 constexpr int64_t kMinElementsForThreads = int64_t{1} << 15;
+// Outputs of at least this many bytes are written with non-temporal stores
+// (see README "Stores" for the measurement behind the threshold).
+constexpr int64_t kMinBytesForStreaming = int64_t{4} << 20;
 
 int ResolveThreads(int threads) {
 #if NIBBLE_HAVE_OPENMP
@@ -25,7 +28,9 @@ int ResolveThreads(int threads) {
 }
 }  // namespace
 
-void RunPlanThreaded(const Plan& plan, void* out, int threads) {
+void RunPlanThreaded(const Plan& plan_in, void* out, int threads) {
+  Plan plan = plan_in;
+  plan.nontemporal = plan.elements() * OutBytes(plan.out) >= kMinBytesForStreaming;
   const int64_t rows = plan.rows(), cols = plan.cols();
   if (rows == 0 || cols == 0) return;
   const int64_t out_bytes = OutBytes(plan.out);

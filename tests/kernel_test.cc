@@ -1,0 +1,278 @@
+// Every kernel x every compiled Highway target x a grid of sizes around the
+// vector length and the group size, odd nibble starts, every zero-point
+// kind, output type and store mode, tiles at any offset: `==` against the
+// scalar reference (kernels/reference.h), with sentinels around the output.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "doctest/doctest.h"
+#include "hwy/targets.h"
+#include "kernels/dequantize.h"
+#include "kernels/numeric.h"
+#include "kernels/reference.h"
+#include "op/dequantizer.h"
+
+namespace nibble {
+namespace {
+
+// Restores the real target set when a test ends.
+struct TargetGuard {
+  ~TargetGuard() { hwy::SetSupportedTargetsForTest(0); }
+};
+
+std::vector<int64_t> CompiledTargets() {
+  hwy::SetSupportedTargetsForTest(0);
+  return hwy::SupportedAndGeneratedTargets();
+}
+
+// Switches dispatch to `target` and checks that it really switched.
+void UseTarget(int64_t target) {
+  hwy::SetSupportedTargetsForTest(target);
+  REQUIRE(std::string(ActiveTarget()) == hwy::TargetName(target));
+}
+
+TEST_CASE("dispatch follows SetSupportedTargetsForTest for every compiled target") {
+  TargetGuard guard;
+  const auto targets = CompiledTargets();
+  CHECK(targets.size() >= 2);  // at least one SIMD target plus the fallback
+  for (int64_t t : targets) UseTarget(t);
+  MESSAGE("targets: " << [&] {
+    std::string s;
+    for (int64_t t : targets) s += std::string(hwy::TargetName(t)) + " ";
+    return s;
+  }());
+}
+
+// Awkward scale values: the arithmetic is plain IEEE, including the
+// float16 / bfloat16 overflow, subnormal and NaN paths of the rounding.
+float RandomScale(std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> pick(0, 40);
+  std::uniform_real_distribution<float> u(-0.1f, 0.1f);
+  switch (pick(rng)) {
+    case 0: return std::numeric_limits<float>::quiet_NaN();
+    case 1: return std::numeric_limits<float>::infinity();
+    case 2: return -std::numeric_limits<float>::infinity();
+    case 3: return 0.0f;
+    case 4: return 1e-40f;        // float32 subnormal
+    case 5: return 3e-6f;         // products land in float16 subnormals
+    case 6: return 9000.0f;       // products overflow float16
+    case 7: return 6.5e37f;       // products overflow float32 / bfloat16
+    case 8: return F32FromBits(0x3F808000u);  // bfloat16 ties
+    default: return u(rng);
+  }
+}
+
+struct PlanData {
+  Plan plan;
+  std::vector<uint8_t> codes;
+  std::vector<float> scale, zpf;
+  std::vector<int32_t> zpi;
+};
+
+enum class Form { kPmxAxis1, kPmxAxis0, kDense };
+
+// A random plan of the given form. cols is the row length of the 2-D view.
+PlanData MakePlan(std::mt19937_64& rng, Form form, CodeKind code, int interleave, int64_t rows,
+                  int64_t cols, int64_t group, ZeroPointKind zp, OutType out, int per_elem) {
+  PlanData d;
+  Plan& p = d.plan;
+  p.code = code;
+  p.out = out;
+  p.zp_kind = zp;
+  p.code_offset = zp == ZeroPointKind::kInteger ? 0 : (code == CodeKind::kU4 ? 8 : 3);
+  if (form == Form::kPmxAxis1 || (form == Form::kDense && per_elem == 0)) {
+    // Groups along the row: [outer = rows, axis = cols, inner = 1].
+    p.outer = rows;
+    p.axis = cols;
+    p.inner = 1;
+    p.group = group;
+    const int64_t nb = (cols + group - 1) / group;  // ragged last group allowed
+    p.s_axis = 1;
+    p.s_outer = nb;
+    p.s_inner = 0;
+    d.scale.resize(static_cast<size_t>(rows * nb));
+  } else {
+    // Scales vary along the row (per_elem 1) or are constant (2):
+    // [outer = 1, axis = rows, inner = cols].
+    p.outer = 1;
+    p.axis = rows;
+    p.inner = cols;
+    p.group = group;
+    const int64_t nb = (rows + group - 1) / group;
+    p.s_outer = 0;
+    p.s_axis = per_elem == 1 ? cols : 1;
+    p.s_inner = per_elem == 1 ? 1 : 0;
+    d.scale.resize(static_cast<size_t>(per_elem == 1 ? nb * cols : nb));
+  }
+  const int64_t e = rows * cols;
+  if (interleave > 1) {
+    p.interleave = interleave;
+    p.interleave_row = cols;  // PMX: one dim-0 index per row of the view
+    d.codes.resize(static_cast<size_t>(e / 2));
+  } else {
+    d.codes.resize(static_cast<size_t>((e * CodeBits(code) + 7) / 8));
+  }
+  for (auto& b : d.codes) b = static_cast<uint8_t>(rng());
+  for (auto& s : d.scale) s = RandomScale(rng);
+  if (zp == ZeroPointKind::kInteger) {
+    d.zpi.resize(d.scale.size());
+    for (auto& z : d.zpi) z = static_cast<int32_t>(rng() % 300) - 150;
+    p.zp_int = d.zpi.data();
+  } else if (zp == ZeroPointKind::kFloat) {
+    d.zpf.resize(d.scale.size());
+    for (auto& z : d.zpf) z = RandomScale(rng);
+    p.zp_float = d.zpf.data();
+  }
+  p.codes = d.codes.data();
+  p.scale = d.scale.data();
+  return d;
+}
+
+// Runs tile [r0,r1) x [c0,c1) through the dispatched kernel and the
+// reference into sentinel-filled buffers; returns a description of the first
+// difference, or "".
+std::string CompareTile(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                        int64_t ld, int64_t misalign_bytes) {
+  const int64_t ob = OutBytes(plan.out);
+  const size_t bytes = static_cast<size_t>(((r1 - r0) * ld + 16) * ob + 128);
+  std::vector<uint8_t> a(bytes, 0xA5), b(bytes, 0xA5);
+  // Offset the output start by misalign_bytes (a multiple of the element size).
+  DequantizeTile(plan, r0, r1, c0, c1, a.data() + 64 + misalign_bytes, ld);
+  DequantizeTileReference(plan, r0, r1, c0, c1, b.data() + 64 + misalign_bytes, ld);
+  if (a == b) return "";
+  // Element-wise: equal bits, or both NaN (SPEC.md §1: NaN matches NaN; the
+  // sign/payload of a NaN depends on operand order).
+  auto is_nan = [&](const uint8_t* p) {
+    if (ob == 4) {
+      uint32_t u;
+      std::memcpy(&u, p, 4);
+      return (u & 0x7FFFFFFFu) > 0x7F800000u;
+    }
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return plan.out == OutType::kF16 ? (h & 0x7FFF) > 0x7C00 : (h & 0x7FFF) > 0x7F80;
+  };
+  const size_t base = static_cast<size_t>(64 + misalign_bytes);
+  for (size_t k = 0; k < bytes; ++k) {
+    if (a[k] == b[k]) continue;
+    const int64_t off = static_cast<int64_t>(k) - static_cast<int64_t>(base);
+    const int64_t elem = off >= 0 ? off / ob : -1;
+    if (elem >= 0) {
+      const size_t start = base + static_cast<size_t>(elem * ob);
+      if (start + static_cast<size_t>(ob) <= bytes && is_nan(&a[start]) && is_nan(&b[start])) {
+        continue;
+      }
+    }
+    return "first differing byte at output offset " + std::to_string(off) + " (element " +
+           std::to_string(elem) + "): kernel " + std::to_string(a[k]) + ", reference " +
+           std::to_string(b[k]);
+  }
+  return "";
+}
+
+TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
+  TargetGuard guard;
+  const auto targets = CompiledTargets();
+  // Sizes around the vector lengths (4, 8, 16 float lanes; units of 2N) and
+  // the group size.
+  const int64_t col_sizes[] = {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 64, 65, 100, 130, 421};
+  struct Layout {
+    Form form;
+    CodeKind code;
+    int interleave;
+    const char* name;
+  };
+  const Layout layouts[] = {
+      {Form::kPmxAxis1, CodeKind::kU4, 4, "int4x4 groups along row"},
+      {Form::kPmxAxis1, CodeKind::kU4, 8, "int4x8 groups along row"},
+      {Form::kPmxAxis0, CodeKind::kU4, 4, "int4x4 scales along row"},
+      {Form::kPmxAxis0, CodeKind::kU4, 8, "int4x8 scales along row"},
+      {Form::kDense, CodeKind::kU4, 1, "dense uint4"},
+      {Form::kDense, CodeKind::kS4, 1, "dense int4"},
+      {Form::kDense, CodeKind::kU8, 1, "uint8"},
+      {Form::kDense, CodeKind::kS8, 1, "int8"},
+  };
+  std::mt19937_64 rng(2026);
+  int64_t compared = 0;
+  for (int64_t target : targets) {
+    UseTarget(target);
+    for (const Layout& l : layouts) {
+      for (int64_t cols : col_sizes) {
+        for (ZeroPointKind zp : {ZeroPointKind::kNone, ZeroPointKind::kInteger,
+                                 ZeroPointKind::kFloat}) {
+          for (OutType out : {OutType::kF32, OutType::kF16, OutType::kBF16}) {
+            const int64_t rows = l.interleave > 1 ? 2 * l.interleave : 5;
+            const int per_elem = l.form == Form::kPmxAxis0 ? 1 : (l.form == Form::kDense ? static_cast<int>(rng() % 3) : 0);
+            int64_t group;
+            if (l.form == Form::kPmxAxis0) {
+              group = l.interleave;  // along rows
+            } else {
+              const int64_t choices[] = {1, 2, 16, 32, 33, 64, cols, 2 * cols};
+              group = choices[rng() % 8];
+              if (per_elem != 0) group = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(rows));
+            }
+            PlanData d = MakePlan(rng, l.form, l.code, l.interleave, rows, cols, group, zp, out,
+                                  per_elem);
+            for (bool nt : {false, true}) {
+              d.plan.nontemporal = nt;
+              // Whole, then random tiles (mid-group, mid-word, odd nibbles).
+              for (int trial = 0; trial < 4; ++trial) {
+                int64_t r0 = 0, r1 = rows, c0 = 0, c1 = cols;
+                if (trial > 0) {
+                  r0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(rows));
+                  r1 = r0 + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(rows - r0));
+                  c0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(cols));
+                  c1 = c0 + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(cols - c0));
+                }
+                const int64_t ld = c1 - c0 + (trial == 3 ? 5 : 0);
+                const int64_t mis = (trial % 2) * OutBytes(out);
+                const std::string diff = CompareTile(d.plan, r0, r1, c0, c1, ld, mis);
+                CHECK_MESSAGE(diff.empty(),
+                              std::string(hwy::TargetName(target))
+                                  << " " << l.name << " rows=" << rows << " cols=" << cols
+                                  << " group=" << group << " per_elem=" << per_elem << " zp="
+                                  << static_cast<int>(zp) << " out=" << static_cast<int>(out)
+                                  << " nt=" << nt << " tile=[" << r0 << "," << r1 << ")x[" << c0
+                                  << "," << c1 << ") ld=" << ld << ": " << diff);
+                ++compared;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  CHECK(compared > 10000);
+}
+
+TEST_CASE("threaded whole-tensor runs give identical bits for 1, 2, 3 and all threads") {
+  TargetGuard guard;
+  std::mt19937_64 rng(77);
+  for (int64_t target : CompiledTargets()) {
+    UseTarget(target);
+    for (Form form : {Form::kPmxAxis1, Form::kPmxAxis0}) {
+      // 1.25 MiB+ of f32 output: above the threading threshold; 8 MiB
+      // variant crosses the streaming threshold.
+      for (int64_t rows : {int64_t{64}, int64_t{512}}) {
+        PlanData d = MakePlan(rng, form, CodeKind::kU4, 4, rows, 4096, form == Form::kPmxAxis1 ? 128 : 4,
+                              ZeroPointKind::kInteger, OutType::kF32, form == Form::kPmxAxis0 ? 1 : 0);
+        const size_t n = static_cast<size_t>(rows * 4096);
+        std::vector<float> ref(n), got(n);
+        DequantizeTileReference(d.plan, 0, rows, 0, 4096, ref.data(), 4096);
+        for (int threads : {1, 2, 3, 0}) {
+          std::fill(got.begin(), got.end(), -1.0f);
+          RunPlanThreaded(d.plan, got.data(), threads);
+          CHECK_MESSAGE(std::memcmp(got.data(), ref.data(), n * 4) == 0,
+                        std::string(hwy::TargetName(target)) << " rows=" << rows << " threads=" << threads);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace nibble
