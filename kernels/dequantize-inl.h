@@ -138,11 +138,17 @@ class RowKernel {
   using VI = hn::Vec<DI>;
   static constexpr bool kTable = HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR &&
                                  (kLayout != RowLayout::kBytes);
+  // float16/bfloat16 output from 4-bit codes on AVX-512: the group's table
+  // is rounded to 16-bit output bits once, then 2N outputs are one 16-bit
+  // permute (vpermw) of 2N codes. Same bits: rounding is per value.
+  static constexpr bool kHalfTable = kTable && kOut != OutType::kF32;
+  using DU16 = hn::Repartition<uint16_t, DF>;  // 2N x u16, a full vector
+  using VU16 = hn::Vec<DU16>;
 
   RowKernel(const Plan& plan, const RowJob& job) : plan_(plan), job_(job) {}
 
   // Writes elements [k0, k1) of the row to y[k - k0]. `stream`: use
-  // non-temporal stores for the aligned body.
+  // non-temporal stores for the aligned body; the caller must FlushStream.
   void Run(int64_t k0, int64_t k1, void* y, bool stream) {
     const DF df;
     const size_t N = hn::Lanes(df);
@@ -168,15 +174,68 @@ class RowKernel {
     if (!stream) k = parity_ok(k0) ? k0 : k0 + 1;
     k = k < k1 ? k : k1;
     ScalarRange(k0, k, out);
-    if (!job_.per_element) SetGroup(k);
-    for (; k + unit <= k1; k += unit) {
-      const VF v0 = Compute(k);
-      const VF v1 = Compute(k + static_cast<int64_t>(N));
-      StoreUnit(df, v0, v1, out + (k - k0) * kOutBytes, stream);
+    char* const base = out - k0 * kOutBytes;  // element k at base + k * kOutBytes
+    if (job_.per_element) {
+      for (; k + unit <= k1; k += unit) {
+        const VF v0 = Compute(k);
+        const VF v1 = Compute(k + static_cast<int64_t>(N));
+        StoreUnit(df, v0, v1, base + k * kOutBytes, stream);
+      }
+    } else {
+      // Loop invariants in locals: vector stores may alias anything, so
+      // members would be reloaded after every store.
+      const Codes codes{job_.codes, job_.shift, job_.odd_start};
+      SetGroup(k);
+      while (k + unit <= k1) {
+        const Group g = cur_;
+        const int64_t stop = cur_end_ < k1 ? cur_end_ : k1;
+        if (kHalfTable) {
+          const DU16 du16;
+          for (; k + unit <= stop; k += unit) {
+            const VU16 h = HalfLookup(
+                g.table16, LoadCodes16At(codes.codes, codes.shift, codes.odd_start, k));
+            uint16_t* p = reinterpret_cast<uint16_t*>(base + k * kOutBytes);
+            if (stream) {
+              hn::Stream(h, du16, p);
+            } else {
+              hn::StoreU(h, du16, p);
+            }
+          }
+        } else if (stream) {
+          for (; k + unit <= stop; k += unit) {
+            const VF v0 = GroupValue(g, codes.Load(k));
+            const VF v1 = GroupValue(g, codes.Load(k + static_cast<int64_t>(N)));
+            StoreUnit(df, v0, v1, base + k * kOutBytes, true);
+          }
+        } else {
+          for (; k + unit <= stop; k += unit) {
+            const VF v0 = GroupValue(g, codes.Load(k));
+            const VF v1 = GroupValue(g, codes.Load(k + static_cast<int64_t>(N)));
+            StoreUnit(df, v0, v1, base + k * kOutBytes, false);
+          }
+        }
+        if (k + unit > k1) break;
+        if (k >= cur_end_) {  // groups aligned with units: just move on
+          SetGroup(k);
+          continue;
+        }
+        // This unit straddles a group boundary.
+        const VF v0 = Compute(k);
+        const VF v1 = Compute(k + static_cast<int64_t>(N));
+        StoreUnit(df, v0, v1, base + k * kOutBytes, stream);
+        k += unit;
+      }
     }
-    if (stream) hwy::FlushStream();  // order NT stores before later reads
     ScalarRange(k, k1, out + (k - k0) * kOutBytes);
   }
+
+  // Raw code loader with its layout facts held by value.
+  struct Codes {
+    const uint8_t* codes;
+    int shift;
+    bool odd_start;
+    HWY_INLINE VI Load(int64_t k) const { return LoadCodesAt(codes, shift, odd_start, k); }
+  };
 
  private:
   // --- Scalar path (prologue, tails) -------------------------------------
@@ -232,16 +291,20 @@ class RowKernel {
   // --- Vector path ---------------------------------------------------------
   // Raw codes (unsigned bit fields) of elements k .. k+N-1.
   HWY_INLINE VI LoadCodes(int64_t k) const {
+    return LoadCodesAt(job_.codes, job_.shift, job_.odd_start, k);
+  }
+
+  static HWY_INLINE VI LoadCodesAt(const uint8_t* codes, int shift, bool odd_start, int64_t k) {
     const DI di;
     const DU du;
     if (kLayout == RowLayout::kWords16) {
       const hn::Rebind<uint16_t, DI> du16;
-      const auto w = hn::LoadU(du16, reinterpret_cast<const uint16_t*>(job_.codes) + k);
+      const auto w = hn::LoadU(du16, reinterpret_cast<const uint16_t*>(codes) + k);
       const auto u = hn::PromoteTo(du, w);
-      return hn::BitCast(di, hn::And(hn::ShiftRightSame(u, job_.shift), hn::Set(du, 0xFu)));
+      return hn::BitCast(di, hn::And(hn::ShiftRightSame(u, shift), hn::Set(du, 0xFu)));
     } else if (kLayout == RowLayout::kWords32) {
-      const auto u = hn::LoadU(du, reinterpret_cast<const uint32_t*>(job_.codes) + k);
-      return hn::BitCast(di, hn::And(hn::ShiftRightSame(u, job_.shift), hn::Set(du, 0xFu)));
+      const auto u = hn::LoadU(du, reinterpret_cast<const uint32_t*>(codes) + k);
+      return hn::BitCast(di, hn::And(hn::ShiftRightSame(u, shift), hn::Set(du, 0xFu)));
     } else if (kLayout == RowLayout::kNibbles) {
       // N codes = N/2 bytes: widen each byte b to a u16 lane holding
       // (b & 0xF) | (b >> 4) << 8, whose two bytes are the two codes in
@@ -249,19 +312,57 @@ class RowKernel {
       const hn::Rebind<uint8_t, DI> du8n;                 // N x u8
       const hn::Repartition<uint16_t, decltype(du8n)> du16h;  // N/2 x u16
       const hn::Rebind<uint8_t, decltype(du16h)> du8h;    // N/2 x u8
-      const int64_t e = k + (job_.odd_start ? 1 : 0);     // even by construction
-      const auto b = hn::PromoteTo(du16h, hn::LoadU(du8h, job_.codes + e / 2));
+      const int64_t e = k + (odd_start ? 1 : 0);     // even by construction
+      const auto b = hn::PromoteTo(du16h, hn::LoadU(du8h, codes + e / 2));
       const auto pair = hn::Or(hn::And(b, hn::Set(du16h, 0xF)),
                                hn::ShiftLeft<8>(hn::ShiftRight<4>(b)));
       return hn::BitCast(di, hn::PromoteTo(du, hn::BitCast(du8n, pair)));
     } else {
       if (kCode == CodeKind::kS8) {
         const hn::Rebind<int8_t, DI> di8;
-        return hn::PromoteTo(di, hn::LoadU(di8, reinterpret_cast<const int8_t*>(job_.codes) + k));
+        return hn::PromoteTo(di, hn::LoadU(di8, reinterpret_cast<const int8_t*>(codes) + k));
       }
       const hn::Rebind<uint8_t, DI> du8;
-      return hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(du8, job_.codes + k)));
+      return hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(du8, codes + k)));
     }
+  }
+
+  // Raw 4-bit codes of elements k .. k+2N-1 in 16-bit lanes (kHalfTable).
+  static HWY_INLINE VU16 LoadCodes16At(const uint8_t* codes, int shift, bool odd_start,
+                                       int64_t k) {
+    const DU16 du16;
+    if (kLayout == RowLayout::kWords16) {
+      const auto w = hn::LoadU(du16, reinterpret_cast<const uint16_t*>(codes) + k);
+      return hn::And(hn::ShiftRightSame(w, shift), hn::Set(du16, 0xF));
+    } else if (kLayout == RowLayout::kWords32) {
+      const DU du;
+      const hn::Rebind<uint16_t, DU> du16h;
+      const auto* p = reinterpret_cast<const uint32_t*>(codes) + k;
+      const auto lo = hn::And(hn::ShiftRightSame(hn::LoadU(du, p), shift), hn::Set(du, 0xFu));
+      const auto hi = hn::And(hn::ShiftRightSame(hn::LoadU(du, p + hn::Lanes(du)), shift),
+                              hn::Set(du, 0xFu));
+      return hn::Combine(du16, hn::DemoteTo(du16h, hn::BitCast(DI(), hi)),
+                         hn::DemoteTo(du16h, hn::BitCast(DI(), lo)));
+    } else {
+      // 2N codes = N bytes; see LoadCodesAt for the pairing trick.
+      const hn::Rebind<uint16_t, DI> du16h;                   // N x u16
+      const hn::Rebind<uint8_t, decltype(du16h)> du8h;        // N x u8
+      const hn::Repartition<uint8_t, decltype(du16h)> du8f;   // 2N x u8
+      const int64_t e = k + (odd_start ? 1 : 0);
+      const auto b = hn::PromoteTo(du16h, hn::LoadU(du8h, codes + e / 2));
+      const auto pair = hn::Or(hn::And(b, hn::Set(du16h, 0xF)),
+                               hn::ShiftLeft<8>(hn::ShiftRight<4>(b)));
+      return hn::PromoteTo(du16, hn::BitCast(du8f, pair));
+    }
+  }
+
+  static HWY_INLINE VU16 HalfLookup(VU16 table16, VU16 c) {
+#if HWY_TARGET <= HWY_AVX3
+    return VU16{_mm512_permutexvar_epi16(c.raw, table16.raw)};
+#else
+    (void)c;
+    return table16;  // unreachable: kHalfTable is false here
+#endif
   }
 
   // Integer value q of raw codes (sign extension for signed sub-byte codes).
@@ -281,6 +382,7 @@ class RowKernel {
   struct Group {
     VF s, zf, table;
     VI z;
+    VU16 table16;  // kHalfTable: output bits of T[c] in lanes c and 16 + c
   };
 
   HWY_INLINE Group MakeGroup(int64_t idx) const {
@@ -295,6 +397,13 @@ class RowKernel {
       g.table = Arith(Decode(hn::Iota(di, 0)), g.s, g.z, g.zf);
     } else {
       g.table = g.s;
+    }
+    if (kHalfTable) {
+      const DU16 du16;
+      const auto h = kOut == OutType::kF16 ? F16Bits(df, g.table) : BF16Bits(df, g.table);
+      g.table16 = hn::Combine(du16, h, h);
+    } else {
+      g.table16 = hn::Zero(DU16());
     }
     return g;
   }
@@ -426,6 +535,10 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
     char* y = static_cast<char*>(out) + (r - r0) * ld * kOutBytes;
     kernel.Run(c0, c1, y, stream);
   }
+  // Order the non-temporal stores before anything the caller does next
+  // (once per call: an sfence per row would drain the write-combining
+  // buffers thousands of times per tensor).
+  if (stream) hwy::FlushStream();
 }
 
 template <RowLayout kLayout, CodeKind kCode>

@@ -233,7 +233,7 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
                 const std::string diff = CompareTile(d.plan, r0, r1, c0, c1, ld, mis);
                 CHECK_MESSAGE(diff.empty(),
                               std::string(hwy::TargetName(target))
-                                  << " " << l.name << " rows=" << rows << " cols=" << cols
+                                  << " " << std::string(l.name) << " rows=" << rows << " cols=" << cols
                                   << " group=" << group << " per_elem=" << per_elem << " zp="
                                   << static_cast<int>(zp) << " out=" << static_cast<int>(out)
                                   << " nt=" << nt << " tile=[" << r0 << "," << r1 << ")x[" << c0
