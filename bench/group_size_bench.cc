@@ -17,12 +17,10 @@
 #include "bench/synthetic_weights.h"
 #include "kernels/dequantize.h"
 #include "kernels/numeric.h"
+#include "kernels/stream_fill.h"
 #include "op/pmx.h"
 #include "op/quantize.h"
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -65,24 +63,6 @@ struct Buffer {
   std::unique_ptr<char, Free> data;
   size_t size;
 };
-
-// Non-temporal fill of [p, p + bytes): the machine's streaming write speed.
-void StreamFill(char* p, size_t bytes) {
-#if defined(__SSE2__)
-  const __m128i v = _mm_set1_epi32(0x3F800000);
-  size_t k = 0;
-  for (; k + 64 <= bytes; k += 64) {
-    _mm_stream_si128(reinterpret_cast<__m128i*>(p + k), v);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(p + k + 16), v);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(p + k + 32), v);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(p + k + 48), v);
-  }
-  _mm_sfence();
-  if (k < bytes) std::memset(p + k, 1, bytes - k);
-#else
-  std::memset(p, 1, bytes);
-#endif
-}
 
 // Splits [0, bytes) into `threads` 64-byte aligned pieces and runs fn on each.
 void Parallel(int threads, size_t bytes, const std::function<void(size_t, size_t)>& fn) {
@@ -222,9 +202,53 @@ void AddBenchOptions(CLI::App* app, BenchOptions* o) {
       ->capture_default_str()->check(CLI::IsMember({"table", "json", "csv"}));
   app->add_option("--seed", o->seed, "Seed of the synthetic weight")->capture_default_str();
   app->add_flag("!--no-in-cache", o->in_cache, "Skip the in-cache tile rows");
+  app->add_flag("--store-sweep", o->store_sweep,
+                "Measure plain vs non-temporal stores by output size (one thread, f32, "
+                "int4x4 G=128) to place the streaming threshold");
 }
 
+namespace {
+
+// Plain vs non-temporal stores for outputs from 64 KiB to 256 MiB, each size
+// dequantized repeatedly into the same buffer (as a runtime reusing a
+// scratch buffer would): cache-resident sizes favour plain stores.
+int RunStoreSweep(const BenchOptions& opt, std::ostream& out, std::ostream& err) {
+  const int64_t k = 4096;
+  const auto w = MakeLlmLikeWeight(16384, k, opt.seed);
+  out << "output bytes   plain GB/s   streaming GB/s   streaming/plain\n";
+  for (int64_t rows = 4; rows <= 16384; rows *= 2) {
+    QuantizeConfig cfg;
+    auto q = QuantizePmx(w.data(), {rows, k}, cfg);
+    if (!q.ok()) {
+      err << q.status().message() << "\n";
+      return 1;
+    }
+    auto prep = PreparePmx(q->attrs, q->x.view(), q->scale.view(), nullptr, {});
+    if (!prep.ok()) return 1;
+    Plan plan = prep->plan();
+    const size_t bytes = static_cast<size_t>(rows * k) * 4;
+    Buffer y(bytes);
+    std::memset(y.data.get(), 0, bytes);
+    const int inner = static_cast<int>(std::max<int64_t>(1, (int64_t{64} << 20) / static_cast<int64_t>(bytes)));
+    double t[2];
+    for (int nt = 0; nt < 2; ++nt) {
+      plan.nontemporal = nt == 1;
+      t[nt] = MedianSeconds(opt.reps, [&] {
+        for (int i = 0; i < inner; ++i) DequantizeTile(plan, 0, rows, 0, k, y.data.get(), k);
+      }) / inner;
+    }
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%12zu %12.2f %16.2f %17.2f\n", bytes, static_cast<double>(bytes) / t[0] / 1e9,
+                  static_cast<double>(bytes) / t[1] / 1e9, t[0] / t[1]);
+    out << buf;
+  }
+  return 0;
+}
+
+}  // namespace
+
 int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& err) {
+  if (opt.store_sweep) return RunStoreSweep(opt, out, err);
   int64_t n = 0, k = 0;
   {
     const auto comma = opt.shape.find(',');

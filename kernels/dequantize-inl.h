@@ -215,8 +215,8 @@ class RowKernel {
           }
         }
         if (k + unit > k1) break;
-        if (k >= cur_end_) {  // groups aligned with units: just move on
-          SetGroup(k);
+        if (k == cur_end_) {  // groups aligned with units: step to the next
+          NextGroup();
           continue;
         }
         // This unit straddles a group boundary.
@@ -423,6 +423,13 @@ class RowKernel {
     cur_end_ = (job_.phase + k) / job_.group * job_.group + job_.group - job_.phase;
   }
 
+  // The group after the current one (no division: cheap for small groups).
+  HWY_INLINE void NextGroup() {
+    cur_idx_ += job_.step;
+    cur_end_ += job_.group;
+    cur_ = MakeGroup(cur_idx_);
+  }
+
   // Values of elements k .. k+N-1 (called in increasing k).
   HWY_INLINE VF Compute(int64_t k) {
     const DF df;
@@ -445,7 +452,7 @@ class RowKernel {
     // The vector straddles a group boundary (group >= N: at most one).
     const VF a = GroupValue(cur_, c);
     const size_t in_first = static_cast<size_t>(cur_end_ - k);
-    SetGroup(cur_end_);
+    NextGroup();
     const VF b = GroupValue(cur_, c);
     return hn::IfThenElse(hn::FirstN(df, in_first), a, b);
   }
