@@ -10,8 +10,22 @@ std::string NodeKind(const onnx::NodeProto& node) {
   return d + "::" + node.op_type();
 }
 
+namespace {
+bool IsDefaultDomain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
+}  // namespace
+
 bool IsSupportedNode(const onnx::NodeProto& node) {
-  return node.domain() == kPmxDomain && node.op_type() == "DequantizeLinear";
+  return node.op_type() == "DequantizeLinear" &&
+         (node.domain() == kPmxDomain || IsDefaultDomain(node.domain()));
+}
+
+int64_t ModelOpset(const onnx::ModelProto& model, const std::string& domain) {
+  for (const auto& o : model.opset_import()) {
+    if (o.domain() == domain || (IsDefaultDomain(domain) && IsDefaultDomain(o.domain()))) {
+      return o.version();
+    }
+  }
+  return -1;
 }
 
 namespace {
@@ -64,10 +78,66 @@ StatusOr<PmxAttributes> PmxAttributesFromNode(const onnx::NodeProto& node) {
   return attrs;
 }
 
+StatusOr<OnnxDequantizeAttributes> OnnxAttributesFromNode(const onnx::NodeProto& node,
+                                                          int64_t model_opset) {
+  const std::string who = internal::Who(NodeKind(node), NodeName(node));
+  OnnxDequantizeAttributes attrs;
+  attrs.opset = OnnxDequantizeVersion(model_opset);
+  if (attrs.opset == 0) {
+    return Status::Error(who + ": the model imports default-domain opset " +
+                         std::to_string(model_opset) +
+                         "; DequantizeLinear needs opset 10 or later");
+  }
+  for (const auto& a : node.attribute()) {
+    const std::string& n = a.name();
+    Status st;
+    if (n == "axis" || n == "block_size" || n == "output_dtype") {
+      st = ExpectType(a, onnx::AttributeProto::INT, "INT");
+      if (st.ok()) {
+        if (n == "axis") {
+          attrs.axis = a.i();
+          attrs.has_axis = true;
+        } else if (n == "block_size") {
+          attrs.block_size = a.i();
+          attrs.has_block_size = true;
+        } else {
+          if (a.i() < 0 || a.i() > 1000) {
+            st = Status::Error("attribute output_dtype " + std::to_string(a.i()) +
+                               " is not a data type");
+          }
+          attrs.output_dtype = static_cast<int32_t>(a.i());
+          attrs.has_output_dtype = true;
+        }
+      }
+    } else {
+      st = Status::Error("unknown attribute '" + n + "'");
+    }
+    if (!st.ok()) return st.WithPrefix(who);
+  }
+  return attrs;
+}
+
 StatusOr<Tensor> RunNode(const onnx::NodeProto& node,
-                         const std::vector<const TensorView*>& inputs, int threads) {
+                         const std::vector<const TensorView*>& inputs, int64_t model_opset,
+                         int threads) {
   const std::string who = internal::Who(NodeKind(node), NodeName(node));
   if (!IsSupportedNode(node)) return Status::Error(who + ": operator not supported");
+  if (IsDefaultDomain(node.domain())) {
+    auto attrs = OnnxAttributesFromNode(node, model_opset);
+    if (!attrs.ok()) return attrs.status();
+    if (inputs.size() < 2 || inputs[0] == nullptr || inputs[1] == nullptr) {
+      return Status::Error(who + ": needs inputs x and x_scale");
+    }
+    if (inputs.size() > 3) {
+      return Status::Error(who + ": takes at most 3 inputs (got " +
+                           std::to_string(inputs.size()) + ")");
+    }
+    DequantizeOptions opts;
+    opts.name = NodeName(node);
+    opts.threads = threads;
+    return DequantizeOnnx(*attrs, *inputs[0], *inputs[1], inputs.size() > 2 ? inputs[2] : nullptr,
+                          opts);
+  }
   auto attrs = PmxAttributesFromNode(node);
   if (!attrs.ok()) return attrs.status();
   if (inputs.size() < 2 || inputs[0] == nullptr || inputs[1] == nullptr) {

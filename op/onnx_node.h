@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "formats/onnx.pb.h"
+#include "op/onnx.h"
 #include "op/pmx.h"
 #include "op/status.h"
 #include "op/tensor.h"
@@ -27,10 +28,20 @@ bool IsSupportedNode(const onnx::NodeProto& node);
 // attributes and attributes of the wrong type are errors naming the node.
 StatusOr<PmxAttributes> PmxAttributesFromNode(const onnx::NodeProto& node);
 
+// Reads the attributes of a default-domain DequantizeLinear node for the
+// model's default-domain opset (`model_opset`). Errors name the node.
+StatusOr<OnnxDequantizeAttributes> OnnxAttributesFromNode(const onnx::NodeProto& node,
+                                                          int64_t model_opset);
+
+// The model's opset for `domain` ("" = default), or -1 if not imported.
+int64_t ModelOpset(const onnx::ModelProto& model, const std::string& domain);
+
 // Runs a supported node. inputs[k] is the node's k-th input (nullptr when
-// the optional input is absent). Errors name the node.
+// the optional input is absent). `model_opset` is the model's default-domain
+// opset (it selects the DequantizeLinear version). Errors name the node.
 StatusOr<Tensor> RunNode(const onnx::NodeProto& node,
-                         const std::vector<const TensorView*>& inputs, int threads = 0);
+                         const std::vector<const TensorView*>& inputs, int64_t model_opset,
+                         int threads = 0);
 
 }  // namespace nibble
 

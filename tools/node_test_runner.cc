@@ -139,7 +139,7 @@ Outcome RunOne(const fs::path& dir, const NodeTestOptions& opt) {
       views.push_back(it->second.view());
       inputs.push_back(&views.back());
     }
-    auto y = RunNode(node, inputs, opt.threads);
+    auto y = RunNode(node, inputs, ModelOpset(model, ""), opt.threads);
     if (!y.ok()) return {Outcome::kFail, y.status().message()};
     onnx::TensorProto want_p;
     st = ReadProtoFile((set / "output_0.pb").string(), &want_p);
