@@ -46,6 +46,7 @@ enum class RowLayout {
   kWords32,  // PMX int4x8: element k in 32-bit word k, nibble at `shift`
   kNibbles,  // dense 4-bit (ONNX int4/uint4; PMX rank-1): 2 per byte, low first
   kBytes,    // dense 8-bit
+  kHalves,   // dense 16-bit
 };
 
 // Scalar value of one element given its raw code bits and its group's
@@ -60,6 +61,7 @@ HWY_INLINE int32_t DecodeIntCode(CodeKind k, uint32_t u) {
   switch (k) {
     case CodeKind::kS4: return static_cast<int32_t>(u ^ 8u) - 8;
     case CodeKind::kS8: return static_cast<int8_t>(u);
+    case CodeKind::kS16: return static_cast<int16_t>(u);
     default: return static_cast<int32_t>(u);
   }
 }
@@ -136,8 +138,11 @@ class RowKernel {
   using DU = hn::RebindToUnsigned<DF>;
   using VF = hn::Vec<DF>;
   using VI = hn::Vec<DI>;
+  static constexpr bool kFloatCode = kCode >= CodeKind::kF8E4M3FN;
   static constexpr bool kTable = HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR &&
-                                 (kLayout != RowLayout::kBytes);
+                                 (kLayout == RowLayout::kWords16 ||
+                                  kLayout == RowLayout::kWords32 ||
+                                  kLayout == RowLayout::kNibbles);
   // float16/bfloat16 output from 4-bit codes on AVX-512: the group's table
   // is rounded to 16-bit output bits once, then 2N outputs are one 16-bit
   // permute (vpermw) of 2N codes. Same bits: rounding is per value.
@@ -145,7 +150,8 @@ class RowKernel {
   using DU16 = hn::Repartition<uint16_t, DF>;  // 2N x u16, a full vector
   using VU16 = hn::Vec<DU16>;
 
-  RowKernel(const Plan& plan, const RowJob& job) : plan_(plan), job_(job) {}
+  RowKernel(const Plan& plan, const RowJob& job)
+      : plan_(plan), job_(job), decode_(FloatCodeTable(kCode)) {}
 
   // Writes elements [k0, k1) of the row to y[k - k0]. `stream`: use
   // non-temporal stores for the aligned body; the caller must FlushStream.
@@ -270,6 +276,11 @@ class RowKernel {
       }
       case RowLayout::kBytes:
         return job_.codes[k];
+      case RowLayout::kHalves: {
+        uint16_t h;
+        std::memcpy(&h, job_.codes + 2 * k, 2);
+        return h;
+      }
     }
     return 0;
   }
@@ -280,8 +291,9 @@ class RowKernel {
 
   float ScalarValue(int64_t k) const {
     const int64_t idx = ScaleIndex(k);
-    const int32_t q = DecodeIntCode(kCode, ScalarCode(k));
     const float s = job_.scale[idx];
+    if (kFloatCode) return decode_[ScalarCode(k)] * s;
+    const int32_t q = DecodeIntCode(kCode, ScalarCode(k));
     if (kZp == ZeroPointKind::kInteger) return static_cast<float>(q - job_.zp_int[idx]) * s;
     const float prod = static_cast<float>(q - plan_.code_offset) * s;
     if (kZp == ZeroPointKind::kFloat) return prod + job_.zp_float[idx];
@@ -317,6 +329,14 @@ class RowKernel {
       const auto pair = hn::Or(hn::And(b, hn::Set(du16h, 0xF)),
                                hn::ShiftLeft<8>(hn::ShiftRight<4>(b)));
       return hn::BitCast(di, hn::PromoteTo(du, hn::BitCast(du8n, pair)));
+    } else if (kLayout == RowLayout::kHalves) {
+      if (kCode == CodeKind::kS16) {
+        const hn::Rebind<int16_t, DI> di16;
+        return hn::PromoteTo(di, hn::LoadU(di16, reinterpret_cast<const int16_t*>(codes) + k));
+      }
+      const hn::Rebind<uint16_t, DI> du16;
+      return hn::BitCast(
+          di, hn::PromoteTo(du, hn::LoadU(du16, reinterpret_cast<const uint16_t*>(codes) + k)));
     } else {
       if (kCode == CodeKind::kS8) {
         const hn::Rebind<int8_t, DI> di8;
@@ -372,9 +392,15 @@ class RowKernel {
     return c;
   }
 
-  // The contract's arithmetic on N lanes.
+  // The contract's arithmetic on N lanes (for float codes, q holds the raw
+  // bit patterns: decode through the table, then x * s).
   HWY_INLINE VF Arith(VI q, VF s, VI z, VF zf) const {
     const DF df;
+    if (kFloatCode) {
+      (void)z;
+      (void)zf;
+      return hn::Mul(hn::GatherIndex(df, decode_, q), s);
+    }
     const VF prod = hn::Mul(hn::ConvertTo(df, hn::Sub(q, z)), s);
     return kZp == ZeroPointKind::kFloat ? hn::Add(prod, zf) : prod;
   }
@@ -484,6 +510,7 @@ class RowKernel {
 
   const Plan& plan_;
   const RowJob& job_;
+  const float* decode_;  // float codes: decoded value of each bit pattern
   Group cur_;
   int64_t cur_idx_ = 0, cur_end_ = 0;
 };
@@ -509,7 +536,7 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
       job.odd_start = (e0 & 1) != 0;
       job.shift = 0;
     } else {
-      job.codes = plan.codes + e0;
+      job.codes = plan.codes + e0 * (kLayout == RowLayout::kHalves ? 2 : 1);
       job.shift = 0;
       job.odd_start = false;
     }
@@ -568,6 +595,24 @@ void DispatchZpOut(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t
 #undef NIBBLE_CASE
 }
 
+// Float codes have no zero point (op/ validated that ONNX float8 zero points
+// are zero and drops float4 ones).
+template <RowLayout kLayout, CodeKind kCode>
+void DispatchOut(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
+                 int64_t ld) {
+  switch (plan.out) {
+    case OutType::kF32:
+      return RunRows<kLayout, kCode, ZeroPointKind::kNone, OutType::kF32>(plan, r0, r1, c0, c1,
+                                                                          out, ld);
+    case OutType::kF16:
+      return RunRows<kLayout, kCode, ZeroPointKind::kNone, OutType::kF16>(plan, r0, r1, c0, c1,
+                                                                          out, ld);
+    case OutType::kBF16:
+      return RunRows<kLayout, kCode, ZeroPointKind::kNone, OutType::kBF16>(plan, r0, r1, c0, c1,
+                                                                           out, ld);
+  }
+}
+
 #endif  // HWY_TARGET != HWY_SCALAR
 
 void DequantizeTileSimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
@@ -597,6 +642,22 @@ void DequantizeTileSimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, in
           return DispatchZpOut<RowLayout::kBytes, CodeKind::kU8>(plan, r0, r1, c0, c1, out, ld);
         case CodeKind::kS8:
           return DispatchZpOut<RowLayout::kBytes, CodeKind::kS8>(plan, r0, r1, c0, c1, out, ld);
+        case CodeKind::kU16:
+          return DispatchZpOut<RowLayout::kHalves, CodeKind::kU16>(plan, r0, r1, c0, c1, out, ld);
+        case CodeKind::kS16:
+          return DispatchZpOut<RowLayout::kHalves, CodeKind::kS16>(plan, r0, r1, c0, c1, out, ld);
+        case CodeKind::kF4E2M1:
+          return DispatchOut<RowLayout::kNibbles, CodeKind::kF4E2M1>(plan, r0, r1, c0, c1, out, ld);
+        case CodeKind::kF8E4M3FN:
+          return DispatchOut<RowLayout::kBytes, CodeKind::kF8E4M3FN>(plan, r0, r1, c0, c1, out, ld);
+        case CodeKind::kF8E4M3FNUZ:
+          return DispatchOut<RowLayout::kBytes, CodeKind::kF8E4M3FNUZ>(plan, r0, r1, c0, c1, out,
+                                                                       ld);
+        case CodeKind::kF8E5M2:
+          return DispatchOut<RowLayout::kBytes, CodeKind::kF8E5M2>(plan, r0, r1, c0, c1, out, ld);
+        case CodeKind::kF8E5M2FNUZ:
+          return DispatchOut<RowLayout::kBytes, CodeKind::kF8E5M2FNUZ>(plan, r0, r1, c0, c1, out,
+                                                                       ld);
         default:
           break;
       }

@@ -69,6 +69,7 @@ struct Plan {
   const float* scale = nullptr;  // float32, widened by op/ if needed
   ZeroPointKind zp_kind = ZeroPointKind::kNone;
   const int32_t* zp_int = nullptr;  // kInteger: same indexing as scale
+                                    // (for kU32 codes: the uint32's bits)
   const float* zp_float = nullptr;  // kFloat: same indexing as scale
 
   // --- Output ------------------------------------------------------------

@@ -28,6 +28,21 @@ uint32_t LoadCodeBits(const Plan& plan, int64_t e) {
 
 namespace {
 
+float DecodeFloat(CodeKind k, uint32_t u);
+
+struct FloatTables {
+  float f8[4][256];
+  float f4[16];
+  FloatTables() {
+    const CodeKind kinds[4] = {CodeKind::kF8E4M3FN, CodeKind::kF8E4M3FNUZ, CodeKind::kF8E5M2,
+                               CodeKind::kF8E5M2FNUZ};
+    for (int t = 0; t < 4; ++t) {
+      for (uint32_t b = 0; b < 256; ++b) f8[t][b] = DecodeFloat(kinds[t], b);
+    }
+    for (uint32_t b = 0; b < 16; ++b) f4[b] = DecodeFloat(CodeKind::kF4E2M1, b);
+  }
+};
+
 int64_t DecodeInteger(CodeKind k, uint32_t u) {
   switch (k) {
     case CodeKind::kS2: return static_cast<int64_t>(u ^ 2u) - 2;
@@ -52,6 +67,18 @@ float DecodeFloat(CodeKind k, uint32_t u) {
 
 }  // namespace
 
+const float* FloatCodeTable(CodeKind k) {
+  static const FloatTables tables;
+  switch (k) {
+    case CodeKind::kF8E4M3FN: return tables.f8[0];
+    case CodeKind::kF8E4M3FNUZ: return tables.f8[1];
+    case CodeKind::kF8E5M2: return tables.f8[2];
+    case CodeKind::kF8E5M2FNUZ: return tables.f8[3];
+    case CodeKind::kF4E2M1: return tables.f4;
+    default: return nullptr;
+  }
+}
+
 float ReferenceValue(const Plan& plan, int64_t r, int64_t c) {
   int64_t o, a, i;
   if (plan.inner == 1) {
@@ -69,8 +96,13 @@ float ReferenceValue(const Plan& plan, int64_t r, int64_t c) {
   }
   const int64_t q = DecodeInteger(plan.code, bits);
   switch (plan.zp_kind) {
-    case ZeroPointKind::kInteger:
-      return static_cast<float>(q - plan.zp_int[idx]) * s;
+    case ZeroPointKind::kInteger: {
+      // uint32 codes (DirectML) keep their zero point's uint32 bits.
+      const int64_t z = plan.code == CodeKind::kU32
+                            ? static_cast<int64_t>(static_cast<uint32_t>(plan.zp_int[idx]))
+                            : plan.zp_int[idx];
+      return static_cast<float>(q - z) * s;
+    }
     case ZeroPointKind::kFloat: {
       const volatile float prod = static_cast<float>(q - plan.code_offset) * s;
       return prod + plan.zp_float[idx];

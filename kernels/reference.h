@@ -11,6 +11,11 @@
 
 namespace nibble {
 
+// Decoded float32 value of every bit pattern of a float code kind: 256
+// entries for float8 kinds, 16 for float4e2m1. Immutable, built on first
+// use (thread-safe).
+const float* FloatCodeTable(CodeKind k);
+
 // Raw code bits of logical element `e` (zero-extended).
 uint32_t LoadCodeBits(const Plan& plan, int64_t e);
 
