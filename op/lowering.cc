@@ -87,6 +87,8 @@ Status WidenIntegerZeroPoint(const TensorView& v, const std::string& what,
       case DType::kInt16: z = static_cast<int16_t>(ReadLE(p + 2 * k, 2)); break;
       case DType::kUInt16: z = static_cast<int32_t>(ReadLE(p + 2 * k, 2)); break;
       case DType::kInt32: z = static_cast<int32_t>(ReadLE(p + 4 * k, 4)); break;
+      // uint32 (DirectML): the bits; kernels read them back as uint32.
+      case DType::kUInt32: z = static_cast<int32_t>(ReadLE(p + 4 * k, 4)); break;
       case DType::kUInt4:
       case DType::kInt4: {
         const uint32_t u = (uint32_t{p[k / 2]} >> (4 * (k % 2))) & 0xFu;
