@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <ostream>
 #include <sstream>
@@ -97,6 +98,12 @@ Outcome RunOne(const fs::path& dir, const NodeTestOptions& opt) {
     if (!t.ok()) return {Outcome::kFail, t.status().message()};
     constants[init.name()] = std::move(*t);
   }
+  // A file `expected_error` makes the directory an error case.
+  std::string expected_error;
+  {
+    std::ifstream f(dir / "expected_error");
+    if (f) std::getline(f, expected_error);
+  }
   std::vector<fs::path> sets;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
@@ -140,6 +147,15 @@ Outcome RunOne(const fs::path& dir, const NodeTestOptions& opt) {
       inputs.push_back(&views.back());
     }
     auto y = RunNode(node, inputs, ModelOpset(model, ""), opt.threads);
+    if (!expected_error.empty()) {
+      // An error case: passes when the node is rejected with that message.
+      if (y.ok()) return {Outcome::kFail, "expected an error containing '" + expected_error + "'"};
+      if (y.status().message().find(expected_error) == std::string::npos) {
+        return {Outcome::kFail, "error '" + y.status().message() + "' does not contain '" +
+                                    expected_error + "'"};
+      }
+      continue;
+    }
     if (!y.ok()) return {Outcome::kFail, y.status().message()};
     onnx::TensorProto want_p;
     st = ReadProtoFile((set / "output_0.pb").string(), &want_p);

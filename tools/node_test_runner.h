@@ -21,7 +21,9 @@ struct NodeTestSummary {
 };
 
 // Runs every test directory in `paths` (a directory holding test
-// directories is searched one level down). Prints PASS/FAIL/SKIP lines and
+// directories is searched one level down). A directory with a file
+// `expected_error` (one line) is an error case: it passes when the node is
+// rejected with a message containing that line. Prints PASS/FAIL/SKIP lines and
 // the summary line to `out`.
 NodeTestSummary RunNodeTests(const std::vector<std::string>& paths,
                              const NodeTestOptions& options, std::ostream& out);
