@@ -10,6 +10,7 @@
 #include <functional>
 #include <iomanip>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <sstream>
 
@@ -18,6 +19,7 @@
 #include "kernels/dequantize.h"
 #include "kernels/numeric.h"
 #include "kernels/stream_fill.h"
+#include "op/onnx.h"
 #include "op/pmx.h"
 #include "op/quantize.h"
 
@@ -105,15 +107,34 @@ struct Layout {
   std::string name;
   int bits;
   int64_t quant_axis;
+  bool onnx;  // ONNX dense int4 (DequantizeLinear) instead of PMX int4x4
 };
 
 bool FindLayout(const std::string& name, Layout* l) {
-  if (name == "pmx-q1") *l = {name, 4, 1};
-  else if (name == "pmx-q0") *l = {name, 4, 0};
-  else if (name == "int8") *l = {name, 8, 1};
+  if (name == "pmx-q1") *l = {name, 4, 1, false};
+  else if (name == "pmx-q0") *l = {name, 4, 0, false};
+  else if (name == "onnx-b1") *l = {name, 4, 1, true};
+  else if (name == "onnx-b0") *l = {name, 4, 0, true};
+  else if (name == "int8") *l = {name, 8, 1, false};
   else return false;
   return true;
 }
+
+// A quantized weight in either front end's form, ready to prepare.
+struct BenchWeight {
+  std::optional<QuantizedWeight> pmx;
+  std::optional<OnnxQuantizedWeight> onnx;
+  StatusOr<Dequantizer> Prepare(DType out, const std::string& name) const {
+    DequantizeOptions o;
+    o.output_dtype = out;
+    o.name = name;
+    if (pmx) return PreparePmx(pmx->attrs, pmx->x.view(), pmx->scale.view(), nullptr, o);
+    OnnxDequantizeAttributes a = onnx->attrs;
+    a.output_dtype = static_cast<int32_t>(out);
+    a.has_output_dtype = true;
+    return PrepareOnnx(a, onnx->x.view(), onnx->scale.view(), nullptr, o);
+  }
+};
 
 std::vector<float> ToFloat(const Tensor& y) {
   const int64_t n = *CheckedNumElements(y.shape(), "y");
@@ -192,9 +213,12 @@ void AddBenchOptions(CLI::App* app, BenchOptions* o) {
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   app->add_option("--threads", o->threads, "Thread counts (0 = all cores)")
       ->delimiter(',')->capture_default_str()->check(CLI::NonNegativeNumber);
-  app->add_option("--layout", o->layouts, "Layouts: pmx-q1,pmx-q0,int8")
+  app->add_option("--layout", o->layouts,
+                  "Layouts: pmx-q1 (PMX int4x4, groups along K), pmx-q0 (groups along N), "
+                  "onnx-b1 (ONNX int4 blocked along the last axis), onnx-b0 (ONNX int4 "
+                  "blocked along axis 0, ONNX Runtime's [K, N]), int8 (PMX int8)")
       ->delimiter(',')->capture_default_str()
-      ->check(CLI::IsMember({"pmx-q1", "pmx-q0", "int8"}));
+      ->check(CLI::IsMember({"pmx-q1", "pmx-q0", "onnx-b1", "onnx-b0", "int8"}));
   app->add_option("--shape", o->shape, "Logical weight shape N,K")->capture_default_str();
   app->add_option("--reps", o->reps, "Timed repetitions per row (median reported)")
       ->capture_default_str()->check(CLI::PositiveNumber);
@@ -283,18 +307,23 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
       cfg.bits = layout.bits;
       cfg.quant_axis = layout.quant_axis;
       cfg.group_size = g;
-      auto q = QuantizePmx(w.data(), {n, k}, cfg);
-      if (!q.ok()) {
-        err << "nibble bench: " << lname << " G=" << g << ": " << q.status().message() << "\n";
+      BenchWeight bw;
+      Status qs;
+      if (layout.onnx) {
+        auto q = QuantizeOnnx(w.data(), {n, k}, cfg);
+        if (q.ok()) bw.onnx = std::move(*q); else qs = q.status();
+      } else {
+        auto q = QuantizePmx(w.data(), {n, k}, cfg);
+        if (q.ok()) bw.pmx = std::move(*q); else qs = q.status();
+      }
+      if (!qs.ok()) {
+        err << "nibble bench: " << lname << " G=" << g << ": " << qs.message() << "\n";
         ++failures;
         done += opt.dtypes.size() * opt.threads.size();
         continue;
       }
       for (const auto& dname : opt.dtypes) {
-        DequantizeOptions dopts;
-        dopts.output_dtype = ParseDType(dname);
-        dopts.name = lname;
-        auto prep = PreparePmx(q->attrs, q->x.view(), q->scale.view(), nullptr, dopts);
+        auto prep = bw.Prepare(ParseDType(dname), lname);
         if (!prep.ok()) {
           err << "nibble bench: " << prep.status().message() << "\n";
           ++failures;

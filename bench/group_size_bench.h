@@ -21,7 +21,7 @@ struct BenchOptions {
   std::vector<int64_t> group_sizes{32, 64, 128, 256, 0};  // 0 = per-channel
   std::vector<std::string> dtypes{"f32", "f16", "bf16"};
   std::vector<int> threads{1, 0};  // 0 = all cores
-  std::vector<std::string> layouts{"pmx-q1", "pmx-q0", "int8"};
+  std::vector<std::string> layouts{"pmx-q1", "pmx-q0", "onnx-b1", "onnx-b0", "int8"};
   std::string shape = "4096,4096";  // logical N,K
   int reps = 9;
   std::string format = "table";  // table | json | csv

@@ -95,23 +95,20 @@ HWY_INLINE auto F16Bits(DF df, VF v) {
 }
 
 // float32 -> bfloat16 bits, round to nearest even, NaN kept NaN (1.0.3's
-// DemoteTo truncates).
+// DemoteTo truncates). Same bits as BF16FromF32: a NaN keeps its high half
+// with the quiet bit set (bits | 0x400000, then >> 16).
 template <class DF, class VF = hn::Vec<DF>>
 HWY_INLINE auto BF16Bits(DF df, VF v) {
   const hn::Rebind<uint16_t, DF> du16;
+  const hn::RebindToUnsigned<DF> du;
   const hn::RebindToSigned<DF> di;
   (void)df;
-  const auto bits = hn::BitCast(di, v);
-  const auto abs = hn::And(bits, hn::Set(di, 0x7FFFFFFF));
-  const auto hi = hn::ShiftRight<16>(hn::BitCast(hn::RebindToUnsigned<DF>(), bits));
-  const auto lsb = hn::And(hi, hn::Set(hn::RebindToUnsigned<DF>(), 1u));
-  const auto rounded = hn::ShiftRight<16>(hn::Add(
-      hn::Add(hn::BitCast(hn::RebindToUnsigned<DF>(), bits), hn::Set(hn::RebindToUnsigned<DF>(), 0x7FFFu)),
-      lsb));
-  const auto nan = hn::Or(hi, hn::Set(hn::RebindToUnsigned<DF>(), 0x40u));
-  const auto r = hn::IfThenElse(hn::RebindMask(hn::RebindToUnsigned<DF>(),
-                                               hn::Gt(abs, hn::Set(di, 0x7F800000))),
-                                nan, rounded);
+  const auto bits = hn::BitCast(du, v);
+  const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
+  const auto rounded = hn::Add(hn::Add(bits, hn::Set(du, 0x7FFFu)), lsb);
+  const auto is_nan = hn::RebindMask(
+      du, hn::Gt(hn::BitCast(di, hn::And(bits, hn::Set(du, 0x7FFFFFFFu))), hn::Set(di, 0x7F800000)));
+  const auto r = hn::ShiftRight<16>(hn::IfThenElse(is_nan, hn::Or(bits, hn::Set(du, 0x400000u)), rounded));
   return hn::DemoteTo(du16, hn::BitCast(di, r));
 }
 
@@ -182,10 +179,27 @@ class RowKernel {
     ScalarRange(k0, k, out);
     char* const base = out - k0 * kOutBytes;  // element k at base + k * kOutBytes
     if (job_.per_element) {
-      for (; k + unit <= k1; k += unit) {
-        const VF v0 = Compute(k);
-        const VF v1 = Compute(k + static_cast<int64_t>(N));
-        StoreUnit(df, v0, v1, base + k * kOutBytes, stream);
+      // Loop invariants in locals (see below).
+      const Codes codes{job_.codes, job_.shift, job_.odd_start};
+      const float* const sp = job_.scale;
+      const int32_t* const zi = job_.zp_int;
+      const float* const zfp = job_.zp_float;
+      const DI di;
+      const VI off = hn::Set(di, plan_.code_offset);
+      auto at = [&](int64_t kk) HWY_ATTR {
+        const VF s = hn::LoadU(df, sp + kk);
+        const VI z = kZp == ZeroPointKind::kInteger ? hn::LoadU(di, zi + kk) : off;
+        const VF zf = kZp == ZeroPointKind::kFloat ? hn::LoadU(df, zfp + kk) : hn::Zero(df);
+        return Arith(Decode(codes.Load(kk)), s, z, zf);
+      };
+      if (stream) {
+        for (; k + unit <= k1; k += unit) {
+          StoreUnit(df, at(k), at(k + static_cast<int64_t>(N)), base + k * kOutBytes, true);
+        }
+      } else {
+        for (; k + unit <= k1; k += unit) {
+          StoreUnit(df, at(k), at(k + static_cast<int64_t>(N)), base + k * kOutBytes, false);
+        }
       }
     } else {
       // Loop invariants in locals: vector stores may alias anything, so

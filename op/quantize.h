@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "op/onnx.h"
 #include "op/pmx.h"
 #include "op/status.h"
 #include "op/tensor.h"
@@ -22,7 +23,7 @@ enum class QuantScheme {
 struct QuantizeConfig {
   int bits = 4;                  // 4 or 8
   QuantScheme scheme = QuantScheme::kSymmetric;
-  int64_t quant_axis = 1;        // 0 or 1
+  int64_t quant_axis = 1;        // the grouped axis (PMX: 0 or 1)
   int64_t group_size = 128;      // > 0 grouped, 0 per-channel
   bool per_tensor = false;       // one scale for the whole tensor (group_size ignored)
   DType scale_dtype = DType::kFloat32;  // float32, float16 or bfloat16
@@ -50,6 +51,27 @@ struct QuantizedWeight {
 // so |w - dequantize(quantize(w))| <= s / 2 plus float rounding.
 StatusOr<QuantizedWeight> QuantizePmx(const float* w, const Shape& shape,
                                       const QuantizeConfig& config);
+
+// An ONNX DequantizeLinear's inputs and attributes.
+struct OnnxQuantizedWeight {
+  OnnxDequantizeAttributes attrs;
+  Tensor x;           // int4 (symmetric), uint4 (asymmetric) or int8
+  Tensor scale;
+  Tensor zero_point;  // dtype kUndefined when symmetric
+  const TensorView* zero_point_view_or_null(TensorView* storage) const {
+    if (zero_point.dtype() == DType::kUndefined) return nullptr;
+    *storage = zero_point.view();
+    return storage;
+  }
+};
+
+// The same quantizer, producing ONNX's layout: dense low-nibble-first int4 /
+// uint4 (or int8), blocked along config.quant_axis with
+// block_size = group_size (a ragged last block is allowed), per-axis (rank
+// 2, group_size 0: a 1-D scale along the other axis) or per-tensor. No
+// float zero point (ONNX has none).
+StatusOr<OnnxQuantizedWeight> QuantizeOnnx(const float* w, const Shape& shape,
+                                           const QuantizeConfig& config);
 
 }  // namespace nibble
 

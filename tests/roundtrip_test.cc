@@ -9,6 +9,7 @@
 #include "bench/synthetic_weights.h"
 #include "doctest/doctest.h"
 #include "op/pmx.h"
+#include "op/onnx.h"
 #include "op/quantize.h"
 #include "tests/pmx_oracle.h"
 
@@ -128,6 +129,78 @@ TEST_CASE("quantizer: symmetric int4 G=4 by hand") {
   CHECK(y->data_as<float>()[1] == -4 * 0.1f);
   CHECK(y->data_as<float>()[2] == 0.0f);
   CHECK(y->data_as<float>()[3] == 1 * 0.1f);
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace nibble
+
+namespace nibble {
+namespace testing {
+namespace {
+
+TEST_CASE("ONNX round trip: blocked (ragged), per-axis, per-tensor; int4 / uint4 / int8") {
+  struct SC {
+    Shape d;
+    int64_t axis;
+  };
+  int checked = 0;
+  for (const SC& sc : {SC{{96, 70}, 1}, SC{{70, 48}, 0}, SC{{4, 5, 33}, 2}}) {
+    const int64_t n = NumElements(sc.d);
+    const auto w = MakeLlmLikeWeight(1, n, 77);
+    for (int bits : {4, 8}) {
+      for (QuantScheme scheme : {QuantScheme::kSymmetric, QuantScheme::kAsymmetric}) {
+        for (int64_t g : {int64_t{16}, int64_t{32}, int64_t{0}, int64_t{-1}}) {
+          if (g == 0 && sc.d.size() != 2) continue;
+          QuantizeConfig cfg;
+          cfg.bits = bits;
+          cfg.scheme = scheme;
+          cfg.quant_axis = sc.axis;
+          cfg.group_size = g < 0 ? 0 : g;
+          cfg.per_tensor = g < 0;
+          auto q = QuantizeOnnx(w.data(), sc.d, cfg);
+          REQUIRE_MESSAGE(q.ok(), q.status().message());
+          TensorView zs;
+          auto y = DequantizeOnnx(q->attrs, q->x.view(), q->scale.view(),
+                                  q->zero_point_view_or_null(&zs));
+          REQUIRE_MESSAGE(y.ok(), y.status().message());
+          // Scale of each element: from the ONNX attributes.
+          const size_t rank = sc.d.size();
+          int64_t bad = 0;
+          for (int64_t e = 0; e < n; ++e) {
+            std::vector<int64_t> idx(rank);
+            int64_t r = e;
+            for (size_t k = rank; k-- > 0;) {
+              idx[k] = r % sc.d[k];
+              r /= sc.d[k];
+            }
+            int64_t si = 0;
+            if (g < 0) {
+              si = 0;
+            } else if (g == 0) {
+              si = idx[static_cast<size_t>(q->attrs.axis)];
+            } else {
+              idx[static_cast<size_t>(sc.axis)] /= g;
+              for (size_t k = 0; k < rank; ++k) si = si * q->scale.shape()[k] + idx[k];
+            }
+            const float s = std::fabs(q->scale.data_as<float>()[si]);
+            const float v = y->data_as<float>()[e];
+            const float bound = s / 2 + std::ldexp(1.0f, -22) * (std::fabs(v) + 256 * s) + 1e-30f;
+            if (!(std::fabs(v - w[static_cast<size_t>(e)]) <= bound)) ++bad;
+          }
+          CHECK_MESSAGE(bad == 0, "bits=" << bits << " scheme=" << static_cast<int>(scheme)
+                                          << " d=" << ShapeToString(sc.d) << " G=" << g);
+          ++checked;
+        }
+      }
+    }
+  }
+  CHECK(checked > 30);
+  QuantizeConfig fz;
+  fz.scheme = QuantScheme::kFloatZeroPoint;
+  const std::vector<float> w(64, 0.5f);
+  CHECK(QuantizeOnnx(w.data(), {8, 8}, fz).status().message() ==
+        "quantize: ONNX DequantizeLinear has no float zero point");
 }
 
 }  // namespace
