@@ -36,7 +36,8 @@ namespace HWY_NAMESPACE {
 
 namespace hn = hwy::HWY_NAMESPACE;
 
-const char* ActiveTargetName() { return hwy::TargetName(HWY_TARGET); }
+// The kernels' float vector type (full width).
+using KernelTag = hn::ScalableTag<float>;
 
 #if HWY_TARGET != HWY_SCALAR
 
@@ -130,7 +131,7 @@ struct RowJob {
 template <RowLayout kLayout, CodeKind kCode, ZeroPointKind kZp, OutType kOut>
 class RowKernel {
  public:
-  using DF = hn::ScalableTag<float>;
+  using DF = KernelTag;
   using DI = hn::RebindToSigned<DF>;
   using DU = hn::RebindToUnsigned<DF>;
   using VF = hn::Vec<DF>;
@@ -629,57 +630,18 @@ void DispatchOut(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c
 
 #endif  // HWY_TARGET != HWY_SCALAR
 
-void DequantizeTileSimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                        void* out, int64_t ld) {
 #if HWY_TARGET != HWY_SCALAR
-  const hn::ScalableTag<float> df;
+// True if the SIMD row kernels handle this tile: rows long enough for one
+// unit of 2N lanes, and groups along a row at least N long (so a vector
+// straddles at most one group boundary).
+HWY_INLINE bool SimdEligible(const Plan& plan, int64_t c0, int64_t c1) {
+  const KernelTag df;
   const int64_t n = static_cast<int64_t>(hn::Lanes(df));
-  // Grouped rows need groups of at least N lanes (one boundary per vector).
   const bool groups_ok = plan.inner != 1 || plan.group >= n ||
                          (plan.group == 1 && plan.s_axis == 1) || plan.s_axis == 0;
-  if (groups_ok && c1 - c0 >= 2 * n) {
-    if (plan.interleave > 1 && plan.interleave_row > 1 && plan.code == CodeKind::kU4) {
-      if (plan.interleave == 4) {
-        return DispatchZpOut<RowLayout::kWords16, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
-      }
-      return DispatchZpOut<RowLayout::kWords32, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
-    }
-    // Interleave over a single row per dim-0 index is dense nibble order.
-    const bool dense = plan.interleave == 1 || plan.interleave_row == 1;
-    if (dense) {
-      switch (plan.code) {
-        case CodeKind::kU4:
-          return DispatchZpOut<RowLayout::kNibbles, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
-        case CodeKind::kS4:
-          return DispatchZpOut<RowLayout::kNibbles, CodeKind::kS4>(plan, r0, r1, c0, c1, out, ld);
-        case CodeKind::kU8:
-          return DispatchZpOut<RowLayout::kBytes, CodeKind::kU8>(plan, r0, r1, c0, c1, out, ld);
-        case CodeKind::kS8:
-          return DispatchZpOut<RowLayout::kBytes, CodeKind::kS8>(plan, r0, r1, c0, c1, out, ld);
-        case CodeKind::kU16:
-          return DispatchZpOut<RowLayout::kHalves, CodeKind::kU16>(plan, r0, r1, c0, c1, out, ld);
-        case CodeKind::kS16:
-          return DispatchZpOut<RowLayout::kHalves, CodeKind::kS16>(plan, r0, r1, c0, c1, out, ld);
-        case CodeKind::kF4E2M1:
-          return DispatchOut<RowLayout::kNibbles, CodeKind::kF4E2M1>(plan, r0, r1, c0, c1, out, ld);
-        case CodeKind::kF8E4M3FN:
-          return DispatchOut<RowLayout::kBytes, CodeKind::kF8E4M3FN>(plan, r0, r1, c0, c1, out, ld);
-        case CodeKind::kF8E4M3FNUZ:
-          return DispatchOut<RowLayout::kBytes, CodeKind::kF8E4M3FNUZ>(plan, r0, r1, c0, c1, out,
-                                                                       ld);
-        case CodeKind::kF8E5M2:
-          return DispatchOut<RowLayout::kBytes, CodeKind::kF8E5M2>(plan, r0, r1, c0, c1, out, ld);
-        case CodeKind::kF8E5M2FNUZ:
-          return DispatchOut<RowLayout::kBytes, CodeKind::kF8E5M2FNUZ>(plan, r0, r1, c0, c1, out,
-                                                                       ld);
-        default:
-          break;
-      }
-    }
-  }
-#endif
-  DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
+  return groups_ok && c1 - c0 >= 2 * n;
 }
+#endif
 
 }  // namespace HWY_NAMESPACE
 }  // namespace nibble

@@ -1,5 +1,8 @@
 // Highway dynamic dispatch for the dequantize kernel family. The per-target
-// code lives in kernels/dequantize-inl.h.
+// row kernels live in kernels/dequantize-inl.h; they are instantiated in two
+// translation units so the build parallelizes: this one (4-bit codes: PMX
+// int4x4 / int4x8, dense int4 / uint4 / float4) and
+// kernels/dequantize_bytes.cc (8- and 16-bit integer codes, float8).
 #include "kernels/dequantize.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -8,15 +11,62 @@
 #include "hwy/highway.h"
 #include "kernels/dequantize-inl.h"
 
+HWY_BEFORE_NAMESPACE();
+namespace nibble {
+namespace HWY_NAMESPACE {
+
+const char* ActiveTargetName() { return hwy::TargetName(HWY_TARGET); }
+
+void DequantizeNibblesSimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                           void* out, int64_t ld) {
+#if HWY_TARGET != HWY_SCALAR
+  if (SimdEligible(plan, c0, c1)) {
+    if (plan.interleave > 1 && plan.interleave_row > 1) {  // PMX int4xP, P rows per word
+      if (plan.interleave == 4) {
+        return DispatchZpOut<RowLayout::kWords16, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
+      }
+      return DispatchZpOut<RowLayout::kWords32, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
+    }
+    // Dense nibbles (a PMX int4xP over a single column is dense order too).
+    switch (plan.code) {
+      case CodeKind::kU4:
+        return DispatchZpOut<RowLayout::kNibbles, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
+      case CodeKind::kS4:
+        return DispatchZpOut<RowLayout::kNibbles, CodeKind::kS4>(plan, r0, r1, c0, c1, out, ld);
+      case CodeKind::kF4E2M1:
+        return DispatchOut<RowLayout::kNibbles, CodeKind::kF4E2M1>(plan, r0, r1, c0, c1, out, ld);
+      default:
+        break;
+    }
+  }
+#endif
+  DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace nibble
+HWY_AFTER_NAMESPACE();
+
 #if HWY_ONCE
 namespace nibble {
 
-HWY_EXPORT(DequantizeTileSimd);
+HWY_EXPORT(DequantizeNibblesSimd);
 HWY_EXPORT(ActiveTargetName);
+
+// Defined in kernels/dequantize_bytes.cc.
+void DequantizeBytesDispatch(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                             void* out, int64_t ld);
 
 void DequantizeTile(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                     void* out, int64_t ld) {
-  HWY_DYNAMIC_DISPATCH(DequantizeTileSimd)(plan, r0, r1, c0, c1, out, ld);
+  switch (plan.code) {
+    case CodeKind::kU4:
+    case CodeKind::kS4:
+    case CodeKind::kF4E2M1:
+      return HWY_DYNAMIC_DISPATCH(DequantizeNibblesSimd)(plan, r0, r1, c0, c1, out, ld);
+    default:
+      return DequantizeBytesDispatch(plan, r0, r1, c0, c1, out, ld);
+  }
 }
 
 const char* ActiveTarget() { return HWY_DYNAMIC_DISPATCH(ActiveTargetName)(); }
