@@ -310,6 +310,7 @@ class RowKernel {
     if (kFloatCode) return decode_[ScalarCode(k)] * s;
     const int32_t q = DecodeIntCode(kCode, ScalarCode(k));
     if (kZp == ZeroPointKind::kInteger) return static_cast<float>(q - job_.zp_int[idx]) * s;
+
     const float prod = static_cast<float>(q - plan_.code_offset) * s;
     if (kZp == ZeroPointKind::kFloat) return prod + job_.zp_float[idx];
     return prod;
@@ -608,6 +609,8 @@ void DispatchZpOut(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t
   NIBBLE_CASE(kFloat, kF16)
   NIBBLE_CASE(kFloat, kBF16)
 #undef NIBBLE_CASE
+  // kFloatSubtract (MatMulNBits float zero points, rare): the reference.
+  DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
 }
 
 // Float codes have no zero point (op/ validated that ONNX float8 zero points

@@ -13,6 +13,8 @@
 //   integer codes, integer zero point: float32(q - z) * s
 //   integer codes, no zero point:      float32(q - code_offset) * s
 //   integer codes, float zero point:   float32(q - code_offset) * s + z
+//   integer codes, subtracted float zero point (MatMulNBits):
+//                                      (float32(q) - z) * s
 //   float8/float4 codes:               decode(q) * s   (ONNX: zero point 0)
 // rounded once (nearest even) to the output type (SPEC.md §1).
 #ifndef NIBBLE_KERNELS_PLAN_H_
@@ -39,7 +41,9 @@ inline int CodeBits(CodeKind k) {
 }
 inline bool CodeIsFloat(CodeKind k) { return k >= CodeKind::kF8E4M3FN; }
 
-enum class ZeroPointKind : uint8_t { kNone, kInteger, kFloat };
+// kFloat: additive (PMX float_zeropoint); kFloatSubtract: subtracted before
+// scaling (ONNX Runtime MatMulNBits with float zero points).
+enum class ZeroPointKind : uint8_t { kNone, kInteger, kFloat, kFloatSubtract };
 enum class OutType : uint8_t { kF32, kF16, kBF16 };
 
 inline int OutBytes(OutType t) { return t == OutType::kF32 ? 4 : 2; }
@@ -70,7 +74,7 @@ struct Plan {
   ZeroPointKind zp_kind = ZeroPointKind::kNone;
   const int32_t* zp_int = nullptr;  // kInteger: same indexing as scale
                                     // (for kU32 codes: the uint32's bits)
-  const float* zp_float = nullptr;  // kFloat: same indexing as scale
+  const float* zp_float = nullptr;  // kFloat / kFloatSubtract: same indexing
 
   // --- Output ------------------------------------------------------------
   OutType out = OutType::kF32;

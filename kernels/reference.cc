@@ -107,6 +107,10 @@ float ReferenceValue(const Plan& plan, int64_t r, int64_t c) {
       const volatile float prod = static_cast<float>(q - plan.code_offset) * s;
       return prod + plan.zp_float[idx];
     }
+    case ZeroPointKind::kFloatSubtract: {
+      const volatile float diff = static_cast<float>(q) - plan.zp_float[idx];
+      return diff * s;
+    }
     case ZeroPointKind::kNone:
       break;
   }

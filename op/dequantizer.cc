@@ -1,6 +1,8 @@
 #include "op/dequantizer.h"
 
 #include <algorithm>
+#include <cstring>
+#include <vector>
 
 #include "kernels/dequantize.h"
 
@@ -28,10 +30,10 @@ int ResolveThreads(int threads) {
 }
 }  // namespace
 
-void RunPlanThreaded(const Plan& plan_in, void* out, int threads) {
+void RunPlanThreaded(const Plan& plan_in, void* out, int threads, int64_t cols_limit) {
   Plan plan = plan_in;
   plan.nontemporal = plan.elements() * OutBytes(plan.out) >= kMinBytesForStreaming;
-  const int64_t rows = plan.rows(), cols = plan.cols();
+  const int64_t rows = plan.rows(), cols = cols_limit < 0 ? plan.cols() : cols_limit;
   if (rows == 0 || cols == 0) return;
   const int64_t out_bytes = OutBytes(plan.out);
   char* const y = static_cast<char*>(out);
@@ -70,9 +72,9 @@ void RunPlanThreaded(const Plan& plan_in, void* out, int threads) {
 }
 
 Dequantizer::Dequantizer(const Plan& plan, Storage storage, OutputInfo output,
-                         std::string name)
-    : plan_(plan), storage_(std::move(storage)), output_(std::move(output)),
-      name_(std::move(name)) {
+                         std::string name, int64_t cols)
+    : plan_(plan), cols_(cols < 0 ? plan.cols() : cols), storage_(std::move(storage)),
+      output_(std::move(output)), name_(std::move(name)) {
   // Point the plan at owned storage where the front end widened the inputs
   // (vector moves keep their buffers, but re-point to be explicit).
   if (!storage_.scale.empty()) plan_.scale = storage_.scale.data();
@@ -90,14 +92,59 @@ Status Dequantizer::Run(const MutableTensorView& y, int threads) const {
     return Status::Error(who + ": output Y shape " + ShapeToString(y.shape) +
                          " does not match the expected " + ShapeToString(output_.shape));
   }
-  const size_t need = static_cast<size_t>(plan_.elements()) *
+  const size_t need = static_cast<size_t>(rows() * cols()) *
                       static_cast<size_t>(OutBytes(plan_.out));
   if (y.size_bytes < need) {
     return Status::Error(who + ": output Y has " + std::to_string(y.size_bytes) +
                          " bytes, needs " + std::to_string(need));
   }
   if (need > 0 && y.data == nullptr) return Status::Error(who + ": output Y data is null");
-  RunPlanThreaded(plan_, y.data, threads);
+  RunPlanThreaded(plan_, y.data, threads, cols_);
+  return Status::Ok();
+}
+
+Status Dequantizer::RunTransposed(const MutableTensorView& y, int threads) const {
+  const std::string who = "DequantizeLinear" + (name_.empty() ? "" : " '" + name_ + "'");
+  const int64_t rows = this->rows(), cols = this->cols();
+  const Shape want{cols, rows};
+  if (y.dtype != output_.dtype || y.shape != want) {
+    return Status::Error(who + ": transposed output must be " + DTypeName(output_.dtype) + " " +
+                         ShapeToString(want) + " (got " + DTypeName(y.dtype) + " " +
+                         ShapeToString(y.shape) + ")");
+  }
+  const size_t eb = static_cast<size_t>(OutBytes(plan_.out));
+  if (y.size_bytes < static_cast<size_t>(rows * cols) * eb || (rows * cols > 0 && !y.data)) {
+    return Status::Error(who + ": transposed output buffer is too small");
+  }
+  if (rows == 0 || cols == 0) return Status::Ok();
+  // Blocks of 64 bytes' worth of rows: each block is dequantized into a
+  // per-thread buffer, then every column is written as one contiguous
+  // 64-byte run of the output.
+  const int64_t block = static_cast<int64_t>(64 / eb);
+  const int64_t blocks = (rows + block - 1) / block;
+  char* const dst = static_cast<char*>(y.data);
+  int t = ResolveThreads(threads);
+  if (rows * cols < kMinElementsForThreads) t = 1;
+#if NIBBLE_HAVE_OPENMP
+#pragma omp parallel num_threads(t) if (t > 1)
+#endif
+  {
+    std::vector<char> buf(static_cast<size_t>(block * cols) * eb);
+#if NIBBLE_HAVE_OPENMP
+#pragma omp for schedule(static)
+#endif
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t r0 = b * block, r1 = std::min(rows, r0 + block), nr = r1 - r0;
+      DequantizeTile(plan_, r0, r1, 0, cols, buf.data(), cols);
+      for (int64_t c = 0; c < cols; ++c) {
+        char* out = dst + (static_cast<size_t>(c * rows + r0)) * eb;
+        for (int64_t j = 0; j < nr; ++j) {
+          std::memcpy(out + static_cast<size_t>(j) * eb,
+                      buf.data() + static_cast<size_t>(j * cols + c) * eb, eb);
+        }
+      }
+    }
+  }
   return Status::Ok();
 }
 

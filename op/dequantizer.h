@@ -42,7 +42,7 @@ class Dequantizer {
   // element r * cols() + c of the output. For a rank-2 weight this is the
   // weight itself.
   int64_t rows() const { return plan_.rows(); }
-  int64_t cols() const { return plan_.cols(); }
+  int64_t cols() const { return cols_; }
 
   // Dequantizes the whole tensor into `y`, which must have output().dtype,
   // output().shape and enough bytes. threads: 0 = OpenMP's default, 1 = the
@@ -51,6 +51,12 @@ class Dequantizer {
   Status Run(const MutableTensorView& y, int threads = 0) const;
   // Same, into a newly allocated tensor.
   StatusOr<Tensor> Run(int threads = 0) const;
+
+  // Writes the transpose of the 2-D view: element (r, c) at
+  // y[c * rows() + r]; `y` has shape (cols(), rows()) of output().dtype
+  // (e.g. a MatMulNBits [N, K] weight as the [K, N] MatMul operand).
+  // Same bits as Run(); threads as for Run().
+  Status RunTransposed(const MutableTensorView& y, int threads = 0) const;
 
   // Dequantizes rows [r0, r1) x cols [c0, c1) of the 2-D view into `out`,
   // element (r, c) at out[(r - r0) * ld + (c - c0)] in the output type.
@@ -65,20 +71,25 @@ class Dequantizer {
     std::vector<int32_t> zp_int;
     std::vector<float> zp_float;
   };
-  Dequantizer(const Plan& plan, Storage storage, OutputInfo output, std::string name);
+  // `cols`: columns of the view that are output (default: all of the
+  // plan's; fewer when rows are padded in memory, as MatMulNBits blocks).
+  Dequantizer(const Plan& plan, Storage storage, OutputInfo output, std::string name,
+              int64_t cols = -1);
 
  private:
   Plan plan_;
+  int64_t cols_ = 0;
   Storage storage_;
   OutputInfo output_;
   std::string name_;  // for messages
 };
 
-// Runs a Plan over its whole 2-D view into `out` (row-major, cols() per row),
-// splitting rows (or columns of few rows) statically over `threads` OpenMP
-// threads (0 = default); tensors below a threshold run on the caller's
-// thread. The single place where threads are created.
-void RunPlanThreaded(const Plan& plan, void* out, int threads);
+// Runs a Plan over its 2-D view, columns [0, cols) (cols <= plan.cols();
+// -1 = all), into `out` (row-major, `cols` per row), splitting rows (or
+// column pieces of few rows) statically over `threads` OpenMP threads
+// (0 = default); tensors below a threshold run on the caller's thread. The
+// single place where threads are created.
+void RunPlanThreaded(const Plan& plan, void* out, int threads, int64_t cols = -1);
 
 }  // namespace nibble
 

@@ -12,7 +12,10 @@
 #include "kernels/dequantize.h"
 #include "op/pmx.h"
 #include "op/quantize.h"
+#include "tools/fold.h"
 #include "tools/node_test_runner.h"
+
+#include <unistd.h>
 
 namespace {
 
@@ -87,6 +90,96 @@ int RunDemo(const std::string& shape_text, int64_t group, int threads) {
   return 0;
 }
 
+std::string JsonEscape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      o += buf;
+      continue;
+    }
+    o += c;
+  }
+  return o;
+}
+
+std::string HumanBytes(uint64_t b) {
+  char buf[32];
+  if (b >= (uint64_t{1} << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / (1 << 30));
+  else if (b >= (uint64_t{1} << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(b) / (1 << 20));
+  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024);
+  else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+  return buf;
+}
+
+int RunInspect(const std::string& path, const std::string& format) {
+  auto ws = nibble::InspectModel(path);
+  if (!ws.ok()) {
+    std::cerr << "nibble inspect: " << ws.status().message() << "\n";
+    return 1;
+  }
+  uint64_t packed = 0, deq = 0;
+  for (const auto& w : *ws) packed += w.packed_bytes, deq += w.dequantized_bytes;
+  if (format == "json") {
+    std::cout << "{\"model\": \"" << JsonEscape(path) << "\", \"weights\": [";
+    for (size_t i = 0; i < ws->size(); ++i) {
+      const auto& w = (*ws)[i];
+      std::cout << (i ? ",\n  " : "\n  ") << "{\"name\": \"" << JsonEscape(w.name)
+                << "\", \"node\": \"" << JsonEscape(w.node) << "\", \"kind\": \""
+                << w.kind << "\", \"element_type\": \"" << w.element_type
+                << "\", \"shape\": \"" << w.logical_shape << "\", \"bits\": " << w.bits
+                << ", \"granularity\": \"" << w.granularity << "\", \"axis\": \"" << w.axis
+                << "\", \"zero_point\": \"" << w.zero_point << "\", \"output_type\": \""
+                << w.output_type << "\", \"packed_bytes\": " << w.packed_bytes
+                << ", \"dequantized_bytes\": " << w.dequantized_bytes << "}";
+    }
+    std::cout << "\n], \"count\": " << ws->size() << ", \"packed_bytes\": " << packed
+              << ", \"dequantized_bytes\": " << deq << "}\n";
+    return 0;
+  }
+  std::printf("%-40s %-22s %-18s %-14s %4s %-11s %-4s %-16s %-8s %s\n", "weight", "kind",
+              "element type", "shape", "bits", "granularity", "axis", "zero point", "output",
+              "packed -> dequantized");
+  for (const auto& w : *ws) {
+    std::printf("%-40s %-22s %-18s %-14s %4d %-11s %-4s %-16s %-8s %s -> %s\n", w.name.c_str(),
+                w.kind.c_str(), w.element_type.c_str(), w.logical_shape.c_str(), w.bits,
+                w.granularity.c_str(), w.axis.c_str(), w.zero_point.c_str(),
+                w.output_type.c_str(), HumanBytes(w.packed_bytes).c_str(),
+                HumanBytes(w.dequantized_bytes).c_str());
+  }
+  std::printf("%zu quantized weights, %s packed -> %s dequantized\n", ws->size(),
+              HumanBytes(packed).c_str(), HumanBytes(deq).c_str());
+  return 0;
+}
+
+int RunFold(const std::string& in, const std::string& out, nibble::FoldOptions options,
+            bool quiet) {
+  if (in == out) {
+    std::cerr << "nibble fold: the output must differ from the input (the input is never modified)\n";
+    return 2;
+  }
+  options.progress = !quiet && isatty(STDERR_FILENO);
+  nibble::FoldReport r;
+  const auto t0 = std::chrono::steady_clock::now();
+  const nibble::Status st = nibble::FoldModel(in, out, options, &r);
+  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!st.ok()) {
+    std::cerr << "nibble fold: " << st.message() << "\n";
+    return 1;
+  }
+  if (!quiet) {
+    if (!r.note.empty()) std::cerr << "nibble fold: note: " << r.note << "\n";
+    std::cerr << "folded " << r.dequantize_nodes << " DequantizeLinear and "
+              << r.matmulnbits_nodes << " MatMulNBits nodes, removed " << r.removed_initializers
+              << " initializers, wrote " << HumanBytes(r.dequantized_bytes)
+              << " of dequantized weights" << (r.external ? " (external data)" : "") << " in "
+              << sec << " s\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -113,6 +206,28 @@ int main(int argc, char** argv) {
   test->add_option("--threads", test_opts.threads, "Threads for the operator")
       ->check(CLI::NonNegativeNumber);
 
+  auto* inspect = app.add_subcommand("inspect", "List the quantized weights of an ONNX model");
+  std::string inspect_path, inspect_format = "table";
+  inspect->add_option("model", inspect_path, "MODEL.onnx")->required();
+  inspect->add_option("--format", inspect_format, "table or json")
+      ->capture_default_str()->check(CLI::IsMember({"table", "json"}));
+
+  auto* fold = app.add_subcommand(
+      "fold", "Replace quantized weights (DequantizeLinear, opmx DequantizeLinear, "
+              "MatMulNBits) by dequantized float initializers");
+  std::string fold_in, fold_out;
+  nibble::FoldOptions fold_opts;
+  bool fold_quiet = false;
+  fold->add_option("input", fold_in, "IN.onnx")->required();
+  fold->add_option("output", fold_out, "OUT.onnx")->required();
+  fold->add_option("--threads", fold_opts.threads, "0 = all cores")
+      ->check(CLI::NonNegativeNumber);
+  fold->add_flag("--quiet", fold_quiet, "No progress or summary");
+  fold->add_option("--external-data", fold_opts.external_name,
+                   "Write tensors to an external data file (optional name; default "
+                   "OUT.onnx.data; automatic above 2 GB)")
+      ->expected(0, 1);
+
   auto* bench = app.add_subcommand("bench", "Group-size benchmark: speed and accuracy");
   nibble::BenchOptions bench_opts;
   nibble::AddBenchOptions(bench, &bench_opts);
@@ -128,5 +243,10 @@ int main(int argc, char** argv) {
     return sum.failed == 0 && sum.passed + sum.skipped > 0 ? 0 : 1;
   }
   if (*bench) return nibble::RunGroupSizeBench(bench_opts, std::cout, std::cerr);
+  if (*inspect) return RunInspect(inspect_path, inspect_format);
+  if (*fold) {
+    fold_opts.external = fold->count("--external-data") > 0;
+    return RunFold(fold_in, fold_out, fold_opts, fold_quiet);
+  }
   return 2;
 }

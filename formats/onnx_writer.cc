@@ -1,0 +1,229 @@
+#include "formats/onnx_writer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+namespace nibble {
+
+namespace {
+
+void PutVarint(std::string* s, uint64_t v) {
+  while (v >= 0x80) {
+    s->push_back(static_cast<char>((v & 0x7F) | 0x80));
+    v >>= 7;
+  }
+  s->push_back(static_cast<char>(v));
+}
+
+uint64_t VarintSize(uint64_t v) {
+  uint64_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+constexpr uint8_t kModelGraphTag = (7 << 3) | 2;        // ModelProto.graph
+constexpr uint8_t kGraphInitializerTag = (5 << 3) | 2;  // GraphProto.initializer
+constexpr uint8_t kTensorRawDataTag = (9 << 3) | 2;     // TensorProto.raw_data
+
+// A file written through a descriptor; closed (and removed unless
+// committed) on destruction.
+class TempFile {
+ public:
+  Status Create(const std::string& path) {
+    path_ = path;
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) return Status::Error("cannot create '" + path + "': " + std::strerror(errno));
+    return Status::Ok();
+  }
+  Status Write(const void* data, uint64_t n) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    while (n > 0) {
+      const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, uint64_t{1} << 30));
+      const ssize_t w = ::write(fd_, p, chunk);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return Status::Error("cannot write '" + path_ + "': " + std::strerror(errno));
+      }
+      p += w;
+      n -= static_cast<uint64_t>(w);
+      offset_ += static_cast<uint64_t>(w);
+    }
+    return Status::Ok();
+  }
+  // Writes zeros up to `target` (>= offset()).
+  Status PadTo(uint64_t target) {
+    static const uint8_t zeros[4096] = {};
+    while (offset_ < target) {
+      NIBBLE_RETURN_IF_ERROR(Write(zeros, std::min<uint64_t>(sizeof zeros, target - offset_)));
+    }
+    return Status::Ok();
+  }
+  Status Finish() {
+    if (::fsync(fd_) != 0 || ::close(fd_) != 0) {
+      fd_ = -1;
+      return Status::Error("cannot finish '" + path_ + "': " + std::strerror(errno));
+    }
+    fd_ = -1;
+    return Status::Ok();
+  }
+  void Commit() { committed_ = true; }
+  uint64_t offset() const { return offset_; }
+  const std::string& path() const { return path_; }
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_ && !path_.empty()) std::remove(path_.c_str());
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t offset_ = 0;
+  bool committed_ = false;
+};
+
+std::string BaseName(const std::string& p) {
+  const auto slash = p.rfind('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+std::string DirName(const std::string& p) {
+  const auto slash = p.rfind('/');
+  return slash == std::string::npos ? std::string() : p.substr(0, slash + 1);
+}
+
+}  // namespace
+
+Status WriteFileAtomic(const std::string& path, const std::string& bytes) {
+  TempFile f;
+  NIBBLE_RETURN_IF_ERROR(f.Create(path + ".tmp-" + std::to_string(::getpid())));
+  NIBBLE_RETURN_IF_ERROR(f.Write(bytes.data(), bytes.size()));
+  NIBBLE_RETURN_IF_ERROR(f.Finish());
+  if (std::rename(f.path().c_str(), path.c_str()) != 0) {
+    return Status::Error("cannot rename '" + f.path() + "' to '" + path + "': " +
+                         std::strerror(errno));
+  }
+  f.Commit();
+  return Status::Ok();
+}
+
+uint64_t InlineModelBytes(const onnx::ModelProto& model, const std::vector<StreamedTensor>& t) {
+  uint64_t total = model.ByteSizeLong();
+  for (const auto& s : t) {
+    const uint64_t rec = s.meta.ByteSizeLong() + 1 + VarintSize(s.bytes) + s.bytes;
+    total += 1 + VarintSize(rec) + rec;
+  }
+  return total + 16;
+}
+
+Status WriteModelStreaming(const std::string& path, const onnx::ModelProto& model,
+                           std::vector<StreamedTensor>& tensors,
+                           const ModelWriteOptions& options) {
+  const std::string tag = ".tmp-" + std::to_string(::getpid());
+  const std::string data_name =
+      options.external_name.empty() ? BaseName(path) + ".data" : options.external_name;
+  if (options.external &&
+      (data_name.find('/') != std::string::npos || data_name == "." || data_name == "..")) {
+    return Status::Error("external data name '" + data_name + "' must be a plain file name");
+  }
+  const std::string data_path = DirName(path) + data_name;
+
+  TempFile model_file, data_file;
+  NIBBLE_RETURN_IF_ERROR(model_file.Create(path + tag));
+  if (options.external) NIBBLE_RETURN_IF_ERROR(data_file.Create(data_path + tag));
+
+  // Record metadata (and, in external mode, the data placement) first: the
+  // graph's length must be known before its bytes.
+  std::vector<std::string> metas(tensors.size());
+  std::vector<uint64_t> data_offsets(tensors.size(), 0);
+  uint64_t next = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    onnx::TensorProto meta = tensors[i].meta;
+    meta.clear_raw_data();
+    if (options.external) {
+      const uint64_t align = tensors[i].bytes >= (uint64_t{1} << 20) ? 4096 : 64;
+      next = (next + align - 1) / align * align;
+      data_offsets[i] = next;
+      next += tensors[i].bytes;
+      meta.clear_external_data();
+      auto add = [&](const char* k, const std::string& v) {
+        auto* e = meta.add_external_data();
+        e->set_key(k);
+        e->set_value(v);
+      };
+      add("location", data_name);
+      add("offset", std::to_string(data_offsets[i]));
+      add("length", std::to_string(tensors[i].bytes));
+      meta.set_data_location(onnx::TensorProto::EXTERNAL);
+    }
+    metas[i] = meta.SerializeAsString();
+  }
+  onnx::ModelProto head = model;
+  head.clear_graph();
+  const std::string head_bytes = head.SerializeAsString();
+  const std::string graph_bytes = model.graph().SerializeAsString();
+  auto record_len = [&](size_t i) {
+    uint64_t r = metas[i].size();
+    if (!options.external) r += 1 + VarintSize(tensors[i].bytes) + tensors[i].bytes;
+    return r;
+  };
+  uint64_t graph_len = graph_bytes.size();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    graph_len += 1 + VarintSize(record_len(i)) + record_len(i);
+  }
+  std::string prefix = head_bytes;
+  prefix.push_back(static_cast<char>(kModelGraphTag));
+  PutVarint(&prefix, graph_len);
+  prefix += graph_bytes;
+  NIBBLE_RETURN_IF_ERROR(model_file.Write(prefix.data(), prefix.size()));
+
+  uint64_t done_bytes = 0;
+  std::vector<uint8_t> buf;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    std::string rec;
+    rec.push_back(static_cast<char>(kGraphInitializerTag));
+    PutVarint(&rec, record_len(i));
+    rec += metas[i];
+    if (!options.external) {
+      rec.push_back(static_cast<char>(kTensorRawDataTag));
+      PutVarint(&rec, tensors[i].bytes);
+    }
+    NIBBLE_RETURN_IF_ERROR(model_file.Write(rec.data(), rec.size()));
+    // Produce the data (one tensor in memory at a time).
+    buf.resize(static_cast<size_t>(tensors[i].bytes));
+    NIBBLE_RETURN_IF_ERROR(tensors[i].fill(buf.data()));
+    if (options.external) {
+      NIBBLE_RETURN_IF_ERROR(data_file.PadTo(data_offsets[i]));
+      NIBBLE_RETURN_IF_ERROR(data_file.Write(buf.data(), buf.size()));
+    } else {
+      NIBBLE_RETURN_IF_ERROR(model_file.Write(buf.data(), buf.size()));
+    }
+    done_bytes += tensors[i].bytes;
+    std::vector<uint8_t>().swap(buf);  // release before the next tensor
+    if (options.progress) options.progress(i + 1, tensors.size(), done_bytes);
+  }
+  NIBBLE_RETURN_IF_ERROR(model_file.Finish());
+  if (options.external) NIBBLE_RETURN_IF_ERROR(data_file.Finish());
+  // Data first, then the model: a model never points at a missing file.
+  if (options.external && std::rename(data_file.path().c_str(), data_path.c_str()) != 0) {
+    return Status::Error("cannot rename '" + data_file.path() + "' to '" + data_path +
+                         "': " + std::strerror(errno));
+  }
+  if (std::rename(model_file.path().c_str(), path.c_str()) != 0) {
+    const std::string err = std::strerror(errno);
+    if (options.external) std::remove(data_path.c_str());
+    return Status::Error("cannot rename '" + model_file.path() + "' to '" + path + "': " + err);
+  }
+  model_file.Commit();
+  data_file.Commit();
+  return Status::Ok();
+}
+
+}  // namespace nibble

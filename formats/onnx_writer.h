@@ -1,0 +1,55 @@
+// Writes an ONNX model whose large initializers are produced one at a time
+// (streamed), so memory stays bounded by the largest tensor plus the graph.
+//
+// Layout: the ModelProto's own fields, then the graph (field 7) holding the
+// graph's fields and, appended as further `initializer` (field 5) records,
+// the streamed tensors — either inline (`raw_data`, field 9) or, in external
+// mode, as references into a data file beside the model (each tensor at a
+// 64-byte aligned offset; 4096 for tensors of 1 MiB and more).
+//
+// Atomic: everything is written to temporaries beside the destination and
+// renamed at the end; on any error the temporaries are removed and nothing
+// is left at the destination.
+#ifndef NIBBLE_FORMATS_ONNX_WRITER_H_
+#define NIBBLE_FORMATS_ONNX_WRITER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "formats/onnx.pb.h"
+#include "op/status.h"
+
+namespace nibble {
+
+struct StreamedTensor {
+  onnx::TensorProto meta;  // name, dims, data_type (no data fields)
+  uint64_t bytes = 0;      // exact byte size of the data
+  // Writes exactly `bytes` bytes to `dst` (called once, in order).
+  std::function<Status(uint8_t* dst)> fill;
+};
+
+struct ModelWriteOptions {
+  bool external = false;           // data of streamed tensors in a file beside the model
+  std::string external_name;       // file name (default: "<model file name>.data")
+  // Called after each streamed tensor: (index, tensors, bytes so far).
+  std::function<void(size_t, size_t, uint64_t)> progress;
+};
+
+// Protobuf cannot parse messages of 2 GiB or more: above this, use external data.
+inline constexpr uint64_t kMaxInlineModelBytes = (uint64_t{2} << 30) - (uint64_t{64} << 20);
+
+// Total bytes the inline form would have.
+uint64_t InlineModelBytes(const onnx::ModelProto& model, const std::vector<StreamedTensor>& t);
+
+// Writes `bytes` to `path` atomically (temporary beside it + rename).
+Status WriteFileAtomic(const std::string& path, const std::string& bytes);
+
+Status WriteModelStreaming(const std::string& path, const onnx::ModelProto& model,
+                           std::vector<StreamedTensor>& tensors,
+                           const ModelWriteOptions& options);
+
+}  // namespace nibble
+
+#endif  // NIBBLE_FORMATS_ONNX_WRITER_H_

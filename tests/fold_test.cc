@@ -1,0 +1,330 @@
+// `nibble fold` on models written by tests/make_fold_models.cc (directory
+// in NIBBLE_FOLD_MODELS): structure of the folded graph, values against an
+// independent decode of the source bytes, external data in and out, and
+// every bad input (clear error, nothing left behind, input untouched).
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+#include <vector>
+#include <string>
+
+#include "doctest/doctest.h"
+#include "formats/external_data.h"
+#include "formats/onnx_tensor.h"
+#include "kernels/numeric.h"
+#include "tools/fold.h"
+
+namespace nibble {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path Models() {
+  const char* d = std::getenv("NIBBLE_FOLD_MODELS");
+  return d ? fs::path(d) : fs::path("fold_models");
+}
+
+// A fresh scratch folder per test.
+fs::path Scratch(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("nibble_fold_test_" + name);
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+std::string ReadAll(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+onnx::ModelProto Load(const fs::path& p) {
+  onnx::ModelProto m;
+  REQUIRE(ReadProtoFile(p.string(), &m).ok());
+  return m;
+}
+
+const onnx::TensorProto* Init(const onnx::ModelProto& m, const std::string& name) {
+  for (const auto& t : m.graph().initializer()) {
+    if (t.name() == name) return &t;
+  }
+  return nullptr;
+}
+
+// Files in `dir` other than `keep`: nothing may be left behind.
+std::vector<std::string> Leftovers(const fs::path& dir, const std::set<std::string>& keep) {
+  std::vector<std::string> extra;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (!keep.count(e.path().filename().string())) extra.push_back(e.path().filename().string());
+  }
+  return extra;
+}
+
+float F32At(const onnx::TensorProto& t, const TensorView& v, int64_t k) {
+  if (t.data_type() == 1) {
+    float f;
+    std::memcpy(&f, static_cast<const char*>(v.data) + 4 * k, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, static_cast<const char*>(v.data) + 2 * k, 2);
+  return F32FromF16(h);
+}
+
+TEST_CASE("fold: MatMulNBits becomes MatMul (+ Add) with a [K, N] weight equal to ORT's formula") {
+  for (const char* name : {"mmnb_zp", "mmnb_nozp_bias", "mmnb8"}) {
+    const fs::path dir = Scratch(name);
+    const fs::path in = Models() / (std::string(name) + ".onnx");
+    const fs::path out = dir / "out.onnx";
+    FoldReport r;
+    REQUIRE_MESSAGE(FoldModel(in.string(), out.string(), {}, &r).ok(), name);
+    CHECK(r.matmulnbits_nodes == 1);
+    const auto src = Load(in);
+    const auto dst = Load(out);
+    REQUIRE(dst.graph().node_size() >= 1);
+    CHECK(dst.graph().node(0).op_type() == "MatMul");
+    const bool bias = std::string(name) == "mmnb_nozp_bias";
+    CHECK(dst.graph().node_size() == (bias ? 2 : 1));
+    if (bias) CHECK(dst.graph().node(1).op_type() == "Add");
+    CHECK(dst.graph().node(dst.graph().node_size() - 1).output(0) == "Y");
+    CHECK(Init(dst, "B") == nullptr);       // nothing else used it
+    CHECK(Init(dst, "scales") == nullptr);
+    const auto* w = Init(dst, "B_dequantized");
+    REQUIRE(w != nullptr);
+    // Independent decode of the MatMulNBits bytes (FORMATS.md).
+    int64_t K = 0, N = 0, bits = 0, bs = 0;
+    for (const auto& a : src.graph().node(0).attribute()) {
+      if (a.name() == "K") K = a.i();
+      if (a.name() == "N") N = a.i();
+      if (a.name() == "bits") bits = a.i();
+      if (a.name() == "block_size") bs = a.i();
+    }
+    CHECK(std::vector<int64_t>(w->dims().begin(), w->dims().end()) == std::vector<int64_t>{K, N});
+    const int64_t kb = (K + bs - 1) / bs;
+    const std::string& b = Init(src, "B")->raw_data();
+    const std::string& s = Init(src, "scales")->raw_data();
+    const auto* zpt = Init(src, "zp");
+    TensorResolver res(dir.string());
+    Tensor scratch;
+    auto wv = res.Resolve(*w, &scratch);
+    REQUIRE(wv.ok());
+    int64_t bad = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t blk = k / bs, in_blk = k % bs;
+        const int64_t byte = (n * kb + blk) * (bs * bits / 8) + in_blk * bits / 8;
+        const uint32_t raw = static_cast<uint8_t>(b[static_cast<size_t>(byte)]);
+        const int32_t q = bits == 4 ? static_cast<int32_t>((raw >> (4 * (in_blk % 2))) & 0xF)
+                                    : static_cast<int32_t>(raw);
+        int32_t z = 1 << (bits - 1);
+        if (zpt) {
+          const int64_t zrow = (kb * bits + 7) / 8;
+          const uint32_t zb = static_cast<uint8_t>(zpt->raw_data()[static_cast<size_t>(n * zrow + blk * bits / 8)]);
+          z = bits == 4 ? static_cast<int32_t>((zb >> (4 * (blk % 2))) & 0xF) : static_cast<int32_t>(zb);
+        }
+        float sc;
+        std::memcpy(&sc, s.data() + 4 * (n * kb + blk), 4);
+        const float want = static_cast<float>(q - z) * sc;
+        if (F32At(*w, *wv, k * N + n) != want) ++bad;
+      }
+    }
+    CHECK_MESSAGE(bad == 0, name);
+  }
+}
+
+TEST_CASE("fold: DequantizeLinear (default and opmx) becomes an initializer named like its output") {
+  for (const char* name : {"qdq_int4", "qdq_uint4_f16", "opmx_int4", "qdq_external"}) {
+    const fs::path dir = Scratch(name);
+    const fs::path in = Models() / (std::string(name) + ".onnx");
+    const fs::path out = dir / "out.onnx";
+    FoldReport r;
+    const Status st = FoldModel(in.string(), out.string(), {}, &r);
+    REQUIRE_MESSAGE(st.ok(), name << ": " << st.message());
+    CHECK(r.dequantize_nodes == 1);
+    const auto dst = Load(out);
+    CHECK(dst.graph().node_size() == 1);
+    CHECK(dst.graph().node(0).op_type() == "MatMul");
+    const auto* w = Init(dst, "w");
+    REQUIRE(w != nullptr);
+    CHECK(Init(dst, "w_q") == nullptr);
+    CHECK(!HasExternalData(*w));  // small output: inline
+    const bool f16 = std::string(name) == "qdq_uint4_f16";
+    CHECK(w->data_type() == (f16 ? 10 : 1));
+    // value_info and graph outputs untouched.
+    CHECK(dst.graph().output(0).name() == "Y");
+    CHECK(Leftovers(dir, {"out.onnx"}).empty());
+  }
+}
+
+TEST_CASE("fold: external data output is aligned and reads back identically") {
+  const fs::path dir = Scratch("external_out");
+  const fs::path in = Models() / "mmnb_zp.onnx";
+  FoldOptions o;
+  o.external = true;
+  FoldReport r;
+  REQUIRE(FoldModel(in.string(), (dir / "inline.onnx").string(), {}, &r).ok());
+  REQUIRE(FoldModel(in.string(), (dir / "ext.onnx").string(), o, &r).ok());
+  CHECK(r.external);
+  CHECK(fs::exists(dir / "ext.onnx.data"));
+  const auto a = Load(dir / "inline.onnx"), b = Load(dir / "ext.onnx");
+  const auto* wa = Init(a, "B_dequantized");
+  const auto* wb = Init(b, "B_dequantized");
+  REQUIRE(wa);
+  REQUIRE(wb);
+  CHECK(HasExternalData(*wb));
+  for (const auto& kv : wb->external_data()) {
+    if (kv.key() == "offset") CHECK(std::stoll(kv.value()) % 64 == 0);
+  }
+  TensorResolver res(dir.string());
+  Tensor s1, s2;
+  auto va = res.Resolve(*wa, &s1), vb = res.Resolve(*wb, &s2);
+  REQUIRE(va.ok());
+  REQUIRE(vb.ok());
+  REQUIRE(va->size_bytes == vb->size_bytes);
+  CHECK(std::memcmp(va->data, vb->data, va->size_bytes) == 0);
+  // A custom name.
+  o.external_name = "weights.bin";
+  REQUIRE(FoldModel(in.string(), (dir / "named.onnx").string(), o, &r).ok());
+  CHECK(fs::exists(dir / "weights.bin"));
+}
+
+TEST_CASE("fold: a model with nothing to fold is copied with a note") {
+  const fs::path dir = Scratch("nothing");
+  FoldReport r;
+  REQUIRE(FoldModel((Models() / "nothing.onnx").string(), (dir / "o.onnx").string(), {}, &r).ok());
+  CHECK(r.note == "nothing to fold; the model is copied unchanged");
+  CHECK(ReadAll(dir / "o.onnx") == ReadAll(Models() / "nothing.onnx"));
+}
+
+// Writes a modified copy of a generated model (and copies its data file).
+fs::path Broken(const fs::path& dir, const std::string& model,
+                const std::function<void(onnx::ModelProto*)>& edit) {
+  onnx::ModelProto m = Load(Models() / (model + ".onnx"));
+  edit(&m);
+  const fs::path p = dir / (model + ".onnx");
+  REQUIRE(WriteProtoFile(p.string(), m).ok());
+  return p;
+}
+
+std::string FoldError(const fs::path& in, const fs::path& out, FoldOptions o = {}) {
+  FoldReport r;
+  const std::string before = ReadAll(in);
+  const Status st = FoldModel(in.string(), out.string(), o, &r);
+  CHECK(ReadAll(in) == before);  // the input is never modified
+  CHECK(!fs::exists(out));       // nothing left at the destination
+  return st.ok() ? "OK" : st.message();
+}
+
+TEST_CASE("fold: bad inputs are clear errors and leave nothing behind") {
+  const fs::path dir = Scratch("bad");
+  const fs::path out = dir / "out.onnx";
+  SUBCASE("truncated protobuf") {
+    const std::string bytes = ReadAll(Models() / "qdq_int4.onnx");
+    const fs::path p = dir / "trunc.onnx";
+    std::ofstream(p, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+    CHECK(FoldError(p, out).find("is not a valid onnx.ModelProto") != std::string::npos);
+  }
+  SUBCASE("corrupted protobuf") {
+    std::string bytes = ReadAll(Models() / "qdq_int4.onnx");
+    for (size_t k = 10; k < 40; ++k) bytes[k] = static_cast<char>(0xFF);
+    const fs::path p = dir / "corrupt.onnx";
+    std::ofstream(p, std::ios::binary) << bytes;
+    CHECK(FoldError(p, out).find("is not a valid onnx.ModelProto") != std::string::npos);
+  }
+  SUBCASE("missing external data file") {
+    const fs::path p = dir / "qdq_external.onnx";
+    fs::copy_file(Models() / "qdq_external.onnx", p);
+    CHECK(FoldError(p, out).find("tensor 'w_q': cannot open") != std::string::npos);
+  }
+  SUBCASE("short external data file") {
+    const fs::path p = dir / "qdq_external.onnx";
+    fs::copy_file(Models() / "qdq_external.onnx", p);
+    const std::string data = ReadAll(Models() / "qdq_external.onnx.data");
+    std::ofstream(dir / "qdq_external.onnx.data", std::ios::binary) << data.substr(0, 100);
+    CHECK(FoldError(p, out).find("lies outside 'qdq_external.onnx.data'") != std::string::npos);
+  }
+  SUBCASE("escaping and absolute locations") {
+    for (const char* loc : {"../qdq_external.onnx.data", "/etc/passwd", "a/../../x"}) {
+      const fs::path p = Broken(dir, "qdq_external", [&](onnx::ModelProto* m) {
+        for (auto& t : *m->mutable_graph()->mutable_initializer()) {
+          for (auto& kv : *t.mutable_external_data()) {
+            if (kv.key() == "location") kv.set_value(loc);
+          }
+        }
+      });
+      CHECK(FoldError(p, out).find("must be a relative path inside the model's folder") !=
+            std::string::npos);
+    }
+  }
+  SUBCASE("inconsistent shapes") {
+    const fs::path p = Broken(dir, "qdq_int4", [](onnx::ModelProto* m) {
+      for (auto& t : *m->mutable_graph()->mutable_initializer()) {
+        if (t.name() == "w_scale") t.set_dims(0, 7);
+      }
+    });
+    CHECK(FoldError(p, out).find("w_scale") != std::string::npos);
+  }
+  SUBCASE("raw_data shorter than the dims") {
+    const fs::path p = Broken(dir, "mmnb_zp", [](onnx::ModelProto* m) {
+      for (auto& t : *m->mutable_graph()->mutable_initializer()) {
+        if (t.name() == "B") t.mutable_raw_data()->resize(10);
+      }
+    });
+    CHECK(FoldError(p, out) ==
+          "com.microsoft::MatMulNBits 'fc': tensor 'B': raw_data has 10 bytes, uint8 (48,3,16) needs 2304");
+  }
+  SUBCASE("unsupported type") {
+    const fs::path p = Broken(dir, "qdq_int4", [](onnx::ModelProto* m) {
+      for (auto& t : *m->mutable_graph()->mutable_initializer()) {
+        if (t.name() == "w_scale") t.set_data_type(6);  // int32 scale
+      }
+    });
+    CHECK(FoldError(p, out).find("x_scale has type int32, not supported") != std::string::npos);
+  }
+  SUBCASE("MatMulNBits with g_idx or a prepacked weight") {
+    const fs::path p = Broken(dir, "mmnb_zp", [](onnx::ModelProto* m) {
+      auto* n = m->mutable_graph()->mutable_node(0);
+      n->add_input("scales");  // any non-empty g_idx
+    });
+    CHECK(FoldError(p, out) == "com.microsoft::MatMulNBits 'fc': input g_idx (act-order) is not supported; refusing to fold");
+    const fs::path q = Broken(dir, "mmnb8", [](onnx::ModelProto* m) {
+      auto* a = m->mutable_graph()->mutable_node(0)->add_attribute();
+      a->set_name("weight_prepacked");
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(1);
+    });
+    CHECK(FoldError(q, out) == "com.microsoft::MatMulNBits 'fc': attribute weight_prepacked = 1 (a device-specific layout) is not supported");
+  }
+  SUBCASE("unwritable output path") {
+    const std::string e = FoldError(Models() / "qdq_int4.onnx", dir / "no" / "such" / "out.onnx");
+    CHECK(e.find("cannot create") != std::string::npos);
+  }
+  CHECK(Leftovers(dir, {"trunc.onnx", "corrupt.onnx", "qdq_external.onnx", "qdq_external.onnx.data",
+                        "qdq_int4.onnx", "mmnb_zp.onnx", "mmnb8.onnx"})
+            .empty());
+}
+
+TEST_CASE("inspect lists every kind with totals") {
+  auto q = InspectModel((Models() / "mmnb_zp.onnx").string());
+  REQUIRE(q.ok());
+  REQUIRE(q->size() == 1);
+  CHECK((*q)[0].kind == "MatMulNBits");
+  CHECK((*q)[0].logical_shape == "(96,48)");
+  CHECK((*q)[0].dequantized_bytes == 96 * 48 * 4);
+  auto o = InspectModel((Models() / "opmx_int4.onnx").string());
+  REQUIRE(o.ok());
+  CHECK((*o)[0].element_type == "int4x4 (int16)");
+  CHECK((*o)[0].granularity == "group 32");
+  auto d = InspectModel((Models() / "qdq_external.onnx").string());
+  REQUIRE(d.ok());  // metadata only: external data is not read
+  CHECK((*d)[0].granularity == "block 32");
+  CHECK(InspectModel((Models() / "nothing.onnx").string())->empty());
+}
+
+}  // namespace
+}  // namespace nibble

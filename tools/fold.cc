@@ -1,0 +1,438 @@
+#include "tools/fold.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <utility>
+
+#include "formats/external_data.h"
+#include "formats/onnx_tensor.h"
+#include "formats/onnx_writer.h"
+#include "op/matmulnbits.h"
+#include "op/onnx.h"
+#include "op/onnx_node.h"
+#include "op/pmx.h"
+
+namespace nibble {
+
+namespace {
+
+std::string DirOf(const std::string& p) {
+  const auto slash = p.rfind('/');
+  return slash == std::string::npos ? std::string(".") : p.substr(0, slash);
+}
+
+bool IsDefaultDomain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
+bool IsDequantize(const onnx::NodeProto& n) {
+  return n.op_type() == "DequantizeLinear" &&
+         (IsDefaultDomain(n.domain()) || n.domain() == kPmxDomain);
+}
+bool IsMatMulNBits(const onnx::NodeProto& n) {
+  return n.op_type() == "MatMulNBits" && n.domain() == "com.microsoft";
+}
+std::string NodeLabel(const onnx::NodeProto& n) {
+  const std::string name = n.name().empty() ? (n.output_size() ? n.output(0) : "") : n.name();
+  return NodeKind(n) + " '" + name + "'";
+}
+
+// Counts every use of a value name: node inputs (also inside subgraphs,
+// which may reference outer-scope initializers) and graph outputs.
+void CountUses(const onnx::GraphProto& g, std::map<std::string, int>* uses) {
+  for (const auto& n : g.node()) {
+    for (const auto& in : n.input()) {
+      if (!in.empty()) ++(*uses)[in];
+    }
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) CountUses(a.g(), uses);
+      for (const auto& sg : a.graphs()) CountUses(sg, uses);
+    }
+  }
+  for (const auto& o : g.output()) ++(*uses)[o.name()];
+}
+
+StatusOr<MatMulNBitsAttributes> ReadMatMulNBitsAttributes(const onnx::NodeProto& n) {
+  MatMulNBitsAttributes a;
+  bool has_k = false, has_n = false, has_bs = false;
+  for (const auto& at : n.attribute()) {
+    if (at.name() == "K") a.K = at.i(), has_k = true;
+    else if (at.name() == "N") a.N = at.i(), has_n = true;
+    else if (at.name() == "bits") a.bits = at.i();
+    else if (at.name() == "block_size") a.block_size = at.i(), has_bs = true;
+    else if (at.name() == "weight_prepacked") a.weight_prepacked = at.i();
+    // accuracy_level only affects how ORT computes the product.
+  }
+  if (!has_k || !has_n || !has_bs) {
+    return Status::Error(NodeLabel(n) + ": required attribute K, N or block_size is missing");
+  }
+  return a;
+}
+
+// One folding action, prepared (validated) before anything is written.
+struct Fold {
+  size_t node = 0;
+  std::string weight_name;  // the new initializer
+  bool transpose = false;   // MatMulNBits: [K, N] from the [N, K] view
+  std::unique_ptr<Dequantizer> dq;
+  std::vector<Tensor> storage;  // decoded typed-field inputs
+};
+
+}  // namespace
+
+Status FoldModel(const std::string& in, const std::string& out, const FoldOptions& options,
+                 FoldReport* report) {
+  *report = FoldReport();
+  onnx::ModelProto src;
+  NIBBLE_RETURN_IF_ERROR(ReadProtoFile(in, &src));
+  if (!src.has_graph()) return Status::Error("'" + in + "' has no graph");
+  onnx::GraphProto* sg = src.mutable_graph();
+  TensorResolver resolver(DirOf(in));
+  const int64_t model_opset = ModelOpset(src, "");
+
+  std::map<std::string, int> init_index;
+  for (int i = 0; i < sg->initializer_size(); ++i) init_index[sg->initializer(i).name()] = i;
+  std::set<std::string> names;  // every value name, for unique new names
+  for (const auto& n : sg->node()) {
+    for (const auto& o : n.output()) names.insert(o);
+    for (const auto& i : n.input()) names.insert(i);
+  }
+  for (const auto& i : sg->initializer()) names.insert(i.name());
+  auto unique_name = [&](const std::string& base) {
+    std::string s = base;
+    for (int k = 1; names.count(s); ++k) s = base + "_" + std::to_string(k);
+    names.insert(s);
+    return s;
+  };
+  auto is_const = [&](const std::string& name) { return name.empty() || init_index.count(name); };
+
+  // Pass 1: find and prepare every fold (all validation happens here).
+  std::vector<Fold> folds;
+  std::map<size_t, std::vector<onnx::NodeProto>> replacement;
+  for (int ni = 0; ni < sg->node_size(); ++ni) {
+    const onnx::NodeProto& n = sg->node(ni);
+    const bool dq = IsDequantize(n), mm = IsMatMulNBits(n);
+    if (!dq && !mm) continue;
+    Fold f;
+    f.node = static_cast<size_t>(ni);
+    std::vector<TensorView> views;
+    std::vector<const TensorView*> inputs;
+    // Inputs that must be constant: DequantizeLinear all; MatMulNBits B,
+    // scales, zero_points, g_idx.
+    const int need = dq ? n.input_size() : std::min(n.input_size(), 5);
+    bool all_const = true;
+    for (int k = dq ? 0 : 1; k < need; ++k) all_const = all_const && is_const(n.input(k));
+    if (!all_const) continue;
+    f.storage.resize(static_cast<size_t>(n.input_size()));
+    views.resize(static_cast<size_t>(n.input_size()));
+    for (int k = dq ? 0 : 1; k < need; ++k) {
+      const std::string& name = n.input(k);
+      if (name.empty()) {
+        inputs.push_back(nullptr);
+        continue;
+      }
+      auto v = resolver.Resolve(sg->initializer(init_index[name]), &f.storage[static_cast<size_t>(k)]);
+      if (!v.ok()) return v.status().WithPrefix(NodeLabel(n));
+      views[static_cast<size_t>(k)] = *v;
+      inputs.push_back(&views[static_cast<size_t>(k)]);
+    }
+    if (dq) {
+      if (n.output_size() != 1) return Status::Error(NodeLabel(n) + ": expected one output");
+      auto run_inputs = inputs;
+      if (n.domain() == kPmxDomain) {
+        auto attrs = PmxAttributesFromNode(n);
+        if (!attrs.ok()) return attrs.status();
+        if (run_inputs.size() < 2 || !run_inputs[0] || !run_inputs[1]) {
+          return Status::Error(NodeLabel(n) + ": needs inputs X and Scale");
+        }
+        DequantizeOptions o;
+        o.name = n.name().empty() ? n.output(0) : n.name();
+        auto d = PreparePmx(*attrs, *run_inputs[0], *run_inputs[1],
+                            run_inputs.size() > 2 ? run_inputs[2] : nullptr, o);
+        if (!d.ok()) return d.status();
+        f.dq = std::make_unique<Dequantizer>(std::move(*d));
+      } else {
+        auto attrs = OnnxAttributesFromNode(n, model_opset);
+        if (!attrs.ok()) return attrs.status();
+        if (run_inputs.size() < 2 || !run_inputs[0] || !run_inputs[1]) {
+          return Status::Error(NodeLabel(n) + ": needs inputs x and x_scale");
+        }
+        DequantizeOptions o;
+        o.name = n.name().empty() ? n.output(0) : n.name();
+        auto d = PrepareOnnx(*attrs, *run_inputs[0], *run_inputs[1],
+                             run_inputs.size() > 2 ? run_inputs[2] : nullptr, o);
+        if (!d.ok()) return d.status();
+        f.dq = std::make_unique<Dequantizer>(std::move(*d));
+      }
+      f.weight_name = n.output(0);
+      ++report->dequantize_nodes;
+    } else {
+      if (n.input_size() < 3) return Status::Error(NodeLabel(n) + ": needs inputs A, B, scales");
+      if (n.input_size() > 4 && !n.input(4).empty()) {
+        return Status::Error(NodeLabel(n) +
+                             ": input g_idx (act-order) is not supported; refusing to fold");
+      }
+      auto attrs = ReadMatMulNBitsAttributes(n);
+      if (!attrs.ok()) return attrs.status();
+      const TensorView* zp = n.input_size() > 3 && !n.input(3).empty() ? &views[3] : nullptr;
+      auto d = PrepareMatMulNBits(*attrs, views[1], views[2], zp,
+                                  n.name().empty() ? n.output(0) : n.name());
+      if (!d.ok()) return d.status();
+      f.dq = std::make_unique<Dequantizer>(std::move(*d));
+      f.transpose = true;
+      f.weight_name = unique_name(n.input(1) + "_dequantized");
+      // MatMul(A, W) [+ Add(bias)] producing the node's output.
+      std::vector<onnx::NodeProto> rep(1);
+      onnx::NodeProto& mm_node = rep[0];
+      mm_node.set_op_type("MatMul");
+      mm_node.set_name(n.name());
+      mm_node.add_input(n.input(0));
+      mm_node.add_input(f.weight_name);
+      const bool bias = n.input_size() > 5 && !n.input(5).empty();
+      if (bias) {
+        const std::string tmp = unique_name(n.output(0) + "_matmul");
+        mm_node.add_output(tmp);
+        onnx::NodeProto add;
+        add.set_op_type("Add");
+        add.set_name(n.name().empty() ? "" : n.name() + "_bias");
+        add.add_input(tmp);
+        add.add_input(n.input(5));
+        add.add_output(n.output(0));
+        rep.push_back(add);
+      } else {
+        mm_node.add_output(n.output(0));
+      }
+      replacement[f.node] = std::move(rep);
+      ++report->matmulnbits_nodes;
+    }
+    folds.push_back(std::move(f));
+  }
+
+  // Pass 2: the output model. Nodes: folded DequantizeLinear removed,
+  // MatMulNBits replaced.
+  std::set<size_t> folded;
+  for (const auto& f : folds) folded.insert(f.node);
+  onnx::ModelProto dst;
+  {
+    google::protobuf::RepeatedPtrField<onnx::TensorProto> inits;
+    google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+    inits.Swap(sg->mutable_initializer());
+    nodes.Swap(sg->mutable_node());
+    dst = src;  // everything but initializers and nodes (cheap)
+    inits.Swap(sg->mutable_initializer());
+    nodes.Swap(sg->mutable_node());
+  }
+  onnx::GraphProto* dg = dst.mutable_graph();
+  for (int ni = 0; ni < sg->node_size(); ++ni) {
+    const size_t i = static_cast<size_t>(ni);
+    if (!folded.count(i)) {
+      *dg->add_node() = sg->node(ni);
+    } else if (replacement.count(i)) {
+      for (auto& r : replacement[i]) *dg->add_node() = std::move(r);
+    }
+  }
+  std::map<std::string, int> uses;
+  CountUses(*dg, &uses);
+
+  // Initializers: kept ones still used (or never used by a folded node);
+  // inline ones stay in the graph, external ones are streamed into the
+  // output's own data.
+  std::set<std::string> folded_inputs;
+  for (const auto& f : folds) {
+    for (const auto& in_name : sg->node(static_cast<int>(f.node)).input()) folded_inputs.insert(in_name);
+  }
+  std::vector<StreamedTensor> streamed;
+  std::set<std::string> removed;
+  for (int i = 0; i < sg->initializer_size(); ++i) {
+    const onnx::TensorProto& t = sg->initializer(i);
+    if (folded_inputs.count(t.name()) && !uses.count(t.name())) {
+      removed.insert(t.name());
+      ++report->removed_initializers;
+      continue;
+    }
+    if (HasExternalData(t)) {
+      auto desc = TensorResolver::Describe(t);
+      if (!desc.ok()) return desc.status();
+      StreamedTensor s;
+      s.meta.set_name(t.name());
+      s.meta.set_data_type(t.data_type());
+      for (int64_t d : t.dims()) s.meta.add_dims(d);
+      s.bytes = desc->size_bytes;
+      const onnx::TensorProto* tp = &t;
+      s.fill = [&resolver, tp](uint8_t* dst_bytes) -> Status {
+        Tensor scratch;
+        auto v = resolver.Resolve(*tp, &scratch);
+        if (!v.ok()) return v.status();
+        if (v->size_bytes) std::memcpy(dst_bytes, v->data, v->size_bytes);
+        return Status::Ok();
+      };
+      streamed.push_back(std::move(s));
+    } else if (folded_inputs.count(t.name())) {
+      *dg->add_initializer() = t;  // a fold still reads this one's bytes
+    } else {
+      dg->add_initializer()->Swap(sg->mutable_initializer(i));  // move, no copy
+    }
+  }
+  // Old-IR models list initializers among graph inputs: drop removed ones.
+  {
+    google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> kept_inputs;
+    for (const auto& vi : dg->input()) {
+      if (!removed.count(vi.name())) *kept_inputs.Add() = vi;
+    }
+    dg->mutable_input()->Swap(&kept_inputs);
+  }
+  // The folded weights, produced while writing.
+  const int threads = options.threads;
+  for (auto& f : folds) {
+    StreamedTensor s;
+    const OutputInfo& o = f.dq->output();
+    s.meta.set_name(f.weight_name);
+    s.meta.set_data_type(static_cast<int32_t>(o.dtype));
+    const int64_t rows = f.dq->rows(), cols = f.dq->cols();
+    Shape shape = f.transpose ? Shape{cols, rows} : o.shape;
+    for (int64_t d : shape) s.meta.add_dims(d);
+    s.bytes = static_cast<uint64_t>(rows * cols) * static_cast<uint64_t>(DTypeBits(o.dtype) / 8);
+    report->dequantized_bytes += s.bytes;
+    const Dequantizer* dq = f.dq.get();
+    const bool transpose = f.transpose;
+    s.fill = [dq, transpose, shape, threads, o](uint8_t* dst_bytes) -> Status {
+      MutableTensorView y{o.dtype, shape, dst_bytes,
+                          static_cast<size_t>(dq->rows() * dq->cols()) *
+                              static_cast<size_t>(DTypeBits(o.dtype) / 8)};
+      return transpose ? dq->RunTransposed(y, threads) : dq->Run(y, threads);
+    };
+    streamed.push_back(std::move(s));
+  }
+  // MatMul / Add need the default domain.
+  if (report->matmulnbits_nodes > 0 && ModelOpset(dst, "") < 13) {
+    bool found = false;
+    for (auto& op : *dst.mutable_opset_import()) {
+      if (IsDefaultDomain(op.domain())) op.set_version(13), found = true;
+    }
+    if (!found) {
+      auto* op = dst.add_opset_import();
+      op->set_domain("");
+      op->set_version(13);
+    }
+  }
+  if (folds.empty()) {
+    report->note = "nothing to fold; the model is copied unchanged";
+    if (streamed.empty() && !options.external) {  // no external data: a byte copy
+      std::ifstream f(in, std::ios::binary);
+      std::ostringstream bytes;
+      bytes << f.rdbuf();
+      if (!f) return Status::Error("cannot read '" + in + "'");
+      return WriteFileAtomic(out, bytes.str());
+    }
+  }
+
+  ModelWriteOptions wo;
+  wo.external = options.external || InlineModelBytes(dst, streamed) > kMaxInlineModelBytes;
+  wo.external_name = options.external_name;
+  report->external = wo.external;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (options.progress) {
+    wo.progress = [t0](size_t i, size_t n, uint64_t bytes) {
+      const double sec =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::fprintf(stderr, "\r[%zu/%zu tensors] %.2f GB, %.2f GB/s   ", i, n,
+                   static_cast<double>(bytes) / 1e9,
+                   sec > 0 ? static_cast<double>(bytes) / 1e9 / sec : 0.0);
+      if (i == n) std::fprintf(stderr, "\n");
+    };
+  }
+  return WriteModelStreaming(out, dst, streamed, wo);
+}
+
+StatusOr<std::vector<QuantizedWeightInfo>> InspectModel(const std::string& path) {
+  onnx::ModelProto m;
+  NIBBLE_RETURN_IF_ERROR(ReadProtoFile(path, &m));
+  const auto& g = m.graph();
+  std::map<std::string, const onnx::TensorProto*> inits;
+  for (const auto& t : g.initializer()) inits[t.name()] = &t;
+  const int64_t model_opset = ModelOpset(m, "");
+  auto describe = [&](const std::string& name) -> StatusOr<TensorView> {
+    auto it = inits.find(name);
+    if (it == inits.end()) return Status::Error("not an initializer");
+    return TensorResolver::Describe(*it->second);
+  };
+  std::vector<QuantizedWeightInfo> out;
+  for (const auto& n : g.node()) {
+    const bool dq = IsDequantize(n), mm = IsMatMulNBits(n);
+    if (!dq && !mm) continue;
+    if (n.input_size() < (mm ? 3 : 2)) continue;
+    QuantizedWeightInfo w;
+    w.node = n.name().empty() ? (n.output_size() ? n.output(0) : "") : n.name();
+    const std::string x_name = mm ? n.input(1) : n.input(0);
+    auto x = describe(x_name);
+    if (!x.ok()) continue;  // activations are not weights
+    auto scale = describe(mm ? n.input(2) : n.input(1));
+    if (!scale.ok()) continue;
+    const int zi = mm ? 3 : 2;
+    StatusOr<TensorView> zp = Status::Error("absent");
+    if (n.input_size() > zi && !n.input(zi).empty()) zp = describe(n.input(zi));
+    w.name = x_name;
+    w.packed_bytes = x->size_bytes + scale->size_bytes + (zp.ok() ? zp->size_bytes : 0);
+    TensorView zv = zp.ok() ? *zp : TensorView{};
+    if (mm) {
+      auto a = ReadMatMulNBitsAttributes(n);
+      if (!a.ok()) return a.status();
+      w.kind = "MatMulNBits";
+      w.element_type = "uint" + std::to_string(a->bits) + " (uint8 blocks)";
+      w.logical_shape = ShapeToString({a->K, a->N});
+      w.bits = static_cast<int>(a->bits);
+      w.granularity = "block " + std::to_string(a->block_size);
+      w.axis = "K";
+      w.zero_point = zp.ok() ? (zp->dtype == DType::kUInt8 ? "uint" + std::to_string(a->bits) + " (packed)"
+                                                          : DTypeName(zp->dtype))
+                             : "none (" + std::to_string(1 << (a->bits - 1)) + ")";
+      w.output_type = DTypeName(scale->dtype);
+      w.dequantized_bytes =
+          static_cast<uint64_t>(a->K * a->N) * static_cast<uint64_t>(DTypeBits(scale->dtype) / 8);
+    } else if (n.domain() == kPmxDomain) {
+      auto a = PmxAttributesFromNode(n);
+      if (!a.ok()) return a.status();
+      auto info = InferPmxOutput(*a, *x, *scale, zp.ok() ? &zv : nullptr);
+      if (!info.ok()) return info.status().WithPrefix(w.node);
+      w.kind = "opmx DequantizeLinear";
+      w.element_type = a->quant_data_type == "int4"
+                           ? (x->dtype == DType::kInt16 ? "int4x4 (int16)" : "int4x8 (int32)")
+                           : "int8";
+      w.bits = a->quant_data_type == "int4" ? 4 : 8;
+      w.logical_shape = ShapeToString(info->shape);
+      w.granularity = a->group_size > 0 ? "group " + std::to_string(a->group_size)
+                      : *CheckedNumElements(scale->shape, "scale") == 1 ? "per-tensor"
+                                                                         : "per-channel";
+      w.axis = std::to_string(a->quant_axis);
+      w.zero_point = !zp.ok() ? "none" : (a->float_zeropoint ? "float " : "") + DTypeName(zp->dtype);
+      w.output_type = DTypeName(info->dtype);
+      w.dequantized_bytes = static_cast<uint64_t>(*CheckedNumElements(info->shape, "y")) *
+                            static_cast<uint64_t>(DTypeBits(info->dtype) / 8);
+    } else {
+      auto a = OnnxAttributesFromNode(n, model_opset);
+      if (!a.ok()) return a.status();
+      auto info = InferOnnxOutput(*a, *x, *scale, zp.ok() ? &zv : nullptr, w.node);
+      if (!info.ok()) return info.status();
+      w.kind = "DequantizeLinear";
+      w.element_type = DTypeName(x->dtype);
+      w.bits = DTypeBits(x->dtype);
+      w.logical_shape = ShapeToString(x->shape);
+      const int64_t ns = *CheckedNumElements(scale->shape, "scale");
+      w.granularity = ns == 1 ? "per-tensor"
+                      : a->block_size > 0 ? "block " + std::to_string(a->block_size)
+                                          : "per-axis";
+      w.axis = ns == 1 ? "-" : std::to_string(a->axis);
+      w.zero_point = zp.ok() ? DTypeName(zp->dtype) : "none";
+      w.output_type = DTypeName(info->dtype);
+      w.dequantized_bytes = static_cast<uint64_t>(*CheckedNumElements(info->shape, "y")) *
+                            static_cast<uint64_t>(DTypeBits(info->dtype) / 8);
+    }
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+}  // namespace nibble
