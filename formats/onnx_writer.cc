@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <new>
 
 namespace nibble {
 
@@ -185,7 +186,17 @@ Status WriteModelStreaming(const std::string& path, const onnx::ModelProto& mode
   NIBBLE_RETURN_IF_ERROR(model_file.Write(prefix.data(), prefix.size()));
 
   uint64_t done_bytes = 0;
-  std::vector<uint8_t> buf;
+  // One buffer, sized for the largest tensor and reused (uninitialized:
+  // each fill writes every byte).
+  uint64_t largest = 0;
+  for (const auto& t : tensors) largest = std::max(largest, t.bytes);
+  // 4096-byte aligned, so streaming stores and page-sized writes line up.
+  struct AlignedFree {
+    void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(4096)); }
+  };
+  std::unique_ptr<uint8_t[], AlignedFree> buf(
+      largest ? static_cast<uint8_t*>(::operator new[](largest, std::align_val_t(4096)))
+              : nullptr);
   for (size_t i = 0; i < tensors.size(); ++i) {
     std::string rec;
     rec.push_back(static_cast<char>(kGraphInitializerTag));
@@ -197,16 +208,14 @@ Status WriteModelStreaming(const std::string& path, const onnx::ModelProto& mode
     }
     NIBBLE_RETURN_IF_ERROR(model_file.Write(rec.data(), rec.size()));
     // Produce the data (one tensor in memory at a time).
-    buf.resize(static_cast<size_t>(tensors[i].bytes));
-    NIBBLE_RETURN_IF_ERROR(tensors[i].fill(buf.data()));
+    NIBBLE_RETURN_IF_ERROR(tensors[i].fill(buf.get()));
     if (options.external) {
       NIBBLE_RETURN_IF_ERROR(data_file.PadTo(data_offsets[i]));
-      NIBBLE_RETURN_IF_ERROR(data_file.Write(buf.data(), buf.size()));
+      NIBBLE_RETURN_IF_ERROR(data_file.Write(buf.get(), tensors[i].bytes));
     } else {
-      NIBBLE_RETURN_IF_ERROR(model_file.Write(buf.data(), buf.size()));
+      NIBBLE_RETURN_IF_ERROR(model_file.Write(buf.get(), tensors[i].bytes));
     }
     done_bytes += tensors[i].bytes;
-    std::vector<uint8_t>().swap(buf);  // release before the next tensor
     if (options.progress) options.progress(i + 1, tensors.size(), done_bytes);
   }
   NIBBLE_RETURN_IF_ERROR(model_file.Finish());

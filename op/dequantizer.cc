@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/dequantize.h"
+#include "kernels/transpose.h"
 
 #if NIBBLE_HAVE_OPENMP
 #include <omp.h>
@@ -136,14 +137,10 @@ Status Dequantizer::RunTransposed(const MutableTensorView& y, int threads) const
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t r0 = b * block, r1 = std::min(rows, r0 + block), nr = r1 - r0;
       DequantizeTile(plan_, r0, r1, 0, cols, buf.data(), cols);
-      for (int64_t c = 0; c < cols; ++c) {
-        char* out = dst + (static_cast<size_t>(c * rows + r0)) * eb;
-        for (int64_t j = 0; j < nr; ++j) {
-          std::memcpy(out + static_cast<size_t>(j) * eb,
-                      buf.data() + static_cast<size_t>(j * cols + c) * eb, eb);
-        }
-      }
+      TransposeBlockToColumns(reinterpret_cast<const uint8_t*>(buf.data()), nr, cols, eb,
+                              reinterpret_cast<uint8_t*>(dst), rows, r0);
     }
+    StreamFence();
   }
   return Status::Ok();
 }
