@@ -11,6 +11,7 @@
 #include "bench/synthetic_weights.h"
 #include "kernels/dequantize.h"
 #include "op/pmx.h"
+#include "op/version.h"
 #include "op/quantize.h"
 #include "tools/fold.h"
 #include "tools/node_test_runner.h"

@@ -1,0 +1,111 @@
+/* nibble C API: a stable ABI for FFI (C, Rust, Go, C#, Python ctypes).
+ *
+ * Conventions
+ *  - Every fallible call returns a nibble_status*: NULL means success; a
+ *    non-NULL status carries a message naming the tensor/attribute and the
+ *    problem, and must be released with nibble_status_free.
+ *  - Tensors are described by nibble_tensor (caller memory, row-major,
+ *    little-endian, sub-byte types packed over the flattened tensor, low
+ *    bits first); nothing is copied unless the API says so.
+ *  - A nibble_dequantizer is immutable once prepared and may be used from
+ *    several threads at once; it references the caller's code buffer (and
+ *    aligned float32 scales), which must outlive it.
+ *  - Threads: `threads` = 0 uses OpenMP's default, 1 runs on the calling
+ *    thread, n uses n threads; results are bit-identical for every value.
+ *    Tile calls always run on the calling thread and never allocate.
+ *  - No global mutable state.
+ */
+#ifndef NIBBLE_H_
+#define NIBBLE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types: ONNX TensorProto.DataType codes. */
+enum {
+  NIBBLE_FLOAT32 = 1, NIBBLE_UINT8 = 2, NIBBLE_INT8 = 3, NIBBLE_UINT16 = 4,
+  NIBBLE_INT16 = 5, NIBBLE_INT32 = 6, NIBBLE_FLOAT16 = 10, NIBBLE_UINT32 = 12,
+  NIBBLE_BFLOAT16 = 16, NIBBLE_FLOAT8E4M3FN = 17, NIBBLE_FLOAT8E4M3FNUZ = 18,
+  NIBBLE_FLOAT8E5M2 = 19, NIBBLE_FLOAT8E5M2FNUZ = 20, NIBBLE_UINT4 = 21,
+  NIBBLE_INT4 = 22, NIBBLE_FLOAT4E2M1 = 23, NIBBLE_FLOAT8E8M0 = 24,
+  NIBBLE_UINT2 = 25, NIBBLE_INT2 = 26
+};
+
+typedef struct nibble_status nibble_status;
+typedef struct nibble_dequantizer nibble_dequantizer;
+
+typedef struct {
+  int32_t dtype;         /* NIBBLE_* */
+  int32_t rank;          /* 0..8 */
+  const int64_t* shape;  /* rank entries (may be NULL when rank is 0) */
+  const void* data;
+  size_t size_bytes;
+} nibble_tensor;
+
+/* PMX DequantizeLinear attributes (SPEC.md §2). Bools are 0/1. */
+typedef struct {
+  const char* quant_data_type; /* "int4" or "int8" */
+  int64_t quant_axis;          /* default 1 */
+  int64_t group_size;          /* default 128; 0 = per-channel / per-tensor */
+  int64_t has_zeropoint;       /* default 0 */
+  int64_t float_zeropoint;     /* default 0 */
+} nibble_pmx_attributes;
+
+/* ONNX DequantizeLinear attributes; has_* mark attributes present. */
+typedef struct {
+  int32_t opset;               /* 10, 13, 19, 21, 23, 24 or 25 */
+  int64_t axis;                /* default 1 */
+  int64_t block_size;          /* default 0 */
+  int32_t output_dtype;        /* default 0 (the scale's type) */
+  int32_t has_axis, has_block_size, has_output_dtype;
+} nibble_onnx_attributes;
+
+/* The defaults of each attribute set. */
+nibble_pmx_attributes nibble_pmx_defaults(void);
+nibble_onnx_attributes nibble_onnx_defaults(void);
+
+const char* nibble_status_message(const nibble_status* status);
+void nibble_status_free(nibble_status* status);
+
+const char* nibble_version(void);
+/* The SIMD target the kernels dispatch to on this CPU, e.g. "AVX3". */
+const char* nibble_active_target(void);
+
+/* Validate and lower a request. zero_point may be NULL. output_dtype: 0 =
+ * the scale's type (PMX), else NIBBLE_FLOAT32/FLOAT16/BFLOAT16. name (may be
+ * NULL) is used in error messages. On success *out owns a dequantizer. */
+nibble_status* nibble_prepare_pmx(const nibble_pmx_attributes* attrs, const nibble_tensor* x,
+                                  const nibble_tensor* scale, const nibble_tensor* zero_point,
+                                  int32_t output_dtype, const char* name,
+                                  nibble_dequantizer** out);
+nibble_status* nibble_prepare_onnx(const nibble_onnx_attributes* attrs, const nibble_tensor* x,
+                                   const nibble_tensor* scale, const nibble_tensor* zero_point,
+                                   const char* name, nibble_dequantizer** out);
+void nibble_dequantizer_free(nibble_dequantizer* d);
+
+/* Output description. shape must hold nibble_dequantizer_rank() entries. */
+int32_t nibble_dequantizer_dtype(const nibble_dequantizer* d);
+int32_t nibble_dequantizer_rank(const nibble_dequantizer* d);
+void nibble_dequantizer_shape(const nibble_dequantizer* d, int64_t* shape);
+size_t nibble_dequantizer_output_bytes(const nibble_dequantizer* d);
+/* The 2-D view the tile call addresses (a rank-2 weight itself). */
+int64_t nibble_dequantizer_rows(const nibble_dequantizer* d);
+int64_t nibble_dequantizer_cols(const nibble_dequantizer* d);
+
+/* Whole tensor into out (out_bytes >= nibble_dequantizer_output_bytes). */
+nibble_status* nibble_dequantize(const nibble_dequantizer* d, void* out, size_t out_bytes,
+                                 int32_t threads);
+/* Rows [r0, r1) x cols [c0, c1) into out, element (r, c) at
+ * out[(r - r0) * ld + (c - c0)]. Calling thread, no allocation. */
+nibble_status* nibble_dequantize_tile(const nibble_dequantizer* d, int64_t r0, int64_t r1,
+                                      int64_t c0, int64_t c1, void* out, int64_t ld);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif  /* NIBBLE_H_ */

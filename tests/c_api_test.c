@@ -1,0 +1,83 @@
+/* The C API from C: SPEC's worked int4x4 example, tiles, ONNX, errors. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "op/nibble.h"
+
+static int failures = 0;
+#define CHECK(cond)                                                  \
+  do {                                                               \
+    if (!(cond)) {                                                   \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+      ++failures;                                                    \
+    }                                                                \
+  } while (0)
+
+int main(void) {
+  /* codes [[0,15],[8,9],[11,7],[4,10]] -> int16 words 0x4B80, 0xA79F */
+  const unsigned char x_bytes[4] = {0x80, 0x4b, 0x9f, 0xa7};
+  const int64_t x_shape[2] = {1, 2};
+  const float scale = 0.5f;
+  const int64_t s_shape[1] = {1};
+  nibble_tensor x = {NIBBLE_INT16, 2, x_shape, x_bytes, sizeof x_bytes};
+  nibble_tensor s = {NIBBLE_FLOAT32, 1, s_shape, &scale, sizeof scale};
+  nibble_pmx_attributes a = nibble_pmx_defaults();
+  a.quant_axis = 0;
+  a.group_size = 0;
+  nibble_dequantizer* d = NULL;
+  nibble_status* st = nibble_prepare_pmx(&a, &x, &s, NULL, 0, "example", &d);
+  CHECK(st == NULL);
+  CHECK(d != NULL);
+  if (!d) return 1;
+  CHECK(nibble_dequantizer_dtype(d) == NIBBLE_FLOAT32);
+  CHECK(nibble_dequantizer_rank(d) == 2);
+  int64_t shape[2] = {0, 0};
+  nibble_dequantizer_shape(d, shape);
+  CHECK(shape[0] == 4 && shape[1] == 2);
+  CHECK(nibble_dequantizer_output_bytes(d) == 32);
+  float y[8];
+  CHECK(nibble_dequantize(d, y, sizeof y, 1) == NULL);
+  const float want[8] = {-4.0f, 3.5f, 0.0f, 0.5f, 1.5f, -0.5f, -2.0f, 1.0f};
+  CHECK(memcmp(y, want, sizeof y) == 0);
+  /* A tile: rows [1, 3) x col [1, 2). */
+  float t[2] = {0, 0};
+  CHECK(nibble_dequantize_tile(d, 1, 3, 1, 2, t, 1) == NULL);
+  CHECK(t[0] == 0.5f && t[1] == -0.5f);
+  /* Errors carry a message and must be freed. */
+  st = nibble_dequantize(d, y, 4, 1);
+  CHECK(st != NULL);
+  CHECK(strstr(nibble_status_message(st), "needs 32") != NULL);
+  nibble_status_free(st);
+  st = nibble_dequantize_tile(d, 0, 9, 0, 1, t, 1);
+  CHECK(st != NULL && strstr(nibble_status_message(st), "outside") != NULL);
+  nibble_status_free(st);
+  nibble_dequantizer_free(d);
+
+  a.quant_data_type = "int3";
+  st = nibble_prepare_pmx(&a, &x, &s, NULL, 0, "bad", &d);
+  CHECK(st != NULL && d == NULL);
+  CHECK(strcmp(nibble_status_message(st),
+               "DequantizeLinear 'bad': attribute quant_data_type must be \"int4\" or \"int8\" "
+               "(got \"int3\")") == 0);
+  nibble_status_free(st);
+
+  /* ONNX: uint8 per-tensor with a zero point (the ONNX document's example). */
+  const unsigned char q[4] = {0, 3, 128, 255};
+  const int64_t q_shape[1] = {4};
+  const float two = 2.0f;
+  const unsigned char zp = 128;
+  nibble_tensor qx = {NIBBLE_UINT8, 1, q_shape, q, 4};
+  nibble_tensor qs = {NIBBLE_FLOAT32, 0, NULL, &two, 4};
+  nibble_tensor qz = {NIBBLE_UINT8, 0, NULL, &zp, 1};
+  nibble_onnx_attributes oa = nibble_onnx_defaults();
+  CHECK(nibble_prepare_onnx(&oa, &qx, &qs, &qz, "onnx", &d) == NULL);
+  float oy[4];
+  CHECK(nibble_dequantize(d, oy, sizeof oy, 0) == NULL);
+  CHECK(oy[0] == -256 && oy[1] == -250 && oy[2] == 0 && oy[3] == 254);
+  nibble_dequantizer_free(d);
+  CHECK(strlen(nibble_version()) > 0);
+  CHECK(strlen(nibble_active_target()) > 0);
+  printf("%d passed, %d failed\n", failures ? 0 : 1, failures ? 1 : 0);
+  return failures != 0;
+}
