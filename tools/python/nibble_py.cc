@@ -1,0 +1,300 @@
+// Python bindings (pybind11): numpy arrays in and out, zero-copy inputs.
+//
+//   import nibble, numpy as np
+//   q = nibble.quantize(w, bits=4, group_size=128)           # PMX int4x4
+//   y = nibble.dequantize_pmx(q["x"], q["scale"], **q["attrs"])
+//   d = nibble.Dequantizer.pmx(q["x"], q["scale"], **q["attrs"])
+//   tile = d.tile(0, 16, 0, 256)
+//
+// Inputs must be C-contiguous arrays of the expected dtype (no silent
+// conversion); sub-byte and float8 ONNX inputs are passed as packed uint8
+// arrays with `x_dtype` and `shape`. bfloat16 outputs are returned as
+// uint16 arrays of bfloat16 bits (numpy has no bfloat16).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/dequantize.h"
+#include "op/onnx.h"
+#include "op/pmx.h"
+#include "op/quantize.h"
+#include "op/version.h"
+
+namespace py = pybind11;
+using nibble::DType;
+
+namespace {
+
+const std::map<std::string, DType>& DTypeNames() {
+  static const std::map<std::string, DType> m = {
+      {"float32", DType::kFloat32}, {"float16", DType::kFloat16},
+      {"bfloat16", DType::kBFloat16}, {"int8", DType::kInt8}, {"uint8", DType::kUInt8},
+      {"int16", DType::kInt16}, {"uint16", DType::kUInt16}, {"int32", DType::kInt32},
+      {"uint32", DType::kUInt32}, {"int4", DType::kInt4}, {"uint4", DType::kUInt4},
+      {"int2", DType::kInt2}, {"uint2", DType::kUInt2},
+      {"float8e4m3fn", DType::kFloat8E4M3FN}, {"float8e4m3fnuz", DType::kFloat8E4M3FNUZ},
+      {"float8e5m2", DType::kFloat8E5M2}, {"float8e5m2fnuz", DType::kFloat8E5M2FNUZ},
+      {"float4e2m1", DType::kFloat4E2M1}, {"float8e8m0", DType::kFloat8E8M0}};
+  return m;
+}
+
+DType ParseDType(const std::string& s) {
+  auto it = DTypeNames().find(s);
+  if (it == DTypeNames().end()) throw py::value_error("unknown dtype '" + s + "'");
+  return it->second;
+}
+
+// The nibble dtype of a numpy array's element type.
+DType FromNumpy(const py::array& a) {
+  const char k = a.dtype().kind();
+  const auto size = a.dtype().itemsize();
+  if (k == 'f' && size == 4) return DType::kFloat32;
+  if (k == 'f' && size == 2) return DType::kFloat16;
+  if (k == 'i' && size == 1) return DType::kInt8;
+  if (k == 'u' && size == 1) return DType::kUInt8;
+  if (k == 'i' && size == 2) return DType::kInt16;
+  if (k == 'u' && size == 2) return DType::kUInt16;
+  if (k == 'i' && size == 4) return DType::kInt32;
+  if (k == 'u' && size == 4) return DType::kUInt32;
+  throw py::type_error("unsupported numpy dtype " + std::string(py::str(a.dtype())));
+}
+
+// A zero-copy view of a C-contiguous array; `as` overrides the element type
+// (packed sub-byte data), `shape` the logical shape.
+nibble::TensorView View(const py::array& a, const char* what, std::optional<std::string> as = {},
+                        std::optional<std::vector<int64_t>> shape = {}) {
+  if (!(a.flags() & py::array::c_style)) {
+    throw py::value_error(std::string(what) + " must be C-contiguous (use np.ascontiguousarray)");
+  }
+  nibble::TensorView v;
+  v.dtype = as ? ParseDType(*as) : FromNumpy(a);
+  if (shape) {
+    v.shape = *shape;
+  } else {
+    v.shape.assign(a.shape(), a.shape() + a.ndim());
+  }
+  v.data = a.data();
+  v.size_bytes = static_cast<size_t>(a.nbytes());
+  return v;
+}
+
+py::array NewOutput(DType t, const nibble::Shape& shape) {
+  std::vector<py::ssize_t> dims(shape.begin(), shape.end());
+  switch (t) {
+    case DType::kFloat32: return py::array_t<float>(dims);
+    case DType::kFloat16: return py::array(py::dtype("float16"), dims);
+    default: return py::array_t<uint16_t>(dims);  // bfloat16 bits
+  }
+}
+
+void Check(const nibble::Status& s) {
+  if (!s.ok()) throw py::value_error(s.message());
+}
+
+// A prepared request, keeping the arrays it references alive.
+struct PyDequantizer {
+  std::unique_ptr<nibble::Dequantizer> d;
+  std::vector<py::object> keep;
+
+  py::array Run(int threads) const {
+    py::array y = NewOutput(d->output().dtype, d->output().shape);
+    nibble::MutableTensorView v{d->output().dtype, d->output().shape, y.mutable_data(),
+                                static_cast<size_t>(y.nbytes())};
+    nibble::Status st;
+    {
+      py::gil_scoped_release release;
+      st = d->Run(v, threads);
+    }
+    Check(st);
+    return y;
+  }
+  py::array Tile(int64_t r0, int64_t r1, int64_t c0, int64_t c1) const {
+    if (r0 < 0 || r1 < r0 || c0 < 0 || c1 < c0) throw py::value_error("bad tile bounds");
+    py::array y = NewOutput(d->output().dtype, {r1 - r0, c1 - c0});
+    Check(d->RunTile(r0, r1, c0, c1, y.mutable_data(), c1 - c0));
+    return y;
+  }
+};
+
+nibble::PmxAttributes PmxAttrs(const std::string& quant_data_type, int64_t quant_axis,
+                               int64_t group_size, bool has_zeropoint, bool float_zeropoint) {
+  nibble::PmxAttributes a;
+  a.quant_data_type = quant_data_type;
+  a.quant_axis = quant_axis;
+  a.group_size = group_size;
+  a.has_zeropoint = has_zeropoint ? 1 : 0;
+  a.float_zeropoint = float_zeropoint ? 1 : 0;
+  return a;
+}
+
+PyDequantizer PreparePmx(const py::array& x, const py::array& scale,
+                         const std::optional<py::array>& zero_point,
+                         const std::string& quant_data_type, int64_t quant_axis,
+                         int64_t group_size, std::optional<bool> has_zeropoint,
+                         bool float_zeropoint, std::optional<std::string> output_dtype) {
+  PyDequantizer p;
+  const nibble::TensorView xv = View(x, "x"), sv = View(scale, "scale");
+  nibble::TensorView zv;
+  if (zero_point) zv = View(*zero_point, "zero_point");
+  nibble::DequantizeOptions o;
+  if (output_dtype) o.output_dtype = ParseDType(*output_dtype);
+  auto d = nibble::PreparePmx(PmxAttrs(quant_data_type, quant_axis, group_size,
+                                       has_zeropoint.value_or(zero_point.has_value()),
+                                       float_zeropoint),
+                              xv, sv, zero_point ? &zv : nullptr, o);
+  Check(d.status());
+  p.d = std::make_unique<nibble::Dequantizer>(std::move(*d));
+  p.keep = {x, scale};
+  if (zero_point) p.keep.push_back(*zero_point);
+  return p;
+}
+
+PyDequantizer PrepareOnnx(const py::array& x, const py::array& scale,
+                          const std::optional<py::array>& zero_point, int64_t axis,
+                          int64_t block_size, std::optional<std::string> output_dtype, int opset,
+                          std::optional<std::string> x_dtype,
+                          std::optional<std::vector<int64_t>> shape,
+                          std::optional<std::string> scale_dtype) {
+  PyDequantizer p;
+  const nibble::TensorView xv = View(x, "x", x_dtype, shape);
+  nibble::TensorView sv = View(scale, "scale", scale_dtype);
+  nibble::TensorView zv;
+  if (zero_point) {
+    // The zero point has x's type; a packed one has scale's shape.
+    std::optional<std::vector<int64_t>> zshape;
+    if (x_dtype) zshape = std::vector<int64_t>(sv.shape.begin(), sv.shape.end());
+    zv = View(*zero_point, "zero_point", x_dtype, zshape);
+  }
+  nibble::OnnxDequantizeAttributes a;
+  a.opset = opset;
+  a.axis = axis;
+  a.has_axis = opset >= 13;
+  a.block_size = block_size;
+  a.has_block_size = block_size != 0;
+  if (output_dtype) {
+    a.output_dtype = static_cast<int32_t>(ParseDType(*output_dtype));
+    a.has_output_dtype = true;
+  }
+  auto d = nibble::PrepareOnnx(a, xv, sv, zero_point ? &zv : nullptr);
+  Check(d.status());
+  p.d = std::make_unique<nibble::Dequantizer>(std::move(*d));
+  p.keep = {x, scale};
+  if (zero_point) p.keep.push_back(*zero_point);
+  return p;
+}
+
+py::array TensorToNumpy(const nibble::Tensor& t) {
+  std::vector<py::ssize_t> dims(t.shape().begin(), t.shape().end());
+  py::array a;
+  switch (t.dtype()) {
+    case DType::kFloat32: a = py::array_t<float>(dims); break;
+    case DType::kFloat16: a = py::array(py::dtype("float16"), dims); break;
+    case DType::kInt8: a = py::array_t<int8_t>(dims); break;
+    case DType::kUInt8: a = py::array_t<uint8_t>(dims); break;
+    case DType::kInt16: a = py::array_t<int16_t>(dims); break;
+    case DType::kInt32: a = py::array_t<int32_t>(dims); break;
+    case DType::kBFloat16: a = py::array_t<uint16_t>(dims); break;
+    default: throw py::type_error("no numpy type for " + nibble::DTypeName(t.dtype()));
+  }
+  std::memcpy(a.mutable_data(), t.data(), t.size_bytes());
+  return a;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(nibble, m) {
+  m.doc() = "nibble: exact, fast dequantization of grouped int4/int8 weights";
+  m.attr("__version__") = NIBBLE_VERSION;
+  m.def("active_target", [] { return std::string(nibble::ActiveTarget()); });
+
+  py::class_<PyDequantizer>(m, "Dequantizer")
+      .def_static("pmx", &PreparePmx, py::arg("x"), py::arg("scale"),
+                  py::arg("zero_point") = py::none(), py::kw_only(),
+                  py::arg("quant_data_type") = "int4", py::arg("quant_axis") = 1,
+                  py::arg("group_size") = 128, py::arg("has_zeropoint") = py::none(),
+                  py::arg("float_zeropoint") = false, py::arg("output_dtype") = py::none(),
+                  "Validate and lower a PMX DequantizeLinear request.")
+      .def_static("onnx", &PrepareOnnx, py::arg("x"), py::arg("scale"),
+                  py::arg("zero_point") = py::none(), py::kw_only(), py::arg("axis") = 1,
+                  py::arg("block_size") = 0, py::arg("output_dtype") = py::none(),
+                  py::arg("opset") = 25, py::arg("x_dtype") = py::none(),
+                  py::arg("shape") = py::none(), py::arg("scale_dtype") = py::none(),
+                  "Validate and lower an ONNX DequantizeLinear request.")
+      .def("run", &PyDequantizer::Run, py::arg("threads") = 0,
+           "Dequantize the whole tensor (threads: 0 = all, 1 = this thread).")
+      .def("tile", &PyDequantizer::Tile, py::arg("r0"), py::arg("r1"), py::arg("c0"),
+           py::arg("c1"), "Rows [r0, r1) x cols [c0, c1) of the 2-D view.")
+      .def_property_readonly("rows", [](const PyDequantizer& p) { return p.d->rows(); })
+      .def_property_readonly("cols", [](const PyDequantizer& p) { return p.d->cols(); })
+      .def_property_readonly("shape", [](const PyDequantizer& p) { return p.d->output().shape; })
+      .def_property_readonly("dtype", [](const PyDequantizer& p) {
+        return nibble::DTypeName(p.d->output().dtype);
+      });
+
+  m.def(
+      "dequantize_pmx",
+      [](const py::array& x, const py::array& scale, const std::optional<py::array>& zp,
+         const std::string& qdt, int64_t qa, int64_t g, std::optional<bool> hz, bool fz,
+         std::optional<std::string> out, int threads) {
+        return PreparePmx(x, scale, zp, qdt, qa, g, hz, fz, out).Run(threads);
+      },
+      py::arg("x"), py::arg("scale"), py::arg("zero_point") = py::none(), py::kw_only(),
+      py::arg("quant_data_type") = "int4", py::arg("quant_axis") = 1,
+      py::arg("group_size") = 128, py::arg("has_zeropoint") = py::none(),
+      py::arg("float_zeropoint") = false, py::arg("output_dtype") = py::none(),
+      py::arg("threads") = 0, "PMX DequantizeLinear (SPEC.md §2).");
+  m.def(
+      "dequantize_onnx",
+      [](const py::array& x, const py::array& scale, const std::optional<py::array>& zp,
+         int64_t axis, int64_t bs, std::optional<std::string> out, int opset,
+         std::optional<std::string> xd, std::optional<std::vector<int64_t>> shape,
+         std::optional<std::string> sd, int threads) {
+        return PrepareOnnx(x, scale, zp, axis, bs, out, opset, xd, shape, sd).Run(threads);
+      },
+      py::arg("x"), py::arg("scale"), py::arg("zero_point") = py::none(), py::kw_only(),
+      py::arg("axis") = 1, py::arg("block_size") = 0, py::arg("output_dtype") = py::none(),
+      py::arg("opset") = 25, py::arg("x_dtype") = py::none(), py::arg("shape") = py::none(),
+      py::arg("scale_dtype") = py::none(), py::arg("threads") = 0,
+      "ONNX DequantizeLinear (opsets 10-25).");
+  m.def(
+      "quantize",
+      [](const py::array_t<float, py::array::c_style>& w, int bits, const std::string& scheme,
+         int64_t quant_axis, int64_t group_size, bool per_tensor,
+         const std::string& scale_dtype) {
+        nibble::QuantizeConfig c;
+        c.bits = bits;
+        if (scheme == "symmetric") c.scheme = nibble::QuantScheme::kSymmetric;
+        else if (scheme == "asymmetric") c.scheme = nibble::QuantScheme::kAsymmetric;
+        else if (scheme == "float_zeropoint") c.scheme = nibble::QuantScheme::kFloatZeroPoint;
+        else throw py::value_error("scheme must be symmetric, asymmetric or float_zeropoint");
+        c.quant_axis = quant_axis;
+        c.group_size = group_size;
+        c.per_tensor = per_tensor;
+        c.scale_dtype = ParseDType(scale_dtype);
+        nibble::Shape shape(w.shape(), w.shape() + w.ndim());
+        auto q = nibble::QuantizePmx(w.data(), shape, c);
+        Check(q.status());
+        py::dict out;
+        out["x"] = TensorToNumpy(q->x);
+        out["scale"] = TensorToNumpy(q->scale);
+        out["zero_point"] = q->zero_point.dtype() == DType::kUndefined
+                                ? py::object(py::none())
+                                : py::object(TensorToNumpy(q->zero_point));
+        py::dict attrs;
+        attrs["quant_data_type"] = q->attrs.quant_data_type;
+        attrs["quant_axis"] = q->attrs.quant_axis;
+        attrs["group_size"] = q->attrs.group_size;
+        attrs["float_zeropoint"] = q->attrs.float_zeropoint == 1;
+        out["attrs"] = attrs;
+        return out;
+      },
+      py::arg("w"), py::kw_only(), py::arg("bits") = 4, py::arg("scheme") = "symmetric",
+      py::arg("quant_axis") = 1, py::arg("group_size") = 128, py::arg("per_tensor") = false,
+      py::arg("scale_dtype") = "float32",
+      "The PMX quantizer (SPEC.md §2): returns x, scale, zero_point and attrs.");
+}
