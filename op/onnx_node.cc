@@ -122,35 +122,27 @@ StatusOr<Tensor> RunNode(const onnx::NodeProto& node,
                          int threads) {
   const std::string who = internal::Who(NodeKind(node), NodeName(node));
   if (!IsSupportedNode(node)) return Status::Error(who + ": operator not supported");
-  if (IsDefaultDomain(node.domain())) {
-    auto attrs = OnnxAttributesFromNode(node, model_opset);
-    if (!attrs.ok()) return attrs.status();
-    if (inputs.size() < 2 || inputs[0] == nullptr || inputs[1] == nullptr) {
-      return Status::Error(who + ": needs inputs x and x_scale");
-    }
-    if (inputs.size() > 3) {
-      return Status::Error(who + ": takes at most 3 inputs (got " +
-                           std::to_string(inputs.size()) + ")");
-    }
-    DequantizeOptions opts;
-    opts.name = NodeName(node);
-    opts.threads = threads;
-    return DequantizeOnnx(*attrs, *inputs[0], *inputs[1], inputs.size() > 2 ? inputs[2] : nullptr,
-                          opts);
-  }
-  auto attrs = PmxAttributesFromNode(node);
-  if (!attrs.ok()) return attrs.status();
+  const bool onnx_domain = IsDefaultDomain(node.domain());
+  // Both domains take (data, scale[, zero point]).
   if (inputs.size() < 2 || inputs[0] == nullptr || inputs[1] == nullptr) {
-    return Status::Error(who + ": needs inputs X and Scale");
+    return Status::Error(who + (onnx_domain ? ": needs inputs x and x_scale"
+                                            : ": needs inputs X and Scale"));
   }
   if (inputs.size() > 3) {
-    return Status::Error(who + ": takes at most 3 inputs (got " +
-                         std::to_string(inputs.size()) + ")");
+    return Status::Error(who + ": takes at most 3 inputs (got " + std::to_string(inputs.size()) +
+                         ")");
   }
+  const TensorView* zp = inputs.size() > 2 ? inputs[2] : nullptr;
   DequantizeOptions opts;
   opts.name = NodeName(node);
   opts.threads = threads;
-  const TensorView* zp = inputs.size() > 2 ? inputs[2] : nullptr;
+  if (onnx_domain) {
+    auto attrs = OnnxAttributesFromNode(node, model_opset);
+    if (!attrs.ok()) return attrs.status();
+    return DequantizeOnnx(*attrs, *inputs[0], *inputs[1], zp, opts);
+  }
+  auto attrs = PmxAttributesFromNode(node);
+  if (!attrs.ok()) return attrs.status();
   return DequantizePmx(*attrs, *inputs[0], *inputs[1], zp, opts);
 }
 
