@@ -381,7 +381,7 @@ StatusOr<std::vector<QuantizedWeightInfo>> InspectModel(const std::string& path)
       auto a = ReadMatMulNBitsAttributes(n);
       if (!a.ok()) return a.status();
       w.kind = "MatMulNBits";
-      w.element_type = "uint" + std::to_string(a->bits) + " (uint8 blocks)";
+      w.element_type = "uint" + std::to_string(a->bits) + " (MatMulNBits)";
       w.logical_shape = ShapeToString({a->K, a->N});
       w.bits = static_cast<int>(a->bits);
       w.granularity = "block " + std::to_string(a->block_size);

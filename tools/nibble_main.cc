@@ -140,11 +140,11 @@ int RunInspect(const std::string& path, const std::string& format) {
               << ", \"dequantized_bytes\": " << deq << "}\n";
     return 0;
   }
-  std::printf("%-40s %-22s %-18s %-14s %4s %-11s %-4s %-16s %-8s %s\n", "weight", "kind",
+  std::printf("%-40s %-22s %-20s %-14s %4s %-11s %-4s %-16s %-8s %s\n", "weight", "kind",
               "element type", "shape", "bits", "granularity", "axis", "zero point", "output",
               "packed -> dequantized");
   for (const auto& w : *ws) {
-    std::printf("%-40s %-22s %-18s %-14s %4d %-11s %-4s %-16s %-8s %s -> %s\n", w.name.c_str(),
+    std::printf("%-40s %-22s %-20s %-14s %4d %-11s %-4s %-16s %-8s %s -> %s\n", w.name.c_str(),
                 w.kind.c_str(), w.element_type.c_str(), w.logical_shape.c_str(), w.bits,
                 w.granularity.c_str(), w.axis.c_str(), w.zero_point.c_str(),
                 w.output_type.c_str(), HumanBytes(w.packed_bytes).c_str(),
