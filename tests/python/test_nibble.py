@@ -39,6 +39,13 @@ d = nibble.Dequantizer.pmx(q["x"], q["scale"], **q["attrs"])
 whole = d.run()
 check("tile", np.array_equal(d.tile(5, 37, 3, 200), whole[5:37, 3:200]))
 check("threads", np.array_equal(d.run(threads=1), d.run(threads=2)))
+buf = np.empty((64, 256), np.float32)
+check("run(out=)", d.run(out=buf) is not None and np.array_equal(buf, whole))
+try:
+    d.run(out=np.empty((64, 256), np.float64))
+    check("out dtype rejected", False)
+except ValueError:
+    check("out dtype rejected", True)
 check("rows/cols", (d.rows, d.cols, tuple(d.shape), d.dtype) == (64, 256, (64, 256), "float32"))
 
 # ONNX: uint8 per-axis with zero point, and packed int4 blocked.

@@ -101,8 +101,18 @@ struct PyDequantizer {
   std::unique_ptr<nibble::Dequantizer> d;
   std::vector<py::object> keep;
 
-  py::array Run(int threads) const {
-    py::array y = NewOutput(d->output().dtype, d->output().shape);
+  py::array Run(int threads, std::optional<py::array> out) const {
+    py::array y = out ? *out : NewOutput(d->output().dtype, d->output().shape);
+    if (out) {
+      if (!(y.flags() & py::array::c_style) || !y.writeable()) {
+        throw py::value_error("out must be a writeable C-contiguous array");
+      }
+      const DType want = d->output().dtype;
+      const bool ok_type = want == DType::kFloat32   ? y.dtype().is(py::dtype("float32"))
+                           : want == DType::kFloat16 ? y.dtype().is(py::dtype("float16"))
+                                                     : y.dtype().is(py::dtype("uint16"));
+      if (!ok_type) throw py::value_error("out has the wrong dtype for " + nibble::DTypeName(want));
+    }
     nibble::MutableTensorView v{d->output().dtype, d->output().shape, y.mutable_data(),
                                 static_cast<size_t>(y.nbytes())};
     nibble::Status st;
@@ -225,8 +235,9 @@ PYBIND11_MODULE(nibble, m) {
                   py::arg("opset") = 25, py::arg("x_dtype") = py::none(),
                   py::arg("shape") = py::none(), py::arg("scale_dtype") = py::none(),
                   "Validate and lower an ONNX DequantizeLinear request.")
-      .def("run", &PyDequantizer::Run, py::arg("threads") = 0,
-           "Dequantize the whole tensor (threads: 0 = all, 1 = this thread).")
+      .def("run", &PyDequantizer::Run, py::arg("threads") = 0, py::arg("out") = py::none(),
+           "Dequantize the whole tensor (threads: 0 = all, 1 = this thread) into a new array, "
+           "or into `out` (C-contiguous, the output's dtype and shape).")
       .def("tile", &PyDequantizer::Tile, py::arg("r0"), py::arg("r1"), py::arg("c0"),
            py::arg("c1"), "Rows [r0, r1) x cols [c0, c1) of the 2-D view.")
       .def_property_readonly("rows", [](const PyDequantizer& p) { return p.d->rows(); })
@@ -241,7 +252,7 @@ PYBIND11_MODULE(nibble, m) {
       [](const py::array& x, const py::array& scale, const std::optional<py::array>& zp,
          const std::string& qdt, int64_t qa, int64_t g, std::optional<bool> hz, bool fz,
          std::optional<std::string> out, int threads) {
-        return PreparePmx(x, scale, zp, qdt, qa, g, hz, fz, out).Run(threads);
+        return PreparePmx(x, scale, zp, qdt, qa, g, hz, fz, out).Run(threads, std::nullopt);
       },
       py::arg("x"), py::arg("scale"), py::arg("zero_point") = py::none(), py::kw_only(),
       py::arg("quant_data_type") = "int4", py::arg("quant_axis") = 1,
@@ -254,7 +265,8 @@ PYBIND11_MODULE(nibble, m) {
          int64_t axis, int64_t bs, std::optional<std::string> out, int opset,
          std::optional<std::string> xd, std::optional<std::vector<int64_t>> shape,
          std::optional<std::string> sd, int threads) {
-        return PrepareOnnx(x, scale, zp, axis, bs, out, opset, xd, shape, sd).Run(threads);
+        return PrepareOnnx(x, scale, zp, axis, bs, out, opset, xd, shape, sd)
+            .Run(threads, std::nullopt);
       },
       py::arg("x"), py::arg("scale"), py::arg("zero_point") = py::none(), py::kw_only(),
       py::arg("axis") = 1, py::arg("block_size") = 0, py::arg("output_dtype") = py::none(),
