@@ -77,9 +77,9 @@ void Parallel(int threads, size_t bytes, const std::function<void(size_t, size_t
 #endif
   for (int t = 0; t < threads; ++t) {
     const size_t a = bytes * static_cast<size_t>(t) / static_cast<size_t>(threads) / 64 * 64;
-    const size_t b = t + 1 == threads
-                         ? bytes
-                         : bytes * static_cast<size_t>(t + 1) / static_cast<size_t>(threads) / 64 * 64;
+    const size_t b = t + 1 == threads ? bytes
+                                      : bytes * static_cast<size_t>(t + 1) /
+                                            static_cast<size_t>(threads) / 64 * 64;
     fn(a, b);
   }
 }
@@ -111,12 +111,18 @@ struct Layout {
 };
 
 bool FindLayout(const std::string& name, Layout* l) {
-  if (name == "pmx-q1") *l = {name, 4, 1, false};
-  else if (name == "pmx-q0") *l = {name, 4, 0, false};
-  else if (name == "onnx-b1") *l = {name, 4, 1, true};
-  else if (name == "onnx-b0") *l = {name, 4, 0, true};
-  else if (name == "int8") *l = {name, 8, 1, false};
-  else return false;
+  if (name == "pmx-q1")
+    *l = {name, 4, 1, false};
+  else if (name == "pmx-q0")
+    *l = {name, 4, 0, false};
+  else if (name == "onnx-b1")
+    *l = {name, 4, 1, true};
+  else if (name == "onnx-b0")
+    *l = {name, 4, 0, true};
+  else if (name == "int8")
+    *l = {name, 8, 1, false};
+  else
+    return false;
   return true;
 }
 
@@ -141,9 +147,14 @@ std::vector<float> ToFloat(const Tensor& y) {
   std::vector<float> f(static_cast<size_t>(n));
   for (int64_t k = 0; k < n; ++k) {
     switch (y.dtype()) {
-      case DType::kFloat16: f[static_cast<size_t>(k)] = F32FromF16(y.data_as<uint16_t>()[k]); break;
-      case DType::kBFloat16: f[static_cast<size_t>(k)] = F32FromBF16(y.data_as<uint16_t>()[k]); break;
-      default: f[static_cast<size_t>(k)] = y.data_as<float>()[k];
+      case DType::kFloat16:
+        f[static_cast<size_t>(k)] = F32FromF16(y.data_as<uint16_t>()[k]);
+        break;
+      case DType::kBFloat16:
+        f[static_cast<size_t>(k)] = F32FromBF16(y.data_as<uint16_t>()[k]);
+        break;
+      default:
+        f[static_cast<size_t>(k)] = y.data_as<float>()[k];
     }
   }
   return f;
@@ -163,10 +174,9 @@ void PrintRows(const std::vector<Row>& rows, const std::string& format, std::ost
                     "\"rmse\": %.6g, \"max_abs_err\": %.6g, \"sqnr_db\": %.3f, "
                     "\"note\": \"%s\"}%s\n",
                     r.layout.c_str(), static_cast<long long>(r.group_size), r.dtype.c_str(),
-                    r.threads, static_cast<long long>(r.elements), r.seconds, r.out_gbps,
-                    r.gelems, r.stream_gbps, r.memcpy_gbps, r.ratio_stream, r.ratio_memcpy,
-                    r.rmse, r.max_abs, r.sqnr_db, r.note.c_str(),
-                    i + 1 < rows.size() ? "," : "");
+                    r.threads, static_cast<long long>(r.elements), r.seconds, r.out_gbps, r.gelems,
+                    r.stream_gbps, r.memcpy_gbps, r.ratio_stream, r.ratio_memcpy, r.rmse, r.max_abs,
+                    r.sqnr_db, r.note.c_str(), i + 1 < rows.size() ? "," : "");
       out << buf;
     }
     out << "]\n";
@@ -177,20 +187,20 @@ void PrintRows(const std::vector<Row>& rows, const std::string& format, std::ost
            "stream_gbps,memcpy_gbps,ratio_stream,ratio_memcpy,rmse,max_abs_err,sqnr_db,note\n";
     for (const Row& r : rows) {
       char buf[1024];
-      std::snprintf(buf, sizeof buf, "%s,%lld,%s,%d,%lld,%.9g,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.6g,%.6g,%.3f,%s\n",
+      std::snprintf(buf, sizeof buf,
+                    "%s,%lld,%s,%d,%lld,%.9g,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.6g,%.6g,%.3f,%s\n",
                     r.layout.c_str(), static_cast<long long>(r.group_size), r.dtype.c_str(),
-                    r.threads, static_cast<long long>(r.elements), r.seconds, r.out_gbps,
-                    r.gelems, r.stream_gbps, r.memcpy_gbps, r.ratio_stream, r.ratio_memcpy,
-                    r.rmse, r.max_abs, r.sqnr_db, r.note.c_str());
+                    r.threads, static_cast<long long>(r.elements), r.seconds, r.out_gbps, r.gelems,
+                    r.stream_gbps, r.memcpy_gbps, r.ratio_stream, r.ratio_memcpy, r.rmse, r.max_abs,
+                    r.sqnr_db, r.note.c_str());
       out << buf;
     }
     return;
   }
   char buf[512];
-  std::snprintf(buf, sizeof buf,
-                "%-15s %5s %5s %3s %9s %8s %7s %8s %6s %8s %6s %9s %9s %7s\n", "layout", "G",
-                "dtype", "thr", "ms", "out GB/s", "Gel/s", "strm GB/s", "x strm", "cpy GB/s",
-                "x cpy", "rmse", "max err", "SQNR dB");
+  std::snprintf(buf, sizeof buf, "%-15s %5s %5s %3s %9s %8s %7s %8s %6s %8s %6s %9s %9s %7s\n",
+                "layout", "G", "dtype", "thr", "ms", "out GB/s", "Gel/s", "strm GB/s", "x strm",
+                "cpy GB/s", "x cpy", "rmse", "max err", "SQNR dB");
   out << buf;
   for (const Row& r : rows) {
     const std::string g = r.group_size == 0 ? "chan" : std::to_string(r.group_size);
@@ -207,23 +217,30 @@ void PrintRows(const std::vector<Row>& rows, const std::string& format, std::ost
 
 void AddBenchOptions(CLI::App* app, BenchOptions* o) {
   app->add_option("--group-sizes", o->group_sizes, "Group sizes (0 = per-channel)")
-      ->delimiter(',')->capture_default_str();
+      ->delimiter(',')
+      ->capture_default_str();
   app->add_option("--dtype", o->dtypes, "Output types: f32,f16,bf16")
-      ->delimiter(',')->capture_default_str()
+      ->delimiter(',')
+      ->capture_default_str()
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   app->add_option("--threads", o->threads, "Thread counts (0 = all cores)")
-      ->delimiter(',')->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app->add_option("--layout", o->layouts,
                   "Layouts: pmx-q1 (PMX int4x4, groups along K), pmx-q0 (groups along N), "
                   "onnx-b1 (ONNX int4 blocked along the last axis), onnx-b0 (ONNX int4 "
                   "blocked along axis 0, ONNX Runtime's [K, N]), int8 (PMX int8)")
-      ->delimiter(',')->capture_default_str()
+      ->delimiter(',')
+      ->capture_default_str()
       ->check(CLI::IsMember({"pmx-q1", "pmx-q0", "onnx-b1", "onnx-b0", "int8"}));
   app->add_option("--shape", o->shape, "Logical weight shape N,K")->capture_default_str();
   app->add_option("--reps", o->reps, "Timed repetitions per row (median reported)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app->add_option("--format", o->format, "table, json or csv")
-      ->capture_default_str()->check(CLI::IsMember({"table", "json", "csv"}));
+      ->capture_default_str()
+      ->check(CLI::IsMember({"table", "json", "csv"}));
   app->add_option("--seed", o->seed, "Seed of the synthetic weight")->capture_default_str();
   app->add_flag("!--no-in-cache", o->in_cache, "Skip the in-cache tile rows");
   app->add_flag("--store-sweep", o->store_sweep,
@@ -253,17 +270,22 @@ int RunStoreSweep(const BenchOptions& opt, std::ostream& out, std::ostream& err)
     const size_t bytes = static_cast<size_t>(rows * k) * 4;
     Buffer y(bytes);
     std::memset(y.data.get(), 0, bytes);
-    const int inner = static_cast<int>(std::max<int64_t>(1, (int64_t{64} << 20) / static_cast<int64_t>(bytes)));
+    const int inner =
+        static_cast<int>(std::max<int64_t>(1, (int64_t{64} << 20) / static_cast<int64_t>(bytes)));
     double t[2];
     for (int nt = 0; nt < 2; ++nt) {
       plan.nontemporal = nt == 1;
-      t[nt] = MedianSeconds(opt.reps, [&] {
-        for (int i = 0; i < inner; ++i) DequantizeTile(plan, 0, rows, 0, k, y.data.get(), k);
-      }) / inner;
+      t[nt] = MedianSeconds(opt.reps,
+                            [&] {
+                              for (int i = 0; i < inner; ++i)
+                                DequantizeTile(plan, 0, rows, 0, k, y.data.get(), k);
+                            }) /
+              inner;
     }
     char buf[160];
-    std::snprintf(buf, sizeof buf, "%12zu %12.2f %16.2f %17.2f\n", bytes, static_cast<double>(bytes) / t[0] / 1e9,
-                  static_cast<double>(bytes) / t[1] / 1e9, t[0] / t[1]);
+    std::snprintf(buf, sizeof buf, "%12zu %12.2f %16.2f %17.2f\n", bytes,
+                  static_cast<double>(bytes) / t[0] / 1e9, static_cast<double>(bytes) / t[1] / 1e9,
+                  t[0] / t[1]);
     out << buf;
   }
   return 0;
@@ -292,8 +314,8 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
   const bool tty = isatty(STDERR_FILENO);
   const auto w = MakeLlmLikeWeight(n, k, opt.seed);
   std::vector<Row> rows;
-  const size_t total = opt.layouts.size() * opt.group_sizes.size() * opt.dtypes.size() *
-                       opt.threads.size();
+  const size_t total =
+      opt.layouts.size() * opt.group_sizes.size() * opt.dtypes.size() * opt.threads.size();
   size_t done = 0;
   int failures = 0;
   for (const auto& lname : opt.layouts) {
@@ -311,10 +333,16 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
       Status qs;
       if (layout.onnx) {
         auto q = QuantizeOnnx(w.data(), {n, k}, cfg);
-        if (q.ok()) bw.onnx = std::move(*q); else qs = q.status();
+        if (q.ok())
+          bw.onnx = std::move(*q);
+        else
+          qs = q.status();
       } else {
         auto q = QuantizePmx(w.data(), {n, k}, cfg);
-        if (q.ok()) bw.pmx = std::move(*q); else qs = q.status();
+        if (q.ok())
+          bw.pmx = std::move(*q);
+        else
+          qs = q.status();
       }
       if (!qs.ok()) {
         err << "nibble bench: " << lname << " G=" << g << ": " << qs.message() << "\n";

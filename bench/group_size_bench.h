@@ -27,7 +27,7 @@ struct BenchOptions {
   std::string format = "table";  // table | json | csv
   bool in_cache = true;          // add the in-cache tile rows
   uint64_t seed = 42;
-  bool store_sweep = false;      // instead: plain vs non-temporal stores by size
+  bool store_sweep = false;  // instead: plain vs non-temporal stores by size
 };
 
 // Registers the options on a CLI11 (sub)command.

@@ -16,7 +16,7 @@ struct Rng {
     return z ^ (z >> 31);
   }
   double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }  // [0, 1)
-  double Gaussian() {  // Box-Muller
+  double Gaussian() {                                                         // Box-Muller
     const double u1 = 1.0 - Uniform(), u2 = Uniform();
     return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
   }
@@ -31,7 +31,8 @@ std::vector<float> MakeLlmLikeWeight(int64_t rows, int64_t cols, uint64_t seed) 
     float* row = w.data() + r * cols;
     for (int64_t c = 0; c < cols; ++c) {
       double v = rng.Gaussian() * row_std;
-      if (rng.Uniform() < 1e-3) v = (rng.Uniform() < 0.5 ? -1 : 1) * row_std * (8 + 12 * rng.Uniform());
+      if (rng.Uniform() < 1e-3)
+        v = (rng.Uniform() < 0.5 ? -1 : 1) * row_std * (8 + 12 * rng.Uniform());
       row[c] = static_cast<float>(v);
     }
   }

@@ -84,7 +84,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::vector<float> x(static_cast<size_t>(m * k));
-  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 1000) / 1000.0f - 0.5f;
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>((i * 7919) % 1000) / 1000.0f - 0.5f;
   std::vector<float> y_tiled(static_cast<size_t>(m * n)), y_full(static_cast<size_t>(m * n));
 
   // Tile: rows whose float32 copy fits in 256 KiB (L2).
@@ -141,7 +142,8 @@ int main(int argc, char** argv) {
 #endif
   std::printf("W [%ld, %ld] int4x4 G=%ld, X [%ld, %ld], %d threads, tiles of %ld rows (%ld KiB)\n",
               n, k, cfg.group_size, m, k, threads, tile_rows, tile_rows * k * 4 / 1024);
-  std::printf("tiled (dequantize tile + multiply):   %8.3f ms (median of %d)\n", tt[tt.size() / 2] * 1e3, reps);
+  std::printf("tiled (dequantize tile + multiply):   %8.3f ms (median of %d)\n",
+              tt[tt.size() / 2] * 1e3, reps);
   std::printf("dequantize whole weight, then multiply: %8.3f ms\n", tf[tf.size() / 2] * 1e3);
   std::printf("speedup %.2fx; results identical: %s\n", tf[tf.size() / 2] / tt[tt.size() / 2],
               same ? "yes" : "no");

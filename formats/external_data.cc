@@ -80,8 +80,8 @@ bool SafeLocation(const std::string& loc) {
   size_t start = 0;
   while (start <= loc.size()) {
     const size_t end = loc.find('/', start);
-    const std::string part = loc.substr(start, end == std::string::npos ? std::string::npos
-                                                                          : end - start);
+    const std::string part =
+        loc.substr(start, end == std::string::npos ? std::string::npos : end - start);
     if (part == "..") return false;
     if (end == std::string::npos) break;
     start = end + 1;
@@ -152,8 +152,8 @@ StatusOr<TensorView> TensorResolver::Resolve(const onnx::TensorProto& p, Tensor*
   }
   if (offset > f.size() || length > f.size() - offset) {
     return Status::Error(who + ": external data [" + std::to_string(offset) + ", " +
-                         std::to_string(offset + length) + ") lies outside '" + location +
-                         "' (" + std::to_string(f.size()) + " bytes)");
+                         std::to_string(offset + length) + ") lies outside '" + location + "' (" +
+                         std::to_string(f.size()) + " bytes)");
   }
   v.data = f.data() + offset;
   return v;

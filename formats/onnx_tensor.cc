@@ -12,9 +12,7 @@ namespace nibble {
 
 namespace {
 
-std::string TensorWho(const onnx::TensorProto& p) {
-  return "tensor '" + p.name() + "'";
-}
+std::string TensorWho(const onnx::TensorProto& p) { return "tensor '" + p.name() + "'"; }
 
 void PutLE(uint8_t* dst, uint64_t v, int bytes) {
   for (int k = 0; k < bytes; ++k) dst[k] = static_cast<uint8_t>(v >> (8 * k));
@@ -45,17 +43,17 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& p) {
   if (p.has_raw_data()) {
     if (p.raw_data().size() != bytes) {
       return Status::Error(who + ": raw_data has " + std::to_string(p.raw_data().size()) +
-                           " bytes, " + DTypeName(t) + " " + ShapeToString(shape) +
-                           " needs " + std::to_string(bytes));
+                           " bytes, " + DTypeName(t) + " " + ShapeToString(shape) + " needs " +
+                           std::to_string(bytes));
     }
     if (bytes) std::memcpy(dst, p.raw_data().data(), bytes);
     return tensor;
   }
 
   auto count_error = [&](const char* field, int64_t got, int64_t want) {
-    return Status::Error(who + ": " + field + " has " + std::to_string(got) +
-                         " entries, " + DTypeName(t) + " " + ShapeToString(shape) +
-                         " needs " + std::to_string(want));
+    return Status::Error(who + ": " + field + " has " + std::to_string(got) + " entries, " +
+                         DTypeName(t) + " " + ShapeToString(shape) + " needs " +
+                         std::to_string(want));
   };
   switch (t) {
     case DType::kFloat32: {

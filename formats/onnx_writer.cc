@@ -3,9 +3,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -108,8 +108,8 @@ Status WriteFileAtomic(const std::string& path, const std::string& bytes) {
   NIBBLE_RETURN_IF_ERROR(f.Write(bytes.data(), bytes.size()));
   NIBBLE_RETURN_IF_ERROR(f.Finish());
   if (std::rename(f.path().c_str(), path.c_str()) != 0) {
-    return Status::Error("cannot rename '" + f.path() + "' to '" + path + "': " +
-                         std::strerror(errno));
+    return Status::Error("cannot rename '" + f.path() + "' to '" + path +
+                         "': " + std::strerror(errno));
   }
   f.Commit();
   return Status::Ok();
@@ -125,8 +125,7 @@ uint64_t InlineModelBytes(const onnx::ModelProto& model, const std::vector<Strea
 }
 
 Status WriteModelStreaming(const std::string& path, const onnx::ModelProto& model,
-                           std::vector<StreamedTensor>& tensors,
-                           const ModelWriteOptions& options) {
+                           std::vector<StreamedTensor>& tensors, const ModelWriteOptions& options) {
   const std::string tag = ".tmp-" + std::to_string(::getpid());
   const std::string data_name =
       options.external_name.empty() ? BaseName(path) + ".data" : options.external_name;
@@ -195,8 +194,7 @@ Status WriteModelStreaming(const std::string& path, const onnx::ModelProto& mode
     void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(4096)); }
   };
   std::unique_ptr<uint8_t[], AlignedFree> buf(
-      largest ? static_cast<uint8_t*>(::operator new[](largest, std::align_val_t(4096)))
-              : nullptr);
+      largest ? static_cast<uint8_t*>(::operator new[](largest, std::align_val_t(4096))) : nullptr);
   for (size_t i = 0; i < tensors.size(); ++i) {
     std::string rec;
     rec.push_back(static_cast<char>(kGraphInitializerTag));

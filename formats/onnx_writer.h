@@ -31,8 +31,8 @@ struct StreamedTensor {
 };
 
 struct ModelWriteOptions {
-  bool external = false;           // data of streamed tensors in a file beside the model
-  std::string external_name;       // file name (default: "<model file name>.data")
+  bool external = false;      // data of streamed tensors in a file beside the model
+  std::string external_name;  // file name (default: "<model file name>.data")
   // Called after each streamed tensor: (index, tensors, bytes so far).
   std::function<void(size_t, size_t, uint64_t)> progress;
 };
@@ -47,8 +47,7 @@ uint64_t InlineModelBytes(const onnx::ModelProto& model, const std::vector<Strea
 Status WriteFileAtomic(const std::string& path, const std::string& bytes);
 
 Status WriteModelStreaming(const std::string& path, const onnx::ModelProto& model,
-                           std::vector<StreamedTensor>& tensors,
-                           const ModelWriteOptions& options);
+                           std::vector<StreamedTensor>& tensors, const ModelWriteOptions& options);
 
 }  // namespace nibble
 

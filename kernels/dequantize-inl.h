@@ -54,16 +54,20 @@ enum class RowLayout {
 // parameters: the formula of the contract, shared by every tail.
 struct GroupParams {
   float s = 0;
-  int32_t z = 0;    // integer zero point or code offset
-  float zf = 0;     // float zero point
+  int32_t z = 0;  // integer zero point or code offset
+  float zf = 0;   // float zero point
 };
 
 HWY_INLINE int32_t DecodeIntCode(CodeKind k, uint32_t u) {
   switch (k) {
-    case CodeKind::kS4: return static_cast<int32_t>(u ^ 8u) - 8;
-    case CodeKind::kS8: return static_cast<int8_t>(u);
-    case CodeKind::kS16: return static_cast<int16_t>(u);
-    default: return static_cast<int32_t>(u);
+    case CodeKind::kS4:
+      return static_cast<int32_t>(u ^ 8u) - 8;
+    case CodeKind::kS8:
+      return static_cast<int8_t>(u);
+    case CodeKind::kS16:
+      return static_cast<int16_t>(u);
+    default:
+      return static_cast<int32_t>(u);
   }
 }
 
@@ -83,11 +87,12 @@ HWY_INLINE auto F16Bits(DF df, VF v) {
   const auto abs = hn::And(bits, hn::Set(di, 0x7FFFFFFF));
   const auto sign16 = hn::And(hn::ShiftRight<16>(bits), hn::Set(di, 0x8000));
   const auto lsb = hn::And(hn::ShiftRight<13>(abs), hn::Set(di, 1));
-  const auto normal = hn::Sub(
-      hn::ShiftRight<13>(hn::Add(hn::Add(abs, hn::Set(di, 0xFFF)), lsb)), hn::Set(di, 0x1C000));
+  const auto normal = hn::Sub(hn::ShiftRight<13>(hn::Add(hn::Add(abs, hn::Set(di, 0xFFF)), lsb)),
+                              hn::Set(di, 0x1C000));
   const auto sub = hn::Sub(hn::BitCast(di, hn::Add(hn::BitCast(df, abs), hn::Set(df, 0.5f))),
                            hn::Set(di, 0x3F000000));
-  const auto nan = hn::Or(hn::Set(di, 0x7E00), hn::And(hn::ShiftRight<13>(abs), hn::Set(di, 0x3FF)));
+  const auto nan =
+      hn::Or(hn::Set(di, 0x7E00), hn::And(hn::ShiftRight<13>(abs), hn::Set(di, 0x3FF)));
   auto r = hn::IfThenElse(hn::Lt(abs, hn::Set(di, 0x38800000)), sub, normal);
   r = hn::IfThenElse(hn::Gt(abs, hn::Set(di, 0x477FEFFF)), hn::Set(di, 0x7C00), r);
   r = hn::IfThenElse(hn::Gt(abs, hn::Set(di, 0x7F800000)), nan, r);
@@ -108,8 +113,10 @@ HWY_INLINE auto BF16Bits(DF df, VF v) {
   const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
   const auto rounded = hn::Add(hn::Add(bits, hn::Set(du, 0x7FFFu)), lsb);
   const auto is_nan = hn::RebindMask(
-      du, hn::Gt(hn::BitCast(di, hn::And(bits, hn::Set(du, 0x7FFFFFFFu))), hn::Set(di, 0x7F800000)));
-  const auto r = hn::ShiftRight<16>(hn::IfThenElse(is_nan, hn::Or(bits, hn::Set(du, 0x400000u)), rounded));
+      du,
+      hn::Gt(hn::BitCast(di, hn::And(bits, hn::Set(du, 0x7FFFFFFFu))), hn::Set(di, 0x7F800000)));
+  const auto r =
+      hn::ShiftRight<16>(hn::IfThenElse(is_nan, hn::Or(bits, hn::Set(du, 0x400000u)), rounded));
   return hn::DemoteTo(du16, hn::BitCast(di, r));
 }
 
@@ -121,7 +128,7 @@ struct RowJob {
   bool odd_start;        // kNibbles: element 0 is a high nibble
   // Scales: per element (s_step 1) or grouped along the row.
   bool per_element;
-  const float* scale;      // element 0's scale (per_element) or plan.scale
+  const float* scale;  // element 0's scale (per_element) or plan.scale
   const int32_t* zp_int;
   const float* zp_float;
   // Grouped: scale index of element k = base + ((phase + k) / group) * step.
@@ -139,8 +146,7 @@ class RowKernel {
   static constexpr bool kFloatCode = kCode >= CodeKind::kF8E4M3FN;
   static constexpr bool kTable = HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR &&
                                  (kLayout == RowLayout::kWords16 ||
-                                  kLayout == RowLayout::kWords32 ||
-                                  kLayout == RowLayout::kNibbles);
+                                  kLayout == RowLayout::kWords32 || kLayout == RowLayout::kNibbles);
   // float16/bfloat16 output from 4-bit codes on AVX-512: the group's table
   // is rounded to 16-bit output bits once, then 2N outputs are one 16-bit
   // permute (vpermw) of 2N codes. Same bits: rounding is per value.
@@ -213,8 +219,8 @@ class RowKernel {
         if (kHalfTable) {
           const DU16 du16;
           for (; k + unit <= stop; k += unit) {
-            const VU16 h = HalfLookup(
-                g.table16, LoadCodes16At(codes.codes, codes.shift, codes.odd_start, k));
+            const VU16 h =
+                HalfLookup(g.table16, LoadCodes16At(codes.codes, codes.shift, codes.odd_start, k));
             uint16_t* p = reinterpret_cast<uint16_t*>(base + k * kOutBytes);
             if (stream) {
               hn::Stream(h, du16, p);
@@ -337,13 +343,13 @@ class RowKernel {
       // N codes = N/2 bytes: widen each byte b to a u16 lane holding
       // (b & 0xF) | (b >> 4) << 8, whose two bytes are the two codes in
       // order; then widen those N bytes to N lanes.
-      const hn::Rebind<uint8_t, DI> du8n;                 // N x u8
+      const hn::Rebind<uint8_t, DI> du8n;                     // N x u8
       const hn::Repartition<uint16_t, decltype(du8n)> du16h;  // N/2 x u16
-      const hn::Rebind<uint8_t, decltype(du16h)> du8h;    // N/2 x u8
-      const int64_t e = k + (odd_start ? 1 : 0);     // even by construction
+      const hn::Rebind<uint8_t, decltype(du16h)> du8h;        // N/2 x u8
+      const int64_t e = k + (odd_start ? 1 : 0);              // even by construction
       const auto b = hn::PromoteTo(du16h, hn::LoadU(du8h, codes + e / 2));
-      const auto pair = hn::Or(hn::And(b, hn::Set(du16h, 0xF)),
-                               hn::ShiftLeft<8>(hn::ShiftRight<4>(b)));
+      const auto pair =
+          hn::Or(hn::And(b, hn::Set(du16h, 0xF)), hn::ShiftLeft<8>(hn::ShiftRight<4>(b)));
       return hn::BitCast(di, hn::PromoteTo(du, hn::BitCast(du8n, pair)));
     } else if (kLayout == RowLayout::kHalves) {
       if (kCode == CodeKind::kS16) {
@@ -364,8 +370,7 @@ class RowKernel {
   }
 
   // Raw 4-bit codes of elements k .. k+2N-1 in 16-bit lanes (kHalfTable).
-  static HWY_INLINE VU16 LoadCodes16At(const uint8_t* codes, int shift, bool odd_start,
-                                       int64_t k) {
+  static HWY_INLINE VU16 LoadCodes16At(const uint8_t* codes, int shift, bool odd_start, int64_t k) {
     const DU16 du16;
     if (kLayout == RowLayout::kWords16) {
       const auto w = hn::LoadU(du16, reinterpret_cast<const uint16_t*>(codes) + k);
@@ -375,19 +380,19 @@ class RowKernel {
       const hn::Rebind<uint16_t, DU> du16h;
       const auto* p = reinterpret_cast<const uint32_t*>(codes) + k;
       const auto lo = hn::And(hn::ShiftRightSame(hn::LoadU(du, p), shift), hn::Set(du, 0xFu));
-      const auto hi = hn::And(hn::ShiftRightSame(hn::LoadU(du, p + hn::Lanes(du)), shift),
-                              hn::Set(du, 0xFu));
+      const auto hi =
+          hn::And(hn::ShiftRightSame(hn::LoadU(du, p + hn::Lanes(du)), shift), hn::Set(du, 0xFu));
       return hn::Combine(du16, hn::DemoteTo(du16h, hn::BitCast(DI(), hi)),
                          hn::DemoteTo(du16h, hn::BitCast(DI(), lo)));
     } else {
       // 2N codes = N bytes; see LoadCodesAt for the pairing trick.
-      const hn::Rebind<uint16_t, DI> du16h;                   // N x u16
-      const hn::Rebind<uint8_t, decltype(du16h)> du8h;        // N x u8
-      const hn::Repartition<uint8_t, decltype(du16h)> du8f;   // 2N x u8
+      const hn::Rebind<uint16_t, DI> du16h;                  // N x u16
+      const hn::Rebind<uint8_t, decltype(du16h)> du8h;       // N x u8
+      const hn::Repartition<uint8_t, decltype(du16h)> du8f;  // 2N x u8
       const int64_t e = k + (odd_start ? 1 : 0);
       const auto b = hn::PromoteTo(du16h, hn::LoadU(du8h, codes + e / 2));
-      const auto pair = hn::Or(hn::And(b, hn::Set(du16h, 0xF)),
-                               hn::ShiftLeft<8>(hn::ShiftRight<4>(b)));
+      const auto pair =
+          hn::Or(hn::And(b, hn::Set(du16h, 0xF)), hn::ShiftLeft<8>(hn::ShiftRight<4>(b)));
       return hn::PromoteTo(du16, hn::BitCast(du8f, pair));
     }
   }
@@ -482,8 +487,7 @@ class RowKernel {
       const VF s = hn::LoadU(df, job_.scale + k);
       const VI z = kZp == ZeroPointKind::kInteger ? hn::LoadU(di, job_.zp_int + k)
                                                   : hn::Set(di, plan_.code_offset);
-      const VF zf = kZp == ZeroPointKind::kFloat ? hn::LoadU(df, job_.zp_float + k)
-                                                 : hn::Zero(df);
+      const VF zf = kZp == ZeroPointKind::kFloat ? hn::LoadU(df, job_.zp_float + k) : hn::Zero(df);
       return Arith(Decode(c), s, z, zf);
     }
     if (k + n <= cur_end_) return GroupValue(cur_, c);
@@ -592,12 +596,12 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
 }
 
 template <RowLayout kLayout, CodeKind kCode>
-void DispatchZpOut(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                   void* out, int64_t ld) {
-#define NIBBLE_CASE(ZP, OUT)                                                            \
-  if (plan.zp_kind == ZeroPointKind::ZP && plan.out == OutType::OUT) {                  \
-    return RunRows<kLayout, kCode, ZeroPointKind::ZP, OutType::OUT>(plan, r0, r1, c0, c1, \
-                                                                     out, ld);           \
+void DispatchZpOut(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
+                   int64_t ld) {
+#define NIBBLE_CASE(ZP, OUT)                                                                   \
+  if (plan.zp_kind == ZeroPointKind::ZP && plan.out == OutType::OUT) {                         \
+    return RunRows<kLayout, kCode, ZeroPointKind::ZP, OutType::OUT>(plan, r0, r1, c0, c1, out, \
+                                                                    ld);                       \
   }
   NIBBLE_CASE(kNone, kF32)
   NIBBLE_CASE(kNone, kF16)
@@ -620,11 +624,11 @@ void DispatchOut(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c
                  int64_t ld) {
   switch (plan.out) {
     case OutType::kF32:
-      return RunRows<kLayout, kCode, ZeroPointKind::kNone, OutType::kF32>(plan, r0, r1, c0, c1,
-                                                                          out, ld);
+      return RunRows<kLayout, kCode, ZeroPointKind::kNone, OutType::kF32>(plan, r0, r1, c0, c1, out,
+                                                                          ld);
     case OutType::kF16:
-      return RunRows<kLayout, kCode, ZeroPointKind::kNone, OutType::kF16>(plan, r0, r1, c0, c1,
-                                                                          out, ld);
+      return RunRows<kLayout, kCode, ZeroPointKind::kNone, OutType::kF16>(plan, r0, r1, c0, c1, out,
+                                                                          ld);
     case OutType::kBF16:
       return RunRows<kLayout, kCode, ZeroPointKind::kNone, OutType::kBF16>(plan, r0, r1, c0, c1,
                                                                            out, ld);

@@ -57,8 +57,8 @@ HWY_EXPORT(ActiveTargetName);
 void DequantizeBytesDispatch(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                              void* out, int64_t ld);
 
-void DequantizeTile(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                    void* out, int64_t ld) {
+void DequantizeTile(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
+                    int64_t ld) {
   switch (plan.code) {
     case CodeKind::kU4:
     case CodeKind::kS4:

@@ -13,8 +13,8 @@ namespace nibble {
 // Bit-identical to DequantizeTileReference. Single-threaded, no allocation,
 // no validation. Preconditions: the Plan came from op/ (valid pointers and
 // sizes), 0 <= r0 <= r1 <= rows, 0 <= c0 <= c1 <= cols, ld >= c1 - c0.
-void DequantizeTile(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                    void* out, int64_t ld);
+void DequantizeTile(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
+                    int64_t ld);
 
 // Name of the target the dispatcher selects now (e.g. "AVX3", "SSE4").
 const char* ActiveTarget();

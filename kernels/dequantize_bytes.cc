@@ -29,13 +29,11 @@ void DequantizeBytesSimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
       case CodeKind::kF8E4M3FN:
         return DispatchOut<RowLayout::kBytes, CodeKind::kF8E4M3FN>(plan, r0, r1, c0, c1, out, ld);
       case CodeKind::kF8E4M3FNUZ:
-        return DispatchOut<RowLayout::kBytes, CodeKind::kF8E4M3FNUZ>(plan, r0, r1, c0, c1, out,
-                                                                     ld);
+        return DispatchOut<RowLayout::kBytes, CodeKind::kF8E4M3FNUZ>(plan, r0, r1, c0, c1, out, ld);
       case CodeKind::kF8E5M2:
         return DispatchOut<RowLayout::kBytes, CodeKind::kF8E5M2>(plan, r0, r1, c0, c1, out, ld);
       case CodeKind::kF8E5M2FNUZ:
-        return DispatchOut<RowLayout::kBytes, CodeKind::kF8E5M2FNUZ>(plan, r0, r1, c0, c1, out,
-                                                                     ld);
+        return DispatchOut<RowLayout::kBytes, CodeKind::kF8E5M2FNUZ>(plan, r0, r1, c0, c1, out, ld);
       default:
         break;
     }

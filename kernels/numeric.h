@@ -53,7 +53,7 @@ inline uint16_t F16FromF32(float f) {
     return static_cast<uint16_t>(sign | 0x7E00u | ((abs >> 13) & 0x3FFu));
   }
   if (abs >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // >= 65520: Inf
-  if (abs >= 0x38800000u) {  // normal half (>= 2^-14)
+  if (abs >= 0x38800000u) {                                              // normal half (>= 2^-14)
     const uint32_t rounded = abs + 0xFFFu + ((abs >> 13) & 1u);
     return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
   }

@@ -26,17 +26,40 @@ namespace nibble {
 
 // How one element's bits are interpreted.
 enum class CodeKind : uint8_t {
-  kU2, kS2, kU4, kS4, kU8, kS8, kU16, kS16, kU32, kS32,
-  kF8E4M3FN, kF8E4M3FNUZ, kF8E5M2, kF8E5M2FNUZ, kF4E2M1,
+  kU2,
+  kS2,
+  kU4,
+  kS4,
+  kU8,
+  kS8,
+  kU16,
+  kS16,
+  kU32,
+  kS32,
+  kF8E4M3FN,
+  kF8E4M3FNUZ,
+  kF8E5M2,
+  kF8E5M2FNUZ,
+  kF4E2M1,
 };
 
 inline int CodeBits(CodeKind k) {
   switch (k) {
-    case CodeKind::kU2: case CodeKind::kS2: return 2;
-    case CodeKind::kU4: case CodeKind::kS4: case CodeKind::kF4E2M1: return 4;
-    case CodeKind::kU16: case CodeKind::kS16: return 16;
-    case CodeKind::kU32: case CodeKind::kS32: return 32;
-    default: return 8;
+    case CodeKind::kU2:
+    case CodeKind::kS2:
+      return 2;
+    case CodeKind::kU4:
+    case CodeKind::kS4:
+    case CodeKind::kF4E2M1:
+      return 4;
+    case CodeKind::kU16:
+    case CodeKind::kS16:
+      return 16;
+    case CodeKind::kU32:
+    case CodeKind::kS32:
+      return 32;
+    default:
+      return 8;
   }
 }
 inline bool CodeIsFloat(CodeKind k) { return k >= CodeKind::kF8E4M3FN; }

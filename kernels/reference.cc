@@ -45,23 +45,34 @@ struct FloatTables {
 
 int64_t DecodeInteger(CodeKind k, uint32_t u) {
   switch (k) {
-    case CodeKind::kS2: return static_cast<int64_t>(u ^ 2u) - 2;
-    case CodeKind::kS4: return static_cast<int64_t>(u ^ 8u) - 8;
-    case CodeKind::kS8: return static_cast<int8_t>(u);
-    case CodeKind::kS16: return static_cast<int16_t>(u);
-    case CodeKind::kS32: return static_cast<int32_t>(u);
-    default: return u;
+    case CodeKind::kS2:
+      return static_cast<int64_t>(u ^ 2u) - 2;
+    case CodeKind::kS4:
+      return static_cast<int64_t>(u ^ 8u) - 8;
+    case CodeKind::kS8:
+      return static_cast<int8_t>(u);
+    case CodeKind::kS16:
+      return static_cast<int16_t>(u);
+    case CodeKind::kS32:
+      return static_cast<int32_t>(u);
+    default:
+      return u;
   }
 }
 
 float DecodeFloat(CodeKind k, uint32_t u) {
   const uint8_t b = static_cast<uint8_t>(u);
   switch (k) {
-    case CodeKind::kF8E4M3FN: return DecodeF8E4M3FN(b);
-    case CodeKind::kF8E4M3FNUZ: return DecodeF8E4M3FNUZ(b);
-    case CodeKind::kF8E5M2: return DecodeF8E5M2(b);
-    case CodeKind::kF8E5M2FNUZ: return DecodeF8E5M2FNUZ(b);
-    default: return DecodeF4E2M1(b);
+    case CodeKind::kF8E4M3FN:
+      return DecodeF8E4M3FN(b);
+    case CodeKind::kF8E4M3FNUZ:
+      return DecodeF8E4M3FNUZ(b);
+    case CodeKind::kF8E5M2:
+      return DecodeF8E5M2(b);
+    case CodeKind::kF8E5M2FNUZ:
+      return DecodeF8E5M2FNUZ(b);
+    default:
+      return DecodeF4E2M1(b);
   }
 }
 
@@ -70,12 +81,18 @@ float DecodeFloat(CodeKind k, uint32_t u) {
 const float* FloatCodeTable(CodeKind k) {
   static const FloatTables tables;
   switch (k) {
-    case CodeKind::kF8E4M3FN: return tables.f8[0];
-    case CodeKind::kF8E4M3FNUZ: return tables.f8[1];
-    case CodeKind::kF8E5M2: return tables.f8[2];
-    case CodeKind::kF8E5M2FNUZ: return tables.f8[3];
-    case CodeKind::kF4E2M1: return tables.f4;
-    default: return nullptr;
+    case CodeKind::kF8E4M3FN:
+      return tables.f8[0];
+    case CodeKind::kF8E4M3FNUZ:
+      return tables.f8[1];
+    case CodeKind::kF8E5M2:
+      return tables.f8[2];
+    case CodeKind::kF8E5M2FNUZ:
+      return tables.f8[3];
+    case CodeKind::kF4E2M1:
+      return tables.f4;
+    default:
+      return nullptr;
   }
 }
 
@@ -117,8 +134,8 @@ float ReferenceValue(const Plan& plan, int64_t r, int64_t c) {
   return static_cast<float>(q - plan.code_offset) * s;
 }
 
-void DequantizeTileReference(const Plan& plan, int64_t r0, int64_t r1, int64_t c0,
-                             int64_t c1, void* out, int64_t ld) {
+void DequantizeTileReference(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                             void* out, int64_t ld) {
   for (int64_t r = r0; r < r1; ++r) {
     for (int64_t c = c0; c < c1; ++c) {
       const float v = ReferenceValue(plan, r, c);

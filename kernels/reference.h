@@ -26,8 +26,8 @@ float ReferenceValue(const Plan& plan, int64_t r, int64_t c);
 // Writes rows [r0, r1) x cols [c0, c1) of the plan's 2-D view to `out`
 // (element (r, c) at out[(r - r0) * ld + (c - c0)], in plan.out's type).
 // Preconditions: 0 <= r0 <= r1 <= rows, 0 <= c0 <= c1 <= cols, ld >= c1 - c0.
-void DequantizeTileReference(const Plan& plan, int64_t r0, int64_t r1, int64_t c0,
-                             int64_t c1, void* out, int64_t ld);
+void DequantizeTileReference(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                             void* out, int64_t ld);
 
 }  // namespace nibble
 

@@ -26,9 +26,11 @@ inline void TransposeBlockToColumns(const uint8_t* src, int64_t nr, int64_t cols
   for (int64_t c = 0; c < cols; ++c) {
     const uint8_t* s = src + static_cast<size_t>(c) * elem;
     if (elem == 4) {
-      for (int64_t j = 0; j < nr; ++j) std::memcpy(run + 4 * j, s + static_cast<size_t>(j * cols) * 4, 4);
+      for (int64_t j = 0; j < nr; ++j)
+        std::memcpy(run + 4 * j, s + static_cast<size_t>(j * cols) * 4, 4);
     } else {
-      for (int64_t j = 0; j < nr; ++j) std::memcpy(run + 2 * j, s + static_cast<size_t>(j * cols) * 2, 2);
+      for (int64_t j = 0; j < nr; ++j)
+        std::memcpy(run + 2 * j, s + static_cast<size_t>(j * cols) * 2, 2);
     }
     uint8_t* d = dst + static_cast<size_t>(c * rows + r0) * elem;
 #if defined(__SSE2__)

@@ -1,11 +1,10 @@
 // The C API (op/nibble.h) over the C++ library: translation only.
-#include "op/nibble.h"
-
 #include <cstring>
 #include <new>
 #include <string>
 
 #include "kernels/dequantize.h"
+#include "op/nibble.h"
 #include "op/onnx.h"
 #include "op/pmx.h"
 #include "op/version.h"
@@ -20,9 +19,7 @@ struct nibble_dequantizer {
 
 namespace {
 
-nibble_status* Fail(const std::string& m) {
-  return new (std::nothrow) nibble_status{m};
-}
+nibble_status* Fail(const std::string& m) { return new (std::nothrow) nibble_status{m}; }
 
 nibble_status* FromStatus(const nibble::Status& s) { return s.ok() ? nullptr : Fail(s.message()); }
 
@@ -67,9 +64,7 @@ nibble_onnx_attributes nibble_onnx_defaults(void) {
   return a;
 }
 
-const char* nibble_status_message(const nibble_status* s) {
-  return s ? s->message.c_str() : "OK";
-}
+const char* nibble_status_message(const nibble_status* s) { return s ? s->message.c_str() : "OK"; }
 void nibble_status_free(nibble_status* s) { delete s; }
 
 const char* nibble_version(void) { return NIBBLE_VERSION; }
@@ -148,8 +143,8 @@ nibble_status* nibble_dequantize(const nibble_dequantizer* d, void* out, size_t 
                                  int32_t threads) {
   if (!d) return Fail("nibble_dequantize: dequantizer is NULL");
   const auto& o = d->impl.output();
-  return FromStatus(d->impl.Run(nibble::MutableTensorView{o.dtype, o.shape, out, out_bytes},
-                                threads));
+  return FromStatus(
+      d->impl.Run(nibble::MutableTensorView{o.dtype, o.shape, out, out_bytes}, threads));
 }
 
 nibble_status* nibble_dequantize_tile(const nibble_dequantizer* d, int64_t r0, int64_t r1,

@@ -51,7 +51,7 @@ void RunPlanThreaded(const Plan& plan_in, void* out, int threads, int64_t cols_l
   const int64_t piece_cols = ((cols + pieces - 1) / pieces + 63) / 64 * 64;
   const int64_t items = rows >= t ? t : rows * pieces;
 #if NIBBLE_HAVE_OPENMP
-#pragma omp parallel for schedule(static) num_threads(static_cast<int>(t))
+#pragma omp parallel for schedule(static) num_threads(static_cast <int>(t))
 #endif
   for (int64_t k = 0; k < items; ++k) {
     int64_t r0, r1, c0, c1;
@@ -72,10 +72,13 @@ void RunPlanThreaded(const Plan& plan_in, void* out, int threads, int64_t cols_l
   }
 }
 
-Dequantizer::Dequantizer(const Plan& plan, Storage storage, OutputInfo output,
-                         std::string name, int64_t cols)
-    : plan_(plan), cols_(cols < 0 ? plan.cols() : cols), storage_(std::move(storage)),
-      output_(std::move(output)), name_(std::move(name)) {
+Dequantizer::Dequantizer(const Plan& plan, Storage storage, OutputInfo output, std::string name,
+                         int64_t cols)
+    : plan_(plan),
+      cols_(cols < 0 ? plan.cols() : cols),
+      storage_(std::move(storage)),
+      output_(std::move(output)),
+      name_(std::move(name)) {
   // Point the plan at owned storage where the front end widened the inputs
   // (vector moves keep their buffers, but re-point to be explicit).
   if (!storage_.scale.empty()) plan_.scale = storage_.scale.data();
@@ -93,11 +96,11 @@ Status Dequantizer::Run(const MutableTensorView& y, int threads) const {
     return Status::Error(who + ": output Y shape " + ShapeToString(y.shape) +
                          " does not match the expected " + ShapeToString(output_.shape));
   }
-  const size_t need = static_cast<size_t>(rows() * cols()) *
-                      static_cast<size_t>(OutBytes(plan_.out));
+  const size_t need =
+      static_cast<size_t>(rows() * cols()) * static_cast<size_t>(OutBytes(plan_.out));
   if (y.size_bytes < need) {
-    return Status::Error(who + ": output Y has " + std::to_string(y.size_bytes) +
-                         " bytes, needs " + std::to_string(need));
+    return Status::Error(who + ": output Y has " + std::to_string(y.size_bytes) + " bytes, needs " +
+                         std::to_string(need));
   }
   if (need > 0 && y.data == nullptr) return Status::Error(who + ": output Y data is null");
   RunPlanThreaded(plan_, y.data, threads, cols_);
@@ -155,10 +158,10 @@ StatusOr<Tensor> Dequantizer::Run(int threads) const {
 Status Dequantizer::RunTile(int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
                             int64_t ld) const {
   if (r0 < 0 || r0 > r1 || r1 > rows() || c0 < 0 || c0 > c1 || c1 > cols()) {
-    return Status::Error("RunTile: tile rows [" + std::to_string(r0) + ", " +
-                         std::to_string(r1) + ") x cols [" + std::to_string(c0) + ", " +
-                         std::to_string(c1) + ") is outside the " + std::to_string(rows()) +
-                         " x " + std::to_string(cols()) + " view");
+    return Status::Error("RunTile: tile rows [" + std::to_string(r0) + ", " + std::to_string(r1) +
+                         ") x cols [" + std::to_string(c0) + ", " + std::to_string(c1) +
+                         ") is outside the " + std::to_string(rows()) + " x " +
+                         std::to_string(cols()) + " view");
   }
   if (ld < c1 - c0) {
     return Status::Error("RunTile: leading dimension " + std::to_string(ld) +

@@ -62,8 +62,7 @@ class Dequantizer {
   // element (r, c) at out[(r - r0) * ld + (c - c0)] in the output type.
   // Single-threaded, allocation-free, any offsets (mid-group, mid-word);
   // the same bits as Run(). Errors only for out-of-range arguments.
-  Status RunTile(int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
-                 int64_t ld) const;
+  Status RunTile(int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out, int64_t ld) const;
 
   // --- For front ends (op/): build from a Plan whose pointers are set. ---
   struct Storage {

@@ -13,13 +13,21 @@ using internal::Who;
 CodeKind InputCode(DType t, bool* ok) {
   *ok = true;
   switch (t) {
-    case DType::kInt8: return CodeKind::kS8;
-    case DType::kUInt8: return CodeKind::kU8;
-    case DType::kInt16: return CodeKind::kS16;
-    case DType::kUInt16: return CodeKind::kU16;
-    case DType::kInt32: return CodeKind::kS32;
-    case DType::kUInt32: return CodeKind::kU32;
-    default: *ok = false; return CodeKind::kU8;
+    case DType::kInt8:
+      return CodeKind::kS8;
+    case DType::kUInt8:
+      return CodeKind::kU8;
+    case DType::kInt16:
+      return CodeKind::kS16;
+    case DType::kUInt16:
+      return CodeKind::kU16;
+    case DType::kInt32:
+      return CodeKind::kS32;
+    case DType::kUInt32:
+      return CodeKind::kU32;
+    default:
+      *ok = false;
+      return CodeKind::kU8;
   }
 }
 
@@ -34,10 +42,9 @@ StatusOr<Shape> Aligned(const Shape& s, const Shape& d, const std::string& what)
   a.insert(a.end(), s.begin(), s.end());
   for (size_t k = 0; k < d.size(); ++k) {
     if (a[k] != 1 && a[k] != d[k]) {
-      return Status::Error(what + " shape " + ShapeToString(s) +
-                           " does not broadcast to input " + ShapeToString(d) + " (dim " +
-                           std::to_string(k) + ": " + std::to_string(a[k]) + " vs " +
-                           std::to_string(d[k]) + ")");
+      return Status::Error(what + " shape " + ShapeToString(s) + " does not broadcast to input " +
+                           ShapeToString(d) + " (dim " + std::to_string(k) + ": " +
+                           std::to_string(a[k]) + " vs " + std::to_string(d[k]) + ")");
     }
   }
   return a;
@@ -77,10 +84,9 @@ void ForEachBroadcastIndex(const Shape& a, const Shape& d, Fn fn) {
 
 }  // namespace
 
-StatusOr<Dequantizer> PrepareBroadcastDequantize(const TensorView& input,
-                                                 const TensorView& scale,
-                                                 const TensorView* zero_point,
-                                                 DType output_dtype, const std::string& name) {
+StatusOr<Dequantizer> PrepareBroadcastDequantize(const TensorView& input, const TensorView& scale,
+                                                 const TensorView* zero_point, DType output_dtype,
+                                                 const std::string& name) {
   const std::string who = Who("DequantizeLinear (element-wise)", name);
   auto fail = [&](const Status& s) { return s.WithPrefix(who); };
   bool ok;
@@ -91,8 +97,8 @@ StatusOr<Dequantizer> PrepareBroadcastDequantize(const TensorView& input,
   }
   if (scale.dtype != DType::kFloat32 && scale.dtype != DType::kFloat16 &&
       scale.dtype != DType::kBFloat16) {
-    return Status::Error(who + ": scale must be float32 or float16 (got " +
-                         DTypeName(scale.dtype) + ")");
+    return Status::Error(who + ": scale must be float32 or float16 (got " + DTypeName(scale.dtype) +
+                         ")");
   }
   const bool has_zp = zero_point != nullptr && zero_point->dtype != DType::kUndefined;
   if (has_zp && zero_point->dtype != input.dtype) {
@@ -123,8 +129,8 @@ StatusOr<Dequantizer> PrepareBroadcastDequantize(const TensorView& input,
   NIBBLE_RETURN_IF_ERROR(fail(internal::WidenScale(scale, "scale", &storage.scale, &scale_f)));
   const int32_t* zp_i = nullptr;
   if (has_zp) {
-    NIBBLE_RETURN_IF_ERROR(fail(
-        internal::WidenIntegerZeroPoint(*zero_point, "zero point", &storage.zp_int, &zp_i)));
+    NIBBLE_RETURN_IF_ERROR(
+        fail(internal::WidenIntegerZeroPoint(*zero_point, "zero point", &storage.zp_int, &zp_i)));
     plan.zp_kind = ZeroPointKind::kInteger;
   }
 
@@ -165,13 +171,11 @@ StatusOr<Dequantizer> PrepareBroadcastDequantize(const TensorView& input,
     // element (rows along the last dim).
     std::vector<float> s_full(static_cast<size_t>(*n ? *n : 1));
     std::vector<int32_t> z_full(has_zp ? s_full.size() : 0);
-    ForEachBroadcastIndex(*sa, d, [&](int64_t e, int64_t off) {
-      s_full[static_cast<size_t>(e)] = scale_f[off];
-    });
+    ForEachBroadcastIndex(
+        *sa, d, [&](int64_t e, int64_t off) { s_full[static_cast<size_t>(e)] = scale_f[off]; });
     if (has_zp) {
-      ForEachBroadcastIndex(za, d, [&](int64_t e, int64_t off) {
-        z_full[static_cast<size_t>(e)] = zp_i[off];
-      });
+      ForEachBroadcastIndex(
+          za, d, [&](int64_t e, int64_t off) { z_full[static_cast<size_t>(e)] = zp_i[off]; });
     }
     storage.scale = std::move(s_full);
     storage.zp_int = std::move(z_full);

@@ -21,8 +21,7 @@ namespace nibble {
 // input: int8/16/32 or uint8/16/32. scale: float32 or float16 (bfloat16
 // accepted). zero_point: optional, same type as input. Output: float32 or
 // float16 (bfloat16 accepted); kUndefined = the scale's type.
-StatusOr<Dequantizer> PrepareBroadcastDequantize(const TensorView& input,
-                                                 const TensorView& scale,
+StatusOr<Dequantizer> PrepareBroadcastDequantize(const TensorView& input, const TensorView& scale,
                                                  const TensorView* zero_point,
                                                  DType output_dtype = DType::kUndefined,
                                                  const std::string& name = "");

@@ -82,13 +82,25 @@ Status WidenIntegerZeroPoint(const TensorView& v, const std::string& what,
   for (size_t k = 0; k < count; ++k) {
     int32_t z;
     switch (v.dtype) {
-      case DType::kInt8: z = static_cast<int8_t>(p[k]); break;
-      case DType::kUInt8: z = p[k]; break;
-      case DType::kInt16: z = static_cast<int16_t>(ReadLE(p + 2 * k, 2)); break;
-      case DType::kUInt16: z = static_cast<int32_t>(ReadLE(p + 2 * k, 2)); break;
-      case DType::kInt32: z = static_cast<int32_t>(ReadLE(p + 4 * k, 4)); break;
+      case DType::kInt8:
+        z = static_cast<int8_t>(p[k]);
+        break;
+      case DType::kUInt8:
+        z = p[k];
+        break;
+      case DType::kInt16:
+        z = static_cast<int16_t>(ReadLE(p + 2 * k, 2));
+        break;
+      case DType::kUInt16:
+        z = static_cast<int32_t>(ReadLE(p + 2 * k, 2));
+        break;
+      case DType::kInt32:
+        z = static_cast<int32_t>(ReadLE(p + 4 * k, 4));
+        break;
       // uint32 (DirectML): the bits; kernels read them back as uint32.
-      case DType::kUInt32: z = static_cast<int32_t>(ReadLE(p + 4 * k, 4)); break;
+      case DType::kUInt32:
+        z = static_cast<int32_t>(ReadLE(p + 4 * k, 4));
+        break;
       case DType::kUInt4:
       case DType::kInt4: {
         const uint32_t u = (uint32_t{p[k / 2]} >> (4 * (k % 2))) & 0xFu;
@@ -110,23 +122,26 @@ Status WidenIntegerZeroPoint(const TensorView& v, const std::string& what,
   return Status::Ok();
 }
 
-Status WidenFloatZeroPoint(const TensorView& v, const std::string& what,
-                           std::vector<float>* store, const float** out) {
+Status WidenFloatZeroPoint(const TensorView& v, const std::string& what, std::vector<float>* store,
+                           const float** out) {
   if (v.dtype == DType::kFloat8E8M0) {
-    return Status::Error(what + " must be float32, float16 or bfloat16 (got " +
-                         DTypeName(v.dtype) + ")");
+    return Status::Error(what + " must be float32, float16 or bfloat16 (got " + DTypeName(v.dtype) +
+                         ")");
   }
   return WidenScale(v, what, store, out);
 }
 
 StatusOr<OutType> OutTypeFor(DType t, const std::string& what) {
   switch (t) {
-    case DType::kFloat32: return OutType::kF32;
-    case DType::kFloat16: return OutType::kF16;
-    case DType::kBFloat16: return OutType::kBF16;
+    case DType::kFloat32:
+      return OutType::kF32;
+    case DType::kFloat16:
+      return OutType::kF16;
+    case DType::kBFloat16:
+      return OutType::kBF16;
     default:
-      return Status::Error(what + " must be float32, float16 or bfloat16 (got " +
-                           DTypeName(t) + ")");
+      return Status::Error(what + " must be float32, float16 or bfloat16 (got " + DTypeName(t) +
+                           ")");
   }
 }
 

@@ -32,8 +32,8 @@ Status WidenIntegerZeroPoint(const TensorView& v, const std::string& what,
                              std::vector<int32_t>* store, const int32_t** out);
 
 // Float zero point (float32, float16, bfloat16) -> float32.
-Status WidenFloatZeroPoint(const TensorView& v, const std::string& what,
-                           std::vector<float>* store, const float** out);
+Status WidenFloatZeroPoint(const TensorView& v, const std::string& what, std::vector<float>* store,
+                           const float** out);
 
 // Maps float32 / float16 / bfloat16 to the plan's output type.
 StatusOr<OutType> OutTypeFor(DType t, const std::string& what);

@@ -30,7 +30,8 @@ StatusOr<Dequantizer> PrepareMatMulNBits(const MatMulNBitsAttributes& a, const T
   if (a.K > (int64_t{1} << 40) || a.N > (int64_t{1} << 40)) return fail("K or N is too large");
   const int64_t kb = (a.K + a.block_size - 1) / a.block_size;
   const int64_t blob = a.block_size * a.bits / 8;
-  if (b.dtype != DType::kUInt8) return fail("input B must be uint8 (got " + DTypeName(b.dtype) + ")");
+  if (b.dtype != DType::kUInt8)
+    return fail("input B must be uint8 (got " + DTypeName(b.dtype) + ")");
   if (b.shape != Shape{a.N, kb, blob}) {
     return fail("input B shape " + ShapeToString(b.shape) + " does not match K " +
                 std::to_string(a.K) + ", N " + std::to_string(a.N) + ", bits " +
@@ -96,9 +97,9 @@ StatusOr<Dequantizer> PrepareMatMulNBits(const MatMulNBitsAttributes& a, const T
                   ShapeToString({a.N, kb}) + " (or " + ShapeToString({a.N * kb}) + ")");
     }
     plan.zp_kind = ZeroPointKind::kFloatSubtract;
-    NIBBLE_RETURN_IF_ERROR(internal::WidenFloatZeroPoint(*zp, "input zero_points",
-                                                         &storage.zp_float, &plan.zp_float)
-                               .WithPrefix(who));
+    NIBBLE_RETURN_IF_ERROR(
+        internal::WidenFloatZeroPoint(*zp, "input zero_points", &storage.zp_float, &plan.zp_float)
+            .WithPrefix(who));
   }
   return Dequantizer(plan, std::move(storage), OutputInfo{scales.dtype, {a.N, a.K}}, name, a.K);
 }

@@ -27,21 +27,34 @@ extern "C" {
 
 /* Element types: ONNX TensorProto.DataType codes. */
 enum {
-  NIBBLE_FLOAT32 = 1, NIBBLE_UINT8 = 2, NIBBLE_INT8 = 3, NIBBLE_UINT16 = 4,
-  NIBBLE_INT16 = 5, NIBBLE_INT32 = 6, NIBBLE_FLOAT16 = 10, NIBBLE_UINT32 = 12,
-  NIBBLE_BFLOAT16 = 16, NIBBLE_FLOAT8E4M3FN = 17, NIBBLE_FLOAT8E4M3FNUZ = 18,
-  NIBBLE_FLOAT8E5M2 = 19, NIBBLE_FLOAT8E5M2FNUZ = 20, NIBBLE_UINT4 = 21,
-  NIBBLE_INT4 = 22, NIBBLE_FLOAT4E2M1 = 23, NIBBLE_FLOAT8E8M0 = 24,
-  NIBBLE_UINT2 = 25, NIBBLE_INT2 = 26
+  NIBBLE_FLOAT32 = 1,
+  NIBBLE_UINT8 = 2,
+  NIBBLE_INT8 = 3,
+  NIBBLE_UINT16 = 4,
+  NIBBLE_INT16 = 5,
+  NIBBLE_INT32 = 6,
+  NIBBLE_FLOAT16 = 10,
+  NIBBLE_UINT32 = 12,
+  NIBBLE_BFLOAT16 = 16,
+  NIBBLE_FLOAT8E4M3FN = 17,
+  NIBBLE_FLOAT8E4M3FNUZ = 18,
+  NIBBLE_FLOAT8E5M2 = 19,
+  NIBBLE_FLOAT8E5M2FNUZ = 20,
+  NIBBLE_UINT4 = 21,
+  NIBBLE_INT4 = 22,
+  NIBBLE_FLOAT4E2M1 = 23,
+  NIBBLE_FLOAT8E8M0 = 24,
+  NIBBLE_UINT2 = 25,
+  NIBBLE_INT2 = 26
 };
 
 typedef struct nibble_status nibble_status;
 typedef struct nibble_dequantizer nibble_dequantizer;
 
 typedef struct {
-  int32_t dtype;         /* NIBBLE_* */
-  int32_t rank;          /* 0..8 */
-  const int64_t* shape;  /* rank entries (may be NULL when rank is 0) */
+  int32_t dtype;        /* NIBBLE_* */
+  int32_t rank;         /* 0..8 */
+  const int64_t* shape; /* rank entries (may be NULL when rank is 0) */
   const void* data;
   size_t size_bytes;
 } nibble_tensor;
@@ -57,10 +70,10 @@ typedef struct {
 
 /* ONNX DequantizeLinear attributes; has_* mark attributes present. */
 typedef struct {
-  int32_t opset;               /* 10, 13, 19, 21, 23, 24 or 25 */
-  int64_t axis;                /* default 1 */
-  int64_t block_size;          /* default 0 */
-  int32_t output_dtype;        /* default 0 (the scale's type) */
+  int32_t opset;        /* 10, 13, 19, 21, 23, 24 or 25 */
+  int64_t axis;         /* default 1 */
+  int64_t block_size;   /* default 0 */
+  int32_t output_dtype; /* default 0 (the scale's type) */
   int32_t has_axis, has_block_size, has_output_dtype;
 } nibble_onnx_attributes;
 
@@ -80,8 +93,7 @@ const char* nibble_active_target(void);
  * NULL) is used in error messages. On success *out owns a dequantizer. */
 nibble_status* nibble_prepare_pmx(const nibble_pmx_attributes* attrs, const nibble_tensor* x,
                                   const nibble_tensor* scale, const nibble_tensor* zero_point,
-                                  int32_t output_dtype, const char* name,
-                                  nibble_dequantizer** out);
+                                  int32_t output_dtype, const char* name, nibble_dequantizer** out);
 nibble_status* nibble_prepare_onnx(const nibble_onnx_attributes* attrs, const nibble_tensor* x,
                                    const nibble_tensor* scale, const nibble_tensor* zero_point,
                                    const char* name, nibble_dequantizer** out);
@@ -105,7 +117,7 @@ nibble_status* nibble_dequantize_tile(const nibble_dequantizer* d, int64_t r0, i
                                       int64_t c0, int64_t c1, void* out, int64_t ld);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
-#endif  /* NIBBLE_H_ */
+#endif /* NIBBLE_H_ */

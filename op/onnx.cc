@@ -19,41 +19,74 @@ bool IsFloat8(DType t) {
 // The opset that introduced x type `t` for DequantizeLinear (0: never).
 int XTypeSince(DType t) {
   switch (t) {
-    case DType::kInt8: case DType::kUInt8: case DType::kInt32: return 10;
-    case DType::kFloat8E4M3FN: case DType::kFloat8E4M3FNUZ:
-    case DType::kFloat8E5M2: case DType::kFloat8E5M2FNUZ: return 19;
-    case DType::kInt16: case DType::kUInt16: case DType::kInt4: case DType::kUInt4: return 21;
-    case DType::kFloat4E2M1: return 23;
-    case DType::kInt2: case DType::kUInt2: return 25;
-    default: return 0;
+    case DType::kInt8:
+    case DType::kUInt8:
+    case DType::kInt32:
+      return 10;
+    case DType::kFloat8E4M3FN:
+    case DType::kFloat8E4M3FNUZ:
+    case DType::kFloat8E5M2:
+    case DType::kFloat8E5M2FNUZ:
+      return 19;
+    case DType::kInt16:
+    case DType::kUInt16:
+    case DType::kInt4:
+    case DType::kUInt4:
+      return 21;
+    case DType::kFloat4E2M1:
+      return 23;
+    case DType::kInt2:
+    case DType::kUInt2:
+      return 25;
+    default:
+      return 0;
   }
 }
 
 int ScaleTypeSince(DType t) {
   switch (t) {
-    case DType::kFloat32: return 10;
-    case DType::kFloat16: case DType::kBFloat16: return 19;
-    case DType::kFloat8E8M0: return 24;
-    default: return 0;
+    case DType::kFloat32:
+      return 10;
+    case DType::kFloat16:
+    case DType::kBFloat16:
+      return 19;
+    case DType::kFloat8E8M0:
+      return 24;
+    default:
+      return 0;
   }
 }
 
 CodeKind CodeFor(DType t) {
   switch (t) {
-    case DType::kUInt2: return CodeKind::kU2;
-    case DType::kInt2: return CodeKind::kS2;
-    case DType::kUInt4: return CodeKind::kU4;
-    case DType::kInt4: return CodeKind::kS4;
-    case DType::kUInt8: return CodeKind::kU8;
-    case DType::kInt8: return CodeKind::kS8;
-    case DType::kUInt16: return CodeKind::kU16;
-    case DType::kInt16: return CodeKind::kS16;
-    case DType::kInt32: return CodeKind::kS32;
-    case DType::kFloat8E4M3FN: return CodeKind::kF8E4M3FN;
-    case DType::kFloat8E4M3FNUZ: return CodeKind::kF8E4M3FNUZ;
-    case DType::kFloat8E5M2: return CodeKind::kF8E5M2;
-    case DType::kFloat8E5M2FNUZ: return CodeKind::kF8E5M2FNUZ;
-    default: return CodeKind::kF4E2M1;
+    case DType::kUInt2:
+      return CodeKind::kU2;
+    case DType::kInt2:
+      return CodeKind::kS2;
+    case DType::kUInt4:
+      return CodeKind::kU4;
+    case DType::kInt4:
+      return CodeKind::kS4;
+    case DType::kUInt8:
+      return CodeKind::kU8;
+    case DType::kInt8:
+      return CodeKind::kS8;
+    case DType::kUInt16:
+      return CodeKind::kU16;
+    case DType::kInt16:
+      return CodeKind::kS16;
+    case DType::kInt32:
+      return CodeKind::kS32;
+    case DType::kFloat8E4M3FN:
+      return CodeKind::kF8E4M3FN;
+    case DType::kFloat8E4M3FNUZ:
+      return CodeKind::kF8E4M3FNUZ;
+    case DType::kFloat8E5M2:
+      return CodeKind::kF8E5M2;
+    case DType::kFloat8E5M2FNUZ:
+      return CodeKind::kF8E5M2FNUZ;
+    default:
+      return CodeKind::kF4E2M1;
   }
 }
 
@@ -89,8 +122,8 @@ StatusOr<Analysis> Analyze(const OnnxDequantizeAttributes& at, const TensorView&
   }
   const int ss = ScaleTypeSince(scale.dtype);
   if (ss == 0 || ss > v) {
-    return Status::Error("input x_scale has type " + DTypeName(scale.dtype) +
-                         ", not supported" + Vs(v));
+    return Status::Error("input x_scale has type " + DTypeName(scale.dtype) + ", not supported" +
+                         Vs(v));
   }
   auto x_n = CheckedNumElements(x.shape, "input x");
   if (!x_n.ok()) return x_n.status();
@@ -114,8 +147,8 @@ StatusOr<Analysis> Analyze(const OnnxDequantizeAttributes& at, const TensorView&
 
   const int64_t rank = static_cast<int64_t>(x.shape.size());
   if (at.block_size < 0) {
-    return Status::Error("attribute block_size must be >= 0 (got " +
-                         std::to_string(at.block_size) + ")");
+    return Status::Error("attribute block_size must be >= 0 (got " + std::to_string(at.block_size) +
+                         ")");
   }
   auto normalized_axis = [&]() -> StatusOr<int64_t> {
     if (at.axis < -rank || at.axis >= rank) {
@@ -130,8 +163,8 @@ StatusOr<Analysis> Analyze(const OnnxDequantizeAttributes& at, const TensorView&
     a.granularity = Granularity::kPerTensor;
   } else if (at.block_size == 0) {
     if (v < 13) {
-      return Status::Error("x_scale shape " + ShapeToString(scale.shape) +
-                           " must be a scalar" + Vs(v));
+      return Status::Error("x_scale shape " + ShapeToString(scale.shape) + " must be a scalar" +
+                           Vs(v));
     }
     if (scale.shape.size() != 1) {
       return Status::Error("x_scale shape " + ShapeToString(scale.shape) +
@@ -143,9 +176,9 @@ StatusOr<Analysis> Analyze(const OnnxDequantizeAttributes& at, const TensorView&
     a.axis = *ax;
     const int64_t d = x.shape[static_cast<size_t>(a.axis)];
     if (scale.shape[0] != d) {
-      return Status::Error("x_scale has " + std::to_string(scale.shape[0]) +
-                           " elements but x " + ShapeToString(x.shape) + " has " +
-                           std::to_string(d) + " along axis " + std::to_string(a.axis));
+      return Status::Error("x_scale has " + std::to_string(scale.shape[0]) + " elements but x " +
+                           ShapeToString(x.shape) + " has " + std::to_string(d) + " along axis " +
+                           std::to_string(a.axis));
     }
     a.granularity = Granularity::kPerAxis;
   } else {
@@ -156,11 +189,10 @@ StatusOr<Analysis> Analyze(const OnnxDequantizeAttributes& at, const TensorView&
     const int64_t d = x.shape[static_cast<size_t>(a.axis)];
     expected[static_cast<size_t>(a.axis)] = d / at.block_size + (d % at.block_size != 0);
     if (scale.shape != expected) {
-      return Status::Error("Invalid shapes for blocked quantization: x " +
-                           ShapeToString(x.shape) + ", x_scale " + ShapeToString(scale.shape) +
-                           ", axis " + std::to_string(a.axis) + ", block_size " +
-                           std::to_string(at.block_size) + " (expected x_scale " +
-                           ShapeToString(expected) + ")");
+      return Status::Error(
+          "Invalid shapes for blocked quantization: x " + ShapeToString(x.shape) + ", x_scale " +
+          ShapeToString(scale.shape) + ", axis " + std::to_string(a.axis) + ", block_size " +
+          std::to_string(at.block_size) + " (expected x_scale " + ShapeToString(expected) + ")");
     }
     a.granularity = Granularity::kBlocked;
   }
@@ -194,9 +226,9 @@ int OnnxDequantizeVersion(int64_t model_opset) {
   return 0;
 }
 
-StatusOr<OutputInfo> InferOnnxOutput(const OnnxDequantizeAttributes& attrs,
-                                     const TensorView& x, const TensorView& scale,
-                                     const TensorView* zero_point, const std::string& name) {
+StatusOr<OutputInfo> InferOnnxOutput(const OnnxDequantizeAttributes& attrs, const TensorView& x,
+                                     const TensorView& scale, const TensorView* zero_point,
+                                     const std::string& name) {
   auto a = Analyze(attrs, x, scale, zero_point);
   if (!a.ok()) return a.status().WithPrefix(Who("DequantizeLinear", name));
   return a->output;
@@ -274,8 +306,7 @@ StatusOr<Dequantizer> PrepareOnnx(const OnnxDequantizeAttributes& attrs, const T
                               : (b & 0x7F) == 0;
         if (!zero) {
           return Status::Error(who + ": x_zero_point must be zero for " + DTypeName(x.dtype) +
-                               " input (byte 0x" +
-                               std::string(1, "0123456789abcdef"[b >> 4]) +
+                               " input (byte 0x" + std::string(1, "0123456789abcdef"[b >> 4]) +
                                std::string(1, "0123456789abcdef"[b & 15]) + " at flat index " +
                                std::to_string(k) + ")");
         }

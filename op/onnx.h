@@ -36,9 +36,8 @@ struct OnnxDequantizeAttributes {
 };
 
 // Shape/type inference (no data values read).
-StatusOr<OutputInfo> InferOnnxOutput(const OnnxDequantizeAttributes& attrs,
-                                     const TensorView& x, const TensorView& scale,
-                                     const TensorView* zero_point,
+StatusOr<OutputInfo> InferOnnxOutput(const OnnxDequantizeAttributes& attrs, const TensorView& x,
+                                     const TensorView& scale, const TensorView* zero_point,
                                      const std::string& name = "");
 
 // Validates everything (including float8 zero points being zero) and lowers

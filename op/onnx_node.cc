@@ -31,8 +31,7 @@ int64_t ModelOpset(const onnx::ModelProto& model, const std::string& domain) {
 namespace {
 
 std::string NodeName(const onnx::NodeProto& node) {
-  return node.name().empty() ? (node.output_size() ? node.output(0) : std::string())
-                             : node.name();
+  return node.name().empty() ? (node.output_size() ? node.output(0) : std::string()) : node.name();
 }
 
 Status ExpectType(const onnx::AttributeProto& a, onnx::AttributeProto::AttributeType t,
@@ -117,16 +116,15 @@ StatusOr<OnnxDequantizeAttributes> OnnxAttributesFromNode(const onnx::NodeProto&
   return attrs;
 }
 
-StatusOr<Tensor> RunNode(const onnx::NodeProto& node,
-                         const std::vector<const TensorView*>& inputs, int64_t model_opset,
-                         int threads) {
+StatusOr<Tensor> RunNode(const onnx::NodeProto& node, const std::vector<const TensorView*>& inputs,
+                         int64_t model_opset, int threads) {
   const std::string who = internal::Who(NodeKind(node), NodeName(node));
   if (!IsSupportedNode(node)) return Status::Error(who + ": operator not supported");
   const bool onnx_domain = IsDefaultDomain(node.domain());
   // Both domains take (data, scale[, zero point]).
   if (inputs.size() < 2 || inputs[0] == nullptr || inputs[1] == nullptr) {
-    return Status::Error(who + (onnx_domain ? ": needs inputs x and x_scale"
-                                            : ": needs inputs X and Scale"));
+    return Status::Error(
+        who + (onnx_domain ? ": needs inputs x and x_scale" : ": needs inputs X and Scale"));
   }
   if (inputs.size() > 3) {
     return Status::Error(who + ": takes at most 3 inputs (got " + std::to_string(inputs.size()) +

@@ -39,9 +39,8 @@ int64_t ModelOpset(const onnx::ModelProto& model, const std::string& domain);
 // Runs a supported node. inputs[k] is the node's k-th input (nullptr when
 // the optional input is absent). `model_opset` is the model's default-domain
 // opset (it selects the DequantizeLinear version). Errors name the node.
-StatusOr<Tensor> RunNode(const onnx::NodeProto& node,
-                         const std::vector<const TensorView*>& inputs, int64_t model_opset,
-                         int threads = 0);
+StatusOr<Tensor> RunNode(const onnx::NodeProto& node, const std::vector<const TensorView*>& inputs,
+                         int64_t model_opset, int threads = 0);
 
 }  // namespace nibble
 

@@ -15,9 +15,9 @@ enum class Granularity { kGrouped, kPerChannel, kPerTensor };
 // Everything decided from attributes, types and shapes alone.
 struct Analysis {
   OutputInfo output;
-  Shape d;              // logical shape
-  int64_t axis = 0;     // quant_axis
-  int interleave = 1;   // 1 (int8), 4 (int4x4) or 8 (int4x8)
+  Shape d;             // logical shape
+  int64_t axis = 0;    // quant_axis
+  int interleave = 1;  // 1 (int8), 4 (int4x4) or 8 (int4x8)
   Granularity granularity = Granularity::kGrouped;
   bool int4 = false;
   int64_t zp_kind = 0;  // 0 none, 1 integer, 2 float
@@ -32,9 +32,8 @@ Status CheckBool(int64_t v, const char* attr) {
 }
 
 // Validates attributes, types and shapes; `who` prefixes every message.
-StatusOr<Analysis> Analyze(const PmxAttributes& attrs, const TensorView& x,
-                           const TensorView& scale, const TensorView* zp,
-                           const DequantizeOptions& options) {
+StatusOr<Analysis> Analyze(const PmxAttributes& attrs, const TensorView& x, const TensorView& scale,
+                           const TensorView* zp, const DequantizeOptions& options) {
   Analysis a;
   if (attrs.quant_data_type == "int4") {
     a.int4 = true;
@@ -66,7 +65,8 @@ StatusOr<Analysis> Analyze(const PmxAttributes& attrs, const TensorView& x,
     } else {
       return Status::Error(
           "input X must be int16 (int4x4) or int32 (int4x8) for quant_data_type \"int4\" "
-          "(got " + DTypeName(x.dtype) + ")");
+          "(got " +
+          DTypeName(x.dtype) + ")");
     }
   } else if (x.dtype != DType::kInt8) {
     return Status::Error("input X must be int8 for quant_data_type \"int8\" (got " +
@@ -105,9 +105,8 @@ StatusOr<Analysis> Analyze(const PmxAttributes& attrs, const TensorView& x,
   if (attrs.group_size > 0) {
     const int64_t g = attrs.group_size;
     if (dq % g != 0) {
-      return Status::Error(x_desc + " dim " + std::to_string(a.axis) + " (" +
-                           std::to_string(dq) + ") is not divisible by group_size " +
-                           std::to_string(g) + on_axis);
+      return Status::Error(x_desc + " dim " + std::to_string(a.axis) + " (" + std::to_string(dq) +
+                           ") is not divisible by group_size " + std::to_string(g) + on_axis);
     }
     Shape expected = a.d;
     expected[static_cast<size_t>(a.axis)] = dq / g;
@@ -122,8 +121,7 @@ StatusOr<Analysis> Analyze(const PmxAttributes& attrs, const TensorView& x,
   } else {
     Shape expected = a.d;
     expected[static_cast<size_t>(a.axis)] = 1;
-    const bool rank1_form =
-        rank == 2 && scale.shape == Shape{a.d[static_cast<size_t>(1 - a.axis)]};
+    const bool rank1_form = rank == 2 && scale.shape == Shape{a.d[static_cast<size_t>(1 - a.axis)]};
     if (scale.shape != expected && !rank1_form) {
       std::string exp_text = ShapeToString(expected);
       if (rank == 2) exp_text += " or " + ShapeToString({a.d[static_cast<size_t>(1 - a.axis)]});
@@ -138,7 +136,8 @@ StatusOr<Analysis> Analyze(const PmxAttributes& attrs, const TensorView& x,
   const bool zp_given = zp != nullptr && zp->dtype != DType::kUndefined &&
                         !(zp->shape.size() == 1 && zp->shape[0] == 0);
   if (attrs.has_zeropoint == 1) {
-    if (!zp_given) return Status::Error("has_zeropoint = 1 but input ZeroPoint is missing or empty");
+    if (!zp_given)
+      return Status::Error("has_zeropoint = 1 but input ZeroPoint is missing or empty");
     if (zp->shape != scale.shape) {
       return Status::Error("ZeroPoint shape " + ShapeToString(zp->shape) +
                            " must equal Scale shape " + ShapeToString(scale.shape));
@@ -152,8 +151,7 @@ StatusOr<Analysis> Analyze(const PmxAttributes& attrs, const TensorView& x,
       }
       a.zp_kind = 2;
     } else {
-      if (zp->dtype != DType::kInt8 && zp->dtype != DType::kInt32 &&
-          zp->dtype != DType::kUInt8) {
+      if (zp->dtype != DType::kInt8 && zp->dtype != DType::kInt32 && zp->dtype != DType::kUInt8) {
         return Status::Error(
             "input ZeroPoint must be int8, int32 or uint8 when float_zeropoint = 0 (got " +
             DTypeName(zp->dtype) + ")");
@@ -243,13 +241,15 @@ StatusOr<Dequantizer> PreparePmx(const PmxAttributes& attrs, const TensorView& x
                                                            &storage.zp_int, &plan.zp_int)
                                .WithPrefix(who));
     if (a.int4) {
-      const size_t n = zero_point->shape.empty() ? 1 : static_cast<size_t>(
-          *CheckedNumElements(zero_point->shape, "ZeroPoint"));
+      const size_t n =
+          zero_point->shape.empty()
+              ? 1
+              : static_cast<size_t>(*CheckedNumElements(zero_point->shape, "ZeroPoint"));
       for (size_t k = 0; k < n; ++k) {
         const int32_t z = plan.zp_int[k];
         if (z < 0 || z > 15) {
-          return Status::Error(who + ": ZeroPoint value " + std::to_string(z) +
-                               " at flat index " + std::to_string(k) +
+          return Status::Error(who + ": ZeroPoint value " + std::to_string(z) + " at flat index " +
+                               std::to_string(k) +
                                " is out of range [0, 15] for quant_data_type \"int4\"");
         }
       }

@@ -48,9 +48,9 @@ StatusOr<Dequantizer> PreparePmx(const PmxAttributes& attrs, const TensorView& x
                                  const DequantizeOptions& options = {});
 
 // One-shot: prepare and run into a caller-provided output.
-Status DequantizePmx(const PmxAttributes& attrs, const TensorView& x,
-                     const TensorView& scale, const TensorView* zero_point,
-                     const MutableTensorView& y, const DequantizeOptions& options = {});
+Status DequantizePmx(const PmxAttributes& attrs, const TensorView& x, const TensorView& scale,
+                     const TensorView* zero_point, const MutableTensorView& y,
+                     const DequantizeOptions& options = {});
 
 // One-shot: prepare and run into a newly allocated output.
 StatusOr<Tensor> DequantizePmx(const PmxAttributes& attrs, const TensorView& x,

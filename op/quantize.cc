@@ -140,7 +140,8 @@ Status QuantizeCore(const float* w, const Shape& shape, const QuantizeConfig& cf
           // Code range [0, 15] (int4) or [-128, 127] (int8).
           const float zlo = cfg.bits == 4 ? 0.0f : -128.0f;
           const float zhi = cfg.bits == 4 ? 15.0f : 127.0f;
-          const int32_t zi = static_cast<int32_t>(std::clamp(RoundHalfEven(zlo - mn / s), zlo, zhi));
+          const int32_t zi =
+              static_cast<int32_t>(std::clamp(RoundHalfEven(zlo - mn / s), zlo, zhi));
           switch (zp_dtype) {
             case DType::kInt32:
               std::memcpy(out->zero_point.data_as<char>() + sidx * 4, &zi, 4);
@@ -280,8 +281,8 @@ StatusOr<OnnxQuantizedWeight> QuantizeOnnx(const float* w, const Shape& shape,
     const int64_t nz = *CheckedNumElements(qz.scale_shape, "zero point");
     std::vector<uint8_t> zb(static_cast<size_t>(nz));
     for (int64_t k = 0; k < nz; ++k) {
-      const int32_t z = cfg.bits == 8 ? qz.zero_point.data_as<int8_t>()[k]
-                                      : qz.zero_point.data_as<int32_t>()[k];
+      const int32_t z =
+          cfg.bits == 8 ? qz.zero_point.data_as<int8_t>()[k] : qz.zero_point.data_as<int32_t>()[k];
       zb[static_cast<size_t>(k)] = static_cast<uint8_t>(z);
     }
     if (cfg.bits == 8) {

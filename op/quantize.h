@@ -21,14 +21,14 @@ enum class QuantScheme {
 };
 
 struct QuantizeConfig {
-  int bits = 4;                  // 4 or 8
+  int bits = 4;  // 4 or 8
   QuantScheme scheme = QuantScheme::kSymmetric;
-  int64_t quant_axis = 1;        // the grouped axis (PMX: 0 or 1)
-  int64_t group_size = 128;      // > 0 grouped, 0 per-channel
-  bool per_tensor = false;       // one scale for the whole tensor (group_size ignored)
+  int64_t quant_axis = 1;               // the grouped axis (PMX: 0 or 1)
+  int64_t group_size = 128;             // > 0 grouped, 0 per-channel
+  bool per_tensor = false;              // one scale for the whole tensor (group_size ignored)
   DType scale_dtype = DType::kFloat32;  // float32, float16 or bfloat16
   DType zero_point_dtype = DType::kUndefined;  // default: int8 / float32 by scheme
-  bool int4x8 = false;           // int4: pack 8 per int32 instead of 4 per int16
+  bool int4x8 = false;                         // int4: pack 8 per int32 instead of 4 per int16
 };
 
 // A PMX operator's inputs and attributes.
@@ -55,7 +55,7 @@ StatusOr<QuantizedWeight> QuantizePmx(const float* w, const Shape& shape,
 // An ONNX DequantizeLinear's inputs and attributes.
 struct OnnxQuantizedWeight {
   OnnxDequantizeAttributes attrs;
-  Tensor x;           // int4 (symmetric), uint4 (asymmetric) or int8
+  Tensor x;  // int4 (symmetric), uint4 (asymmetric) or int8
   Tensor scale;
   Tensor zero_point;  // dtype kUndefined when symmetric
   const TensorView* zero_point_view_or_null(TensorView* storage) const {

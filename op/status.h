@@ -39,7 +39,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design.
+  StatusOr(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design.
   StatusOr(Status status) : v_(std::move(status)) {}  // NOLINT
 
   bool ok() const { return std::holds_alternative<T>(v_); }
@@ -59,9 +59,9 @@ class [[nodiscard]] StatusOr {
 
 }  // namespace nibble
 
-#define NIBBLE_RETURN_IF_ERROR(expr)      \
-  do {                                    \
-    ::nibble::Status nibble_s_ = (expr);  \
+#define NIBBLE_RETURN_IF_ERROR(expr)       \
+  do {                                     \
+    ::nibble::Status nibble_s_ = (expr);   \
     if (!nibble_s_.ok()) return nibble_s_; \
   } while (0)
 

@@ -7,30 +7,54 @@ namespace nibble {
 
 std::string DTypeName(DType t) {
   switch (t) {
-    case DType::kUndefined: return "undefined";
-    case DType::kFloat32: return "float32";
-    case DType::kUInt8: return "uint8";
-    case DType::kInt8: return "int8";
-    case DType::kUInt16: return "uint16";
-    case DType::kInt16: return "int16";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
-    case DType::kBool: return "bool";
-    case DType::kFloat16: return "float16";
-    case DType::kFloat64: return "float64";
-    case DType::kUInt32: return "uint32";
-    case DType::kUInt64: return "uint64";
-    case DType::kBFloat16: return "bfloat16";
-    case DType::kFloat8E4M3FN: return "float8e4m3fn";
-    case DType::kFloat8E4M3FNUZ: return "float8e4m3fnuz";
-    case DType::kFloat8E5M2: return "float8e5m2";
-    case DType::kFloat8E5M2FNUZ: return "float8e5m2fnuz";
-    case DType::kUInt4: return "uint4";
-    case DType::kInt4: return "int4";
-    case DType::kFloat4E2M1: return "float4e2m1";
-    case DType::kFloat8E8M0: return "float8e8m0";
-    case DType::kUInt2: return "uint2";
-    case DType::kInt2: return "int2";
+    case DType::kUndefined:
+      return "undefined";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kUInt8:
+      return "uint8";
+    case DType::kInt8:
+      return "int8";
+    case DType::kUInt16:
+      return "uint16";
+    case DType::kInt16:
+      return "int16";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
+    case DType::kBool:
+      return "bool";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kFloat64:
+      return "float64";
+    case DType::kUInt32:
+      return "uint32";
+    case DType::kUInt64:
+      return "uint64";
+    case DType::kBFloat16:
+      return "bfloat16";
+    case DType::kFloat8E4M3FN:
+      return "float8e4m3fn";
+    case DType::kFloat8E4M3FNUZ:
+      return "float8e4m3fnuz";
+    case DType::kFloat8E5M2:
+      return "float8e5m2";
+    case DType::kFloat8E5M2FNUZ:
+      return "float8e5m2fnuz";
+    case DType::kUInt4:
+      return "uint4";
+    case DType::kInt4:
+      return "int4";
+    case DType::kFloat4E2M1:
+      return "float4e2m1";
+    case DType::kFloat8E8M0:
+      return "float8e8m0";
+    case DType::kUInt2:
+      return "uint2";
+    case DType::kInt2:
+      return "int2";
   }
   return "dtype(" + std::to_string(static_cast<int32_t>(t)) + ")";
 }
@@ -72,9 +96,7 @@ int DTypeBits(DType t) {
   return 0;
 }
 
-bool IsKnownDType(int32_t code) {
-  return code != 0 && DTypeBits(static_cast<DType>(code)) != 0;
-}
+bool IsKnownDType(int32_t code) { return code != 0 && DTypeBits(static_cast<DType>(code)) != 0; }
 
 std::string ShapeToString(const Shape& shape) {
   std::string s = "(";
@@ -90,9 +112,8 @@ StatusOr<int64_t> CheckedNumElements(const Shape& shape, const std::string& what
   for (size_t i = 0; i < shape.size(); ++i) {
     const int64_t d = shape[i];
     if (d < 0) {
-      return Status::Error(what + " has negative dimension " + std::to_string(d) +
-                           " at axis " + std::to_string(i) + " in shape " +
-                           ShapeToString(shape));
+      return Status::Error(what + " has negative dimension " + std::to_string(d) + " at axis " +
+                           std::to_string(i) + " in shape " + ShapeToString(shape));
     }
     if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) {
       return Status::Error(what + " shape " + ShapeToString(shape) +

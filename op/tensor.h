@@ -94,9 +94,13 @@ class Tensor {
   const void* data() const { return storage_.data(); }
   size_t size_bytes() const { return size_bytes_; }
   template <typename T>
-  T* data_as() { return reinterpret_cast<T*>(data()); }
+  T* data_as() {
+    return reinterpret_cast<T*>(data());
+  }
   template <typename T>
-  const T* data_as() const { return reinterpret_cast<const T*>(data()); }
+  const T* data_as() const {
+    return reinterpret_cast<const T*>(data());
+  }
 
   TensorView view() const { return {dtype_, shape_, data(), size_bytes_}; }
   MutableTensorView mutable_view() { return {dtype_, shape_, data(), size_bytes_}; }

@@ -2,6 +2,8 @@
 // in NIBBLE_FOLD_MODELS): structure of the folded graph, values against an
 // independent decode of the source bytes, external data in and out, and
 // every bad input (clear error, nothing left behind, input untouched).
+#include "tools/fold.h"
+
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -9,14 +11,13 @@
 #include <functional>
 #include <set>
 #include <sstream>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "doctest/doctest.h"
 #include "formats/external_data.h"
 #include "formats/onnx_tensor.h"
 #include "kernels/numeric.h"
-#include "tools/fold.h"
 
 namespace nibble {
 namespace {
@@ -92,7 +93,7 @@ TEST_CASE("fold: MatMulNBits becomes MatMul (+ Add) with a [K, N] weight equal t
     CHECK(dst.graph().node_size() == (bias ? 2 : 1));
     if (bias) CHECK(dst.graph().node(1).op_type() == "Add");
     CHECK(dst.graph().node(dst.graph().node_size() - 1).output(0) == "Y");
-    CHECK(Init(dst, "B") == nullptr);       // nothing else used it
+    CHECK(Init(dst, "B") == nullptr);  // nothing else used it
     CHECK(Init(dst, "scales") == nullptr);
     const auto* w = Init(dst, "B_dequantized");
     REQUIRE(w != nullptr);
@@ -124,8 +125,10 @@ TEST_CASE("fold: MatMulNBits becomes MatMul (+ Add) with a [K, N] weight equal t
         int32_t z = 1 << (bits - 1);
         if (zpt) {
           const int64_t zrow = (kb * bits + 7) / 8;
-          const uint32_t zb = static_cast<uint8_t>(zpt->raw_data()[static_cast<size_t>(n * zrow + blk * bits / 8)]);
-          z = bits == 4 ? static_cast<int32_t>((zb >> (4 * (blk % 2))) & 0xF) : static_cast<int32_t>(zb);
+          const uint32_t zb =
+              static_cast<uint8_t>(zpt->raw_data()[static_cast<size_t>(n * zrow + blk * bits / 8)]);
+          z = bits == 4 ? static_cast<int32_t>((zb >> (4 * (blk % 2))) & 0xF)
+                        : static_cast<int32_t>(zb);
         }
         float sc;
         std::memcpy(&sc, s.data() + 4 * (n * kb + blk), 4);
@@ -137,7 +140,8 @@ TEST_CASE("fold: MatMulNBits becomes MatMul (+ Add) with a [K, N] weight equal t
   }
 }
 
-TEST_CASE("fold: DequantizeLinear (default and opmx) becomes an initializer named like its output") {
+TEST_CASE(
+    "fold: DequantizeLinear (default and opmx) becomes an initializer named like its output") {
   for (const char* name : {"qdq_int4", "qdq_uint4_f16", "opmx_int4", "qdq_external"}) {
     const fs::path dir = Scratch(name);
     const fs::path in = Models() / (std::string(name) + ".onnx");
@@ -276,7 +280,8 @@ TEST_CASE("fold: bad inputs are clear errors and leave nothing behind") {
       }
     });
     CHECK(FoldError(p, out) ==
-          "com.microsoft::MatMulNBits 'fc': tensor 'B': raw_data has 10 bytes, uint8 (48,3,16) needs 2304");
+          "com.microsoft::MatMulNBits 'fc': tensor 'B': raw_data has 10 bytes, uint8 (48,3,16) "
+          "needs 2304");
   }
   SUBCASE("unsupported type") {
     const fs::path p = Broken(dir, "qdq_int4", [](onnx::ModelProto* m) {
@@ -291,14 +296,18 @@ TEST_CASE("fold: bad inputs are clear errors and leave nothing behind") {
       auto* n = m->mutable_graph()->mutable_node(0);
       n->add_input("scales");  // any non-empty g_idx
     });
-    CHECK(FoldError(p, out) == "com.microsoft::MatMulNBits 'fc': input g_idx (act-order) is not supported; refusing to fold");
+    CHECK(FoldError(p, out) ==
+          "com.microsoft::MatMulNBits 'fc': input g_idx (act-order) is not supported; refusing to "
+          "fold");
     const fs::path q = Broken(dir, "mmnb8", [](onnx::ModelProto* m) {
       auto* a = m->mutable_graph()->mutable_node(0)->add_attribute();
       a->set_name("weight_prepacked");
       a->set_type(onnx::AttributeProto::INT);
       a->set_i(1);
     });
-    CHECK(FoldError(q, out) == "com.microsoft::MatMulNBits 'fc': attribute weight_prepacked = 1 (a device-specific layout) is not supported");
+    CHECK(FoldError(q, out) ==
+          "com.microsoft::MatMulNBits 'fc': attribute weight_prepacked = 1 (a device-specific "
+          "layout) is not supported");
   }
   SUBCASE("unwritable output path") {
     const std::string e = FoldError(Models() / "qdq_int4.onnx", dir / "no" / "such" / "out.onnx");

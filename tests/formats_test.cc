@@ -103,7 +103,7 @@ TEST_CASE("TensorProto typed fields") {
   SUBCASE("int32_data holds one packed byte per entry for int4 / uint2") {
     p.set_data_type(22);  // int4, 3 elements -> 2 bytes
     p.add_dims(3);
-    p.add_int32_data(0x1F2);   // only & 0xFF counts
+    p.add_int32_data(0x1F2);  // only & 0xFF counts
     p.add_int32_data(0x07);
     auto t = TensorFromProto(p);
     REQUIRE(t.ok());
@@ -154,8 +154,9 @@ TEST_CASE("TensorProto errors name the tensor") {
 
 TEST_CASE("protobuf file I/O: missing and corrupt files are clear errors") {
   onnx::ModelProto m;
-  CHECK(ReadProtoFile("/nonexistent/model.onnx", &m).message().find(
-            "cannot open '/nonexistent/model.onnx'") == 0);
+  CHECK(ReadProtoFile("/nonexistent/model.onnx", &m)
+            .message()
+            .find("cannot open '/nonexistent/model.onnx'") == 0);
   const std::string path = "formats_test_corrupt.onnx";
   {
     FILE* f = std::fopen(path.c_str(), "wb");

@@ -54,16 +54,26 @@ float RandomScale(std::mt19937_64& rng) {
   std::uniform_int_distribution<int> pick(0, 40);
   std::uniform_real_distribution<float> u(-0.1f, 0.1f);
   switch (pick(rng)) {
-    case 0: return std::numeric_limits<float>::quiet_NaN();
-    case 1: return std::numeric_limits<float>::infinity();
-    case 2: return -std::numeric_limits<float>::infinity();
-    case 3: return 0.0f;
-    case 4: return 1e-40f;        // float32 subnormal
-    case 5: return 3e-6f;         // products land in float16 subnormals
-    case 6: return 9000.0f;       // products overflow float16
-    case 7: return 6.5e37f;       // products overflow float32 / bfloat16
-    case 8: return F32FromBits(0x3F808000u);  // bfloat16 ties
-    default: return u(rng);
+    case 0:
+      return std::numeric_limits<float>::quiet_NaN();
+    case 1:
+      return std::numeric_limits<float>::infinity();
+    case 2:
+      return -std::numeric_limits<float>::infinity();
+    case 3:
+      return 0.0f;
+    case 4:
+      return 1e-40f;  // float32 subnormal
+    case 5:
+      return 3e-6f;  // products land in float16 subnormals
+    case 6:
+      return 9000.0f;  // products overflow float16
+    case 7:
+      return 6.5e37f;  // products overflow float32 / bfloat16
+    case 8:
+      return F32FromBits(0x3F808000u);  // bfloat16 ties
+    default:
+      return u(rng);
   }
 }
 
@@ -84,9 +94,8 @@ PlanData MakePlan(std::mt19937_64& rng, Form form, CodeKind code, int interleave
   p.code = code;
   p.out = out;
   p.zp_kind = zp;
-  p.code_offset = zp == ZeroPointKind::kInteger || CodeIsFloat(code)
-                      ? 0
-                      : (code == CodeKind::kU4 ? 8 : 3);
+  p.code_offset =
+      zp == ZeroPointKind::kInteger || CodeIsFloat(code) ? 0 : (code == CodeKind::kU4 ? 8 : 3);
   if (form == Form::kPmxAxis1 || (form == Form::kDense && per_elem == 0)) {
     // Groups along the row: [outer = rows, axis = cols, inner = 1].
     p.outer = rows;
@@ -218,22 +227,25 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
     UseTarget(target);
     for (const Layout& l : layouts) {
       for (int64_t cols : col_sizes) {
-        for (ZeroPointKind zp : {ZeroPointKind::kNone, ZeroPointKind::kInteger,
-                                 ZeroPointKind::kFloat}) {
+        for (ZeroPointKind zp :
+             {ZeroPointKind::kNone, ZeroPointKind::kInteger, ZeroPointKind::kFloat}) {
           if (CodeIsFloat(l.code) && zp != ZeroPointKind::kNone) continue;
           for (OutType out : {OutType::kF32, OutType::kF16, OutType::kBF16}) {
             const int64_t rows = l.interleave > 1 ? 2 * l.interleave : 5;
-            const int per_elem = l.form == Form::kPmxAxis0 ? 1 : (l.form == Form::kDense ? static_cast<int>(rng() % 3) : 0);
+            const int per_elem = l.form == Form::kPmxAxis0
+                                     ? 1
+                                     : (l.form == Form::kDense ? static_cast<int>(rng() % 3) : 0);
             int64_t group;
             if (l.form == Form::kPmxAxis0) {
               group = l.interleave;  // along rows
             } else {
               const int64_t choices[] = {1, 2, 16, 32, 33, 64, cols, 2 * cols};
               group = choices[rng() % 8];
-              if (per_elem != 0) group = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(rows));
+              if (per_elem != 0)
+                group = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(rows));
             }
-            PlanData d = MakePlan(rng, l.form, l.code, l.interleave, rows, cols, group, zp, out,
-                                  per_elem);
+            PlanData d =
+                MakePlan(rng, l.form, l.code, l.interleave, rows, cols, group, zp, out, per_elem);
             // The plan's own 2-D view (cols == 1 with scales along the row
             // flips to one row of `rows` elements).
             const int64_t vr = d.plan.rows(), vc = d.plan.cols();
@@ -251,13 +263,14 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
                 const int64_t ld = c1 - c0 + (trial == 3 ? 5 : 0);
                 const int64_t mis = (trial % 2) * OutBytes(out);
                 const std::string diff = CompareTile(d.plan, r0, r1, c0, c1, ld, mis);
-                CHECK_MESSAGE(diff.empty(),
-                              std::string(hwy::TargetName(target))
-                                  << " " << std::string(l.name) << " rows=" << rows << " cols=" << cols
-                                  << " group=" << group << " per_elem=" << per_elem << " zp="
-                                  << static_cast<int>(zp) << " out=" << static_cast<int>(out)
-                                  << " nt=" << nt << " tile=[" << r0 << "," << r1 << ")x[" << c0
-                                  << "," << c1 << ") ld=" << ld << ": " << diff);
+                CHECK_MESSAGE(diff.empty(), std::string(hwy::TargetName(target))
+                                                << " " << std::string(l.name) << " rows=" << rows
+                                                << " cols=" << cols << " group=" << group
+                                                << " per_elem=" << per_elem
+                                                << " zp=" << static_cast<int>(zp)
+                                                << " out=" << static_cast<int>(out) << " nt=" << nt
+                                                << " tile=[" << r0 << "," << r1 << ")x[" << c0
+                                                << "," << c1 << ") ld=" << ld << ": " << diff);
                 ++compared;
               }
             }
@@ -278,8 +291,9 @@ TEST_CASE("threaded whole-tensor runs give identical bits for 1, 2, 3 and all th
       // 1.25 MiB+ of f32 output: above the threading threshold; 8 MiB
       // variant crosses the streaming threshold.
       for (int64_t rows : {int64_t{64}, int64_t{512}}) {
-        PlanData d = MakePlan(rng, form, CodeKind::kU4, 4, rows, 4096, form == Form::kPmxAxis1 ? 128 : 4,
-                              ZeroPointKind::kInteger, OutType::kF32, form == Form::kPmxAxis0 ? 1 : 0);
+        PlanData d =
+            MakePlan(rng, form, CodeKind::kU4, 4, rows, 4096, form == Form::kPmxAxis1 ? 128 : 4,
+                     ZeroPointKind::kInteger, OutType::kF32, form == Form::kPmxAxis0 ? 1 : 0);
         const size_t n = static_cast<size_t>(rows * 4096);
         std::vector<float> ref(n), got(n);
         DequantizeTileReference(d.plan, 0, rows, 0, 4096, ref.data(), 4096);
@@ -287,7 +301,8 @@ TEST_CASE("threaded whole-tensor runs give identical bits for 1, 2, 3 and all th
           std::fill(got.begin(), got.end(), -1.0f);
           RunPlanThreaded(d.plan, got.data(), threads);
           CHECK_MESSAGE(std::memcmp(got.data(), ref.data(), n * 4) == 0,
-                        std::string(hwy::TargetName(target)) << " rows=" << rows << " threads=" << threads);
+                        std::string(hwy::TargetName(target))
+                            << " rows=" << rows << " threads=" << threads);
         }
       }
     }

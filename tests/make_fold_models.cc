@@ -273,7 +273,7 @@ int Main(const fs::path& dir, int large) {
     }
     Save(dir / "opmx_int4_as_onnx.onnx", e);
   }
-  Save(dir / "mmnb_zp.onnx", MatMulNBits(96, 48, 4, 32, true, false));           // k_blocks 3
+  Save(dir / "mmnb_zp.onnx", MatMulNBits(96, 48, 4, 32, true, false));          // k_blocks 3
   Save(dir / "mmnb_nozp_bias.onnx", MatMulNBits(160, 24, 4, 32, false, true));  // k_blocks 5
   Save(dir / "mmnb8.onnx", MatMulNBits(72, 16, 8, 32, true, false));            // K % 32 != 0
   {

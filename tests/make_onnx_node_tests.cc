@@ -26,8 +26,16 @@ struct Case {
   Case(std::string n, int op, DType x_type, Shape x_shape, DType s_type, Shape s_shape,
        std::optional<int64_t> ax = {}, std::optional<int64_t> bs = {},
        std::optional<int32_t> out = {}, bool with_zp = false)
-      : name(std::move(n)), opset(op), xt(x_type), xs(std::move(x_shape)), st(s_type),
-        ss(std::move(s_shape)), axis(ax), block_size(bs), output_dtype(out), zp(with_zp) {}
+      : name(std::move(n)),
+        opset(op),
+        xt(x_type),
+        xs(std::move(x_shape)),
+        st(s_type),
+        ss(std::move(s_shape)),
+        axis(ax),
+        block_size(bs),
+        output_dtype(out),
+        zp(with_zp) {}
   std::string name;
   int opset = 25;
   DType xt;
@@ -37,8 +45,8 @@ struct Case {
   std::optional<int64_t> axis, block_size;
   std::optional<int32_t> output_dtype;
   bool zp = false;
-  std::string error;       // non-empty: an error case
-  int64_t zp_nonzero = -1; // float8: put a non-zero byte here (error case)
+  std::string error;        // non-empty: an error case
+  int64_t zp_nonzero = -1;  // float8: put a non-zero byte here (error case)
 };
 
 void AddValueInfo(onnx::ValueInfoProto* vi, const std::string& name, DType t, const Shape& s) {
@@ -155,8 +163,25 @@ int Main(const fs::path& root) {
   std::vector<Case> cases = {
       {"onnx_e4m3fnuz_per_tensor", 25, DType::kFloat8E4M3FNUZ, {7}, f32, {}, {}, {}, {}, true},
       {"onnx_e5m2fnuz_per_axis", 25, DType::kFloat8E5M2FNUZ, {3, 5}, f16, {3}, 0, {}, {}, false},
-      {"onnx_e8m0_scale_blocked", 25, DType::kFloat8E4M3FN, {4, 64}, DType::kFloat8E8M0, {4, 2}, 1, 32, 1},
-      {"onnx_output_dtype_f16_from_f32_scale", 25, DType::kInt8, {6, 40}, f32, {6}, 0, {}, 10, true},
+      {"onnx_e8m0_scale_blocked",
+       25,
+       DType::kFloat8E4M3FN,
+       {4, 64},
+       DType::kFloat8E8M0,
+       {4, 2},
+       1,
+       32,
+       1},
+      {"onnx_output_dtype_f16_from_f32_scale",
+       25,
+       DType::kInt8,
+       {6, 40},
+       f32,
+       {6},
+       0,
+       {},
+       10,
+       true},
       {"onnx_output_dtype_bf16", 25, DType::kUInt4, {3, 50}, f16, {3, 2}, -1, 32, 16, true},
       {"onnx_bf16_scale_bf16_output", 25, DType::kUInt8, {5, 37}, bf16, {37}, 1, {}, {}, true},
       {"onnx_negative_axis_per_axis", 25, DType::kInt8, {2, 3, 4}, f32, {3}, -2, {}, {}, true},
@@ -169,32 +194,69 @@ int Main(const fs::path& root) {
       {"onnx_uint2_blocked", 25, DType::kUInt2, {4, 6}, f32, {4, 2}, 1, 3, {}, true},
       {"onnx_rank4_blocked", 25, DType::kInt4, {2, 3, 8, 4}, f32, {2, 3, 2, 4}, 2, 4, {}, true},
       {"onnx_blocked_axis0_KxN_int4", 21, DType::kInt4, {256, 48}, f32, {8, 48}, 0, 32, {}, true},
-      {"onnx_blocked_axis0_KxN_uint4_f16", 21, DType::kUInt4, {128, 33}, f16, {4, 33}, 0, 32, {}, true},
+      {"onnx_blocked_axis0_KxN_uint4_f16",
+       21,
+       DType::kUInt4,
+       {128, 33},
+       f16,
+       {4, 33},
+       0,
+       32,
+       {},
+       true},
       {"onnx_opset10_per_tensor", 10, DType::kUInt8, {2, 3}, f32, {}, {}, {}, {}, true},
       {"onnx_opset13_per_axis", 13, DType::kInt8, {4, 3}, f32, {3}, 1, {}, {}, true},
       {"onnx_opset19_bf16_scale_e5m2", 19, DType::kFloat8E5M2, {4, 3}, bf16, {}, {}, {}, {}, false},
       {"onnx_uint16_per_axis_neg", 21, DType::kUInt16, {3, 40}, f32, {40}, -1, {}, {}, true},
-      {"onnx_float4_zero_point_ignored", 25, DType::kFloat4E2M1, {3, 9}, f32, {3, 1}, 1, 9, {}, true},
+      {"onnx_float4_zero_point_ignored",
+       25,
+       DType::kFloat4E2M1,
+       {3, 9},
+       f32,
+       {3, 1},
+       1,
+       9,
+       {},
+       true},
   };
   // Error cases: the node must be rejected with this message.
   auto err = [&](Case c, std::string e) {
     c.error = std::move(e);
     cases.push_back(c);
   };
-  err({"error_blocked_bad_scale_shape", 25, DType::kInt4, {4, 64}, f32, {4, 3}, 1, 32}, "Invalid shapes for blocked quantization");
-  err({"error_axis_out_of_range", 25, DType::kInt8, {4, 8}, f32, {8}, 2}, "attribute axis 2 is out of range");
-  err({"error_negative_block_size", 25, DType::kInt8, {4, 8}, f32, {4, 1}, 1, -1}, "attribute block_size must be >= 0");
+  err({"error_blocked_bad_scale_shape", 25, DType::kInt4, {4, 64}, f32, {4, 3}, 1, 32},
+      "Invalid shapes for blocked quantization");
+  err({"error_axis_out_of_range", 25, DType::kInt8, {4, 8}, f32, {8}, 2},
+      "attribute axis 2 is out of range");
+  err({"error_negative_block_size", 25, DType::kInt8, {4, 8}, f32, {4, 1}, 1, -1},
+      "attribute block_size must be >= 0");
   err({"error_per_axis_length", 25, DType::kInt8, {4, 8}, f32, {5}, 1}, "x_scale has 5 elements");
-  err({"error_scale_rank_without_block", 25, DType::kInt8, {4, 8}, f32, {4, 2}, 1}, "must be a scalar or 1-D");
-  err({"error_block_size_before_opset21", 19, DType::kInt8, {4, 8}, f32, {4, 1}, 1, 8}, "attribute block_size is not defined");
-  err({"error_output_dtype_before_opset23", 21, DType::kInt8, {4, 8}, f32, {}, {}, {}, 1}, "attribute output_dtype is not defined");
-  err({"error_int4_before_opset21", 19, DType::kInt4, {4, 8}, f32, {}, {}}, "input x has type int4, not supported");
-  err({"error_e8m0_without_output_dtype", 25, DType::kInt8, {4, 8}, DType::kFloat8E8M0, {}, {}}, "output_dtype is required");
-  err({"error_output_dtype_int8", 25, DType::kInt8, {4, 8}, f32, {}, {}, {}, 3}, "attribute output_dtype 3 is not");
-  Case nz{"error_float8_nonzero_zero_point", 25, DType::kFloat8E4M3FN, {4, 8}, f32, {8}, 1, {}, {}, true};
+  err({"error_scale_rank_without_block", 25, DType::kInt8, {4, 8}, f32, {4, 2}, 1},
+      "must be a scalar or 1-D");
+  err({"error_block_size_before_opset21", 19, DType::kInt8, {4, 8}, f32, {4, 1}, 1, 8},
+      "attribute block_size is not defined");
+  err({"error_output_dtype_before_opset23", 21, DType::kInt8, {4, 8}, f32, {}, {}, {}, 1},
+      "attribute output_dtype is not defined");
+  err({"error_int4_before_opset21", 19, DType::kInt4, {4, 8}, f32, {}, {}},
+      "input x has type int4, not supported");
+  err({"error_e8m0_without_output_dtype", 25, DType::kInt8, {4, 8}, DType::kFloat8E8M0, {}, {}},
+      "output_dtype is required");
+  err({"error_output_dtype_int8", 25, DType::kInt8, {4, 8}, f32, {}, {}, {}, 3},
+      "attribute output_dtype 3 is not");
+  Case nz{"error_float8_nonzero_zero_point",
+          25,
+          DType::kFloat8E4M3FN,
+          {4, 8},
+          f32,
+          {8},
+          1,
+          {},
+          {},
+          true};
   nz.zp_nonzero = 2;
   err(nz, "x_zero_point must be zero");
-  err({"error_opset10_per_axis", 10, DType::kInt8, {4, 8}, f32, {8}, {}}, "must be a scalar (DequantizeLinear-10)");
+  err({"error_opset10_per_axis", 10, DType::kInt8, {4, 8}, f32, {8}, {}},
+      "must be a scalar (DequantizeLinear-10)");
   int rc = 0;
   for (const auto& c : cases) rc |= Write(root, c, rng);
 

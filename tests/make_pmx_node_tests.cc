@@ -113,33 +113,32 @@ int Main(const fs::path& root) {
   const DType f32 = DType::kFloat32, f16 = DType::kFloat16, bf16 = DType::kBFloat16;
   const DType none = DType::kUndefined;
   int rc = 0;
-  auto gen = [&](const std::string& name, bool int4, Shape d, int64_t axis, Gran gran,
-                 int64_t g, ZpMode zp, DType st, DType zt, bool x8 = false) {
+  auto gen = [&](const std::string& name, bool int4, Shape d, int64_t axis, Gran gran, int64_t g,
+                 ZpMode zp, DType st, DType zt, bool x8 = false) {
     const auto c = RandomCase(rng, int4, d, axis, gran, g, zp, st, zt, x8);
     rc |= Write(root, name, c, st);
   };
   gen("pmx_int4x4_axis1_g32", true, {8, 128}, 1, Gran::kGrouped, 32, ZpMode::kNone, f32, none);
   gen("pmx_int4x4_axis1_g128_zp_int8_f16", true, {16, 256}, 1, Gran::kGrouped, 128,
       ZpMode::kInteger, f16, DType::kInt8);
-  gen("pmx_int4x4_axis0_g64_float_zp", true, {128, 24}, 0, Gran::kGrouped, 64, ZpMode::kFloat,
-      f32, f16);
-  gen("pmx_int4x4_axis0_g4_zp_uint8_bf16", true, {16, 5}, 0, Gran::kGrouped, 4,
-      ZpMode::kInteger, bf16, DType::kUInt8);
-  gen("pmx_int4x4_axis1_per_channel", true, {12, 40}, 1, Gran::kPerChannel, 0, ZpMode::kNone,
-      f16, none);
+  gen("pmx_int4x4_axis0_g64_float_zp", true, {128, 24}, 0, Gran::kGrouped, 64, ZpMode::kFloat, f32,
+      f16);
+  gen("pmx_int4x4_axis0_g4_zp_uint8_bf16", true, {16, 5}, 0, Gran::kGrouped, 4, ZpMode::kInteger,
+      bf16, DType::kUInt8);
+  gen("pmx_int4x4_axis1_per_channel", true, {12, 40}, 1, Gran::kPerChannel, 0, ZpMode::kNone, f16,
+      none);
   gen("pmx_int4x4_axis1_per_channel_rank1_scale", true, {8, 33}, 1, Gran::kPerChannelRank1, 0,
       ZpMode::kInteger, f32, DType::kInt32);
   gen("pmx_int4x4_axis0_per_channel_float_zp", true, {32, 7}, 0, Gran::kPerChannel, 0,
       ZpMode::kFloat, bf16, f32);
   gen("pmx_int4x4_per_tensor", true, {8, 9}, 1, Gran::kPerTensor, 0, ZpMode::kNone, f32, none);
-  gen("pmx_int4x4_rank3_axis1_g2", true, {4, 6, 5}, 1, Gran::kGrouped, 2, ZpMode::kInteger,
-      f32, DType::kInt8);
-  gen("pmx_int4x4_rank4_axis0_g8", true, {16, 2, 3, 4}, 0, Gran::kGrouped, 8, ZpMode::kNone,
-      f16, none);
-  gen("pmx_int4x4_rank1_axis0_g16", true, {64}, 0, Gran::kGrouped, 16, ZpMode::kFloat, f32,
-      f32);
-  gen("pmx_int4x8_axis1_g16_zp_int32", true, {16, 48}, 1, Gran::kGrouped, 16, ZpMode::kInteger,
-      f32, DType::kInt32, true);
+  gen("pmx_int4x4_rank3_axis1_g2", true, {4, 6, 5}, 1, Gran::kGrouped, 2, ZpMode::kInteger, f32,
+      DType::kInt8);
+  gen("pmx_int4x4_rank4_axis0_g8", true, {16, 2, 3, 4}, 0, Gran::kGrouped, 8, ZpMode::kNone, f16,
+      none);
+  gen("pmx_int4x4_rank1_axis0_g16", true, {64}, 0, Gran::kGrouped, 16, ZpMode::kFloat, f32, f32);
+  gen("pmx_int4x8_axis1_g16_zp_int32", true, {16, 48}, 1, Gran::kGrouped, 16, ZpMode::kInteger, f32,
+      DType::kInt32, true);
   gen("pmx_int4x8_axis0_g8_f16", true, {24, 10}, 0, Gran::kGrouped, 8, ZpMode::kNone, f16, none,
       true);
   gen("pmx_int8_axis1_g32", false, {6, 96}, 1, Gran::kGrouped, 32, ZpMode::kNone, f32, none);
@@ -147,8 +146,8 @@ int Main(const fs::path& root) {
       DType::kUInt8);
   gen("pmx_int8_axis1_float_zp_f16", false, {5, 64}, 1, Gran::kGrouped, 16, ZpMode::kFloat, f16,
       f16);
-  gen("pmx_int8_axis1_per_channel_bf16", false, {7, 50}, 1, Gran::kPerChannel, 0,
-      ZpMode::kInteger, bf16, DType::kInt8);
+  gen("pmx_int8_axis1_per_channel_bf16", false, {7, 50}, 1, Gran::kPerChannel, 0, ZpMode::kInteger,
+      bf16, DType::kInt8);
   gen("pmx_int8_per_tensor_rank3", false, {3, 4, 5}, 0, Gran::kPerTensor, 0, ZpMode::kNone, f32,
       none);
   gen("pmx_int8_rank1_axis0_g1", false, {11}, 0, Gran::kGrouped, 1, ZpMode::kFloat, f32, f32);
@@ -162,15 +161,15 @@ int Main(const fs::path& root) {
       if (a.name() == "quant_axis") a.set_i(2);
     }
   });
-  rc |= Write(bad, "bad_expected_output", c, f32, [](onnx::ModelProto*, Tensor* y) {
-    y->data_as<float>()[5] += 1.0f;
-  });
-  auto z = RandomCase(rng, true, {8, 64}, 1, Gran::kGrouped, 32, ZpMode::kInteger, f32,
-                      DType::kInt8);
+  rc |= Write(bad, "bad_expected_output", c, f32,
+              [](onnx::ModelProto*, Tensor* y) { y->data_as<float>()[5] += 1.0f; });
+  auto z =
+      RandomCase(rng, true, {8, 64}, 1, Gran::kGrouped, 32, ZpMode::kInteger, f32, DType::kInt8);
   z.zp_t.data_as<int8_t>()[3] = 16;
   rc |= Write(bad, "bad_int4_zero_point_range", z, f32);
   rc |= Write(bad, "bad_corrupt_model", c, f32);
-  std::ofstream((bad / "bad_corrupt_model" / "model.onnx").string(), std::ios::binary | std::ios::trunc)
+  std::ofstream((bad / "bad_corrupt_model" / "model.onnx").string(),
+                std::ios::binary | std::ios::trunc)
       << "\x0a\xff\xff\xff\xff\x0f garbage";
   return rc;
 }

@@ -1,11 +1,12 @@
 // The scalar conversions are the ground truth for every kernel: check them
 // against the compiler's IEEE _Float16 and hand-computed cases.
+#include "kernels/numeric.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
 #include "doctest/doctest.h"
-#include "kernels/numeric.h"
 
 namespace nibble {
 namespace {
@@ -38,10 +39,10 @@ TEST_CASE("F16FromF32 boundary cases") {
   CHECK(F16FromF32(65520.0f) == 0x7C00);  // rounds to Inf
   CHECK(F16FromF32(-1e10f) == 0xFC00);
   CHECK(F16FromF32(std::ldexp(1.0f, -24)) == 0x0001);
-  CHECK(F16FromF32(std::ldexp(1.0f, -25)) == 0x0000);       // tie -> even (0)
-  CHECK(F16FromF32(std::ldexp(3.0f, -25)) == 0x0002);       // tie -> even (2)
-  CHECK(F16FromF32(std::ldexp(1.0f, -14)) == 0x0400);       // smallest normal
-  CHECK(F16FromF32(std::ldexp(1023.5f, -24)) == 0x0400);    // rounds up into normals
+  CHECK(F16FromF32(std::ldexp(1.0f, -25)) == 0x0000);     // tie -> even (0)
+  CHECK(F16FromF32(std::ldexp(3.0f, -25)) == 0x0002);     // tie -> even (2)
+  CHECK(F16FromF32(std::ldexp(1.0f, -14)) == 0x0400);     // smallest normal
+  CHECK(F16FromF32(std::ldexp(1023.5f, -24)) == 0x0400);  // rounds up into normals
   CHECK(F16FromF32(-0.0f) == 0x8000);
   CHECK(F16FromF32(1.0f + std::ldexp(1.0f, -11)) == 0x3C00);  // tie -> even
   CHECK(F16FromF32(1.0f + std::ldexp(3.0f, -11)) == 0x3C02);

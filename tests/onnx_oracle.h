@@ -34,28 +34,48 @@ inline bool IsFloatType(DType t) {
 
 inline int64_t IntValue(DType t, uint64_t u) {
   switch (t) {
-    case DType::kInt2: return u >= 2 ? static_cast<int64_t>(u) - 4 : static_cast<int64_t>(u);
-    case DType::kInt4: return u >= 8 ? static_cast<int64_t>(u) - 16 : static_cast<int64_t>(u);
-    case DType::kInt8: return static_cast<int8_t>(u);
-    case DType::kInt16: return static_cast<int16_t>(u);
-    case DType::kInt32: return static_cast<int32_t>(u);
-    default: return static_cast<int64_t>(u);
+    case DType::kInt2:
+      return u >= 2 ? static_cast<int64_t>(u) - 4 : static_cast<int64_t>(u);
+    case DType::kInt4:
+      return u >= 8 ? static_cast<int64_t>(u) - 16 : static_cast<int64_t>(u);
+    case DType::kInt8:
+      return static_cast<int8_t>(u);
+    case DType::kInt16:
+      return static_cast<int16_t>(u);
+    case DType::kInt32:
+      return static_cast<int32_t>(u);
+    default:
+      return static_cast<int64_t>(u);
   }
 }
 
 inline float FloatValue(DType t, uint64_t u) {
   const uint8_t b = static_cast<uint8_t>(u);
   switch (t) {
-    case DType::kFloat8E4M3FN: return DecodeF8E4M3FN(b);
-    case DType::kFloat8E4M3FNUZ: return DecodeF8E4M3FNUZ(b);
-    case DType::kFloat8E5M2: return DecodeF8E5M2(b);
-    case DType::kFloat8E5M2FNUZ: return DecodeF8E5M2FNUZ(b);
-    case DType::kFloat4E2M1: return DecodeF4E2M1(b);
-    case DType::kFloat32: { float f; uint32_t v = static_cast<uint32_t>(u); std::memcpy(&f, &v, 4); return f; }
-    case DType::kFloat16: return F32FromF16(static_cast<uint16_t>(u));
-    case DType::kBFloat16: return F32FromBF16(static_cast<uint16_t>(u));
-    case DType::kFloat8E8M0: return DecodeF8E8M0(b);
-    default: return 0;
+    case DType::kFloat8E4M3FN:
+      return DecodeF8E4M3FN(b);
+    case DType::kFloat8E4M3FNUZ:
+      return DecodeF8E4M3FNUZ(b);
+    case DType::kFloat8E5M2:
+      return DecodeF8E5M2(b);
+    case DType::kFloat8E5M2FNUZ:
+      return DecodeF8E5M2FNUZ(b);
+    case DType::kFloat4E2M1:
+      return DecodeF4E2M1(b);
+    case DType::kFloat32: {
+      float f;
+      uint32_t v = static_cast<uint32_t>(u);
+      std::memcpy(&f, &v, 4);
+      return f;
+    }
+    case DType::kFloat16:
+      return F32FromF16(static_cast<uint16_t>(u));
+    case DType::kBFloat16:
+      return F32FromBF16(static_cast<uint16_t>(u));
+    case DType::kFloat8E8M0:
+      return DecodeF8E8M0(b);
+    default:
+      return 0;
   }
 }
 

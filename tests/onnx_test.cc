@@ -1,13 +1,14 @@
 // ONNX DequantizeLinear and DirectML's element-wise form: golden vectors
 // from the ONNX documents, every validation message, and randomized
 // configurations against the independent oracle (tests/onnx_oracle.h).
+#include "op/onnx.h"
+
 #include <random>
 #include <string>
 #include <vector>
 
 #include "doctest/doctest.h"
 #include "op/directml.h"
-#include "op/onnx.h"
 #include "tests/onnx_oracle.h"
 
 namespace nibble {
@@ -37,17 +38,22 @@ TEST_CASE("ONNX seed example: per-tensor uint8") {
 }
 
 TEST_CASE("ONNX seed example: per-axis on axis 1 of a rank-4 tensor") {
-  const std::vector<uint8_t> x = {3, 89, 34, 200, 74, 59, 5, 24, 24, 87, 32, 13, 245, 99, 4, 142, 121, 102};
+  const std::vector<uint8_t> x = {3,  89, 34, 200, 74, 59, 5,   24,  24,
+                                  87, 32, 13, 245, 99, 4,  142, 121, 102};
   const std::vector<float> s = {2, 4, 5};
   const std::vector<uint8_t> z = {84, 24, 196};
   OnnxDequantizeAttributes a;
   a.opset = 13;
   const TensorView zv = View(DType::kUInt8, {3}, z);
-  auto y = DequantizeOnnx(a, View(DType::kUInt8, {1, 3, 3, 2}, x), View(DType::kFloat32, {3}, s), &zv);
+  auto y =
+      DequantizeOnnx(a, View(DType::kUInt8, {1, 3, 3, 2}, x), View(DType::kFloat32, {3}, s), &zv);
   REQUIRE(y.ok());
   std::vector<float> want;
   for (int c = 0; c < 3; ++c) {
-    for (int k = 0; k < 6; ++k) want.push_back((static_cast<float>(x[static_cast<size_t>(c * 6 + k)]) - z[static_cast<size_t>(c)]) * s[static_cast<size_t>(c)]);
+    for (int k = 0; k < 6; ++k)
+      want.push_back(
+          (static_cast<float>(x[static_cast<size_t>(c * 6 + k)]) - z[static_cast<size_t>(c)]) *
+          s[static_cast<size_t>(c)]);
   }
   CHECK(Floats(*y) == want);
 }
@@ -61,7 +67,8 @@ TEST_CASE("ONNX blocked along axis 0 with a ragged last block, int4 rows startin
   a.axis = 0;
   a.block_size = 2;
   a.has_axis = a.has_block_size = true;
-  auto y = DequantizeOnnx(a, View(DType::kInt4, {5, 3}, x), View(DType::kFloat32, {3, 3}, s), nullptr);
+  auto y =
+      DequantizeOnnx(a, View(DType::kInt4, {5, 3}, x), View(DType::kFloat32, {3, 3}, s), nullptr);
   REQUIRE(y.ok());
   for (int64_t e = 0; e < 15; ++e) {
     const int64_t r = e / 3, c = e % 3;
@@ -97,7 +104,9 @@ TEST_CASE("ONNX validation messages") {
   OnnxReq r;
   CHECK(r.Error() == "OK");  // per-axis on axis 1, opset 25
   r.a.opset = 11;
-  CHECK(r.Error() == "DequantizeLinear 'n': unsupported operator version 11 (supported: 10, 13, 19, 21, 23, 24, 25)");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'n': unsupported operator version 11 (supported: 10, 13, 19, 21, 23, 24, "
+        "25)");
   r = OnnxReq();
   r.a.opset = 10;
   r.a.has_axis = true;
@@ -105,59 +114,78 @@ TEST_CASE("ONNX validation messages") {
   r = OnnxReq();
   r.a.opset = 19;
   r.a.has_block_size = true;
-  CHECK(r.Error() == "DequantizeLinear 'n': attribute block_size is not defined (DequantizeLinear-19)");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'n': attribute block_size is not defined (DequantizeLinear-19)");
   r = OnnxReq();
   r.a.opset = 21;
   r.a.has_output_dtype = true;
-  CHECK(r.Error() == "DequantizeLinear 'n': attribute output_dtype is not defined (DequantizeLinear-21)");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'n': attribute output_dtype is not defined (DequantizeLinear-21)");
   r = OnnxReq();
   r.a.opset = 19;
   r.xt = DType::kInt4;
   r.x.resize(32);
-  CHECK(r.Error() == "DequantizeLinear 'n': input x has type int4, not supported (DequantizeLinear-19)");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'n': input x has type int4, not supported (DequantizeLinear-19)");
   r = OnnxReq();
   r.xt = DType::kFloat32;
-  CHECK(r.Error() == "DequantizeLinear 'n': input x has type float32, not supported (DequantizeLinear-25)");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'n': input x has type float32, not supported (DequantizeLinear-25)");
   r = OnnxReq();
   r.a.opset = 13;
   r.st = DType::kFloat16;
-  CHECK(r.Error() == "DequantizeLinear 'n': input x_scale has type float16, not supported (DequantizeLinear-13)");
+  CHECK(
+      r.Error() ==
+      "DequantizeLinear 'n': input x_scale has type float16, not supported (DequantizeLinear-13)");
   r = OnnxReq();
   r.zt = DType::kUInt8;
   r.zs = {16};
   r.z.resize(16);
-  CHECK(r.Error() == "DequantizeLinear 'n': input x_zero_point has type uint8 but x has type int8 (they must match)");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'n': input x_zero_point has type uint8 but x has type int8 (they must "
+        "match)");
   r.zt = DType::kInt8;
   r.zs = {4};
   CHECK(r.Error() == "DequantizeLinear 'n': x_zero_point shape (4) must equal x_scale shape (16)");
   r = OnnxReq();
   r.a.axis = 2;
-  CHECK(r.Error() == "DequantizeLinear 'n': attribute axis 2 is out of range for x of rank 2 (accepted [-2, 1])");
+  CHECK(
+      r.Error() ==
+      "DequantizeLinear 'n': attribute axis 2 is out of range for x of rank 2 (accepted [-2, 1])");
   r.a.axis = -1;
   CHECK(r.Error() == "OK");
   r.a.axis = -2;
-  CHECK(r.Error() == "DequantizeLinear 'n': x_scale has 16 elements but x (4,16) has 4 along axis 0");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'n': x_scale has 16 elements but x (4,16) has 4 along axis 0");
   r = OnnxReq();
   r.ss = {4, 4};
-  CHECK(r.Error() == "DequantizeLinear 'n': x_scale shape (4,4) must be a scalar or 1-D for per-axis quantization (block_size is 0)");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'n': x_scale shape (4,4) must be a scalar or 1-D for per-axis "
+        "quantization (block_size is 0)");
   r = OnnxReq();
   r.a.opset = 10;
-  CHECK(r.Error() == "DequantizeLinear 'n': x_scale shape (16) must be a scalar (DequantizeLinear-10)");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'n': x_scale shape (16) must be a scalar (DequantizeLinear-10)");
   r = OnnxReq();
   r.a.block_size = -3;
   CHECK(r.Error() == "DequantizeLinear 'n': attribute block_size must be >= 0 (got -3)");
   r.a.block_size = 5;  // (4,16) axis 1 -> ceil(16/5) = 4 blocks
   r.ss = {4, 3};
-  CHECK(r.Error() == "DequantizeLinear 'n': Invalid shapes for blocked quantization: x (4,16), x_scale (4,3), axis 1, block_size 5 (expected x_scale (4,4))");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'n': Invalid shapes for blocked quantization: x (4,16), x_scale (4,3), "
+        "axis 1, block_size 5 (expected x_scale (4,4))");
   r.ss = {4, 4};
   CHECK(r.Error() == "OK");
   r = OnnxReq();
   r.a.output_dtype = 3;
-  CHECK(r.Error() == "DequantizeLinear 'n': attribute output_dtype 3 is not float32 (1), float16 (10) or bfloat16 (16)");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'n': attribute output_dtype 3 is not float32 (1), float16 (10) or "
+        "bfloat16 (16)");
   r = OnnxReq();
   r.st = DType::kFloat8E8M0;
   r.s.resize(4);
-  CHECK(r.Error() == "DequantizeLinear 'n': attribute output_dtype is required when x_scale is float8e8m0");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'n': attribute output_dtype is required when x_scale is float8e8m0");
   r.a.output_dtype = 16;
   CHECK(r.Error() == "OK");
   r = OnnxReq();
@@ -168,7 +196,9 @@ TEST_CASE("ONNX validation messages") {
   r.z[7] = 0x80;  // -0 is zero
   CHECK(r.Error() == "OK");
   r.z[9] = 0x38;
-  CHECK(r.Error() == "DequantizeLinear 'n': x_zero_point must be zero for float8e4m3fn input (byte 0x38 at flat index 9)");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'n': x_zero_point must be zero for float8e4m3fn input (byte 0x38 at flat "
+        "index 9)");
   r = OnnxReq();
   r.x.resize(10);
   CHECK(r.Error() == "DequantizeLinear 'n': input x holds 10 bytes but int8 shape (4,16) needs 64");
@@ -189,10 +219,11 @@ TEST_CASE("ONNX: the opset selects the operator version") {
 // Random ONNX requests against the oracle, bit for bit.
 TEST_CASE("ONNX operator == oracle on random configurations") {
   std::mt19937_64 rng(31337);
-  const DType xtypes[] = {DType::kUInt8, DType::kInt8, DType::kInt32, DType::kUInt16,
-                          DType::kInt16, DType::kUInt4, DType::kInt4, DType::kUInt2,
-                          DType::kInt2, DType::kFloat8E4M3FN, DType::kFloat8E4M3FNUZ,
-                          DType::kFloat8E5M2, DType::kFloat8E5M2FNUZ, DType::kFloat4E2M1};
+  const DType xtypes[] = {DType::kUInt8,          DType::kInt8,           DType::kInt32,
+                          DType::kUInt16,         DType::kInt16,          DType::kUInt4,
+                          DType::kInt4,           DType::kUInt2,          DType::kInt2,
+                          DType::kFloat8E4M3FN,   DType::kFloat8E4M3FNUZ, DType::kFloat8E5M2,
+                          DType::kFloat8E5M2FNUZ, DType::kFloat4E2M1};
   const DType stypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat8E8M0};
   int runs = 0;
   for (int trial = 0; trial < 1500; ++trial) {
@@ -207,7 +238,8 @@ TEST_CASE("ONNX operator == oracle on random configurations") {
     OnnxDequantizeAttributes a;
     a.axis = static_cast<int64_t>(rng() % rank) - (rng() % 2 ? static_cast<int64_t>(rank) : 0);
     a.has_axis = true;
-    const size_t ax = static_cast<size_t>(a.axis < 0 ? a.axis + static_cast<int64_t>(rank) : a.axis);
+    const size_t ax =
+        static_cast<size_t>(a.axis < 0 ? a.axis + static_cast<int64_t>(rank) : a.axis);
     const int gran = static_cast<int>(rng() % 3);  // 0 per-tensor, 1 per-axis, 2 blocked
     Shape ss;
     if (gran == 0) {
@@ -235,7 +267,8 @@ TEST_CASE("ONNX operator == oracle on random configurations") {
     for (size_t k = 0; k < sb.size(); ++k) {
       // Keep most scales finite and moderate; some raw (NaN/Inf/subnormal).
       sb[k] = static_cast<uint8_t>(rng());
-      if (st == DType::kFloat32 && k % 4 == 3 && rng() % 8) sb[k] = static_cast<uint8_t>(0x3C + rng() % 4);
+      if (st == DType::kFloat32 && k % 4 == 3 && rng() % 8)
+        sb[k] = static_cast<uint8_t>(0x3C + rng() % 4);
       if ((st == DType::kFloat16 || st == DType::kBFloat16) && k % 2 == 1 && rng() % 8) {
         sb[k] = static_cast<uint8_t>((st == DType::kFloat16 ? 0x20 : 0x3C) + rng() % 8);
       }
@@ -274,11 +307,12 @@ TEST_CASE("ONNX operator == oracle on random configurations") {
       for (size_t k = 0; k < rank; ++k) s = s * ss[k] + idx[k];
       return s;
     };
-    const auto want = OracleOnnxBits(xv, sv, with_zp && xt != DType::kFloat4E2M1 && !f8 ? &zv : nullptr, out, sidx);
+    const auto want = OracleOnnxBits(
+        xv, sv, with_zp && xt != DType::kFloat4E2M1 && !f8 ? &zv : nullptr, out, sidx);
     std::vector<uint32_t> got(static_cast<size_t>(n));
     for (int64_t k = 0; k < n; ++k) {
-      got[static_cast<size_t>(k)] = out == DType::kFloat32 ? BitsFromF32(y->data_as<float>()[k])
-                                                           : y->data_as<uint16_t>()[k];
+      got[static_cast<size_t>(k)] =
+          out == DType::kFloat32 ? BitsFromF32(y->data_as<float>()[k]) : y->data_as<uint16_t>()[k];
     }
     int64_t first = -1;
     CHECK_MESSAGE(SameBits(got, want, out, &first), what << ": first difference at " << first);
@@ -291,8 +325,8 @@ TEST_CASE("ONNX operator == oracle on random configurations") {
 // and ones that must be materialized.
 TEST_CASE("DirectML broadcast == oracle") {
   std::mt19937_64 rng(4242);
-  const DType itypes[] = {DType::kInt8, DType::kUInt8, DType::kInt16, DType::kUInt16,
-                          DType::kInt32, DType::kUInt32};
+  const DType itypes[] = {DType::kInt8,   DType::kUInt8, DType::kInt16,
+                          DType::kUInt16, DType::kInt32, DType::kUInt32};
   for (int trial = 0; trial < 400; ++trial) {
     const DType it = itypes[rng() % 6];
     const size_t rank = 1 + rng() % 4;
@@ -319,7 +353,8 @@ TEST_CASE("DirectML broadcast == oracle") {
     const TensorView sv{DType::kFloat32, ss, s.data(), s.size() * 4};
     const TensorView zv{it, ss, zb.data(), zb.size()};
     const DType out = rng() % 2 ? DType::kFloat32 : DType::kFloat16;
-    auto y = BroadcastDequantize(xv, sv, zp ? &zv : nullptr, out, "dml", static_cast<int>(rng() % 3));
+    auto y =
+        BroadcastDequantize(xv, sv, zp ? &zv : nullptr, out, "dml", static_cast<int>(rng() % 3));
     const std::string what = DTypeName(it) + " " + ShapeToString(d) + " scale " + ShapeToString(ss);
     REQUIRE_MESSAGE(y.ok(), what << ": " << y.status().message());
     // Oracle: numpy broadcasting of the right-aligned scale / zero point.
@@ -339,8 +374,8 @@ TEST_CASE("DirectML broadcast == oracle") {
     const auto want = OracleOnnxBits(xv, sv, zp ? &zv : nullptr, out, sidx);
     std::vector<uint32_t> got(static_cast<size_t>(n));
     for (int64_t k = 0; k < n; ++k) {
-      got[static_cast<size_t>(k)] = out == DType::kFloat32 ? BitsFromF32(y->data_as<float>()[k])
-                                                           : y->data_as<uint16_t>()[k];
+      got[static_cast<size_t>(k)] =
+          out == DType::kFloat32 ? BitsFromF32(y->data_as<float>()[k]) : y->data_as<uint16_t>()[k];
     }
     int64_t first = -1;
     CHECK_MESSAGE(SameBits(got, want, out, &first), what << ": first difference at " << first);
@@ -368,10 +403,16 @@ TEST_CASE("DirectML validation messages") {
   };
   CHECK(err(DType::kInt8, {4}) == "OK");
   CHECK(err(DType::kInt8, {3, 1}) == "OK");
-  CHECK(err(DType::kInt8, {3}) == "DequantizeLinear (element-wise) 'd': scale shape (3) does not broadcast to input (3,4) (dim 1: 3 vs 4)");
-  CHECK(err(DType::kInt8, {1, 3, 4}) == "DequantizeLinear (element-wise) 'd': scale shape (1,3,4) has more dims than input (3,4)");
-  CHECK(err(DType::kFloat32, {4}) == "DequantizeLinear (element-wise) 'd': input must be int8, int16, int32, uint8, uint16 or uint32 (got float32)");
-  CHECK(err(DType::kInt8, {4}, DType::kInt8) == "DequantizeLinear (element-wise) 'd': scale must be float32 or float16 (got int8)");
+  CHECK(err(DType::kInt8, {3}) ==
+        "DequantizeLinear (element-wise) 'd': scale shape (3) does not broadcast to input (3,4) "
+        "(dim 1: 3 vs 4)");
+  CHECK(err(DType::kInt8, {1, 3, 4}) ==
+        "DequantizeLinear (element-wise) 'd': scale shape (1,3,4) has more dims than input (3,4)");
+  CHECK(err(DType::kFloat32, {4}) ==
+        "DequantizeLinear (element-wise) 'd': input must be int8, int16, int32, uint8, uint16 or "
+        "uint32 (got float32)");
+  CHECK(err(DType::kInt8, {4}, DType::kInt8) ==
+        "DequantizeLinear (element-wise) 'd': scale must be float32 or float16 (got int8)");
 }
 
 }  // namespace

@@ -25,10 +25,10 @@ struct ShapeCase {
 
 std::vector<ShapeCase> Shapes(bool int4) {
   std::vector<ShapeCase> s = {
-      {{8, 128}, 1, 32},   {{8, 128}, 1, 128},  {{16, 64}, 0, 4},    {{32, 96}, 0, 32},
-      {{4, 256}, 1, 256},  {{8, 3}, 1, 1},      {{8, 6}, 1, 3},      {{24, 40}, 1, 8},
-      {{8, 4, 16}, 1, 2},  {{16, 2, 3}, 0, 8},  {{8, 2, 3, 32}, 1, 1}, {{8, 3, 2, 2}, 0, 4},
-      {{64}, 0, 16},       {{40}, 0, 40},       {{4, 1000}, 1, 40},  {{96, 33}, 0, 32},
+      {{8, 128}, 1, 32},  {{8, 128}, 1, 128}, {{16, 64}, 0, 4},      {{32, 96}, 0, 32},
+      {{4, 256}, 1, 256}, {{8, 3}, 1, 1},     {{8, 6}, 1, 3},        {{24, 40}, 1, 8},
+      {{8, 4, 16}, 1, 2}, {{16, 2, 3}, 0, 8}, {{8, 2, 3, 32}, 1, 1}, {{8, 3, 2, 2}, 0, 4},
+      {{64}, 0, 16},      {{40}, 0, 40},      {{4, 1000}, 1, 40},    {{96, 33}, 0, 32},
   };
   if (!int4) {
     s.push_back({{3, 7}, 1, 7});
@@ -55,8 +55,8 @@ void CheckCase(const PmxCase& c, const std::string& what) {
       for (size_t k = 0; k < got.size(); ++k) {
         if (got[k] != want[k] && bad++ == 0) first = static_cast<int64_t>(k);
       }
-      CHECK_MESSAGE(bad == 0, what << " out=" << DTypeName(out) << " threads=" << threads
-                                   << ": " << bad << " mismatches, first at " << first);
+      CHECK_MESSAGE(bad == 0, what << " out=" << DTypeName(out) << " threads=" << threads << ": "
+                                   << bad << " mismatches, first at " << first);
     }
   }
 }
@@ -67,8 +67,8 @@ TEST_CASE("operator == oracle: every mode, shape, group and type") {
   for (bool int4 : {true, false}) {
     for (const auto& sc : Shapes(int4)) {
       if (sc.axis == 1 && sc.d.size() < 2) continue;
-      for (Gran gran : {Gran::kGrouped, Gran::kPerChannel, Gran::kPerChannelRank1,
-                        Gran::kPerTensor}) {
+      for (Gran gran :
+           {Gran::kGrouped, Gran::kPerChannel, Gran::kPerChannelRank1, Gran::kPerTensor}) {
         if (gran == Gran::kPerChannelRank1 && sc.d.size() != 2) continue;
         for (ZpMode zp : {ZpMode::kNone, ZpMode::kInteger, ZpMode::kFloat}) {
           const DType st = kScaleTypes[cases % 3];
@@ -83,12 +83,12 @@ TEST_CASE("operator == oracle: every mode, shape, group and type") {
             if (x8 && (!int4 || sc.d[0] % 8 != 0)) continue;
             const auto c = RandomCase(rng, int4, sc.d, sc.axis, gran, sc.group, zp, st, zt, x8);
             const std::string what = std::string(int4 ? (x8 ? "int4x8" : "int4x4") : "int8") +
-                                     " d=" + ShapeToString(sc.d) + " axis=" +
-                                     std::to_string(sc.axis) + " G=" +
-                                     std::to_string(c.attrs.group_size) + " gran=" +
-                                     std::to_string(static_cast<int>(gran)) + " zp=" +
-                                     std::to_string(static_cast<int>(zp)) + " scale=" +
-                                     DTypeName(st) + " zpt=" + DTypeName(zt);
+                                     " d=" + ShapeToString(sc.d) +
+                                     " axis=" + std::to_string(sc.axis) +
+                                     " G=" + std::to_string(c.attrs.group_size) +
+                                     " gran=" + std::to_string(static_cast<int>(gran)) +
+                                     " zp=" + std::to_string(static_cast<int>(zp)) +
+                                     " scale=" + DTypeName(st) + " zpt=" + DTypeName(zt);
             CheckCase(c, what);
             ++cases;
           }
@@ -122,8 +122,8 @@ TEST_CASE("tile API == slices of the whole-tensor output, at any offsets") {
   for (const TC& t : {TC{{16, 96}, 1, 32, true}, TC{{32, 40}, 0, 8, true},
                       TC{{8, 3, 20}, 1, 1, true}, TC{{24, 50}, 1, 25, false}}) {
     for (DType out : kOutTypes) {
-      const auto c = RandomCase(rng, t.int4, t.d, t.axis, Gran::kGrouped, t.group,
-                                ZpMode::kFloat, DType::kFloat16, DType::kFloat32);
+      const auto c = RandomCase(rng, t.int4, t.d, t.axis, Gran::kGrouped, t.group, ZpMode::kFloat,
+                                DType::kFloat16, DType::kFloat32);
       TensorView zs;
       DequantizeOptions o;
       o.output_dtype = out;

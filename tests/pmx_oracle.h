@@ -20,13 +20,13 @@ namespace testing {
 // A PMX request in logical form, and its packed tensors.
 struct PmxCase {
   PmxAttributes attrs;
-  Shape d;                       // logical shape
-  std::vector<int32_t> q;        // logical codes: int4 unsigned 0..15; int8 -128..127
+  Shape d;                 // logical shape
+  std::vector<int32_t> q;  // logical codes: int4 unsigned 0..15; int8 -128..127
   Shape scale_shape;
-  std::vector<float> scale;      // values (exactly representable in scale_dtype)
+  std::vector<float> scale;  // values (exactly representable in scale_dtype)
   DType scale_dtype = DType::kFloat32;
-  std::vector<int32_t> zp_int;   // integer zero point values (has_zeropoint, !float)
-  std::vector<float> zp_float;   // float zero point values (float_zeropoint)
+  std::vector<int32_t> zp_int;  // integer zero point values (has_zeropoint, !float)
+  std::vector<float> zp_float;  // float zero point values (float_zeropoint)
   DType zp_dtype = DType::kUndefined;
   bool int4x8 = false;
   // Packed inputs (filled by Pack()).
@@ -48,10 +48,21 @@ inline int64_t NumElements(const Shape& s) {
 
 inline void PutScalar(Tensor* t, int64_t k, float v) {
   switch (t->dtype()) {
-    case DType::kFloat32: std::memcpy(t->data_as<char>() + 4 * k, &v, 4); break;
-    case DType::kFloat16: { uint16_t h = F16FromF32(v); std::memcpy(t->data_as<char>() + 2 * k, &h, 2); break; }
-    case DType::kBFloat16: { uint16_t h = BF16FromF32(v); std::memcpy(t->data_as<char>() + 2 * k, &h, 2); break; }
-    default: break;
+    case DType::kFloat32:
+      std::memcpy(t->data_as<char>() + 4 * k, &v, 4);
+      break;
+    case DType::kFloat16: {
+      uint16_t h = F16FromF32(v);
+      std::memcpy(t->data_as<char>() + 2 * k, &h, 2);
+      break;
+    }
+    case DType::kBFloat16: {
+      uint16_t h = BF16FromF32(v);
+      std::memcpy(t->data_as<char>() + 2 * k, &h, 2);
+      break;
+    }
+    default:
+      break;
   }
 }
 
@@ -65,22 +76,32 @@ inline void Pack(PmxCase* c) {
     xs[0] /= p;
     c->x = *Tensor::Allocate(c->int4x8 ? DType::kInt32 : DType::kInt16, xs);
     std::vector<uint8_t> codes(static_cast<size_t>(n));
-    for (int64_t k = 0; k < n; ++k) codes[static_cast<size_t>(k)] = static_cast<uint8_t>(c->q[static_cast<size_t>(k)]);
+    for (int64_t k = 0; k < n; ++k)
+      codes[static_cast<size_t>(k)] = static_cast<uint8_t>(c->q[static_cast<size_t>(k)]);
     PackInt4Interleaved(codes.data(), c->d[0], c->d[0] ? n / c->d[0] : 0, p, c->x.data());
   } else {
     c->x = *Tensor::Allocate(DType::kInt8, c->d);
-    for (int64_t k = 0; k < n; ++k) c->x.data_as<int8_t>()[k] = static_cast<int8_t>(c->q[static_cast<size_t>(k)]);
+    for (int64_t k = 0; k < n; ++k)
+      c->x.data_as<int8_t>()[k] = static_cast<int8_t>(c->q[static_cast<size_t>(k)]);
   }
   c->scale_t = *Tensor::Allocate(c->scale_dtype, c->scale_shape);
-  for (size_t k = 0; k < c->scale.size(); ++k) PutScalar(&c->scale_t, static_cast<int64_t>(k), c->scale[k]);
+  for (size_t k = 0; k < c->scale.size(); ++k)
+    PutScalar(&c->scale_t, static_cast<int64_t>(k), c->scale[k]);
   if (c->has_zp()) {
     c->zp_t = *Tensor::Allocate(c->zp_dtype, c->scale_shape);
     for (size_t k = 0; k < c->scale.size(); ++k) {
       switch (c->zp_dtype) {
-        case DType::kInt8: c->zp_t.data_as<int8_t>()[k] = static_cast<int8_t>(c->zp_int[k]); break;
-        case DType::kUInt8: c->zp_t.data_as<uint8_t>()[k] = static_cast<uint8_t>(c->zp_int[k]); break;
-        case DType::kInt32: c->zp_t.data_as<int32_t>()[k] = c->zp_int[k]; break;
-        default: PutScalar(&c->zp_t, static_cast<int64_t>(k), c->zp_float[k]);
+        case DType::kInt8:
+          c->zp_t.data_as<int8_t>()[k] = static_cast<int8_t>(c->zp_int[k]);
+          break;
+        case DType::kUInt8:
+          c->zp_t.data_as<uint8_t>()[k] = static_cast<uint8_t>(c->zp_int[k]);
+          break;
+        case DType::kInt32:
+          c->zp_t.data_as<int32_t>()[k] = c->zp_int[k];
+          break;
+        default:
+          PutScalar(&c->zp_t, static_cast<int64_t>(k), c->zp_float[k]);
       }
     }
   }
@@ -183,10 +204,20 @@ inline PmxCase RandomCase(std::mt19937_64& rng, bool int4, Shape d, int64_t axis
   c.zp_dtype = zp == ZpMode::kNone ? DType::kUndefined : zp_dtype;
   const size_t qa = static_cast<size_t>(axis);
   switch (gran) {
-    case Gran::kGrouped: c.scale_shape = d; c.scale_shape[qa] = d[qa] / group; break;
-    case Gran::kPerChannel: c.scale_shape = d; c.scale_shape[qa] = 1; break;
-    case Gran::kPerChannelRank1: c.scale_shape = {d[1 - qa]}; break;
-    case Gran::kPerTensor: c.scale_shape = {1}; break;
+    case Gran::kGrouped:
+      c.scale_shape = d;
+      c.scale_shape[qa] = d[qa] / group;
+      break;
+    case Gran::kPerChannel:
+      c.scale_shape = d;
+      c.scale_shape[qa] = 1;
+      break;
+    case Gran::kPerChannelRank1:
+      c.scale_shape = {d[1 - qa]};
+      break;
+    case Gran::kPerTensor:
+      c.scale_shape = {1};
+      break;
   }
   const int64_t n = NumElements(d), ns = NumElements(c.scale_shape);
   std::uniform_int_distribution<int> code(int4 ? 0 : -128, int4 ? 15 : 127);

@@ -1,5 +1,7 @@
 // The PMX operator: golden vectors (SPEC.md's worked example, each formula
 // cell by hand) and every validation rule's error text.
+#include "op/pmx.h"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -8,7 +10,6 @@
 
 #include "doctest/doctest.h"
 #include "kernels/numeric.h"
-#include "op/pmx.h"
 
 namespace nibble {
 namespace {
@@ -87,8 +88,7 @@ TEST_CASE("formula cells") {
     const TensorView zv = View(DType::kFloat32, {4, 1}, z);
     auto y = DequantizePmx(a, x4v, s4v, &zv);
     REQUIRE(y.ok());
-    CHECK(Floats(*y) ==
-          std::vector<float>{-3.75f, 3.75f, -1.0f, 1.0f, -2.5f, 1.5f, 99.0f, 100.5f});
+    CHECK(Floats(*y) == std::vector<float>{-3.75f, 3.75f, -1.0f, 1.0f, -2.5f, 1.5f, 99.0f, 100.5f});
   }
   // int8: logical (2, 2), G = 2 along axis 1.
   const std::vector<int8_t> x8 = {-128, 127, 3, -5};
@@ -162,7 +162,8 @@ TEST_CASE("output types: default is the scale's type; f16/bf16 round to nearest 
   DequantizeOptions o;
   o.output_dtype = DType::kBFloat16;
   const std::vector<float> s32 = {s};
-  auto yb = DequantizePmx(a, View(DType::kInt8, {2}, x), View(DType::kFloat32, {1}, s32), nullptr, o);
+  auto yb =
+      DequantizePmx(a, View(DType::kInt8, {2}, x), View(DType::kFloat32, {1}, s32), nullptr, o);
   REQUIRE(yb.ok());
   CHECK(yb->dtype() == DType::kBFloat16);
   CHECK(yb->data_as<uint16_t>()[1] == BF16FromF32(3.0f * s));
@@ -194,8 +195,8 @@ TEST_CASE("empty tensors produce empty outputs") {
   PmxAttributes a;
   a.quant_data_type = "int4";
   a.group_size = 32;
-  auto y = DequantizePmx(a, View(DType::kInt16, {0, 64}, x), View(DType::kFloat32, {0, 2}, s),
-                         nullptr);
+  auto y =
+      DequantizePmx(a, View(DType::kInt16, {0, 64}, x), View(DType::kFloat32, {0, 2}, s), nullptr);
   REQUIRE(y.ok());
   CHECK(y->shape() == Shape{0, 64});
 }
@@ -234,7 +235,9 @@ TEST_CASE("the baseline validation request is valid") { CHECK(Req().Error() == "
 TEST_CASE("validation: attributes") {
   Req r;
   r.a.quant_data_type = "int3";
-  CHECK(r.Error() == "DequantizeLinear 'proj.w': attribute quant_data_type must be \"int4\" or \"int8\" (got \"int3\")");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'proj.w': attribute quant_data_type must be \"int4\" or \"int8\" (got "
+        "\"int3\")");
   r = Req();
   r.a.quant_axis = 2;
   CHECK(r.Error() == "DequantizeLinear 'proj.w': attribute quant_axis must be 0 or 1 (got 2)");
@@ -246,10 +249,12 @@ TEST_CASE("validation: attributes") {
   CHECK(r.Error() == "DequantizeLinear 'proj.w': attribute has_zeropoint must be 0 or 1 (got 2)");
   r = Req();
   r.a.float_zeropoint = -1;
-  CHECK(r.Error() == "DequantizeLinear 'proj.w': attribute float_zeropoint must be 0 or 1 (got -1)");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'proj.w': attribute float_zeropoint must be 0 or 1 (got -1)");
   r = Req();
   r.a.float_zeropoint = 1;
-  CHECK(r.Error() == "DequantizeLinear 'proj.w': attribute float_zeropoint = 1 requires has_zeropoint = 1");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'proj.w': attribute float_zeropoint = 1 requires has_zeropoint = 1");
   r = Req();
   r.opts.name = "";
   r.a.quant_axis = 5;
@@ -259,89 +264,125 @@ TEST_CASE("validation: attributes") {
 TEST_CASE("validation: X") {
   Req r;
   r.x_type = DType::kInt8;
-  CHECK(r.Error() == "DequantizeLinear 'proj.w': input X must be int16 (int4x4) or int32 (int4x8) for quant_data_type \"int4\" (got int8)");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'proj.w': input X must be int16 (int4x4) or int32 (int4x8) for "
+        "quant_data_type \"int4\" (got int8)");
   r = Req();
   r.a.quant_data_type = "int8";
-  CHECK(r.Error() == "DequantizeLinear 'proj.w': input X must be int8 for quant_data_type \"int8\" (got int16)");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'proj.w': input X must be int8 for quant_data_type \"int8\" (got int16)");
   r = Req();
   r.x_shape = {};
   CHECK(r.Error() == "DequantizeLinear 'proj.w': input X must have rank >= 1 (got a scalar)");
   r = Req();
   r.x_shape = {64};
-  CHECK(r.Error() == "DequantizeLinear 'proj.w': attribute quant_axis = 1 needs X of rank >= 2 (got rank 1)");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'proj.w': attribute quant_axis = 1 needs X of rank >= 2 (got rank 1)");
   r = Req();
   r.x_shape = {2, -128};
-  CHECK(r.Error() == "DequantizeLinear 'proj.w': input X has negative dimension -128 at axis 1 in shape (2,-128)");
+  CHECK(
+      r.Error() ==
+      "DequantizeLinear 'proj.w': input X has negative dimension -128 at axis 1 in shape (2,-128)");
   r = Req();
   r.x.resize(100);
-  CHECK(r.Error() == "DequantizeLinear 'proj.w': input X holds 200 bytes but int16 shape (2,128) needs 512");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'proj.w': input X holds 200 bytes but int16 shape (2,128) needs 512");
 }
 
 TEST_CASE("validation: overflowing dims are rejected") {
   Req r;
   r.x_shape = {int64_t{1} << 40, int64_t{1} << 40};
-  CHECK(r.Error() == "DequantizeLinear 'proj.w': input X shape (1099511627776,1099511627776) has too many elements (overflows int64)");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'proj.w': input X shape (1099511627776,1099511627776) has too many "
+        "elements (overflows int64)");
   r = Req();
   r.x_shape = {std::numeric_limits<int64_t>::max() / 2, 1};
-  CHECK(r.Error() == "DequantizeLinear 'proj.w': input X dim 0 (4611686018427387903) is too large for int4 unpacking");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'proj.w': input X dim 0 (4611686018427387903) is too large for int4 "
+        "unpacking");
   r = Req();
   r.x_shape = {int64_t{1} << 60, 4};  // X fits, but the logical (4x) shape overflows
-  CHECK(r.Error() == "DequantizeLinear 'proj.w': logical output shape (4611686018427387904,4) has too many elements (overflows int64)");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'proj.w': logical output shape (4611686018427387904,4) has too many "
+        "elements (overflows int64)");
   r = Req();
   r.a.quant_data_type = "int8";
   r.x_type = DType::kInt8;
   r.x_shape = {int64_t{1} << 62, 4};  // 2^64 elements
-  CHECK(r.Error() == "DequantizeLinear 'proj.w': input X shape (4611686018427387904,4) has too many elements (overflows int64)");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'proj.w': input X shape (4611686018427387904,4) has too many elements "
+        "(overflows int64)");
 }
 
 TEST_CASE("validation: Scale") {
   Req r;
   r.s_type = DType::kInt8;
-  CHECK(r.Error() == "DequantizeLinear 'proj.w': input Scale must be float32, float16 or bfloat16 (got int8)");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'proj.w': input Scale must be float32, float16 or bfloat16 (got int8)");
   r = Req();
   r.s_shape = {8, 3};
-  CHECK(r.Error() == "DequantizeLinear 'proj.w': Scale shape (8,3) does not match X (8,128) with group_size 32 on quant_axis 1 (expected (8,4))");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'proj.w': Scale shape (8,3) does not match X (8,128) with group_size 32 "
+        "on quant_axis 1 (expected (8,4))");
   r = Req();
   r.a.group_size = 48;
-  CHECK(r.Error() == "DequantizeLinear 'proj.w': X (8,128) dim 1 (128) is not divisible by group_size 48 on quant_axis 1");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'proj.w': X (8,128) dim 1 (128) is not divisible by group_size 48 on "
+        "quant_axis 1");
   r = Req();
   r.a.quant_axis = 0;
   r.a.group_size = 3;
-  CHECK(r.Error() == "DequantizeLinear 'proj.w': X (8,128) dim 0 (8) is not divisible by group_size 3 on quant_axis 0");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'proj.w': X (8,128) dim 0 (8) is not divisible by group_size 3 on "
+        "quant_axis 0");
   r = Req();
   r.a.group_size = 0;
   r.s_shape = {4, 8};
-  CHECK(r.Error() == "DequantizeLinear 'proj.w': Scale shape (4,8) does not match X (8,128) per-channel (group_size 0) on quant_axis 1 (expected (8,1) or (8), or one element for per-tensor)");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'proj.w': Scale shape (4,8) does not match X (8,128) per-channel "
+        "(group_size 0) on quant_axis 1 (expected (8,1) or (8), or one element for per-tensor)");
   r = Req();
   r.s.resize(3);
   r.s_shape = {8, 4};
-  CHECK(r.Error() == "DequantizeLinear 'proj.w': input Scale holds 12 bytes but float32 shape (8,4) needs 128");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'proj.w': input Scale holds 12 bytes but float32 shape (8,4) needs 128");
 }
 
 TEST_CASE("validation: ZeroPoint") {
   Req r;
   r.a.has_zeropoint = 1;
-  CHECK(r.Error() == "DequantizeLinear 'proj.w': has_zeropoint = 1 but input ZeroPoint is missing or empty");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'proj.w': has_zeropoint = 1 but input ZeroPoint is missing or empty");
   r.z_type = DType::kInt32;
   r.z_shape = {0};
-  CHECK(r.Error() == "DequantizeLinear 'proj.w': has_zeropoint = 1 but input ZeroPoint is missing or empty");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'proj.w': has_zeropoint = 1 but input ZeroPoint is missing or empty");
   r.z = std::vector<int32_t>(32, 8);
   r.z_shape = {8, 4};
   CHECK(r.Error() == "OK");
   r.z_shape = {4, 8};
-  CHECK(r.Error() == "DequantizeLinear 'proj.w': ZeroPoint shape (4,8) must equal Scale shape (8,4)");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'proj.w': ZeroPoint shape (4,8) must equal Scale shape (8,4)");
   r.z_shape = {8, 4};
   r.z[5] = 16;
-  CHECK(r.Error() == "DequantizeLinear 'proj.w': ZeroPoint value 16 at flat index 5 is out of range [0, 15] for quant_data_type \"int4\"");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'proj.w': ZeroPoint value 16 at flat index 5 is out of range [0, 15] for "
+        "quant_data_type \"int4\"");
   r.z[5] = -1;
-  CHECK(r.Error() == "DequantizeLinear 'proj.w': ZeroPoint value -1 at flat index 5 is out of range [0, 15] for quant_data_type \"int4\"");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'proj.w': ZeroPoint value -1 at flat index 5 is out of range [0, 15] for "
+        "quant_data_type \"int4\"");
   r.z[5] = 3;
   r.z_type = DType::kFloat32;
-  CHECK(r.Error() == "DequantizeLinear 'proj.w': input ZeroPoint must be int8, int32 or uint8 when float_zeropoint = 0 (got float32)");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'proj.w': input ZeroPoint must be int8, int32 or uint8 when "
+        "float_zeropoint = 0 (got float32)");
   r.a.float_zeropoint = 1;
   CHECK(r.Error() == "OK");
   r.z_type = DType::kInt8;
-  CHECK(r.Error() == "DequantizeLinear 'proj.w': input ZeroPoint must be float16 or float32 when float_zeropoint = 1 (got int8)");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'proj.w': input ZeroPoint must be float16 or float32 when "
+        "float_zeropoint = 1 (got int8)");
   Req q;
   q.z = std::vector<int32_t>(32, 8);
   q.z_shape = {8, 4};
@@ -352,7 +393,8 @@ TEST_CASE("validation: ZeroPoint") {
 TEST_CASE("validation: output type and output buffer") {
   Req r;
   r.opts.output_dtype = DType::kInt8;
-  CHECK(r.Error() == "DequantizeLinear 'proj.w': output type must be float32, float16 or bfloat16 (got int8)");
+  CHECK(r.Error() ==
+        "DequantizeLinear 'proj.w': output type must be float32, float16 or bfloat16 (got int8)");
 
   Req ok;
   TensorView xv{ok.x_type, ok.x_shape, ok.x.data(), ok.x.size() * 2};
@@ -364,7 +406,8 @@ TEST_CASE("validation: output type and output buffer") {
   CHECK(d->Run(y).message() == "DequantizeLinear 'proj.w': output Y must be float32 (got float16)");
   y.dtype = DType::kFloat32;
   y.shape = {8, 127};
-  CHECK(d->Run(y).message() == "DequantizeLinear 'proj.w': output Y shape (8,127) does not match the expected (8,128)");
+  CHECK(d->Run(y).message() ==
+        "DequantizeLinear 'proj.w': output Y shape (8,127) does not match the expected (8,128)");
   y.shape = {8, 128};
   y.size_bytes = 100;
   CHECK(d->Run(y).message() == "DequantizeLinear 'proj.w': output Y has 100 bytes, needs 4096");

@@ -8,8 +8,8 @@
 
 #include "bench/synthetic_weights.h"
 #include "doctest/doctest.h"
-#include "op/pmx.h"
 #include "op/onnx.h"
+#include "op/pmx.h"
 #include "op/quantize.h"
 #include "tests/pmx_oracle.h"
 
@@ -19,17 +19,23 @@ namespace {
 
 float ScaleAt(const Tensor& s, int64_t k) {
   switch (s.dtype()) {
-    case DType::kFloat16: return F32FromF16(s.data_as<uint16_t>()[k]);
-    case DType::kBFloat16: return F32FromBF16(s.data_as<uint16_t>()[k]);
-    default: return s.data_as<float>()[k];
+    case DType::kFloat16:
+      return F32FromF16(s.data_as<uint16_t>()[k]);
+    case DType::kBFloat16:
+      return F32FromBF16(s.data_as<uint16_t>()[k]);
+    default:
+      return s.data_as<float>()[k];
   }
 }
 
 float OutAt(const Tensor& y, int64_t k) {
   switch (y.dtype()) {
-    case DType::kFloat16: return F32FromF16(y.data_as<uint16_t>()[k]);
-    case DType::kBFloat16: return F32FromBF16(y.data_as<uint16_t>()[k]);
-    default: return y.data_as<float>()[k];
+    case DType::kFloat16:
+      return F32FromF16(y.data_as<uint16_t>()[k]);
+    case DType::kBFloat16:
+      return F32FromBF16(y.data_as<uint16_t>()[k]);
+    default:
+      return y.data_as<float>()[k];
   }
 }
 
@@ -38,7 +44,7 @@ TEST_CASE("round trip error <= s/2 in every mode") {
     Shape d;
     int64_t axis;
   };
-  const SC shapes[] = {{{64, 512}, 1}, {{256, 24}, 0}, {{512}, 0},
+  const SC shapes[] = {{{64, 512}, 1},   {{256, 24}, 0},   {{512}, 0},
                        {{8, 4, 256}, 1}, {{256, 2, 3}, 0}, {{8, 2, 3, 128}, 1}};
   int checked = 0;
   for (const auto& sc : shapes) {
@@ -85,22 +91,23 @@ TEST_CASE("round trip error <= s/2 in every mode") {
                 const int64_t si = ScaleIndex(c, e);
                 const float s = std::fabs(ScaleAt(q->scale, si));
                 const float z = scheme == QuantScheme::kFloatZeroPoint
-                                    ? std::fabs(ScaleAt(q->zero_point, si)) : 0.0f;
+                                    ? std::fabs(ScaleAt(q->zero_point, si))
+                                    : 0.0f;
                 const float v = OutAt(*y, e);
                 // s/2 of quantization, plus a few float32 roundings of the
                 // quantities involved (z, s, the product, the sum), plus the
                 // output type's rounding.
                 const float f32_eps = std::ldexp(1.0f, -22);
                 const float bound = s / 2 +
-                                    f32_eps * (std::fabs(w[static_cast<size_t>(e)]) +
-                                               std::fabs(v) + z + levels * s) +
+                                    f32_eps * (std::fabs(w[static_cast<size_t>(e)]) + std::fabs(v) +
+                                               z + levels * s) +
                                     std::fabs(v) * out_eps + out_abs + 1e-30f;
                 if (!(std::fabs(v - w[static_cast<size_t>(e)]) <= bound)) ++bad;
               }
               CHECK_MESSAGE(bad == 0, "bits=" << bits << " scheme=" << static_cast<int>(scheme)
-                                              << " d=" << ShapeToString(sc.d) << " axis="
-                                              << sc.axis << " G=" << g << " scale="
-                                              << DTypeName(st) << " out=" << DTypeName(out));
+                                              << " d=" << ShapeToString(sc.d) << " axis=" << sc.axis
+                                              << " G=" << g << " scale=" << DTypeName(st)
+                                              << " out=" << DTypeName(out));
               ++checked;
             }
           }

@@ -4,10 +4,10 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <map>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <utility>
 
 #include "formats/external_data.h"
@@ -59,11 +59,16 @@ StatusOr<MatMulNBitsAttributes> ReadMatMulNBitsAttributes(const onnx::NodeProto&
   MatMulNBitsAttributes a;
   bool has_k = false, has_n = false, has_bs = false;
   for (const auto& at : n.attribute()) {
-    if (at.name() == "K") a.K = at.i(), has_k = true;
-    else if (at.name() == "N") a.N = at.i(), has_n = true;
-    else if (at.name() == "bits") a.bits = at.i();
-    else if (at.name() == "block_size") a.block_size = at.i(), has_bs = true;
-    else if (at.name() == "weight_prepacked") a.weight_prepacked = at.i();
+    if (at.name() == "K")
+      a.K = at.i(), has_k = true;
+    else if (at.name() == "N")
+      a.N = at.i(), has_n = true;
+    else if (at.name() == "bits")
+      a.bits = at.i();
+    else if (at.name() == "block_size")
+      a.block_size = at.i(), has_bs = true;
+    else if (at.name() == "weight_prepacked")
+      a.weight_prepacked = at.i();
     // accuracy_level only affects how ORT computes the product.
   }
   if (!has_k || !has_n || !has_bs) {
@@ -134,7 +139,8 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
         inputs.push_back(nullptr);
         continue;
       }
-      auto v = resolver.Resolve(sg->initializer(init_index[name]), &f.storage[static_cast<size_t>(k)]);
+      auto v =
+          resolver.Resolve(sg->initializer(init_index[name]), &f.storage[static_cast<size_t>(k)]);
       if (!v.ok()) return v.status().WithPrefix(NodeLabel(n));
       views[static_cast<size_t>(k)] = *v;
       inputs.push_back(&views[static_cast<size_t>(k)]);
@@ -242,7 +248,8 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
   // output's own data.
   std::set<std::string> folded_inputs;
   for (const auto& f : folds) {
-    for (const auto& in_name : sg->node(static_cast<int>(f.node)).input()) folded_inputs.insert(in_name);
+    for (const auto& in_name : sg->node(static_cast<int>(f.node)).input())
+      folded_inputs.insert(in_name);
   }
   std::vector<StreamedTensor> streamed;
   std::set<std::string> removed;
@@ -386,9 +393,10 @@ StatusOr<std::vector<QuantizedWeightInfo>> InspectModel(const std::string& path)
       w.bits = static_cast<int>(a->bits);
       w.granularity = "block " + std::to_string(a->block_size);
       w.axis = "K";
-      w.zero_point = zp.ok() ? (zp->dtype == DType::kUInt8 ? "uint" + std::to_string(a->bits) + " (packed)"
-                                                          : DTypeName(zp->dtype))
-                             : "none (" + std::to_string(1 << (a->bits - 1)) + ")";
+      w.zero_point =
+          zp.ok() ? (zp->dtype == DType::kUInt8 ? "uint" + std::to_string(a->bits) + " (packed)"
+                                                : DTypeName(zp->dtype))
+                  : "none (" + std::to_string(1 << (a->bits - 1)) + ")";
       w.output_type = DTypeName(scale->dtype);
       w.dequantized_bytes =
           static_cast<uint64_t>(a->K * a->N) * static_cast<uint64_t>(DTypeBits(scale->dtype) / 8);
@@ -405,9 +413,10 @@ StatusOr<std::vector<QuantizedWeightInfo>> InspectModel(const std::string& path)
       w.logical_shape = ShapeToString(info->shape);
       w.granularity = a->group_size > 0 ? "group " + std::to_string(a->group_size)
                       : *CheckedNumElements(scale->shape, "scale") == 1 ? "per-tensor"
-                                                                         : "per-channel";
+                                                                        : "per-channel";
       w.axis = std::to_string(a->quant_axis);
-      w.zero_point = !zp.ok() ? "none" : (a->float_zeropoint ? "float " : "") + DTypeName(zp->dtype);
+      w.zero_point =
+          !zp.ok() ? "none" : (a->float_zeropoint ? "float " : "") + DTypeName(zp->dtype);
       w.output_type = DTypeName(info->dtype);
       w.dequantized_bytes = static_cast<uint64_t>(*CheckedNumElements(info->shape, "y")) *
                             static_cast<uint64_t>(DTypeBits(info->dtype) / 8);
@@ -421,7 +430,7 @@ StatusOr<std::vector<QuantizedWeightInfo>> InspectModel(const std::string& path)
       w.bits = DTypeBits(x->dtype);
       w.logical_shape = ShapeToString(x->shape);
       const int64_t ns = *CheckedNumElements(scale->shape, "scale");
-      w.granularity = ns == 1 ? "per-tensor"
+      w.granularity = ns == 1             ? "per-tensor"
                       : a->block_size > 0 ? "block " + std::to_string(a->block_size)
                                           : "per-axis";
       w.axis = ns == 1 ? "-" : std::to_string(a->axis);

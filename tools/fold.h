@@ -23,12 +23,12 @@ struct FoldOptions {
 };
 
 struct FoldReport {
-  int dequantize_nodes = 0;    // DequantizeLinear folded (both domains)
-  int matmulnbits_nodes = 0;   // MatMulNBits rewritten
+  int dequantize_nodes = 0;   // DequantizeLinear folded (both domains)
+  int matmulnbits_nodes = 0;  // MatMulNBits rewritten
   int removed_initializers = 0;
   uint64_t dequantized_bytes = 0;
-  bool external = false;       // output written with external data
-  std::string note;            // e.g. "nothing to fold"
+  bool external = false;  // output written with external data
+  std::string note;       // e.g. "nothing to fold"
 };
 
 // Reads `in`, writes `out` atomically (temporary + rename; nothing left at
@@ -37,17 +37,17 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
                  FoldReport* report);
 
 struct QuantizedWeightInfo {
-  std::string name;          // the quantized initializer (X / B)
-  std::string node;          // node name (or its first output)
-  std::string kind;          // "DequantizeLinear", "opmx DequantizeLinear", "MatMulNBits"
-  std::string element_type;  // codes' type, e.g. "int4", "int4x4 (int16)"
-  std::string logical_shape; // of the dequantized weight
+  std::string name;           // the quantized initializer (X / B)
+  std::string node;           // node name (or its first output)
+  std::string kind;           // "DequantizeLinear", "opmx DequantizeLinear", "MatMulNBits"
+  std::string element_type;   // codes' type, e.g. "int4", "int4x4 (int16)"
+  std::string logical_shape;  // of the dequantized weight
   int bits = 0;
-  std::string granularity;   // "block 32", "group 128", "per-axis", "per-tensor", ...
+  std::string granularity;  // "block 32", "group 128", "per-axis", "per-tensor", ...
   std::string axis;
-  std::string zero_point;    // "none", "int8", "uint4 (packed)", "float16", ...
+  std::string zero_point;  // "none", "int8", "uint4 (packed)", "float16", ...
   std::string output_type;
-  uint64_t packed_bytes = 0;       // codes + scales + zero points
+  uint64_t packed_bytes = 0;  // codes + scales + zero points
   uint64_t dequantized_bytes = 0;
 };
 

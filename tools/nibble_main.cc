@@ -1,5 +1,7 @@
 // nibble: command-line front end. Parses arguments and calls the library;
 // no dequantization logic lives here.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -11,12 +13,10 @@
 #include "bench/synthetic_weights.h"
 #include "kernels/dequantize.h"
 #include "op/pmx.h"
-#include "op/version.h"
 #include "op/quantize.h"
+#include "op/version.h"
 #include "tools/fold.h"
 #include "tools/node_test_runner.h"
-
-#include <unistd.h>
 
 namespace {
 
@@ -39,8 +39,8 @@ bool ParseShape(const std::string& s, int64_t* n, int64_t* k) {
 int RunDemo(const std::string& shape_text, int64_t group, int threads) {
   int64_t n, k;
   if (!ParseShape(shape_text, &n, &k)) {
-    std::cerr << "nibble demo: --shape must be N,K with positive integers (got '"
-              << shape_text << "')\n";
+    std::cerr << "nibble demo: --shape must be N,K with positive integers (got '" << shape_text
+              << "')\n";
     return 2;
   }
   const auto w = nibble::MakeLlmLikeWeight(n, k, 42);
@@ -108,10 +108,14 @@ std::string JsonEscape(const std::string& s) {
 
 std::string HumanBytes(uint64_t b) {
   char buf[32];
-  if (b >= (uint64_t{1} << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / (1 << 30));
-  else if (b >= (uint64_t{1} << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(b) / (1 << 20));
-  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024);
-  else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+  if (b >= (uint64_t{1} << 30))
+    std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / (1 << 30));
+  else if (b >= (uint64_t{1} << 20))
+    std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(b) / (1 << 20));
+  else if (b >= 1024)
+    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024);
+  else
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
   return buf;
 }
 
@@ -128,12 +132,12 @@ int RunInspect(const std::string& path, const std::string& format) {
     for (size_t i = 0; i < ws->size(); ++i) {
       const auto& w = (*ws)[i];
       std::cout << (i ? ",\n  " : "\n  ") << "{\"name\": \"" << JsonEscape(w.name)
-                << "\", \"node\": \"" << JsonEscape(w.node) << "\", \"kind\": \""
-                << w.kind << "\", \"element_type\": \"" << w.element_type
-                << "\", \"shape\": \"" << w.logical_shape << "\", \"bits\": " << w.bits
-                << ", \"granularity\": \"" << w.granularity << "\", \"axis\": \"" << w.axis
-                << "\", \"zero_point\": \"" << w.zero_point << "\", \"output_type\": \""
-                << w.output_type << "\", \"packed_bytes\": " << w.packed_bytes
+                << "\", \"node\": \"" << JsonEscape(w.node) << "\", \"kind\": \"" << w.kind
+                << "\", \"element_type\": \"" << w.element_type << "\", \"shape\": \""
+                << w.logical_shape << "\", \"bits\": " << w.bits << ", \"granularity\": \""
+                << w.granularity << "\", \"axis\": \"" << w.axis << "\", \"zero_point\": \""
+                << w.zero_point << "\", \"output_type\": \"" << w.output_type
+                << "\", \"packed_bytes\": " << w.packed_bytes
                 << ", \"dequantized_bytes\": " << w.dequantized_bytes << "}";
     }
     std::cout << "\n], \"count\": " << ws->size() << ", \"packed_bytes\": " << packed
@@ -146,9 +150,8 @@ int RunInspect(const std::string& path, const std::string& format) {
   for (const auto& w : *ws) {
     std::printf("%-40s %-22s %-20s %-14s %4d %-11s %-4s %-16s %-8s %s -> %s\n", w.name.c_str(),
                 w.kind.c_str(), w.element_type.c_str(), w.logical_shape.c_str(), w.bits,
-                w.granularity.c_str(), w.axis.c_str(), w.zero_point.c_str(),
-                w.output_type.c_str(), HumanBytes(w.packed_bytes).c_str(),
-                HumanBytes(w.dequantized_bytes).c_str());
+                w.granularity.c_str(), w.axis.c_str(), w.zero_point.c_str(), w.output_type.c_str(),
+                HumanBytes(w.packed_bytes).c_str(), HumanBytes(w.dequantized_bytes).c_str());
   }
   std::printf("%zu quantized weights, %s packed -> %s dequantized\n", ws->size(),
               HumanBytes(packed).c_str(), HumanBytes(deq).c_str());
@@ -158,7 +161,8 @@ int RunInspect(const std::string& path, const std::string& format) {
 int RunFold(const std::string& in, const std::string& out, nibble::FoldOptions options,
             bool quiet) {
   if (in == out) {
-    std::cerr << "nibble fold: the output must differ from the input (the input is never modified)\n";
+    std::cerr
+        << "nibble fold: the output must differ from the input (the input is never modified)\n";
     return 2;
   }
   options.progress = !quiet && isatty(STDERR_FILENO);
@@ -172,11 +176,10 @@ int RunFold(const std::string& in, const std::string& out, nibble::FoldOptions o
   }
   if (!quiet) {
     if (!r.note.empty()) std::cerr << "nibble fold: note: " << r.note << "\n";
-    std::cerr << "folded " << r.dequantize_nodes << " DequantizeLinear and "
-              << r.matmulnbits_nodes << " MatMulNBits nodes, removed " << r.removed_initializers
-              << " initializers, wrote " << HumanBytes(r.dequantized_bytes)
-              << " of dequantized weights" << (r.external ? " (external data)" : "") << " in "
-              << sec << " s\n";
+    std::cerr << "folded " << r.dequantize_nodes << " DequantizeLinear and " << r.matmulnbits_nodes
+              << " MatMulNBits nodes, removed " << r.removed_initializers << " initializers, wrote "
+              << HumanBytes(r.dequantized_bytes) << " of dequantized weights"
+              << (r.external ? " (external data)" : "") << " in " << sec << " s\n";
   }
   return 0;
 }
@@ -188,15 +191,18 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("nibble ") + NIBBLE_VERSION);
   app.require_subcommand(1);
 
-  auto* demo = app.add_subcommand("demo", "Quantize a built-in LLM-like weight to int4 and dequantize it");
+  auto* demo =
+      app.add_subcommand("demo", "Quantize a built-in LLM-like weight to int4 and dequantize it");
   std::string demo_shape = "4096,4096";
   int64_t demo_group = 128;
   int demo_threads = 0;
   demo->add_option("--shape", demo_shape, "Logical weight shape N,K")->capture_default_str();
   demo->add_option("--group-size", demo_group, "Group size along K")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   demo->add_option("--threads", demo_threads, "0 = all cores, 1 = this thread, n = n threads")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
 
   auto* test = app.add_subcommand("test", "Run ONNX node-test directories through the library");
   std::vector<std::string> test_dirs;
@@ -211,18 +217,19 @@ int main(int argc, char** argv) {
   std::string inspect_path, inspect_format = "table";
   inspect->add_option("model", inspect_path, "MODEL.onnx")->required();
   inspect->add_option("--format", inspect_format, "table or json")
-      ->capture_default_str()->check(CLI::IsMember({"table", "json"}));
+      ->capture_default_str()
+      ->check(CLI::IsMember({"table", "json"}));
 
-  auto* fold = app.add_subcommand(
-      "fold", "Replace quantized weights (DequantizeLinear, opmx DequantizeLinear, "
-              "MatMulNBits) by dequantized float initializers");
+  auto* fold =
+      app.add_subcommand("fold",
+                         "Replace quantized weights (DequantizeLinear, opmx DequantizeLinear, "
+                         "MatMulNBits) by dequantized float initializers");
   std::string fold_in, fold_out;
   nibble::FoldOptions fold_opts;
   bool fold_quiet = false;
   fold->add_option("input", fold_in, "IN.onnx")->required();
   fold->add_option("output", fold_out, "OUT.onnx")->required();
-  fold->add_option("--threads", fold_opts.threads, "0 = all cores")
-      ->check(CLI::NonNegativeNumber);
+  fold->add_option("--threads", fold_opts.threads, "0 = all cores")->check(CLI::NonNegativeNumber);
   fold->add_flag("--quiet", fold_quiet, "No progress or summary");
   fold->add_option("--external-data", fold_opts.external_name,
                    "Write tensors to an external data file (optional name; default "

@@ -26,10 +26,14 @@ bool IsTestDir(const fs::path& p) {
 // Reads element k of a float32/float16/bfloat16 tensor as float.
 double FloatAt(const Tensor& t, int64_t k) {
   switch (t.dtype()) {
-    case DType::kFloat32: return t.data_as<float>()[k];
-    case DType::kFloat16: return F32FromF16(t.data_as<uint16_t>()[k]);
-    case DType::kBFloat16: return F32FromBF16(t.data_as<uint16_t>()[k]);
-    default: return std::nan("");
+    case DType::kFloat32:
+      return t.data_as<float>()[k];
+    case DType::kFloat16:
+      return F32FromF16(t.data_as<uint16_t>()[k]);
+    case DType::kBFloat16:
+      return F32FromBF16(t.data_as<uint16_t>()[k]);
+    default:
+      return std::nan("");
   }
 }
 
@@ -151,8 +155,8 @@ Outcome RunOne(const fs::path& dir, const NodeTestOptions& opt) {
       // An error case: passes when the node is rejected with that message.
       if (y.ok()) return {Outcome::kFail, "expected an error containing '" + expected_error + "'"};
       if (y.status().message().find(expected_error) == std::string::npos) {
-        return {Outcome::kFail, "error '" + y.status().message() + "' does not contain '" +
-                                    expected_error + "'"};
+        return {Outcome::kFail,
+                "error '" + y.status().message() + "' does not contain '" + expected_error + "'"};
       }
       continue;
     }
@@ -170,8 +174,8 @@ Outcome RunOne(const fs::path& dir, const NodeTestOptions& opt) {
 
 }  // namespace
 
-NodeTestSummary RunNodeTests(const std::vector<std::string>& paths,
-                             const NodeTestOptions& options, std::ostream& out) {
+NodeTestSummary RunNodeTests(const std::vector<std::string>& paths, const NodeTestOptions& options,
+                             std::ostream& out) {
   NodeTestSummary sum;
   std::vector<fs::path> dirs;
   for (const auto& p : paths) {
@@ -201,9 +205,18 @@ NodeTestSummary RunNodeTests(const std::vector<std::string>& paths,
     const Outcome o = RunOne(d, options);
     const std::string name = d.filename().string();
     switch (o.kind) {
-      case Outcome::kPass: out << "PASS " << name << "\n"; ++sum.passed; break;
-      case Outcome::kFail: out << "FAIL " << name << ": " << o.reason << "\n"; ++sum.failed; break;
-      case Outcome::kSkip: out << "SKIP " << name << ": " << o.reason << "\n"; ++sum.skipped; break;
+      case Outcome::kPass:
+        out << "PASS " << name << "\n";
+        ++sum.passed;
+        break;
+      case Outcome::kFail:
+        out << "FAIL " << name << ": " << o.reason << "\n";
+        ++sum.failed;
+        break;
+      case Outcome::kSkip:
+        out << "SKIP " << name << ": " << o.reason << "\n";
+        ++sum.skipped;
+        break;
     }
   }
   out << sum.passed << " passed, " << sum.failed << " failed";

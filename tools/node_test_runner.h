@@ -25,8 +25,8 @@ struct NodeTestSummary {
 // `expected_error` (one line) is an error case: it passes when the node is
 // rejected with a message containing that line. Prints PASS/FAIL/SKIP lines and
 // the summary line to `out`.
-NodeTestSummary RunNodeTests(const std::vector<std::string>& paths,
-                             const NodeTestOptions& options, std::ostream& out);
+NodeTestSummary RunNodeTests(const std::vector<std::string>& paths, const NodeTestOptions& options,
+                             std::ostream& out);
 
 }  // namespace nibble
 

@@ -31,15 +31,25 @@ using nibble::DType;
 namespace {
 
 const std::map<std::string, DType>& DTypeNames() {
-  static const std::map<std::string, DType> m = {
-      {"float32", DType::kFloat32}, {"float16", DType::kFloat16},
-      {"bfloat16", DType::kBFloat16}, {"int8", DType::kInt8}, {"uint8", DType::kUInt8},
-      {"int16", DType::kInt16}, {"uint16", DType::kUInt16}, {"int32", DType::kInt32},
-      {"uint32", DType::kUInt32}, {"int4", DType::kInt4}, {"uint4", DType::kUInt4},
-      {"int2", DType::kInt2}, {"uint2", DType::kUInt2},
-      {"float8e4m3fn", DType::kFloat8E4M3FN}, {"float8e4m3fnuz", DType::kFloat8E4M3FNUZ},
-      {"float8e5m2", DType::kFloat8E5M2}, {"float8e5m2fnuz", DType::kFloat8E5M2FNUZ},
-      {"float4e2m1", DType::kFloat4E2M1}, {"float8e8m0", DType::kFloat8E8M0}};
+  static const std::map<std::string, DType> m = {{"float32", DType::kFloat32},
+                                                 {"float16", DType::kFloat16},
+                                                 {"bfloat16", DType::kBFloat16},
+                                                 {"int8", DType::kInt8},
+                                                 {"uint8", DType::kUInt8},
+                                                 {"int16", DType::kInt16},
+                                                 {"uint16", DType::kUInt16},
+                                                 {"int32", DType::kInt32},
+                                                 {"uint32", DType::kUInt32},
+                                                 {"int4", DType::kInt4},
+                                                 {"uint4", DType::kUInt4},
+                                                 {"int2", DType::kInt2},
+                                                 {"uint2", DType::kUInt2},
+                                                 {"float8e4m3fn", DType::kFloat8E4M3FN},
+                                                 {"float8e4m3fnuz", DType::kFloat8E4M3FNUZ},
+                                                 {"float8e5m2", DType::kFloat8E5M2},
+                                                 {"float8e5m2fnuz", DType::kFloat8E5M2FNUZ},
+                                                 {"float4e2m1", DType::kFloat4E2M1},
+                                                 {"float8e8m0", DType::kFloat8E8M0}};
   return m;
 }
 
@@ -86,9 +96,12 @@ nibble::TensorView View(const py::array& a, const char* what, std::optional<std:
 py::array NewOutput(DType t, const nibble::Shape& shape) {
   std::vector<py::ssize_t> dims(shape.begin(), shape.end());
   switch (t) {
-    case DType::kFloat32: return py::array_t<float>(dims);
-    case DType::kFloat16: return py::array(py::dtype("float16"), dims);
-    default: return py::array_t<uint16_t>(dims);  // bfloat16 bits
+    case DType::kFloat32:
+      return py::array_t<float>(dims);
+    case DType::kFloat16:
+      return py::array(py::dtype("float16"), dims);
+    default:
+      return py::array_t<uint16_t>(dims);  // bfloat16 bits
   }
 }
 
@@ -144,19 +157,19 @@ nibble::PmxAttributes PmxAttrs(const std::string& quant_data_type, int64_t quant
 
 PyDequantizer PreparePmx(const py::array& x, const py::array& scale,
                          const std::optional<py::array>& zero_point,
-                         const std::string& quant_data_type, int64_t quant_axis,
-                         int64_t group_size, std::optional<bool> has_zeropoint,
-                         bool float_zeropoint, std::optional<std::string> output_dtype) {
+                         const std::string& quant_data_type, int64_t quant_axis, int64_t group_size,
+                         std::optional<bool> has_zeropoint, bool float_zeropoint,
+                         std::optional<std::string> output_dtype) {
   PyDequantizer p;
   const nibble::TensorView xv = View(x, "x"), sv = View(scale, "scale");
   nibble::TensorView zv;
   if (zero_point) zv = View(*zero_point, "zero_point");
   nibble::DequantizeOptions o;
   if (output_dtype) o.output_dtype = ParseDType(*output_dtype);
-  auto d = nibble::PreparePmx(PmxAttrs(quant_data_type, quant_axis, group_size,
-                                       has_zeropoint.value_or(zero_point.has_value()),
-                                       float_zeropoint),
-                              xv, sv, zero_point ? &zv : nullptr, o);
+  auto d =
+      nibble::PreparePmx(PmxAttrs(quant_data_type, quant_axis, group_size,
+                                  has_zeropoint.value_or(zero_point.has_value()), float_zeropoint),
+                         xv, sv, zero_point ? &zv : nullptr, o);
   Check(d.status());
   p.d = std::make_unique<nibble::Dequantizer>(std::move(*d));
   p.keep = {x, scale};
@@ -202,14 +215,29 @@ py::array TensorToNumpy(const nibble::Tensor& t) {
   std::vector<py::ssize_t> dims(t.shape().begin(), t.shape().end());
   py::array a;
   switch (t.dtype()) {
-    case DType::kFloat32: a = py::array_t<float>(dims); break;
-    case DType::kFloat16: a = py::array(py::dtype("float16"), dims); break;
-    case DType::kInt8: a = py::array_t<int8_t>(dims); break;
-    case DType::kUInt8: a = py::array_t<uint8_t>(dims); break;
-    case DType::kInt16: a = py::array_t<int16_t>(dims); break;
-    case DType::kInt32: a = py::array_t<int32_t>(dims); break;
-    case DType::kBFloat16: a = py::array_t<uint16_t>(dims); break;
-    default: throw py::type_error("no numpy type for " + nibble::DTypeName(t.dtype()));
+    case DType::kFloat32:
+      a = py::array_t<float>(dims);
+      break;
+    case DType::kFloat16:
+      a = py::array(py::dtype("float16"), dims);
+      break;
+    case DType::kInt8:
+      a = py::array_t<int8_t>(dims);
+      break;
+    case DType::kUInt8:
+      a = py::array_t<uint8_t>(dims);
+      break;
+    case DType::kInt16:
+      a = py::array_t<int16_t>(dims);
+      break;
+    case DType::kInt32:
+      a = py::array_t<int32_t>(dims);
+      break;
+    case DType::kBFloat16:
+      a = py::array_t<uint16_t>(dims);
+      break;
+    default:
+      throw py::type_error("no numpy type for " + nibble::DTypeName(t.dtype()));
   }
   std::memcpy(a.mutable_data(), t.data(), t.size_bytes());
   return a;
@@ -238,14 +266,13 @@ PYBIND11_MODULE(nibble, m) {
       .def("run", &PyDequantizer::Run, py::arg("threads") = 0, py::arg("out") = py::none(),
            "Dequantize the whole tensor (threads: 0 = all, 1 = this thread) into a new array, "
            "or into `out` (C-contiguous, the output's dtype and shape).")
-      .def("tile", &PyDequantizer::Tile, py::arg("r0"), py::arg("r1"), py::arg("c0"),
-           py::arg("c1"), "Rows [r0, r1) x cols [c0, c1) of the 2-D view.")
+      .def("tile", &PyDequantizer::Tile, py::arg("r0"), py::arg("r1"), py::arg("c0"), py::arg("c1"),
+           "Rows [r0, r1) x cols [c0, c1) of the 2-D view.")
       .def_property_readonly("rows", [](const PyDequantizer& p) { return p.d->rows(); })
       .def_property_readonly("cols", [](const PyDequantizer& p) { return p.d->cols(); })
       .def_property_readonly("shape", [](const PyDequantizer& p) { return p.d->output().shape; })
-      .def_property_readonly("dtype", [](const PyDequantizer& p) {
-        return nibble::DTypeName(p.d->output().dtype);
-      });
+      .def_property_readonly(
+          "dtype", [](const PyDequantizer& p) { return nibble::DTypeName(p.d->output().dtype); });
 
   m.def(
       "dequantize_pmx",
@@ -255,10 +282,10 @@ PYBIND11_MODULE(nibble, m) {
         return PreparePmx(x, scale, zp, qdt, qa, g, hz, fz, out).Run(threads, std::nullopt);
       },
       py::arg("x"), py::arg("scale"), py::arg("zero_point") = py::none(), py::kw_only(),
-      py::arg("quant_data_type") = "int4", py::arg("quant_axis") = 1,
-      py::arg("group_size") = 128, py::arg("has_zeropoint") = py::none(),
-      py::arg("float_zeropoint") = false, py::arg("output_dtype") = py::none(),
-      py::arg("threads") = 0, "PMX DequantizeLinear (SPEC.md §2).");
+      py::arg("quant_data_type") = "int4", py::arg("quant_axis") = 1, py::arg("group_size") = 128,
+      py::arg("has_zeropoint") = py::none(), py::arg("float_zeropoint") = false,
+      py::arg("output_dtype") = py::none(), py::arg("threads") = 0,
+      "PMX DequantizeLinear (SPEC.md §2).");
   m.def(
       "dequantize_onnx",
       [](const py::array& x, const py::array& scale, const std::optional<py::array>& zp,
@@ -276,14 +303,17 @@ PYBIND11_MODULE(nibble, m) {
   m.def(
       "quantize",
       [](const py::array_t<float, py::array::c_style>& w, int bits, const std::string& scheme,
-         int64_t quant_axis, int64_t group_size, bool per_tensor,
-         const std::string& scale_dtype) {
+         int64_t quant_axis, int64_t group_size, bool per_tensor, const std::string& scale_dtype) {
         nibble::QuantizeConfig c;
         c.bits = bits;
-        if (scheme == "symmetric") c.scheme = nibble::QuantScheme::kSymmetric;
-        else if (scheme == "asymmetric") c.scheme = nibble::QuantScheme::kAsymmetric;
-        else if (scheme == "float_zeropoint") c.scheme = nibble::QuantScheme::kFloatZeroPoint;
-        else throw py::value_error("scheme must be symmetric, asymmetric or float_zeropoint");
+        if (scheme == "symmetric")
+          c.scheme = nibble::QuantScheme::kSymmetric;
+        else if (scheme == "asymmetric")
+          c.scheme = nibble::QuantScheme::kAsymmetric;
+        else if (scheme == "float_zeropoint")
+          c.scheme = nibble::QuantScheme::kFloatZeroPoint;
+        else
+          throw py::value_error("scheme must be symmetric, asymmetric or float_zeropoint");
         c.quant_axis = quant_axis;
         c.group_size = group_size;
         c.per_tensor = per_tensor;
