@@ -120,6 +120,35 @@ HWY_INLINE auto BF16Bits(DF df, VF v) {
   return hn::DemoteTo(du16, hn::BitCast(di, r));
 }
 
+#if HWY_TARGET <= HWY_AVX3
+// AVX512_BF16 (Cooper Lake, Sapphire Rapids, Zen 4): vcvtne2ps2bf16 rounds
+// to nearest even and quiets NaNs exactly like BF16FromF32, but treats
+// subnormal inputs as zero; units holding a subnormal take the exact
+// integer-lane path instead. Highway 1.0.3 has no target with AVX512_BF16,
+// so this is chosen at run time.
+inline bool CpuHasAvx512Bf16() {
+  static const bool has = __builtin_cpu_supports("avx512bf16");
+  return has;
+}
+
+// Stores v0 (16 lanes) then v1 as 32 bfloat16 values at dst with
+// vcvtne2ps2bf16; returns false (storing nothing) if a lane is subnormal,
+// for the caller's exact fallback. Not inlinable into AVX3 code (an extra
+// ISA), so it costs a call per 32 outputs — far less than the integer-lane
+// rounding it replaces.
+__attribute__((target("avx512bf16"), noinline)) inline bool StoreBF16x32(__m512 v0, __m512 v1,
+                                                                         char* dst, bool stream) {
+  if ((_mm512_fpclass_ps_mask(v0, 0x20) | _mm512_fpclass_ps_mask(v1, 0x20)) != 0) return false;
+  const __m512i r = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(v1, v0));
+  if (stream) {
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst), r);
+  } else {
+    _mm512_storeu_si512(dst, r);
+  }
+  return true;
+}
+#endif
+
 // One output row segment [k0, k1) (element offsets within the row), all
 // loop-invariant facts of the row.
 struct RowJob {
@@ -156,6 +185,18 @@ class RowKernel {
 
   RowKernel(const Plan& plan, const RowJob& job)
       : plan_(plan), job_(job), decode_(FloatCodeTable(kCode)) {}
+
+  // Values of elements kk .. kk+N-1 when scales / zero points vary per
+  // element (pointers already offset to the row's element 0).
+  HWY_INLINE VF PerElementValues(const uint8_t* codes, int shift, bool odd_start, const float* sp,
+                                 const int32_t* zi, const float* zfp, VI off, int64_t kk) const {
+    const DF df;
+    const DI di;
+    const VF s = hn::LoadU(df, sp + kk);
+    const VI z = kZp == ZeroPointKind::kInteger ? hn::LoadU(di, zi + kk) : off;
+    const VF zf = kZp == ZeroPointKind::kFloat ? hn::LoadU(df, zfp + kk) : hn::Zero(df);
+    return Arith(Decode(LoadCodesAt(codes, shift, odd_start, kk)), s, z, zf);
+  }
 
   // Writes elements [k0, k1) of the row to y[k - k0]. `stream`: use
   // non-temporal stores for the aligned body; the caller must FlushStream.
@@ -194,11 +235,9 @@ class RowKernel {
       const DI di;
       const VI off = hn::Set(di, plan_.code_offset);
       auto at = [&](int64_t kk) HWY_ATTR {
-        const VF s = hn::LoadU(df, sp + kk);
-        const VI z = kZp == ZeroPointKind::kInteger ? hn::LoadU(di, zi + kk) : off;
-        const VF zf = kZp == ZeroPointKind::kFloat ? hn::LoadU(df, zfp + kk) : hn::Zero(df);
-        return Arith(Decode(codes.Load(kk)), s, z, zf);
+        return PerElementValues(codes.codes, codes.shift, codes.odd_start, sp, zi, zfp, off, kk);
       };
+
       if (stream) {
         for (; k + unit <= k1; k += unit) {
           StoreUnit(df, at(k), at(k + static_cast<int64_t>(N)), base + k * kOutBytes, true);
@@ -515,6 +554,11 @@ class RowKernel {
         hn::StoreU(v1, df, p + N);
       }
     } else {
+#if HWY_TARGET <= HWY_AVX3
+      if constexpr (kOut == OutType::kBF16 && hn::MaxLanes(DF()) == 16) {
+        if (CpuHasAvx512Bf16() && StoreBF16x32(v0.raw, v1.raw, dst, stream)) return;
+      }
+#endif
       const hn::Repartition<uint16_t, DF> du16;  // 2N lanes: one full vector
       const auto h0 = kOut == OutType::kF16 ? F16Bits(df, v0) : BF16Bits(df, v0);
       const auto h1 = kOut == OutType::kF16 ? F16Bits(df, v1) : BF16Bits(df, v1);
