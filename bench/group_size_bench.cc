@@ -145,18 +145,7 @@ struct BenchWeight {
 std::vector<float> ToFloat(const Tensor& y) {
   const int64_t n = *CheckedNumElements(y.shape(), "y");
   std::vector<float> f(static_cast<size_t>(n));
-  for (int64_t k = 0; k < n; ++k) {
-    switch (y.dtype()) {
-      case DType::kFloat16:
-        f[static_cast<size_t>(k)] = F32FromF16(y.data_as<uint16_t>()[k]);
-        break;
-      case DType::kBFloat16:
-        f[static_cast<size_t>(k)] = F32FromBF16(y.data_as<uint16_t>()[k]);
-        break;
-      default:
-        f[static_cast<size_t>(k)] = y.data_as<float>()[k];
-    }
-  }
+  for (int64_t k = 0; k < n; ++k) f[static_cast<size_t>(k)] = FloatElement(y.view(), k);
   return f;
 }
 

@@ -87,38 +87,38 @@ Dequantizer::Dequantizer(const Plan& plan, Storage storage, OutputInfo output, s
 }
 
 Status Dequantizer::Run(const MutableTensorView& y, int threads) const {
-  const std::string who = "DequantizeLinear" + (name_.empty() ? "" : " '" + name_ + "'");
+  auto who = [this] { return "DequantizeLinear" + (name_.empty() ? "" : " '" + name_ + "'"); };
   if (y.dtype != output_.dtype) {
-    return Status::Error(who + ": output Y must be " + DTypeName(output_.dtype) + " (got " +
+    return Status::Error(who() + ": output Y must be " + DTypeName(output_.dtype) + " (got " +
                          DTypeName(y.dtype) + ")");
   }
   if (y.shape != output_.shape) {
-    return Status::Error(who + ": output Y shape " + ShapeToString(y.shape) +
+    return Status::Error(who() + ": output Y shape " + ShapeToString(y.shape) +
                          " does not match the expected " + ShapeToString(output_.shape));
   }
   const size_t need =
       static_cast<size_t>(rows() * cols()) * static_cast<size_t>(OutBytes(plan_.out));
   if (y.size_bytes < need) {
-    return Status::Error(who + ": output Y has " + std::to_string(y.size_bytes) + " bytes, needs " +
-                         std::to_string(need));
+    return Status::Error(who() + ": output Y has " + std::to_string(y.size_bytes) +
+                         " bytes, needs " + std::to_string(need));
   }
-  if (need > 0 && y.data == nullptr) return Status::Error(who + ": output Y data is null");
+  if (need > 0 && y.data == nullptr) return Status::Error(who() + ": output Y data is null");
   RunPlanThreaded(plan_, y.data, threads, cols_);
   return Status::Ok();
 }
 
 Status Dequantizer::RunTransposed(const MutableTensorView& y, int threads) const {
-  const std::string who = "DequantizeLinear" + (name_.empty() ? "" : " '" + name_ + "'");
+  auto who = [this] { return "DequantizeLinear" + (name_.empty() ? "" : " '" + name_ + "'"); };
   const int64_t rows = this->rows(), cols = this->cols();
   const Shape want{cols, rows};
   if (y.dtype != output_.dtype || y.shape != want) {
-    return Status::Error(who + ": transposed output must be " + DTypeName(output_.dtype) + " " +
+    return Status::Error(who() + ": transposed output must be " + DTypeName(output_.dtype) + " " +
                          ShapeToString(want) + " (got " + DTypeName(y.dtype) + " " +
                          ShapeToString(y.shape) + ")");
   }
   const size_t eb = static_cast<size_t>(OutBytes(plan_.out));
   if (y.size_bytes < static_cast<size_t>(rows * cols) * eb || (rows * cols > 0 && !y.data)) {
-    return Status::Error(who + ": transposed output buffer is too small");
+    return Status::Error(who() + ": transposed output buffer is too small");
   }
   if (rows == 0 || cols == 0) return Status::Ok();
   // Blocks of 64 bytes' worth of rows: each block is dequantized into a

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/numeric.h"
+
 namespace nibble {
 
 std::string DTypeName(DType t) {
@@ -147,6 +149,24 @@ void Tensor::Storage::resize(size_t bytes) {
 void Tensor::Storage::CopyFrom(const Storage& o) {
   resize(o.count_ * 64);
   if (count_) std::memcpy(blocks_.get(), o.blocks_.get(), count_ * 64);
+}
+
+float FloatElement(const TensorView& v, int64_t k) {
+  const auto* p = static_cast<const uint8_t*>(v.data);
+  uint32_t bits = 0;
+  switch (v.dtype) {
+    case DType::kFloat32:
+      std::memcpy(&bits, p + 4 * k, 4);
+      return F32FromBits(bits);
+    case DType::kFloat16:
+    case DType::kBFloat16: {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * k, 2);
+      return v.dtype == DType::kFloat16 ? F32FromF16(h) : F32FromBF16(h);
+    }
+    default:
+      return F32FromBits(0x7FC00000u);
+  }
 }
 
 StatusOr<Tensor> Tensor::Allocate(DType dtype, Shape shape) {

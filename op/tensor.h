@@ -73,6 +73,10 @@ struct TensorView {
   size_t size_bytes = 0;
 };
 
+// Element k of a float32, float16 or bfloat16 view, widened to float32
+// (exact); NaN for other types. For checks and reports, not hot loops.
+float FloatElement(const TensorView& v, int64_t k);
+
 // A writable view of caller memory (the output of Dequantize).
 struct MutableTensorView {
   DType dtype = DType::kUndefined;

@@ -66,17 +66,6 @@ std::vector<std::string> Leftovers(const fs::path& dir, const std::set<std::stri
   return extra;
 }
 
-float F32At(const onnx::TensorProto& t, const TensorView& v, int64_t k) {
-  if (t.data_type() == 1) {
-    float f;
-    std::memcpy(&f, static_cast<const char*>(v.data) + 4 * k, 4);
-    return f;
-  }
-  uint16_t h;
-  std::memcpy(&h, static_cast<const char*>(v.data) + 2 * k, 2);
-  return F32FromF16(h);
-}
-
 TEST_CASE("fold: MatMulNBits becomes MatMul (+ Add) with a [K, N] weight equal to ORT's formula") {
   for (const char* name : {"mmnb_zp", "mmnb_nozp_bias", "mmnb8"}) {
     const fs::path dir = Scratch(name);
@@ -133,7 +122,7 @@ TEST_CASE("fold: MatMulNBits becomes MatMul (+ Add) with a [K, N] weight equal t
         float sc;
         std::memcpy(&sc, s.data() + 4 * (n * kb + blk), 4);
         const float want = static_cast<float>(q - z) * sc;
-        if (F32At(*w, *wv, k * N + n) != want) ++bad;
+        if (FloatElement(*wv, k * N + n) != want) ++bad;
       }
     }
     CHECK_MESSAGE(bad == 0, name);

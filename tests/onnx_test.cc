@@ -10,20 +10,11 @@
 #include "doctest/doctest.h"
 #include "op/directml.h"
 #include "tests/onnx_oracle.h"
+#include "tests/test_util.h"
 
 namespace nibble {
 namespace testing {
 namespace {
-
-template <typename T>
-TensorView View(DType t, Shape s, const std::vector<T>& v) {
-  return {t, std::move(s), v.data(), v.size() * sizeof(T)};
-}
-
-std::vector<float> Floats(const Tensor& t) {
-  const float* p = t.data_as<float>();
-  return std::vector<float>(p, p + t.size_bytes() / 4);
-}
 
 TEST_CASE("ONNX seed example: per-tensor uint8") {
   const std::vector<uint8_t> x = {0, 3, 128, 255};

@@ -10,19 +10,13 @@
 
 #include "doctest/doctest.h"
 #include "kernels/numeric.h"
+#include "tests/test_util.h"
 
 namespace nibble {
 namespace {
 
-template <typename T>
-TensorView View(DType t, Shape s, const std::vector<T>& v) {
-  return {t, std::move(s), v.data(), v.size() * sizeof(T)};
-}
-
-std::vector<float> Floats(const Tensor& t) {
-  const float* p = t.data_as<float>();
-  return std::vector<float>(p, p + t.size_bytes() / 4);
-}
+using testing::Floats;
+using testing::View;
 
 TEST_CASE("SPEC worked int4x4 example: codes [[0,15],[8,9],[11,7],[4,10]]") {
   // Column 0 codes 0,8,11,4 -> 0x4B80; column 1 codes 15,9,7,10 -> 0xA79F.

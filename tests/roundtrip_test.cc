@@ -17,27 +17,8 @@ namespace nibble {
 namespace testing {
 namespace {
 
-float ScaleAt(const Tensor& s, int64_t k) {
-  switch (s.dtype()) {
-    case DType::kFloat16:
-      return F32FromF16(s.data_as<uint16_t>()[k]);
-    case DType::kBFloat16:
-      return F32FromBF16(s.data_as<uint16_t>()[k]);
-    default:
-      return s.data_as<float>()[k];
-  }
-}
-
-float OutAt(const Tensor& y, int64_t k) {
-  switch (y.dtype()) {
-    case DType::kFloat16:
-      return F32FromF16(y.data_as<uint16_t>()[k]);
-    case DType::kBFloat16:
-      return F32FromBF16(y.data_as<uint16_t>()[k]);
-    default:
-      return y.data_as<float>()[k];
-  }
-}
+float ScaleAt(const Tensor& s, int64_t k) { return FloatElement(s.view(), k); }
+float OutAt(const Tensor& y, int64_t k) { return FloatElement(y.view(), k); }
 
 TEST_CASE("round trip error <= s/2 in every mode") {
   struct SC {

@@ -23,20 +23,6 @@ bool IsTestDir(const fs::path& p) {
   return fs::is_regular_file(p / "model.onnx", ec);
 }
 
-// Reads element k of a float32/float16/bfloat16 tensor as float.
-double FloatAt(const Tensor& t, int64_t k) {
-  switch (t.dtype()) {
-    case DType::kFloat32:
-      return t.data_as<float>()[k];
-    case DType::kFloat16:
-      return F32FromF16(t.data_as<uint16_t>()[k]);
-    case DType::kBFloat16:
-      return F32FromBF16(t.data_as<uint16_t>()[k]);
-    default:
-      return std::nan("");
-  }
-}
-
 // Empty string when equal within tolerance, else the reason.
 std::string Compare(const Tensor& got, const Tensor& want, const NodeTestOptions& opt) {
   if (got.dtype() != want.dtype()) {
@@ -58,7 +44,7 @@ std::string Compare(const Tensor& got, const Tensor& want, const NodeTestOptions
   const int64_t n = *CheckedNumElements(want.shape(), "output");
   int64_t bad = 0, first = -1;
   for (int64_t k = 0; k < n; ++k) {
-    const double y = FloatAt(got, k), e = FloatAt(want, k);
+    const double y = FloatElement(got.view(), k), e = FloatElement(want.view(), k);
     bool ok;
     if (std::isnan(e) || std::isnan(y)) {
       ok = std::isnan(e) && std::isnan(y);
@@ -73,8 +59,8 @@ std::string Compare(const Tensor& got, const Tensor& want, const NodeTestOptions
   std::ostringstream s;
   s.precision(9);
   s << bad << " of " << n << " elements differ; first at flat index " << first << ": got "
-    << FloatAt(got, first) << ", expected " << FloatAt(want, first) << " (rtol " << rtol
-    << ", atol " << atol << ")";
+    << FloatElement(got.view(), first) << ", expected " << FloatElement(want.view(), first)
+    << " (rtol " << rtol << ", atol " << atol << ")";
   return s.str();
 }
 
