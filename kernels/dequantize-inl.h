@@ -48,6 +48,26 @@ enum class RowLayout {
   kNibbles,  // dense 4-bit (ONNX int4/uint4; PMX rank-1): 2 per byte, low first
   kBytes,    // dense 8-bit
   kHalves,   // dense 16-bit
+  // Block-structured (Plan::block_elems; every row starts at a block):
+  kSplit32,   // GGUF Q4_0/Q4_1: 32-element blocks, one split chunk each
+  kSplit256,  // GGUF Q4_K: 256-element blocks of four 64-element chunks
+  kBlock32,   // GGUF Q8_0: 32-element blocks of bytes
+  kAwqWords,  // AWQ GEMM: 8 elements per 32-bit word in AWQ nibble order
+};
+
+// Nibble shift of element p (mod 8) of an AWQ word, repeated so that
+// kAwqShift + (k % 8) covers 16 lanes.
+alignas(64) static constexpr uint32_t kAwqShift[24] = {0, 16, 4, 20, 8, 24, 12, 28, 0, 16, 4, 20,
+                                                        8, 24, 12, 28, 0, 16, 4, 20, 8, 24, 12, 28};
+static constexpr uint8_t kAwqNibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+
+// Where one row's codes are: the layout-specific base (element 0 of the
+// row) and the facts the loaders need, held by value in the hot loops.
+struct CodeRef {
+  const uint8_t* codes;
+  int shift;            // kWords*: nibble position
+  bool odd_start;       // kNibbles: element 0 is a high nibble
+  int64_t block_bytes;  // block layouts: bytes from one block to the next
 };
 
 // Scalar value of one element given its raw code bits and its group's
@@ -152,9 +172,7 @@ __attribute__((target("avx512bf16"), noinline)) inline bool StoreBF16x32(__m512 
 // One output row segment [k0, k1) (element offsets within the row), all
 // loop-invariant facts of the row.
 struct RowJob {
-  const uint8_t* codes;  // layout-specific base (element 0 of the row)
-  int shift;             // kWords*: nibble position
-  bool odd_start;        // kNibbles: element 0 is a high nibble
+  CodeRef code;
   // Scales: per element (s_step 1) or grouped along the row.
   bool per_element;
   const float* scale;  // element 0's scale (per_element) or plan.scale
@@ -175,7 +193,9 @@ class RowKernel {
   static constexpr bool kFloatCode = kCode >= CodeKind::kF8E4M3FN;
   static constexpr bool kTable = HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR &&
                                  (kLayout == RowLayout::kWords16 ||
-                                  kLayout == RowLayout::kWords32 || kLayout == RowLayout::kNibbles);
+                                  kLayout == RowLayout::kWords32 || kLayout == RowLayout::kNibbles ||
+                                  kLayout == RowLayout::kSplit32 || kLayout == RowLayout::kSplit256 ||
+                                  kLayout == RowLayout::kAwqWords);
   // float16/bfloat16 output from 4-bit codes on AVX-512: the group's table
   // is rounded to 16-bit output bits once, then 2N outputs are one 16-bit
   // permute (vpermw) of 2N codes. Same bits: rounding is per value.
@@ -188,14 +208,14 @@ class RowKernel {
 
   // Values of elements kk .. kk+N-1 when scales / zero points vary per
   // element (pointers already offset to the row's element 0).
-  HWY_INLINE VF PerElementValues(const uint8_t* codes, int shift, bool odd_start, const float* sp,
-                                 const int32_t* zi, const float* zfp, VI off, int64_t kk) const {
+  HWY_INLINE VF PerElementValues(const CodeRef& codes, const float* sp, const int32_t* zi,
+                                 const float* zfp, VI off, int64_t kk) const {
     const DF df;
     const DI di;
     const VF s = hn::LoadU(df, sp + kk);
     const VI z = kZp == ZeroPointKind::kInteger ? hn::LoadU(di, zi + kk) : off;
     const VF zf = kZp == ZeroPointKind::kFloat ? hn::LoadU(df, zfp + kk) : hn::Zero(df);
-    return Arith(Decode(LoadCodesAt(codes, shift, odd_start, kk)), s, z, zf);
+    return Arith(Decode(LoadCodesAt(codes, kk)), s, z, zf);
   }
 
   // Writes elements [k0, k1) of the row to y[k - k0]. `stream`: use
@@ -213,29 +233,29 @@ class RowKernel {
     auto aligned = [&](int64_t kk) {
       return reinterpret_cast<uintptr_t>(out + (kk - k0) * kOutBytes) % vec_bytes == 0;
     };
-    auto parity_ok = [&](int64_t kk) {
-      return kLayout != RowLayout::kNibbles || ((kk + (job_.odd_start ? 1 : 0)) & 1) == 0;
-    };
+    // Vector loads start where the layout allows (kCodeAlign elements).
+    const int64_t odd = kLayout == RowLayout::kNibbles && job_.code.odd_start ? 1 : 0;
+    auto parity_ok = [&](int64_t kk) { return (kk + odd) % CodeAlign() == 0; };
     int64_t k = k0;
     if (stream) {
       const int64_t limit = k0 + 2 * unit;
       while (k < k1 && k < limit && !(aligned(k) && parity_ok(k))) ++k;
       if (k >= limit || k >= k1) stream = false;  // not alignable: plain stores
     }
-    if (!stream) k = parity_ok(k0) ? k0 : k0 + 1;
+    if (!stream) k = k0 + (CodeAlign() - (k0 + odd) % CodeAlign()) % CodeAlign();
     k = k < k1 ? k : k1;
     ScalarRange(k0, k, out);
     char* const base = out - k0 * kOutBytes;  // element k at base + k * kOutBytes
     if (job_.per_element) {
       // Loop invariants in locals (see below).
-      const Codes codes{job_.codes, job_.shift, job_.odd_start};
+      const CodeRef codes = job_.code;
       const float* const sp = job_.scale;
       const int32_t* const zi = job_.zp_int;
       const float* const zfp = job_.zp_float;
       const DI di;
       const VI off = hn::Set(di, plan_.code_offset);
       auto at = [&](int64_t kk) HWY_ATTR {
-        return PerElementValues(codes.codes, codes.shift, codes.odd_start, sp, zi, zfp, off, kk);
+        return PerElementValues(codes, sp, zi, zfp, off, kk);
       };
 
       if (stream) {
@@ -250,7 +270,7 @@ class RowKernel {
     } else {
       // Loop invariants in locals: vector stores may alias anything, so
       // members would be reloaded after every store.
-      const Codes codes{job_.codes, job_.shift, job_.odd_start};
+      const CodeRef codes = job_.code;
       SetGroup(k);
       while (k + unit <= k1) {
         const Group g = cur_;
@@ -259,7 +279,7 @@ class RowKernel {
           const DU16 du16;
           for (; k + unit <= stop; k += unit) {
             const VU16 h =
-                HalfLookup(g.table16, LoadCodes16At(codes.codes, codes.shift, codes.odd_start, k));
+                HalfLookup(g.table16, LoadCodes16At(codes, k));
             uint16_t* p = reinterpret_cast<uint16_t*>(base + k * kOutBytes);
             if (stream) {
               hn::Stream(h, du16, p);
@@ -269,14 +289,14 @@ class RowKernel {
           }
         } else if (stream) {
           for (; k + unit <= stop; k += unit) {
-            const VF v0 = GroupValue(g, codes.Load(k));
-            const VF v1 = GroupValue(g, codes.Load(k + static_cast<int64_t>(N)));
+            const VF v0 = GroupValue(g, LoadCodesAt(codes, k));
+            const VF v1 = GroupValue(g, LoadCodesAt(codes, k + static_cast<int64_t>(N)));
             StoreUnit(df, v0, v1, base + k * kOutBytes, true);
           }
         } else {
           for (; k + unit <= stop; k += unit) {
-            const VF v0 = GroupValue(g, codes.Load(k));
-            const VF v1 = GroupValue(g, codes.Load(k + static_cast<int64_t>(N)));
+            const VF v0 = GroupValue(g, LoadCodesAt(codes, k));
+            const VF v1 = GroupValue(g, LoadCodesAt(codes, k + static_cast<int64_t>(N)));
             StoreUnit(df, v0, v1, base + k * kOutBytes, false);
           }
         }
@@ -295,13 +315,23 @@ class RowKernel {
     ScalarRange(k, k1, out + (k - k0) * kOutBytes);
   }
 
-  // Raw code loader with its layout facts held by value.
-  struct Codes {
-    const uint8_t* codes;
-    int shift;
-    bool odd_start;
-    HWY_INLINE VI Load(int64_t k) const { return LoadCodesAt(codes, shift, odd_start, k); }
-  };
+  // Elements a vector load must start at a multiple of (relative to the
+  // row; kNibbles: relative to the byte boundary).
+  static constexpr int64_t CodeAlign() {
+    constexpr int64_t n = static_cast<int64_t>(hn::MaxLanes(DF()));
+    switch (kLayout) {
+      case RowLayout::kNibbles:
+        return 2;
+      case RowLayout::kSplit32:
+      case RowLayout::kSplit256:
+      case RowLayout::kBlock32:
+        return n;
+      case RowLayout::kAwqWords:
+        return n < 8 ? n : 8;
+      default:
+        return 1;
+    }
+  }
 
  private:
   // --- Scalar path (prologue, tails) -------------------------------------
@@ -322,24 +352,35 @@ class RowKernel {
     switch (kLayout) {
       case RowLayout::kWords16: {
         uint16_t w;
-        std::memcpy(&w, job_.codes + 2 * k, 2);
-        return (uint32_t{w} >> job_.shift) & 0xFu;
+        std::memcpy(&w, job_.code.codes + 2 * k, 2);
+        return (uint32_t{w} >> job_.code.shift) & 0xFu;
       }
       case RowLayout::kWords32: {
         uint32_t w;
-        std::memcpy(&w, job_.codes + 4 * k, 4);
-        return (w >> job_.shift) & 0xFu;
+        std::memcpy(&w, job_.code.codes + 4 * k, 4);
+        return (w >> job_.code.shift) & 0xFu;
       }
       case RowLayout::kNibbles: {
-        const int64_t e = k + (job_.odd_start ? 1 : 0);
-        return (uint32_t{job_.codes[e / 2]} >> (4 * (e % 2))) & 0xFu;
+        const int64_t e = k + (job_.code.odd_start ? 1 : 0);
+        return (uint32_t{job_.code.codes[e / 2]} >> (4 * (e % 2))) & 0xFu;
       }
       case RowLayout::kBytes:
-        return job_.codes[k];
+        return job_.code.codes[k];
       case RowLayout::kHalves: {
         uint16_t h;
-        std::memcpy(&h, job_.codes + 2 * k, 2);
+        std::memcpy(&h, job_.code.codes + 2 * k, 2);
         return h;
+      }
+      case RowLayout::kSplit32:
+      case RowLayout::kSplit256:
+      case RowLayout::kBlock32: {
+        int shift;
+        const uint8_t* p = BlockBytes(job_.code, k, &shift);
+        return (uint32_t{*p} >> shift) & (kLayout == RowLayout::kBlock32 ? 0xFFu : 0xFu);
+      }
+      case RowLayout::kAwqWords: {
+        const uint8_t nib = kAwqNibble[k % 8];
+        return (uint32_t{job_.code.codes[(k / 8) * 4 + nib / 2]} >> (4 * (nib % 2))) & 0xFu;
       }
     }
     return 0;
@@ -363,14 +404,63 @@ class RowKernel {
 
   // --- Vector path ---------------------------------------------------------
   // Raw codes (unsigned bit fields) of elements k .. k+N-1.
-  HWY_INLINE VI LoadCodes(int64_t k) const {
-    return LoadCodesAt(job_.codes, job_.shift, job_.odd_start, k);
+  HWY_INLINE VI LoadCodes(int64_t k) const { return LoadCodesAt(job_.code, k); }
+
+  // Block layouts: the byte holding element k of the row, and the shift of
+  // its nibble (0 for bytes). For a vector start (k % CodeAlign() == 0) the
+  // whole vector's codes are the following bytes at the same shift.
+  static HWY_INLINE const uint8_t* BlockBytes(const CodeRef& c, int64_t k, int* shift) {
+    if (kLayout == RowLayout::kSplit32) {
+      const int64_t p = k & 31;
+      *shift = p >= 16 ? 4 : 0;
+      return c.codes + (k >> 5) * c.block_bytes + (p & 15);
+    } else if (kLayout == RowLayout::kSplit256) {
+      const int64_t p = k & 255;
+      *shift = (p & 32) != 0 ? 4 : 0;
+      return c.codes + (k >> 8) * c.block_bytes + (p >> 6) * 32 + (p & 31);
+    }
+    *shift = 0;  // kBlock32
+    return c.codes + (k >> 5) * c.block_bytes + (k & 31);
   }
 
-  static HWY_INLINE VI LoadCodesAt(const uint8_t* codes, int shift, bool odd_start, int64_t k) {
+  static HWY_INLINE VI LoadCodesAt(const CodeRef& c, int64_t k) {
     const DI di;
     const DU du;
-    if (kLayout == RowLayout::kWords16) {
+    const uint8_t* const codes = c.codes;
+    const int shift = c.shift;
+    const bool odd_start = c.odd_start;
+    if (kLayout == RowLayout::kSplit32 || kLayout == RowLayout::kSplit256 ||
+        kLayout == RowLayout::kBlock32) {
+      int sh;
+      const uint8_t* p = BlockBytes(c, k, &sh);
+      if (kLayout == RowLayout::kBlock32 && kCode == CodeKind::kS8) {
+        const hn::Rebind<int8_t, DI> di8;
+        return hn::PromoteTo(di, hn::LoadU(di8, reinterpret_cast<const int8_t*>(p)));
+      }
+      const hn::Rebind<uint8_t, DI> du8;
+      const auto u = hn::PromoteTo(du, hn::LoadU(du8, p));
+      if (kLayout == RowLayout::kBlock32) return hn::BitCast(di, u);
+      return hn::BitCast(di, hn::And(hn::ShiftRightSame(u, sh), hn::Set(du, 0xFu)));
+    } else if (kLayout == RowLayout::kAwqWords) {
+      // Lane i holds word (k + i) / 8 shifted by its nibble's position.
+      constexpr size_t kN = hn::MaxLanes(DU());
+      const uint8_t* w = codes + (k >> 3) * 4;
+      hn::Vec<DU> words;
+      if constexpr (kN > 8) {
+        uint64_t two;
+        std::memcpy(&two, w, 8);
+        const hn::Repartition<uint64_t, DU> du64;
+        const auto idx = hn::ShiftRight<3>(hn::Iota(du, 0));
+        words = hn::TableLookupLanes(hn::BitCast(du, hn::Set(du64, two)),
+                                     hn::IndicesFromVec(du, idx));
+      } else {
+        uint32_t one;
+        std::memcpy(&one, w, 4);
+        words = hn::Set(du, one);
+      }
+      const auto sh = hn::LoadU(du, kAwqShift + (k & 7));
+      return hn::BitCast(di, hn::And(words >> sh, hn::Set(du, 0xFu)));
+    } else if (kLayout == RowLayout::kWords16) {
       const hn::Rebind<uint16_t, DI> du16;
       const auto w = hn::LoadU(du16, reinterpret_cast<const uint16_t*>(codes) + k);
       const auto u = hn::PromoteTo(du, w);
@@ -409,9 +499,18 @@ class RowKernel {
   }
 
   // Raw 4-bit codes of elements k .. k+2N-1 in 16-bit lanes (kHalfTable).
-  static HWY_INLINE VU16 LoadCodes16At(const uint8_t* codes, int shift, bool odd_start, int64_t k) {
+  static HWY_INLINE VU16 LoadCodes16At(const CodeRef& c, int64_t k) {
     const DU16 du16;
-    if (kLayout == RowLayout::kWords16) {
+    const uint8_t* const codes = c.codes;
+    const int shift = c.shift;
+    const bool odd_start = c.odd_start;
+    if (kLayout == RowLayout::kSplit32 || kLayout == RowLayout::kSplit256 ||
+        kLayout == RowLayout::kAwqWords) {
+      const hn::Rebind<uint16_t, DU> du16h;
+      const auto lo = LoadCodesAt(c, k);
+      const auto hi = LoadCodesAt(c, k + static_cast<int64_t>(hn::Lanes(DU())));
+      return hn::Combine(du16, hn::DemoteTo(du16h, hi), hn::DemoteTo(du16h, lo));
+    } else if (kLayout == RowLayout::kWords16) {
       const auto w = hn::LoadU(du16, reinterpret_cast<const uint16_t*>(codes) + k);
       return hn::And(hn::ShiftRightSame(w, shift), hn::Set(du16, 0xF));
     } else if (kLayout == RowLayout::kWords32) {
@@ -592,17 +691,15 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
     if (kLayout == RowLayout::kWords16 || kLayout == RowLayout::kWords32) {
       const int64_t p = plan.interleave, rr = plan.interleave_row;
       const int64_t d = e0 / rr, j = e0 % rr;
-      job.codes = plan.codes + ((d / p) * rr + j) * (p / 2);
-      job.shift = static_cast<int>(4 * (d % p));
-      job.odd_start = false;
+      job.code = {plan.codes + ((d / p) * rr + j) * (p / 2), static_cast<int>(4 * (d % p)), false,
+                  0};
     } else if (kLayout == RowLayout::kNibbles) {
-      job.codes = plan.codes + e0 / 2;
-      job.odd_start = (e0 & 1) != 0;
-      job.shift = 0;
-    } else {
-      job.codes = plan.codes + e0 * (kLayout == RowLayout::kHalves ? 2 : 1);
-      job.shift = 0;
-      job.odd_start = false;
+      job.code = {plan.codes + e0 / 2, 0, (e0 & 1) != 0, 0};
+    } else if (kLayout == RowLayout::kBytes || kLayout == RowLayout::kHalves) {
+      job.code = {plan.codes + e0 * (kLayout == RowLayout::kHalves ? 2 : 1), 0, false, 0};
+    } else {  // block layouts: the row starts at a block
+      job.code = {plan.codes + (e0 / plan.block_elems) * plan.block_bytes, 0, false,
+                  plan.block_bytes};
     }
     // Scales.
     if (plan.inner == 1) {
@@ -613,7 +710,8 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
       job.phase = 0;
     } else {
       const int64_t o = r / plan.axis, a = r % plan.axis;
-      job.base = o * plan.s_outer + (a / plan.group) * plan.s_axis;
+      const int64_t ga = plan.axis_group != nullptr ? plan.axis_group[a] : a / plan.group;
+      job.base = o * plan.s_outer + ga * plan.s_axis;
       job.per_element = plan.s_inner == 1;
       job.group = cols;  // constant along the row
       job.step = 0;

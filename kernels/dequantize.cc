@@ -5,6 +5,8 @@
 // kernels/dequantize_bytes.cc (8- and 16-bit integer codes, float8).
 #include "kernels/dequantize.h"
 
+#include <cstring>
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/dequantize.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -21,6 +23,21 @@ void DequantizeNibblesSimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0,
                            void* out, int64_t ld) {
 #if HWY_TARGET != HWY_SCALAR
   if (SimdEligible(plan, c0, c1)) {
+    if (plan.block_elems > 0) {  // GGUF Q4_0 / Q4_1 / Q4_K, AWQ
+      if (plan.code == CodeKind::kU4) {
+        if (plan.block_elems == 32 && plan.split_elems == 32) {
+          return DispatchZpOut<RowLayout::kSplit32, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
+        }
+        if (plan.block_elems == 256 && plan.split_elems == 64) {
+          return DispatchZpOut<RowLayout::kSplit256, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
+        }
+        if (plan.block_elems == 8 && plan.block_bytes == 4 && plan.split_elems == 0 &&
+            std::memcmp(plan.word_nibble, kAwqNibble, 8) == 0) {
+          return DispatchZpOut<RowLayout::kAwqWords, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
+        }
+      }
+      return DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
+    }
     if (plan.interleave > 1 && plan.interleave_row > 1) {  // PMX int4xP, P rows per word
       if (plan.interleave == 4) {
         return DispatchZpOut<RowLayout::kWords16, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);

@@ -16,6 +16,12 @@ namespace HWY_NAMESPACE {
 void DequantizeBytesSimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                          void* out, int64_t ld) {
 #if HWY_TARGET != HWY_SCALAR
+  if (plan.block_elems > 0) {  // GGUF Q8_0
+    if (plan.block_elems == 32 && plan.code == CodeKind::kS8 && SimdEligible(plan, c0, c1)) {
+      return DispatchZpOut<RowLayout::kBlock32, CodeKind::kS8>(plan, r0, r1, c0, c1, out, ld);
+    }
+    return DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
+  }
   if (plan.interleave == 1 && SimdEligible(plan, c0, c1)) {
     switch (plan.code) {
       case CodeKind::kU8:

@@ -85,14 +85,36 @@ struct Plan {
   int64_t interleave_row = 1;
   // Subtracted from integer codes when zp_kind != kInteger (PMX int4: 8).
   int32_t code_offset = 0;
+  // Block-structured code streams (GGUF Q4_0/Q4_1/Q8_0/Q4_K, AWQ GEMM), with
+  // interleave == 1. block_elems > 0: element e lives in block
+  // b = e / block_elems, whose codes start at codes + b * block_bytes (the
+  // bytes between, e.g. a GGUF block's scale, are skipped).
+  //   8-bit codes: element p of a block is byte p.
+  //   4-bit codes, split_elems > 0: the block is a run of chunks of
+  //     split_elems elements (split_elems / 2 bytes each); element p of a
+  //     chunk is the low nibble of byte p for p < split_elems / 2, else the
+  //     high nibble of byte p - split_elems / 2 (GGUF).
+  //   4-bit codes, split_elems == 0: block_elems == 8, block_bytes == 4, one
+  //     little-endian 32-bit word per block; element p is nibble
+  //     word_nibble[p] (AWQ GEMM: {0, 4, 1, 5, 2, 6, 3, 7}).
+  // Contract: every row of the 2-D view starts at a block boundary
+  // (cols() % block_elems == 0).
+  int64_t block_elems = 0;
+  int64_t block_bytes = 0;
+  int32_t split_elems = 0;
+  uint8_t word_nibble[8] = {0, 1, 2, 3, 4, 5, 6, 7};
 
   // --- View --------------------------------------------------------------
   int64_t outer = 1, axis = 1, inner = 1;
   int64_t group = 1;  // elements along `axis` sharing one scale (>= 1)
 
   // --- Scale / zero point: index of (o, a, i) is
-  //     o * s_outer + (a / group) * s_axis + i * s_inner   (s_inner is 0 or 1)
+  //     o * s_outer + group_of(a) * s_axis + i * s_inner   (s_inner is 0 or 1)
+  //     with group_of(a) = a / group, or axis_group[a] when set
   int64_t s_outer = 0, s_axis = 0, s_inner = 0;
+  // Optional (inner > 1 views only): the group of axis position a is
+  // axis_group[a] instead of a / group (GPTQ act-order g_idx; any order).
+  const int32_t* axis_group = nullptr;
   const float* scale = nullptr;  // float32, widened by op/ if needed
   ZeroPointKind zp_kind = ZeroPointKind::kNone;
   const int32_t* zp_int = nullptr;  // kInteger: same indexing as scale

@@ -8,6 +8,18 @@ namespace nibble {
 
 uint32_t LoadCodeBits(const Plan& plan, int64_t e) {
   const int bits = CodeBits(plan.code);
+  if (plan.block_elems > 0) {
+    const int64_t b = e / plan.block_elems, p = e % plan.block_elems;
+    const uint8_t* block = plan.codes + b * plan.block_bytes;
+    if (bits == 8) return block[p];
+    if (plan.split_elems > 0) {
+      const int64_t half = plan.split_elems / 2;
+      const int64_t chunk = p / plan.split_elems, q = p % plan.split_elems;
+      return (uint32_t{block[chunk * half + q % half]} >> (q < half ? 0 : 4)) & 0xFu;
+    }
+    const int nib = plan.word_nibble[p];
+    return (uint32_t{block[nib / 2]} >> (4 * (nib % 2))) & 0xFu;
+  }
   uint64_t bit;
   if (plan.interleave == 1) {
     bit = static_cast<uint64_t>(e) * static_cast<uint64_t>(bits);
@@ -103,7 +115,8 @@ float ReferenceValue(const Plan& plan, int64_t r, int64_t c) {
   } else {
     o = r / plan.axis, a = r % plan.axis, i = c;
   }
-  const int64_t idx = o * plan.s_outer + (a / plan.group) * plan.s_axis + i * plan.s_inner;
+  const int64_t ga = plan.axis_group != nullptr ? plan.axis_group[a] : a / plan.group;
+  const int64_t idx = o * plan.s_outer + ga * plan.s_axis + i * plan.s_inner;
   const float s = plan.scale[idx];
   const uint32_t bits = LoadCodeBits(plan, r * plan.cols() + c);
   if (CodeIsFloat(plan.code)) {

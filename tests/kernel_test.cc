@@ -2,6 +2,7 @@
 // vector length and the group size, odd nibble starts, every zero-point
 // kind, output type and store mode, tiles at any offset: `==` against the
 // scalar reference (kernels/reference.h), with sentinels around the output.
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -280,6 +281,136 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
     }
   }
   CHECK(compared > 10000);
+}
+
+// Block-structured checkpoint layouts (GGUF Q4_0 / Q4_1 / Q8_0 / Q4_K, AWQ
+// GEMM) and the GPTQ g_idx gather: every target == the reference.
+TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
+  TargetGuard guard;
+  const auto targets = CompiledTargets();
+  const char* seed_env = std::getenv("NIBBLE_TEST_SEED");
+  const uint64_t seed = seed_env ? std::strtoull(seed_env, nullptr, 10) : 2027;
+  std::mt19937_64 rng(seed);
+  struct Kind {
+    const char* name;
+    CodeKind code;
+    int64_t block_elems, block_bytes, header, split;
+    bool awq, gptq;
+  };
+  const Kind kinds[] = {
+      {"q4_0", CodeKind::kU4, 32, 18, 2, 32, false, false},
+      {"q4_1", CodeKind::kU4, 32, 20, 4, 32, false, false},
+      {"q8_0", CodeKind::kS8, 32, 34, 2, 0, false, false},
+      {"q4_k", CodeKind::kU4, 256, 144, 16, 64, false, false},
+      {"awq", CodeKind::kU4, 8, 4, 0, 0, true, false},
+      {"gptq g_idx", CodeKind::kU4, 0, 0, 0, 0, false, true},
+  };
+  int64_t compared = 0;
+  for (int64_t target : targets) {
+    UseTarget(target);
+    for (const Kind& kd : kinds) {
+      for (int64_t units : {1, 2, 3, 5, 17}) {
+        for (ZeroPointKind zp :
+             {ZeroPointKind::kNone, ZeroPointKind::kInteger, ZeroPointKind::kFloat}) {
+          for (OutType out : {OutType::kF32, OutType::kF16, OutType::kBF16}) {
+            PlanData d;
+            Plan& p = d.plan;
+            p.code = kd.code;
+            p.out = out;
+            p.zp_kind = zp;
+            p.code_offset = zp == ZeroPointKind::kNone ? (kd.code == CodeKind::kS8 ? 0 : 8) : 0;
+            int64_t rows, cols, nscale;
+            if (kd.awq || kd.gptq) {
+              // [K rows, N cols], scales [K / G, N] along the row.
+              cols = 8 * units;
+              rows = 16 + static_cast<int64_t>(rng() % 40);
+              const int64_t group = kd.gptq ? 8 : int64_t{1} << (rng() % 5);
+              const int64_t ng = (rows + group - 1) / group;
+              p.outer = 1;
+              p.axis = rows;
+              p.inner = cols;
+              p.group = group;
+              p.s_axis = cols;
+              p.s_inner = 1;
+              nscale = ng * cols;
+              if (kd.awq) {
+                p.block_elems = 8;
+                p.block_bytes = 4;
+                std::memcpy(p.word_nibble, std::array<uint8_t, 8>{0, 4, 1, 5, 2, 6, 3, 7}.data(),
+                            8);
+                d.codes.resize(static_cast<size_t>(rows * cols / 2));
+              } else {
+                rows = (rows + 7) / 8 * 8;
+                p.axis = rows;
+                p.interleave = 8;
+                p.interleave_row = cols;
+                d.codes.resize(static_cast<size_t>(rows * cols / 2));
+                d.zpi.resize(static_cast<size_t>(rows));  // reused below as g_idx
+              }
+            } else {
+              // [N rows, K cols], one scale per 32 elements along the row.
+              cols = kd.block_elems * units;
+              rows = 1 + static_cast<int64_t>(rng() % 5);
+              p.outer = rows;
+              p.axis = cols;
+              p.group = 32;
+              p.s_axis = 1;
+              p.s_outer = cols / 32;
+              nscale = rows * cols / 32;
+              p.block_elems = kd.block_elems;
+              p.block_bytes = kd.block_bytes;
+              p.split_elems = static_cast<int32_t>(kd.split);
+              d.codes.resize(static_cast<size_t>(rows * cols / kd.block_elems * kd.block_bytes));
+            }
+            for (auto& b : d.codes) b = static_cast<uint8_t>(rng());
+            d.scale.resize(static_cast<size_t>(nscale));
+            for (auto& v : d.scale) v = RandomScale(rng);
+            std::vector<int32_t> zpi(d.scale.size()), gidx;
+            if (zp == ZeroPointKind::kInteger) {
+              for (auto& z : zpi) z = static_cast<int32_t>(rng() % 16);
+              p.zp_int = zpi.data();
+            } else if (zp == ZeroPointKind::kFloat) {
+              d.zpf.resize(d.scale.size());
+              for (auto& z : d.zpf) z = RandomScale(rng);
+              p.zp_float = d.zpf.data();
+            }
+            if (kd.gptq) {  // a non-monotonic g_idx over all groups
+              const int64_t ng = (rows + p.group - 1) / p.group;
+              gidx.resize(static_cast<size_t>(rows));
+              for (auto& g : gidx) g = static_cast<int32_t>(rng() % static_cast<uint64_t>(ng));
+              p.axis_group = gidx.data();
+            }
+            p.codes = d.codes.data() + kd.header;
+            p.scale = d.scale.data();
+            const int64_t vr = p.rows(), vc = p.cols();
+            for (bool nt : {false, true}) {
+              p.nontemporal = nt;
+              for (int trial = 0; trial < 4; ++trial) {
+                int64_t r0 = 0, r1 = vr, c0 = 0, c1 = vc;
+                if (trial > 0) {
+                  r0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(vr));
+                  r1 = r0 + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(vr - r0));
+                  c0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(vc));
+                  c1 = c0 + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(vc - c0));
+                }
+                const int64_t ld = c1 - c0 + (trial == 3 ? 3 : 0);
+                const int64_t mis = (trial % 2) * OutBytes(out);
+                const std::string diff = CompareTile(p, r0, r1, c0, c1, ld, mis);
+                CHECK_MESSAGE(diff.empty(), std::string(hwy::TargetName(target))
+                                                << " " << std::string(kd.name) << " rows=" << vr
+                                                << " cols=" << vc << " zp=" << static_cast<int>(zp)
+                                                << " out=" << static_cast<int>(out) << " nt=" << nt
+                                                << " tile=[" << r0 << "," << r1 << ")x[" << c0
+                                                << "," << c1 << "): " << diff);
+                ++compared;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  CHECK(compared > 1000);
 }
 
 TEST_CASE("threaded whole-tensor runs give identical bits for 1, 2, 3 and all threads") {
