@@ -1,5 +1,7 @@
 #include "formats/onnx_writer.h"
 
+#include "formats/atomic_file.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -35,62 +37,6 @@ constexpr uint8_t kModelGraphTag = (7 << 3) | 2;        // ModelProto.graph
 constexpr uint8_t kGraphInitializerTag = (5 << 3) | 2;  // GraphProto.initializer
 constexpr uint8_t kTensorRawDataTag = (9 << 3) | 2;     // TensorProto.raw_data
 
-// A file written through a descriptor; closed (and removed unless
-// committed) on destruction.
-class TempFile {
- public:
-  Status Create(const std::string& path) {
-    path_ = path;
-    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) return Status::Error("cannot create '" + path + "': " + std::strerror(errno));
-    return Status::Ok();
-  }
-  Status Write(const void* data, uint64_t n) {
-    const auto* p = static_cast<const uint8_t*>(data);
-    while (n > 0) {
-      const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, uint64_t{1} << 30));
-      const ssize_t w = ::write(fd_, p, chunk);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        return Status::Error("cannot write '" + path_ + "': " + std::strerror(errno));
-      }
-      p += w;
-      n -= static_cast<uint64_t>(w);
-      offset_ += static_cast<uint64_t>(w);
-    }
-    return Status::Ok();
-  }
-  // Writes zeros up to `target` (>= offset()).
-  Status PadTo(uint64_t target) {
-    static const uint8_t zeros[4096] = {};
-    while (offset_ < target) {
-      NIBBLE_RETURN_IF_ERROR(Write(zeros, std::min<uint64_t>(sizeof zeros, target - offset_)));
-    }
-    return Status::Ok();
-  }
-  Status Finish() {
-    if (::fsync(fd_) != 0 || ::close(fd_) != 0) {
-      fd_ = -1;
-      return Status::Error("cannot finish '" + path_ + "': " + std::strerror(errno));
-    }
-    fd_ = -1;
-    return Status::Ok();
-  }
-  void Commit() { committed_ = true; }
-  uint64_t offset() const { return offset_; }
-  const std::string& path() const { return path_; }
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_ && !path_.empty()) std::remove(path_.c_str());
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-  uint64_t offset_ = 0;
-  bool committed_ = false;
-};
-
 std::string BaseName(const std::string& p) {
   const auto slash = p.rfind('/');
   return slash == std::string::npos ? p : p.substr(slash + 1);
@@ -104,7 +50,7 @@ std::string DirName(const std::string& p) {
 
 Status WriteFileAtomic(const std::string& path, const std::string& bytes) {
   TempFile f;
-  NIBBLE_RETURN_IF_ERROR(f.Create(path + ".tmp-" + std::to_string(::getpid())));
+  NIBBLE_RETURN_IF_ERROR(f.Create(TempNameFor(path)));
   NIBBLE_RETURN_IF_ERROR(f.Write(bytes.data(), bytes.size()));
   NIBBLE_RETURN_IF_ERROR(f.Finish());
   if (std::rename(f.path().c_str(), path.c_str()) != 0) {
@@ -189,12 +135,7 @@ Status WriteModelStreaming(const std::string& path, const onnx::ModelProto& mode
   // each fill writes every byte).
   uint64_t largest = 0;
   for (const auto& t : tensors) largest = std::max(largest, t.bytes);
-  // 4096-byte aligned, so streaming stores and page-sized writes line up.
-  struct AlignedFree {
-    void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(4096)); }
-  };
-  std::unique_ptr<uint8_t[], AlignedFree> buf(
-      largest ? static_cast<uint8_t*>(::operator new[](largest, std::align_val_t(4096))) : nullptr);
+  PageBuffer buf = AllocatePageBuffer(largest);
   for (size_t i = 0; i < tensors.size(); ++i) {
     std::string rec;
     rec.push_back(static_cast<char>(kGraphInitializerTag));

@@ -69,6 +69,7 @@ class Dequantizer {
     std::vector<float> scale;
     std::vector<int32_t> zp_int;
     std::vector<float> zp_float;
+    std::vector<int32_t> axis_group;
   };
   // `cols`: columns of the view that are output (default: all of the
   // plan's; fewer when rows are padded in memory, as MatMulNBits blocks).

@@ -35,6 +35,12 @@ Status WidenIntegerZeroPoint(const TensorView& v, const std::string& what,
 Status WidenFloatZeroPoint(const TensorView& v, const std::string& what, std::vector<float>* store,
                            const float** out);
 
+// The DType of a plan output type.
+inline DType OutDTypeOf(OutType t) {
+  return t == OutType::kF32 ? DType::kFloat32
+                            : (t == OutType::kF16 ? DType::kFloat16 : DType::kBFloat16);
+}
+
 // Maps float32 / float16 / bfloat16 to the plan's output type.
 StatusOr<OutType> OutTypeFor(DType t, const std::string& what);
 

@@ -1,0 +1,112 @@
+// GGUF v2/v3 files (llama.cpp): header, metadata, tensor infos and
+// zero-copy views of the tensor data. Bytes only; no arithmetic.
+//
+// Checked before anything is allocated or read: magic "GGUF"; version 2 or
+// 3; tensor and key/value counts bounded by the bytes left in the file;
+// every string and array length inside the file; array nesting depth <= 4;
+// general.alignment a non-zero power of two; tensor n_dims 1..4, dims >= 0
+// with a non-overflowing product; a known ggml type's ne[0] a multiple of
+// its block size; offsets aligned and every tensor's bytes inside the file;
+// no duplicate tensor or key names.
+#ifndef NIBBLE_FORMATS_GGUF_H_
+#define NIBBLE_FORMATS_GGUF_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "formats/external_data.h"
+#include "op/status.h"
+
+namespace nibble {
+
+// ggml tensor types nibble dequantizes (others are listed, not converted).
+enum GgmlType : uint32_t {
+  kGgmlF32 = 0,
+  kGgmlF16 = 1,
+  kGgmlQ4_0 = 2,
+  kGgmlQ4_1 = 3,
+  kGgmlQ8_0 = 8,
+  kGgmlQ4_K = 12,
+  kGgmlBF16 = 30,
+};
+
+// Block geometry of a ggml type: `block` elements in `bytes` bytes; nullptr
+// for types this reader does not know.
+struct GgmlTypeInfo {
+  uint32_t type;
+  const char* name;
+  int64_t block;
+  int64_t bytes;
+};
+const GgmlTypeInfo* GgmlTypeTraits(uint32_t type);
+std::string GgmlTypeName(uint32_t type);  // "q4_0", or "type(<n>)"
+
+enum class GgufValueType : uint32_t {
+  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
+  kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+};
+
+struct GgufValue {
+  GgufValueType type = GgufValueType::kU8;
+  uint64_t u = 0;  // unsigned integers and bool
+  int64_t i = 0;   // signed integers
+  double f = 0;    // f32 / f64
+  std::string s;   // strings
+  // Arrays: element type, length, and the first kMaxKeptItems elements.
+  GgufValueType elem = GgufValueType::kU8;
+  uint64_t count = 0;
+  std::vector<GgufValue> items;
+  static constexpr size_t kMaxKeptItems = 8;
+
+  // Short human-readable form (arrays: "[n x type] first, items, ...").
+  std::string ToString() const;
+};
+
+struct GgufTensor {
+  std::string name;
+  std::vector<int64_t> ne;  // ne[0] varies fastest
+  uint32_t type = 0;
+  uint64_t offset = 0;      // relative to the data section
+  uint64_t bytes = 0;       // 0 if the type is unknown
+  const uint8_t* data = nullptr;  // nullptr if the type is unknown
+  bool known() const { return GgmlTypeTraits(type) != nullptr; }
+  int64_t elements() const;
+};
+
+class GgufFile {
+ public:
+  static StatusOr<std::shared_ptr<GgufFile>> Open(const std::string& path);
+  // Parses caller-owned bytes (must outlive the object).
+  static StatusOr<std::shared_ptr<GgufFile>> FromBytes(const uint8_t* data, size_t size,
+                                                       const std::string& label);
+  // True if the bytes start with the GGUF magic.
+  static bool HasMagic(const uint8_t* data, size_t size);
+
+  const std::string& label() const { return label_; }
+  uint32_t version() const { return version_; }
+  uint64_t alignment() const { return alignment_; }
+  uint64_t data_offset() const { return data_offset_; }
+  const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
+  const GgufValue* Find(const std::string& key) const;
+  const std::vector<GgufTensor>& tensors() const { return tensors_; }
+
+ private:
+  GgufFile() = default;
+  Status Parse();
+  std::shared_ptr<MappedFile> file_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  std::string label_;
+  uint32_t version_ = 0;
+  uint64_t alignment_ = 32;
+  uint64_t data_offset_ = 0;
+  std::vector<std::pair<std::string, GgufValue>> kv_;
+  std::vector<GgufTensor> tensors_;
+};
+
+}  // namespace nibble
+
+#endif  // NIBBLE_FORMATS_GGUF_H_

@@ -1,0 +1,304 @@
+#include "op/checkpoint.h"
+
+#include <cstring>
+#include <limits>
+
+#include "kernels/numeric.h"
+#include "op/lowering.h"
+
+namespace nibble {
+
+namespace {
+
+uint32_t ReadU32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;  // little-endian host (x86-64 / aarch64)
+}
+uint16_t ReadU16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+StatusOr<OutType> ResolveOut(DType out, DType scales, const std::string& who) {
+  auto t = internal::OutTypeFor(out == DType::kUndefined ? scales : out, "output type");
+  if (!t.ok()) return t.status().WithPrefix(who);
+  return t;
+}
+
+// Checks an int32 tensor of the given 2-D shape.
+Status CheckInt32(const TensorView& v, const Shape& want, const std::string& what,
+                  const std::string& who) {
+  if (v.dtype != DType::kInt32 && v.dtype != DType::kUInt32) {
+    return Status::Error(who + ": " + what + " must be int32 (got " + DTypeName(v.dtype) + ")");
+  }
+  if (v.shape != want) {
+    return Status::Error(who + ": " + what + " shape " + ShapeToString(v.shape) + ", expected " +
+                         ShapeToString(want));
+  }
+  auto n = internal::CheckView(v, what);
+  return n.ok() ? Status::Ok() : n.status().WithPrefix(who);
+}
+
+// Common shape logic of GPTQ and AWQ: scales [groups, N]; returns the group
+// size, from the configured one or (per-module overrides) the shapes.
+StatusOr<int64_t> GroupSize(int64_t configured, int64_t K, int64_t groups,
+                            const std::string& who) {
+  auto count = [&](int64_t g) { return (K + g - 1) / g; };
+  if (configured == -1) configured = K;
+  if (configured > 0 && count(configured) == groups) return configured;
+  if (groups > 0) {
+    const int64_t inferred = (K + groups - 1) / groups;
+    if (inferred > 0 && count(inferred) == groups) return inferred;
+  }
+  return Status::Error(who + ": scales have " + std::to_string(groups) +
+                       " groups, which no group size over K = " + std::to_string(K) +
+                       " input channels gives (configured group_size " +
+                       std::to_string(configured) + ")");
+}
+
+}  // namespace
+
+StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweight,
+                                  const TensorView* qzeros, const TensorView& scales,
+                                  const TensorView* g_idx, DType out, const std::string& name) {
+  const std::string who = "GPTQ '" + name + "'";
+  if (qweight.shape.size() != 2 || scales.shape.size() != 2) {
+    return Status::Error(who + ": qweight and scales must be 2-D (got " +
+                         ShapeToString(qweight.shape) + " and " + ShapeToString(scales.shape) +
+                         ")");
+  }
+  if (qweight.shape[0] > (int64_t{1} << 36) || qweight.shape[1] > (int64_t{1} << 36)) {
+    return Status::Error(who + ": qweight " + ShapeToString(qweight.shape) + " is too large");
+  }
+  const int64_t K = qweight.shape[0] * 8, N = qweight.shape[1];
+  NIBBLE_RETURN_IF_ERROR(CheckInt32(qweight, qweight.shape, "qweight", who));
+  const int64_t groups = scales.shape[0];
+  if (scales.shape[1] != N) {
+    return Status::Error(who + ": scales shape " + ShapeToString(scales.shape) +
+                         " does not match qweight " + ShapeToString(qweight.shape) +
+                         " (expected [groups, " + std::to_string(N) + "])");
+  }
+  auto G = GroupSize(o.group_size, K, groups, who);
+  if (!G.ok()) return G.status();
+  auto ot = ResolveOut(out, scales.dtype, who);
+  if (!ot.ok()) return ot.status();
+
+  Plan plan;
+  Dequantizer::Storage st;
+  plan.code = CodeKind::kU4;
+  plan.codes = static_cast<const uint8_t*>(qweight.data);
+  plan.interleave = 8;
+  plan.interleave_row = N;
+  plan.outer = 1;
+  plan.axis = K;
+  plan.inner = N;
+  plan.group = *G;
+  plan.s_axis = N;
+  plan.s_inner = 1;
+  plan.out = *ot;
+  NIBBLE_RETURN_IF_ERROR(
+      internal::WidenScale(scales, "scales", &st.scale, &plan.scale).WithPrefix(who));
+  if (qzeros != nullptr) {
+    if (N % 8 != 0) {
+      return Status::Error(who + ": N = " + std::to_string(N) + " is not a multiple of 8");
+    }
+    NIBBLE_RETURN_IF_ERROR(CheckInt32(*qzeros, {groups, N / 8}, "qzeros", who));
+    const auto* zb = static_cast<const uint8_t*>(qzeros->data);
+    st.zp_int.resize(static_cast<size_t>(groups * N));
+    for (int64_t g = 0; g < groups; ++g) {
+      for (int64_t c = 0; c < N / 8; ++c) {
+        const uint32_t w = ReadU32(zb + 4 * (g * (N / 8) + c));
+        for (int j = 0; j < 8; ++j) {
+          uint32_t z = (w >> (4 * j)) & 0xFu;
+          if (!o.v2) z = (z + 1) & 0xFu;
+          st.zp_int[static_cast<size_t>(g * N + 8 * c + j)] = static_cast<int32_t>(z);
+        }
+      }
+    }
+    plan.zp_kind = ZeroPointKind::kInteger;
+    plan.zp_int = st.zp_int.data();
+  } else {
+    plan.code_offset = 8;
+  }
+  if (g_idx != nullptr) {
+    NIBBLE_RETURN_IF_ERROR(CheckInt32(*g_idx, {K}, "g_idx", who));
+    const auto* gb = static_cast<const uint8_t*>(g_idx->data);
+    bool contiguous = true;
+    st.axis_group.resize(static_cast<size_t>(K));
+    for (int64_t k = 0; k < K; ++k) {
+      const auto g = static_cast<int32_t>(ReadU32(gb + 4 * k));
+      if (g < 0 || g >= groups) {
+        return Status::Error(who + ": g_idx[" + std::to_string(k) + "] = " + std::to_string(g) +
+                             " is outside the " + std::to_string(groups) + " groups");
+      }
+      st.axis_group[static_cast<size_t>(k)] = g;
+      contiguous = contiguous && g == k / *G;
+    }
+    if (contiguous) st.axis_group.clear();  // fast path: k / G
+  }
+  return Dequantizer(plan, std::move(st), OutputInfo{internal::OutDTypeOf(*ot), {K, N}}, name);
+}
+
+StatusOr<Dequantizer> PrepareAwq(int64_t group_size, const TensorView& qweight,
+                                 const TensorView& qzeros, const TensorView& scales, DType out,
+                                 const std::string& name) {
+  const std::string who = "AWQ '" + name + "'";
+  if (qweight.shape.size() != 2 || scales.shape.size() != 2) {
+    return Status::Error(who + ": qweight and scales must be 2-D (got " +
+                         ShapeToString(qweight.shape) + " and " + ShapeToString(scales.shape) +
+                         ")");
+  }
+  if (qweight.shape[0] > (int64_t{1} << 36) || qweight.shape[1] > (int64_t{1} << 36)) {
+    return Status::Error(who + ": qweight " + ShapeToString(qweight.shape) + " is too large");
+  }
+  const int64_t K = qweight.shape[0], N = qweight.shape[1] * 8;
+  NIBBLE_RETURN_IF_ERROR(CheckInt32(qweight, qweight.shape, "qweight", who));
+  const int64_t groups = scales.shape[0];
+  if (scales.shape[1] != N) {
+    return Status::Error(who + ": scales shape " + ShapeToString(scales.shape) +
+                         " does not match qweight " + ShapeToString(qweight.shape) +
+                         " (expected [groups, " + std::to_string(N) + "])");
+  }
+  auto G = GroupSize(group_size, K, groups, who);
+  if (!G.ok()) return G.status();
+  NIBBLE_RETURN_IF_ERROR(CheckInt32(qzeros, {groups, N / 8}, "qzeros", who));
+  auto ot = ResolveOut(out, scales.dtype, who);
+  if (!ot.ok()) return ot.status();
+
+  static constexpr uint8_t kOrder[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+  Plan plan;
+  Dequantizer::Storage st;
+  plan.code = CodeKind::kU4;
+  plan.codes = static_cast<const uint8_t*>(qweight.data);
+  plan.block_elems = 8;
+  plan.block_bytes = 4;
+  plan.split_elems = 0;
+  std::memcpy(plan.word_nibble, kOrder, 8);
+  plan.outer = 1;
+  plan.axis = K;
+  plan.inner = N;
+  plan.group = *G;
+  plan.s_axis = N;
+  plan.s_inner = 1;
+  plan.out = *ot;
+  NIBBLE_RETURN_IF_ERROR(
+      internal::WidenScale(scales, "scales", &st.scale, &plan.scale).WithPrefix(who));
+  const auto* zb = static_cast<const uint8_t*>(qzeros.data);
+  st.zp_int.resize(static_cast<size_t>(groups * N));
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t c = 0; c < N / 8; ++c) {
+      const uint32_t w = ReadU32(zb + 4 * (g * (N / 8) + c));
+      for (int p = 0; p < 8; ++p) {
+        st.zp_int[static_cast<size_t>(g * N + 8 * c + p)] =
+            static_cast<int32_t>((w >> (4 * kOrder[p])) & 0xFu);
+      }
+    }
+  }
+  plan.zp_kind = ZeroPointKind::kInteger;
+  plan.zp_int = st.zp_int.data();
+  return Dequantizer(plan, std::move(st), OutputInfo{internal::OutDTypeOf(*ot), {K, N}}, name);
+}
+
+bool GgmlTypeIsDequantizable(uint32_t type) {
+  return type == 2 || type == 3 || type == 8 || type == 12;
+}
+
+StatusOr<Dequantizer> PrepareGgml(uint32_t type, const std::vector<int64_t>& ne,
+                                  const uint8_t* data, size_t bytes, DType out,
+                                  const std::string& name) {
+  const std::string who = "GGUF tensor '" + name + "'";
+  if (!GgmlTypeIsDequantizable(type)) {
+    return Status::Error(who + ": ggml type " + std::to_string(type) +
+                         " is not dequantized by nibble (q4_0, q4_1, q8_0, q4_k are)");
+  }
+  if (ne.empty() || ne.size() > 4) return Status::Error(who + ": needs 1 to 4 dims");
+  Shape shape(ne.rbegin(), ne.rend());
+  auto n = CheckedNumElements(shape, who);
+  if (!n.ok()) return n.status();
+  const int64_t cols = ne[0], rows = cols == 0 ? 0 : *n / cols;
+  const int64_t block = type == 12 ? 256 : 32;
+  const int64_t bb = type == 2 ? 18 : type == 3 ? 20 : type == 8 ? 34 : 144;
+  if (cols % block != 0) {
+    return Status::Error(who + ": ne[0] = " + std::to_string(cols) + " is not a multiple of " +
+                         std::to_string(block));
+  }
+  const int64_t blocks = *n / block;
+  if (static_cast<uint64_t>(blocks) > std::numeric_limits<uint64_t>::max() / 144 ||
+      bytes != static_cast<size_t>(blocks * bb)) {
+    return Status::Error(who + ": has " + std::to_string(bytes) + " bytes, expected " +
+                         std::to_string(blocks * bb));
+  }
+  auto ot = internal::OutTypeFor(out == DType::kUndefined ? DType::kFloat32 : out, "output type");
+  if (!ot.ok()) return ot.status().WithPrefix(who);
+
+  Plan plan;
+  Dequantizer::Storage st;
+  plan.outer = rows;
+  plan.axis = cols;
+  plan.inner = 1;
+  plan.group = 32;
+  plan.s_outer = cols / 32;
+  plan.s_axis = 1;
+  plan.out = *ot;
+  plan.block_elems = block;
+  plan.block_bytes = bb;
+  const size_t subs = static_cast<size_t>(*n / 32);
+  st.scale.resize(subs ? subs : 1);
+  switch (type) {
+    case 2:  // Q4_0: {f16 d, u8 qs[16]}: d * (q - 8)
+      plan.code = CodeKind::kU4;
+      plan.codes = data + 2;
+      plan.split_elems = 32;
+      plan.code_offset = 8;
+      for (size_t b = 0; b < subs; ++b) st.scale[b] = F32FromF16(ReadU16(data + b * 18));
+      break;
+    case 3:  // Q4_1: {f16 d, f16 m, u8 qs[16]}: d * q + m
+      plan.code = CodeKind::kU4;
+      plan.codes = data + 4;
+      plan.split_elems = 32;
+      plan.zp_kind = ZeroPointKind::kFloat;
+      st.zp_float.resize(st.scale.size());
+      for (size_t b = 0; b < subs; ++b) {
+        st.scale[b] = F32FromF16(ReadU16(data + b * 20));
+        st.zp_float[b] = F32FromF16(ReadU16(data + b * 20 + 2));
+      }
+      break;
+    case 8:  // Q8_0: {f16 d, i8 qs[32]}: d * q
+      plan.code = CodeKind::kS8;
+      plan.codes = data + 2;
+      for (size_t b = 0; b < subs; ++b) st.scale[b] = F32FromF16(ReadU16(data + b * 34));
+      break;
+    default: {  // Q4_K: {f16 d, f16 dmin, u8 scales[12], u8 qs[128]}
+      // Sub-block j (32 elements): (d * sc_j) * q - dmin * m_j, with the
+      // 6-bit (sc, m) pairs packed as ggml's get_scale_min_k4.
+      plan.code = CodeKind::kU4;
+      plan.codes = data + 16;
+      plan.split_elems = 64;
+      plan.zp_kind = ZeroPointKind::kFloat;
+      st.zp_float.resize(st.scale.size());
+      for (size_t b = 0; b < subs / 8; ++b) {
+        const uint8_t* blk = data + b * 144;
+        const float d = F32FromF16(ReadU16(blk)), dmin = F32FromF16(ReadU16(blk + 2));
+        const uint8_t* q = blk + 4;
+        for (int j = 0; j < 8; ++j) {
+          uint32_t sc, m;
+          if (j < 4) {
+            sc = q[j] & 63u;
+            m = q[j + 4] & 63u;
+          } else {
+            sc = (q[j + 4] & 0xFu) | ((q[j - 4] >> 6) << 4);
+            m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+          }
+          st.scale[b * 8 + static_cast<size_t>(j)] = d * static_cast<float>(sc);
+          st.zp_float[b * 8 + static_cast<size_t>(j)] = -(dmin * static_cast<float>(m));
+        }
+      }
+      break;
+    }
+  }
+  return Dequantizer(plan, std::move(st), OutputInfo{internal::OutDTypeOf(*ot), shape}, name);
+}
+
+}  // namespace nibble
