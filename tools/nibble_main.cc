@@ -15,6 +15,7 @@
 #include "op/pmx.h"
 #include "op/quantize.h"
 #include "op/version.h"
+#include "tools/checkpoint.h"
 #include "tools/fold.h"
 #include "tools/node_test_runner.h"
 
@@ -158,6 +159,100 @@ int RunInspect(const std::string& path, const std::string& format) {
   return 0;
 }
 
+nibble::DType ParseOutDType(const std::string& s) {
+  if (s == "f32") return nibble::DType::kFloat32;
+  if (s == "f16") return nibble::DType::kFloat16;
+  if (s == "bf16") return nibble::DType::kBFloat16;
+  return nibble::DType::kUndefined;
+}
+
+// `nibble inspect` of a GGUF file or a safetensors checkpoint.
+int RunInspectCheckpoint(const std::string& path, const std::string& format) {
+  auto ck = nibble::Checkpoint::Open(path);
+  if (!ck.ok()) {
+    std::cerr << "nibble inspect: " << ck.status().message() << "\n";
+    return 1;
+  }
+  uint64_t stored = 0, deq = 0;
+  int quantized = 0, unsupported = 0;
+  auto out_bytes = [&](const nibble::CheckpointTensor& t) -> uint64_t {
+    const auto n = nibble::CheckedNumElements(t.shape, t.name);
+    if (!n.ok()) return 0;
+    const int bits = nibble::DTypeBits(ck->OutputDType(t, nibble::DType::kUndefined));
+    return static_cast<uint64_t>(*n) * static_cast<uint64_t>(bits) / 8;
+  };
+  for (const auto& t : ck->tensors()) {
+    stored += t.stored_bytes;
+    deq += out_bytes(t);
+    quantized += t.quantized ? 1 : 0;
+    unsupported += t.supported ? 0 : 1;
+  }
+  if (format == "json") {
+    std::cout << "{\"path\": \"" << JsonEscape(path) << "\", \"format\": \""
+              << JsonEscape(ck->description()) << "\", \"properties\": {";
+    for (size_t i = 0; i < ck->properties().size(); ++i) {
+      const auto& [k, v] = ck->properties()[i];
+      std::cout << (i ? ", " : "") << "\"" << JsonEscape(k) << "\": \"" << JsonEscape(v) << "\"";
+    }
+    std::cout << "}, \"tensors\": [";
+    for (size_t i = 0; i < ck->tensors().size(); ++i) {
+      const auto& t = ck->tensors()[i];
+      std::cout << (i ? ",\n  " : "\n  ") << "{\"name\": \"" << JsonEscape(t.name)
+                << "\", \"kind\": \"" << JsonEscape(t.kind) << "\", \"detail\": \""
+                << JsonEscape(t.detail) << "\", \"shape\": \""
+                << nibble::ShapeToString(t.shape) << "\", \"quantized\": "
+                << (t.quantized ? "true" : "false")
+                << ", \"supported\": " << (t.supported ? "true" : "false")
+                << ", \"stored_bytes\": " << t.stored_bytes << ", \"output_bytes\": "
+                << out_bytes(t) << (t.supported ? "" : ", \"why_not\": \"" + JsonEscape(t.why_not) + "\"")
+                << "}";
+    }
+    std::cout << "\n], \"count\": " << ck->tensors().size() << ", \"quantized\": " << quantized
+              << ", \"unsupported\": " << unsupported << "}\n";
+    return 0;
+  }
+  std::printf("%s: %s\n", path.c_str(), ck->description().c_str());
+  for (const auto& [k, v] : ck->properties()) std::printf("  %-36s %s\n", k.c_str(), v.c_str());
+  std::printf("\n%-48s %-8s %-18s %-40s %s\n", "tensor", "kind", "shape", "detail",
+              "stored -> output");
+  for (const auto& t : ck->tensors()) {
+    std::printf("%-48s %-8s %-18s %-40s %s -> %s%s\n", t.name.c_str(), t.kind.c_str(),
+                nibble::ShapeToString(t.shape).c_str(), t.detail.c_str(),
+                HumanBytes(t.stored_bytes).c_str(),
+                t.supported ? HumanBytes(out_bytes(t)).c_str() : "-",
+                t.supported ? "" : ("  UNSUPPORTED: " + t.why_not).c_str());
+  }
+  std::printf("%zu tensors (%d quantized, %d unsupported), %s stored -> %s dequantized (default "
+              "output types)\n",
+              ck->tensors().size(), quantized, unsupported, HumanBytes(stored).c_str(),
+              HumanBytes(deq).c_str());
+  return 0;
+}
+
+int RunDequant(const std::string& in, const std::string& out, const std::string& dtype,
+               nibble::DequantOptions options, bool quiet) {
+  if (in == out) {
+    std::cerr << "nibble dequant: the output must differ from the input\n";
+    return 2;
+  }
+  options.dtype = ParseOutDType(dtype);
+  options.progress = !quiet && isatty(STDERR_FILENO);
+  nibble::DequantReport r;
+  const auto t0 = std::chrono::steady_clock::now();
+  const nibble::Status st = nibble::DequantCheckpoint(in, out, options, &r);
+  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!st.ok()) {
+    std::cerr << "nibble dequant: " << st.message() << "\n";
+    return 1;
+  }
+  if (!quiet) {
+    std::cerr << "dequantized " << r.dequantized << " and copied " << r.copied
+              << " tensors, wrote " << HumanBytes(r.bytes) << " to " << out << " in " << sec
+              << " s\n";
+  }
+  return 0;
+}
+
 int RunFold(const std::string& in, const std::string& out, nibble::FoldOptions options,
             bool quiet) {
   if (in == out) {
@@ -213,9 +308,11 @@ int main(int argc, char** argv) {
   test->add_option("--threads", test_opts.threads, "Threads for the operator")
       ->check(CLI::NonNegativeNumber);
 
-  auto* inspect = app.add_subcommand("inspect", "List the quantized weights of an ONNX model");
+  auto* inspect = app.add_subcommand(
+      "inspect", "List the quantized weights of an ONNX model, a GGUF file or a safetensors checkpoint");
   std::string inspect_path, inspect_format = "table";
-  inspect->add_option("model", inspect_path, "MODEL.onnx")->required();
+  inspect->add_option("model", inspect_path, "MODEL.onnx, FILE.gguf, FILE.safetensors or a folder")
+      ->required();
   inspect->add_option("--format", inspect_format, "table or json")
       ->capture_default_str()
       ->check(CLI::IsMember({"table", "json"}));
@@ -236,6 +333,23 @@ int main(int argc, char** argv) {
                    "OUT.onnx.data; automatic above 2 GB)")
       ->expected(0, 1);
 
+  auto* dequant = app.add_subcommand(
+      "dequant",
+      "Dequantize a GPTQ/AWQ safetensors checkpoint (folder or file) or a GGUF file into a float "
+      "safetensors file (HF names and [N, K] shapes; other tensors copied through)");
+  std::string dq_in, dq_out, dq_dtype;
+  nibble::DequantOptions dq_opts;
+  bool dq_quiet = false;
+  dequant->add_option("input", dq_in, "checkpoint folder, FILE.safetensors or FILE.gguf")
+      ->required();
+  dequant->add_option("output", dq_out, "OUT.safetensors")->required();
+  dequant->add_option("--dtype", dq_dtype,
+                      "Output type of dequantized tensors (default: f16 for GPTQ/AWQ, f32 for GGUF)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  dequant->add_option("--tensors", dq_opts.tensors, "Only output names matching this regex");
+  dequant->add_option("--threads", dq_opts.threads, "0 = all cores")->check(CLI::NonNegativeNumber);
+  dequant->add_flag("--quiet", dq_quiet, "No progress or summary");
+
   auto* bench = app.add_subcommand("bench", "Group-size benchmark: speed and accuracy");
   nibble::BenchOptions bench_opts;
   nibble::AddBenchOptions(bench, &bench_opts);
@@ -251,7 +365,15 @@ int main(int argc, char** argv) {
     return sum.failed == 0 && sum.passed + sum.skipped > 0 ? 0 : 1;
   }
   if (*bench) return nibble::RunGroupSizeBench(bench_opts, std::cout, std::cerr);
-  if (*inspect) return RunInspect(inspect_path, inspect_format);
+  if (*inspect) {
+    const bool onnx = inspect_path.size() >= 5 &&
+                      inspect_path.compare(inspect_path.size() - 5, 5, ".onnx") == 0;
+    if (!onnx && nibble::Checkpoint::Recognizes(inspect_path)) {
+      return RunInspectCheckpoint(inspect_path, inspect_format);
+    }
+    return RunInspect(inspect_path, inspect_format);
+  }
+  if (*dequant) return RunDequant(dq_in, dq_out, dq_dtype, dq_opts, dq_quiet);
   if (*fold) {
     fold_opts.external = fold->count("--external-data") > 0;
     return RunFold(fold_in, fold_out, fold_opts, fold_quiet);

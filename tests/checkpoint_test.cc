@@ -1,0 +1,685 @@
+// GPTQ / AWQ / GGUF: readers, lowering and the dequant tool. Golden values
+// computed by hand from the producers' formulas (../shared/FORMATS.md),
+// round trips from seeded float weights written in each format, odd shapes,
+// and corrupted / truncated files (clear error, nothing written).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/synthetic_weights.h"
+#include "doctest/doctest.h"
+#include "formats/gguf.h"
+#include "formats/hf_config.h"
+#include "formats/safetensors.h"
+#include "kernels/numeric.h"
+#include "kernels/reference.h"
+#include "op/checkpoint.h"
+#include "op/quantize_checkpoint.h"
+#include "tests/checkpoint_writers.h"
+#include "tests/test_util.h"
+#include "tools/checkpoint.h"
+
+namespace nibble {
+namespace testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path TempDir(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("nibble_ckpt_" + std::to_string(::getpid())) / name;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+std::vector<float> RunF32(const Dequantizer& d, bool transposed) {
+  std::vector<float> y(static_cast<size_t>(d.rows() * d.cols()));
+  Shape s = transposed ? Shape{d.cols(), d.rows()} : d.output().shape;
+  MutableTensorView v{DType::kFloat32, s, y.data(), y.size() * 4};
+  const Status st = transposed ? d.RunTransposed(v, 1) : d.Run(v, 1);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  return y;
+}
+
+// ---------------------------------------------------------------- golden --
+
+TEST_CASE("GGUF Q4_0 block: d * (q - 8), low nibbles first then high") {
+  std::vector<uint8_t> blk(18, 0);
+  const uint16_t d = F16FromF32(0.5f);
+  std::memcpy(blk.data(), &d, 2);
+  blk[2] = 0x1F;  // element 0: 15 -> 3.5; element 16: 1 -> -3.5
+  blk[3] = 0x80;  // element 1: 0 -> -4; element 17: 8 -> 0
+  for (int j = 2; j < 16; ++j) blk[static_cast<size_t>(2 + j)] = 0x88;
+  auto dq = PrepareGgml(kGgmlQ4_0, {32}, blk.data(), blk.size(), DType::kFloat32, "t");
+  REQUIRE(dq.ok());
+  const auto y = RunF32(*dq, false);
+  CHECK(y[0] == 3.5f);
+  CHECK(y[16] == -3.5f);
+  CHECK(y[1] == -4.0f);
+  CHECK(y[17] == 0.0f);
+  CHECK(y[5] == 0.0f);
+}
+
+TEST_CASE("GGUF Q4_K super-block: d*sc*q - dmin*m with 6-bit packed scales") {
+  std::vector<uint8_t> blk(144, 0);
+  const uint16_t d = F16FromF32(1.0f), dmin = F16FromF32(0.5f);
+  std::memcpy(blk.data(), &d, 2);
+  std::memcpy(blk.data() + 2, &dmin, 2);
+  uint8_t* q = blk.data() + 4;
+  // Sub-block 0: sc 2, m 3. Sub-block 4: sc 37, m 26 (high bits in q[0], q[4]).
+  q[0] = 2 | (2 << 6);   // sc0 | (sc4 >> 4) << 6
+  q[4] = 3 | (1 << 6);   // m0  | (m4 >> 4) << 6
+  q[8] = 5 | (10 << 4);  // (sc4 & 15) | (m4 & 15) << 4
+  uint8_t* qs = blk.data() + 16;
+  qs[0] = 0x97;  // element 0 (sub 0): q 7; element 32 (sub 1, sc 0, m 0): 0
+  qs[64] = 0x03; // element 128 (sub 4, low nibbles of chunk 2): q 3
+  auto dq = PrepareGgml(kGgmlQ4_K, {256}, blk.data(), blk.size(), DType::kFloat32, "t");
+  REQUIRE(dq.ok());
+  const auto y = RunF32(*dq, false);
+  CHECK(y[0] == 1.0f * 2 * 7 - 0.5f * 3);    // 12.5
+  CHECK(y[1] == -1.5f);                      // q 0: -dmin * m
+  CHECK(y[32] == 0.0f);                      // sub-block 1: sc 0, m 0
+  CHECK(y[128] == 37.0f * 3 - 0.5f * 26);    // 98
+  CHECK(y[129] == -13.0f);
+}
+
+TEST_CASE("GGUF Q4_1 and Q8_0 blocks") {
+  std::vector<uint8_t> b1(20, 0);
+  const uint16_t d = F16FromF32(0.25f), m = F16FromF32(-1.0f);
+  std::memcpy(b1.data(), &d, 2);
+  std::memcpy(b1.data() + 2, &m, 2);
+  b1[4] = 0xF4;  // element 0: q 4 -> 0; element 16: q 15 -> 2.75
+  auto d1 = PrepareGgml(kGgmlQ4_1, {32}, b1.data(), b1.size(), DType::kFloat32, "t");
+  REQUIRE(d1.ok());
+  const auto y1 = RunF32(*d1, false);
+  CHECK(y1[0] == 0.0f);
+  CHECK(y1[16] == 2.75f);
+  CHECK(y1[1] == -1.0f);
+  std::vector<uint8_t> b8(34, 0);
+  std::memcpy(b8.data(), &d, 2);
+  b8[2] = static_cast<uint8_t>(-128);
+  b8[33] = 127;
+  auto d8 = PrepareGgml(kGgmlQ8_0, {32}, b8.data(), b8.size(), DType::kFloat32, "t");
+  REQUIRE(d8.ok());
+  const auto y8 = RunF32(*d8, false);
+  CHECK(y8[0] == -32.0f);
+  CHECK(y8[31] == 31.75f);
+}
+
+// K = 16 input channels, N = 8 outputs, G = 8.
+struct SmallGptq {
+  std::vector<uint32_t> qweight = std::vector<uint32_t>(2 * 8);  // [K/8, N]
+  std::vector<uint32_t> qzeros = std::vector<uint32_t>(2, 0x77777777u);
+  std::vector<uint16_t> scales = std::vector<uint16_t>(2 * 8);
+  SmallGptq() {
+    for (int r = 0; r < 2; ++r) {
+      for (int n = 0; n < 8; ++n) qweight[static_cast<size_t>(r * 8 + n)] = 0xFEDCBA98u;
+    }
+    for (int i = 0; i < 16; ++i) scales[static_cast<size_t>(i)] = F16FromF32(i < 8 ? 1.0f : 10.0f);
+  }
+};
+
+TEST_CASE("GPTQ: symmetric qzeros 0x77777777 -> z = 8 (v1), z = 7 (v2); [N, K] output") {
+  SmallGptq g;
+  const TensorView qw = View(DType::kInt32, {2, 8}, g.qweight);
+  const TensorView qz = View(DType::kInt32, {2, 1}, g.qzeros);
+  const TensorView sc = View(DType::kFloat16, {2, 8}, g.scales);
+  for (bool v2 : {false, true}) {
+    GptqOptions o;
+    o.group_size = 8;
+    o.v2 = v2;
+    auto d = PrepareGptq(o, qw, &qz, sc, nullptr, DType::kFloat32, "layer");
+    REQUIRE_MESSAGE(d.ok(), d.status().message());
+    CHECK(d->output().shape == Shape{16, 8});
+    const auto y = RunF32(*d, true);  // [N = 8, K = 16]
+    const float z = v2 ? 7.0f : 8.0f;
+    for (int n = 0; n < 8; ++n) {
+      for (int k = 0; k < 16; ++k) {
+        const float q = static_cast<float>(8 + (k % 8));  // nibble j = k % 8 holds 8 + j
+        const float s = k < 8 ? 1.0f : 10.0f;
+        CHECK(y[static_cast<size_t>(n * 16 + k)] == (q - z) * s);
+      }
+    }
+  }
+}
+
+TEST_CASE("GPTQ: a non-monotonic g_idx picks each channel's group; contiguous g_idx == none") {
+  SmallGptq g;
+  const TensorView qw = View(DType::kInt32, {2, 8}, g.qweight);
+  const TensorView qz = View(DType::kInt32, {2, 1}, g.qzeros);
+  const TensorView sc = View(DType::kFloat16, {2, 8}, g.scales);
+  std::vector<int32_t> gidx(16);
+  for (int k = 0; k < 16; ++k) gidx[static_cast<size_t>(k)] = (k % 2 == 0) ? 1 : 0;
+  const TensorView gv = View(DType::kInt32, {16}, gidx);
+  GptqOptions o;
+  o.group_size = 8;
+  auto d = PrepareGptq(o, qw, &qz, sc, &gv, DType::kFloat32, "layer");
+  REQUIRE(d.ok());
+  CHECK(d->plan().axis_group != nullptr);
+  const auto y = RunF32(*d, true);
+  for (int k = 0; k < 16; ++k) {
+    const float s = k % 2 == 0 ? 10.0f : 1.0f;
+    CHECK(y[static_cast<size_t>(3 * 16 + k)] == static_cast<float>(k % 8) * s);
+  }
+  for (int k = 0; k < 16; ++k) gidx[static_cast<size_t>(k)] = k / 8;
+  auto fast = PrepareGptq(o, qw, &qz, sc, &gv, DType::kFloat32, "layer");
+  REQUIRE(fast.ok());
+  CHECK(fast->plan().axis_group == nullptr);  // the contiguous fast path
+  auto none = PrepareGptq(o, qw, &qz, sc, nullptr, DType::kFloat32, "layer");
+  CHECK(RunF32(*fast, true) == RunF32(*none, true));
+  gidx[3] = 2;
+  auto bad = PrepareGptq(o, qw, &qz, sc, &gv, DType::kFloat32, "layer");
+  REQUIRE(!bad.ok());
+  CHECK(bad.status().message() == "GPTQ 'layer': g_idx[3] = 2 is outside the 2 groups");
+}
+
+TEST_CASE("AWQ: nibble i of a word holds column 8c + [0,2,4,6,1,3,5,7][i]") {
+  std::vector<uint32_t> qweight(1, 0x76543210u);  // K 1, N 8: nibble i = i
+  std::vector<uint32_t> qzeros(1, 0);
+  std::vector<uint16_t> scales(8, F16FromF32(1.0f));
+  auto d = PrepareAwq(1, View(DType::kInt32, {1, 1}, qweight), View(DType::kInt32, {1, 1}, qzeros),
+                      View(DType::kFloat16, {1, 8}, scales), DType::kFloat32, "a");
+  REQUIRE_MESSAGE(d.ok(), d.status().message());
+  const auto y = RunF32(*d, true);  // [N 8, K 1]
+  const float want[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+  for (int n = 0; n < 8; ++n) CHECK(y[static_cast<size_t>(n)] == want[n]);
+  // Zero points follow the same order: z word 0x76543210 -> z[n] = want[n].
+  qzeros[0] = 0x76543210u;
+  auto dz = PrepareAwq(1, View(DType::kInt32, {1, 1}, qweight), View(DType::kInt32, {1, 1}, qzeros),
+                       View(DType::kFloat16, {1, 8}, scales), DType::kFloat32, "a");
+  for (float v : RunF32(*dz, true)) CHECK(v == 0.0f);
+}
+
+// ------------------------------------------------------------ round trips --
+
+// Max |w - w'| / s per group must stay within the bound.
+TEST_CASE("GPTQ / AWQ round trips from seeded weights, odd shapes, every output type") {
+  struct Case {
+    int64_t N, K, G;
+    bool sym, v2, act_order;
+  };
+  const Case cases[] = {{8, 8, 8, true, false, false},     {16, 24, -1, false, false, false},
+                        {24, 40, 16, false, true, false},  {64, 256, 32, true, true, true},
+                        {40, 128, 128, false, false, true}, {136, 64, 64, false, true, false}};
+  for (const Case& c : cases) {
+    const auto w = MakeLlmLikeWeight(c.N, c.K, 99);
+    const int64_t G = c.G == -1 ? c.K : c.G, groups = (c.K + G - 1) / G;
+    std::vector<int32_t> gidx;
+    if (c.act_order) {  // every group G members, scattered
+      for (int64_t k = 0; k < c.K; ++k) gidx.push_back(static_cast<int32_t>((k * 7 % c.K) / G));
+    }
+    auto t = QuantizeGptq(w.data(), c.N, c.K, c.G, c.sym, c.v2, gidx);
+    REQUIRE(t.ok());
+    GptqOptions o;
+    o.group_size = c.G;
+    o.v2 = c.v2;
+    const TensorView qz = t->qzeros.view(), gi = t->g_idx.view();
+    auto d = PrepareGptq(o, t->qweight.view(), &qz, t->scales.view(), &gi, DType::kFloat32, "g");
+    REQUIRE_MESSAGE(d.ok(), d.status().message());
+    const auto y = RunF32(*d, true);
+    const auto* sc = t->scales.data_as<uint16_t>();
+    for (int64_t n = 0; n < c.N; ++n) {
+      for (int64_t k = 0; k < c.K; ++k) {
+        const int64_t g = c.act_order ? gidx[static_cast<size_t>(k)] : k / G;
+        const float s = F32FromF16(sc[g * c.N + n]);
+        const float err = std::fabs(y[static_cast<size_t>(n * c.K + k)] - w[static_cast<size_t>(n * c.K + k)]);
+        CHECK_MESSAGE(err <= (c.sym ? 0.5f : 1.0f) * s * 1.001f,
+                      "N=" << c.N << " K=" << c.K << " n=" << n << " k=" << k);
+      }
+    }
+    CHECK(MeasureError(w.data(), y.data(), c.N * c.K).sqnr_db > 15.0);
+    // Every output type == float32 rounded (one rounding).
+    for (DType out : {DType::kFloat16, DType::kBFloat16}) {
+      auto dh = PrepareGptq(o, t->qweight.view(), &qz, t->scales.view(), &gi, out, "g");
+      REQUIRE(dh.ok());
+      std::vector<uint16_t> h(y.size());
+      REQUIRE(dh->RunTransposed({out, {c.N, c.K}, h.data(), h.size() * 2}, 0).ok());
+      for (size_t i = 0; i < h.size(); ++i) {
+        CHECK(h[i] == (out == DType::kFloat16 ? F16FromF32(y[i]) : BF16FromF32(y[i])));
+      }
+    }
+    (void)groups;
+    // AWQ on the same weights.
+    auto a = QuantizeAwq(w.data(), c.N, c.K, c.G);
+    REQUIRE(a.ok());
+    auto da = PrepareAwq(c.G, a->qweight.view(), a->qzeros.view(), a->scales.view(),
+                         DType::kFloat32, "a");
+    REQUIRE_MESSAGE(da.ok(), da.status().message());
+    const auto ya = RunF32(*da, true);
+    const auto* sa = a->scales.data_as<uint16_t>();
+    for (int64_t n = 0; n < c.N; ++n) {
+      for (int64_t k = 0; k < c.K; ++k) {
+        const float s = F32FromF16(sa[(k / G) * c.N + n]);
+        CHECK(std::fabs(ya[static_cast<size_t>(n * c.K + k)] - w[static_cast<size_t>(n * c.K + k)]) <=
+              s * 1.001f);
+      }
+    }
+  }
+}
+
+TEST_CASE("GGUF round trips: Q4_0 / Q4_1 / Q8_0 / Q4_K, 1-D to 3-D, threads agree") {
+  for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0, kGgmlQ4_K}) {
+    const int64_t block = type == kGgmlQ4_K ? 256 : 32;
+    for (std::vector<int64_t> ne : {std::vector<int64_t>{block}, {2 * block, 3},
+                                    {4 * block, 5, 2}, {8 * block, 64}}) {
+      int64_t rows = 1;
+      for (size_t i = 1; i < ne.size(); ++i) rows *= ne[i];
+      const auto w = MakeLlmLikeWeight(rows, ne[0], 5);
+      auto bytes = QuantizeGgml(type, w.data(), rows, ne[0]);
+      REQUIRE(bytes.ok());
+      auto d = PrepareGgml(type, ne, bytes->data(), bytes->size(), DType::kFloat32, "t");
+      REQUIRE_MESSAGE(d.ok(), d.status().message());
+      CHECK(d->output().shape == Shape(ne.rbegin(), ne.rend()));
+      const auto y = RunF32(*d, false);
+      const double sqnr = MeasureError(w.data(), y.data(), rows * ne[0]).sqnr_db;
+      // (SQNR over at least 1024 elements: one 32-element block with an
+      // outlier is legitimately worse.)
+      if (rows * ne[0] >= 1024)
+        CHECK_MESSAGE(sqnr > (type == kGgmlQ8_0 ? 35.0 : 15.0), "type " << type << " sqnr " << sqnr << " ne0 " << ne[0] << " rows " << rows);
+      // The scalar reference over the same plan agrees bit for bit.
+      std::vector<float> ref(y.size());
+      DequantizeTileReference(d->plan(), 0, d->rows(), 0, d->cols(), ref.data(), d->cols());
+      CHECK(std::memcmp(ref.data(), y.data(), y.size() * 4) == 0);
+      std::vector<float> y2(y.size());
+      REQUIRE(d->Run({DType::kFloat32, d->output().shape, y2.data(), y2.size() * 4}, 2).ok());
+      CHECK(y2 == y);
+    }
+  }
+}
+
+// --------------------------------------------------------------- readers --
+
+std::string SampleGguf(uint32_t version = 3) {
+  GgufBuilder b(version);
+  b.KvString("general.architecture", "llama");
+  b.KvU32("general.alignment", 32);
+  b.Kv("u8", 0, GgufBuilder::Enc<uint8_t>(200));
+  b.Kv("i8", 1, GgufBuilder::Enc<int8_t>(-3));
+  b.Kv("u16", 2, GgufBuilder::Enc<uint16_t>(65000));
+  b.Kv("i16", 3, GgufBuilder::Enc<int16_t>(-300));
+  b.Kv("i32", 5, GgufBuilder::Enc<int32_t>(-70000));
+  b.Kv("f32", 6, GgufBuilder::Enc<float>(0.5f));
+  b.Kv("bool", 7, GgufBuilder::Enc<uint8_t>(1));
+  b.Kv("u64", 10, GgufBuilder::Enc<uint64_t>(1ull << 40));
+  b.Kv("i64", 11, GgufBuilder::Enc<int64_t>(-(1ll << 40)));
+  b.Kv("f64", 12, GgufBuilder::Enc<double>(2.25));
+  std::string arr;  // array of 3 strings
+  GgufBuilder::Put(&arr, uint32_t{8});
+  GgufBuilder::Put(&arr, uint64_t{3});
+  for (const char* s : {"a", "bb", "ccc"}) GgufBuilder::Str(&arr, s);
+  b.Kv("tokens", 9, arr);
+  std::string nested;  // array of 2 arrays of i32
+  GgufBuilder::Put(&nested, uint32_t{9});
+  GgufBuilder::Put(&nested, uint64_t{2});
+  for (int i = 0; i < 2; ++i) {
+    GgufBuilder::Put(&nested, uint32_t{5});
+    GgufBuilder::Put(&nested, uint64_t{2});
+    GgufBuilder::Put(&nested, int32_t{i});
+    GgufBuilder::Put(&nested, int32_t{i + 10});
+  }
+  b.Kv("nested", 9, nested);
+  const auto w = MakeLlmLikeWeight(4, 256, 3);
+  b.Tensor("blk.0.attn_q.weight", {256, 4}, kGgmlQ4_0, *QuantizeGgml(kGgmlQ4_0, w.data(), 4, 256));
+  b.Tensor("blk.0.ffn_up.weight", {256, 4}, kGgmlQ4_K, *QuantizeGgml(kGgmlQ4_K, w.data(), 4, 256));
+  b.Tensor("blk.0.ffn_down.weight", {256, 4}, kGgmlQ8_0, *QuantizeGgml(kGgmlQ8_0, w.data(), 4, 256));
+  b.Tensor("blk.0.attn_k.weight", {256, 4}, kGgmlQ4_1, *QuantizeGgml(kGgmlQ4_1, w.data(), 4, 256));
+  std::vector<uint8_t> norm(256 * 4);
+  for (size_t i = 0; i < 256; ++i) std::memcpy(&norm[4 * i], &w[i], 4);
+  b.Tensor("blk.0.attn_norm.weight", {256}, kGgmlF32, norm);
+  return b.Bytes();
+}
+
+TEST_CASE("GGUF reader: header, every metadata type, arrays, tensor infos") {
+  const std::string bytes = SampleGguf();
+  auto f = GgufFile::FromBytes(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "m");
+  REQUIRE_MESSAGE(f.ok(), f.status().message());
+  CHECK((*f)->version() == 3);
+  CHECK((*f)->Find("general.architecture")->s == "llama");
+  CHECK((*f)->Find("i8")->i == -3);
+  CHECK((*f)->Find("u64")->u == (1ull << 40));
+  CHECK((*f)->Find("f64")->f == 2.25);
+  CHECK((*f)->Find("tokens")->ToString() == "[3 x string] \"a\", \"bb\", \"ccc\"");
+  CHECK((*f)->Find("nested")->count == 2);
+  REQUIRE((*f)->tensors().size() == 5);
+  CHECK((*f)->tensors()[0].ne == std::vector<int64_t>{256, 4});
+  CHECK((*f)->tensors()[1].bytes == 4 * 144);
+  auto v2 = SampleGguf(2);
+  CHECK(GgufFile::FromBytes(reinterpret_cast<const uint8_t*>(v2.data()), v2.size(), "m").ok());
+  auto v1 = SampleGguf(1);
+  auto e = GgufFile::FromBytes(reinterpret_cast<const uint8_t*>(v1.data()), v1.size(), "m");
+  REQUIRE(!e.ok());
+  CHECK(e.status().message() == "GGUF 'm': version 1 is not supported (2 or 3)");
+}
+
+TEST_CASE("corrupted and truncated GGUF: a clear error, never a crash") {
+  const std::string good = SampleGguf();
+  // Every truncation of the header and metadata, then a sample of the data.
+  for (size_t len = 0; len < good.size(); len += (len < 1200 ? 1 : 97)) {
+    auto f = GgufFile::FromBytes(reinterpret_cast<const uint8_t*>(good.data()), len, "t");
+    REQUIRE_MESSAGE(!f.ok(), "truncated to " << len);
+    CHECK(f.status().message().rfind("GGUF 't': ", 0) == 0);
+  }
+  // Random byte flips: parse, and dequantize whatever parses.
+  std::mt19937_64 rng(11);
+  int parsed = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::string bad = good;
+    const int flips = 1 + static_cast<int>(rng() % 4);
+    for (int i = 0; i < flips; ++i) {
+      const size_t at = static_cast<size_t>(rng() % std::min<size_t>(bad.size(), 900));
+      bad[at] = static_cast<char>(rng());
+    }
+    auto f = GgufFile::FromBytes(reinterpret_cast<const uint8_t*>(bad.data()), bad.size(), "t");
+    if (!f.ok()) {
+      CHECK(!f.status().message().empty());
+      continue;
+    }
+    ++parsed;
+    for (const auto& t : (*f)->tensors()) {
+      if (!GgmlTypeIsDequantizable(t.type) || t.data == nullptr) continue;
+      auto d = PrepareGgml(t.type, t.ne, t.data, static_cast<size_t>(t.bytes), DType::kFloat32, t.name);
+      if (d.ok() && d->rows() * d->cols() < (1 << 22)) (void)d->Run(1);
+    }
+  }
+  CHECK(parsed > 0);
+  // Hostile counts and sizes.
+  GgufBuilder huge;
+  huge.Kv("x", 8, GgufBuilder::Enc<uint64_t>(1ull << 62));  // string length far past the end
+  const std::string hb = huge.Bytes();
+  auto h = GgufFile::FromBytes(reinterpret_cast<const uint8_t*>(hb.data()), hb.size(), "t");
+  REQUIRE(!h.ok());
+  CHECK(h.status().message().find("runs past the end of the file") != std::string::npos);
+  GgufBuilder off;
+  off.Tensor("w", {32, 1}, kGgmlQ4_0, std::vector<uint8_t>(17));  // one byte short
+  const std::string ob = off.Bytes();
+  auto o = GgufFile::FromBytes(reinterpret_cast<const uint8_t*>(ob.data()), ob.size(), "t");
+  REQUIRE(!o.ok());
+  CHECK(o.status().message().find("tensor 'w' (q4_0, 18 bytes at data offset 0) runs past the end") !=
+        std::string::npos);
+  GgufBuilder odd;
+  odd.Tensor("w", {48, 1}, kGgmlQ4_0, std::vector<uint8_t>(36));
+  const std::string db = odd.Bytes();
+  auto dd = GgufFile::FromBytes(reinterpret_cast<const uint8_t*>(db.data()), db.size(), "t");
+  REQUIRE(!dd.ok());
+  CHECK(dd.status().message() ==
+        "GGUF 't': tensor 'w': ne[0] = 48 is not a multiple of q4_0's block of 32");
+}
+
+TEST_CASE("safetensors reader: validation messages, misaligned data, tiling") {
+  auto make = [](const std::string& header, size_t data_bytes) {
+    std::string s(8, '\0');
+    const uint64_t n = header.size();
+    std::memcpy(&s[0], &n, 8);
+    return s + header + std::string(data_bytes, '\x01');
+  };
+  auto parse = [](const std::string& b) {
+    return SafetensorsFile::FromBytes(reinterpret_cast<const uint8_t*>(b.data()), b.size(), "f");
+  };
+  // A misaligned F32 tensor after a 3-byte one: read through memcpy only.
+  const std::string ok = make(
+      R"({"a":{"dtype":"U8","shape":[3],"data_offsets":[0,3]},"b":{"dtype":"F32","shape":[2],"data_offsets":[3,11]},"__metadata__":{"format":"pt"}})",
+      11);
+  auto f = parse(ok);
+  REQUIRE_MESSAGE(f.ok(), f.status().message());
+  CHECK((*f)->tensors().size() == 2);
+  CHECK((*f)->metadata().at("format") == "pt");
+  const TensorView b = (*f)->View(*(*f)->Find("b"));
+  CHECK(reinterpret_cast<uintptr_t>(b.data) % 4 != 0);
+  CHECK(FloatElement(b, 1) == FloatElement(b, 0));
+  struct Bad {
+    std::string header;
+    size_t data;
+    std::string message;
+  };
+  const Bad bads[] = {
+      {R"({"a":{"dtype":"U8","shape":[3],"data_offsets":[0,3]}})", 4,
+       "safetensors 'f': tensors cover 3 bytes but the data buffer has 4"},
+      {R"({"a":{"dtype":"U8","shape":[3],"data_offsets":[1,4]}})", 4,
+       "safetensors 'f': tensor 'a' starts at 1, expected 0 (a hole in the data buffer)"},
+      {R"({"a":{"dtype":"F16","shape":[3],"data_offsets":[0,4]}})", 4,
+       "safetensors 'f': tensor 'a': data_offsets cover 4 bytes, but F16 (3) needs 6"},
+      {R"({"a":{"dtype":"Q4","shape":[3],"data_offsets":[0,3]}})", 3,
+       "safetensors 'f': tensor 'a' has unsupported dtype 'Q4'"},
+      {R"({"a":{"dtype":"U8","shape":[3],"data_offsets":[0,3]},"a":{"dtype":"U8","shape":[3],"data_offsets":[0,3]}})",
+       3, "safetensors 'f' header has the key 'a' twice"},
+      {R"({"a":{"dtype":"U8","shape":[-3],"data_offsets":[0,3]}})", 3,
+       "safetensors 'f': tensor 'a': shape entries must be non-negative integers"},
+      {R"({"a":{"dtype":"U8","shape":[3],"data_offsets":[0,30]}})", 3,
+       "safetensors 'f': tensor 'a': data_offsets cover 30 bytes, but U8 (3) needs 3"},
+      {R"({"a":{"dtype":"U8","shape":[4294967296,4294967296],"data_offsets":[0,3]}})", 3,
+       "safetensors 'f': tensor 'a': data_offsets cover 3 bytes, but U8 (4294967296,4294967296) needs 18446744073709551616"},
+      {R"([1,2])", 0, "safetensors 'f': header is not a JSON object"},
+      {R"({"a":)", 0, "safetensors 'f' header is not valid JSON"},
+  };
+  for (const Bad& bd : bads) {
+    auto r = parse(make(bd.header, bd.data));
+    REQUIRE_MESSAGE(!r.ok(), bd.header);
+    // Overflowing shapes are caught by CheckedPackedBytes: accept its message.
+    if (bd.message.find("18446744073709551616") != std::string::npos) {
+      CHECK(r.status().message().find("tensor 'a'") != std::string::npos);
+    } else {
+      CHECK(r.status().message() == bd.message);
+    }
+  }
+  std::string big(8, '\0');
+  const uint64_t n = 200'000'000;
+  std::memcpy(&big[0], &n, 8);
+  auto r = parse(big + "{}");
+  REQUIRE(!r.ok());
+  CHECK(r.status().message() ==
+        "safetensors 'f': header length 200000000 exceeds the 100000000-byte limit");
+  for (size_t len = 0; len < ok.size(); ++len) {
+    CHECK(!parse(ok.substr(0, len)).ok());
+  }
+}
+
+TEST_CASE("HF quantization config: GPTQ / AWQ settings and refused variants") {
+  auto c = ParseHfQuantConfig(
+      R"({"quantization_config":{"quant_method":"gptq","bits":4,"group_size":-1,"desc_act":true,"sym":false,"checkpoint_format":"gptq_v2"}})",
+      "");
+  REQUIRE(c.ok());
+  CHECK(c->method == HfQuantConfig::Method::kGptq);
+  CHECK(c->group_size == -1);
+  CHECK(c->desc_act);
+  CHECK(!c->sym);
+  CHECK(c->checkpoint_format == "gptq_v2");
+  auto q = ParseHfQuantConfig("", R"({"bits":4,"group_size":128,"format":"gptq"})");
+  REQUIRE(q.ok());
+  CHECK(q->method == HfQuantConfig::Method::kGptq);
+  auto a = ParseHfQuantConfig(
+      R"({"quantization_config":{"quant_method":"awq","bits":4,"group_size":64,"version":"GEMM","zero_point":true}})",
+      "");
+  REQUIRE(a.ok());
+  CHECK(a->method == HfQuantConfig::Method::kAwq);
+  CHECK(a->group_size == 64);
+  const std::pair<const char*, const char*> refused[] = {
+      {R"({"quantization_config":{"quant_method":"gptq","bits":4,"checkpoint_format":"marlin"}})",
+       "config.json quantization_config: GPTQ checkpoint_format 'marlin' is not supported (gptq and gptq_v2 are)"},
+      {R"({"quantization_config":{"quant_method":"gptq","bits":4,"checkpoint_format":"gptq_p"}})",
+       "config.json quantization_config: GPTQ checkpoint_format 'gptq_p' is not supported (gptq and gptq_v2 are)"},
+      {R"({"quantization_config":{"quant_method":"gptq","bits":4,"is_marlin_format":true}})",
+       "config.json quantization_config: GPTQ checkpoint_format 'marlin' is not supported (gptq and gptq_v2 are)"},
+      {R"({"quantization_config":{"quant_method":"gptq","bits":8}})",
+       "config.json quantization_config: GPTQ with bits = 8 is not supported (only 4)"},
+      {R"({"quantization_config":{"quant_method":"awq","bits":4,"version":"gemv_fast"}})",
+       "config.json quantization_config: AWQ version 'gemv_fast' is not supported (only gemm)"},
+      {R"({"quantization_config":{"quant_method":"awq","bits":4,"version":"marlin"}})",
+       "config.json quantization_config: AWQ version 'marlin' is not supported (only gemm)"},
+      {R"({"quantization_config":{"quant_method":"bitsandbytes"}})",
+       "config.json quantization_config: quant_method 'bitsandbytes' is not supported (nibble reads gptq and awq)"},
+      {R"({"quantization_config":{"quant_method":"gptq","bits":"4"}})",
+       "config.json quantization_config: 'bits' must be an integer"},
+      {R"({"quantization_config":[1]})", "config.json: quantization_config must be an object"},
+      {R"({nope)", "config.json is not valid JSON"},
+  };
+  for (const auto& [text, msg] : refused) {
+    auto r = ParseHfQuantConfig(text, "");
+    REQUIRE_MESSAGE(!r.ok(), text);
+    CHECK(r.status().message() == msg);
+  }
+  auto none = ParseHfQuantConfig(R"({"model_type":"llama"})", "");
+  REQUIRE(none.ok());
+  CHECK(none->method == HfQuantConfig::Method::kNone);
+}
+
+// ------------------------------------------------------------ dequant tool --
+
+struct HfFolder {
+  fs::path dir;
+  std::vector<float> w;  // [N, K]
+  Tensor bias;
+};
+
+// A GPTQ (or AWQ) folder with one quantized layer "model.layers.0.mlp.up_proj"
+// plus a float bias, sharded in two files with an index.
+HfFolder WriteHfFolder(const std::string& name, bool awq, int64_t N, int64_t K, int64_t G) {
+  HfFolder h;
+  h.dir = TempDir(name);
+  h.w = MakeLlmLikeWeight(N, K, 17);
+  h.bias = *Tensor::Allocate(DType::kFloat16, {N});
+  for (int64_t n = 0; n < N; ++n) h.bias.data_as<uint16_t>()[n] = F16FromF32(0.5f * static_cast<float>(n));
+  const std::string p = "model.layers.0.mlp.up_proj";
+  if (awq) {
+    auto a = QuantizeAwq(h.w.data(), N, K, G);
+    REQUIRE(a.ok());
+    static AwqTensors keep;
+    keep = std::move(*a);
+    REQUIRE(WriteSafetensors((h.dir / "model-00001-of-00002.safetensors").string(),
+                             {{p + ".qweight", &keep.qweight}, {p + ".qzeros", &keep.qzeros}})
+                .ok());
+    REQUIRE(WriteSafetensors((h.dir / "model-00002-of-00002.safetensors").string(),
+                             {{p + ".scales", &keep.scales}, {p + ".bias", &h.bias}})
+                .ok());
+    WriteText((h.dir / "config.json").string(),
+              R"({"quantization_config":{"quant_method":"awq","bits":4,"group_size":)" +
+                  std::to_string(G) + R"(,"version":"gemm","zero_point":true}})");
+    WriteText((h.dir / "model.safetensors.index.json").string(),
+              R"({"metadata":{},"weight_map":{")" + p + R"(.qweight":"model-00001-of-00002.safetensors",")" + p +
+                  R"(.qzeros":"model-00001-of-00002.safetensors",")" + p +
+                  R"(.scales":"model-00002-of-00002.safetensors",")" + p +
+                  R"(.bias":"model-00002-of-00002.safetensors"}})");
+  } else {
+    auto t = QuantizeGptq(h.w.data(), N, K, G, false, false);
+    REQUIRE(t.ok());
+    static GptqTensors keep;
+    keep = std::move(*t);
+    REQUIRE(WriteSafetensors((h.dir / "model.safetensors").string(),
+                             {{p + ".qweight", &keep.qweight},
+                              {p + ".qzeros", &keep.qzeros},
+                              {p + ".scales", &keep.scales},
+                              {p + ".g_idx", &keep.g_idx},
+                              {p + ".bias", &h.bias}})
+                .ok());
+    WriteText((h.dir / "config.json").string(),
+              R"({"quantization_config":{"quant_method":"gptq","bits":4,"group_size":)" +
+                  std::to_string(G) + R"(,"desc_act":false,"sym":false}})");
+  }
+  return h;
+}
+
+TEST_CASE("dequant: GPTQ and AWQ folders -> float safetensors with HF names and [N, K]") {
+  for (bool awq : {false, true}) {
+    const int64_t N = 48, K = 96, G = 32;
+    HfFolder h = WriteHfFolder(awq ? "awq" : "gptq", awq, N, K, G);
+    const std::string out = (h.dir / "out.safetensors").string();
+    DequantOptions o;
+    o.dtype = DType::kFloat32;
+    DequantReport rep;
+    const Status st = DequantCheckpoint(h.dir.string(), out, o, &rep);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    CHECK(rep.dequantized == 1);
+    CHECK(rep.copied == 1);
+    auto f = SafetensorsFile::Open(out);
+    REQUIRE(f.ok());
+    const auto* wt = (*f)->Find("model.layers.0.mlp.up_proj.weight");
+    REQUIRE(wt != nullptr);
+    CHECK(wt->dtype == DType::kFloat32);
+    CHECK(wt->shape == Shape{N, K});
+    const auto* bt = (*f)->Find("model.layers.0.mlp.up_proj.bias");
+    REQUIRE(bt != nullptr);
+    CHECK(bt->dtype == DType::kFloat16);
+    CHECK(std::memcmp((*f)->View(*bt).data, h.bias.data(), h.bias.size_bytes()) == 0);
+    CHECK((*f)->Find("model.layers.0.mlp.up_proj.qweight") == nullptr);
+    // Values: the lowering's own output, and close to the original weights.
+    const TensorView wv = (*f)->View(*wt);
+    std::vector<float> y(static_cast<size_t>(N * K));
+    std::memcpy(y.data(), wv.data, y.size() * 4);
+    CHECK(MeasureError(h.w.data(), y.data(), N * K).sqnr_db > 15.0);
+    auto ck = Checkpoint::Open(h.dir.string());
+    REQUIRE(ck.ok());
+    CHECK(*ck->LoadFloat(ck->tensors()[0], 1) == y);
+    // Default dtype float16; --tensors filter.
+    DequantOptions o2;
+    o2.tensors = "bias$";
+    DequantReport rep2;
+    REQUIRE(DequantCheckpoint(h.dir.string(), out, o2, &rep2).ok());
+    auto f2 = SafetensorsFile::Open(out);
+    REQUIRE(f2.ok());
+    CHECK((*f2)->tensors().size() == 1);
+  }
+}
+
+TEST_CASE("dequant: GGUF file; unsupported types refused before anything is written") {
+  const fs::path dir = TempDir("gguf");
+  GgufBuilder b;
+  const auto w = MakeLlmLikeWeight(4, 256, 3);
+  b.Tensor("tok.weight", {256, 4}, kGgmlQ4_K, *QuantizeGgml(kGgmlQ4_K, w.data(), 4, 256));
+  b.Tensor("norm.weight", {4}, kGgmlF32, std::vector<uint8_t>(16, 0));
+  b.Tensor("out.weight", {256, 4}, 14 /* q6_k */, std::vector<uint8_t>(4 * 210));
+  WriteText((dir / "m.gguf").string(), b.Bytes());
+  const std::string out = (dir / "out.safetensors").string();
+  DequantReport rep;
+  const Status st = DequantCheckpoint((dir / "m.gguf").string(), out, {}, &rep);
+  REQUIRE(!st.ok());
+  CHECK(st.message() ==
+        "tensor 'out.weight': ggml type q6_k is not dequantized by nibble (q4_0, q4_1, q8_0, q4_k "
+        "are) (leave it out with --tensors)");
+  CHECK(!fs::exists(out));
+  for (const auto& e : fs::directory_iterator(dir)) CHECK(e.path().filename() == "m.gguf");
+  DequantOptions o;
+  o.tensors = "^(tok|norm)";
+  REQUIRE(DequantCheckpoint((dir / "m.gguf").string(), out, o, &rep).ok());
+  auto f = SafetensorsFile::Open(out);
+  REQUIRE(f.ok());
+  CHECK((*f)->Find("tok.weight")->shape == Shape{4, 256});
+  CHECK((*f)->Find("tok.weight")->dtype == DType::kFloat32);
+  CHECK((*f)->Find("norm.weight")->shape == Shape{4});
+}
+
+TEST_CASE("dequant: truncated / corrupted inputs fail cleanly and write nothing") {
+  HfFolder h = WriteHfFolder("corrupt", false, 16, 64, 32);
+  const fs::path st = h.dir / "model.safetensors";
+  const std::string good = [&] {
+    std::ifstream f(st, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }();
+  const std::string out = (h.dir / "out.safetensors").string();
+  for (size_t len : {size_t{0}, size_t{5}, size_t{8}, size_t{40}, good.size() / 2, good.size() - 1}) {
+    WriteText(st.string(), good.substr(0, len));
+    DequantReport rep;
+    const Status s = DequantCheckpoint(h.dir.string(), out, {}, &rep);
+    CHECK_MESSAGE(!s.ok(), "length " << len);
+    CHECK(!fs::exists(out));
+  }
+  // Shape mismatches between qweight / scales / qzeros are named.
+  WriteText(st.string(), good);
+  WriteText((h.dir / "config.json").string(),
+            R"({"quantization_config":{"quant_method":"gptq","bits":4,"group_size":48}})");
+  DequantReport rep;
+  CHECK(DequantCheckpoint(h.dir.string(), out, {}, &rep).ok());  // G from shapes (2 groups of 32)
+  WriteText((h.dir / "config.json").string(),
+            R"({"quantization_config":{"quant_method":"gptq","bits":4,"checkpoint_format":"marlin"}})");
+  const Status m = DequantCheckpoint(h.dir.string(), out, {}, &rep);
+  REQUIRE(!m.ok());
+  CHECK(m.message().find("'marlin' is not supported") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace nibble

@@ -1,0 +1,85 @@
+// `nibble dequant`, `nibble inspect` and `nibble bench --weights` for LLM
+// checkpoints: GPTQ / AWQ safetensors (a Hugging Face folder, a sharded
+// folder or one .safetensors file) and GGUF files. Formats are read by
+// formats/, lowered by op/checkpoint.h, run by the shared kernels.
+#ifndef NIBBLE_TOOLS_CHECKPOINT_H_
+#define NIBBLE_TOOLS_CHECKPOINT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "op/dequantizer.h"
+#include "op/status.h"
+#include "op/tensor.h"
+
+namespace nibble {
+
+// One tensor of the converted checkpoint.
+struct CheckpointTensor {
+  std::string name;    // output name (HF: "<prefix>.weight"; GGUF: as stored)
+  std::string kind;    // "GPTQ", "AWQ", "q4_0", ..., or "copy" (not quantized)
+  std::string detail;  // e.g. "G=128 v1 sym g_idx act-order"
+  Shape shape;         // output shape (PyTorch order)
+  bool quantized = false;
+  bool supported = true;  // false: listed, refused by dequant
+  std::string why_not;    // reason when unsupported
+  uint64_t stored_bytes = 0;
+  DType stored_dtype = DType::kUndefined;  // copies keep it
+  // Quantized: builds the Dequantizer for an output type; transposed: its
+  // view is [K, N] and RunTransposed gives `shape`.
+  std::function<StatusOr<Dequantizer>(DType)> prepare;
+  bool transposed = false;
+  TensorView copy;  // not quantized: the stored bytes
+};
+
+class Checkpoint {
+ public:
+  // A GGUF file, a .safetensors file, or a folder (config.json /
+  // quantize_config.json + safetensors shards).
+  static StatusOr<Checkpoint> Open(const std::string& path);
+  // True if `path` looks like one (GGUF magic, .safetensors, a folder).
+  static bool Recognizes(const std::string& path);
+
+  const std::string& description() const { return description_; }
+  const std::vector<std::pair<std::string, std::string>>& properties() const { return props_; }
+  const std::vector<CheckpointTensor>& tensors() const { return tensors_; }
+  // The output dtype of `t` when `requested` (kUndefined = default: float16
+  // for GPTQ/AWQ, float32 for GGUF) is asked for; copies keep their type.
+  DType OutputDType(const CheckpointTensor& t, DType requested) const;
+  // Writes `t` (dequantized or copied) to dst, which holds its bytes.
+  Status Fill(const CheckpointTensor& t, DType requested, int threads, uint8_t* dst) const;
+  // `t` as float32 values (for the group-size study).
+  StatusOr<std::vector<float>> LoadFloat(const CheckpointTensor& t, int threads) const;
+
+ private:
+  std::string description_;
+  std::vector<std::pair<std::string, std::string>> props_;
+  std::vector<CheckpointTensor> tensors_;
+  std::vector<std::shared_ptr<void>> keep_alive_;
+  DType default_dtype_ = DType::kFloat16;
+};
+
+struct DequantOptions {
+  DType dtype = DType::kUndefined;  // f32 / f16 / bf16; default per format
+  std::string tensors;              // ECMAScript regex on output names ("" = all)
+  int threads = 0;
+  bool progress = false;
+};
+
+struct DequantReport {
+  int dequantized = 0, copied = 0;
+  uint64_t bytes = 0;
+};
+
+// Converts `in` to a float safetensors file `out` (atomic; nothing written
+// on error, including when a selected tensor is unsupported).
+Status DequantCheckpoint(const std::string& in, const std::string& out,
+                         const DequantOptions& options, DequantReport* report);
+
+}  // namespace nibble
+
+#endif  // NIBBLE_TOOLS_CHECKPOINT_H_
