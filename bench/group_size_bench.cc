@@ -19,9 +19,11 @@
 #include "kernels/dequantize.h"
 #include "kernels/numeric.h"
 #include "kernels/stream_fill.h"
+#include "op/checkpoint.h"
 #include "op/onnx.h"
 #include "op/pmx.h"
 #include "op/quantize.h"
+#include "op/quantize_checkpoint.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -107,30 +109,60 @@ struct Layout {
   std::string name;
   int bits;
   int64_t quant_axis;
-  bool onnx;  // ONNX dense int4 (DequantizeLinear) instead of PMX int4x4
+  bool onnx;            // ONNX dense int4 (DequantizeLinear) instead of PMX int4x4
+  std::string family;   // "" (PMX / ONNX), "gptq", "awq", "gguf"
+  uint32_t ggml_type = 0;
 };
 
 bool FindLayout(const std::string& name, Layout* l) {
   if (name == "pmx-q1")
-    *l = {name, 4, 1, false};
+    *l = {name, 4, 1, false, ""};
   else if (name == "pmx-q0")
-    *l = {name, 4, 0, false};
+    *l = {name, 4, 0, false, ""};
   else if (name == "onnx-b1")
-    *l = {name, 4, 1, true};
+    *l = {name, 4, 1, true, ""};
   else if (name == "onnx-b0")
-    *l = {name, 4, 0, true};
+    *l = {name, 4, 0, true, ""};
   else if (name == "int8")
-    *l = {name, 8, 1, false};
+    *l = {name, 8, 1, false, ""};
+  else if (name == "gptq")
+    *l = {name, 4, 0, false, "gptq"};
+  else if (name == "awq")
+    *l = {name, 4, 0, false, "awq"};
+  else if (name == "q4_0")
+    *l = {name, 4, 1, false, "gguf", 2};
+  else if (name == "q4_1")
+    *l = {name, 4, 1, false, "gguf", 3};
+  else if (name == "q8_0")
+    *l = {name, 8, 1, false, "gguf", 8};
+  else if (name == "q4_k")
+    *l = {name, 4, 1, false, "gguf", 12};
   else
     return false;
   return true;
 }
 
-// A quantized weight in either front end's form, ready to prepare.
+// A quantized weight in one front end's form, ready to prepare.
 struct BenchWeight {
   std::optional<QuantizedWeight> pmx;
   std::optional<OnnxQuantizedWeight> onnx;
+  std::optional<GptqTensors> gptq;
+  std::optional<AwqTensors> awq;
+  std::vector<uint8_t> gguf;
+  uint32_t ggml_type = 0;
+  int64_t n = 0, k = 0, group = 0;
   StatusOr<Dequantizer> Prepare(DType out, const std::string& name) const {
+    if (gptq) {
+      GptqOptions o;
+      o.group_size = group;
+      const TensorView z = gptq->qzeros.view();
+      return PrepareGptq(o, gptq->qweight.view(), &z, gptq->scales.view(), nullptr, out, name);
+    }
+    if (awq) {
+      return PrepareAwq(group, awq->qweight.view(), awq->qzeros.view(), awq->scales.view(), out,
+                        name);
+    }
+    if (ggml_type != 0) return PrepareGgml(ggml_type, {k, n}, gguf.data(), gguf.size(), out, name);
     DequantizeOptions o;
     o.output_dtype = out;
     o.name = name;
@@ -140,7 +172,51 @@ struct BenchWeight {
     a.has_output_dtype = true;
     return PrepareOnnx(a, onnx->x.view(), onnx->scale.view(), nullptr, o);
   }
+  Status Run(const Dequantizer& d, Tensor* y, int threads) const {
+    return d.Run(y->mutable_view(), threads);
+  }
 };
+
+// Quantizes w [n, k] for a layout at group size g (0 = per-channel).
+Status QuantizeFor(const Layout& layout, const float* w, int64_t n, int64_t k, int64_t g,
+                   BenchWeight* bw) {
+  bw->n = n;
+  bw->k = k;
+  bw->group = g == 0 ? -1 : g;
+  if (layout.family == "gptq") {
+    auto q = QuantizeGptq(w, n, k, bw->group, /*sym=*/false, /*v2=*/false);
+    if (!q.ok()) return q.status();
+    bw->gptq = std::move(*q);
+    return Status::Ok();
+  }
+  if (layout.family == "awq") {
+    auto q = QuantizeAwq(w, n, k, bw->group);
+    if (!q.ok()) return q.status();
+    bw->awq = std::move(*q);
+    return Status::Ok();
+  }
+  if (layout.family == "gguf") {
+    auto q = QuantizeGgml(layout.ggml_type, w, n, k);
+    if (!q.ok()) return q.status();
+    bw->gguf = std::move(*q);
+    bw->ggml_type = layout.ggml_type;
+    return Status::Ok();
+  }
+  QuantizeConfig cfg;
+  cfg.bits = layout.bits;
+  cfg.quant_axis = layout.quant_axis;
+  cfg.group_size = g;
+  if (layout.onnx) {
+    auto q = QuantizeOnnx(w, {n, k}, cfg);
+    if (!q.ok()) return q.status();
+    bw->onnx = std::move(*q);
+  } else {
+    auto q = QuantizePmx(w, {n, k}, cfg);
+    if (!q.ok()) return q.status();
+    bw->pmx = std::move(*q);
+  }
+  return Status::Ok();
+}
 
 std::vector<float> ToFloat(const Tensor& y) {
   const int64_t n = *CheckedNumElements(y.shape(), "y");
@@ -219,10 +295,13 @@ void AddBenchOptions(CLI::App* app, BenchOptions* o) {
   app->add_option("--layout", o->layouts,
                   "Layouts: pmx-q1 (PMX int4x4, groups along K), pmx-q0 (groups along N), "
                   "onnx-b1 (ONNX int4 blocked along the last axis), onnx-b0 (ONNX int4 "
-                  "blocked along axis 0, ONNX Runtime's [K, N]), int8 (PMX int8)")
+                  "blocked along axis 0, ONNX Runtime's [K, N]), int8 (PMX int8), gptq, awq "
+                  "(GPTQ / AWQ GEMM, written as the [N, K] weight), q4_0, q4_1, q8_0, q4_k "
+                  "(GGUF; their own block size, run once)")
       ->delimiter(',')
       ->capture_default_str()
-      ->check(CLI::IsMember({"pmx-q1", "pmx-q0", "onnx-b1", "onnx-b0", "int8"}));
+      ->check(CLI::IsMember({"pmx-q1", "pmx-q0", "onnx-b1", "onnx-b0", "int8", "gptq", "awq",
+                             "q4_0", "q4_1", "q8_0", "q4_k"}));
   app->add_option("--shape", o->shape, "Logical weight shape N,K")->capture_default_str();
   app->add_option("--reps", o->reps, "Timed repetitions per row (median reported)")
       ->capture_default_str()
@@ -231,6 +310,11 @@ void AddBenchOptions(CLI::App* app, BenchOptions* o) {
       ->capture_default_str()
       ->check(CLI::IsMember({"table", "json", "csv"}));
   app->add_option("--seed", o->seed, "Seed of the synthetic weight")->capture_default_str();
+  app->add_option("--weights", o->weights,
+                  "Study real weights: a GGUF file, a GPTQ/AWQ folder or a .safetensors file "
+                  "(re-quantized at each group size; --shape is ignored)");
+  app->add_option("--weights-tensor", o->weights_tensor,
+                  "Regex picking the tensor in --weights (default: the largest 2-D weight)");
   app->add_flag("!--no-in-cache", o->in_cache, "Skip the in-cache tile rows");
   app->add_flag("--store-sweep", o->store_sweep,
                 "Measure plain vs non-temporal stores by output size (one thread, f32, "
@@ -301,7 +385,23 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
     }
   }
   const bool tty = isatty(STDERR_FILENO);
-  const auto w = MakeLlmLikeWeight(n, k, opt.seed);
+  std::vector<float> w;
+  if (!opt.weights.empty()) {
+    BenchOptions::LoadedWeight lw;
+    std::string error;
+    if (!opt.load_weights || !opt.load_weights(opt.weights, opt.weights_tensor, &lw, &error)) {
+      err << "nibble bench: --weights: " << (opt.load_weights ? error : "not available here")
+          << "\n";
+      return 1;
+    }
+    err << "weights: " << lw.name << " [" << lw.rows << ", " << lw.cols << "] from "
+        << opt.weights << "\n";
+    n = lw.rows;
+    k = lw.cols;
+    w = std::move(lw.values);
+  } else {
+    w = MakeLlmLikeWeight(n, k, opt.seed);
+  }
   std::vector<Row> rows;
   const size_t total =
       opt.layouts.size() * opt.group_sizes.size() * opt.dtypes.size() * opt.threads.size();
@@ -314,25 +414,13 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
       return 2;
     }
     for (int64_t g : opt.group_sizes) {
-      QuantizeConfig cfg;
-      cfg.bits = layout.bits;
-      cfg.quant_axis = layout.quant_axis;
-      cfg.group_size = g;
-      BenchWeight bw;
-      Status qs;
-      if (layout.onnx) {
-        auto q = QuantizeOnnx(w.data(), {n, k}, cfg);
-        if (q.ok())
-          bw.onnx = std::move(*q);
-        else
-          qs = q.status();
-      } else {
-        auto q = QuantizePmx(w.data(), {n, k}, cfg);
-        if (q.ok())
-          bw.pmx = std::move(*q);
-        else
-          qs = q.status();
+      // GGUF layouts have their own block: run once (at the first G).
+      if (layout.family == "gguf" && g != opt.group_sizes.front()) {
+        done += opt.dtypes.size() * opt.threads.size();
+        continue;
       }
+      BenchWeight bw;
+      const Status qs = QuantizeFor(layout, w.data(), n, k, g, &bw);
       if (!qs.ok()) {
         err << "nibble bench: " << lname << " G=" << g << ": " << qs.message() << "\n";
         ++failures;
@@ -355,7 +443,7 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
         Buffer src(bytes), dst(bytes);
         std::memset(src.data.get(), 1, bytes);
         std::memset(dst.data.get(), 0, bytes);
-        (void)prep->Run(y->mutable_view(), 1);
+        (void)bw.Run(*prep, &*y, 1);
         const auto acc = MeasureError(w.data(), ToFloat(*y).data(), n * k);
         for (int th : opt.threads) {
           const int t = th == 0 ? AllThreads() : th;
@@ -364,7 +452,8 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
               << " " << dname << " threads=" << t << (tty ? "   " : "\n") << std::flush;
           Row r;
           r.layout = lname;
-          r.group_size = g;
+          r.group_size = layout.family == "gguf" ? 32 : g;
+          if (layout.family == "gguf") r.note = "block 32 (fixed by the format)";
           r.dtype = dname;
           r.threads = t;
           r.elements = n * k;
@@ -376,7 +465,7 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
           const double cpy = MedianSeconds(opt.reps, [&] {
             Parallel(t, bytes, [&](size_t a, size_t b) { std::memcpy(d + a, s + a, b - a); });
           });
-          r.seconds = MedianSeconds(opt.reps, [&] { (void)prep->Run(y->mutable_view(), t); });
+          r.seconds = MedianSeconds(opt.reps, [&] { (void)bw.Run(*prep, &*y, t); });
           const double gb = static_cast<double>(bytes) / 1e9;
           r.out_gbps = gb / r.seconds;
           r.gelems = static_cast<double>(r.elements) / r.seconds / 1e9;

@@ -7,6 +7,7 @@
 #define NIBBLE_BENCH_GROUP_SIZE_BENCH_H_
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -28,6 +29,20 @@ struct BenchOptions {
   bool in_cache = true;          // add the in-cache tile rows
   uint64_t seed = 42;
   bool store_sweep = false;  // instead: plain vs non-temporal stores by size
+  // Real weights instead of the synthetic one: a checkpoint (GGUF file,
+  // GPTQ/AWQ folder, safetensors, ...) and a regex picking the tensor (the
+  // first large 2-D float or quantized weight by default). Loaded through
+  // `load_weights` (set by the CLI, which owns the checkpoint readers).
+  std::string weights;
+  std::string weights_tensor;
+  struct LoadedWeight {
+    std::string name;
+    int64_t rows = 0, cols = 0;  // [N, K] (leading dims flattened)
+    std::vector<float> values;
+  };
+  std::function<bool(const std::string& path, const std::string& regex, LoadedWeight* out,
+                     std::string* error)>
+      load_weights;
 };
 
 // Registers the options on a CLI11 (sub)command.

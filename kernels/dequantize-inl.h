@@ -22,6 +22,7 @@
 #endif
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 
 #include "hwy/cache_control.h"
@@ -35,6 +36,10 @@ namespace nibble {
 namespace HWY_NAMESPACE {
 
 namespace hn = hwy::HWY_NAMESPACE;
+
+#ifndef NIBBLE_GPTQ_CHUNK
+#define NIBBLE_GPTQ_CHUNK 256
+#endif
 
 // The kernels' float vector type (full width).
 using KernelTag = hn::ScalableTag<float>;
@@ -53,6 +58,9 @@ enum class RowLayout {
   kSplit256,  // GGUF Q4_K: 256-element blocks of four 64-element chunks
   kBlock32,   // GGUF Q8_0: 32-element blocks of bytes
   kAwqWords,  // AWQ GEMM: 8 elements per 32-bit word in AWQ nibble order
+  // Column-packed words (Plan::word_columns), the [N, K] view of a checkpoint:
+  kGptqCols,  // 8 consecutive columns per word, words word_stride apart
+  kAwqCols,   // one column per word (gathered), fixed nibble per row
 };
 
 // Nibble shift of element p (mod 8) of an AWQ word, repeated so that
@@ -60,14 +68,17 @@ enum class RowLayout {
 alignas(64) static constexpr uint32_t kAwqShift[24] = {0, 16, 4, 20, 8, 24, 12, 28, 0, 16, 4, 20,
                                                         8, 24, 12, 28, 0, 16, 4, 20, 8, 24, 12, 28};
 static constexpr uint8_t kAwqNibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+alignas(64) static constexpr uint32_t kSeqShift[24] = {0, 4, 8,  12, 16, 20, 24, 28, 0, 4, 8,  12,
+                                                       16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28};
 
 // Where one row's codes are: the layout-specific base (element 0 of the
 // row) and the facts the loaders need, held by value in the hot loops.
 struct CodeRef {
   const uint8_t* codes;
-  int shift;            // kWords*: nibble position
+  int shift;            // kWords*, kAwqCols: nibble position
   bool odd_start;       // kNibbles: element 0 is a high nibble
-  int64_t block_bytes;  // block layouts: bytes from one block to the next
+  int64_t block_bytes;  // block layouts: bytes from one block to the next;
+                        // kGptqCols / kAwqCols: Plan::word_stride
 };
 
 // Scalar value of one element given its raw code bits and its group's
@@ -195,7 +206,9 @@ class RowKernel {
                                  (kLayout == RowLayout::kWords16 ||
                                   kLayout == RowLayout::kWords32 || kLayout == RowLayout::kNibbles ||
                                   kLayout == RowLayout::kSplit32 || kLayout == RowLayout::kSplit256 ||
-                                  kLayout == RowLayout::kAwqWords);
+                                  kLayout == RowLayout::kAwqWords ||
+                                  kLayout == RowLayout::kGptqCols ||
+                                  kLayout == RowLayout::kAwqCols);
   // float16/bfloat16 output from 4-bit codes on AVX-512: the group's table
   // is rounded to 16-bit output bits once, then 2N outputs are one 16-bit
   // permute (vpermw) of 2N codes. Same bits: rounding is per value.
@@ -327,6 +340,7 @@ class RowKernel {
       case RowLayout::kBlock32:
         return n;
       case RowLayout::kAwqWords:
+      case RowLayout::kGptqCols:
         return n < 8 ? n : 8;
       default:
         return 1;
@@ -381,6 +395,17 @@ class RowKernel {
       case RowLayout::kAwqWords: {
         const uint8_t nib = kAwqNibble[k % 8];
         return (uint32_t{job_.code.codes[(k / 8) * 4 + nib / 2]} >> (4 * (nib % 2))) & 0xFu;
+      }
+      case RowLayout::kGptqCols: {
+        const int64_t nib = k % 8;
+        return (uint32_t{job_.code.codes[(k / 8) * job_.code.block_bytes + nib / 2]} >>
+                (4 * (nib % 2))) &
+               0xFu;
+      }
+      case RowLayout::kAwqCols: {
+        uint32_t w;
+        std::memcpy(&w, job_.code.codes + k * job_.code.block_bytes, 4);
+        return (w >> job_.code.shift) & 0xFu;
       }
     }
     return 0;
@@ -441,14 +466,26 @@ class RowKernel {
       const auto u = hn::PromoteTo(du, hn::LoadU(du8, p));
       if (kLayout == RowLayout::kBlock32) return hn::BitCast(di, u);
       return hn::BitCast(di, hn::And(hn::ShiftRightSame(u, sh), hn::Set(du, 0xFu)));
-    } else if (kLayout == RowLayout::kAwqWords) {
-      // Lane i holds word (k + i) / 8 shifted by its nibble's position.
+    } else if (kLayout == RowLayout::kAwqCols) {
+      // One word per column, word_stride bytes apart: a gather (op/ checked
+      // the base is 4-byte aligned and every offset fits int32).
+      const auto idx = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(c.block_bytes / 4)));
+      const auto* base = reinterpret_cast<const uint32_t*>(codes + k * c.block_bytes);
+      const auto w = hn::GatherIndex(du, base, idx);
+      return hn::BitCast(di, hn::And(hn::ShiftRightSame(w, shift), hn::Set(du, 0xFu)));
+    } else if (kLayout == RowLayout::kAwqWords || kLayout == RowLayout::kGptqCols) {
+      // Lane i holds word (k + i) / 8 shifted by its nibble's position
+      // (AWQ words are adjacent; GPTQ column words word_stride apart).
       constexpr size_t kN = hn::MaxLanes(DU());
-      const uint8_t* w = codes + (k >> 3) * 4;
+      const int64_t step = kLayout == RowLayout::kAwqWords ? 4 : c.block_bytes;
+      const uint8_t* w = codes + (k >> 3) * step;
+      const uint32_t* shifts = kLayout == RowLayout::kAwqWords ? kAwqShift : kSeqShift;
       hn::Vec<DU> words;
       if constexpr (kN > 8) {
-        uint64_t two;
-        std::memcpy(&two, w, 8);
+        uint32_t w0, w1;
+        std::memcpy(&w0, w, 4);
+        std::memcpy(&w1, w + step, 4);
+        const uint64_t two = uint64_t{w0} | (uint64_t{w1} << 32);
         const hn::Repartition<uint64_t, DU> du64;
         const auto idx = hn::ShiftRight<3>(hn::Iota(du, 0));
         words = hn::TableLookupLanes(hn::BitCast(du, hn::Set(du64, two)),
@@ -458,7 +495,7 @@ class RowKernel {
         std::memcpy(&one, w, 4);
         words = hn::Set(du, one);
       }
-      const auto sh = hn::LoadU(du, kAwqShift + (k & 7));
+      const auto sh = hn::LoadU(du, shifts + (k & 7));
       return hn::BitCast(di, hn::And(words >> sh, hn::Set(du, 0xFu)));
     } else if (kLayout == RowLayout::kWords16) {
       const hn::Rebind<uint16_t, DI> du16;
@@ -505,7 +542,8 @@ class RowKernel {
     const int shift = c.shift;
     const bool odd_start = c.odd_start;
     if (kLayout == RowLayout::kSplit32 || kLayout == RowLayout::kSplit256 ||
-        kLayout == RowLayout::kAwqWords) {
+        kLayout == RowLayout::kAwqWords || kLayout == RowLayout::kGptqCols ||
+        kLayout == RowLayout::kAwqCols) {
       const hn::Rebind<uint16_t, DU> du16h;
       const auto lo = LoadCodesAt(c, k);
       const auto hi = LoadCodesAt(c, k + static_cast<int64_t>(hn::Lanes(DU())));
@@ -684,7 +722,8 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
   const int64_t cols = plan.cols();
   constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
   const bool stream = plan.nontemporal;
-  for (int64_t r = r0; r < r1; ++r) {
+  // Row r, columns [ca, cb), written at y.
+  auto run_row = [&](int64_t r, int64_t ca, int64_t cb, char* y) HWY_ATTR {
     RowJob job;
     const int64_t e0 = r * cols;  // element (r, 0)
     // Codes.
@@ -697,6 +736,10 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
       job.code = {plan.codes + e0 / 2, 0, (e0 & 1) != 0, 0};
     } else if (kLayout == RowLayout::kBytes || kLayout == RowLayout::kHalves) {
       job.code = {plan.codes + e0 * (kLayout == RowLayout::kHalves ? 2 : 1), 0, false, 0};
+    } else if (kLayout == RowLayout::kGptqCols) {
+      job.code = {plan.codes + 4 * r, 0, false, plan.word_stride};
+    } else if (kLayout == RowLayout::kAwqCols) {
+      job.code = {plan.codes + 4 * (r / 8), 4 * plan.word_nibble[r % 8], false, plan.word_stride};
     } else {  // block layouts: the row starts at a block
       job.code = {plan.codes + (e0 / plan.block_elems) * plan.block_bytes, 0, false,
                   plan.block_bytes};
@@ -726,10 +769,32 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
       if (plan.zp_int) job.zp_int = plan.zp_int + job.base;
       if (plan.zp_float) job.zp_float = plan.zp_float + job.base;
     }
-    // Offset the row to start at c0 (keeps all k relative to the row).
     RowKernel<kLayout, kCode, kZp, kOut> kernel(plan, job);
-    char* y = static_cast<char*>(out) + (r - r0) * ld * kOutBytes;
-    kernel.Run(c0, c1, y, stream);
+    kernel.Run(ca, cb, y, stream);
+  };
+  char* const base = static_cast<char*>(out);
+  if (kLayout == RowLayout::kGptqCols) {
+    // A row reads one word per 8 columns, word_stride bytes apart: the 16
+    // rows sharing those cache lines run together over column chunks, so
+    // each line is fetched once (large power-of-two strides map every word
+    // of a row to the same cache sets).
+    constexpr int64_t kBand = 16, kChunk = NIBBLE_GPTQ_CHUNK;
+    for (int64_t rb = r0; rb < r1; rb = (rb / kBand + 1) * kBand) {
+      const int64_t re = std::min<int64_t>(r1, (rb / kBand + 1) * kBand);
+      for (int64_t cc = c0; cc < c1; cc += kChunk) {
+        const int64_t ce = std::min<int64_t>(c1, cc + kChunk);
+        // The next chunk's lines (no hardware prefetcher follows this stride).
+        const int64_t pe = std::min<int64_t>(c1, ce + kChunk);
+        for (int64_t w = ce / 8; w < (pe + 7) / 8; ++w) {
+          hwy::Prefetch(plan.codes + w * plan.word_stride + 4 * rb);
+        }
+        for (int64_t r = rb; r < re; ++r) {
+          run_row(r, cc, ce, base + ((r - r0) * ld + (cc - c0)) * kOutBytes);
+        }
+      }
+    }
+  } else {
+    for (int64_t r = r0; r < r1; ++r) run_row(r, c0, c1, base + (r - r0) * ld * kOutBytes);
   }
   // Order the non-temporal stores before anything the caller does next
   // (once per call: an sfence per row would drain the write-combining

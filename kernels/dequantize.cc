@@ -23,6 +23,15 @@ void DequantizeNibblesSimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0,
                            void* out, int64_t ld) {
 #if HWY_TARGET != HWY_SCALAR
   if (SimdEligible(plan, c0, c1)) {
+    if (plan.word_columns == Plan::WordColumns::kGptq && plan.code == CodeKind::kU4) {
+      return DispatchZpOut<RowLayout::kGptqCols, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
+    }
+    if (plan.word_columns == Plan::WordColumns::kAwq && plan.code == CodeKind::kU4) {
+      return DispatchZpOut<RowLayout::kAwqCols, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
+    }
+    if (plan.word_columns != Plan::WordColumns::kNone) {
+      return DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
+    }
     if (plan.block_elems > 0) {  // GGUF Q4_0 / Q4_1 / Q4_K, AWQ
       if (plan.code == CodeKind::kU4) {
         if (plan.block_elems == 32 && plan.split_elems == 32) {

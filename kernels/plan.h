@@ -103,6 +103,16 @@ struct Plan {
   int64_t block_bytes = 0;
   int32_t split_elems = 0;
   uint8_t word_nibble[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  // Column-packed 4-bit words (GPTQ / AWQ qweight read directly as the
+  // PyTorch [N, K] weight; the view must have inner == 1), with
+  // word_stride bytes between consecutive word rows of the checkpoint:
+  //   kGptq: element (r, c) is nibble c % 8 of the LE 32-bit word at
+  //          byte (c / 8) * word_stride + 4 * r.
+  //   kAwq:  element (r, c) is nibble word_nibble[r % 8] of the word at
+  //          byte c * word_stride + 4 * (r / 8).
+  enum class WordColumns : uint8_t { kNone, kGptq, kAwq };
+  WordColumns word_columns = WordColumns::kNone;
+  int64_t word_stride = 0;
 
   // --- View --------------------------------------------------------------
   int64_t outer = 1, axis = 1, inner = 1;

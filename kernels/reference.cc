@@ -8,6 +8,14 @@ namespace nibble {
 
 uint32_t LoadCodeBits(const Plan& plan, int64_t e) {
   const int bits = CodeBits(plan.code);
+  if (plan.word_columns != Plan::WordColumns::kNone) {
+    const int64_t r = e / plan.axis, c = e % plan.axis;  // inner == 1
+    const bool gptq = plan.word_columns == Plan::WordColumns::kGptq;
+    const uint8_t* word = gptq ? plan.codes + (c / 8) * plan.word_stride + 4 * r
+                               : plan.codes + c * plan.word_stride + 4 * (r / 8);
+    const int nib = gptq ? static_cast<int>(c % 8) : plan.word_nibble[r % 8];
+    return (uint32_t{word[nib / 2]} >> (4 * (nib % 2))) & 0xFu;
+  }
   if (plan.block_elems > 0) {
     const int64_t b = e / plan.block_elems, p = e % plan.block_elems;
     const uint8_t* block = plan.codes + b * plan.block_bytes;

@@ -89,15 +89,17 @@ StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweigh
   Dequantizer::Storage st;
   plan.code = CodeKind::kU4;
   plan.codes = static_cast<const uint8_t*>(qweight.data);
-  plan.interleave = 8;
-  plan.interleave_row = N;
-  plan.outer = 1;
-  plan.axis = K;
-  plan.inner = N;
   plan.group = *G;
-  plan.s_axis = N;
-  plan.s_inner = 1;
   plan.out = *ot;
+  // The [N, K] view reading qweight's columns directly; the g_idx gather
+  // path (below) switches to the [K, N] view, written transposed.
+  plan.word_columns = Plan::WordColumns::kGptq;
+  plan.word_stride = 4 * N;
+  plan.outer = N;
+  plan.axis = K;
+  plan.inner = 1;
+  plan.s_outer = 1;
+  plan.s_axis = N;
   NIBBLE_RETURN_IF_ERROR(
       internal::WidenScale(scales, "scales", &st.scale, &plan.scale).WithPrefix(who));
   if (qzeros != nullptr) {
@@ -138,7 +140,24 @@ StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweigh
     }
     if (contiguous) st.axis_group.clear();  // fast path: k / G
   }
-  return Dequantizer(plan, std::move(st), OutputInfo{internal::OutDTypeOf(*ot), {K, N}}, name);
+  if (st.axis_group.empty()) {
+    return Dequantizer(plan, std::move(st), OutputInfo{internal::OutDTypeOf(*ot), {N, K}}, name);
+  }
+  // Gather: the checkpoint's [K, N] order (int4x8 words along K), one scale
+  // row per input channel k picked by g_idx[k].
+  plan.word_columns = Plan::WordColumns::kNone;
+  plan.word_stride = 0;
+  plan.interleave = 8;
+  plan.interleave_row = N;
+  plan.outer = 1;
+  plan.axis = K;
+  plan.inner = N;
+  plan.s_outer = 0;
+  plan.s_axis = N;
+  plan.s_inner = 1;
+  Dequantizer d(plan, std::move(st), OutputInfo{internal::OutDTypeOf(*ot), {N, K}}, name);
+  d.set_output_transposed(true);
+  return d;
 }
 
 StatusOr<Dequantizer> PrepareAwq(int64_t group_size, const TensorView& qweight,
@@ -172,17 +191,32 @@ StatusOr<Dequantizer> PrepareAwq(int64_t group_size, const TensorView& qweight,
   Dequantizer::Storage st;
   plan.code = CodeKind::kU4;
   plan.codes = static_cast<const uint8_t*>(qweight.data);
-  plan.block_elems = 8;
-  plan.block_bytes = 4;
-  plan.split_elems = 0;
   std::memcpy(plan.word_nibble, kOrder, 8);
-  plan.outer = 1;
-  plan.axis = K;
-  plan.inner = N;
   plan.group = *G;
-  plan.s_axis = N;
-  plan.s_inner = 1;
   plan.out = *ot;
+  // The [N, K] view gathers one word per column (the kernels need a
+  // 4-byte aligned qweight and int32 word offsets); otherwise the
+  // checkpoint's [K, N] order is dequantized and written transposed.
+  const bool direct = reinterpret_cast<uintptr_t>(qweight.data) % 4 == 0 &&
+                      (K - 1) * (N / 8) <= std::numeric_limits<int32_t>::max();
+  if (direct) {
+    plan.word_columns = Plan::WordColumns::kAwq;
+    plan.word_stride = N / 2;
+    plan.outer = N;
+    plan.axis = K;
+    plan.inner = 1;
+    plan.s_outer = 1;
+    plan.s_axis = N;
+  } else {
+    plan.block_elems = 8;
+    plan.block_bytes = 4;
+    plan.split_elems = 0;
+    plan.outer = 1;
+    plan.axis = K;
+    plan.inner = N;
+    plan.s_axis = N;
+    plan.s_inner = 1;
+  }
   NIBBLE_RETURN_IF_ERROR(
       internal::WidenScale(scales, "scales", &st.scale, &plan.scale).WithPrefix(who));
   const auto* zb = static_cast<const uint8_t*>(qzeros.data);
@@ -198,7 +232,9 @@ StatusOr<Dequantizer> PrepareAwq(int64_t group_size, const TensorView& qweight,
   }
   plan.zp_kind = ZeroPointKind::kInteger;
   plan.zp_int = st.zp_int.data();
-  return Dequantizer(plan, std::move(st), OutputInfo{internal::OutDTypeOf(*ot), {K, N}}, name);
+  Dequantizer d(plan, std::move(st), OutputInfo{internal::OutDTypeOf(*ot), {N, K}}, name);
+  d.set_output_transposed(!direct);
+  return d;
 }
 
 bool GgmlTypeIsDequantizable(uint32_t type) {

@@ -3,9 +3,12 @@
 // Q4_K tensors. Validation and lowering only; the kernels are the shared
 // family (kernels/dequantize.h).
 //
-// GPTQ / AWQ: the Dequantizer's 2-D view (and output()) is the [K, N]
-// matrix in the checkpoint's order (K input features, N outputs);
-// RunTransposed writes the PyTorch Linear weight [N, K].
+// GPTQ / AWQ: output() is the PyTorch Linear weight [N, K] (N outputs, K
+// input features) and Run() writes it. The 2-D view the tile API addresses
+// is that [N, K] weight too (codes read straight from the checkpoint's
+// column-packed words), except for act-order GPTQ (a non-contiguous g_idx)
+// and misaligned AWQ qweight, whose view is the checkpoint's [K, N] order
+// (output_transposed() is true).
 // GGUF: the view is [ne[1] * ne[2] * ne[3], ne[0]]; output() has the
 // PyTorch shape (ne reversed).
 #ifndef NIBBLE_OP_CHECKPOINT_H_

@@ -104,7 +104,11 @@ Status Dequantizer::Run(const MutableTensorView& y, int threads) const {
                          " bytes, needs " + std::to_string(need));
   }
   if (need > 0 && y.data == nullptr) return Status::Error(who() + ": output Y data is null");
-  RunPlanThreaded(plan_, y.data, threads, cols_);
+  if (output_transposed_) {
+    WriteTransposed(y.data, threads);
+  } else {
+    RunPlanThreaded(plan_, y.data, threads, cols_);
+  }
   return Status::Ok();
 }
 
@@ -121,13 +125,20 @@ Status Dequantizer::RunTransposed(const MutableTensorView& y, int threads) const
   if (y.size_bytes < static_cast<size_t>(rows * cols) * eb || (rows * cols > 0 && !y.data)) {
     return Status::Error(who() + ": transposed output buffer is too small");
   }
-  if (rows == 0 || cols == 0) return Status::Ok();
+  WriteTransposed(y.data, threads);
+  return Status::Ok();
+}
+
+void Dequantizer::WriteTransposed(void* y, int threads) const {
+  const int64_t rows = this->rows(), cols = this->cols();
+  const size_t eb = static_cast<size_t>(OutBytes(plan_.out));
+  if (rows == 0 || cols == 0) return;
   // Blocks of 64 bytes' worth of rows: each block is dequantized into a
   // per-thread buffer, then every column is written as one contiguous
   // 64-byte run of the output.
   const int64_t block = static_cast<int64_t>(64 / eb);
   const int64_t blocks = (rows + block - 1) / block;
-  char* const dst = static_cast<char*>(y.data);
+  char* const dst = static_cast<char*>(y);
   int t = ResolveThreads(threads);
   if (rows * cols < kMinElementsForThreads) t = 1;
 #if NIBBLE_HAVE_OPENMP
@@ -146,7 +157,6 @@ Status Dequantizer::RunTransposed(const MutableTensorView& y, int threads) const
     }
     StreamFence();
   }
-  return Status::Ok();
 }
 
 StatusOr<Tensor> Dequantizer::Run(int threads) const {

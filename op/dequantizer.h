@@ -44,6 +44,11 @@ class Dequantizer {
   int64_t rows() const { return plan_.rows(); }
   int64_t cols() const { return cols_; }
 
+  // True when output() is the transpose of the 2-D view (a GPTQ act-order
+  // checkpoint: its codes are dequantized in their [K, N] order and written
+  // as the [N, K] weight). Run() handles it; tiles address the view.
+  bool output_transposed() const { return output_transposed_; }
+
   // Dequantizes the whole tensor into `y`, which must have output().dtype,
   // output().shape and enough bytes. threads: 0 = OpenMP's default, 1 = the
   // caller's thread only, n = n threads. Results are identical for every
@@ -75,8 +80,12 @@ class Dequantizer {
   // plan's; fewer when rows are padded in memory, as MatMulNBits blocks).
   Dequantizer(const Plan& plan, Storage storage, OutputInfo output, std::string name,
               int64_t cols = -1);
+  // Marks output() as the transpose of the view (see output_transposed()).
+  void set_output_transposed(bool t) { output_transposed_ = t; }
 
  private:
+  void WriteTransposed(void* dst, int threads) const;
+  bool output_transposed_ = false;
   Plan plan_;
   int64_t cols_ = 0;
   Storage storage_;

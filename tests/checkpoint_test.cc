@@ -38,11 +38,11 @@ fs::path TempDir(const std::string& name) {
   return p;
 }
 
-std::vector<float> RunF32(const Dequantizer& d, bool transposed) {
+// Run() into float32 (the output shape, [N, K] for GPTQ / AWQ).
+std::vector<float> RunF32(const Dequantizer& d, bool /*n_by_k*/) {
   std::vector<float> y(static_cast<size_t>(d.rows() * d.cols()));
-  Shape s = transposed ? Shape{d.cols(), d.rows()} : d.output().shape;
-  MutableTensorView v{DType::kFloat32, s, y.data(), y.size() * 4};
-  const Status st = transposed ? d.RunTransposed(v, 1) : d.Run(v, 1);
+  MutableTensorView v{DType::kFloat32, d.output().shape, y.data(), y.size() * 4};
+  const Status st = d.Run(v, 1);
   REQUIRE_MESSAGE(st.ok(), st.message());
   return y;
 }
@@ -136,7 +136,7 @@ TEST_CASE("GPTQ: symmetric qzeros 0x77777777 -> z = 8 (v1), z = 7 (v2); [N, K] o
     o.v2 = v2;
     auto d = PrepareGptq(o, qw, &qz, sc, nullptr, DType::kFloat32, "layer");
     REQUIRE_MESSAGE(d.ok(), d.status().message());
-    CHECK(d->output().shape == Shape{16, 8});
+    CHECK(d->output().shape == Shape{8, 16});
     const auto y = RunF32(*d, true);  // [N = 8, K = 16]
     const float z = v2 ? 7.0f : 8.0f;
     for (int n = 0; n < 8; ++n) {
@@ -239,7 +239,7 @@ TEST_CASE("GPTQ / AWQ round trips from seeded weights, odd shapes, every output 
       auto dh = PrepareGptq(o, t->qweight.view(), &qz, t->scales.view(), &gi, out, "g");
       REQUIRE(dh.ok());
       std::vector<uint16_t> h(y.size());
-      REQUIRE(dh->RunTransposed({out, {c.N, c.K}, h.data(), h.size() * 2}, 0).ok());
+      REQUIRE(dh->Run({out, {c.N, c.K}, h.data(), h.size() * 2}, 0).ok());
       for (size_t i = 0; i < h.size(); ++i) {
         CHECK(h[i] == (out == DType::kFloat16 ? F16FromF32(y[i]) : BF16FromF32(y[i])));
       }

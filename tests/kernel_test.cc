@@ -296,6 +296,7 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
     CodeKind code;
     int64_t block_elems, block_bytes, header, split;
     bool awq, gptq;
+    Plan::WordColumns cols_kind = Plan::WordColumns::kNone;
   };
   const Kind kinds[] = {
       {"q4_0", CodeKind::kU4, 32, 18, 2, 32, false, false},
@@ -304,6 +305,8 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
       {"q4_k", CodeKind::kU4, 256, 144, 16, 64, false, false},
       {"awq", CodeKind::kU4, 8, 4, 0, 0, true, false},
       {"gptq g_idx", CodeKind::kU4, 0, 0, 0, 0, false, true},
+      {"gptq [N, K] columns", CodeKind::kU4, 0, 0, 0, 0, false, false, Plan::WordColumns::kGptq},
+      {"awq [N, K] columns", CodeKind::kU4, 0, 0, 0, 0, false, false, Plan::WordColumns::kAwq},
   };
   int64_t compared = 0;
   for (int64_t target : targets) {
@@ -320,7 +323,24 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
             p.zp_kind = zp;
             p.code_offset = zp == ZeroPointKind::kNone ? (kd.code == CodeKind::kS8 ? 0 : 8) : 0;
             int64_t rows, cols, nscale;
-            if (kd.awq || kd.gptq) {
+            if (kd.cols_kind != Plan::WordColumns::kNone) {
+              // The [N rows, K cols] view of a [K, N] checkpoint: groups of
+              // G input channels along the row, scales [K / G, N].
+              const bool g = kd.cols_kind == Plan::WordColumns::kGptq;
+              rows = 8 * (1 + static_cast<int64_t>(rng() % 6));                  // N
+              cols = (g ? 8 : 1) * (units * 7 + static_cast<int64_t>(rng() % 9));  // K
+              const int64_t group = int64_t{16} << (rng() % 3);
+              p.outer = rows;
+              p.axis = cols;
+              p.group = group;
+              p.s_outer = 1;
+              p.s_axis = rows;
+              nscale = ((cols + group - 1) / group) * rows;
+              p.word_columns = kd.cols_kind;
+              p.word_stride = g ? 4 * rows : rows / 2;
+              std::memcpy(p.word_nibble, std::array<uint8_t, 8>{0, 4, 1, 5, 2, 6, 3, 7}.data(), 8);
+              d.codes.resize(static_cast<size_t>(rows * cols / 2));
+            } else if (kd.awq || kd.gptq) {
               // [K rows, N cols], scales [K / G, N] along the row.
               cols = 8 * units;
               rows = 16 + static_cast<int64_t>(rng() % 40);

@@ -141,7 +141,6 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path) {
     CheckpointTensor ct;
     ct.name = prefix + ".weight";
     ct.quantized = true;
-    ct.transposed = true;
     const TensorView qw = e.file->View(*e.tensor);
     ct.stored_bytes = qw.size_bytes;
     HfQuantConfig::Method method = q.method;
@@ -169,6 +168,7 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path) {
     std::optional<TensorView> zv, gv;
     if (qzeros) zv = qzeros->file->View(*qzeros->tensor);
     if (g_idx) gv = g_idx->file->View(*g_idx->tensor);
+    ct.stored_bytes += sv.size_bytes + (zv ? zv->size_bytes : 0) + (gv ? gv->size_bytes : 0);
     const int64_t groups = sv.shape.empty() ? 0 : sv.shape[0];
     if (method == HfQuantConfig::Method::kGptq) {
       ct.shape = {qw.shape[1], qw.shape[0] * 8};
@@ -229,7 +229,7 @@ Status Checkpoint::Fill(const CheckpointTensor& t, DType requested, int threads,
   if (!n.ok()) return n.status();
   MutableTensorView y{d->output().dtype, t.shape, dst,
                       static_cast<size_t>(*n) * static_cast<size_t>(DTypeBits(d->output().dtype) / 8)};
-  return t.transposed ? d->RunTransposed(y, threads) : d->Run(y, threads);
+  return d->Run(y, threads);
 }
 
 StatusOr<std::vector<float>> Checkpoint::LoadFloat(const CheckpointTensor& t, int threads) const {

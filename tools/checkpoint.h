@@ -29,10 +29,9 @@ struct CheckpointTensor {
   std::string why_not;    // reason when unsupported
   uint64_t stored_bytes = 0;
   DType stored_dtype = DType::kUndefined;  // copies keep it
-  // Quantized: builds the Dequantizer for an output type; transposed: its
-  // view is [K, N] and RunTransposed gives `shape`.
+  // Quantized: builds the Dequantizer for an output type (its Run() writes
+  // `shape`).
   std::function<StatusOr<Dequantizer>(DType)> prepare;
-  bool transposed = false;
   TensorView copy;  // not quantized: the stored bytes
 };
 

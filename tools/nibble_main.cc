@@ -4,7 +4,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <algorithm>
 #include <iostream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -253,6 +255,48 @@ int RunDequant(const std::string& in, const std::string& out, const std::string&
   return 0;
 }
 
+// `nibble bench --weights`: one weight of a checkpoint as float32 [N, K].
+bool LoadBenchWeight(const std::string& path, const std::string& regex,
+                     nibble::BenchOptions::LoadedWeight* out, std::string* error) {
+  auto ck = nibble::Checkpoint::Open(path);
+  if (!ck.ok()) {
+    *error = ck.status().message();
+    return false;
+  }
+  std::regex re;
+  try {
+    re = std::regex(regex.empty() ? std::string(".") : regex);
+  } catch (const std::regex_error& e) {
+    *error = "--weights-tensor '" + regex + "' is not a valid regex";
+    return false;
+  }
+  const nibble::CheckpointTensor* best = nullptr;
+  int64_t best_n = 0;
+  for (const auto& t : ck->tensors()) {
+    const bool floaty = t.quantized || t.stored_dtype == nibble::DType::kFloat32 ||
+                        t.stored_dtype == nibble::DType::kFloat16 ||
+                        t.stored_dtype == nibble::DType::kBFloat16;
+    if (!t.supported || !floaty || t.shape.size() < 2 || !std::regex_search(t.name, re)) continue;
+    auto n = nibble::CheckedNumElements(t.shape, t.name);
+    if (n.ok() && *n > best_n) best = &t, best_n = *n;
+  }
+  if (best == nullptr) {
+    *error = "no 2-D float or supported quantized tensor" +
+             (regex.empty() ? std::string() : " matching '" + regex + "'") + " in '" + path + "'";
+    return false;
+  }
+  auto v = ck->LoadFloat(*best, 0);
+  if (!v.ok()) {
+    *error = v.status().message();
+    return false;
+  }
+  out->name = best->name;
+  out->cols = best->shape.back();
+  out->rows = best_n / std::max<int64_t>(1, out->cols);
+  out->values = std::move(*v);
+  return true;
+}
+
 int RunFold(const std::string& in, const std::string& out, nibble::FoldOptions options,
             bool quiet) {
   if (in == out) {
@@ -353,6 +397,7 @@ int main(int argc, char** argv) {
   auto* bench = app.add_subcommand("bench", "Group-size benchmark: speed and accuracy");
   nibble::BenchOptions bench_opts;
   nibble::AddBenchOptions(bench, &bench_opts);
+  bench_opts.load_weights = LoadBenchWeight;
 
   try {
     app.parse(argc, argv);

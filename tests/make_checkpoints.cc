@@ -1,0 +1,129 @@
+// Writes small checkpoints for the CLI tests (and for trying the tool):
+//   gptq/        GPTQ v1 folder (config.json, model.safetensors), act-order g_idx
+//   awq/         AWQ GEMM folder, sharded with model.safetensors.index.json
+//   model.gguf   GGUF v3: Q4_0, Q4_1, Q8_0, Q4_K, F32 tensors
+//   unsupported.gguf  one Q6_K tensor (listed by inspect, refused by dequant)
+//   truncated.gguf, truncated/ (a GPTQ folder with a cut safetensors file),
+//   marlin/      a GPTQ folder whose config asks for the marlin format
+// Usage: make_checkpoints OUTDIR [--large N K]  (large: a GPTQ folder of one N x K layer)
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "bench/synthetic_weights.h"
+#include "formats/gguf.h"
+#include "op/quantize_checkpoint.h"
+#include "tests/checkpoint_writers.h"
+
+namespace nibble {
+namespace testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+int Fail(const Status& s) {
+  std::cerr << "make_checkpoints: " << s.message() << "\n";
+  return 1;
+}
+
+Status WriteGptq(const fs::path& dir, int64_t N, int64_t K, int64_t G, bool act_order) {
+  fs::create_directories(dir);
+  const auto w = MakeLlmLikeWeight(N, K, 21);
+  std::vector<int32_t> gidx;
+  if (act_order) {
+    for (int64_t k = 0; k < K; ++k) gidx.push_back(static_cast<int32_t>((k * 5 % K) / G));
+  }
+  auto t = QuantizeGptq(w.data(), N, K, G, false, false, gidx);
+  if (!t.ok()) return t.status();
+  auto bias = *Tensor::Allocate(DType::kFloat32, {N});
+  for (int64_t n = 0; n < N; ++n) bias.data_as<float>()[n] = 0.25f * static_cast<float>(n);
+  const std::string p = "model.layers.0.self_attn.q_proj";
+  NIBBLE_RETURN_IF_ERROR(WriteSafetensors((dir / "model.safetensors").string(),
+                                          {{p + ".qweight", &t->qweight},
+                                           {p + ".qzeros", &t->qzeros},
+                                           {p + ".scales", &t->scales},
+                                           {p + ".g_idx", &t->g_idx},
+                                           {p + ".bias", &bias}}));
+  WriteText((dir / "config.json").string(),
+            R"({"model_type":"llama","quantization_config":{"quant_method":"gptq","bits":4,"group_size":)" +
+                std::to_string(G) + R"(,"desc_act":)" + (act_order ? "true" : "false") +
+                R"(,"sym":false,"checkpoint_format":"gptq"}})");
+  return Status::Ok();
+}
+
+int Main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << "usage: make_checkpoints OUTDIR [--large N K]\n";
+    return 2;
+  }
+  const fs::path out = argv[1];
+  fs::create_directories(out);
+  if (argc == 5 && std::string(argv[2]) == "--large") {
+    const Status s = WriteGptq(out / "large_gptq", std::atoll(argv[3]), std::atoll(argv[4]), 128, false);
+    return s.ok() ? 0 : Fail(s);
+  }
+  Status s = WriteGptq(out / "gptq", 64, 256, 64, true);
+  if (!s.ok()) return Fail(s);
+
+  {  // AWQ, two shards and an index.
+    const fs::path dir = out / "awq";
+    fs::create_directories(dir);
+    const int64_t N = 128, K = 192, G = 64;
+    const auto w = MakeLlmLikeWeight(N, K, 22);
+    auto a = QuantizeAwq(w.data(), N, K, G);
+    if (!a.ok()) return Fail(a.status());
+    const std::string p = "model.layers.0.mlp.gate_proj";
+    s = WriteSafetensors((dir / "model-00001-of-00002.safetensors").string(),
+                         {{p + ".qweight", &a->qweight}, {p + ".qzeros", &a->qzeros}});
+    if (!s.ok()) return Fail(s);
+    s = WriteSafetensors((dir / "model-00002-of-00002.safetensors").string(),
+                         {{p + ".scales", &a->scales}});
+    if (!s.ok()) return Fail(s);
+    WriteText((dir / "config.json").string(),
+              R"({"quantization_config":{"quant_method":"awq","bits":4,"group_size":64,"version":"gemm","zero_point":true}})");
+    WriteText((dir / "model.safetensors.index.json").string(),
+              R"({"metadata":{},"weight_map":{")" + p +
+                  R"(.qweight":"model-00001-of-00002.safetensors",")" + p +
+                  R"(.qzeros":"model-00001-of-00002.safetensors",")" + p +
+                  R"(.scales":"model-00002-of-00002.safetensors"}})");
+  }
+  std::string gguf;
+  {
+    GgufBuilder b;
+    b.KvString("general.architecture", "llama");
+    b.KvU32("general.alignment", 32);
+    const auto w = MakeLlmLikeWeight(32, 512, 23);
+    for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0, kGgmlQ4_K}) {
+      auto q = QuantizeGgml(type, w.data(), 32, 512);
+      if (!q.ok()) return Fail(q.status());
+      b.Tensor("blk.0." + GgmlTypeName(type) + ".weight", {512, 32}, type, *q);
+    }
+    std::vector<uint8_t> norm(512 * 4);
+    std::memcpy(norm.data(), w.data(), norm.size());
+    b.Tensor("output_norm.weight", {512}, kGgmlF32, norm);
+    gguf = b.Bytes();
+    WriteText((out / "model.gguf").string(), gguf);
+    WriteText((out / "truncated.gguf").string(), gguf.substr(0, gguf.size() - 100));
+    GgufBuilder u;
+    u.Tensor("output.weight", {256, 2}, 14, std::vector<uint8_t>(2 * 210));
+    WriteText((out / "unsupported.gguf").string(), u.Bytes());
+  }
+  s = WriteGptq(out / "truncated", 16, 64, 32, false);
+  if (!s.ok()) return Fail(s);
+  fs::resize_file(out / "truncated" / "model.safetensors",
+                  fs::file_size(out / "truncated" / "model.safetensors") - 7);
+  s = WriteGptq(out / "marlin", 16, 64, 32, false);
+  if (!s.ok()) return Fail(s);
+  WriteText((out / "marlin" / "config.json").string(),
+            R"({"quantization_config":{"quant_method":"gptq","bits":4,"group_size":32,"checkpoint_format":"marlin"}})");
+  return 0;
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace nibble
+
+int main(int argc, char** argv) { return nibble::testing::Main(argc, argv); }
