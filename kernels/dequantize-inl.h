@@ -37,9 +37,6 @@ namespace HWY_NAMESPACE {
 
 namespace hn = hwy::HWY_NAMESPACE;
 
-#ifndef NIBBLE_GPTQ_CHUNK
-#define NIBBLE_GPTQ_CHUNK 256
-#endif
 
 // The kernels' float vector type (full width).
 using KernelTag = hn::ScalableTag<float>;
@@ -679,7 +676,10 @@ class RowKernel {
     return hn::IfThenElse(hn::FirstN(df, in_first), a, b);
   }
 
-  HWY_INLINE void StoreUnit(DF df, VF v0, VF v1, char* dst, bool stream) const {
+  // Stores v0 then v1 (2N outputs) at dst; `stream`: non-temporal (dst
+  // aligned to a full vector).
+ public:
+  static HWY_INLINE void StoreUnit(DF df, VF v0, VF v1, char* dst, bool stream) {
     const size_t N = hn::Lanes(df);
     if (kOut == OutType::kF32) {
       float* p = reinterpret_cast<float*>(dst);
@@ -709,12 +709,165 @@ class RowKernel {
     }
   }
 
+ private:
   const Plan& plan_;
   const RowJob& job_;
   const float* decode_;  // float codes: decoded value of each bit pattern
   Group cur_;
   int64_t cur_idx_ = 0, cur_end_ = 0;
 };
+
+#if HWY_TARGET <= HWY_AVX3
+// 16 x 16 float32 transpose in registers: on return r[i] holds what was
+// column i.
+HWY_INLINE void Transpose16x16(__m512 r[16]) {
+  __m512 t[16], u[16], v[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 2; ++i) {
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      v[8 * i + j] = _mm512_shuffle_f32x4(u[8 * i + j], u[8 * i + 4 + j], 0x88);
+      v[8 * i + 4 + j] = _mm512_shuffle_f32x4(u[8 * i + j], u[8 * i + 4 + j], 0xDD);
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_shuffle_f32x4(v[j], v[8 + j], 0x88);
+    r[8 + j] = _mm512_shuffle_f32x4(v[j], v[8 + j], 0xDD);
+  }
+}
+
+// Column-packed checkpoint words (kGptqCols, kAwqCols) on AVX-512: tiles of
+// 16 rows (outputs n) x 32 columns (inputs k). The codes of a tile arrive
+// with the 16 rows in the lanes (one 64-byte load per GPTQ word row; two
+// words per AWQ row), are dequantized lane-wise with each row's own scale
+// and zero point (the contract's arithmetic), transposed in registers and
+// stored as whole 64-byte lines. Rows are walked in super-bands of 128 so
+// every loaded cache line is used up before the next column step. Returns
+// the rows [r0, rt) it did not finish entirely (callers run them, and the
+// column edges of the others, through `edge(r, ca, cb)`).
+template <RowLayout kLayout, ZeroPointKind kZp, OutType kOut, class Edge>
+void ColumnWordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                     char* out, int64_t ld, const Edge& edge) {
+  using K = RowKernel<kLayout, CodeKind::kU4, kZp, kOut>;
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
+  const bool stream = plan.nontemporal;
+  const int64_t rb0 = std::min(r1, (r0 + 15) / 16 * 16);
+  const int64_t rb1 = rb0 + (r1 - rb0) / 16 * 16;
+  const int64_t ka = std::min(c1, (c0 + 7) / 8 * 8);
+  const int64_t kb = ka + (c1 - ka) / 32 * 32;
+  for (int64_t r = r0; r < rb0; ++r) edge(r, c0, c1);
+  for (int64_t r = rb1; r < r1; ++r) edge(r, c0, c1);
+  if (rb0 >= rb1 || ka >= kb) {
+    for (int64_t r = rb0; r < rb1; ++r) edge(r, c0, c1);
+    return;
+  }
+  for (int64_t r = rb0; r < rb1; ++r) {
+    if (c0 < ka) edge(r, c0, ka);
+    if (kb < c1) edge(r, kb, c1);
+  }
+  const int64_t S = plan.word_stride, N = plan.s_axis, G = plan.group;
+  const auto mask = hn::Set(du, 0xFu);
+  const auto off = hn::Set(di, plan.code_offset);
+  const auto awq_shift = hn::LoadU(du, kAwqShift);
+  const auto awq_idx = hn::IndicesFromVec(du, hn::ShiftRight<3>(hn::Iota(du, 0)));
+  const hn::Repartition<uint64_t, decltype(du)> du64;
+  // Super-bands of 1024 rows: a column step reads 4 KiB runs of each GPTQ
+  // word row (or AWQ row), which the prefetchers follow; measured against
+  // 128 rows and whole tiles (README, "Checkpoint formats").
+  constexpr int64_t kSuperBand = 1024;
+  for (int64_t sb = rb0; sb < rb1; sb += kSuperBand) {
+    const int64_t se = std::min(rb1, sb + kSuperBand);
+    for (int64_t k0 = ka; k0 < kb; k0 += 32) {
+      if (kLayout == RowLayout::kGptqCols) {
+        // The word rows two column steps ahead: each run starts a new page
+        // far from the last, where the hardware prefetchers do not look.
+        const int64_t words = plan.axis / 8;
+        for (int64_t w = k0 / 8 + 8; w < std::min(words, k0 / 8 + 12); ++w) {
+          const uint8_t* row = plan.codes + w * S + 4 * sb;
+          for (int64_t l = 0; l < 4 * (se - sb); l += 64) hwy::Prefetch(row + l);
+        }
+      }
+      for (int64_t n0 = sb; n0 < se; n0 += 16) {
+        // Two halves of 16 columns; the first half's transposed rows wait
+        // in an L1 buffer (explicitly, rather than as register spills).
+        alignas(64) float first[16][16];
+        for (int half = 0; half < 2; ++half) {
+          __m512 v[16];
+          const int64_t kh = k0 + 16 * half;
+          // The group of column kh, and where the next one starts (no
+          // division in the loop).
+          int64_t g = kh / G, g_end = (g + 1) * G;
+          hn::Vec<decltype(df)> s = hn::Zero(df), zf = hn::Zero(df);
+          hn::Vec<decltype(di)> z = off;
+          auto load_group = [&]() HWY_ATTR {
+            s = hn::LoadU(df, plan.scale + g * N + n0);
+            if (kZp == ZeroPointKind::kInteger) z = hn::LoadU(di, plan.zp_int + g * N + n0);
+            if (kZp == ZeroPointKind::kFloat) zf = hn::LoadU(df, plan.zp_float + g * N + n0);
+          };
+          hn::Vec<decltype(du)> words = hn::Zero(du);
+          load_group();
+#pragma GCC unroll 16
+          for (int64_t kk = 0; kk < 16; ++kk) {
+            const int64_t k = kh + kk;
+            if (k == g_end) {
+              ++g;
+              g_end += G;
+              load_group();
+            }
+            hn::Vec<decltype(du)> c;
+            if (kLayout == RowLayout::kGptqCols) {
+              if (kk % 8 == 0) {
+                words = hn::LoadU(
+                    du, reinterpret_cast<const uint32_t*>(plan.codes + (k / 8) * S + 4 * n0));
+              }
+              c = hn::And(hn::ShiftRightSame(words, static_cast<int>(4 * (kk % 8))), mask);
+            } else {
+              uint64_t two;
+              std::memcpy(&two, plan.codes + k * S + 4 * (n0 / 8), 8);
+              c = hn::And(
+                  hn::TableLookupLanes(hn::BitCast(du, hn::Set(du64, two)), awq_idx) >> awq_shift,
+                  mask);
+            }
+            auto val = hn::Mul(hn::ConvertTo(df, hn::Sub(hn::BitCast(di, c), z)), s);
+            if (kZp == ZeroPointKind::kFloat) val = hn::Add(val, zf);
+            v[kk] = val.raw;
+          }
+          Transpose16x16(v);
+          if (half == 0) {
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; ++i) _mm512_store_ps(first[i], v[i]);
+          } else {
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; ++i) {
+              char* dst = out + ((n0 + i - r0) * ld + (k0 - c0)) * kOutBytes;
+              const bool nt = stream && reinterpret_cast<uintptr_t>(dst) % 64 == 0;
+              K::StoreUnit(df, hn::Load(df, first[i]), hn::Vec<decltype(df)>{v[i]}, dst, nt);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+#endif  // HWY_TARGET <= HWY_AVX3
 
 template <RowLayout kLayout, CodeKind kCode, ZeroPointKind kZp, OutType kOut>
 void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
@@ -773,12 +926,23 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
     kernel.Run(ca, cb, y, stream);
   };
   char* const base = static_cast<char*>(out);
+#if HWY_TARGET <= HWY_AVX3
+  if constexpr ((kLayout == RowLayout::kGptqCols || kLayout == RowLayout::kAwqCols) &&
+                kZp != ZeroPointKind::kFloatSubtract) {
+    ColumnWordTiles<kLayout, kZp, kOut>(
+        plan, r0, r1, c0, c1, base, ld, [&](int64_t r, int64_t ca, int64_t cb) HWY_ATTR {
+          run_row(r, ca, cb, base + ((r - r0) * ld + (ca - c0)) * kOutBytes);
+        });
+    if (stream) hwy::FlushStream();
+    return;
+  }
+#endif
   if (kLayout == RowLayout::kGptqCols) {
     // A row reads one word per 8 columns, word_stride bytes apart: the 16
     // rows sharing those cache lines run together over column chunks, so
     // each line is fetched once (large power-of-two strides map every word
     // of a row to the same cache sets).
-    constexpr int64_t kBand = 16, kChunk = NIBBLE_GPTQ_CHUNK;
+    constexpr int64_t kBand = 16, kChunk = 256;  // measured: 64 and 1024 slower
     for (int64_t rb = r0; rb < r1; rb = (rb / kBand + 1) * kBand) {
       const int64_t re = std::min<int64_t>(r1, (rb / kBand + 1) * kBand);
       for (int64_t cc = c0; cc < c1; cc += kChunk) {
