@@ -282,9 +282,14 @@ class RowKernel {
       // members would be reloaded after every store.
       const CodeRef codes = job_.code;
       SetGroup(k);
+      // The current group lives in locals (registers): as a member it would
+      // be written back to memory at every group change, since the output
+      // stores may alias it — for small groups that is more store traffic
+      // than the output itself.
+      Group g = cur_;
+      int64_t g_idx = cur_idx_, g_end = cur_end_;
       while (k + unit <= k1) {
-        const Group g = cur_;
-        const int64_t stop = cur_end_ < k1 ? cur_end_ : k1;
+        const int64_t stop = g_end < k1 ? g_end : k1;
         if (kHalfTable) {
           const DU16 du16;
           for (; k + unit <= stop; k += unit) {
@@ -311,15 +316,23 @@ class RowKernel {
           }
         }
         if (k + unit > k1) break;
-        if (k == cur_end_) {  // groups aligned with units: step to the next
-          NextGroup();
+        if (k == g_end) {  // groups aligned with units: step to the next
+          g_idx += job_.step;
+          g_end += job_.group;
+          g = MakeGroup(g_idx);
           continue;
         }
-        // This unit straddles a group boundary.
+        // This unit straddles a group boundary (through the members).
+        cur_ = g;
+        cur_idx_ = g_idx;
+        cur_end_ = g_end;
         const VF v0 = Compute(k);
         const VF v1 = Compute(k + static_cast<int64_t>(N));
         StoreUnit(df, v0, v1, base + k * kOutBytes, stream);
         k += unit;
+        g = cur_;
+        g_idx = cur_idx_;
+        g_end = cur_end_;
       }
     }
     ScalarRange(k, k1, out + (k - k0) * kOutBytes);
@@ -538,9 +551,20 @@ class RowKernel {
     const uint8_t* const codes = c.codes;
     const int shift = c.shift;
     const bool odd_start = c.odd_start;
-    if (kLayout == RowLayout::kSplit32 || kLayout == RowLayout::kSplit256 ||
-        kLayout == RowLayout::kAwqWords || kLayout == RowLayout::kGptqCols ||
-        kLayout == RowLayout::kAwqCols) {
+    if (kLayout == RowLayout::kSplit32 || kLayout == RowLayout::kSplit256) {
+      // Two runs of N codes, each N bytes at one nibble shift, widened
+      // straight to 16-bit lanes.
+      const hn::Half<DU16> dh;
+      const hn::Rebind<uint8_t, decltype(dh)> d8;
+      auto half = [&](int64_t kk) HWY_ATTR {
+        int sh;
+        const uint8_t* p = BlockBytes(c, kk, &sh);
+        const auto b = hn::PromoteTo(dh, hn::LoadU(d8, p));
+        return hn::And(hn::ShiftRightSame(b, sh), hn::Set(dh, 0xF));
+      };
+      return hn::Combine(du16, half(k + static_cast<int64_t>(hn::Lanes(dh))), half(k));
+    } else if (kLayout == RowLayout::kAwqWords || kLayout == RowLayout::kGptqCols ||
+               kLayout == RowLayout::kAwqCols) {
       const hn::Rebind<uint16_t, DU> du16h;
       const auto lo = LoadCodesAt(c, k);
       const auto hi = LoadCodesAt(c, k + static_cast<int64_t>(hn::Lanes(DU())));
