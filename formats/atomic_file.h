@@ -1,5 +1,12 @@
-// Files written through a descriptor to a temporary name and renamed into
-// place only when complete: a reader never sees a half-written output.
+// Files that appear at their destination only when complete.
+//
+// AtomicFile writes into an unnamed temporary in the destination's folder
+// (O_TMPFILE): if the process dies at any point — error, crash, SIGKILL,
+// power loss before Publish() — nothing is left behind. Publish() fsyncs,
+// gives the data a name ("<dest>.tmp-<pid>", for an instant) and renames it
+// over the destination. On file systems without O_TMPFILE the temporary is
+// named from the start (a SIGKILL can then leave "<dest>.tmp-<pid>"; every
+// error path removes it).
 #ifndef NIBBLE_FORMATS_ATOMIC_FILE_H_
 #define NIBBLE_FORMATS_ATOMIC_FILE_H_
 
@@ -19,19 +26,41 @@
 
 namespace nibble {
 
-// A file written through a descriptor; closed (and removed unless
-// committed) on destruction.
-class TempFile {
+// "<path>.tmp-<pid>": the temporary name beside `path`.
+inline std::string TempNameFor(const std::string& path) {
+  return path + ".tmp-" + std::to_string(::getpid());
+}
+
+class AtomicFile {
  public:
-  TempFile() = default;
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  Status Create(const std::string& path) {
-    path_ = path;
-    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) return Status::Error("cannot create '" + path + "': " + std::strerror(errno));
+  AtomicFile() = default;
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  ~AtomicFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!published_ && !temp_.empty()) std::remove(temp_.c_str());
+  }
+
+  // Opens the temporary for `dest` (nothing exists at `dest` until Publish).
+  Status Create(const std::string& dest) {
+    dest_ = dest;
+    const auto slash = dest.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : dest.substr(0, slash + 1);
+#ifdef O_TMPFILE
+    fd_ = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+#endif
+    if (fd_ < 0) {  // no O_TMPFILE here: a named temporary
+      temp_ = TempNameFor(dest);
+      fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd_ < 0) {
+        const std::string err = std::strerror(errno);
+        temp_.clear();
+        return Status::Error("cannot create '" + dest + "': " + err);
+      }
+    }
     return Status::Ok();
   }
+
   Status Write(const void* data, uint64_t n) {
     const auto* p = static_cast<const uint8_t*>(data);
     while (n > 0) {
@@ -39,14 +68,16 @@ class TempFile {
       const ssize_t w = ::write(fd_, p, chunk);
       if (w < 0) {
         if (errno == EINTR) continue;
-        return Status::Error("cannot write '" + path_ + "': " + std::strerror(errno));
+        return Status::Error("cannot write '" + dest_ + "': " + std::strerror(errno));
       }
+      if (w == 0) return Status::Error("cannot write '" + dest_ + "': no progress");
       p += w;
       n -= static_cast<uint64_t>(w);
       offset_ += static_cast<uint64_t>(w);
     }
     return Status::Ok();
   }
+
   // Writes zeros up to `target` (>= offset()).
   Status PadTo(uint64_t target) {
     static const uint8_t zeros[4096] = {};
@@ -55,29 +86,46 @@ class TempFile {
     }
     return Status::Ok();
   }
-  Status Finish() {
-    if (::fsync(fd_) != 0 || ::close(fd_) != 0) {
+
+  // Makes the data durable and gives it the destination name (replacing
+  // any file there). After an error nothing new exists at the destination.
+  Status Publish() {
+    if (::fsync(fd_) != 0) {
+      return Status::Error("cannot write '" + dest_ + "': " + std::strerror(errno));
+    }
+    if (temp_.empty()) {  // unnamed: link it under a temporary name first
+      temp_ = TempNameFor(dest_);
+      const std::string proc = "/proc/self/fd/" + std::to_string(fd_);
+      std::remove(temp_.c_str());
+      if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, temp_.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+        const std::string err = std::strerror(errno);
+        temp_.clear();
+        return Status::Error("cannot create '" + dest_ + "': " + err);
+      }
+    }
+    if (::close(fd_) != 0) {
       fd_ = -1;
-      return Status::Error("cannot finish '" + path_ + "': " + std::strerror(errno));
+      return Status::Error("cannot write '" + dest_ + "': " + std::strerror(errno));
     }
     fd_ = -1;
+    if (std::rename(temp_.c_str(), dest_.c_str()) != 0) {
+      return Status::Error("cannot rename '" + temp_ + "' to '" + dest_ +
+                           "': " + std::strerror(errno));
+    }
+    published_ = true;
     return Status::Ok();
   }
-  void Commit() { committed_ = true; }
+
   uint64_t offset() const { return offset_; }
-  const std::string& path() const { return path_; }
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_ && !path_.empty()) std::remove(path_.c_str());
-  }
+  const std::string& dest() const { return dest_; }
 
  private:
-  std::string path_;
+  std::string dest_;
+  std::string temp_;  // named temporary, if any
   int fd_ = -1;
   uint64_t offset_ = 0;
-  bool committed_ = false;
+  bool published_ = false;
 };
-
 
 // A 4096-byte aligned, uninitialized buffer (streaming stores and
 // page-sized writes line up); empty for 0 bytes.
@@ -89,11 +137,6 @@ inline PageBuffer AllocatePageBuffer(uint64_t bytes) {
   return PageBuffer(bytes ? static_cast<uint8_t*>(::operator new[](
                                 static_cast<size_t>(bytes), std::align_val_t(4096)))
                           : nullptr);
-}
-
-// "<path>.tmp-<pid>": the temporary beside `path`.
-inline std::string TempNameFor(const std::string& path) {
-  return path + ".tmp-" + std::to_string(::getpid());
 }
 
 }  // namespace nibble

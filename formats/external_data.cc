@@ -1,10 +1,10 @@
 #include "formats/external_data.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -13,7 +13,7 @@
 
 namespace nibble {
 
-StatusOr<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
+StatusOr<std::shared_ptr<ReadOnlyFile>> ReadOnlyFile::Open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::Error("cannot open '" + path + "': " + std::strerror(errno));
   struct stat st;
@@ -21,23 +21,35 @@ StatusOr<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) 
     ::close(fd);
     return Status::Error("'" + path + "' is not a regular file");
   }
-  std::shared_ptr<MappedFile> f(new MappedFile());
-  f->size_ = static_cast<size_t>(st.st_size);
-  if (f->size_ > 0) {
-    void* p = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      const std::string err = std::strerror(errno);
-      ::close(fd);
-      return Status::Error("cannot map '" + path + "': " + err);
-    }
-    f->data_ = static_cast<const uint8_t*>(p);
-  }
-  ::close(fd);
+  std::shared_ptr<ReadOnlyFile> f(new ReadOnlyFile());
+  f->fd_ = fd;
+  f->size_ = static_cast<uint64_t>(st.st_size);
+  f->path_ = path;
   return f;
 }
 
-MappedFile::~MappedFile() {
-  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+ReadOnlyFile::~ReadOnlyFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status ReadOnlyFile::Read(uint64_t offset, size_t n, void* dst) const {
+  auto* p = static_cast<uint8_t*>(dst);
+  while (n > 0) {
+    const size_t chunk = std::min<size_t>(n, size_t{1} << 30);
+    const ssize_t r = ::pread(fd_, p, chunk, static_cast<off_t>(offset));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return Status::Error("cannot read '" + path_ + "': " + std::strerror(errno));
+    }
+    if (r == 0) {
+      return Status::Error("'" + path_ + "' ended at byte " + std::to_string(offset) +
+                           " while reading (was it truncated or replaced?)");
+    }
+    p += r;
+    n -= static_cast<size_t>(r);
+    offset += static_cast<uint64_t>(r);
+  }
+  return Status::Ok();
 }
 
 bool HasExternalData(const onnx::TensorProto& p) {
@@ -139,11 +151,11 @@ StatusOr<TensorView> TensorResolver::Resolve(const onnx::TensorProto& p, Tensor*
   const std::string path = model_dir_.empty() ? location : model_dir_ + "/" + location;
   auto it = files_.find(path);
   if (it == files_.end()) {
-    auto f = MappedFile::Open(path);
+    auto f = ReadOnlyFile::Open(path);
     if (!f.ok()) return f.status().WithPrefix(who);
     it = files_.emplace(path, std::move(*f)).first;
   }
-  const MappedFile& f = *it->second;
+  const ReadOnlyFile& f = *it->second;
   if (!has_length) length = v.size_bytes;
   if (length != v.size_bytes) {
     return Status::Error(who + ": external data length " + std::to_string(length) + " but " +
@@ -155,7 +167,11 @@ StatusOr<TensorView> TensorResolver::Resolve(const onnx::TensorProto& p, Tensor*
                          std::to_string(offset + length) + ") lies outside '" + location + "' (" +
                          std::to_string(f.size()) + " bytes)");
   }
-  v.data = f.data() + offset;
+  auto t = Tensor::Allocate(v.dtype, v.shape);
+  if (!t.ok()) return t.status().WithPrefix(who);
+  if (length > 0) NIBBLE_RETURN_IF_ERROR(f.Read(offset, static_cast<size_t>(length), t->data()).WithPrefix(who));
+  *storage = std::move(*t);
+  v.data = storage->data();
   return v;
 }
 

@@ -21,20 +21,26 @@
 
 namespace nibble {
 
-// A read-only, private memory mapping of a whole file.
-class MappedFile {
+// A file read with pread(), never memory-mapped: if the file shrinks while
+// nibble reads it (another process truncates it), Read() returns an error
+// instead of the process dying of SIGBUS.
+class ReadOnlyFile {
  public:
-  static StatusOr<std::shared_ptr<MappedFile>> Open(const std::string& path);
-  ~MappedFile();
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  const uint8_t* data() const { return data_; }
-  size_t size() const { return size_; }
+  static StatusOr<std::shared_ptr<ReadOnlyFile>> Open(const std::string& path);
+  ~ReadOnlyFile();
+  ReadOnlyFile(const ReadOnlyFile&) = delete;
+  ReadOnlyFile& operator=(const ReadOnlyFile&) = delete;
+  uint64_t size() const { return size_; }  // at Open()
+  const std::string& path() const { return path_; }
+  // Reads exactly n bytes at `offset` into dst; an error naming the file if
+  // it has become shorter or cannot be read.
+  Status Read(uint64_t offset, size_t n, void* dst) const;
 
  private:
-  MappedFile() = default;
-  const uint8_t* data_ = nullptr;
-  size_t size_ = 0;
+  ReadOnlyFile() = default;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+  std::string path_;
 };
 
 // True if `p` holds an external-data reference.
@@ -46,9 +52,10 @@ class TensorResolver {
   // `model_dir`: the folder external locations are relative to.
   explicit TensorResolver(std::string model_dir) : model_dir_(std::move(model_dir)) {}
 
-  // A view of the tensor's bytes. Inline raw_data and external data are
-  // zero-copy (valid while `proto` and this resolver live); typed fields are
-  // decoded into `*storage`. Errors name the tensor.
+  // A view of the tensor's bytes. Inline raw_data is zero-copy (valid while
+  // `proto` lives); external data is read into `*storage` (checked against
+  // the file's size first), typed fields are decoded into it. Errors name
+  // the tensor.
   StatusOr<TensorView> Resolve(const onnx::TensorProto& proto, Tensor* storage);
 
   // Element type and shape without touching data.
@@ -56,7 +63,7 @@ class TensorResolver {
 
  private:
   std::string model_dir_;
-  std::map<std::string, std::shared_ptr<MappedFile>> files_;
+  std::map<std::string, std::shared_ptr<ReadOnlyFile>> files_;
 };
 
 }  // namespace nibble

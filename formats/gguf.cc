@@ -34,14 +34,20 @@ const char* ValueTypeName(GgufValueType t) {
 // Bounds-checked little-endian reader over the file bytes.
 class Reader {
  public:
-  Reader(const uint8_t* data, size_t size, std::string who)
-      : p_(data), size_(size), who_(std::move(who)) {}
+  // `more`: set when a read runs past `size` while the file has more bytes.
+  Reader(const uint8_t* data, size_t size, std::string who, uint64_t file_size = 0,
+         bool* more = nullptr)
+      : p_(data), size_(size), who_(std::move(who)), file_size_(file_size), more_(more) {}
   size_t pos() const { return pos_; }
   size_t left() const { return size_ - pos_; }
+  // Bytes left in the whole file (bounds for counts before reading them).
+  uint64_t file_left() const { return (file_size_ > size_ ? file_size_ : size_) - pos_; }
   Status Need(uint64_t n, const char* what) const {
     if (n > left()) {
+      if (more_ != nullptr && file_size_ > size_ && n <= file_size_ - pos_) *more_ = true;
       return Status::Error(who_ + ": " + what + " at byte " + std::to_string(pos_) +
-                           " runs past the end of the file (" + std::to_string(size_) +
+                           " runs past the end of the file (" +
+                           std::to_string(file_size_ > size_ ? file_size_ : size_) +
                            " bytes; truncated?)");
     }
     return Status::Ok();
@@ -73,6 +79,8 @@ class Reader {
   size_t size_;
   size_t pos_ = 0;
   std::string who_;
+  uint64_t file_size_;
+  bool* more_;
 };
 
 Status ReadValue(Reader& r, GgufValueType type, GgufValue* v, int depth, const std::string& key) {
@@ -153,7 +161,7 @@ Status ReadValue(Reader& r, GgufValueType type, GgufValue* v, int depth, const s
       v->elem = static_cast<GgufValueType>(et);
       // Every element takes at least one byte: a count beyond the bytes
       // left is corrupt (and must not drive a loop or an allocation).
-      if (v->count > r.left()) {
+      if (v->count > r.file_left()) {
         return Status::Error(r.who() + ": key '" + key + "': array of " +
                              std::to_string(v->count) + " elements is longer than the rest of the file");
       }
@@ -165,7 +173,7 @@ Status ReadValue(Reader& r, GgufValueType type, GgufValue* v, int depth, const s
           NIBBLE_RETURN_IF_ERROR(ReadValue(r, v->elem, &v->items[k], depth + 1, key));
         }
         const uint64_t rest = v->count - keep;
-        if (rest > r.left() / kFixed[et]) {
+        if (rest > r.file_left() / kFixed[et]) {
           return Status::Error(r.who() + ": key '" + key + "': array of " +
                                std::to_string(v->count) + " " + ValueTypeName(v->elem) +
                                " runs past the end of the file");
@@ -241,12 +249,40 @@ bool GgufFile::HasMagic(const uint8_t* data, size_t size) {
 }
 
 StatusOr<std::shared_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
-  auto m = MappedFile::Open(path);
-  if (!m.ok()) return m.status();
-  auto f = FromBytes((*m)->data(), (*m)->size(), path);
-  if (!f.ok()) return f.status();
-  (*f)->file_ = *m;
-  return f;
+  auto file = ReadOnlyFile::Open(path);
+  if (!file.ok()) return file.status();
+  const uint64_t size = (*file)->size();
+  // Parse a prefix of the file, growing it while the header needs more
+  // (metadata such as tokenizer arrays can be many megabytes).
+  uint64_t prefix = std::min<uint64_t>(size, uint64_t{1} << 20);
+  for (;;) {
+    std::shared_ptr<GgufFile> f(new GgufFile());
+    f->file_ = *file;
+    f->label_ = path;
+    f->prefix_.resize(static_cast<size_t>(prefix));
+    if (prefix > 0) NIBBLE_RETURN_IF_ERROR((*file)->Read(0, static_cast<size_t>(prefix), &f->prefix_[0]));
+    f->data_ = reinterpret_cast<const uint8_t*>(f->prefix_.data());
+    f->size_ = static_cast<size_t>(prefix);
+    f->file_size_ = size;
+    const Status st = f->Parse();
+    if (st.ok()) return f;
+    if (!f->need_more_ || prefix == size) return st;
+    prefix = std::min<uint64_t>(size, prefix * 4);
+  }
+}
+
+StatusOr<const uint8_t*> GgufFile::Load(const GgufTensor& t, std::vector<uint8_t>* storage) const {
+  if (!t.known()) {
+    return Status::Error("GGUF tensor '" + t.name + "': unknown type " + GgmlTypeName(t.type));
+  }
+  if (!file_) return t.data;
+  storage->resize(static_cast<size_t>(t.bytes));
+  if (t.bytes > 0) {
+    NIBBLE_RETURN_IF_ERROR(file_->Read(data_offset_ + t.offset, static_cast<size_t>(t.bytes),
+                                       storage->data())
+                               .WithPrefix("GGUF tensor '" + t.name + "'"));
+  }
+  return static_cast<const uint8_t*>(storage->data());
 }
 
 StatusOr<std::shared_ptr<GgufFile>> GgufFile::FromBytes(const uint8_t* data, size_t size,
@@ -254,6 +290,7 @@ StatusOr<std::shared_ptr<GgufFile>> GgufFile::FromBytes(const uint8_t* data, siz
   std::shared_ptr<GgufFile> f(new GgufFile());
   f->data_ = data;
   f->size_ = size;
+  f->file_size_ = size;
   f->label_ = label;
   NIBBLE_RETURN_IF_ERROR(f->Parse());
   return f;
@@ -268,7 +305,7 @@ const GgufValue* GgufFile::Find(const std::string& key) const {
 
 Status GgufFile::Parse() {
   const std::string who = "GGUF '" + label_ + "'";
-  Reader r(data_, size_, who);
+  Reader r(data_, size_, who, file_size_, &need_more_);
   if (!HasMagic(data_, size_)) return Status::Error(who + ": no GGUF magic");
   NIBBLE_RETURN_IF_ERROR(r.Skip(4, "magic"));
   NIBBLE_RETURN_IF_ERROR(r.Get(&version_, "version"));
@@ -281,7 +318,7 @@ Status GgufFile::Parse() {
   NIBBLE_RETURN_IF_ERROR(r.Get(&n_kv, "metadata count"));
   // A key/value takes >= 13 bytes, a tensor info >= 24: bound both by the
   // bytes left before trusting them.
-  if (n_kv > r.left() / 13) {
+  if (n_kv > r.file_left() / 13) {
     return Status::Error(who + ": metadata count " + std::to_string(n_kv) +
                          " cannot fit in the file");
   }
@@ -307,7 +344,7 @@ Status GgufFile::Parse() {
     }
     kv_.emplace_back(std::move(key), std::move(v));
   }
-  if (n_tensors > r.left() / 24) {
+  if (n_tensors > r.file_left() / 24) {
     return Status::Error(who + ": tensor count " + std::to_string(n_tensors) +
                          " cannot fit in the file");
   }
@@ -354,14 +391,14 @@ Status GgufFile::Parse() {
     tensors_.push_back(std::move(t));
   }
   data_offset_ = (r.pos() + alignment_ - 1) / alignment_ * alignment_;
-  if (data_offset_ > size_) {
+  if (data_offset_ > file_size_) {
     if (!tensors_.empty()) {
       return Status::Error(who + ": data section starts at " + std::to_string(data_offset_) +
                            ", past the end of the file");
     }
-    data_offset_ = size_;
+    data_offset_ = file_size_;
   }
-  const uint64_t data_size = size_ - data_offset_;
+  const uint64_t data_size = file_size_ - data_offset_;
   for (auto& t : tensors_) {
     if (!t.known()) continue;
     if (t.offset > data_size || t.bytes > data_size - t.offset) {
@@ -369,7 +406,7 @@ Status GgufFile::Parse() {
                            std::to_string(t.bytes) + " bytes at data offset " +
                            std::to_string(t.offset) + ") runs past the end of the file (truncated?)");
     }
-    t.data = data_ + data_offset_ + t.offset;
+    if (!file_) t.data = data_ + data_offset_ + t.offset;
   }
   return Status::Ok();
 }

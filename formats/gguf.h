@@ -71,7 +71,9 @@ struct GgufTensor {
   uint32_t type = 0;
   uint64_t offset = 0;      // relative to the data section
   uint64_t bytes = 0;       // 0 if the type is unknown
-  const uint8_t* data = nullptr;  // nullptr if the type is unknown
+  // FromBytes: the tensor's bytes (nullptr if the type is unknown). Open():
+  // nullptr — use GgufFile::Load.
+  const uint8_t* data = nullptr;
   bool known() const { return GgmlTypeTraits(type) != nullptr; }
   int64_t elements() const;
 };
@@ -92,13 +94,19 @@ class GgufFile {
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
   const GgufValue* Find(const std::string& key) const;
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
+  // A known-type tensor's bytes: read from the file into `*storage` (an
+  // error if the file has shrunk), or its view for FromBytes.
+  StatusOr<const uint8_t*> Load(const GgufTensor& t, std::vector<uint8_t>* storage) const;
 
  private:
   GgufFile() = default;
   Status Parse();
-  std::shared_ptr<MappedFile> file_;
-  const uint8_t* data_ = nullptr;
+  std::shared_ptr<ReadOnlyFile> file_;  // Open(): read with pread, never mapped
+  std::string prefix_;                  // Open(): the file's first bytes
+  const uint8_t* data_ = nullptr;       // bytes available to the parser
   size_t size_ = 0;
+  uint64_t file_size_ = 0;              // the whole file
+  bool need_more_ = false;              // the parser ran past the prefix
   std::string label_;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;

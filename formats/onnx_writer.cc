@@ -49,16 +49,10 @@ std::string DirName(const std::string& p) {
 }  // namespace
 
 Status WriteFileAtomic(const std::string& path, const std::string& bytes) {
-  TempFile f;
-  NIBBLE_RETURN_IF_ERROR(f.Create(TempNameFor(path)));
+  AtomicFile f;
+  NIBBLE_RETURN_IF_ERROR(f.Create(path));
   NIBBLE_RETURN_IF_ERROR(f.Write(bytes.data(), bytes.size()));
-  NIBBLE_RETURN_IF_ERROR(f.Finish());
-  if (std::rename(f.path().c_str(), path.c_str()) != 0) {
-    return Status::Error("cannot rename '" + f.path() + "' to '" + path +
-                         "': " + std::strerror(errno));
-  }
-  f.Commit();
-  return Status::Ok();
+  return f.Publish();
 }
 
 uint64_t InlineModelBytes(const onnx::ModelProto& model, const std::vector<StreamedTensor>& t) {
@@ -72,7 +66,6 @@ uint64_t InlineModelBytes(const onnx::ModelProto& model, const std::vector<Strea
 
 Status WriteModelStreaming(const std::string& path, const onnx::ModelProto& model,
                            std::vector<StreamedTensor>& tensors, const ModelWriteOptions& options) {
-  const std::string tag = ".tmp-" + std::to_string(::getpid());
   const std::string data_name =
       options.external_name.empty() ? BaseName(path) + ".data" : options.external_name;
   if (options.external &&
@@ -81,9 +74,9 @@ Status WriteModelStreaming(const std::string& path, const onnx::ModelProto& mode
   }
   const std::string data_path = DirName(path) + data_name;
 
-  TempFile model_file, data_file;
-  NIBBLE_RETURN_IF_ERROR(model_file.Create(path + tag));
-  if (options.external) NIBBLE_RETURN_IF_ERROR(data_file.Create(data_path + tag));
+  AtomicFile model_file, data_file;
+  NIBBLE_RETURN_IF_ERROR(model_file.Create(path));
+  if (options.external) NIBBLE_RETURN_IF_ERROR(data_file.Create(data_path));
 
   // Record metadata (and, in external mode, the data placement) first: the
   // graph's length must be known before its bytes.
@@ -157,20 +150,11 @@ Status WriteModelStreaming(const std::string& path, const onnx::ModelProto& mode
     done_bytes += tensors[i].bytes;
     if (options.progress) options.progress(i + 1, tensors.size(), done_bytes);
   }
-  NIBBLE_RETURN_IF_ERROR(model_file.Finish());
-  if (options.external) NIBBLE_RETURN_IF_ERROR(data_file.Finish());
   // Data first, then the model: a model never points at a missing file.
-  if (options.external && std::rename(data_file.path().c_str(), data_path.c_str()) != 0) {
-    return Status::Error("cannot rename '" + data_file.path() + "' to '" + data_path +
-                         "': " + std::strerror(errno));
-  }
-  if (std::rename(model_file.path().c_str(), path.c_str()) != 0) {
-    const std::string err = std::strerror(errno);
-    if (options.external) std::remove(data_path.c_str());
-    return Status::Error("cannot rename '" + model_file.path() + "' to '" + path + "': " + err);
-  }
-  model_file.Commit();
-  data_file.Commit();
+  if (options.external) NIBBLE_RETURN_IF_ERROR(data_file.Publish());
+  const Status published = model_file.Publish();
+  if (!published.ok() && options.external) std::remove(data_path.c_str());
+  NIBBLE_RETURN_IF_ERROR(published);
   return Status::Ok();
 }
 

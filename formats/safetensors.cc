@@ -94,12 +94,27 @@ const char* SafetensorsDTypeName(DType t) {
 }
 
 StatusOr<std::shared_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
-  auto m = MappedFile::Open(path);
-  if (!m.ok()) return m.status();
-  auto f = FromBytes((*m)->data(), (*m)->size(), path);
+  auto f = ReadOnlyFile::Open(path);
   if (!f.ok()) return f.status();
-  (*f)->file_ = *m;
-  return f;
+  std::shared_ptr<SafetensorsFile> st(new SafetensorsFile());
+  st->file_ = *f;
+  st->label_ = path;
+  const uint64_t size = (*f)->size();
+  // Header length, then the header (bounded before anything is allocated).
+  uint8_t len[8] = {};
+  uint64_t n = 0;
+  if (size >= 8) {
+    NIBBLE_RETURN_IF_ERROR((*f)->Read(0, 8, len));
+    for (int k = 7; k >= 0; --k) n = (n << 8) | len[k];
+  }
+  const uint64_t head = size < 8 ? size : 8 + std::min<uint64_t>(n, std::min<uint64_t>(
+                                                          size - 8, kMaxSafetensorsHeaderBytes));
+  st->header_bytes_.resize(static_cast<size_t>(head));
+  if (head > 0) NIBBLE_RETURN_IF_ERROR((*f)->Read(0, static_cast<size_t>(head), &st->header_bytes_[0]));
+  st->data_ = reinterpret_cast<const uint8_t*>(st->header_bytes_.data());
+  st->size_ = static_cast<size_t>(size);  // the whole file, for the checks
+  NIBBLE_RETURN_IF_ERROR(st->Parse());
+  return st;
 }
 
 StatusOr<std::shared_ptr<SafetensorsFile>> SafetensorsFile::FromBytes(const uint8_t* data,
@@ -135,7 +150,8 @@ Status SafetensorsFile::Parse() {
   if (!parsed.ok()) return parsed.status();
   const nlohmann::json& j = *parsed;
   if (!j.is_object()) return Status::Error(who + ": header is not a JSON object");
-  buffer_ = data_ + 8 + n;
+  buffer_offset_ = 8 + n;
+  buffer_ = file_ ? nullptr : data_ + 8 + n;
   const uint64_t buffer_size = size_ - 8 - n;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& name = it.key();
@@ -220,12 +236,22 @@ const SafetensorsTensor* SafetensorsFile::Find(const std::string& name) const {
   return it == index_.end() ? nullptr : &tensors_[it->second];
 }
 
-TensorView SafetensorsFile::View(const SafetensorsTensor& t) const {
+StatusOr<TensorView> SafetensorsFile::Load(const SafetensorsTensor& t,
+                                           std::vector<uint8_t>* storage) const {
   TensorView v;
   v.dtype = t.dtype;
   v.shape = t.shape;
-  v.data = buffer_ + t.begin;
   v.size_bytes = static_cast<size_t>(t.end - t.begin);
+  if (!file_) {
+    v.data = buffer_ + t.begin;
+    return v;
+  }
+  storage->resize(v.size_bytes);
+  if (v.size_bytes > 0) {
+    NIBBLE_RETURN_IF_ERROR(file_->Read(buffer_offset_ + t.begin, v.size_bytes, storage->data())
+                               .WithPrefix("tensor '" + t.name + "'"));
+  }
+  v.data = storage->data();
   return v;
 }
 

@@ -8,8 +8,10 @@
 // checked); the tensors tile the byte buffer exactly (no holes, no overlap,
 // nothing after the last); `__metadata__` maps strings to strings.
 //
-// Views point into a read-only mapping and may be misaligned (the format
-// does not align tensors): read them with memcpy or unaligned loads only.
+// Files are read with pread (never mapped: a file truncated meanwhile is an
+// error, not SIGBUS); Load() copies one tensor's bytes. Views of in-memory
+// bytes (FromBytes) may be misaligned — the format does not align tensors:
+// read them with memcpy or unaligned loads only.
 #ifndef NIBBLE_FORMATS_SAFETENSORS_H_
 #define NIBBLE_FORMATS_SAFETENSORS_H_
 
@@ -53,13 +55,16 @@ class SafetensorsFile {
   const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }
   const SafetensorsTensor* Find(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
-  // The tensor's bytes (possibly misaligned; see the file comment).
-  TensorView View(const SafetensorsTensor& t) const;
+  // The tensor's bytes: read from the file into `*storage`, or (FromBytes)
+  // a view of the caller's bytes, possibly misaligned.
+  StatusOr<TensorView> Load(const SafetensorsTensor& t, std::vector<uint8_t>* storage) const;
 
  private:
   SafetensorsFile() = default;
   Status Parse();
-  std::shared_ptr<MappedFile> file_;
+  std::shared_ptr<ReadOnlyFile> file_;  // null for FromBytes
+  std::string header_bytes_;            // Open(): the first 8 + n bytes
+  uint64_t buffer_offset_ = 0;          // file offset of the tensor bytes
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   const uint8_t* buffer_ = nullptr;  // start of the tensor bytes

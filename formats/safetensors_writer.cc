@@ -42,8 +42,8 @@ Status WriteSafetensorsStreaming(const std::string& path,
   uint8_t len[8];
   for (int k = 0; k < 8; ++k) len[k] = static_cast<uint8_t>(uint64_t{h.size()} >> (8 * k));
 
-  TempFile f;
-  NIBBLE_RETURN_IF_ERROR(f.Create(TempNameFor(path)));
+  AtomicFile f;
+  NIBBLE_RETURN_IF_ERROR(f.Create(path));
   NIBBLE_RETURN_IF_ERROR(f.Write(len, 8));
   NIBBLE_RETURN_IF_ERROR(f.Write(h.data(), h.size()));
   PageBuffer buf = AllocatePageBuffer(largest);
@@ -56,13 +56,7 @@ Status WriteSafetensorsStreaming(const std::string& path,
     done += sizes[i];
     if (options.progress) options.progress(i + 1, tensors.size(), done);
   }
-  NIBBLE_RETURN_IF_ERROR(f.Finish());
-  if (std::rename(f.path().c_str(), path.c_str()) != 0) {
-    return Status::Error("cannot rename '" + f.path() + "' to '" + path +
-                         "': " + std::strerror(errno));
-  }
-  f.Commit();
-  return Status::Ok();
+  return f.Publish();
 }
 
 }  // namespace nibble

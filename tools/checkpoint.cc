@@ -82,19 +82,28 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path) {
       ct.kind = GgmlTypeName(t.type);
       ct.stored_bytes = t.bytes;
       const DType plain = DTypeOfGgml(t.type);
+      const GgufTensor* tp = &t;
+      const GgufFile* fp = f.get();
       if (plain != DType::kUndefined) {
         ct.stored_dtype = plain;
         ct.kind = "copy";
         ct.detail = GgmlTypeName(t.type);
-        ct.copy = TensorView{plain, ct.shape, t.data, static_cast<size_t>(t.bytes)};
+        ct.copy_to = [tp, fp](uint8_t* dst) -> Status {
+          std::vector<uint8_t> buf;
+          auto d = fp->Load(*tp, &buf);
+          if (!d.ok()) return d.status();
+          if (tp->bytes) std::memcpy(dst, *d, static_cast<size_t>(tp->bytes));
+          return Status::Ok();
+        };
       } else if (GgmlTypeIsDequantizable(t.type)) {
         ct.quantized = true;
         ct.detail = t.type == kGgmlQ4_K ? "super-blocks of 256, sub-blocks of 32"
                                         : "blocks of 32";
-        const GgufTensor* tp = &t;
-        ct.prepare = [tp](DType out) {
-          return PrepareGgml(tp->type, tp->ne, tp->data, static_cast<size_t>(tp->bytes), out,
-                             tp->name);
+        ct.prepare = [tp, fp](DType out, CheckpointTensor::Buffers* bufs) -> StatusOr<Dequantizer> {
+          bufs->emplace_back();
+          auto d = fp->Load(*tp, &bufs->back());
+          if (!d.ok()) return d.status();
+          return PrepareGgml(tp->type, tp->ne, *d, static_cast<size_t>(tp->bytes), out, tp->name);
         };
       } else {
         ct.quantized = true;
@@ -141,7 +150,10 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path) {
     CheckpointTensor ct;
     ct.name = prefix + ".weight";
     ct.quantized = true;
-    const TensorView qw = e.file->View(*e.tensor);
+    TensorView qw;  // shape and size only; bytes are read by `prepare`
+    qw.dtype = e.tensor->dtype;
+    qw.shape = e.tensor->shape;
+    qw.size_bytes = static_cast<size_t>(e.tensor->end - e.tensor->begin);
     ct.stored_bytes = qw.size_bytes;
     HfQuantConfig::Method method = q.method;
     if (method == HfQuantConfig::Method::kNone && scales != nullptr && qw.shape.size() == 2 &&
@@ -164,33 +176,53 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path) {
     consumed.insert(prefix + ".scales");
     if (qzeros) consumed.insert(prefix + ".qzeros");
     if (g_idx) consumed.insert(prefix + ".g_idx");
-    const TensorView sv = scales->file->View(*scales->tensor);
-    std::optional<TensorView> zv, gv;
-    if (qzeros) zv = qzeros->file->View(*qzeros->tensor);
-    if (g_idx) gv = g_idx->file->View(*g_idx->tensor);
-    ct.stored_bytes += sv.size_bytes + (zv ? zv->size_bytes : 0) + (gv ? gv->size_bytes : 0);
-    const int64_t groups = sv.shape.empty() ? 0 : sv.shape[0];
+    for (const auto* x : {scales, qzeros, g_idx}) {
+      if (x) ct.stored_bytes += x->tensor->end - x->tensor->begin;
+    }
+    const int64_t groups = scales->tensor->shape.empty() ? 0 : scales->tensor->shape[0];
+    const SafetensorsSet::Entry qe = e;
+    // Reads one input tensor (null entry: absent) into a new buffer.
+    auto load = [](const SafetensorsSet::Entry* x, CheckpointTensor::Buffers* bufs,
+                   std::optional<TensorView>* out) -> Status {
+      if (x == nullptr) return Status::Ok();
+      bufs->emplace_back();
+      auto v = x->file->Load(*x->tensor, &bufs->back());
+      if (!v.ok()) return v.status();
+      *out = *v;
+      return Status::Ok();
+    };
     if (method == HfQuantConfig::Method::kGptq) {
       ct.shape = {qw.shape[1], qw.shape[0] * 8};
       GptqOptions o;
       o.group_size = q.group_size;
       o.v2 = q.checkpoint_format == "gptq_v2";
       ct.detail = std::string(o.v2 ? "gptq_v2" : "gptq (v1)") + ", " + std::to_string(groups) +
-                  " groups" + (gv ? ", g_idx" : "") + (zv ? "" : ", no qzeros (z = 8)");
-      ct.prepare = [o, qw, sv, zv, gv, prefix](DType out) {
-        return PrepareGptq(o, qw, zv ? &*zv : nullptr, sv, gv ? &*gv : nullptr, out, prefix);
+                  " groups" + (g_idx ? ", g_idx" : "") + (qzeros ? "" : ", no qzeros (z = 8)");
+      ct.prepare = [o, qe, scales, qzeros, g_idx, prefix, load](
+                       DType out, CheckpointTensor::Buffers* bufs) -> StatusOr<Dequantizer> {
+        std::optional<TensorView> qw, sv, zv, gv;
+        NIBBLE_RETURN_IF_ERROR(load(&qe, bufs, &qw));
+        NIBBLE_RETURN_IF_ERROR(load(scales, bufs, &sv));
+        NIBBLE_RETURN_IF_ERROR(load(qzeros, bufs, &zv));
+        NIBBLE_RETURN_IF_ERROR(load(g_idx, bufs, &gv));
+        return PrepareGptq(o, *qw, zv ? &*zv : nullptr, *sv, gv ? &*gv : nullptr, out, prefix);
       };
     } else {
       ct.shape = {qw.shape[1] * 8, qw.shape[0]};
       ct.detail = "gemm, " + std::to_string(groups) + " groups";
-      if (!zv) {
+      if (!qzeros) {
         ct.supported = false;
         ct.why_not = "AWQ GEMM needs '" + prefix + ".qzeros'";
       }
       const int64_t g = q.group_size;
-      ct.prepare = [g, qw, sv, zv, prefix](DType out) -> StatusOr<Dequantizer> {
-        if (!zv) return Status::Error("AWQ '" + prefix + "': qzeros missing");
-        return PrepareAwq(g, qw, *zv, sv, out, prefix);
+      ct.prepare = [g, qe, scales, qzeros, prefix, load](
+                       DType out, CheckpointTensor::Buffers* bufs) -> StatusOr<Dequantizer> {
+        if (!qzeros) return Status::Error("AWQ '" + prefix + "': qzeros missing");
+        std::optional<TensorView> qw, sv, zv;
+        NIBBLE_RETURN_IF_ERROR(load(&qe, bufs, &qw));
+        NIBBLE_RETURN_IF_ERROR(load(scales, bufs, &sv));
+        NIBBLE_RETURN_IF_ERROR(load(qzeros, bufs, &zv));
+        return PrepareAwq(g, *qw, *zv, *sv, out, prefix);
       };
     }
     c.tensors_.push_back(std::move(ct));
@@ -204,8 +236,15 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path) {
     ct.detail = e.tensor->dtype_name;
     ct.shape = e.tensor->shape;
     ct.stored_dtype = e.tensor->dtype;
-    ct.copy = e.file->View(*e.tensor);
-    ct.stored_bytes = ct.copy.size_bytes;
+    ct.stored_bytes = e.tensor->end - e.tensor->begin;
+    const SafetensorsSet::Entry ce = e;
+    ct.copy_to = [ce](uint8_t* dst) -> Status {
+      std::vector<uint8_t> buf;
+      auto v = ce.file->Load(*ce.tensor, &buf);
+      if (!v.ok()) return v.status();
+      if (v->size_bytes) std::memcpy(dst, v->data, v->size_bytes);
+      return Status::Ok();
+    };
     c.tensors_.push_back(std::move(ct));
   }
   return c;
@@ -219,11 +258,9 @@ DType Checkpoint::OutputDType(const CheckpointTensor& t, DType requested) const 
 Status Checkpoint::Fill(const CheckpointTensor& t, DType requested, int threads,
                         uint8_t* dst) const {
   if (!t.supported) return Status::Error("tensor '" + t.name + "': " + t.why_not);
-  if (!t.quantized) {
-    if (t.copy.size_bytes) std::memcpy(dst, t.copy.data, t.copy.size_bytes);
-    return Status::Ok();
-  }
-  auto d = t.prepare(OutputDType(t, requested));
+  if (!t.quantized) return t.copy_to(dst);
+  CheckpointTensor::Buffers buffers;
+  auto d = t.prepare(OutputDType(t, requested), &buffers);
   if (!d.ok()) return d.status();
   const auto n = CheckedNumElements(t.shape, t.name);
   if (!n.ok()) return n.status();
@@ -245,7 +282,10 @@ StatusOr<std::vector<float>> Checkpoint::LoadFloat(const CheckpointTensor& t, in
     return Status::Error("tensor '" + t.name + "' is " + DTypeName(t.stored_dtype) +
                          ", not a float weight");
   }
-  for (int64_t k = 0; k < *n; ++k) out[static_cast<size_t>(k)] = FloatElement(t.copy, k);
+  std::vector<uint8_t> bytes(static_cast<size_t>(t.stored_bytes));
+  NIBBLE_RETURN_IF_ERROR(t.copy_to(bytes.data()));
+  const TensorView v{t.stored_dtype, t.shape, bytes.data(), bytes.size()};
+  for (int64_t k = 0; k < *n; ++k) out[static_cast<size_t>(k)] = FloatElement(v, k);
   return out;
 }
 

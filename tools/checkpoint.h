@@ -29,10 +29,13 @@ struct CheckpointTensor {
   std::string why_not;    // reason when unsupported
   uint64_t stored_bytes = 0;
   DType stored_dtype = DType::kUndefined;  // copies keep it
-  // Quantized: builds the Dequantizer for an output type (its Run() writes
-  // `shape`).
-  std::function<StatusOr<Dequantizer>(DType)> prepare;
-  TensorView copy;  // not quantized: the stored bytes
+  // Quantized: reads the tensor's inputs into `*buffers` (they must outlive
+  // the result) and builds the Dequantizer for an output type; its Run()
+  // writes `shape`.
+  using Buffers = std::vector<std::vector<uint8_t>>;
+  std::function<StatusOr<Dequantizer>(DType, Buffers*)> prepare;
+  // Not quantized: writes the stored bytes (stored_bytes of them) to dst.
+  std::function<Status(uint8_t* dst)> copy_to;
 };
 
 class Checkpoint {

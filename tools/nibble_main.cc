@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <algorithm>
 #include <iostream>
@@ -326,6 +327,9 @@ int RunFold(const std::string& in, const std::string& out, nibble::FoldOptions o
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f) then makes write() fail with EFBIG, which
+  // is reported like any other write error, instead of killing the process.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"nibble: dequantize grouped int4/int8 weights (PMX / ONNX DequantizeLinear)"};
   app.set_version_flag("--version", std::string("nibble ") + NIBBLE_VERSION);
   app.require_subcommand(1);
