@@ -164,7 +164,7 @@ inline bool CpuHasAvx512Bf16() {
 // for the caller's exact fallback. Not inlinable into AVX3 code (an extra
 // ISA), so it costs a call per 32 outputs — far less than the integer-lane
 // rounding it replaces.
-__attribute__((target("avx512bf16"), noinline)) inline bool StoreBF16x32(__m512 v0, __m512 v1,
+__attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx512bf16"), noinline)) inline bool StoreBF16x32(__m512 v0, __m512 v1,
                                                                          char* dst, bool stream) {
   if ((_mm512_fpclass_ps_mask(v0, 0x20) | _mm512_fpclass_ps_mask(v1, 0x20)) != 0) return false;
   const __m512i r = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(v1, v0));

@@ -1,0 +1,17 @@
+// Hugging Face config texts: the input is config.json, then (after the
+// first NUL byte, if any) quantize_config.json.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "formats/hf_config.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string all(reinterpret_cast<const char*>(data), size);
+  const auto nul = all.find('\0');
+  const std::string a = all.substr(0, nul);
+  const std::string b = nul == std::string::npos ? std::string() : all.substr(nul + 1);
+  auto c = nibble::ParseHfQuantConfig(a, b);
+  if (c.ok()) (void)nibble::HfMethodName(c->method);
+  return 0;
+}
