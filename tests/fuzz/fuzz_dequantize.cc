@@ -67,7 +67,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   opts.output_dtype = PickDType(in);
   if (onnx) {
     nibble::OnnxDequantizeAttributes a;
-    a.opset = in.Range(9, 26);
+    a.opset = static_cast<int>(in.Range(9, 26));
     a.axis = in.Range(-5, 5);
     a.block_size = in.Range(-2, 70);
     a.has_block_size = in.Bool();
