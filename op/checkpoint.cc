@@ -324,8 +324,8 @@ StatusOr<Dequantizer> PrepareGgml(uint32_t type, const std::vector<int64_t>& ne,
             sc = q[j] & 63u;
             m = q[j + 4] & 63u;
           } else {
-            sc = (q[j + 4] & 0xFu) | ((q[j - 4] >> 6) << 4);
-            m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+            sc = (q[j + 4] & 0xFu) | (static_cast<uint32_t>(q[j - 4] >> 6) << 4);
+            m = static_cast<uint32_t>(q[j + 4] >> 4) | (static_cast<uint32_t>(q[j] >> 6) << 4);
           }
           st.scale[b * 8 + static_cast<size_t>(j)] = d * static_cast<float>(sc);
           st.zp_float[b * 8 + static_cast<size_t>(j)] = -(dmin * static_cast<float>(m));
