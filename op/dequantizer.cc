@@ -141,6 +141,7 @@ void Dequantizer::WriteTransposed(void* y, int threads) const {
   char* const dst = static_cast<char*>(y);
   int t = ResolveThreads(threads);
   if (rows * cols < kMinElementsForThreads) t = 1;
+  (void)t;  // unused without OpenMP
 #if NIBBLE_HAVE_OPENMP
 #pragma omp parallel num_threads(t) if (t > 1)
 #endif
