@@ -58,12 +58,16 @@ StatusOr<int64_t> GroupSize(int64_t configured, int64_t K, int64_t groups,
                        std::to_string(configured) + ")");
 }
 
-}  // namespace
-
-StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweight,
-                                  const TensorView* qzeros, const TensorView& scales,
-                                  const TensorView* g_idx, DType out, const std::string& name) {
-  const std::string who = "GPTQ '" + name + "'";
+// The shapes GPTQ and AWQ share: a 2-D int32 qweight holding K x N codes
+// with `k_per_word` input channels (GPTQ 8) or `n_per_word` outputs (AWQ 8)
+// per word, scales [groups, N]; the group size and the output type.
+struct LinearShape {
+  int64_t K = 0, N = 0, groups = 0, G = 0;
+  OutType out = OutType::kF32;
+};
+StatusOr<LinearShape> CheckLinear(const TensorView& qweight, const TensorView& scales,
+                                  int64_t k_per_word, int64_t n_per_word, int64_t group_size,
+                                  DType out, const std::string& who) {
   if (qweight.shape.size() != 2 || scales.shape.size() != 2) {
     return Status::Error(who + ": qweight and scales must be 2-D (got " +
                          ShapeToString(qweight.shape) + " and " + ShapeToString(scales.shape) +
@@ -72,25 +76,65 @@ StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweigh
   if (qweight.shape[0] > (int64_t{1} << 36) || qweight.shape[1] > (int64_t{1} << 36)) {
     return Status::Error(who + ": qweight " + ShapeToString(qweight.shape) + " is too large");
   }
-  const int64_t K = qweight.shape[0] * 8, N = qweight.shape[1];
   NIBBLE_RETURN_IF_ERROR(CheckInt32(qweight, qweight.shape, "qweight", who));
-  const int64_t groups = scales.shape[0];
-  if (scales.shape[1] != N) {
+  LinearShape l;
+  l.K = qweight.shape[0] * k_per_word;
+  l.N = qweight.shape[1] * n_per_word;
+  l.groups = scales.shape[0];
+  if (scales.shape[1] != l.N) {
     return Status::Error(who + ": scales shape " + ShapeToString(scales.shape) +
                          " does not match qweight " + ShapeToString(qweight.shape) +
-                         " (expected [groups, " + std::to_string(N) + "])");
+                         " (expected [groups, " + std::to_string(l.N) + "])");
   }
-  auto G = GroupSize(o.group_size, K, groups, who);
+  auto G = GroupSize(group_size, l.K, l.groups, who);
   if (!G.ok()) return G.status();
+  l.G = *G;
   auto ot = ResolveOut(out, scales.dtype, who);
   if (!ot.ok()) return ot.status();
+  l.out = *ot;
+  return l;
+}
+
+// Zero points packed 8 per int32 word along N ([groups, N / 8]): column
+// 8c + p of group g is nibble nibble_of[p] of word (g, c), plus one mod 16
+// when `plus_one` (GPTQ v1 stores z - 1). Into out[g * N + n].
+void UnpackZeroWords(const TensorView& qzeros, int64_t groups, int64_t N,
+                     const uint8_t nibble_of[8], bool plus_one, std::vector<int32_t>* out) {
+  const auto* zb = static_cast<const uint8_t*>(qzeros.data);
+  out->resize(static_cast<size_t>(groups * N));
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t c = 0; c < N / 8; ++c) {
+      const uint32_t w = ReadU32(zb + 4 * (g * (N / 8) + c));
+      for (int p = 0; p < 8; ++p) {
+        uint32_t z = (w >> (4 * nibble_of[p])) & 0xFu;
+        if (plus_one) z = (z + 1) & 0xFu;
+        (*out)[static_cast<size_t>(g * N + 8 * c + p)] = static_cast<int32_t>(z);
+      }
+    }
+  }
+}
+
+constexpr uint8_t kSequentialNibbles[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+constexpr uint8_t kAwqNibbles[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+
+}  // namespace
+
+StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweight,
+                                  const TensorView* qzeros, const TensorView& scales,
+                                  const TensorView* g_idx, DType out, const std::string& name) {
+  const std::string who = "GPTQ '" + name + "'";
+  auto shape = CheckLinear(qweight, scales, 8, 1, o.group_size, out, who);
+  if (!shape.ok()) return shape.status();
+  const int64_t K = shape->K, N = shape->N, groups = shape->groups;
+  const int64_t G = shape->G;
+  const OutType ot = shape->out;
 
   Plan plan;
   Dequantizer::Storage st;
   plan.code = CodeKind::kU4;
   plan.codes = static_cast<const uint8_t*>(qweight.data);
-  plan.group = *G;
-  plan.out = *ot;
+  plan.group = G;
+  plan.out = ot;
   // The [N, K] view reading qweight's columns directly; the g_idx gather
   // path (below) switches to the [K, N] view, written transposed.
   plan.word_columns = Plan::WordColumns::kGptq;
@@ -107,18 +151,7 @@ StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweigh
       return Status::Error(who + ": N = " + std::to_string(N) + " is not a multiple of 8");
     }
     NIBBLE_RETURN_IF_ERROR(CheckInt32(*qzeros, {groups, N / 8}, "qzeros", who));
-    const auto* zb = static_cast<const uint8_t*>(qzeros->data);
-    st.zp_int.resize(static_cast<size_t>(groups * N));
-    for (int64_t g = 0; g < groups; ++g) {
-      for (int64_t c = 0; c < N / 8; ++c) {
-        const uint32_t w = ReadU32(zb + 4 * (g * (N / 8) + c));
-        for (int j = 0; j < 8; ++j) {
-          uint32_t z = (w >> (4 * j)) & 0xFu;
-          if (!o.v2) z = (z + 1) & 0xFu;
-          st.zp_int[static_cast<size_t>(g * N + 8 * c + j)] = static_cast<int32_t>(z);
-        }
-      }
-    }
+    UnpackZeroWords(*qzeros, groups, N, kSequentialNibbles, /*plus_one=*/!o.v2, &st.zp_int);
     plan.zp_kind = ZeroPointKind::kInteger;
     plan.zp_int = st.zp_int.data();
   } else {
@@ -136,12 +169,12 @@ StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweigh
                              " is outside the " + std::to_string(groups) + " groups");
       }
       st.axis_group[static_cast<size_t>(k)] = g;
-      contiguous = contiguous && g == k / *G;
+      contiguous = contiguous && g == k / G;
     }
     if (contiguous) st.axis_group.clear();  // fast path: k / G
   }
   if (st.axis_group.empty()) {
-    return Dequantizer(plan, std::move(st), OutputInfo{internal::OutDTypeOf(*ot), {N, K}}, name);
+    return Dequantizer(plan, std::move(st), OutputInfo{internal::OutDTypeOf(ot), {N, K}}, name);
   }
   // Gather: the checkpoint's [K, N] order (int4x8 words along K), one scale
   // row per input channel k picked by g_idx[k].
@@ -155,7 +188,7 @@ StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweigh
   plan.s_outer = 0;
   plan.s_axis = N;
   plan.s_inner = 1;
-  Dequantizer d(plan, std::move(st), OutputInfo{internal::OutDTypeOf(*ot), {N, K}}, name);
+  Dequantizer d(plan, std::move(st), OutputInfo{internal::OutDTypeOf(ot), {N, K}}, name);
   d.set_output_transposed(true);
   return d;
 }
@@ -164,36 +197,18 @@ StatusOr<Dequantizer> PrepareAwq(int64_t group_size, const TensorView& qweight,
                                  const TensorView& qzeros, const TensorView& scales, DType out,
                                  const std::string& name) {
   const std::string who = "AWQ '" + name + "'";
-  if (qweight.shape.size() != 2 || scales.shape.size() != 2) {
-    return Status::Error(who + ": qweight and scales must be 2-D (got " +
-                         ShapeToString(qweight.shape) + " and " + ShapeToString(scales.shape) +
-                         ")");
-  }
-  if (qweight.shape[0] > (int64_t{1} << 36) || qweight.shape[1] > (int64_t{1} << 36)) {
-    return Status::Error(who + ": qweight " + ShapeToString(qweight.shape) + " is too large");
-  }
-  const int64_t K = qweight.shape[0], N = qweight.shape[1] * 8;
-  NIBBLE_RETURN_IF_ERROR(CheckInt32(qweight, qweight.shape, "qweight", who));
-  const int64_t groups = scales.shape[0];
-  if (scales.shape[1] != N) {
-    return Status::Error(who + ": scales shape " + ShapeToString(scales.shape) +
-                         " does not match qweight " + ShapeToString(qweight.shape) +
-                         " (expected [groups, " + std::to_string(N) + "])");
-  }
-  auto G = GroupSize(group_size, K, groups, who);
-  if (!G.ok()) return G.status();
+  auto shape = CheckLinear(qweight, scales, 1, 8, group_size, out, who);
+  if (!shape.ok()) return shape.status();
+  const int64_t K = shape->K, N = shape->N, groups = shape->groups;
   NIBBLE_RETURN_IF_ERROR(CheckInt32(qzeros, {groups, N / 8}, "qzeros", who));
-  auto ot = ResolveOut(out, scales.dtype, who);
-  if (!ot.ok()) return ot.status();
 
-  static constexpr uint8_t kOrder[8] = {0, 4, 1, 5, 2, 6, 3, 7};
   Plan plan;
   Dequantizer::Storage st;
   plan.code = CodeKind::kU4;
   plan.codes = static_cast<const uint8_t*>(qweight.data);
-  std::memcpy(plan.word_nibble, kOrder, 8);
-  plan.group = *G;
-  plan.out = *ot;
+  std::memcpy(plan.word_nibble, kAwqNibbles, 8);
+  plan.group = shape->G;
+  plan.out = shape->out;
   // The [N, K] view gathers one word per column (the kernels need a
   // 4-byte aligned qweight and int32 word offsets); otherwise the
   // checkpoint's [K, N] order is dequantized and written transposed.
@@ -219,20 +234,10 @@ StatusOr<Dequantizer> PrepareAwq(int64_t group_size, const TensorView& qweight,
   }
   NIBBLE_RETURN_IF_ERROR(
       internal::WidenScale(scales, "scales", &st.scale, &plan.scale).WithPrefix(who));
-  const auto* zb = static_cast<const uint8_t*>(qzeros.data);
-  st.zp_int.resize(static_cast<size_t>(groups * N));
-  for (int64_t g = 0; g < groups; ++g) {
-    for (int64_t c = 0; c < N / 8; ++c) {
-      const uint32_t w = ReadU32(zb + 4 * (g * (N / 8) + c));
-      for (int p = 0; p < 8; ++p) {
-        st.zp_int[static_cast<size_t>(g * N + 8 * c + p)] =
-            static_cast<int32_t>((w >> (4 * kOrder[p])) & 0xFu);
-      }
-    }
-  }
+  UnpackZeroWords(qzeros, groups, N, kAwqNibbles, /*plus_one=*/false, &st.zp_int);
   plan.zp_kind = ZeroPointKind::kInteger;
   plan.zp_int = st.zp_int.data();
-  Dequantizer d(plan, std::move(st), OutputInfo{internal::OutDTypeOf(*ot), {N, K}}, name);
+  Dequantizer d(plan, std::move(st), OutputInfo{internal::OutDTypeOf(shape->out), {N, K}}, name);
   d.set_output_transposed(!direct);
   return d;
 }
