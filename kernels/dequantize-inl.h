@@ -458,6 +458,9 @@ class RowKernel {
     return c.codes + (k >> 5) * c.block_bytes + (k & 31);
   }
 
+ public:
+  // Raw codes (unsigned bit fields) of elements k .. k+N-1 of the row
+  // described by `c` (k a multiple of CodeAlign()).
   static HWY_INLINE VI LoadCodesAt(const CodeRef& c, int64_t k) {
     const DI di;
     const DU du;
@@ -545,6 +548,7 @@ class RowKernel {
     }
   }
 
+ private:
   // Raw 4-bit codes of elements k .. k+2N-1 in 16-bit lanes (kHalfTable).
   static HWY_INLINE VU16 LoadCodes16At(const CodeRef& c, int64_t k) {
     const DU16 du16;
@@ -788,6 +792,7 @@ template <RowLayout kLayout, ZeroPointKind kZp, OutType kOut, class Edge>
 void ColumnWordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                      char* out, int64_t ld, const Edge& edge) {
   using K = RowKernel<kLayout, CodeKind::kU4, kZp, kOut>;
+  using AwqRow = RowKernel<RowLayout::kAwqWords, CodeKind::kU4, kZp, kOut>;
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
   const hn::RebindToUnsigned<decltype(df)> du;
@@ -810,9 +815,6 @@ void ColumnWordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64
   const int64_t S = plan.word_stride, N = plan.s_axis, G = plan.group;
   const auto mask = hn::Set(du, 0xFu);
   const auto off = hn::Set(di, plan.code_offset);
-  const auto awq_shift = hn::LoadU(du, kAwqShift);
-  const auto awq_idx = hn::IndicesFromVec(du, hn::ShiftRight<3>(hn::Iota(du, 0)));
-  const hn::Repartition<uint64_t, decltype(du)> du64;
   // Super-bands of 1024 rows: a column step reads 4 KiB runs of each GPTQ
   // word row (or AWQ row), which the prefetchers follow; measured against
   // 128 rows and whole tiles (README, "Checkpoint formats").
@@ -863,12 +865,10 @@ void ColumnWordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64
                     du, reinterpret_cast<const uint32_t*>(plan.codes + (k / 8) * S + 4 * n0));
               }
               c = hn::And(hn::ShiftRightSame(words, static_cast<int>(4 * (kk % 8))), mask);
-            } else {
-              uint64_t two;
-              std::memcpy(&two, plan.codes + k * S + 4 * (n0 / 8), 8);
-              c = hn::And(
-                  hn::TableLookupLanes(hn::BitCast(du, hn::Set(du64, two)), awq_idx) >> awq_shift,
-                  mask);
+            } else {  // row k's two words of columns n0 .. n0+15: the row loader
+              c = hn::BitCast(du, AwqRow::LoadCodesAt({plan.codes + k * S + 4 * (n0 / 8), 0,
+                                                       false, 0},
+                                                      0));
             }
             auto val = hn::Mul(hn::ConvertTo(df, hn::Sub(hn::BitCast(di, c), z)), s);
             if (kZp == ZeroPointKind::kFloat) val = hn::Add(val, zf);
