@@ -1,5 +1,7 @@
 #include "bench/group_size_bench.h"
 
+#include "op/dequantizer.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -291,7 +293,7 @@ void AddBenchOptions(CLI::App* app, BenchOptions* o) {
   app->add_option("--threads", o->threads, "Thread counts (0 = all cores)")
       ->delimiter(',')
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, kMaxThreads));
   app->add_option("--layout", o->layouts,
                   "Layouts: pmx-q1 (PMX int4x4, groups along K), pmx-q0 (groups along N), "
                   "onnx-b1 (ONNX int4 blocked along the last axis), onnx-b0 (ONNX int4 "

@@ -2,9 +2,11 @@
 //
 // AtomicFile writes into an unnamed temporary in the destination's folder
 // (O_TMPFILE): if the process dies at any point — error, crash, SIGKILL,
-// power loss before Publish() — nothing is left behind. Publish() fsyncs,
-// gives the data a name ("<dest>.tmp-<pid>", for an instant) and renames it
-// over the destination. On file systems without O_TMPFILE the temporary is
+// power loss before Publish() — nothing is left behind. Publish() fsyncs
+// and links the data to the destination when nothing is there (one atomic
+// step, no temporary name), or links it as "<dest>.tmp-<pid>" and renames
+// that over the existing file (a SIGKILL in that instant can leave the
+// temporary name). On file systems without O_TMPFILE the temporary is
 // named from the start (a SIGKILL can then leave "<dest>.tmp-<pid>"; every
 // error path removes it).
 #ifndef NIBBLE_FORMATS_ATOMIC_FILE_H_
@@ -90,12 +92,34 @@ class AtomicFile {
   // Makes the data durable and gives it the destination name (replacing
   // any file there). After an error nothing new exists at the destination.
   Status Publish() {
+    NIBBLE_RETURN_IF_ERROR(Stage());
+    return Commit();
+  }
+
+  // First half of Publish: the data is complete and durable (fsync), but
+  // has no name yet (or only its temporary name). The step that fails on a
+  // full disk or an I/O error.
+  Status Stage() {
     if (::fsync(fd_) != 0) {
       return Status::Error("cannot write '" + dest_ + "': " + std::strerror(errno));
     }
-    if (temp_.empty()) {  // unnamed: link it under a temporary name first
-      temp_ = TempNameFor(dest_);
+    return Status::Ok();
+  }
+
+  // Second half: gives the staged data the destination name. When nothing
+  // exists there, the unnamed temporary is linked straight to it (no
+  // temporary name is ever visible); otherwise it is linked under
+  // "<dest>.tmp-<pid>" and renamed over the old file.
+  Status Commit() {
+    if (temp_.empty()) {
       const std::string proc = "/proc/self/fd/" + std::to_string(fd_);
+      if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, dest_.c_str(), AT_SYMLINK_FOLLOW) == 0) {
+        return Finish(/*renamed=*/true);
+      }
+      if (errno != EEXIST) {
+        return Status::Error("cannot create '" + dest_ + "': " + std::strerror(errno));
+      }
+      temp_ = TempNameFor(dest_);
       std::remove(temp_.c_str());
       if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, temp_.c_str(), AT_SYMLINK_FOLLOW) != 0) {
         const std::string err = std::strerror(errno);
@@ -103,23 +127,27 @@ class AtomicFile {
         return Status::Error("cannot create '" + dest_ + "': " + err);
       }
     }
-    if (::close(fd_) != 0) {
-      fd_ = -1;
-      return Status::Error("cannot write '" + dest_ + "': " + std::strerror(errno));
-    }
-    fd_ = -1;
     if (std::rename(temp_.c_str(), dest_.c_str()) != 0) {
       return Status::Error("cannot rename '" + temp_ + "' to '" + dest_ +
                            "': " + std::strerror(errno));
     }
-    published_ = true;
-    return Status::Ok();
+    return Finish(/*renamed=*/true);
   }
 
   uint64_t offset() const { return offset_; }
   const std::string& dest() const { return dest_; }
 
  private:
+  Status Finish(bool renamed) {
+    published_ = renamed;
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) {
+      return Status::Error("cannot write '" + dest_ + "': " + std::strerror(errno));
+    }
+    return Status::Ok();
+  }
+
   std::string dest_;
   std::string temp_;  // named temporary, if any
   int fd_ = -1;

@@ -13,45 +13,6 @@
 
 namespace nibble {
 
-StatusOr<std::shared_ptr<ReadOnlyFile>> ReadOnlyFile::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::Error("cannot open '" + path + "': " + std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status::Error("'" + path + "' is not a regular file");
-  }
-  std::shared_ptr<ReadOnlyFile> f(new ReadOnlyFile());
-  f->fd_ = fd;
-  f->size_ = static_cast<uint64_t>(st.st_size);
-  f->path_ = path;
-  return f;
-}
-
-ReadOnlyFile::~ReadOnlyFile() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-Status ReadOnlyFile::Read(uint64_t offset, size_t n, void* dst) const {
-  auto* p = static_cast<uint8_t*>(dst);
-  while (n > 0) {
-    const size_t chunk = std::min<size_t>(n, size_t{1} << 30);
-    const ssize_t r = ::pread(fd_, p, chunk, static_cast<off_t>(offset));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return Status::Error("cannot read '" + path_ + "': " + std::strerror(errno));
-    }
-    if (r == 0) {
-      return Status::Error("'" + path_ + "' ended at byte " + std::to_string(offset) +
-                           " while reading (was it truncated or replaced?)");
-    }
-    p += r;
-    n -= static_cast<size_t>(r);
-    offset += static_cast<uint64_t>(r);
-  }
-  return Status::Ok();
-}
-
 bool HasExternalData(const onnx::TensorProto& p) {
   return p.data_location() == onnx::TensorProto::EXTERNAL || p.external_data_size() > 0;
 }
@@ -103,6 +64,35 @@ bool SafeLocation(const std::string& loc) {
 
 }  // namespace
 
+StatusOr<const ReadOnlyFile*> TensorResolver::ExternalFile(const onnx::TensorProto& p,
+                                                          const std::string& location) {
+  const std::string who = "tensor '" + EscapeBytes(p.name()) + "'";
+  if (location.empty()) return Status::Error(who + ": external data has no location");
+  if (!SafeLocation(location)) {
+    return Status::Error(who + ": external data location '" + EscapeBytes(location) +
+                         "' must be a relative path inside the model's folder");
+  }
+  auto path = PathInside(model_dir_, location, who + ": external data");
+  if (!path.ok()) return path.status();
+  auto it = files_.find(*path);
+  if (it == files_.end()) {
+    auto f = ReadOnlyFile::Open(*path, inputs_);
+    if (!f.ok()) return f.status().WithPrefix(who);
+    it = files_.emplace(*path, std::move(*f)).first;
+  }
+  return it->second.get();
+}
+
+Status TensorResolver::OpenExternal(const onnx::TensorProto& p) {
+  if (!HasExternalData(p)) return Status::Ok();
+  std::string location;
+  for (const auto& kv : p.external_data()) {
+    if (kv.key() == "location") location = kv.value();
+  }
+  auto f = ExternalFile(p, location);
+  return f.ok() ? Status::Ok() : f.status();
+}
+
 StatusOr<TensorView> TensorResolver::Resolve(const onnx::TensorProto& p, Tensor* storage) {
   const std::string who = "tensor '" + p.name() + "'";
   auto desc = Describe(p);
@@ -143,19 +133,9 @@ StatusOr<TensorView> TensorResolver::Resolve(const onnx::TensorProto& p, Tensor*
       has_length = true;
     }
   }
-  if (location.empty()) return Status::Error(who + ": external data has no location");
-  if (!SafeLocation(location)) {
-    return Status::Error(who + ": external data location '" + location +
-                         "' must be a relative path inside the model's folder");
-  }
-  const std::string path = model_dir_.empty() ? location : model_dir_ + "/" + location;
-  auto it = files_.find(path);
-  if (it == files_.end()) {
-    auto f = ReadOnlyFile::Open(path);
-    if (!f.ok()) return f.status().WithPrefix(who);
-    it = files_.emplace(path, std::move(*f)).first;
-  }
-  const ReadOnlyFile& f = *it->second;
+  auto file = ExternalFile(p, location);
+  if (!file.ok()) return file.status();
+  const ReadOnlyFile& f = **file;
   if (!has_length) length = v.size_bytes;
   if (length != v.size_bytes) {
     return Status::Error(who + ": external data length " + std::to_string(length) + " but " +

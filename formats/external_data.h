@@ -1,9 +1,10 @@
 // Where a TensorProto's bytes live: inline raw_data, ONNX external data (a
-// file beside the model, memory-mapped), or the typed *_data fields
+// file beside the model, read with pread), or the typed *_data fields
 // (decoded). Bytes only; no arithmetic.
 //
 // External data rules (checked): `location` is relative to the model's
-// folder, never absolute, never with a ".." component; `offset` and
+// folder, never absolute, never with a ".." component, and resolves
+// (symlinks followed) inside that folder; `offset` and
 // `length` are non-negative integers; offset + length lies inside the file;
 // length equals the tensor's byte size.
 #ifndef NIBBLE_FORMATS_EXTERNAL_DATA_H_
@@ -15,33 +16,12 @@
 #include <memory>
 #include <string>
 
+#include "formats/files.h"
 #include "formats/onnx.pb.h"
 #include "op/status.h"
 #include "op/tensor.h"
 
 namespace nibble {
-
-// A file read with pread(), never memory-mapped: if the file shrinks while
-// nibble reads it (another process truncates it), Read() returns an error
-// instead of the process dying of SIGBUS.
-class ReadOnlyFile {
- public:
-  static StatusOr<std::shared_ptr<ReadOnlyFile>> Open(const std::string& path);
-  ~ReadOnlyFile();
-  ReadOnlyFile(const ReadOnlyFile&) = delete;
-  ReadOnlyFile& operator=(const ReadOnlyFile&) = delete;
-  uint64_t size() const { return size_; }  // at Open()
-  const std::string& path() const { return path_; }
-  // Reads exactly n bytes at `offset` into dst; an error naming the file if
-  // it has become shorter or cannot be read.
-  Status Read(uint64_t offset, size_t n, void* dst) const;
-
- private:
-  ReadOnlyFile() = default;
-  int fd_ = -1;
-  uint64_t size_ = 0;
-  std::string path_;
-};
 
 // True if `p` holds an external-data reference.
 bool HasExternalData(const onnx::TensorProto& p);
@@ -50,7 +30,13 @@ bool HasExternalData(const onnx::TensorProto& p);
 class TensorResolver {
  public:
   // `model_dir`: the folder external locations are relative to.
-  explicit TensorResolver(std::string model_dir) : model_dir_(std::move(model_dir)) {}
+  // `inputs`, if given, records every external data file opened.
+  explicit TensorResolver(std::string model_dir, InputFiles* inputs = nullptr)
+      : model_dir_(std::move(model_dir)), inputs_(inputs) {}
+
+  // Opens (and records) the external data file of `proto`, if it has one,
+  // without reading it; the same checks as Resolve's on the location.
+  Status OpenExternal(const onnx::TensorProto& proto);
 
   // A view of the tensor's bytes. Inline raw_data is zero-copy (valid while
   // `proto` lives); external data is read into `*storage` (checked against
@@ -62,7 +48,11 @@ class TensorResolver {
   static StatusOr<TensorView> Describe(const onnx::TensorProto& proto);
 
  private:
+  // The opened external file of `proto` (checked location), or an error.
+  StatusOr<const ReadOnlyFile*> ExternalFile(const onnx::TensorProto& proto,
+                                            const std::string& location);
   std::string model_dir_;
+  InputFiles* inputs_ = nullptr;
   std::map<std::string, std::shared_ptr<ReadOnlyFile>> files_;
 };
 

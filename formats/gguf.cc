@@ -248,8 +248,8 @@ bool GgufFile::HasMagic(const uint8_t* data, size_t size) {
   return size >= 4 && std::memcmp(data, "GGUF", 4) == 0;
 }
 
-StatusOr<std::shared_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
-  auto file = ReadOnlyFile::Open(path);
+StatusOr<std::shared_ptr<GgufFile>> GgufFile::Open(const std::string& path, InputFiles* inputs) {
+  auto file = ReadOnlyFile::Open(path, inputs);
   if (!file.ok()) return file.status();
   const uint64_t size = (*file)->size();
   // Parse a prefix of the file, growing it while the header needs more
@@ -283,6 +283,20 @@ StatusOr<const uint8_t*> GgufFile::Load(const GgufTensor& t, std::vector<uint8_t
                                .WithPrefix("GGUF tensor '" + t.name + "'"));
   }
   return static_cast<const uint8_t*>(storage->data());
+}
+
+Status GgufFile::ReadInto(const GgufTensor& t, uint8_t* dst) const {
+  if (!t.known()) {
+    return Status::Error("GGUF tensor '" + EscapeBytes(t.name) + "': unknown type " +
+                         GgmlTypeName(t.type));
+  }
+  if (t.bytes == 0) return Status::Ok();
+  if (!file_) {
+    std::memcpy(dst, t.data, static_cast<size_t>(t.bytes));
+    return Status::Ok();
+  }
+  return file_->Read(data_offset_ + t.offset, static_cast<size_t>(t.bytes), dst)
+      .WithPrefix("GGUF tensor '" + EscapeBytes(t.name) + "'");
 }
 
 StatusOr<std::shared_ptr<GgufFile>> GgufFile::FromBytes(const uint8_t* data, size_t size,

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "formats/external_data.h"
+#include "formats/files.h"
 #include "op/status.h"
 
 namespace nibble {
@@ -80,7 +80,9 @@ struct GgufTensor {
 
 class GgufFile {
  public:
-  static StatusOr<std::shared_ptr<GgufFile>> Open(const std::string& path);
+  // `inputs`, if given, records the file.
+  static StatusOr<std::shared_ptr<GgufFile>> Open(const std::string& path,
+                                                  InputFiles* inputs = nullptr);
   // Parses caller-owned bytes (must outlive the object).
   static StatusOr<std::shared_ptr<GgufFile>> FromBytes(const uint8_t* data, size_t size,
                                                        const std::string& label);
@@ -97,6 +99,8 @@ class GgufFile {
   // A known-type tensor's bytes: read from the file into `*storage` (an
   // error if the file has shrunk), or its view for FromBytes.
   StatusOr<const uint8_t*> Load(const GgufTensor& t, std::vector<uint8_t>* storage) const;
+  // Copies a known-type tensor's bytes (t.bytes of them) straight to `dst`.
+  Status ReadInto(const GgufTensor& t, uint8_t* dst) const;
 
  private:
   GgufFile() = default;

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -119,15 +117,6 @@ StatusOr<nlohmann::json> Parse(const std::string& text, const std::string& who) 
   return j;
 }
 
-std::string ReadText(const std::string& path, bool* found) {
-  std::ifstream in(path, std::ios::binary);
-  *found = static_cast<bool>(in);
-  if (!in) return "";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 }  // namespace
 
 const char* HfMethodName(HfQuantConfig::Method m) {
@@ -162,14 +151,19 @@ StatusOr<HfQuantConfig> ParseHfQuantConfig(const std::string& config_json,
   return HfQuantConfig{};
 }
 
-StatusOr<HfQuantConfig> ReadHfQuantConfig(const std::string& dir) {
-  const std::string d = dir.empty() || dir.back() == '/' ? dir : dir + "/";
-  bool f1, f2;
-  const std::string a = ReadText(d + "config.json", &f1);
-  const std::string b = ReadText(d + "quantize_config.json", &f2);
-  if (f1 && a.empty()) return Status::Error("'" + d + "config.json' is empty");
-  if (f2 && b.empty()) return Status::Error("'" + d + "quantize_config.json' is empty");
-  return ParseHfQuantConfig(a, b);
+StatusOr<HfQuantConfig> ReadHfQuantConfig(const std::string& dir, InputFiles* inputs) {
+  std::string text[2];
+  const char* names[2] = {"config.json", "quantize_config.json"};
+  for (int i = 0; i < 2; ++i) {
+    auto path = PathInside(dir, names[i], "config file");
+    if (!path.ok()) return path.status();
+    if (!PathExists(*path)) continue;  // absent: fine
+    auto t = ReadSmallFile(*path, kMaxJsonFileBytes, "config file", inputs);
+    if (!t.ok()) return t.status();
+    if (t->empty()) return Status::Error("'" + EscapeBytes(*path) + "' is empty");
+    text[i] = std::move(*t);
+  }
+  return ParseHfQuantConfig(text[0], text[1]);
 }
 
 }  // namespace nibble

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "formats/files.h"
 #include "op/status.h"
 
 namespace nibble {
@@ -32,8 +33,10 @@ const char* HfMethodName(HfQuantConfig::Method m);
 StatusOr<HfQuantConfig> ParseHfQuantConfig(const std::string& config_json,
                                            const std::string& quantize_config_json);
 
-// Reads them from a folder (missing files are fine: Method::kNone).
-StatusOr<HfQuantConfig> ReadHfQuantConfig(const std::string& dir);
+// Reads them from a folder (missing files are fine: Method::kNone). Each
+// must be a regular file inside the folder (symlinks may not leave it) of
+// at most kMaxJsonFileBytes; `inputs`, if given, records them.
+StatusOr<HfQuantConfig> ReadHfQuantConfig(const std::string& dir, InputFiles* inputs = nullptr);
 
 }  // namespace nibble
 

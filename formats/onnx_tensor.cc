@@ -110,18 +110,12 @@ onnx::TensorProto TensorToProto(const TensorView& view, const std::string& name)
   return p;
 }
 
-Status ReadProtoFile(const std::string& path, google::protobuf::MessageLite* msg) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error("cannot open '" + path + "': " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Status::Error("cannot read '" + path + "'");
-  const std::string data = ss.str();
-  if (data.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
-    return Status::Error("'" + path + "' is larger than 2 GiB; protobuf cannot parse it");
-  }
-  if (!msg->ParseFromString(data)) {
-    return Status::Error("'" + path + "' is not a valid " + msg->GetTypeName() +
+Status ReadProtoFile(const std::string& path, google::protobuf::MessageLite* msg,
+                     InputFiles* inputs) {
+  auto data = ReadSmallFile(path, kMaxProtoFileBytes, "protobuf file", inputs);
+  if (!data.ok()) return data.status();
+  if (!msg->ParseFromString(*data)) {
+    return Status::Error("'" + EscapeBytes(path) + "' is not a valid " + msg->GetTypeName() +
                          " (protobuf parse failed)");
   }
   return Status::Ok();

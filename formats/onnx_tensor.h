@@ -6,6 +6,7 @@
 #include <string>
 
 #include "formats/onnx.pb.h"
+#include "formats/files.h"
 #include "op/status.h"
 #include "op/tensor.h"
 
@@ -23,8 +24,10 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto);
 onnx::TensorProto TensorToProto(const TensorView& view, const std::string& name);
 
 // Reads / writes a serialized protobuf message from / to a file. Read
-// errors and parse failures name the path.
-Status ReadProtoFile(const std::string& path, google::protobuf::MessageLite* msg);
+// errors and parse failures name the path. The file must be a regular file
+// under 2 GiB (checked before reading); `inputs`, if given, records it.
+Status ReadProtoFile(const std::string& path, google::protobuf::MessageLite* msg,
+                     InputFiles* inputs = nullptr);
 // Writes atomically: to "<path>.tmp-<pid>" then rename; never leaves a
 // half-written `path`.
 Status WriteProtoFile(const std::string& path, const google::protobuf::MessageLite& msg);

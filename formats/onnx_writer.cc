@@ -1,6 +1,7 @@
 #include "formats/onnx_writer.h"
 
 #include "formats/atomic_file.h"
+#include "formats/files.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -48,6 +49,17 @@ std::string DirName(const std::string& p) {
 
 }  // namespace
 
+StatusOr<std::string> ExternalDataPathFor(const std::string& model_path,
+                                          const std::string& external_name) {
+  const std::string name = external_name.empty() ? BaseName(model_path) + ".data" : external_name;
+  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == ".." ||
+      name.find('\0') != std::string::npos) {
+    return Status::Error("external data name '" + EscapeBytes(name) +
+                         "' must be a plain file name");
+  }
+  return DirName(model_path) + name;
+}
+
 Status WriteFileAtomic(const std::string& path, const std::string& bytes) {
   AtomicFile f;
   NIBBLE_RETURN_IF_ERROR(f.Create(path));
@@ -66,13 +78,13 @@ uint64_t InlineModelBytes(const onnx::ModelProto& model, const std::vector<Strea
 
 Status WriteModelStreaming(const std::string& path, const onnx::ModelProto& model,
                            std::vector<StreamedTensor>& tensors, const ModelWriteOptions& options) {
-  const std::string data_name =
-      options.external_name.empty() ? BaseName(path) + ".data" : options.external_name;
-  if (options.external &&
-      (data_name.find('/') != std::string::npos || data_name == "." || data_name == "..")) {
-    return Status::Error("external data name '" + data_name + "' must be a plain file name");
+  std::string data_path, data_name;
+  if (options.external) {
+    auto p = ExternalDataPathFor(path, options.external_name);
+    if (!p.ok()) return p.status();
+    data_path = *p;
+    data_name = BaseName(data_path);
   }
-  const std::string data_path = DirName(path) + data_name;
 
   AtomicFile model_file, data_file;
   NIBBLE_RETURN_IF_ERROR(model_file.Create(path));
@@ -150,11 +162,35 @@ Status WriteModelStreaming(const std::string& path, const onnx::ModelProto& mode
     done_bytes += tensors[i].bytes;
     if (options.progress) options.progress(i + 1, tensors.size(), done_bytes);
   }
-  // Data first, then the model: a model never points at a missing file.
-  if (options.external) NIBBLE_RETURN_IF_ERROR(data_file.Publish());
-  const Status published = model_file.Publish();
-  if (!published.ok() && options.external) std::remove(data_path.c_str());
-  NIBBLE_RETURN_IF_ERROR(published);
+  // Both files complete and durable before either gets its name.
+  if (options.external) NIBBLE_RETURN_IF_ERROR(data_file.Stage());
+  NIBBLE_RETURN_IF_ERROR(model_file.Stage());
+  if (!options.external) return model_file.Commit();
+  // Data first, then the model: a model never points at a missing file. A
+  // data file already at data_path is moved aside and put back if the
+  // model cannot be named, so a failure leaves the folder as it was.
+  std::string old;
+  if (PathExists(data_path)) {
+    old = data_path + ".old-" + std::to_string(::getpid());
+    if (std::rename(data_path.c_str(), old.c_str()) != 0) {
+      return Status::Error("cannot replace '" + data_path + "': " + std::strerror(errno));
+    }
+  }
+  auto restore = [&] {
+    if (!old.empty()) (void)std::rename(old.c_str(), data_path.c_str());
+  };
+  Status st = data_file.Commit();
+  if (!st.ok()) {
+    restore();
+    return st;
+  }
+  st = model_file.Commit();
+  if (!st.ok()) {
+    std::remove(data_path.c_str());
+    restore();
+    return st;
+  }
+  if (!old.empty()) std::remove(old.c_str());
   return Status::Ok();
 }
 

@@ -43,6 +43,12 @@ inline constexpr uint64_t kMaxInlineModelBytes = (uint64_t{2} << 30) - (uint64_t
 // Total bytes the inline form would have.
 uint64_t InlineModelBytes(const onnx::ModelProto& model, const std::vector<StreamedTensor>& t);
 
+// The external data file WriteModelStreaming writes beside `model_path`:
+// `external_name` (default "<model file name>.data"), which must be a plain
+// file name.
+StatusOr<std::string> ExternalDataPathFor(const std::string& model_path,
+                                          const std::string& external_name);
+
 // Writes `bytes` to `path` atomically (temporary beside it + rename).
 Status WriteFileAtomic(const std::string& path, const std::string& bytes);
 

@@ -5,10 +5,9 @@
 #include <algorithm>
 #include <cstring>
 #include <dirent.h>
-#include <fstream>
 #include <limits>
 #include <set>
-#include <sstream>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
@@ -29,34 +28,61 @@ constexpr DTypeName kDTypes[] = {
     {"F8_E8M0", DType::kFloat8E8M0},
 };
 
-// Parses JSON text, rejecting duplicate keys in any object (the last one
-// would silently win otherwise).
-StatusOr<nlohmann::json> ParseJsonStrict(const char* begin, const char* end,
-                                         const std::string& what) {
-  std::vector<std::set<std::string>> keys;
-  std::string dup;
-  auto cb = [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json& j) {
-    (void)depth;
-    switch (ev) {
-      case nlohmann::json::parse_event_t::object_start:
-        keys.emplace_back();
-        break;
-      case nlohmann::json::parse_event_t::object_end:
-        if (!keys.empty()) keys.pop_back();
-        break;
-      case nlohmann::json::parse_event_t::key:
-        if (!keys.empty() && !keys.back().insert(j.get<std::string>()).second && dup.empty()) {
-          dup = j.get<std::string>();
-        }
-        break;
-      default:
-        break;
+// A SAX pass that finds the first key repeated within one object. Linear
+// in the text: one hash set per open object.
+class DuplicateKeyFinder {
+ public:
+  using json = nlohmann::json;
+  bool null() { return true; }
+  bool boolean(bool) { return true; }
+  bool number_integer(json::number_integer_t) { return true; }
+  bool number_unsigned(json::number_unsigned_t) { return true; }
+  bool number_float(json::number_float_t, const json::string_t&) { return true; }
+  bool string(json::string_t&) { return true; }
+  bool binary(json::binary_t&) { return true; }
+  bool start_object(std::size_t) {
+    keys_.emplace_back();
+    return true;
+  }
+  bool key(json::string_t& k) {
+    if (!keys_.back().insert(k).second) {
+      dup_ = k;
+      found_ = true;
+      return false;  // stop: found
     }
     return true;
-  };
-  nlohmann::json j = nlohmann::json::parse(begin, end, cb, /*allow_exceptions=*/false);
+  }
+  bool end_object() {
+    keys_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) { return true; }
+  bool end_array() { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) {
+    return false;
+  }
+  bool found() const { return found_; }
+  const std::string& dup() const { return dup_; }
+
+ private:
+  bool found_ = false;
+  std::vector<std::unordered_set<std::string>> keys_;
+  std::string dup_;
+};
+
+// Parses JSON text, rejecting duplicate keys in any object (the last one
+// would silently win otherwise). Linear time: nlohmann's parse callback
+// rescans the parent object at every nested object's end (quadratic in the
+// number of tensors), so duplicates are found by a separate SAX pass.
+StatusOr<nlohmann::json> ParseJsonStrict(const char* begin, const char* end,
+                                         const std::string& what) {
+  nlohmann::json j = nlohmann::json::parse(begin, end, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Status::Error(what + " is not valid JSON");
-  if (!dup.empty()) return Status::Error(what + " has the key '" + dup + "' twice");
+  DuplicateKeyFinder finder;
+  nlohmann::json::sax_parse(begin, end, &finder);
+  if (finder.found()) {
+    return Status::Error(what + " has the key '" + EscapeBytes(finder.dup()) + "' twice");
+  }
   return j;
 }
 
@@ -93,8 +119,9 @@ const char* SafetensorsDTypeName(DType t) {
   return nullptr;
 }
 
-StatusOr<std::shared_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
-  auto f = ReadOnlyFile::Open(path);
+StatusOr<std::shared_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path,
+                                                                  InputFiles* inputs) {
+  auto f = ReadOnlyFile::Open(path, inputs);
   if (!f.ok()) return f.status();
   std::shared_ptr<SafetensorsFile> st(new SafetensorsFile());
   st->file_ = *f;
@@ -255,60 +282,86 @@ StatusOr<TensorView> SafetensorsFile::Load(const SafetensorsTensor& t,
   return v;
 }
 
-StatusOr<SafetensorsSet> SafetensorsSet::Open(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return Status::Error("cannot open '" + path + "'");
+Status SafetensorsFile::ReadInto(const SafetensorsTensor& t, uint8_t* dst) const {
+  const uint64_t n = t.end - t.begin;
+  if (n == 0) return Status::Ok();
+  if (!file_) {
+    std::memcpy(dst, buffer_ + t.begin, static_cast<size_t>(n));
+    return Status::Ok();
+  }
+  return file_->Read(buffer_offset_ + t.begin, static_cast<size_t>(n), dst)
+      .WithPrefix("tensor '" + EscapeBytes(t.name) + "'");
+}
+
+StatusOr<SafetensorsSet> SafetensorsSet::Open(const std::string& path, InputFiles* inputs) {
   SafetensorsSet set;
   std::vector<std::string> shard_paths;
   std::map<std::string, std::string> weight_map;
-  if (!S_ISDIR(st.st_mode)) {
-    shard_paths.push_back(path);
+  if (!IsDirectory(path)) {
+    shard_paths.push_back(path);  // ReadOnlyFile::Open reports what it is
   } else {
-    const std::string dir = path.back() == '/' ? path : path + "/";
-    const std::string index_path = dir + "model.safetensors.index.json";
-    std::ifstream in(index_path, std::ios::binary);
-    if (in) {
-      std::stringstream ss;
-      ss << in.rdbuf();
-      const std::string text = ss.str();
-      auto j = ParseJsonStrict(text.data(), text.data() + text.size(), "'" + index_path + "'");
+    auto index_path = PathInside(path, "model.safetensors.index.json", "index file");
+    if (!index_path.ok()) return index_path.status();
+    auto single = PathInside(path, "model.safetensors", "safetensors file");
+    if (!single.ok()) return single.status();
+    if (PathExists(*index_path)) {
+      const std::string who = "'" + EscapeBytes(*index_path) + "'";
+      auto text = ReadSmallFile(*index_path, kMaxJsonFileBytes, "index file", inputs);
+      if (!text.ok()) return text.status();
+      auto j = ParseJsonStrict(text->data(), text->data() + text->size(), who);
       if (!j.ok()) return j.status();
+      if (!j->is_object()) return Status::Error(who + " is not a JSON object");
       auto wm = j->find("weight_map");
-      if (!j->is_object() || wm == j->end() || !wm->is_object()) {
-        return Status::Error("'" + index_path + "' has no weight_map object");
+      if (wm == j->end() || !wm->is_object()) {
+        return Status::Error(who + " has no weight_map object");
       }
       std::set<std::string> shards;
       for (auto it = wm->begin(); it != wm->end(); ++it) {
-        if (!it.value().is_string() || !IsPlainFileName(it.value().get<std::string>())) {
-          return Status::Error("'" + index_path + "': weight_map entry '" + it.key() +
-                               "' must name a file inside the folder");
+        if (!it.value().is_string()) {
+          return Status::Error(who + ": weight_map entry '" + EscapeBytes(it.key()) +
+                               "' must be a string naming a shard file");
         }
-        weight_map[it.key()] = it.value().get<std::string>();
-        shards.insert(it.value().get<std::string>());
+        const std::string shard = it.value().get<std::string>();
+        if (!IsPlainFileName(shard)) {
+          return Status::Error(who + ": weight_map entry '" + EscapeBytes(it.key()) +
+                               "' names '" + EscapeBytes(shard) +
+                               "': shards must be plain file names in the same folder (no "
+                               "subfolders, no '..')");
+        }
+        weight_map[it.key()] = shard;
+        shards.insert(shard);
       }
-      for (const auto& s : shards) shard_paths.push_back(dir + s);
-    } else if (::stat((dir + "model.safetensors").c_str(), &st) == 0) {
-      shard_paths.push_back(dir + "model.safetensors");
+      for (const auto& sh : shards) {
+        auto p = PathInside(path, sh, "shard");
+        if (!p.ok()) return p.status();
+        shard_paths.push_back(*p);
+      }
+    } else if (PathExists(*single)) {
+      shard_paths.push_back(*single);
     } else {
-      DIR* d = ::opendir(path.c_str());
-      if (d) {
+      std::vector<std::string> names;
+      if (DIR* d = ::opendir(path.c_str())) {
         while (dirent* e = ::readdir(d)) {
           const std::string n = e->d_name;
           if (n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0) {
-            shard_paths.push_back(dir + n);
+            names.push_back(n);
           }
         }
         ::closedir(d);
       }
-      std::sort(shard_paths.begin(), shard_paths.end());
-      if (shard_paths.size() != 1) {
-        return Status::Error("'" + path + "' has no model.safetensors(.index.json) and " +
-                             std::to_string(shard_paths.size()) + " .safetensors files");
+      std::sort(names.begin(), names.end());
+      if (names.size() != 1) {
+        return Status::Error("'" + EscapeBytes(path) +
+                             "' has no model.safetensors(.index.json) and " +
+                             std::to_string(names.size()) + " .safetensors files");
       }
+      auto p = PathInside(path, names[0], "safetensors file");
+      if (!p.ok()) return p.status();
+      shard_paths.push_back(*p);
     }
   }
   for (const auto& p : shard_paths) {
-    auto f = SafetensorsFile::Open(p);
+    auto f = SafetensorsFile::Open(p, inputs);
     if (!f.ok()) return f.status();
     set.files_.push_back(*f);
   }

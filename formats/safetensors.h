@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "formats/external_data.h"
+#include "formats/files.h"
 #include "op/status.h"
 #include "op/tensor.h"
 
@@ -44,7 +44,9 @@ const char* SafetensorsDTypeName(DType t);
 
 class SafetensorsFile {
  public:
-  static StatusOr<std::shared_ptr<SafetensorsFile>> Open(const std::string& path);
+  // `inputs`, if given, records the file.
+  static StatusOr<std::shared_ptr<SafetensorsFile>> Open(const std::string& path,
+                                                         InputFiles* inputs = nullptr);
   // Parses bytes owned by the caller (they must outlive the object);
   // `label` names the source in messages.
   static StatusOr<std::shared_ptr<SafetensorsFile>> FromBytes(const uint8_t* data, size_t size,
@@ -58,6 +60,8 @@ class SafetensorsFile {
   // The tensor's bytes: read from the file into `*storage`, or (FromBytes)
   // a view of the caller's bytes, possibly misaligned.
   StatusOr<TensorView> Load(const SafetensorsTensor& t, std::vector<uint8_t>* storage) const;
+  // Copies the tensor's bytes (end - begin of them) straight to `dst`.
+  Status ReadInto(const SafetensorsTensor& t, uint8_t* dst) const;
 
  private:
   SafetensorsFile() = default;
@@ -80,8 +84,10 @@ class SafetensorsFile {
 class SafetensorsSet {
  public:
   // `path`: a .safetensors file, or a folder holding model.safetensors or
-  // model.safetensors.index.json (or exactly one *.safetensors file).
-  static StatusOr<SafetensorsSet> Open(const std::string& path);
+  // model.safetensors.index.json (or exactly one *.safetensors file). Every
+  // file read must resolve inside the folder (symlinks may not leave it);
+  // the index is at most kMaxJsonFileBytes. `inputs` records every file.
+  static StatusOr<SafetensorsSet> Open(const std::string& path, InputFiles* inputs = nullptr);
 
   struct Entry {
     const SafetensorsFile* file;

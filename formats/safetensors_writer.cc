@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/atomic_file.h"
+#include "formats/files.h"
 #include "formats/safetensors.h"
 
 namespace nibble {
@@ -20,7 +21,10 @@ Status WriteSafetensorsStreaming(const std::string& path,
   std::set<std::string> names;
   uint64_t at = 0, largest = 0;
   for (const auto& t : tensors) {
-    const std::string who = "output tensor '" + t.name + "'";
+    const std::string who = "output tensor '" + EscapeBytes(t.name) + "'";
+    if (!IsValidUtf8(t.name)) {
+      return Status::Error(who + ": the name is not valid UTF-8, which safetensors requires");
+    }
     if (t.name == "__metadata__" || !names.insert(t.name).second) {
       return Status::Error(who + ": duplicate or reserved name");
     }
@@ -37,7 +41,12 @@ Status WriteSafetensorsStreaming(const std::string& path,
     at += *bytes;
     largest = std::max<uint64_t>(largest, *bytes);
   }
-  std::string h = header.dump();
+  for (const auto& [k, v] : options.metadata) {
+    if (!IsValidUtf8(k) || !IsValidUtf8(v)) {
+      return Status::Error("safetensors metadata '" + EscapeBytes(k) + "' is not valid UTF-8");
+    }
+  }
+  std::string h = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   h.append((8 - h.size() % 8) % 8, ' ');  // data starts 8-byte aligned
   uint8_t len[8];
   for (int k = 0; k < 8; ++k) len[k] = static_cast<uint8_t>(uint64_t{h.size()} >> (8 * k));

@@ -65,6 +65,12 @@ nibble_onnx_attributes nibble_onnx_defaults(void) {
 }
 
 const char* nibble_status_message(const nibble_status* s) { return s ? s->message.c_str() : "OK"; }
+int32_t nibble_status_code(const nibble_status* s) {
+  if (s == nullptr) return NIBBLE_STATUS_OK;
+  return s->message.compare(0, std::strlen(nibble::kOutOfMemory), nibble::kOutOfMemory) == 0
+             ? NIBBLE_STATUS_OUT_OF_MEMORY
+             : NIBBLE_STATUS_INVALID;
+}
 void nibble_status_free(nibble_status* s) { delete s; }
 
 const char* nibble_version(void) { return NIBBLE_VERSION; }
@@ -73,7 +79,7 @@ const char* nibble_active_target(void) { return nibble::ActiveTarget(); }
 nibble_status* nibble_prepare_pmx(const nibble_pmx_attributes* attrs, const nibble_tensor* x,
                                   const nibble_tensor* scale, const nibble_tensor* zero_point,
                                   int32_t output_dtype, const char* name,
-                                  nibble_dequantizer** out) {
+                                  nibble_dequantizer** out) try {
   if (!attrs || !out) return Fail("nibble_prepare_pmx: attrs and out must not be NULL");
   *out = nullptr;
   nibble_status* err = nullptr;
@@ -92,12 +98,16 @@ nibble_status* nibble_prepare_pmx(const nibble_pmx_attributes* attrs, const nibb
   auto d = nibble::PreparePmx(a, xv, sv, zero_point ? &zv : nullptr, o);
   if (!d.ok()) return FromStatus(d.status());
   *out = new (std::nothrow) nibble_dequantizer{std::move(*d)};
-  return *out ? nullptr : Fail("out of memory");
+  return *out ? nullptr : Fail(nibble::kOutOfMemory);
+} catch (const std::bad_alloc&) {
+  return Fail(std::string(nibble::kOutOfMemory) + " in nibble_prepare_pmx");
+} catch (const std::exception& e) {
+  return Fail(std::string("nibble_prepare_pmx: ") + e.what());
 }
 
 nibble_status* nibble_prepare_onnx(const nibble_onnx_attributes* attrs, const nibble_tensor* x,
                                    const nibble_tensor* scale, const nibble_tensor* zero_point,
-                                   const char* name, nibble_dequantizer** out) {
+                                   const char* name, nibble_dequantizer** out) try {
   if (!attrs || !out) return Fail("nibble_prepare_onnx: attrs and out must not be NULL");
   *out = nullptr;
   nibble_status* err = nullptr;
@@ -117,7 +127,11 @@ nibble_status* nibble_prepare_onnx(const nibble_onnx_attributes* attrs, const ni
   auto d = nibble::PrepareOnnx(a, xv, sv, zero_point ? &zv : nullptr, o);
   if (!d.ok()) return FromStatus(d.status());
   *out = new (std::nothrow) nibble_dequantizer{std::move(*d)};
-  return *out ? nullptr : Fail("out of memory");
+  return *out ? nullptr : Fail(nibble::kOutOfMemory);
+} catch (const std::bad_alloc&) {
+  return Fail(std::string(nibble::kOutOfMemory) + " in nibble_prepare_onnx");
+} catch (const std::exception& e) {
+  return Fail(std::string("nibble_prepare_onnx: ") + e.what());
 }
 
 void nibble_dequantizer_free(nibble_dequantizer* d) { delete d; }
@@ -140,17 +154,25 @@ int64_t nibble_dequantizer_rows(const nibble_dequantizer* d) { return d->impl.ro
 int64_t nibble_dequantizer_cols(const nibble_dequantizer* d) { return d->impl.cols(); }
 
 nibble_status* nibble_dequantize(const nibble_dequantizer* d, void* out, size_t out_bytes,
-                                 int32_t threads) {
+                                 int32_t threads) try {
   if (!d) return Fail("nibble_dequantize: dequantizer is NULL");
   const auto& o = d->impl.output();
   return FromStatus(
       d->impl.Run(nibble::MutableTensorView{o.dtype, o.shape, out, out_bytes}, threads));
+} catch (const std::bad_alloc&) {
+  return Fail(std::string(nibble::kOutOfMemory) + " in nibble_dequantize");
+} catch (const std::exception& e) {
+  return Fail(std::string("nibble_dequantize: ") + e.what());
 }
 
 nibble_status* nibble_dequantize_tile(const nibble_dequantizer* d, int64_t r0, int64_t r1,
-                                      int64_t c0, int64_t c1, void* out, int64_t ld) {
+                                      int64_t c0, int64_t c1, void* out, int64_t ld) try {
   if (!d) return Fail("nibble_dequantize_tile: dequantizer is NULL");
   return FromStatus(d->impl.RunTile(r0, r1, c0, c1, out, ld));
+} catch (const std::bad_alloc&) {
+  return Fail(std::string(nibble::kOutOfMemory) + " in nibble_dequantize_tile");
+} catch (const std::exception& e) {
+  return Fail(std::string("nibble_dequantize_tile: ") + e.what());
 }
 
 }  // extern "C"

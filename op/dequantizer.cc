@@ -22,7 +22,7 @@ constexpr int64_t kMinBytesForStreaming = int64_t{4} << 20;
 
 int ResolveThreads(int threads) {
 #if NIBBLE_HAVE_OPENMP
-  if (threads <= 0) return std::max(1, omp_get_max_threads());
+  if (threads <= 0) return std::clamp(omp_get_max_threads(), 1, kMaxThreads);
   return threads;
 #else
   (void)threads;
@@ -30,6 +30,14 @@ int ResolveThreads(int threads) {
 #endif
 }
 }  // namespace
+
+Status CheckThreads(int64_t threads, const std::string& who) {
+  if (threads < 0 || threads > kMaxThreads) {
+    return Status::Error(who + " must be between 0 (all cores) and " +
+                         std::to_string(kMaxThreads) + " (got " + std::to_string(threads) + ")");
+  }
+  return Status::Ok();
+}
 
 void RunPlanThreaded(const Plan& plan_in, void* out, int threads, int64_t cols_limit) {
   Plan plan = plan_in;
@@ -104,6 +112,7 @@ Status Dequantizer::Run(const MutableTensorView& y, int threads) const {
                          " bytes, needs " + std::to_string(need));
   }
   if (need > 0 && y.data == nullptr) return Status::Error(who() + ": output Y data is null");
+  NIBBLE_RETURN_IF_ERROR(CheckThreads(threads).WithPrefix(who()));
   if (output_transposed_) {
     WriteTransposed(y.data, threads);
   } else {
@@ -125,6 +134,7 @@ Status Dequantizer::RunTransposed(const MutableTensorView& y, int threads) const
   if (y.size_bytes < static_cast<size_t>(rows * cols) * eb || (rows * cols > 0 && !y.data)) {
     return Status::Error(who() + ": transposed output buffer is too small");
   }
+  NIBBLE_RETURN_IF_ERROR(CheckThreads(threads).WithPrefix(who()));
   WriteTransposed(y.data, threads);
   return Status::Ok();
 }

@@ -51,8 +51,9 @@ class Dequantizer {
 
   // Dequantizes the whole tensor into `y`, which must have output().dtype,
   // output().shape and enough bytes. threads: 0 = OpenMP's default, 1 = the
-  // caller's thread only, n = n threads. Results are identical for every
-  // thread count.
+  // caller's thread only, n = n threads (at most kMaxThreads; negative or
+  // larger counts are an error, see CheckThreads). Results are identical
+  // for every thread count.
   Status Run(const MutableTensorView& y, int threads = 0) const;
   // Same, into a newly allocated tensor.
   StatusOr<Tensor> Run(int threads = 0) const;
@@ -93,11 +94,19 @@ class Dequantizer {
   std::string name_;  // for messages
 };
 
+// The largest thread count accepted anywhere (C++, C, Python, CLI): more
+// than any machine nibble targets, few enough that the OpenMP runtime can
+// always create them.
+inline constexpr int kMaxThreads = 1024;
+// An error naming `who` unless 0 <= threads <= kMaxThreads.
+Status CheckThreads(int64_t threads, const std::string& who = "threads");
+
 // Runs a Plan over its 2-D view, columns [0, cols) (cols <= plan.cols();
 // -1 = all), into `out` (row-major, `cols` per row), splitting rows (or
 // column pieces of few rows) statically over `threads` OpenMP threads
-// (0 = default); tensors below a threshold run on the caller's thread. The
-// single place where threads are created.
+// (0 = default; precondition: CheckThreads(threads) is ok); tensors below a
+// threshold run on the caller's thread. The single place where threads are
+// created.
 void RunPlanThreaded(const Plan& plan, void* out, int threads, int64_t cols = -1);
 
 }  // namespace nibble

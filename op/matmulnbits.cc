@@ -1,5 +1,6 @@
 #include "op/matmulnbits.h"
 
+#include <limits>
 #include <vector>
 
 #include "formats/int4_packing.h"
@@ -7,10 +8,7 @@
 
 namespace nibble {
 
-StatusOr<Dequantizer> PrepareMatMulNBits(const MatMulNBitsAttributes& a, const TensorView& b,
-                                         const TensorView& scales, const TensorView* zp,
-                                         const std::string& name) {
-  const std::string who = internal::Who("com.microsoft::MatMulNBits", name);
+Status ValidateMatMulNBitsAttributes(const MatMulNBitsAttributes& a, const std::string& who) {
   auto fail = [&](const std::string& m) { return Status::Error(who + ": " + m); };
   if (a.bits != 4 && a.bits != 8) {
     return fail("attribute bits must be 4 or 8 (got " + std::to_string(a.bits) + ")");
@@ -27,7 +25,23 @@ StatusOr<Dequantizer> PrepareMatMulNBits(const MatMulNBitsAttributes& a, const T
     return fail("attribute block_size must be a power of two >= 16 (got " +
                 std::to_string(a.block_size) + ")");
   }
-  if (a.K > (int64_t{1} << 40) || a.N > (int64_t{1} << 40)) return fail("K or N is too large");
+  constexpr int64_t kMaxDim = int64_t{1} << 40;
+  if (a.K > kMaxDim || a.N > kMaxDim) {
+    return fail("K " + std::to_string(a.K) + " or N " + std::to_string(a.N) + " exceeds 2^40");
+  }
+  if (a.K > std::numeric_limits<int64_t>::max() / 8 / a.N) {
+    return fail("K * N = " + std::to_string(a.K) + " * " + std::to_string(a.N) +
+                " elements is too large");
+  }
+  return Status::Ok();
+}
+
+StatusOr<Dequantizer> PrepareMatMulNBits(const MatMulNBitsAttributes& a, const TensorView& b,
+                                         const TensorView& scales, const TensorView* zp,
+                                         const std::string& name) {
+  const std::string who = internal::Who("com.microsoft::MatMulNBits", name);
+  auto fail = [&](const std::string& m) { return Status::Error(who + ": " + m); };
+  NIBBLE_RETURN_IF_ERROR(ValidateMatMulNBitsAttributes(a, who));
   const int64_t kb = (a.K + a.block_size - 1) / a.block_size;
   const int64_t blob = a.block_size * a.bits / 8;
   if (b.dtype != DType::kUInt8)

@@ -27,6 +27,11 @@ struct MatMulNBitsAttributes {
   int64_t weight_prepacked = 0;  // non-zero (a device layout) is rejected
 };
 
+// Checks the attributes alone, before any arithmetic uses them: bits 4 or
+// 8, weight_prepacked 0, K and N in [1, 2^40], block_size a power of two in
+// [16, 2^20], and K * N representable. Errors start with `who`.
+Status ValidateMatMulNBitsAttributes(const MatMulNBitsAttributes& attrs, const std::string& who);
+
 // A Dequantizer whose 2-D view is the [N, K] weight (cols() == K); use
 // RunTransposed for MatMul's [K, N]. `zero_points` may be null; `g_idx`
 // must be handled by the caller (rejected).

@@ -11,7 +11,8 @@
  *    several threads at once; it references the caller's code buffer (and
  *    aligned float32 scales), which must outlive it.
  *  - Threads: `threads` = 0 uses OpenMP's default, 1 runs on the calling
- *    thread, n uses n threads; results are bit-identical for every value.
+ *    thread, n uses n threads (at most 1024; other values are an error);
+ *    results are bit-identical for every value.
  *    Tile calls always run on the calling thread and never allocate.
  *  - No global mutable state.
  */
@@ -81,6 +82,13 @@ typedef struct {
 nibble_pmx_attributes nibble_pmx_defaults(void);
 nibble_onnx_attributes nibble_onnx_defaults(void);
 
+/* What kind of failure a status is (NIBBLE_STATUS_OK for NULL). */
+enum {
+  NIBBLE_STATUS_OK = 0,
+  NIBBLE_STATUS_INVALID = 1,       /* bad argument, attribute, shape or input */
+  NIBBLE_STATUS_OUT_OF_MEMORY = 2  /* an allocation failed; message starts "out of memory" */
+};
+int32_t nibble_status_code(const nibble_status* status);
 const char* nibble_status_message(const nibble_status* status);
 void nibble_status_free(nibble_status* status);
 

@@ -116,6 +116,29 @@ StatusOr<OnnxDequantizeAttributes> OnnxAttributesFromNode(const onnx::NodeProto&
   return attrs;
 }
 
+StatusOr<MatMulNBitsAttributes> MatMulNBitsAttributesFromNode(const onnx::NodeProto& n) {
+  const std::string who = internal::Who(NodeKind(n), NodeName(n));
+  MatMulNBitsAttributes a;
+  bool has_k = false, has_n = false, has_bs = false;
+  for (const auto& at : n.attribute()) {
+    const std::string& name = at.name();
+    const bool known = name == "K" || name == "N" || name == "bits" || name == "block_size" ||
+                       name == "weight_prepacked" || name == "accuracy_level";
+    if (!known) continue;  // other attributes only affect how ORT computes
+    NIBBLE_RETURN_IF_ERROR(ExpectType(at, onnx::AttributeProto::INT, "INT").WithPrefix(who));
+    if (name == "K") a.K = at.i(), has_k = true;
+    if (name == "N") a.N = at.i(), has_n = true;
+    if (name == "bits") a.bits = at.i();
+    if (name == "block_size") a.block_size = at.i(), has_bs = true;
+    if (name == "weight_prepacked") a.weight_prepacked = at.i();
+  }
+  if (!has_k || !has_n || !has_bs) {
+    return Status::Error(who + ": required attribute K, N or block_size is missing");
+  }
+  NIBBLE_RETURN_IF_ERROR(ValidateMatMulNBitsAttributes(a, who));
+  return a;
+}
+
 StatusOr<Tensor> RunNode(const onnx::NodeProto& node, const std::vector<const TensorView*>& inputs,
                          int64_t model_opset, int threads) {
   const std::string who = internal::Who(NodeKind(node), NodeName(node));

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "formats/onnx.pb.h"
+#include "op/matmulnbits.h"
 #include "op/onnx.h"
 #include "op/pmx.h"
 #include "op/status.h"
@@ -32,6 +33,10 @@ StatusOr<PmxAttributes> PmxAttributesFromNode(const onnx::NodeProto& node);
 // model's default-domain opset (`model_opset`). Errors name the node.
 StatusOr<OnnxDequantizeAttributes> OnnxAttributesFromNode(const onnx::NodeProto& node,
                                                           int64_t model_opset);
+
+// Reads the attributes of a com.microsoft MatMulNBits node and validates
+// them (ValidateMatMulNBitsAttributes). Errors name the node.
+StatusOr<MatMulNBitsAttributes> MatMulNBitsAttributesFromNode(const onnx::NodeProto& node);
 
 // The model's opset for `domain` ("" = default), or -1 if not imported.
 int64_t ModelOpset(const onnx::ModelProto& model, const std::string& domain);

@@ -1,5 +1,7 @@
 #include "op/tensor.h"
 
+#include <new>
+
 #include <cstring>
 #include <limits>
 
@@ -169,6 +171,11 @@ float FloatElement(const TensorView& v, int64_t k) {
   }
 }
 
+std::string OutOfMemoryMessage(uint64_t bytes, const std::string& what) {
+  return std::string(kOutOfMemory) + ": cannot allocate " + std::to_string(bytes) +
+         " bytes for " + what;
+}
+
 StatusOr<Tensor> Tensor::Allocate(DType dtype, Shape shape) {
   auto n = CheckedNumElements(shape, "tensor");
   if (!n.ok()) return n.status();
@@ -178,7 +185,11 @@ StatusOr<Tensor> Tensor::Allocate(DType dtype, Shape shape) {
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
   t.size_bytes_ = *bytes;
-  t.storage_.resize(*bytes);
+  try {
+    t.storage_.resize(*bytes);
+  } catch (const std::bad_alloc&) {
+    return Status::Error(OutOfMemoryMessage(*bytes, DTypeName(dtype) + " " + ShapeToString(t.shape_)));
+  }
   return t;
 }
 

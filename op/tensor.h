@@ -86,6 +86,12 @@ struct MutableTensorView {
 };
 
 // An owning tensor. Storage is 64-byte aligned.
+// Messages of allocation failures start with this (the Python module maps
+// them to MemoryError, the C API to NIBBLE_STATUS_OUT_OF_MEMORY).
+inline constexpr const char* kOutOfMemory = "out of memory";
+// "out of memory: cannot allocate <bytes> bytes for <what>".
+std::string OutOfMemoryMessage(uint64_t bytes, const std::string& what);
+
 class Tensor {
  public:
   Tensor() = default;

@@ -5,11 +5,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <regex>
 #include <optional>
 #include <set>
 
+#include "formats/files.h"
 #include "formats/gguf.h"
 #include "formats/hf_config.h"
 #include "formats/safetensors.h"
@@ -20,10 +20,7 @@ namespace nibble {
 
 namespace {
 
-bool IsDir(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
+bool IsDir(const std::string& p) { return IsDirectory(p); }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -34,11 +31,11 @@ std::string DirOf(const std::string& p) {
   return slash == std::string::npos ? "." : p.substr(0, slash);
 }
 
+// Opens without blocking (a FIFO is not a GGUF file).
 bool HasGgufMagic(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  char m[4] = {};
-  f.read(m, 4);
-  return f.gcount() == 4 && std::memcmp(m, "GGUF", 4) == 0;
+  auto f = ReadOnlyFile::Open(path);
+  uint8_t m[4] = {};
+  return f.ok() && (*f)->size() >= 4 && (*f)->Read(0, 4, m).ok() && GgufFile::HasMagic(m, 4);
 }
 
 DType DTypeOfGgml(uint32_t type) {
@@ -65,7 +62,7 @@ bool Checkpoint::Recognizes(const std::string& path) {
 StatusOr<Checkpoint> Checkpoint::Open(const std::string& path) {
   Checkpoint c;
   if (!IsDir(path) && HasGgufMagic(path)) {
-    auto g = GgufFile::Open(path);
+    auto g = GgufFile::Open(path, &c.inputs_);
     if (!g.ok()) return g.status();
     std::shared_ptr<GgufFile> f = *g;
     c.keep_alive_.push_back(f);
@@ -88,13 +85,7 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path) {
         ct.stored_dtype = plain;
         ct.kind = "copy";
         ct.detail = GgmlTypeName(t.type);
-        ct.copy_to = [tp, fp](uint8_t* dst) -> Status {
-          std::vector<uint8_t> buf;
-          auto d = fp->Load(*tp, &buf);
-          if (!d.ok()) return d.status();
-          if (tp->bytes) std::memcpy(dst, *d, static_cast<size_t>(tp->bytes));
-          return Status::Ok();
-        };
+        ct.copy_to = [tp, fp](uint8_t* dst) { return fp->ReadInto(*tp, dst); };
       } else if (GgmlTypeIsDequantizable(t.type)) {
         ct.quantized = true;
         ct.detail = t.type == kGgmlQ4_K ? "super-blocks of 256, sub-blocks of 32"
@@ -117,11 +108,11 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path) {
   }
 
   // safetensors: a file or a folder.
-  auto set_or = SafetensorsSet::Open(path);
+  auto set_or = SafetensorsSet::Open(path, &c.inputs_);
   if (!set_or.ok()) return set_or.status();
   auto set = std::make_shared<SafetensorsSet>(std::move(*set_or));
   c.keep_alive_.push_back(set);
-  auto cfg = ReadHfQuantConfig(IsDir(path) ? path : DirOf(path));
+  auto cfg = ReadHfQuantConfig(IsDir(path) ? path : DirOf(path), &c.inputs_);
   if (!cfg.ok()) return cfg.status();
   const HfQuantConfig q = *cfg;
   c.description_ = "safetensors, " + std::to_string(set->num_files()) + " file(s), " +
@@ -238,13 +229,7 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path) {
     ct.stored_dtype = e.tensor->dtype;
     ct.stored_bytes = e.tensor->end - e.tensor->begin;
     const SafetensorsSet::Entry ce = e;
-    ct.copy_to = [ce](uint8_t* dst) -> Status {
-      std::vector<uint8_t> buf;
-      auto v = ce.file->Load(*ce.tensor, &buf);
-      if (!v.ok()) return v.status();
-      if (v->size_bytes) std::memcpy(dst, v->data, v->size_bytes);
-      return Status::Ok();
-    };
+    ct.copy_to = [ce](uint8_t* dst) { return ce.file->ReadInto(*ce.tensor, dst); };
     c.tensors_.push_back(std::move(ct));
   }
   return c;
@@ -293,6 +278,7 @@ Status DequantCheckpoint(const std::string& in, const std::string& out,
                          const DequantOptions& options, DequantReport* report) {
   auto ck = Checkpoint::Open(in);
   if (!ck.ok()) return ck.status();
+  NIBBLE_RETURN_IF_ERROR(CheckOutputPath(out, ck->inputs()));
   std::regex re;
   if (!options.tensors.empty()) {
     try {
@@ -330,7 +316,8 @@ Status DequantCheckpoint(const std::string& in, const std::string& out,
   }
   SafetensorsWriteOptions wo;
   wo.metadata["format"] = "pt";
-  wo.metadata["nibble.source"] = in.substr(in.rfind('/') == std::string::npos ? 0 : in.rfind('/') + 1);
+  wo.metadata["nibble.source"] =
+      EscapeBytes(in.substr(in.rfind('/') == std::string::npos ? 0 : in.rfind('/') + 1));
   const auto t0 = std::chrono::steady_clock::now();
   wo.progress = [&](size_t i, size_t n, uint64_t bytes) {
     report->bytes = bytes;

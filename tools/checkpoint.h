@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "formats/files.h"
 #include "op/dequantizer.h"
 #include "op/status.h"
 #include "op/tensor.h"
@@ -54,6 +55,8 @@ class Checkpoint {
   DType OutputDType(const CheckpointTensor& t, DType requested) const;
   // Writes `t` (dequantized or copied) to dst, which holds its bytes.
   Status Fill(const CheckpointTensor& t, DType requested, int threads, uint8_t* dst) const;
+  // Every file the checkpoint was read from (outputs must be none of them).
+  const InputFiles& inputs() const { return inputs_; }
   // `t` as float32 values (for the group-size study).
   StatusOr<std::vector<float>> LoadFloat(const CheckpointTensor& t, int threads) const;
 
@@ -62,6 +65,7 @@ class Checkpoint {
   std::vector<std::pair<std::string, std::string>> props_;
   std::vector<CheckpointTensor> tensors_;
   std::vector<std::shared_ptr<void>> keep_alive_;
+  InputFiles inputs_;
   DType default_dtype_ = DType::kFloat16;
 };
 

@@ -3,14 +3,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
-#include <sstream>
 #include <utility>
 
 #include "formats/external_data.h"
+#include "formats/files.h"
 #include "formats/onnx_tensor.h"
 #include "formats/onnx_writer.h"
 #include "op/matmulnbits.h"
@@ -55,35 +54,58 @@ void CountUses(const onnx::GraphProto& g, std::map<std::string, int>* uses) {
   for (const auto& o : g.output()) ++(*uses)[o.name()];
 }
 
-StatusOr<MatMulNBitsAttributes> ReadMatMulNBitsAttributes(const onnx::NodeProto& n) {
-  MatMulNBitsAttributes a;
-  bool has_k = false, has_n = false, has_bs = false;
-  for (const auto& at : n.attribute()) {
-    if (at.name() == "K")
-      a.K = at.i(), has_k = true;
-    else if (at.name() == "N")
-      a.N = at.i(), has_n = true;
-    else if (at.name() == "bits")
-      a.bits = at.i();
-    else if (at.name() == "block_size")
-      a.block_size = at.i(), has_bs = true;
-    else if (at.name() == "weight_prepacked")
-      a.weight_prepacked = at.i();
-    // accuracy_level only affects how ORT computes the product.
+// The checks ONNX Runtime makes when it loads a graph and that folding
+// relies on: unique initializer / graph input / node output names, and
+// every node input defined (by a graph input, an initializer or a node
+// output). Subgraphs may use outer-scope names and are not checked here.
+Status ValidateGraph(const onnx::GraphProto& g, const std::string& model) {
+  const std::string who = "'" + EscapeBytes(model) + "'";
+  std::set<std::string> inits, graph_inputs, defined;
+  for (const auto& t : g.initializer()) {
+    if (!inits.insert(t.name()).second) {
+      return Status::Error(who + ": initializer '" + EscapeBytes(t.name()) +
+                           "' is defined twice (ONNX names must be unique)");
+    }
   }
-  if (!has_k || !has_n || !has_bs) {
-    return Status::Error(NodeLabel(n) + ": required attribute K, N or block_size is missing");
+  for (const auto& vi : g.input()) {
+    if (!graph_inputs.insert(vi.name()).second) {
+      return Status::Error(who + ": graph input '" + EscapeBytes(vi.name()) + "' is listed twice");
+    }
   }
-  return a;
+  defined = inits;
+  defined.insert(graph_inputs.begin(), graph_inputs.end());
+  for (const auto& n : g.node()) {
+    for (const auto& o : n.output()) {
+      if (o.empty()) continue;
+      if (!defined.insert(o).second) {
+        return Status::Error(who + ": " + NodeLabel(n) + " output '" + EscapeBytes(o) +
+                             "' is already defined (by a graph input, an initializer or another "
+                             "node)");
+      }
+    }
+  }
+  for (const auto& n : g.node()) {
+    for (const auto& i : n.input()) {
+      if (!i.empty() && !defined.count(i)) {
+        return Status::Error(who + ": " + NodeLabel(n) + " input '" + EscapeBytes(i) +
+                             "' is not defined (no graph input, initializer or node output has "
+                             "that name)");
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 // One folding action, prepared (validated) before anything is written.
+// Its inputs are read and its Dequantizer built twice: once to validate
+// (before anything is written) and again when its output is written, so
+// only one fold's inputs are in memory at a time.
 struct Fold {
   size_t node = 0;
   std::string weight_name;  // the new initializer
   bool transpose = false;   // MatMulNBits: [K, N] from the [N, K] view
-  std::unique_ptr<Dequantizer> dq;
-  std::vector<Tensor> storage;  // decoded typed-field inputs
+  OutputInfo output;        // of the Dequantizer
+  int64_t rows = 0, cols = 0;
 };
 
 }  // namespace
@@ -91,15 +113,31 @@ struct Fold {
 Status FoldModel(const std::string& in, const std::string& out, const FoldOptions& options,
                  FoldReport* report) {
   *report = FoldReport();
+  InputFiles inputs;
   onnx::ModelProto src;
-  NIBBLE_RETURN_IF_ERROR(ReadProtoFile(in, &src));
-  if (!src.has_graph()) return Status::Error("'" + in + "' has no graph");
+  NIBBLE_RETURN_IF_ERROR(ReadProtoFile(in, &src, &inputs));
+  if (!src.has_graph()) {
+    return Status::Error("'" + EscapeBytes(in) + "' has no graph (not an ONNX model?)");
+  }
   onnx::GraphProto* sg = src.mutable_graph();
-  TensorResolver resolver(DirOf(in));
+  NIBBLE_RETURN_IF_ERROR(ValidateGraph(*sg, in));
+  TensorResolver resolver(DirOf(in), &inputs);
+  // Every file this fold reads is open (and known) before the output is
+  // checked against them.
+  for (const auto& t : sg->initializer()) NIBBLE_RETURN_IF_ERROR(resolver.OpenExternal(t));
+  NIBBLE_RETURN_IF_ERROR(CheckOutputPath(out, inputs));
   const int64_t model_opset = ModelOpset(src, "");
 
   std::map<std::string, int> init_index;
   for (int i = 0; i < sg->initializer_size(); ++i) init_index[sg->initializer(i).name()] = i;
+  // From IR version 4 on, an initializer that is also a graph input is a
+  // default the caller may override: not a constant, never folded.
+  std::set<std::string> overridable;
+  if (src.ir_version() >= 4) {
+    for (const auto& vi : sg->input()) {
+      if (init_index.count(vi.name())) overridable.insert(vi.name());
+    }
+  }
   std::set<std::string> names;  // every value name, for unique new names
   for (const auto& n : sg->node()) {
     for (const auto& o : n.output()) names.insert(o);
@@ -112,82 +150,85 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
     names.insert(s);
     return s;
   };
-  auto is_const = [&](const std::string& name) { return name.empty() || init_index.count(name); };
+  auto is_const = [&](const std::string& name) {
+    return name.empty() || (init_index.count(name) && !overridable.count(name));
+  };
 
-  // Pass 1: find and prepare every fold (all validation happens here).
+  // Reads node n's constant inputs (into *storage where they are not
+  // inline) and builds its Dequantizer: every check happens here.
+  auto prepare = [&](const onnx::NodeProto& n,
+                     std::vector<Tensor>* storage) -> StatusOr<Dequantizer> {
+    const bool dq = IsDequantize(n);
+    const int need = dq ? n.input_size() : std::min(n.input_size(), 5);
+    storage->assign(static_cast<size_t>(n.input_size()), Tensor());
+    std::vector<TensorView> views(static_cast<size_t>(n.input_size()));
+    std::vector<const TensorView*> inputs_v(static_cast<size_t>(n.input_size()), nullptr);
+    for (int k = dq ? 0 : 1; k < need; ++k) {
+      const std::string& name = n.input(k);
+      if (name.empty()) continue;
+      const size_t ku = static_cast<size_t>(k);
+      auto v = resolver.Resolve(sg->initializer(init_index[name]), &(*storage)[ku]);
+      if (!v.ok()) return v.status().WithPrefix(NodeLabel(n));
+      views[ku] = *v;
+      inputs_v[ku] = &views[ku];
+    }
+    const std::string label = n.name().empty() ? n.output(0) : n.name();
+    if (dq) {
+      if (n.output_size() != 1) return Status::Error(NodeLabel(n) + ": expected one output");
+      if (inputs_v.size() < 2 || !inputs_v[0] || !inputs_v[1]) {
+        return Status::Error(NodeLabel(n) + ": needs inputs x (X) and scale");
+      }
+      const TensorView* zp = inputs_v.size() > 2 ? inputs_v[2] : nullptr;
+      DequantizeOptions o;
+      o.name = label;
+      if (n.domain() == kPmxDomain) {
+        auto attrs = PmxAttributesFromNode(n);
+        if (!attrs.ok()) return attrs.status();
+        return PreparePmx(*attrs, *inputs_v[0], *inputs_v[1], zp, o);
+      }
+      auto attrs = OnnxAttributesFromNode(n, model_opset);
+      if (!attrs.ok()) return attrs.status();
+      return PrepareOnnx(*attrs, *inputs_v[0], *inputs_v[1], zp, o);
+    }
+    if (n.input_size() < 3) return Status::Error(NodeLabel(n) + ": needs inputs A, B, scales");
+    if (n.input_size() > 4 && !n.input(4).empty()) {
+      return Status::Error(NodeLabel(n) +
+                           ": input g_idx (act-order) is not supported; refusing to fold");
+    }
+    if (n.output_size() != 1) return Status::Error(NodeLabel(n) + ": expected one output");
+    auto attrs = MatMulNBitsAttributesFromNode(n);
+    if (!attrs.ok()) return attrs.status();
+    const TensorView* zp = n.input_size() > 3 && !n.input(3).empty() ? &views[3] : nullptr;
+    return PrepareMatMulNBits(*attrs, views[1], views[2], zp, label);
+  };
+
+  // Pass 1: find and validate every fold (nothing is kept but its shape).
   std::vector<Fold> folds;
   std::map<size_t, std::vector<onnx::NodeProto>> replacement;
   for (int ni = 0; ni < sg->node_size(); ++ni) {
     const onnx::NodeProto& n = sg->node(ni);
     const bool dq = IsDequantize(n), mm = IsMatMulNBits(n);
     if (!dq && !mm) continue;
-    Fold f;
-    f.node = static_cast<size_t>(ni);
-    std::vector<TensorView> views;
-    std::vector<const TensorView*> inputs;
     // Inputs that must be constant: DequantizeLinear all; MatMulNBits B,
     // scales, zero_points, g_idx.
     const int need = dq ? n.input_size() : std::min(n.input_size(), 5);
     bool all_const = true;
     for (int k = dq ? 0 : 1; k < need; ++k) all_const = all_const && is_const(n.input(k));
     if (!all_const) continue;
-    f.storage.resize(static_cast<size_t>(n.input_size()));
-    views.resize(static_cast<size_t>(n.input_size()));
-    for (int k = dq ? 0 : 1; k < need; ++k) {
-      const std::string& name = n.input(k);
-      if (name.empty()) {
-        inputs.push_back(nullptr);
-        continue;
-      }
-      auto v =
-          resolver.Resolve(sg->initializer(init_index[name]), &f.storage[static_cast<size_t>(k)]);
-      if (!v.ok()) return v.status().WithPrefix(NodeLabel(n));
-      views[static_cast<size_t>(k)] = *v;
-      inputs.push_back(&views[static_cast<size_t>(k)]);
+    Fold f;
+    f.node = static_cast<size_t>(ni);
+    {
+      std::vector<Tensor> storage;
+      auto d = prepare(n, &storage);
+      if (!d.ok()) return d.status();
+      f.output = d->output();
+      f.rows = d->rows();
+      f.cols = d->cols();
     }
     if (dq) {
-      if (n.output_size() != 1) return Status::Error(NodeLabel(n) + ": expected one output");
-      auto run_inputs = inputs;
-      if (n.domain() == kPmxDomain) {
-        auto attrs = PmxAttributesFromNode(n);
-        if (!attrs.ok()) return attrs.status();
-        if (run_inputs.size() < 2 || !run_inputs[0] || !run_inputs[1]) {
-          return Status::Error(NodeLabel(n) + ": needs inputs X and Scale");
-        }
-        DequantizeOptions o;
-        o.name = n.name().empty() ? n.output(0) : n.name();
-        auto d = PreparePmx(*attrs, *run_inputs[0], *run_inputs[1],
-                            run_inputs.size() > 2 ? run_inputs[2] : nullptr, o);
-        if (!d.ok()) return d.status();
-        f.dq = std::make_unique<Dequantizer>(std::move(*d));
-      } else {
-        auto attrs = OnnxAttributesFromNode(n, model_opset);
-        if (!attrs.ok()) return attrs.status();
-        if (run_inputs.size() < 2 || !run_inputs[0] || !run_inputs[1]) {
-          return Status::Error(NodeLabel(n) + ": needs inputs x and x_scale");
-        }
-        DequantizeOptions o;
-        o.name = n.name().empty() ? n.output(0) : n.name();
-        auto d = PrepareOnnx(*attrs, *run_inputs[0], *run_inputs[1],
-                             run_inputs.size() > 2 ? run_inputs[2] : nullptr, o);
-        if (!d.ok()) return d.status();
-        f.dq = std::make_unique<Dequantizer>(std::move(*d));
-      }
       f.weight_name = n.output(0);
       ++report->dequantize_nodes;
     } else {
-      if (n.input_size() < 3) return Status::Error(NodeLabel(n) + ": needs inputs A, B, scales");
-      if (n.input_size() > 4 && !n.input(4).empty()) {
-        return Status::Error(NodeLabel(n) +
-                             ": input g_idx (act-order) is not supported; refusing to fold");
-      }
-      auto attrs = ReadMatMulNBitsAttributes(n);
-      if (!attrs.ok()) return attrs.status();
-      const TensorView* zp = n.input_size() > 3 && !n.input(3).empty() ? &views[3] : nullptr;
-      auto d = PrepareMatMulNBits(*attrs, views[1], views[2], zp,
-                                  n.name().empty() ? n.output(0) : n.name());
-      if (!d.ok()) return d.status();
-      f.dq = std::make_unique<Dequantizer>(std::move(*d));
       f.transpose = true;
       f.weight_name = unique_name(n.input(1) + "_dequantized");
       // MatMul(A, W) [+ Add(bias)] producing the node's output.
@@ -291,24 +332,26 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
     }
     dg->mutable_input()->Swap(&kept_inputs);
   }
-  // The folded weights, produced while writing.
+  // The folded weights, produced while writing (one fold's inputs and
+  // output in memory at a time).
   const int threads = options.threads;
-  for (auto& f : folds) {
+  for (const auto& f : folds) {
     StreamedTensor s;
-    const OutputInfo& o = f.dq->output();
+    const OutputInfo& o = f.output;
     s.meta.set_name(f.weight_name);
     s.meta.set_data_type(static_cast<int32_t>(o.dtype));
-    const int64_t rows = f.dq->rows(), cols = f.dq->cols();
-    Shape shape = f.transpose ? Shape{cols, rows} : o.shape;
+    const Shape shape = f.transpose ? Shape{f.cols, f.rows} : o.shape;
     for (int64_t d : shape) s.meta.add_dims(d);
-    s.bytes = static_cast<uint64_t>(rows * cols) * static_cast<uint64_t>(DTypeBits(o.dtype) / 8);
+    s.bytes = static_cast<uint64_t>(f.rows * f.cols) * static_cast<uint64_t>(DTypeBits(o.dtype) / 8);
     report->dequantized_bytes += s.bytes;
-    const Dequantizer* dq = f.dq.get();
+    const onnx::NodeProto* node = &sg->node(static_cast<int>(f.node));
     const bool transpose = f.transpose;
-    s.fill = [dq, transpose, shape, threads, o](uint8_t* dst_bytes) -> Status {
-      MutableTensorView y{o.dtype, shape, dst_bytes,
-                          static_cast<size_t>(dq->rows() * dq->cols()) *
-                              static_cast<size_t>(DTypeBits(o.dtype) / 8)};
+    const uint64_t bytes = s.bytes;
+    s.fill = [&prepare, node, transpose, shape, threads, o, bytes](uint8_t* dst_bytes) -> Status {
+      std::vector<Tensor> storage;
+      auto dq = prepare(*node, &storage);
+      if (!dq.ok()) return dq.status();
+      MutableTensorView y{o.dtype, shape, dst_bytes, static_cast<size_t>(bytes)};
       return transpose ? dq->RunTransposed(y, threads) : dq->Run(y, threads);
     };
     streamed.push_back(std::move(s));
@@ -328,11 +371,9 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
   if (folds.empty()) {
     report->note = "nothing to fold; the model is copied unchanged";
     if (streamed.empty() && !options.external) {  // no external data: a byte copy
-      std::ifstream f(in, std::ios::binary);
-      std::ostringstream bytes;
-      bytes << f.rdbuf();
-      if (!f) return Status::Error("cannot read '" + in + "'");
-      return WriteFileAtomic(out, bytes.str());
+      auto bytes = ReadSmallFile(in, kMaxProtoFileBytes, "ONNX model");
+      if (!bytes.ok()) return bytes.status();
+      return WriteFileAtomic(out, *bytes);
     }
   }
 
@@ -340,6 +381,11 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
   wo.external = options.external || InlineModelBytes(dst, streamed) > kMaxInlineModelBytes;
   wo.external_name = options.external_name;
   report->external = wo.external;
+  if (wo.external) {
+    auto data_path = ExternalDataPathFor(out, wo.external_name);
+    if (!data_path.ok()) return data_path.status();
+    NIBBLE_RETURN_IF_ERROR(CheckOutputPath(*data_path, inputs, "external data output"));
+  }
   const auto t0 = std::chrono::steady_clock::now();
   if (options.progress) {
     wo.progress = [t0](size_t i, size_t n, uint64_t bytes) {
@@ -357,6 +403,9 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
 StatusOr<std::vector<QuantizedWeightInfo>> InspectModel(const std::string& path) {
   onnx::ModelProto m;
   NIBBLE_RETURN_IF_ERROR(ReadProtoFile(path, &m));
+  if (!m.has_graph()) {
+    return Status::Error("'" + EscapeBytes(path) + "' has no graph (not an ONNX model?)");
+  }
   const auto& g = m.graph();
   std::map<std::string, const onnx::TensorProto*> inits;
   for (const auto& t : g.initializer()) inits[t.name()] = &t;
@@ -385,7 +434,7 @@ StatusOr<std::vector<QuantizedWeightInfo>> InspectModel(const std::string& path)
     w.packed_bytes = x->size_bytes + scale->size_bytes + (zp.ok() ? zp->size_bytes : 0);
     TensorView zv = zp.ok() ? *zp : TensorView{};
     if (mm) {
-      auto a = ReadMatMulNBitsAttributes(n);
+      auto a = MatMulNBitsAttributesFromNode(n);  // validated: K * N fits
       if (!a.ok()) return a.status();
       w.kind = "MatMulNBits";
       w.element_type = "uint" + std::to_string(a->bits) + " (MatMulNBits)";

@@ -14,7 +14,9 @@
 #include "CLI/CLI.hpp"
 #include "bench/group_size_bench.h"
 #include "bench/synthetic_weights.h"
+#include "formats/files.h"
 #include "kernels/dequantize.h"
+#include "op/dequantizer.h"
 #include "op/pmx.h"
 #include "op/quantize.h"
 #include "op/version.h"
@@ -47,7 +49,26 @@ int RunDemo(const std::string& shape_text, int64_t group, int threads) {
               << "')\n";
     return 2;
   }
-  const auto w = nibble::MakeLlmLikeWeight(n, k, 42);
+  {
+    auto elems = nibble::CheckedNumElements({n, k}, "demo weight");
+    if (!elems.ok()) {
+      std::cerr << "nibble demo: --shape " << shape_text << ": " << elems.status().message() << "\n";
+      return 2;
+    }
+    auto bytes = nibble::CheckedPackedBytes(*elems, nibble::DType::kFloat32, "demo weight");
+    if (!bytes.ok()) {
+      std::cerr << "nibble demo: --shape " << shape_text << ": " << bytes.status().message() << "\n";
+      return 2;
+    }
+  }
+  std::vector<float> w;
+  try {
+    w = nibble::MakeLlmLikeWeight(n, k, 42);
+  } catch (const std::bad_alloc&) {
+    std::cerr << "nibble demo: out of memory: a " << shape_text
+              << " float32 weight does not fit in this machine's memory\n";
+    return 1;
+  }
   nibble::QuantizeConfig cfg;
   cfg.bits = 4;
   cfg.group_size = group;
@@ -95,21 +116,6 @@ int RunDemo(const std::string& shape_text, int64_t group, int threads) {
   return 0;
 }
 
-std::string JsonEscape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      o += buf;
-      continue;
-    }
-    o += c;
-  }
-  return o;
-}
-
 std::string HumanBytes(uint64_t b) {
   char buf[32];
   if (b >= (uint64_t{1} << 30))
@@ -132,11 +138,11 @@ int RunInspect(const std::string& path, const std::string& format) {
   uint64_t packed = 0, deq = 0;
   for (const auto& w : *ws) packed += w.packed_bytes, deq += w.dequantized_bytes;
   if (format == "json") {
-    std::cout << "{\"model\": \"" << JsonEscape(path) << "\", \"weights\": [";
+    std::cout << "{\"model\": \"" << nibble::JsonEscape(path) << "\", \"weights\": [";
     for (size_t i = 0; i < ws->size(); ++i) {
       const auto& w = (*ws)[i];
-      std::cout << (i ? ",\n  " : "\n  ") << "{\"name\": \"" << JsonEscape(w.name)
-                << "\", \"node\": \"" << JsonEscape(w.node) << "\", \"kind\": \"" << w.kind
+      std::cout << (i ? ",\n  " : "\n  ") << "{\"name\": \"" << nibble::JsonEscape(w.name)
+                << "\", \"node\": \"" << nibble::JsonEscape(w.node) << "\", \"kind\": \"" << w.kind
                 << "\", \"element_type\": \"" << w.element_type << "\", \"shape\": \""
                 << w.logical_shape << "\", \"bits\": " << w.bits << ", \"granularity\": \""
                 << w.granularity << "\", \"axis\": \"" << w.axis << "\", \"zero_point\": \""
@@ -152,7 +158,8 @@ int RunInspect(const std::string& path, const std::string& format) {
               "element type", "shape", "bits", "granularity", "axis", "zero point", "output",
               "packed -> dequantized");
   for (const auto& w : *ws) {
-    std::printf("%-40s %-22s %-20s %-14s %4d %-11s %-4s %-16s %-8s %s -> %s\n", w.name.c_str(),
+    std::printf("%-40s %-22s %-20s %-14s %4d %-11s %-4s %-16s %-8s %s -> %s\n",
+                nibble::EscapeBytes(w.name).c_str(),
                 w.kind.c_str(), w.element_type.c_str(), w.logical_shape.c_str(), w.bits,
                 w.granularity.c_str(), w.axis.c_str(), w.zero_point.c_str(), w.output_type.c_str(),
                 HumanBytes(w.packed_bytes).c_str(), HumanBytes(w.dequantized_bytes).c_str());
@@ -191,39 +198,42 @@ int RunInspectCheckpoint(const std::string& path, const std::string& format) {
     unsupported += t.supported ? 0 : 1;
   }
   if (format == "json") {
-    std::cout << "{\"path\": \"" << JsonEscape(path) << "\", \"format\": \""
-              << JsonEscape(ck->description()) << "\", \"properties\": {";
+    std::cout << "{\"path\": \"" << nibble::JsonEscape(path) << "\", \"format\": \""
+              << nibble::JsonEscape(ck->description()) << "\", \"properties\": {";
     for (size_t i = 0; i < ck->properties().size(); ++i) {
       const auto& [k, v] = ck->properties()[i];
-      std::cout << (i ? ", " : "") << "\"" << JsonEscape(k) << "\": \"" << JsonEscape(v) << "\"";
+      std::cout << (i ? ", " : "") << "\"" << nibble::JsonEscape(k) << "\": \"" << nibble::JsonEscape(v) << "\"";
     }
     std::cout << "}, \"tensors\": [";
     for (size_t i = 0; i < ck->tensors().size(); ++i) {
       const auto& t = ck->tensors()[i];
-      std::cout << (i ? ",\n  " : "\n  ") << "{\"name\": \"" << JsonEscape(t.name)
-                << "\", \"kind\": \"" << JsonEscape(t.kind) << "\", \"detail\": \""
-                << JsonEscape(t.detail) << "\", \"shape\": \""
+      std::cout << (i ? ",\n  " : "\n  ") << "{\"name\": \"" << nibble::JsonEscape(t.name)
+                << "\", \"kind\": \"" << nibble::JsonEscape(t.kind) << "\", \"detail\": \""
+                << nibble::JsonEscape(t.detail) << "\", \"shape\": \""
                 << nibble::ShapeToString(t.shape) << "\", \"quantized\": "
                 << (t.quantized ? "true" : "false")
                 << ", \"supported\": " << (t.supported ? "true" : "false")
                 << ", \"stored_bytes\": " << t.stored_bytes << ", \"output_bytes\": "
-                << out_bytes(t) << (t.supported ? "" : ", \"why_not\": \"" + JsonEscape(t.why_not) + "\"")
+                << out_bytes(t) << (t.supported ? "" : ", \"why_not\": \"" + nibble::JsonEscape(t.why_not) + "\"")
                 << "}";
     }
     std::cout << "\n], \"count\": " << ck->tensors().size() << ", \"quantized\": " << quantized
               << ", \"unsupported\": " << unsupported << "}\n";
     return 0;
   }
-  std::printf("%s: %s\n", path.c_str(), ck->description().c_str());
-  for (const auto& [k, v] : ck->properties()) std::printf("  %-36s %s\n", k.c_str(), v.c_str());
+  std::printf("%s: %s\n", nibble::EscapeBytes(path).c_str(), ck->description().c_str());
+  for (const auto& [k, v] : ck->properties()) {
+    std::printf("  %-36s %s\n", nibble::EscapeBytes(k).c_str(), nibble::EscapeBytes(v).c_str());
+  }
   std::printf("\n%-48s %-8s %-18s %-40s %s\n", "tensor", "kind", "shape", "detail",
               "stored -> output");
   for (const auto& t : ck->tensors()) {
-    std::printf("%-48s %-8s %-18s %-40s %s -> %s%s\n", t.name.c_str(), t.kind.c_str(),
+    std::printf("%-48s %-8s %-18s %-40s %s -> %s%s\n", nibble::EscapeBytes(t.name).c_str(),
+                t.kind.c_str(),
                 nibble::ShapeToString(t.shape).c_str(), t.detail.c_str(),
                 HumanBytes(t.stored_bytes).c_str(),
                 t.supported ? HumanBytes(out_bytes(t)).c_str() : "-",
-                t.supported ? "" : ("  UNSUPPORTED: " + t.why_not).c_str());
+                t.supported ? "" : ("  UNSUPPORTED: " + nibble::EscapeBytes(t.why_not)).c_str());
   }
   std::printf("%zu tensors (%d quantized, %d unsupported), %s stored -> %s dequantized (default "
               "output types)\n",
@@ -234,10 +244,6 @@ int RunInspectCheckpoint(const std::string& path, const std::string& format) {
 
 int RunDequant(const std::string& in, const std::string& out, const std::string& dtype,
                nibble::DequantOptions options, bool quiet) {
-  if (in == out) {
-    std::cerr << "nibble dequant: the output must differ from the input\n";
-    return 2;
-  }
   options.dtype = ParseOutDType(dtype);
   options.progress = !quiet && isatty(STDERR_FILENO);
   nibble::DequantReport r;
@@ -300,11 +306,6 @@ bool LoadBenchWeight(const std::string& path, const std::string& regex,
 
 int RunFold(const std::string& in, const std::string& out, nibble::FoldOptions options,
             bool quiet) {
-  if (in == out) {
-    std::cerr
-        << "nibble fold: the output must differ from the input (the input is never modified)\n";
-    return 2;
-  }
   options.progress = !quiet && isatty(STDERR_FILENO);
   nibble::FoldReport r;
   const auto t0 = std::chrono::steady_clock::now();
@@ -326,7 +327,8 @@ int RunFold(const std::string& in, const std::string& out, nibble::FoldOptions o
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
+  const CLI::Range kThreadRange(0, nibble::kMaxThreads);
   // A file-size limit (ulimit -f) then makes write() fail with EFBIG, which
   // is reported like any other write error, instead of killing the process.
   std::signal(SIGXFSZ, SIG_IGN);
@@ -345,7 +347,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   demo->add_option("--threads", demo_threads, "0 = all cores, 1 = this thread, n = n threads")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(kThreadRange);
 
   auto* test = app.add_subcommand("test", "Run ONNX node-test directories through the library");
   std::vector<std::string> test_dirs;
@@ -354,7 +356,7 @@ int main(int argc, char** argv) {
   test->add_option("--rtol", test_opts.rtol, "Relative tolerance (default: per output type)");
   test->add_option("--atol", test_opts.atol, "Absolute tolerance (default: per output type)");
   test->add_option("--threads", test_opts.threads, "Threads for the operator")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kThreadRange);
 
   auto* inspect = app.add_subcommand(
       "inspect", "List the quantized weights of an ONNX model, a GGUF file or a safetensors checkpoint");
@@ -374,7 +376,7 @@ int main(int argc, char** argv) {
   bool fold_quiet = false;
   fold->add_option("input", fold_in, "IN.onnx")->required();
   fold->add_option("output", fold_out, "OUT.onnx")->required();
-  fold->add_option("--threads", fold_opts.threads, "0 = all cores")->check(CLI::NonNegativeNumber);
+  fold->add_option("--threads", fold_opts.threads, "0 = all cores")->check(kThreadRange);
   fold->add_flag("--quiet", fold_quiet, "No progress or summary");
   fold->add_option("--external-data", fold_opts.external_name,
                    "Write tensors to an external data file (optional name; default "
@@ -395,7 +397,7 @@ int main(int argc, char** argv) {
                       "Output type of dequantized tensors (default: f16 for GPTQ/AWQ, f32 for GGUF)")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   dequant->add_option("--tensors", dq_opts.tensors, "Only output names matching this regex");
-  dequant->add_option("--threads", dq_opts.threads, "0 = all cores")->check(CLI::NonNegativeNumber);
+  dequant->add_option("--threads", dq_opts.threads, "0 = all cores")->check(kThreadRange);
   dequant->add_flag("--quiet", dq_quiet, "No progress or summary");
 
   auto* bench = app.add_subcommand("bench", "Group-size benchmark: speed and accuracy");
@@ -428,4 +430,17 @@ int main(int argc, char** argv) {
     return RunFold(fold_in, fold_out, fold_opts, fold_quiet);
   }
   return 2;
+}
+
+// Any exception escaping a command (the library reports errors as Status;
+// this is the last line of defence) is a clear error, never an abort.
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::cerr << "nibble: out of memory\n";
+  } catch (const std::exception& e) {
+    std::cerr << "nibble: internal error: " << e.what() << "\n";
+  }
+  return 1;
 }

@@ -105,8 +105,14 @@ py::array NewOutput(DType t, const nibble::Shape& shape) {
   }
 }
 
+// Errors become ValueError; allocation failures MemoryError.
 void Check(const nibble::Status& s) {
-  if (!s.ok()) throw py::value_error(s.message());
+  if (s.ok()) return;
+  if (s.message().rfind(nibble::kOutOfMemory, 0) == 0) {
+    PyErr_SetString(PyExc_MemoryError, s.message().c_str());
+    throw py::error_already_set();
+  }
+  throw py::value_error(s.message());
 }
 
 // A prepared request, keeping the arrays it references alive.
