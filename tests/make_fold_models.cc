@@ -9,10 +9,10 @@
 //   mmnb8.onnx           MatMulNBits, bits 8, zero points, K not a multiple of block_size
 //   qdq_external.onnx    DequantizeLinear with its weight in qdq_external.onnx.data
 //   nothing.onnx         no quantized weights (Relu)
-// With --large N: one model large.onnx (external data) holding N MatMulNBits
-// weights of 8192 x 8192 (256 MiB float32 each), for memory measurements.
+// With --large N [DIM]: one model large.onnx (external data) holding N DIM x DIM MatMulNBits
+// weights (default 8192 x 8192, 256 MiB float32 each), for memory measurements.
 //
-// Usage: make_fold_models OUTDIR [--large N]
+// Usage: make_fold_models OUTDIR [--large N [DIM]]
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -193,14 +193,14 @@ void Externalize(onnx::ModelProto* m, const std::string& name, const fs::path& d
   }
 }
 
-int Main(const fs::path& dir, int large) {
+int Main(const fs::path& dir, int large, int64_t dim) {
   fs::create_directories(dir);
   if (large > 0) {
-    // N MatMulNBits layers 8192 x 8192, weights in external data.
+    // N MatMulNBits layers dim x dim (default 8192), weights in external data.
     onnx::ModelProto m = NewModel(21, true);
     auto* g = m.mutable_graph();
     g->set_name("large");
-    const int64_t K = 8192, N = 8192, bs = 128, kb = K / bs;
+    const int64_t K = dim, N = dim, bs = 128, kb = K / bs;
     const fs::path data = dir / "large.onnx.data";
     fs::remove(data);
     std::string prev = "A";
@@ -303,9 +303,14 @@ int Main(const fs::path& dir, int large) {
 }  // namespace nibble
 
 int main(int argc, char** argv) {
-  if (argc != 2 && !(argc == 4 && std::string(argv[2]) == "--large")) {
-    std::cerr << "usage: make_fold_models OUTDIR [--large N]\n";
+  if (argc != 2 && !((argc == 4 || argc == 5) && std::string(argv[2]) == "--large")) {
+    std::cerr << "usage: make_fold_models OUTDIR [--large N [DIM]]\n";
     return 2;
   }
-  return nibble::testing::Main(argv[1], argc == 4 ? std::atoi(argv[3]) : 0);
+  const int64_t dim = argc == 5 ? std::atoll(argv[4]) : 8192;
+  if (dim < 128 || dim % 128 != 0) {
+    std::cerr << "make_fold_models: DIM must be a positive multiple of 128\n";
+    return 2;
+  }
+  return nibble::testing::Main(argv[1], argc >= 4 ? std::atoi(argv[3]) : 0, dim);
 }

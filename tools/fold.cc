@@ -160,6 +160,11 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
                      std::vector<Tensor>* storage) -> StatusOr<Dequantizer> {
     const bool dq = IsDequantize(n);
     const int need = dq ? n.input_size() : std::min(n.input_size(), 5);
+    StatusOr<MatMulNBitsAttributes> mm_attrs = MatMulNBitsAttributes();
+    if (!dq) {  // attributes before any input is read or sized
+      mm_attrs = MatMulNBitsAttributesFromNode(n);
+      if (!mm_attrs.ok()) return mm_attrs.status();
+    }
     storage->assign(static_cast<size_t>(n.input_size()), Tensor());
     std::vector<TensorView> views(static_cast<size_t>(n.input_size()));
     std::vector<const TensorView*> inputs_v(static_cast<size_t>(n.input_size()), nullptr);
@@ -196,10 +201,8 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
                            ": input g_idx (act-order) is not supported; refusing to fold");
     }
     if (n.output_size() != 1) return Status::Error(NodeLabel(n) + ": expected one output");
-    auto attrs = MatMulNBitsAttributesFromNode(n);
-    if (!attrs.ok()) return attrs.status();
     const TensorView* zp = n.input_size() > 3 && !n.input(3).empty() ? &views[3] : nullptr;
-    return PrepareMatMulNBits(*attrs, views[1], views[2], zp, label);
+    return PrepareMatMulNBits(*mm_attrs, views[1], views[2], zp, label);
   };
 
   // Pass 1: find and validate every fold (nothing is kept but its shape).
@@ -410,11 +413,14 @@ StatusOr<std::vector<QuantizedWeightInfo>> InspectModel(const std::string& path)
   std::map<std::string, const onnx::TensorProto*> inits;
   for (const auto& t : g.initializer()) inits[t.name()] = &t;
   const int64_t model_opset = ModelOpset(m, "");
+  // A weight's inputs are initializers; other names (activations) are not
+  // weights and are skipped, but a malformed initializer is an error.
   auto describe = [&](const std::string& name) -> StatusOr<TensorView> {
     auto it = inits.find(name);
     if (it == inits.end()) return Status::Error("not an initializer");
     return TensorResolver::Describe(*it->second);
   };
+  auto is_init = [&](const std::string& name) { return inits.count(name) > 0; };
   std::vector<QuantizedWeightInfo> out;
   for (const auto& n : g.node()) {
     const bool dq = IsDequantize(n), mm = IsMatMulNBits(n);
@@ -423,19 +429,28 @@ StatusOr<std::vector<QuantizedWeightInfo>> InspectModel(const std::string& path)
     QuantizedWeightInfo w;
     w.node = n.name().empty() ? (n.output_size() ? n.output(0) : "") : n.name();
     const std::string x_name = mm ? n.input(1) : n.input(0);
+    const std::string s_name = mm ? n.input(2) : n.input(1);
+    if (!is_init(x_name) || !is_init(s_name)) continue;  // activations are not weights
+    StatusOr<MatMulNBitsAttributes> mm_attrs = MatMulNBitsAttributes();
+    if (mm) {  // attributes first: the sizes below use them
+      mm_attrs = MatMulNBitsAttributesFromNode(n);
+      if (!mm_attrs.ok()) return mm_attrs.status();
+    }
     auto x = describe(x_name);
-    if (!x.ok()) continue;  // activations are not weights
-    auto scale = describe(mm ? n.input(2) : n.input(1));
-    if (!scale.ok()) continue;
+    if (!x.ok()) return x.status().WithPrefix(NodeLabel(n));
+    auto scale = describe(s_name);
+    if (!scale.ok()) return scale.status().WithPrefix(NodeLabel(n));
     const int zi = mm ? 3 : 2;
     StatusOr<TensorView> zp = Status::Error("absent");
-    if (n.input_size() > zi && !n.input(zi).empty()) zp = describe(n.input(zi));
+    if (n.input_size() > zi && !n.input(zi).empty()) {
+      zp = describe(n.input(zi));
+      if (!zp.ok() && is_init(n.input(zi))) return zp.status().WithPrefix(NodeLabel(n));
+    }
     w.name = x_name;
     w.packed_bytes = x->size_bytes + scale->size_bytes + (zp.ok() ? zp->size_bytes : 0);
     TensorView zv = zp.ok() ? *zp : TensorView{};
     if (mm) {
-      auto a = MatMulNBitsAttributesFromNode(n);  // validated: K * N fits
-      if (!a.ok()) return a.status();
+      const auto& a = mm_attrs;  // validated: K * N fits
       w.kind = "MatMulNBits";
       w.element_type = "uint" + std::to_string(a->bits) + " (MatMulNBits)";
       w.logical_shape = ShapeToString({a->K, a->N});

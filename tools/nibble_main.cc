@@ -1,6 +1,9 @@
 // nibble: command-line front end. Parses arguments and calls the library;
 // no dequantization logic lives here.
 #include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <chrono>
 #include <csignal>
@@ -40,6 +43,8 @@ bool ParseShape(const std::string& s, int64_t* n, int64_t* k) {
   }
 }
 
+std::string HumanBytes(uint64_t b);
+
 // The built-in example: an LLM-like weight quantized int4 (PMX int4x4,
 // G = 128, quant_axis 1), dequantized by the operator.
 int RunDemo(const std::string& shape_text, int64_t group, int threads) {
@@ -60,6 +65,17 @@ int RunDemo(const std::string& shape_text, int64_t group, int threads) {
       std::cerr << "nibble demo: --shape " << shape_text << ": " << bytes.status().message() << "\n";
       return 2;
     }
+  }
+  // A weight larger than the machine's memory is refused up front (a
+  // clear message, and no reliance on the allocator failing).
+  const double need = static_cast<double>(n) * static_cast<double>(k) * 4.0;
+  const double phys = static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
+                      static_cast<double>(sysconf(_SC_PAGESIZE));
+  if (phys > 0 && need > phys) {
+    std::cerr << "nibble demo: out of memory: a " << shape_text << " float32 weight needs "
+              << HumanBytes(static_cast<uint64_t>(need)) << ", more than this machine's "
+              << HumanBytes(static_cast<uint64_t>(phys)) << "\n";
+    return 1;
   }
   std::vector<float> w;
   try {
@@ -435,6 +451,14 @@ int Main(int argc, char** argv) {
 // Any exception escaping a command (the library reports errors as Status;
 // this is the last line of defence) is a clear error, never an abort.
 int main(int argc, char** argv) {
+#ifdef __GLIBC__
+  // Buffers of 1 MiB and more (tensors, their packed inputs) come straight
+  // from mmap and go back to the system when freed. glibc's default raises
+  // this threshold after the first large free, after which freed tensors
+  // stay in a fragmenting heap and `fold`'s peak RSS grew with the number
+  // of layers (measured: +15 MiB per 4096x4096 layer).
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+#endif
   try {
     return Main(argc, argv);
   } catch (const std::bad_alloc&) {
