@@ -183,6 +183,17 @@ StatusOr<std::string> PathInside(const std::string& dir, const std::string& name
     return Status::Error("cannot open folder '" + EscapeBytes(d) + "': " + std::strerror(errno));
   }
   std::string root = buf;
+  // The Hugging Face hub cache keeps files as symlinks from
+  // <repo>/snapshots/<revision>/ to <repo>/blobs/: there the repository
+  // folder is the boundary.
+  {
+    const auto s1 = root.rfind('/');
+    const std::string parent = s1 == std::string::npos ? std::string() : root.substr(0, s1);
+    const auto s2 = parent.rfind('/');
+    if (s2 != std::string::npos && parent.substr(s2 + 1) == "snapshots" && s2 > 0) {
+      root = parent.substr(0, s2);
+    }
+  }
   if (::realpath(joined.c_str(), buf) == nullptr) {
     if (errno == ENOENT || errno == ENOTDIR) {
       // Missing: the open reports it. A dangling symlink is still checked

@@ -86,9 +86,11 @@ bool PathExists(const std::string& path);
 bool IsDirectory(const std::string& path);
 
 // `dir` + "/" + `name` after checking that it resolves (realpath: every
-// symlink and ".." followed) to a path inside realpath(dir). A missing
-// file is fine (the caller's open reports it); a path that leaves the
-// folder is an error naming `what`.
+// symlink and ".." followed) to a path inside realpath(dir). One exception,
+// for the Hugging Face hub cache: when dir is <repo>/snapshots/<revision>,
+// whose files are symlinks into <repo>/blobs/, the boundary is <repo>. A
+// missing file is fine (the caller's open reports it); a path that leaves
+// the boundary is an error naming `what`.
 StatusOr<std::string> PathInside(const std::string& dir, const std::string& name,
                                  const std::string& what);
 

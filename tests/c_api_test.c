@@ -48,7 +48,16 @@ int main(void) {
   st = nibble_dequantize(d, y, 4, 1);
   CHECK(st != NULL);
   CHECK(strstr(nibble_status_message(st), "needs 32") != NULL);
+  CHECK(nibble_status_code(st) == NIBBLE_STATUS_INVALID);
   nibble_status_free(st);
+  /* Thread counts outside [0, 1024] are an error, never a crash or exit. */
+  st = nibble_dequantize(d, y, sizeof y, 100000);
+  CHECK(st != NULL && strstr(nibble_status_message(st), "threads must be between 0") != NULL);
+  nibble_status_free(st);
+  st = nibble_dequantize(d, y, sizeof y, -1);
+  CHECK(st != NULL && strstr(nibble_status_message(st), "(got -1)") != NULL);
+  nibble_status_free(st);
+  CHECK(nibble_status_code(NULL) == NIBBLE_STATUS_OK);
   st = nibble_dequantize_tile(d, 0, 9, 0, 1, t, 1);
   CHECK(st != NULL && strstr(nibble_status_message(st), "outside") != NULL);
   nibble_status_free(st);

@@ -450,6 +450,25 @@ def make(args):
     c.case("external_data_symlink_outside", ["fold", "model/m.onnx", "out.onnx"], 1,
            "outside the model folder", setup=external_symlink_outside)
 
+    # The Hugging Face hub cache: snapshot files are links into ../../blobs.
+    def hub_cache(d, escape=False):
+        repo = os.path.join(d, "models--org--m")
+        snap = os.path.join(repo, "snapshots", "0123abc")
+        os.makedirs(os.path.join(repo, "blobs"))
+        os.makedirs(snap)
+        os.makedirs(os.path.join(d, "outside"))
+        src = os.path.join(CK, "gptq")
+        for i, n in enumerate(sorted(os.listdir(src))):
+            blob = os.path.join(d, "outside" if escape and n == "config.json" else
+                                os.path.join(repo, "blobs"), f"blob{i}")
+            shutil.copy(os.path.join(src, n), blob)
+            os.symlink(os.path.relpath(blob, snap), os.path.join(snap, n))
+    c.case("hf_hub_cache_layout", ["dequant", "models--org--m/snapshots/0123abc", "out.safetensors"],
+           0, "dequantized 1 and copied 1", creates=["out.safetensors"], setup=hub_cache)
+    c.case("hf_hub_cache_link_leaves_repo", ["dequant", "models--org--m/snapshots/0123abc",
+                                              "out.safetensors"], 1, "outside the model folder",
+           setup=lambda d: hub_cache(d, escape=True))
+
     # 11. Graphs ONNX Runtime would reject, and overridable initializers.
     c.case("fold_duplicate_initializer", ["fold", "m.onnx", "out.onnx"], 1, "is defined twice",
            setup=lambda d: write(os.path.join(d, "m.onnx"), qdq_model(dup_init=True)))

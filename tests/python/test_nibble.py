@@ -46,6 +46,12 @@ try:
     check("out dtype rejected", False)
 except ValueError:
     check("out dtype rejected", True)
+for bad in (100000, 40000, -1):
+    try:
+        d.run(threads=bad)
+        check(f"threads={bad} rejected", False)
+    except ValueError as e:
+        check(f"threads={bad} rejected", "threads must be between 0" in str(e))
 check("rows/cols", (d.rows, d.cols, tuple(d.shape), d.dtype) == (64, 256, (64, 256), "float32"))
 
 # ONNX: uint8 per-axis with zero point, and packed int4 blocked.

@@ -1,0 +1,201 @@
+// The library's defences against hostile inputs and misuse: safe file
+// opening, output-path checks, name escaping, thread-count and allocation
+// limits, and the two-file publish of an ONNX model with external data.
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "formats/atomic_file.h"
+#include "formats/files.h"
+#include "formats/onnx_writer.h"
+#include "op/dequantizer.h"
+#include "op/tensor.h"
+
+namespace nibble {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path FreshDir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("nibble_safety_" + name + "_" +
+                                                  std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+void WriteText(const fs::path& p, const std::string& s) {
+  std::ofstream(p, std::ios::binary) << s;
+}
+
+std::string ReadText(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+TEST_CASE("EscapeBytes / JsonEscape / IsValidUtf8") {
+  CHECK(IsValidUtf8("plain"));
+  CHECK(IsValidUtf8("caf\xc3\xa9"));
+  CHECK_FALSE(IsValidUtf8("a\xff"));
+  CHECK_FALSE(IsValidUtf8("\xc0\x80"));      // overlong NUL
+  CHECK_FALSE(IsValidUtf8("\xed\xa0\x80"));  // a surrogate
+  CHECK_FALSE(IsValidUtf8("\xc3"));          // cut short
+  CHECK(EscapeBytes("blk.\xff\xfe.w") == "blk.\\xff\\xfe.w");
+  CHECK(EscapeBytes("caf\xc3\xa9\n\\") == "caf\xc3\xa9\\x0a\\\\");
+  CHECK(JsonEscape("a\"b\\c\x01\xff") == "a\\\"b\\\\c\\u0001\\\\xff");
+  CHECK(IsValidUtf8(JsonEscape("\xff\xfe\xc3")));
+}
+
+TEST_CASE("ReadOnlyFile refuses FIFOs, devices and directories without blocking") {
+  const fs::path d = FreshDir("special");
+  REQUIRE(::mkfifo((d / "fifo").c_str(), 0600) == 0);
+  auto f = ReadOnlyFile::Open((d / "fifo").string());
+  REQUIRE_FALSE(f.ok());
+  CHECK(f.status().message().find("is a FIFO, not a regular file") != std::string::npos);
+  CHECK(ReadOnlyFile::Open("/dev/zero").status().message() ==
+        "'/dev/zero' is a character device, not a regular file");
+  CHECK(ReadOnlyFile::Open(d.string()).status().message().find("is a directory") !=
+        std::string::npos);
+  fs::remove_all(d);
+}
+
+TEST_CASE("ReadSmallFile checks the size cap before reading") {
+  const fs::path d = FreshDir("cap");
+  WriteText(d / "small.json", "{}");
+  auto ok = ReadSmallFile((d / "small.json").string(), 16, "config");
+  REQUIRE(ok.ok());
+  CHECK(*ok == "{}");
+  { std::ofstream(d / "big.json") << std::string(17, ' '); }
+  auto big = ReadSmallFile((d / "big.json").string(), 16, "config");
+  CHECK(big.status().message() ==
+        "config '" + (d / "big.json").string() + "' has 17 bytes, more than the 16-byte limit");
+  fs::remove_all(d);
+}
+
+TEST_CASE("PathInside refuses links and '..' that leave the folder") {
+  const fs::path d = FreshDir("inside");
+  fs::create_directories(d / "model");
+  WriteText(d / "model" / "a.bin", "a");
+  WriteText(d / "outside.bin", "o");
+  fs::create_symlink("../outside.bin", d / "model" / "link.bin");
+  fs::create_symlink("a.bin", d / "model" / "ok_link.bin");
+  const std::string m = (d / "model").string();
+  CHECK(PathInside(m, "a.bin", "x").ok());
+  CHECK(PathInside(m, "ok_link.bin", "x").ok());
+  CHECK(PathInside(m, "missing.bin", "x").ok());  // the open reports it
+  auto bad = PathInside(m, "link.bin", "shard");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("outside the model folder") != std::string::npos);
+  CHECK_FALSE(PathInside(m, "../outside.bin", "shard").ok());
+  // The Hugging Face hub cache: snapshots/<rev>/ links into ../../blobs/.
+  fs::create_directories(d / "repo" / "snapshots" / "rev");
+  fs::create_directories(d / "repo" / "blobs");
+  WriteText(d / "repo" / "blobs" / "123", "w");
+  fs::create_symlink("../../blobs/123", d / "repo" / "snapshots" / "rev" / "w.bin");
+  CHECK(PathInside((d / "repo" / "snapshots" / "rev").string(), "w.bin", "x").ok());
+  fs::create_symlink("../../../outside.bin", d / "repo" / "snapshots" / "rev" / "o.bin");
+  CHECK_FALSE(PathInside((d / "repo" / "snapshots" / "rev").string(), "o.bin", "x").ok());
+  fs::remove_all(d);
+}
+
+TEST_CASE("CheckOutputPath: inputs by identity, links and special files refused") {
+  const fs::path d = FreshDir("out");
+  WriteText(d / "in.bin", "input");
+  InputFiles inputs;
+  REQUIRE(ReadOnlyFile::Open((d / "in.bin").string(), &inputs).ok());
+  CHECK(inputs.size() == 1);
+  CHECK(CheckOutputPath((d / "new.bin").string(), inputs).ok());
+  WriteText(d / "other.bin", "x");
+  CHECK(CheckOutputPath((d / "other.bin").string(), inputs).ok());  // replaced atomically
+  const std::string spelled = d.string() + "/./in.bin";
+  CHECK(CheckOutputPath(spelled, inputs).message().find("is the input file") != std::string::npos);
+  fs::create_hard_link(d / "in.bin", d / "hard.bin");
+  CHECK(CheckOutputPath((d / "hard.bin").string(), inputs).message().find("is the input file") !=
+        std::string::npos);
+  fs::create_symlink("other.bin", d / "sym.bin");
+  CHECK(CheckOutputPath((d / "sym.bin").string(), inputs).message().find("symbolic link") !=
+        std::string::npos);
+  CHECK(CheckOutputPath("/dev/null", inputs).message() ==
+        "output '/dev/null' exists and is a character device; refusing to replace it");
+  CHECK(CheckOutputPath(d.string(), inputs, "external data output").message() ==
+        "external data output '" + d.string() + "' exists and is a directory; refusing to replace it");
+  fs::remove_all(d);
+}
+
+TEST_CASE("AtomicFile links straight to a free name and replaces an existing file") {
+  const fs::path d = FreshDir("atomic");
+  {
+    AtomicFile f;
+    REQUIRE(f.Create((d / "a").string()).ok());
+    REQUIRE(f.Write("new", 3).ok());
+    REQUIRE(f.Publish().ok());
+  }
+  CHECK(ReadText(d / "a") == "new");
+  {
+    AtomicFile f;
+    REQUIRE(f.Create((d / "a").string()).ok());
+    REQUIRE(f.Write("newer", 5).ok());
+    REQUIRE(f.Publish().ok());
+  }
+  CHECK(ReadText(d / "a") == "newer");
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(d)) n += e.is_regular_file() ? 1 : 0;
+  CHECK(n == 1);  // no temporary left
+  fs::remove_all(d);
+}
+
+TEST_CASE("A model that cannot be named puts back the data file it replaced") {
+  const fs::path d = FreshDir("publish");
+  fs::create_directories(d / "out.onnx");  // the model cannot be renamed over a folder
+  WriteText(d / "out.onnx.data", "unrelated");
+  onnx::ModelProto m;
+  m.mutable_graph()->set_name("g");
+  std::vector<StreamedTensor> t(1);
+  t[0].meta.set_name("w");
+  t[0].meta.set_data_type(1);
+  t[0].meta.add_dims(4);
+  t[0].bytes = 16;
+  t[0].fill = [](uint8_t* dst) {
+    std::fill(dst, dst + 16, uint8_t{7});
+    return Status::Ok();
+  };
+  ModelWriteOptions o;
+  o.external = true;
+  const Status st = WriteModelStreaming((d / "out.onnx").string(), m, t, o);
+  CHECK_FALSE(st.ok());
+  CHECK(ReadText(d / "out.onnx.data") == "unrelated");
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(d)) {
+    (void)e;
+    ++entries;
+  }
+  CHECK(entries == 2);  // the folder and the data file, nothing else
+  fs::remove_all(d);
+}
+
+TEST_CASE("Thread counts are checked") {
+  CHECK(CheckThreads(0).ok());
+  CHECK(CheckThreads(kMaxThreads).ok());
+  CHECK(CheckThreads(kMaxThreads + 1).message() ==
+        "threads must be between 0 (all cores) and 1024 (got 1025)");
+  CHECK_FALSE(CheckThreads(-1).ok());
+  CHECK_FALSE(CheckThreads(int64_t{1} << 40).ok());
+}
+
+#if !defined(__SANITIZE_ADDRESS__)
+// (AddressSanitizer aborts on impossible allocations instead of throwing.)
+TEST_CASE("An allocation that cannot succeed is an out-of-memory status") {
+  auto t = Tensor::Allocate(DType::kFloat32, {int64_t{1} << 30, int64_t{1} << 20});  // 4 PiB
+  REQUIRE_FALSE(t.ok());
+  CHECK(t.status().message().rfind(kOutOfMemory, 0) == 0);
+  CHECK(t.status().message().find("float32 (1073741824,1048576)") != std::string::npos);
+}
+#endif
+
+}  // namespace
+}  // namespace nibble
