@@ -9,6 +9,7 @@
 //   mmnb8.onnx           MatMulNBits, bits 8, zero points, K not a multiple of block_size
 //   qdq_external.onnx    DequantizeLinear with its weight in qdq_external.onnx.data
 //   nothing.onnx         no quantized weights (Relu)
+//   qdq_overridable.onnx like qdq_int4 but its scale is also a graph input (left unfolded)
 // With --large N [DIM]: one model large.onnx (external data) holding N DIM x DIM MatMulNBits
 // weights (default 8192 x 8192, 256 MiB float32 each), for memory measurements.
 //
@@ -283,6 +284,17 @@ int Main(const fs::path& dir, int large, int64_t dim) {
     Externalize(&m, "w_q", data, "qdq_external.onnx.data");
     Externalize(&m, "w_scale", data, "qdq_external.onnx.data");
     Save(dir / "qdq_external.onnx", m);
+  }
+  {
+    // The scale is also a graph input (IR >= 4): a default the caller may
+    // override, so the node must not be folded.
+    onnx::ModelProto m = QdqMatMul(DType::kInt4, DType::kFloat32, 128, 64, 32, true);
+    auto* g = m.mutable_graph();
+    for (const auto& t : g->initializer()) {
+      if (t.name() != "w_scale") continue;
+      ValueInfo(g->add_input(), "w_scale", DType::kFloat32, Shape(t.dims().begin(), t.dims().end()));
+    }
+    Save(dir / "qdq_overridable.onnx", m);
   }
   {
     onnx::ModelProto m = NewModel(21);

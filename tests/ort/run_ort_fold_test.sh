@@ -24,7 +24,7 @@ models="$work/fold_models"
 rm -rf "$models" && mkdir -p "$models"
 "$make_models" "$models" >/dev/null || exit 1
 pairs=()
-for m in qdq_int4 qdq_uint4_f16 opmx_int4 mmnb_zp mmnb_nozp_bias mmnb8 qdq_external; do
+for m in qdq_int4 qdq_uint4_f16 opmx_int4 mmnb_zp mmnb_nozp_bias mmnb8 qdq_external qdq_overridable; do
   "$nibble" fold --quiet "$models/$m.onnx" "$models/folded_$m.onnx" || exit 1
   pairs+=("$models/$m.onnx" "$models/folded_$m.onnx")
 done
