@@ -1,7 +1,5 @@
 #include "bench/group_size_bench.h"
 
-#include "op/dequantizer.h"
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +20,7 @@
 #include "kernels/numeric.h"
 #include "kernels/stream_fill.h"
 #include "op/checkpoint.h"
+#include "op/dequantizer.h"
 #include "op/onnx.h"
 #include "op/pmx.h"
 #include "op/quantize.h"
@@ -111,8 +110,8 @@ struct Layout {
   std::string name;
   int bits;
   int64_t quant_axis;
-  bool onnx;            // ONNX dense int4 (DequantizeLinear) instead of PMX int4x4
-  std::string family;   // "" (PMX / ONNX), "gptq", "awq", "gguf"
+  bool onnx;           // ONNX dense int4 (DequantizeLinear) instead of PMX int4x4
+  std::string family;  // "" (PMX / ONNX), "gptq", "awq", "gguf"
   uint32_t ggml_type = 0;
 };
 
@@ -396,8 +395,8 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
           << "\n";
       return 1;
     }
-    err << "weights: " << lw.name << " [" << lw.rows << ", " << lw.cols << "] from "
-        << opt.weights << "\n";
+    err << "weights: " << lw.name << " [" << lw.rows << ", " << lw.cols << "] from " << opt.weights
+        << "\n";
     n = lw.rows;
     k = lw.cols;
     w = std::move(lw.values);

@@ -162,8 +162,8 @@ struct PageBufferFree {
 };
 using PageBuffer = std::unique_ptr<uint8_t[], PageBufferFree>;
 inline PageBuffer AllocatePageBuffer(uint64_t bytes) {
-  return PageBuffer(bytes ? static_cast<uint8_t*>(::operator new[](
-                                static_cast<size_t>(bytes), std::align_val_t(4096)))
+  return PageBuffer(bytes ? static_cast<uint8_t*>(::operator new[](static_cast<size_t>(bytes),
+                                                                   std::align_val_t(4096)))
                           : nullptr);
 }
 

@@ -65,7 +65,7 @@ bool SafeLocation(const std::string& loc) {
 }  // namespace
 
 StatusOr<const ReadOnlyFile*> TensorResolver::ExternalFile(const onnx::TensorProto& p,
-                                                          const std::string& location) {
+                                                           const std::string& location) {
   const std::string who = "tensor '" + EscapeBytes(p.name()) + "'";
   if (location.empty()) return Status::Error(who + ": external data has no location");
   if (!SafeLocation(location)) {
@@ -149,7 +149,8 @@ StatusOr<TensorView> TensorResolver::Resolve(const onnx::TensorProto& p, Tensor*
   }
   auto t = Tensor::Allocate(v.dtype, v.shape);
   if (!t.ok()) return t.status().WithPrefix(who);
-  if (length > 0) NIBBLE_RETURN_IF_ERROR(f.Read(offset, static_cast<size_t>(length), t->data()).WithPrefix(who));
+  if (length > 0)
+    NIBBLE_RETURN_IF_ERROR(f.Read(offset, static_cast<size_t>(length), t->data()).WithPrefix(who));
   *storage = std::move(*t);
   v.data = storage->data();
   return v;

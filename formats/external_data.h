@@ -50,7 +50,7 @@ class TensorResolver {
  private:
   // The opened external file of `proto` (checked location), or an error.
   StatusOr<const ReadOnlyFile*> ExternalFile(const onnx::TensorProto& proto,
-                                            const std::string& location);
+                                             const std::string& location);
   std::string model_dir_;
   InputFiles* inputs_ = nullptr;
   std::map<std::string, std::shared_ptr<ReadOnlyFile>> files_;

@@ -205,15 +205,14 @@ StatusOr<std::string> PathInside(const std::string& dir, const std::string& name
   const std::string real = buf;
   if (root != "/") root += "/";
   if (real.compare(0, root.size(), root) != 0) {
-    return Status::Error(what + " '" + EscapeBytes(joined) + "' resolves to '" +
-                         EscapeBytes(real) + "', outside the model folder '" + EscapeBytes(d) +
+    return Status::Error(what + " '" + EscapeBytes(joined) + "' resolves to '" + EscapeBytes(real) +
+                         "', outside the model folder '" + EscapeBytes(d) +
                          "' (symlinks and '..' may not leave it)");
   }
   return joined;
 }
 
-Status CheckOutputPath(const std::string& path, const InputFiles& inputs,
-                       const std::string& what) {
+Status CheckOutputPath(const std::string& path, const InputFiles& inputs, const std::string& what) {
   if (path.empty()) return Status::Error(what + " path is empty");
   if (path.find('\0') != std::string::npos) {
     return Status::Error(what + " '" + EscapeBytes(path) + "': the path holds a NUL byte");
@@ -230,8 +229,8 @@ Status CheckOutputPath(const std::string& path, const InputFiles& inputs,
                          "replace the link itself, so it refuses: give the link's target path");
   }
   if (!S_ISREG(st.st_mode)) {
-    return Status::Error(what + " '" + EscapeBytes(path) + "' exists and is " +
-                         KindOf(st.st_mode) + "; refusing to replace it");
+    return Status::Error(what + " '" + EscapeBytes(path) + "' exists and is " + KindOf(st.st_mode) +
+                         "; refusing to replace it");
   }
   if (const std::string* in = inputs.Find(IdOf(st))) {
     return Status::Error(what + " '" + EscapeBytes(path) + "' is the input file '" +

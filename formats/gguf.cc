@@ -25,7 +25,7 @@ constexpr GgmlTypeInfo kTypes[] = {
 };
 
 const char* ValueTypeName(GgufValueType t) {
-  static const char* const names[] = {"u8",  "i8",     "u16",   "i16", "u32", "i32", "f32",
+  static const char* const names[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
                                       "bool", "string", "array", "u64", "i64", "f64"};
   const auto k = static_cast<uint32_t>(t);
   return k < 13 ? names[k] : "?";
@@ -162,8 +162,8 @@ Status ReadValue(Reader& r, GgufValueType type, GgufValue* v, int depth, const s
       // Every element takes at least one byte: a count beyond the bytes
       // left is corrupt (and must not drive a loop or an allocation).
       if (v->count > r.file_left()) {
-        return Status::Error(r.who() + ": key '" + key + "': array of " +
-                             std::to_string(v->count) + " elements is longer than the rest of the file");
+        return Status::Error(r.who() + ": key '" + key + "': array of " + std::to_string(v->count) +
+                             " elements is longer than the rest of the file");
       }
       static const uint8_t kFixed[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
       if (kFixed[et] != 0) {  // fixed-size elements: keep a few, skip the rest
@@ -260,7 +260,8 @@ StatusOr<std::shared_ptr<GgufFile>> GgufFile::Open(const std::string& path, Inpu
     f->file_ = *file;
     f->label_ = path;
     f->prefix_.resize(static_cast<size_t>(prefix));
-    if (prefix > 0) NIBBLE_RETURN_IF_ERROR((*file)->Read(0, static_cast<size_t>(prefix), &f->prefix_[0]));
+    if (prefix > 0)
+      NIBBLE_RETURN_IF_ERROR((*file)->Read(0, static_cast<size_t>(prefix), &f->prefix_[0]));
     f->data_ = reinterpret_cast<const uint8_t*>(f->prefix_.data());
     f->size_ = static_cast<size_t>(prefix);
     f->file_size_ = size;
@@ -278,9 +279,9 @@ StatusOr<const uint8_t*> GgufFile::Load(const GgufTensor& t, std::vector<uint8_t
   if (!file_) return t.data;
   storage->resize(static_cast<size_t>(t.bytes));
   if (t.bytes > 0) {
-    NIBBLE_RETURN_IF_ERROR(file_->Read(data_offset_ + t.offset, static_cast<size_t>(t.bytes),
-                                       storage->data())
-                               .WithPrefix("GGUF tensor '" + t.name + "'"));
+    NIBBLE_RETURN_IF_ERROR(
+        file_->Read(data_offset_ + t.offset, static_cast<size_t>(t.bytes), storage->data())
+            .WithPrefix("GGUF tensor '" + t.name + "'"));
   }
   return static_cast<const uint8_t*>(storage->data());
 }
@@ -344,8 +345,7 @@ Status GgufFile::Parse() {
     uint32_t t;
     NIBBLE_RETURN_IF_ERROR(r.Get(&t, "metadata type"));
     if (t > 12) {
-      return Status::Error(who + ": key '" + key + "' has unknown value type " +
-                           std::to_string(t));
+      return Status::Error(who + ": key '" + key + "' has unknown value type " + std::to_string(t));
     }
     GgufValue v;
     NIBBLE_RETURN_IF_ERROR(ReadValue(r, static_cast<GgufValueType>(t), &v, 0, key));
@@ -418,7 +418,8 @@ Status GgufFile::Parse() {
     if (t.offset > data_size || t.bytes > data_size - t.offset) {
       return Status::Error(who + ": tensor '" + t.name + "' (" + GgmlTypeName(t.type) + ", " +
                            std::to_string(t.bytes) + " bytes at data offset " +
-                           std::to_string(t.offset) + ") runs past the end of the file (truncated?)");
+                           std::to_string(t.offset) +
+                           ") runs past the end of the file (truncated?)");
     }
     if (!file_) t.data = data_ + data_offset_ + t.offset;
   }

@@ -45,8 +45,19 @@ const GgmlTypeInfo* GgmlTypeTraits(uint32_t type);
 std::string GgmlTypeName(uint32_t type);  // "q4_0", or "type(<n>)"
 
 enum class GgufValueType : uint32_t {
-  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
-  kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+  kU8 = 0,
+  kI8 = 1,
+  kU16 = 2,
+  kI16 = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kF32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kU64 = 10,
+  kI64 = 11,
+  kF64 = 12,
 };
 
 struct GgufValue {
@@ -69,8 +80,8 @@ struct GgufTensor {
   std::string name;
   std::vector<int64_t> ne;  // ne[0] varies fastest
   uint32_t type = 0;
-  uint64_t offset = 0;      // relative to the data section
-  uint64_t bytes = 0;       // 0 if the type is unknown
+  uint64_t offset = 0;  // relative to the data section
+  uint64_t bytes = 0;   // 0 if the type is unknown
   // FromBytes: the tensor's bytes (nullptr if the type is unknown). Open():
   // nullptr — use GgufFile::Load.
   const uint8_t* data = nullptr;
@@ -109,8 +120,8 @@ class GgufFile {
   std::string prefix_;                  // Open(): the file's first bytes
   const uint8_t* data_ = nullptr;       // bytes available to the parser
   size_t size_ = 0;
-  uint64_t file_size_ = 0;              // the whole file
-  bool need_more_ = false;              // the parser ran past the prefix
+  uint64_t file_size_ = 0;  // the whole file
+  bool need_more_ = false;  // the parser ran past the prefix
   std::string label_;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;

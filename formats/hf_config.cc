@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-
 #include <nlohmann/json.hpp>
 
 namespace nibble {
@@ -59,18 +58,17 @@ StatusOr<HfQuantConfig> FromObject(const nlohmann::json& q, const std::string& w
                          "' is not supported (nibble reads gptq and awq)");
   }
   int64_t bits = 4;
-  NIBBLE_RETURN_IF_ERROR(GetInt(q, c.method == HfQuantConfig::Method::kAwq && q.contains("w_bit")
-                                       ? "w_bit"
-                                       : "bits",
-                                who, &bits));
+  NIBBLE_RETURN_IF_ERROR(
+      GetInt(q, c.method == HfQuantConfig::Method::kAwq && q.contains("w_bit") ? "w_bit" : "bits",
+             who, &bits));
   if (bits != 4) {
-    return Status::Error(who + ": " + HfMethodName(c.method) + " with bits = " +
-                         std::to_string(bits) + " is not supported (only 4)");
+    return Status::Error(who + ": " + HfMethodName(c.method) +
+                         " with bits = " + std::to_string(bits) + " is not supported (only 4)");
   }
   c.bits = 4;
-  const char* gkey =
-      c.method == HfQuantConfig::Method::kAwq && q.contains("q_group_size") ? "q_group_size"
-                                                                             : "group_size";
+  const char* gkey = c.method == HfQuantConfig::Method::kAwq && q.contains("q_group_size")
+                         ? "q_group_size"
+                         : "group_size";
   NIBBLE_RETURN_IF_ERROR(GetInt(q, gkey, who, &c.group_size));
   if (c.group_size == 0 || c.group_size < -1) {
     return Status::Error(who + ": group_size " + std::to_string(c.group_size) +

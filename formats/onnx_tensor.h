@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "formats/onnx.pb.h"
 #include "formats/files.h"
+#include "formats/onnx.pb.h"
 #include "op/status.h"
 #include "op/tensor.h"
 

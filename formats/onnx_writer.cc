@@ -1,8 +1,5 @@
 #include "formats/onnx_writer.h"
 
-#include "formats/atomic_file.h"
-#include "formats/files.h"
-
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -12,6 +9,9 @@
 #include <cstring>
 #include <memory>
 #include <new>
+
+#include "formats/atomic_file.h"
+#include "formats/files.h"
 
 namespace nibble {
 

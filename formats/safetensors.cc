@@ -1,15 +1,14 @@
 #include "formats/safetensors.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cstring>
-#include <dirent.h>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <unordered_set>
-
-#include <nlohmann/json.hpp>
 
 namespace nibble {
 
@@ -20,11 +19,21 @@ struct DTypeName {
   DType dtype;
 };
 constexpr DTypeName kDTypes[] = {
-    {"BOOL", DType::kBool},       {"U8", DType::kUInt8},          {"I8", DType::kInt8},
-    {"U16", DType::kUInt16},      {"I16", DType::kInt16},         {"F16", DType::kFloat16},
-    {"BF16", DType::kBFloat16},   {"U32", DType::kUInt32},        {"I32", DType::kInt32},
-    {"F32", DType::kFloat32},     {"U64", DType::kUInt64},        {"I64", DType::kInt64},
-    {"F64", DType::kFloat64},     {"F8_E4M3", DType::kFloat8E4M3FN}, {"F8_E5M2", DType::kFloat8E5M2},
+    {"BOOL", DType::kBool},
+    {"U8", DType::kUInt8},
+    {"I8", DType::kInt8},
+    {"U16", DType::kUInt16},
+    {"I16", DType::kInt16},
+    {"F16", DType::kFloat16},
+    {"BF16", DType::kBFloat16},
+    {"U32", DType::kUInt32},
+    {"I32", DType::kInt32},
+    {"F32", DType::kFloat32},
+    {"U64", DType::kUInt64},
+    {"I64", DType::kInt64},
+    {"F64", DType::kFloat64},
+    {"F8_E4M3", DType::kFloat8E4M3FN},
+    {"F8_E5M2", DType::kFloat8E5M2},
     {"F8_E8M0", DType::kFloat8E8M0},
 };
 
@@ -120,7 +129,7 @@ const char* SafetensorsDTypeName(DType t) {
 }
 
 StatusOr<std::shared_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path,
-                                                                  InputFiles* inputs) {
+                                                                 InputFiles* inputs) {
   auto f = ReadOnlyFile::Open(path, inputs);
   if (!f.ok()) return f.status();
   std::shared_ptr<SafetensorsFile> st(new SafetensorsFile());
@@ -134,10 +143,13 @@ StatusOr<std::shared_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::stri
     NIBBLE_RETURN_IF_ERROR((*f)->Read(0, 8, len));
     for (int k = 7; k >= 0; --k) n = (n << 8) | len[k];
   }
-  const uint64_t head = size < 8 ? size : 8 + std::min<uint64_t>(n, std::min<uint64_t>(
-                                                          size - 8, kMaxSafetensorsHeaderBytes));
+  const uint64_t head =
+      size < 8
+          ? size
+          : 8 + std::min<uint64_t>(n, std::min<uint64_t>(size - 8, kMaxSafetensorsHeaderBytes));
   st->header_bytes_.resize(static_cast<size_t>(head));
-  if (head > 0) NIBBLE_RETURN_IF_ERROR((*f)->Read(0, static_cast<size_t>(head), &st->header_bytes_[0]));
+  if (head > 0)
+    NIBBLE_RETURN_IF_ERROR((*f)->Read(0, static_cast<size_t>(head), &st->header_bytes_[0]));
   st->data_ = reinterpret_cast<const uint8_t*>(st->header_bytes_.data());
   st->size_ = static_cast<size_t>(size);  // the whole file, for the checks
   NIBBLE_RETURN_IF_ERROR(st->Parse());
@@ -168,8 +180,9 @@ Status SafetensorsFile::Parse() {
                          std::to_string(kMaxSafetensorsHeaderBytes) + "-byte limit");
   }
   if (n > size_ - 8) {
-    return Status::Error(who + ": header length " + std::to_string(n) + " runs past the end of the " +
-                         std::to_string(size_) + "-byte file (truncated?)");
+    return Status::Error(who + ": header length " + std::to_string(n) +
+                         " runs past the end of the " + std::to_string(size_) +
+                         "-byte file (truncated?)");
   }
   if (n < 2 || data_[8] != '{') return Status::Error(who + ": header is not a JSON object");
   const char* h = reinterpret_cast<const char*>(data_ + 8);
@@ -187,8 +200,7 @@ Status SafetensorsFile::Parse() {
       if (!e.is_object()) return Status::Error(who + ": __metadata__ must be an object");
       for (auto m = e.begin(); m != e.end(); ++m) {
         if (!m.value().is_string()) {
-          return Status::Error(who + ": __metadata__ value of '" + m.key() +
-                               "' must be a string");
+          return Status::Error(who + ": __metadata__ value of '" + m.key() + "' must be a string");
         }
         metadata_[m.key()] = m.value().get<std::string>();
       }
@@ -209,7 +221,8 @@ Status SafetensorsFile::Parse() {
     if (sh == e.end() || !sh->is_array()) return Status::Error(tw + " has no shape array");
     for (const auto& d : *sh) {
       uint64_t v;
-      if (!AsCount(d, &v)) return Status::Error(tw + ": shape entries must be non-negative integers");
+      if (!AsCount(d, &v))
+        return Status::Error(tw + ": shape entries must be non-negative integers");
       t.shape.push_back(static_cast<int64_t>(v));
     }
     auto off = e.find("data_offsets");
@@ -244,15 +257,16 @@ Status SafetensorsFile::Parse() {
   uint64_t at = 0;
   for (const auto& t : tensors_) {
     if (t.begin != at) {
-      return Status::Error(who + ": tensor '" + t.name + "' starts at " +
-                           std::to_string(t.begin) + ", expected " + std::to_string(at) +
-                           (t.begin > at ? " (a hole in the data buffer)" : " (overlapping tensors)"));
+      return Status::Error(
+          who + ": tensor '" + t.name + "' starts at " + std::to_string(t.begin) + ", expected " +
+          std::to_string(at) +
+          (t.begin > at ? " (a hole in the data buffer)" : " (overlapping tensors)"));
     }
     at = t.end;
   }
   if (at != buffer_size) {
-    return Status::Error(who + ": tensors cover " + std::to_string(at) + " bytes but the data buffer has " +
-                         std::to_string(buffer_size));
+    return Status::Error(who + ": tensors cover " + std::to_string(at) +
+                         " bytes but the data buffer has " + std::to_string(buffer_size));
   }
   for (size_t i = 0; i < tensors_.size(); ++i) index_[tensors_[i].name] = i;
   return Status::Ok();
@@ -323,8 +337,8 @@ StatusOr<SafetensorsSet> SafetensorsSet::Open(const std::string& path, InputFile
         }
         const std::string shard = it.value().get<std::string>();
         if (!IsPlainFileName(shard)) {
-          return Status::Error(who + ": weight_map entry '" + EscapeBytes(it.key()) +
-                               "' names '" + EscapeBytes(shard) +
+          return Status::Error(who + ": weight_map entry '" + EscapeBytes(it.key()) + "' names '" +
+                               EscapeBytes(shard) +
                                "': shards must be plain file names in the same folder (no "
                                "subfolders, no '..')");
         }

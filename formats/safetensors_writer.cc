@@ -1,9 +1,8 @@
 #include "formats/safetensors_writer.h"
 
 #include <algorithm>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "formats/atomic_file.h"
 #include "formats/files.h"

@@ -33,8 +33,8 @@ int ResolveThreads(int threads) {
 
 Status CheckThreads(int64_t threads, const std::string& who) {
   if (threads < 0 || threads > kMaxThreads) {
-    return Status::Error(who + " must be between 0 (all cores) and " +
-                         std::to_string(kMaxThreads) + " (got " + std::to_string(threads) + ")");
+    return Status::Error(who + " must be between 0 (all cores) and " + std::to_string(kMaxThreads) +
+                         " (got " + std::to_string(threads) + ")");
   }
   return Status::Ok();
 }

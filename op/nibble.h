@@ -85,8 +85,8 @@ nibble_onnx_attributes nibble_onnx_defaults(void);
 /* What kind of failure a status is (NIBBLE_STATUS_OK for NULL). */
 enum {
   NIBBLE_STATUS_OK = 0,
-  NIBBLE_STATUS_INVALID = 1,       /* bad argument, attribute, shape or input */
-  NIBBLE_STATUS_OUT_OF_MEMORY = 2  /* an allocation failed; message starts "out of memory" */
+  NIBBLE_STATUS_INVALID = 1,      /* bad argument, attribute, shape or input */
+  NIBBLE_STATUS_OUT_OF_MEMORY = 2 /* an allocation failed; message starts "out of memory" */
 };
 int32_t nibble_status_code(const nibble_status* status);
 const char* nibble_status_message(const nibble_status* status);

@@ -1,9 +1,8 @@
 #include "op/tensor.h"
 
-#include <new>
-
 #include <cstring>
 #include <limits>
+#include <new>
 
 #include "kernels/numeric.h"
 
@@ -172,8 +171,8 @@ float FloatElement(const TensorView& v, int64_t k) {
 }
 
 std::string OutOfMemoryMessage(uint64_t bytes, const std::string& what) {
-  return std::string(kOutOfMemory) + ": cannot allocate " + std::to_string(bytes) +
-         " bytes for " + what;
+  return std::string(kOutOfMemory) + ": cannot allocate " + std::to_string(bytes) + " bytes for " +
+         what;
 }
 
 StatusOr<Tensor> Tensor::Allocate(DType dtype, Shape shape) {
@@ -188,7 +187,8 @@ StatusOr<Tensor> Tensor::Allocate(DType dtype, Shape shape) {
   try {
     t.storage_.resize(*bytes);
   } catch (const std::bad_alloc&) {
-    return Status::Error(OutOfMemoryMessage(*bytes, DTypeName(dtype) + " " + ShapeToString(t.shape_)));
+    return Status::Error(
+        OutOfMemoryMessage(*bytes, DTypeName(dtype) + " " + ShapeToString(t.shape_)));
   }
   return t;
 }

@@ -292,7 +292,8 @@ int Main(const fs::path& dir, int large, int64_t dim) {
     auto* g = m.mutable_graph();
     for (const auto& t : g->initializer()) {
       if (t.name() != "w_scale") continue;
-      ValueInfo(g->add_input(), "w_scale", DType::kFloat32, Shape(t.dims().begin(), t.dims().end()));
+      ValueInfo(g->add_input(), "w_scale", DType::kFloat32,
+                Shape(t.dims().begin(), t.dims().end()));
     }
     Save(dir / "qdq_overridable.onnx", m);
   }

@@ -22,16 +22,14 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path FreshDir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("nibble_safety_" + name + "_" +
-                                                  std::to_string(::getpid()));
+  const fs::path d =
+      fs::temp_directory_path() / ("nibble_safety_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
 }
 
-void WriteText(const fs::path& p, const std::string& s) {
-  std::ofstream(p, std::ios::binary) << s;
-}
+void WriteText(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
 
 std::string ReadText(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -123,7 +121,8 @@ TEST_CASE("CheckOutputPath: inputs by identity, links and special files refused"
   CHECK(CheckOutputPath("/dev/null", inputs).message() ==
         "output '/dev/null' exists and is a character device; refusing to replace it");
   CHECK(CheckOutputPath(d.string(), inputs, "external data output").message() ==
-        "external data output '" + d.string() + "' exists and is a directory; refusing to replace it");
+        "external data output '" + d.string() +
+            "' exists and is a directory; refusing to replace it");
   fs::remove_all(d);
 }
 

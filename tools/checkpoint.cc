@@ -5,8 +5,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <regex>
 #include <optional>
+#include <regex>
 #include <set>
 
 #include "formats/files.h"
@@ -23,7 +23,8 @@ namespace {
 bool IsDir(const std::string& p) { return IsDirectory(p); }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::string DirOf(const std::string& p) {
@@ -40,15 +41,24 @@ bool HasGgufMagic(const std::string& path) {
 
 DType DTypeOfGgml(uint32_t type) {
   switch (type) {
-    case 0: return DType::kFloat32;
-    case 1: return DType::kFloat16;
-    case 24: return DType::kInt8;
-    case 25: return DType::kInt16;
-    case 26: return DType::kInt32;
-    case 27: return DType::kInt64;
-    case 28: return DType::kFloat64;
-    case 30: return DType::kBFloat16;
-    default: return DType::kUndefined;
+    case 0:
+      return DType::kFloat32;
+    case 1:
+      return DType::kFloat16;
+    case 24:
+      return DType::kInt8;
+    case 25:
+      return DType::kInt16;
+    case 26:
+      return DType::kInt32;
+    case 27:
+      return DType::kInt64;
+    case 28:
+      return DType::kFloat64;
+    case 30:
+      return DType::kBFloat16;
+    default:
+      return DType::kUndefined;
   }
 }
 
@@ -88,8 +98,7 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path) {
         ct.copy_to = [tp, fp](uint8_t* dst) { return fp->ReadInto(*tp, dst); };
       } else if (GgmlTypeIsDequantizable(t.type)) {
         ct.quantized = true;
-        ct.detail = t.type == kGgmlQ4_K ? "super-blocks of 256, sub-blocks of 32"
-                                        : "blocks of 32";
+        ct.detail = t.type == kGgmlQ4_K ? "super-blocks of 256, sub-blocks of 32" : "blocks of 32";
         ct.prepare = [tp, fp](DType out, CheckpointTensor::Buffers* bufs) -> StatusOr<Dequantizer> {
           bufs->emplace_back();
           auto d = fp->Load(*tp, &bufs->back());
@@ -154,12 +163,12 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path) {
       if (scales->tensor->shape[1] == qw.shape[1] * 8) method = HfQuantConfig::Method::kAwq;
     }
     ct.kind = HfMethodName(method);
-    if (scales == nullptr || method == HfQuantConfig::Method::kNone ||
-        qw.shape.size() != 2) {
+    if (scales == nullptr || method == HfQuantConfig::Method::kNone || qw.shape.size() != 2) {
       ct.supported = false;
       ct.kind = "qweight";
-      ct.why_not = scales == nullptr ? "'" + prefix + ".scales' is missing"
-                                     : "no quantization_config and the shapes fit neither GPTQ nor AWQ";
+      ct.why_not = scales == nullptr
+                       ? "'" + prefix + ".scales' is missing"
+                       : "no quantization_config and the shapes fit neither GPTQ nor AWQ";
       c.tensors_.push_back(std::move(ct));
       continue;
     }
@@ -249,8 +258,9 @@ Status Checkpoint::Fill(const CheckpointTensor& t, DType requested, int threads,
   if (!d.ok()) return d.status();
   const auto n = CheckedNumElements(t.shape, t.name);
   if (!n.ok()) return n.status();
-  MutableTensorView y{d->output().dtype, t.shape, dst,
-                      static_cast<size_t>(*n) * static_cast<size_t>(DTypeBits(d->output().dtype) / 8)};
+  MutableTensorView y{
+      d->output().dtype, t.shape, dst,
+      static_cast<size_t>(*n) * static_cast<size_t>(DTypeBits(d->output().dtype) / 8)};
   return d->Run(y, threads);
 }
 
@@ -259,7 +269,8 @@ StatusOr<std::vector<float>> Checkpoint::LoadFloat(const CheckpointTensor& t, in
   if (!n.ok()) return n.status();
   std::vector<float> out(static_cast<size_t>(*n));
   if (t.quantized) {
-    NIBBLE_RETURN_IF_ERROR(Fill(t, DType::kFloat32, threads, reinterpret_cast<uint8_t*>(out.data())));
+    NIBBLE_RETURN_IF_ERROR(
+        Fill(t, DType::kFloat32, threads, reinterpret_cast<uint8_t*>(out.data())));
     return out;
   }
   if (t.stored_dtype != DType::kFloat32 && t.stored_dtype != DType::kFloat16 &&
@@ -324,7 +335,8 @@ Status DequantCheckpoint(const std::string& in, const std::string& out,
     if (!options.progress) return;
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "\r[%zu/%zu tensors] %.2f GB, %.2f GB/s   ", i, n,
-                 static_cast<double>(bytes) / 1e9, sec > 0 ? static_cast<double>(bytes) / 1e9 / sec : 0.0);
+                 static_cast<double>(bytes) / 1e9,
+                 sec > 0 ? static_cast<double>(bytes) / 1e9 / sec : 0.0);
     if (i == n) std::fprintf(stderr, "\n");
   };
   return WriteSafetensorsStreaming(out, outs, wo);

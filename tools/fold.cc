@@ -345,7 +345,8 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
     s.meta.set_data_type(static_cast<int32_t>(o.dtype));
     const Shape shape = f.transpose ? Shape{f.cols, f.rows} : o.shape;
     for (int64_t d : shape) s.meta.add_dims(d);
-    s.bytes = static_cast<uint64_t>(f.rows * f.cols) * static_cast<uint64_t>(DTypeBits(o.dtype) / 8);
+    s.bytes =
+        static_cast<uint64_t>(f.rows * f.cols) * static_cast<uint64_t>(DTypeBits(o.dtype) / 8);
     report->dequantized_bytes += s.bytes;
     const onnx::NodeProto* node = &sg->node(static_cast<int>(f.node));
     const bool transpose = f.transpose;

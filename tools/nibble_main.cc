@@ -5,10 +5,10 @@
 #include <malloc.h>
 #endif
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <algorithm>
 #include <iostream>
 #include <regex>
 #include <string>
@@ -57,20 +57,22 @@ int RunDemo(const std::string& shape_text, int64_t group, int threads) {
   {
     auto elems = nibble::CheckedNumElements({n, k}, "demo weight");
     if (!elems.ok()) {
-      std::cerr << "nibble demo: --shape " << shape_text << ": " << elems.status().message() << "\n";
+      std::cerr << "nibble demo: --shape " << shape_text << ": " << elems.status().message()
+                << "\n";
       return 2;
     }
     auto bytes = nibble::CheckedPackedBytes(*elems, nibble::DType::kFloat32, "demo weight");
     if (!bytes.ok()) {
-      std::cerr << "nibble demo: --shape " << shape_text << ": " << bytes.status().message() << "\n";
+      std::cerr << "nibble demo: --shape " << shape_text << ": " << bytes.status().message()
+                << "\n";
       return 2;
     }
   }
   // A weight larger than the machine's memory is refused up front (a
   // clear message, and no reliance on the allocator failing).
   const double need = static_cast<double>(n) * static_cast<double>(k) * 4.0;
-  const double phys = static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
-                      static_cast<double>(sysconf(_SC_PAGESIZE));
+  const double phys =
+      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
   if (phys > 0 && need > phys) {
     std::cerr << "nibble demo: out of memory: a " << shape_text << " float32 weight needs "
               << HumanBytes(static_cast<uint64_t>(need)) << ", more than this machine's "
@@ -175,10 +177,10 @@ int RunInspect(const std::string& path, const std::string& format) {
               "packed -> dequantized");
   for (const auto& w : *ws) {
     std::printf("%-40s %-22s %-20s %-14s %4d %-11s %-4s %-16s %-8s %s -> %s\n",
-                nibble::EscapeBytes(w.name).c_str(),
-                w.kind.c_str(), w.element_type.c_str(), w.logical_shape.c_str(), w.bits,
-                w.granularity.c_str(), w.axis.c_str(), w.zero_point.c_str(), w.output_type.c_str(),
-                HumanBytes(w.packed_bytes).c_str(), HumanBytes(w.dequantized_bytes).c_str());
+                nibble::EscapeBytes(w.name).c_str(), w.kind.c_str(), w.element_type.c_str(),
+                w.logical_shape.c_str(), w.bits, w.granularity.c_str(), w.axis.c_str(),
+                w.zero_point.c_str(), w.output_type.c_str(), HumanBytes(w.packed_bytes).c_str(),
+                HumanBytes(w.dequantized_bytes).c_str());
   }
   std::printf("%zu quantized weights, %s packed -> %s dequantized\n", ws->size(),
               HumanBytes(packed).c_str(), HumanBytes(deq).c_str());
@@ -218,7 +220,8 @@ int RunInspectCheckpoint(const std::string& path, const std::string& format) {
               << nibble::JsonEscape(ck->description()) << "\", \"properties\": {";
     for (size_t i = 0; i < ck->properties().size(); ++i) {
       const auto& [k, v] = ck->properties()[i];
-      std::cout << (i ? ", " : "") << "\"" << nibble::JsonEscape(k) << "\": \"" << nibble::JsonEscape(v) << "\"";
+      std::cout << (i ? ", " : "") << "\"" << nibble::JsonEscape(k) << "\": \""
+                << nibble::JsonEscape(v) << "\"";
     }
     std::cout << "}, \"tensors\": [";
     for (size_t i = 0; i < ck->tensors().size(); ++i) {
@@ -226,11 +229,12 @@ int RunInspectCheckpoint(const std::string& path, const std::string& format) {
       std::cout << (i ? ",\n  " : "\n  ") << "{\"name\": \"" << nibble::JsonEscape(t.name)
                 << "\", \"kind\": \"" << nibble::JsonEscape(t.kind) << "\", \"detail\": \""
                 << nibble::JsonEscape(t.detail) << "\", \"shape\": \""
-                << nibble::ShapeToString(t.shape) << "\", \"quantized\": "
-                << (t.quantized ? "true" : "false")
+                << nibble::ShapeToString(t.shape)
+                << "\", \"quantized\": " << (t.quantized ? "true" : "false")
                 << ", \"supported\": " << (t.supported ? "true" : "false")
-                << ", \"stored_bytes\": " << t.stored_bytes << ", \"output_bytes\": "
-                << out_bytes(t) << (t.supported ? "" : ", \"why_not\": \"" + nibble::JsonEscape(t.why_not) + "\"")
+                << ", \"stored_bytes\": " << t.stored_bytes
+                << ", \"output_bytes\": " << out_bytes(t)
+                << (t.supported ? "" : ", \"why_not\": \"" + nibble::JsonEscape(t.why_not) + "\"")
                 << "}";
     }
     std::cout << "\n], \"count\": " << ck->tensors().size() << ", \"quantized\": " << quantized
@@ -245,16 +249,16 @@ int RunInspectCheckpoint(const std::string& path, const std::string& format) {
               "stored -> output");
   for (const auto& t : ck->tensors()) {
     std::printf("%-48s %-8s %-18s %-40s %s -> %s%s\n", nibble::EscapeBytes(t.name).c_str(),
-                t.kind.c_str(),
-                nibble::ShapeToString(t.shape).c_str(), t.detail.c_str(),
+                t.kind.c_str(), nibble::ShapeToString(t.shape).c_str(), t.detail.c_str(),
                 HumanBytes(t.stored_bytes).c_str(),
                 t.supported ? HumanBytes(out_bytes(t)).c_str() : "-",
                 t.supported ? "" : ("  UNSUPPORTED: " + nibble::EscapeBytes(t.why_not)).c_str());
   }
-  std::printf("%zu tensors (%d quantized, %d unsupported), %s stored -> %s dequantized (default "
-              "output types)\n",
-              ck->tensors().size(), quantized, unsupported, HumanBytes(stored).c_str(),
-              HumanBytes(deq).c_str());
+  std::printf(
+      "%zu tensors (%d quantized, %d unsupported), %s stored -> %s dequantized (default "
+      "output types)\n",
+      ck->tensors().size(), quantized, unsupported, HumanBytes(stored).c_str(),
+      HumanBytes(deq).c_str());
   return 0;
 }
 
@@ -271,9 +275,8 @@ int RunDequant(const std::string& in, const std::string& out, const std::string&
     return 1;
   }
   if (!quiet) {
-    std::cerr << "dequantized " << r.dequantized << " and copied " << r.copied
-              << " tensors, wrote " << HumanBytes(r.bytes) << " to " << out << " in " << sec
-              << " s\n";
+    std::cerr << "dequantized " << r.dequantized << " and copied " << r.copied << " tensors, wrote "
+              << HumanBytes(r.bytes) << " to " << out << " in " << sec << " s\n";
   }
   return 0;
 }
@@ -371,11 +374,11 @@ int Main(int argc, char** argv) {
   test->add_option("dirs", test_dirs, "Test directories (or folders of them)")->required();
   test->add_option("--rtol", test_opts.rtol, "Relative tolerance (default: per output type)");
   test->add_option("--atol", test_opts.atol, "Absolute tolerance (default: per output type)");
-  test->add_option("--threads", test_opts.threads, "Threads for the operator")
-      ->check(kThreadRange);
+  test->add_option("--threads", test_opts.threads, "Threads for the operator")->check(kThreadRange);
 
   auto* inspect = app.add_subcommand(
-      "inspect", "List the quantized weights of an ONNX model, a GGUF file or a safetensors checkpoint");
+      "inspect",
+      "List the quantized weights of an ONNX model, a GGUF file or a safetensors checkpoint");
   std::string inspect_path, inspect_format = "table";
   inspect->add_option("model", inspect_path, "MODEL.onnx, FILE.gguf, FILE.safetensors or a folder")
       ->required();
@@ -409,8 +412,9 @@ int Main(int argc, char** argv) {
   dequant->add_option("input", dq_in, "checkpoint folder, FILE.safetensors or FILE.gguf")
       ->required();
   dequant->add_option("output", dq_out, "OUT.safetensors")->required();
-  dequant->add_option("--dtype", dq_dtype,
-                      "Output type of dequantized tensors (default: f16 for GPTQ/AWQ, f32 for GGUF)")
+  dequant
+      ->add_option("--dtype", dq_dtype,
+                   "Output type of dequantized tensors (default: f16 for GPTQ/AWQ, f32 for GGUF)")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   dequant->add_option("--tensors", dq_opts.tensors, "Only output names matching this regex");
   dequant->add_option("--threads", dq_opts.threads, "0 = all cores")->check(kThreadRange);
@@ -433,8 +437,8 @@ int Main(int argc, char** argv) {
   }
   if (*bench) return nibble::RunGroupSizeBench(bench_opts, std::cout, std::cerr);
   if (*inspect) {
-    const bool onnx = inspect_path.size() >= 5 &&
-                      inspect_path.compare(inspect_path.size() - 5, 5, ".onnx") == 0;
+    const bool onnx =
+        inspect_path.size() >= 5 && inspect_path.compare(inspect_path.size() - 5, 5, ".onnx") == 0;
     if (!onnx && nibble::Checkpoint::Recognizes(inspect_path)) {
       return RunInspectCheckpoint(inspect_path, inspect_format);
     }

@@ -8,6 +8,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "formats/files.h"
 #include "formats/onnx_tensor.h"
 #include "kernels/numeric.h"
 #include "op/onnx_node.h"
@@ -90,9 +91,11 @@ Outcome RunOne(const fs::path& dir, const NodeTestOptions& opt) {
   }
   // A file `expected_error` makes the directory an error case.
   std::string expected_error;
-  {
-    std::ifstream f(dir / "expected_error");
-    if (f) std::getline(f, expected_error);
+  if (PathExists((dir / "expected_error").string())) {
+    auto text =
+        ReadSmallFile((dir / "expected_error").string(), kMaxJsonFileBytes, "expected_error");
+    if (!text.ok()) return {Outcome::kFail, text.status().message()};
+    expected_error = text->substr(0, text->find('\n'));
   }
   std::vector<fs::path> sets;
   std::error_code ec;
