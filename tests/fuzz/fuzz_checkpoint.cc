@@ -10,23 +10,14 @@
 #include <cstring>
 #include <string>
 
+#include "tests/fuzz/fuzz_util.h"
 #include "tools/checkpoint.h"
-
-namespace {
-const std::string& Dir() {
-  static const std::string dir = [] {
-    char tmpl[] = "/tmp/nibble-fuzz-checkpoint-XXXXXX";
-    const char* d = ::mkdtemp(tmpl);
-    return std::string(d ? d : "/tmp");
-  }();
-  return dir;
-}
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool gguf = size >= 4 && std::memcmp(data, "GGUF", 4) == 0;
-  const std::string in = Dir() + (gguf ? "/in.gguf" : "/in.safetensors");
-  const std::string out = Dir() + "/out.safetensors";
+  const std::string& dir = nibble::fuzz::PrivateDir("checkpoint");
+  const std::string in = dir + (gguf ? "/in.gguf" : "/in.safetensors");
+  const std::string out = dir + "/out.safetensors";
   if (FILE* f = std::fopen(in.c_str(), "wb")) {
     if (size) std::fwrite(data, 1, size, f);
     std::fclose(f);

@@ -8,21 +8,12 @@
 #include <cstdio>
 #include <string>
 
+#include "tests/fuzz/fuzz_util.h"
 #include "tools/fold.h"
 
-namespace {
-const std::string& Dir() {
-  static const std::string dir = [] {
-    char tmpl[] = "/tmp/nibble-fuzz-fold-XXXXXX";
-    const char* d = ::mkdtemp(tmpl);
-    return std::string(d ? d : "/tmp");
-  }();
-  return dir;
-}
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string in = Dir() + "/in.onnx", out = Dir() + "/out.onnx";
+  const std::string& dir = nibble::fuzz::PrivateDir("fold");
+  const std::string in = dir + "/in.onnx", out = dir + "/out.onnx";
   if (FILE* f = std::fopen(in.c_str(), "wb")) {
     if (size) std::fwrite(data, 1, size, f);
     std::fclose(f);

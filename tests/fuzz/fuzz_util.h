@@ -3,10 +3,13 @@
 #ifndef NIBBLE_TESTS_FUZZ_FUZZ_UTIL_H_
 #define NIBBLE_TESTS_FUZZ_FUZZ_UTIL_H_
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "kernels/plan.h"
@@ -17,6 +20,17 @@ namespace nibble {
 namespace fuzz {
 
 inline constexpr int64_t kMaxElements = int64_t{1} << 18;
+
+// A private folder /tmp/nibble-fuzz-<tag>-XXXXXX, made once per process,
+// for harnesses that go through files.
+inline const std::string& PrivateDir(const char* tag) {
+  static const std::string dir = [tag] {
+    std::string tmpl = std::string("/tmp/nibble-fuzz-") + tag + "-XXXXXX";
+    const char* d = ::mkdtemp(&tmpl[0]);
+    return std::string(d ? d : "/tmp");
+  }();
+  return dir;
+}
 
 // Runs `d` whole (1 thread) and through the scalar reference, and aborts
 // (a finding) unless they agree bit for bit (NaN matches NaN).
