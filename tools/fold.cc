@@ -215,9 +215,15 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
     // Inputs that must be constant: DequantizeLinear all; MatMulNBits B,
     // scales, zero_points, g_idx.
     const int need = dq ? n.input_size() : std::min(n.input_size(), 5);
-    bool all_const = true;
-    for (int k = dq ? 0 : 1; k < need; ++k) all_const = all_const && is_const(n.input(k));
-    if (!all_const) continue;
+    bool all_const = true, reads_overridable = false;
+    for (int k = dq ? 0 : 1; k < need; ++k) {
+      all_const = all_const && is_const(n.input(k));
+      reads_overridable = reads_overridable || overridable.count(n.input(k)) > 0;
+    }
+    if (!all_const) {
+      if (reads_overridable) ++report->overridable_nodes;
+      continue;
+    }
     Fold f;
     f.node = static_cast<size_t>(ni);
     {
@@ -372,8 +378,14 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
       op->set_version(13);
     }
   }
+  if (report->overridable_nodes > 0) {
+    report->note = std::to_string(report->overridable_nodes) +
+                   " quantized node(s) left as they are: they read initializers that are also "
+                   "graph inputs (values a caller may override); remove those from the graph "
+                   "inputs to fold them";
+  }
   if (folds.empty()) {
-    report->note = "nothing to fold; the model is copied unchanged";
+    if (report->note.empty()) report->note = "nothing to fold; the model is copied unchanged";
     if (streamed.empty() && !options.external) {  // no external data: a byte copy
       auto bytes = ReadSmallFile(in, kMaxProtoFileBytes, "ONNX model");
       if (!bytes.ok()) return bytes.status();

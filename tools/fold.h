@@ -26,6 +26,7 @@ struct FoldReport {
   int dequantize_nodes = 0;   // DequantizeLinear folded (both domains)
   int matmulnbits_nodes = 0;  // MatMulNBits rewritten
   int removed_initializers = 0;
+  int overridable_nodes = 0;  // not folded: they read overridable initializers
   uint64_t dequantized_bytes = 0;
   bool external = false;  // output written with external data
   std::string note;       // e.g. "nothing to fold"

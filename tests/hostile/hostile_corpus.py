@@ -475,7 +475,7 @@ def make(args):
     c.case("fold_undefined_input", ["fold", "m.onnx", "out.onnx"], 1, "input 'missing' is not defined",
            setup=lambda d: write(os.path.join(d, "m.onnx"), qdq_model(undefined_input=True)))
     c.case("fold_overridable_initializer_kept", ["fold", "m.onnx", "out.onnx"], 0,
-           "nothing to fold", creates=["out.onnx"],
+           "1 quantized node(s) left as they are", creates=["out.onnx"],
            setup=lambda d: write(os.path.join(d, "m.onnx"), qdq_model(overridable=True)))
     c.case("fold_ir3_initializers_in_inputs_folded", ["fold", "m.onnx", "out.onnx"], 0,
            "folded 1 DequantizeLinear", creates=["out.onnx"],
