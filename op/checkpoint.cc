@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <limits>
+#include <new>
 
 #include "kernels/numeric.h"
 #include "op/lowering.h"
@@ -43,8 +44,7 @@ Status CheckInt32(const TensorView& v, const Shape& want, const std::string& wha
 
 // Common shape logic of GPTQ and AWQ: scales [groups, N]; returns the group
 // size, from the configured one or (per-module overrides) the shapes.
-StatusOr<int64_t> GroupSize(int64_t configured, int64_t K, int64_t groups,
-                            const std::string& who) {
+StatusOr<int64_t> GroupSize(int64_t configured, int64_t K, int64_t groups, const std::string& who) {
   auto count = [&](int64_t g) { return (K + g - 1) / g; };
   if (configured == -1) configured = K;
   if (configured > 0 && count(configured) == groups) return configured;
@@ -121,7 +121,7 @@ constexpr uint8_t kAwqNibbles[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 
 StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweight,
                                   const TensorView* qzeros, const TensorView& scales,
-                                  const TensorView* g_idx, DType out, const std::string& name) {
+                                  const TensorView* g_idx, DType out, const std::string& name) try {
   const std::string who = "GPTQ '" + name + "'";
   auto shape = CheckLinear(qweight, scales, 8, 1, o.group_size, out, who);
   if (!shape.ok()) return shape.status();
@@ -191,11 +191,13 @@ StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweigh
   Dequantizer d(plan, std::move(st), OutputInfo{internal::OutDTypeOf(ot), {N, K}}, name);
   d.set_output_transposed(true);
   return d;
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("PrepareGptq");
 }
 
 StatusOr<Dequantizer> PrepareAwq(int64_t group_size, const TensorView& qweight,
                                  const TensorView& qzeros, const TensorView& scales, DType out,
-                                 const std::string& name) {
+                                 const std::string& name) try {
   const std::string who = "AWQ '" + name + "'";
   auto shape = CheckLinear(qweight, scales, 1, 8, group_size, out, who);
   if (!shape.ok()) return shape.status();
@@ -240,6 +242,8 @@ StatusOr<Dequantizer> PrepareAwq(int64_t group_size, const TensorView& qweight,
   Dequantizer d(plan, std::move(st), OutputInfo{internal::OutDTypeOf(shape->out), {N, K}}, name);
   d.set_output_transposed(!direct);
   return d;
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("PrepareAwq");
 }
 
 bool GgmlTypeIsDequantizable(uint32_t type) {
@@ -248,7 +252,7 @@ bool GgmlTypeIsDequantizable(uint32_t type) {
 
 StatusOr<Dequantizer> PrepareGgml(uint32_t type, const std::vector<int64_t>& ne,
                                   const uint8_t* data, size_t bytes, DType out,
-                                  const std::string& name) {
+                                  const std::string& name) try {
   const std::string who = "GGUF tensor '" + name + "'";
   if (!GgmlTypeIsDequantizable(type)) {
     return Status::Error(who + ": ggml type " + std::to_string(type) +
@@ -340,6 +344,8 @@ StatusOr<Dequantizer> PrepareGgml(uint32_t type, const std::vector<int64_t>& ne,
     }
   }
   return Dequantizer(plan, std::move(st), OutputInfo{internal::OutDTypeOf(*ot), shape}, name);
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("PrepareGgml");
 }
 
 }  // namespace nibble

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <vector>
 
 #include "kernels/dequantize.h"
@@ -170,11 +171,13 @@ void Dequantizer::WriteTransposed(void* y, int threads) const {
   }
 }
 
-StatusOr<Tensor> Dequantizer::Run(int threads) const {
+StatusOr<Tensor> Dequantizer::Run(int threads) const try {
   auto t = Tensor::Allocate(output_.dtype, output_.shape);
   if (!t.ok()) return t.status();
   NIBBLE_RETURN_IF_ERROR(Run(t->mutable_view(), threads));
   return t;
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("Dequantizer::Run");
 }
 
 Status Dequantizer::RunTile(int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,

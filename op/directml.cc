@@ -1,5 +1,6 @@
 #include "op/directml.h"
 
+#include <new>
 #include <vector>
 
 #include "op/lowering.h"
@@ -86,7 +87,7 @@ void ForEachBroadcastIndex(const Shape& a, const Shape& d, Fn fn) {
 
 StatusOr<Dequantizer> PrepareBroadcastDequantize(const TensorView& input, const TensorView& scale,
                                                  const TensorView* zero_point, DType output_dtype,
-                                                 const std::string& name) {
+                                                 const std::string& name) try {
   const std::string who = Who("DequantizeLinear (element-wise)", name);
   auto fail = [&](const Status& s) { return s.WithPrefix(who); };
   bool ok;
@@ -189,6 +190,8 @@ StatusOr<Dequantizer> PrepareBroadcastDequantize(const TensorView& input, const 
     plan.zp_int = has_zp ? storage.zp_int.data() : nullptr;
   }
   return Dequantizer(plan, std::move(storage), OutputInfo{out, d}, name);
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("PrepareBroadcastDequantize");
 }
 
 StatusOr<Tensor> BroadcastDequantize(const TensorView& input, const TensorView& scale,

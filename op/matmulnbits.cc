@@ -1,6 +1,7 @@
 #include "op/matmulnbits.h"
 
 #include <limits>
+#include <new>
 #include <vector>
 
 #include "formats/int4_packing.h"
@@ -38,7 +39,7 @@ Status ValidateMatMulNBitsAttributes(const MatMulNBitsAttributes& a, const std::
 
 StatusOr<Dequantizer> PrepareMatMulNBits(const MatMulNBitsAttributes& a, const TensorView& b,
                                          const TensorView& scales, const TensorView* zp,
-                                         const std::string& name) {
+                                         const std::string& name) try {
   const std::string who = internal::Who("com.microsoft::MatMulNBits", name);
   auto fail = [&](const std::string& m) { return Status::Error(who + ": " + m); };
   NIBBLE_RETURN_IF_ERROR(ValidateMatMulNBitsAttributes(a, who));
@@ -116,6 +117,8 @@ StatusOr<Dequantizer> PrepareMatMulNBits(const MatMulNBitsAttributes& a, const T
             .WithPrefix(who));
   }
   return Dequantizer(plan, std::move(storage), OutputInfo{scales.dtype, {a.N, a.K}}, name, a.K);
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("PrepareMatMulNBits");
 }
 
 }  // namespace nibble

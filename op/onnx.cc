@@ -1,5 +1,6 @@
 #include "op/onnx.h"
 
+#include <new>
 #include <vector>
 
 #include "kernels/numeric.h"
@@ -236,7 +237,7 @@ StatusOr<OutputInfo> InferOnnxOutput(const OnnxDequantizeAttributes& attrs, cons
 
 StatusOr<Dequantizer> PrepareOnnx(const OnnxDequantizeAttributes& attrs, const TensorView& x,
                                   const TensorView& scale, const TensorView* zero_point,
-                                  const DequantizeOptions& options) {
+                                  const DequantizeOptions& options) try {
   const std::string who = Who("DequantizeLinear", options.name);
   auto analysis = Analyze(attrs, x, scale, zero_point);
   if (!analysis.ok()) return analysis.status().WithPrefix(who);
@@ -319,14 +320,18 @@ StatusOr<Dequantizer> PrepareOnnx(const OnnxDequantizeAttributes& attrs, const T
     }
   }
   return Dequantizer(plan, std::move(storage), a.output, options.name);
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("PrepareOnnx");
 }
 
 StatusOr<Tensor> DequantizeOnnx(const OnnxDequantizeAttributes& attrs, const TensorView& x,
                                 const TensorView& scale, const TensorView* zero_point,
-                                const DequantizeOptions& options) {
+                                const DequantizeOptions& options) try {
   auto d = PrepareOnnx(attrs, x, scale, zero_point, options);
   if (!d.ok()) return d.status();
   return d->Run(options.threads);
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("DequantizeOnnx");
 }
 
 }  // namespace nibble

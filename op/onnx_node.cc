@@ -1,5 +1,7 @@
 #include "op/onnx_node.h"
 
+#include <new>
+
 #include "op/lowering.h"
 
 namespace nibble {
@@ -140,7 +142,7 @@ StatusOr<MatMulNBitsAttributes> MatMulNBitsAttributesFromNode(const onnx::NodePr
 }
 
 StatusOr<Tensor> RunNode(const onnx::NodeProto& node, const std::vector<const TensorView*>& inputs,
-                         int64_t model_opset, int threads) {
+                         int64_t model_opset, int threads) try {
   const std::string who = internal::Who(NodeKind(node), NodeName(node));
   if (!IsSupportedNode(node)) return Status::Error(who + ": operator not supported");
   const bool onnx_domain = IsDefaultDomain(node.domain());
@@ -165,6 +167,8 @@ StatusOr<Tensor> RunNode(const onnx::NodeProto& node, const std::vector<const Te
   auto attrs = PmxAttributesFromNode(node);
   if (!attrs.ok()) return attrs.status();
   return DequantizePmx(*attrs, *inputs[0], *inputs[1], zp, opts);
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("RunNode");
 }
 
 }  // namespace nibble

@@ -1,6 +1,7 @@
 #include "op/pmx.h"
 
 #include <limits>
+#include <new>
 
 #include "op/lowering.h"
 
@@ -182,7 +183,7 @@ StatusOr<OutputInfo> InferPmxOutput(const PmxAttributes& attrs, const TensorView
 
 StatusOr<Dequantizer> PreparePmx(const PmxAttributes& attrs, const TensorView& x,
                                  const TensorView& scale, const TensorView* zero_point,
-                                 const DequantizeOptions& options) {
+                                 const DequantizeOptions& options) try {
   const std::string who = Who("DequantizeLinear", options.name);
   auto analysis = Analyze(attrs, x, scale, zero_point, options);
   if (!analysis.ok()) return analysis.status().WithPrefix(who);
@@ -261,6 +262,8 @@ StatusOr<Dequantizer> PreparePmx(const PmxAttributes& attrs, const TensorView& x
                                .WithPrefix(who));
   }
   return Dequantizer(plan, std::move(storage), a.output, options.name);
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("PreparePmx");
 }
 
 Status DequantizePmx(const PmxAttributes& attrs, const TensorView& x, const TensorView& scale,
@@ -273,10 +276,12 @@ Status DequantizePmx(const PmxAttributes& attrs, const TensorView& x, const Tens
 
 StatusOr<Tensor> DequantizePmx(const PmxAttributes& attrs, const TensorView& x,
                                const TensorView& scale, const TensorView* zero_point,
-                               const DequantizeOptions& options) {
+                               const DequantizeOptions& options) try {
   auto d = PreparePmx(attrs, x, scale, zero_point, options);
   if (!d.ok()) return d.status();
   return d->Run(options.threads);
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("DequantizePmx");
 }
 
 }  // namespace nibble

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <new>
 #include <vector>
 
 #include "formats/int4_packing.h"
@@ -179,7 +180,7 @@ Status QuantizeCore(const float* w, const Shape& shape, const QuantizeConfig& cf
 }  // namespace
 
 StatusOr<QuantizedWeight> QuantizePmx(const float* w, const Shape& shape,
-                                      const QuantizeConfig& cfg) {
+                                      const QuantizeConfig& cfg) try {
   if (cfg.quant_axis != 0 && cfg.quant_axis != 1) {
     return Status::Error("quantize: quant_axis must be 0 or 1");
   }
@@ -222,10 +223,12 @@ StatusOr<QuantizedWeight> QuantizePmx(const float* w, const Shape& shape,
     q.x = std::move(*x);
   }
   return q;
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("QuantizePmx");
 }
 
 StatusOr<OnnxQuantizedWeight> QuantizeOnnx(const float* w, const Shape& shape,
-                                           const QuantizeConfig& cfg) {
+                                           const QuantizeConfig& cfg) try {
   if (cfg.scheme == QuantScheme::kFloatZeroPoint) {
     return Status::Error("quantize: ONNX DequantizeLinear has no float zero point");
   }
@@ -293,6 +296,8 @@ StatusOr<OnnxQuantizedWeight> QuantizeOnnx(const float* w, const Shape& shape,
     q.zero_point = std::move(*zp);
   }
   return q;
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("QuantizeOnnx");
 }
 
 }  // namespace nibble

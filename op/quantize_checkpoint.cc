@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <new>
 
 #include "kernels/numeric.h"
 
@@ -62,7 +63,7 @@ StatusOr<Tensor> Alloc(DType t, Shape s) { return Tensor::Allocate(t, std::move(
 }  // namespace
 
 StatusOr<GptqTensors> QuantizeGptq(const float* w, int64_t N, int64_t K, int64_t group_size,
-                                   bool sym, bool v2, const std::vector<int32_t>& g_idx) {
+                                   bool sym, bool v2, const std::vector<int32_t>& g_idx) try {
   if (N <= 0 || K <= 0 || N % 8 != 0 || K % 8 != 0) {
     return Status::Error("QuantizeGptq: N and K must be positive multiples of 8");
   }
@@ -93,7 +94,8 @@ StatusOr<GptqTensors> QuantizeGptq(const float* w, int64_t N, int64_t K, int64_t
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t k = 0; k < K; ++k) {
       const size_t i = static_cast<size_t>(gk[static_cast<size_t>(k)] * N + n);
-      const auto q = static_cast<uint32_t>(Clamp15(w[n * K + k] / p.scale[i] + static_cast<float>(p.zero[i])));
+      const auto q =
+          static_cast<uint32_t>(Clamp15(w[n * K + k] / p.scale[i] + static_cast<float>(p.zero[i])));
       qwp[(k / 8) * N + n] |= q << (4 * (k % 8));
     }
   }
@@ -112,9 +114,11 @@ StatusOr<GptqTensors> QuantizeGptq(const float* w, int64_t N, int64_t K, int64_t
   for (size_t i = 0; i < p.scale.size(); ++i) scp[i] = F16FromF32(p.scale[i]);
   std::memcpy(t.g_idx.data(), gk.data(), gk.size() * 4);
   return t;
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("QuantizeGptq");
 }
 
-StatusOr<AwqTensors> QuantizeAwq(const float* w, int64_t N, int64_t K, int64_t group_size) {
+StatusOr<AwqTensors> QuantizeAwq(const float* w, int64_t N, int64_t K, int64_t group_size) try {
   if (N <= 0 || K <= 0 || N % 8 != 0) {
     return Status::Error("QuantizeAwq: N must be a positive multiple of 8");
   }
@@ -138,7 +142,8 @@ StatusOr<AwqTensors> QuantizeAwq(const float* w, int64_t N, int64_t K, int64_t g
   for (int64_t k = 0; k < K; ++k) {
     for (int64_t n = 0; n < N; ++n) {
       const size_t i = static_cast<size_t>((k / G) * N + n);
-      const auto q = static_cast<uint32_t>(Clamp15(w[n * K + k] / p.scale[i] + static_cast<float>(p.zero[i])));
+      const auto q =
+          static_cast<uint32_t>(Clamp15(w[n * K + k] / p.scale[i] + static_cast<float>(p.zero[i])));
       qwp[k * (N / 8) + n / 8] |= q << (4 * kNibbleOf[n % 8]);
     }
   }
@@ -156,10 +161,12 @@ StatusOr<AwqTensors> QuantizeAwq(const float* w, int64_t N, int64_t K, int64_t g
   auto* scp = t.scales.data_as<uint16_t>();
   for (size_t i = 0; i < p.scale.size(); ++i) scp[i] = F16FromF32(p.scale[i]);
   return t;
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("QuantizeAwq");
 }
 
 StatusOr<std::vector<uint8_t>> QuantizeGgml(uint32_t type, const float* w, int64_t rows,
-                                            int64_t cols) {
+                                            int64_t cols) try {
   const int64_t block = type == 12 ? 256 : 32;
   const int64_t bb = type == 2 ? 18 : type == 3 ? 20 : type == 8 ? 34 : type == 12 ? 144 : 0;
   if (bb == 0) return Status::Error("QuantizeGgml: unsupported ggml type " + std::to_string(type));
@@ -204,13 +211,15 @@ StatusOr<std::vector<uint8_t>> QuantizeGgml(uint32_t type, const float* w, int64
       PutU16(o, F16FromF32(d));
       for (int j = 0; j < 32; ++j) {
         const float q = d != 0 ? std::nearbyint(x[j] / d) : 0.0f;
-        o[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::min(127.0f, std::max(-127.0f, q))));
+        o[2 + j] =
+            static_cast<uint8_t>(static_cast<int8_t>(std::min(127.0f, std::max(-127.0f, q))));
       }
     } else {  // Q4_K: eight 32-element sub-blocks, 6-bit scales and mins
       float sub_scale[8], sub_min[8];
       for (int s = 0; s < 8; ++s) {
         float mn = 0, mx = 0;  // range includes 0: mins are subtracted, >= 0
-        for (int j = 0; j < 32; ++j) mn = std::min(mn, x[32 * s + j]), mx = std::max(mx, x[32 * s + j]);
+        for (int j = 0; j < 32; ++j)
+          mn = std::min(mn, x[32 * s + j]), mx = std::max(mx, x[32 * s + j]);
         sub_scale[s] = (mx - mn) / 15.0f;
         sub_min[s] = -mn;
       }
@@ -221,7 +230,8 @@ StatusOr<std::vector<uint8_t>> QuantizeGgml(uint32_t type, const float* w, int64
       for (int s = 0; s < 8; ++s) {
         // Round the scale up so the sub-block's range still fits 0..15.
         sc[s] = static_cast<uint8_t>(d > 0 ? std::min(63.0f, std::ceil(sub_scale[s] / d)) : 0);
-        mq[s] = static_cast<uint8_t>(dmin > 0 ? std::min(63.0f, std::nearbyint(sub_min[s] / dmin)) : 0);
+        mq[s] =
+            static_cast<uint8_t>(dmin > 0 ? std::min(63.0f, std::nearbyint(sub_min[s] / dmin)) : 0);
       }
       PutU16(o, F16FromF32(d));
       PutU16(o + 2, F16FromF32(dmin));
@@ -233,7 +243,8 @@ StatusOr<std::vector<uint8_t>> QuantizeGgml(uint32_t type, const float* w, int64
       }
       uint8_t* qs = o + 16;
       for (int c = 0; c < 4; ++c) {  // chunks of 64: sub-blocks 2c (low), 2c+1 (high)
-        const float s0 = d * static_cast<float>(sc[2 * c]), m0 = dmin * static_cast<float>(mq[2 * c]);
+        const float s0 = d * static_cast<float>(sc[2 * c]),
+                    m0 = dmin * static_cast<float>(mq[2 * c]);
         const float s1 = d * static_cast<float>(sc[2 * c + 1]),
                     m1 = dmin * static_cast<float>(mq[2 * c + 1]);
         for (int l = 0; l < 32; ++l) {
@@ -245,6 +256,8 @@ StatusOr<std::vector<uint8_t>> QuantizeGgml(uint32_t type, const float* w, int64
     }
   }
   return out;
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("QuantizeGgml");
 }
 
 }  // namespace nibble

@@ -175,6 +175,10 @@ std::string OutOfMemoryMessage(uint64_t bytes, const std::string& what) {
          what;
 }
 
+Status OutOfMemoryError(const std::string& where) {
+  return Status::Error(std::string(kOutOfMemory) + " in " + where);
+}
+
 StatusOr<Tensor> Tensor::Allocate(DType dtype, Shape shape) {
   auto n = CheckedNumElements(shape, "tensor");
   if (!n.ok()) return n.status();

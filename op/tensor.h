@@ -91,6 +91,9 @@ struct MutableTensorView {
 inline constexpr const char* kOutOfMemory = "out of memory";
 // "out of memory: cannot allocate <bytes> bytes for <what>".
 std::string OutOfMemoryMessage(uint64_t bytes, const std::string& what);
+// "out of memory in <where>": what a public function returns when an
+// allocation inside it fails (no exception crosses the public API).
+Status OutOfMemoryError(const std::string& where);
 
 class Tensor {
  public:

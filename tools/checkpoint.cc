@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <optional>
 #include <regex>
 #include <set>
@@ -69,7 +70,7 @@ bool Checkpoint::Recognizes(const std::string& path) {
          HasGgufMagic(path);
 }
 
-StatusOr<Checkpoint> Checkpoint::Open(const std::string& path) {
+StatusOr<Checkpoint> Checkpoint::Open(const std::string& path) try {
   Checkpoint c;
   if (!IsDir(path) && HasGgufMagic(path)) {
     auto g = GgufFile::Open(path, &c.inputs_);
@@ -242,6 +243,8 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path) {
     c.tensors_.push_back(std::move(ct));
   }
   return c;
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("Checkpoint::Open");
 }
 
 DType Checkpoint::OutputDType(const CheckpointTensor& t, DType requested) const {
@@ -249,8 +252,8 @@ DType Checkpoint::OutputDType(const CheckpointTensor& t, DType requested) const 
   return requested == DType::kUndefined ? default_dtype_ : requested;
 }
 
-Status Checkpoint::Fill(const CheckpointTensor& t, DType requested, int threads,
-                        uint8_t* dst) const {
+Status Checkpoint::Fill(const CheckpointTensor& t, DType requested, int threads, uint8_t* dst) const
+    try {
   if (!t.supported) return Status::Error("tensor '" + t.name + "': " + t.why_not);
   if (!t.quantized) return t.copy_to(dst);
   CheckpointTensor::Buffers buffers;
@@ -262,9 +265,12 @@ Status Checkpoint::Fill(const CheckpointTensor& t, DType requested, int threads,
       d->output().dtype, t.shape, dst,
       static_cast<size_t>(*n) * static_cast<size_t>(DTypeBits(d->output().dtype) / 8)};
   return d->Run(y, threads);
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("Checkpoint::Fill");
 }
 
-StatusOr<std::vector<float>> Checkpoint::LoadFloat(const CheckpointTensor& t, int threads) const {
+StatusOr<std::vector<float>> Checkpoint::LoadFloat(const CheckpointTensor& t, int threads) const
+    try {
   const auto n = CheckedNumElements(t.shape, t.name);
   if (!n.ok()) return n.status();
   std::vector<float> out(static_cast<size_t>(*n));
@@ -283,10 +289,12 @@ StatusOr<std::vector<float>> Checkpoint::LoadFloat(const CheckpointTensor& t, in
   const TensorView v{t.stored_dtype, t.shape, bytes.data(), bytes.size()};
   for (int64_t k = 0; k < *n; ++k) out[static_cast<size_t>(k)] = FloatElement(v, k);
   return out;
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("Checkpoint::LoadFloat");
 }
 
 Status DequantCheckpoint(const std::string& in, const std::string& out,
-                         const DequantOptions& options, DequantReport* report) {
+                         const DequantOptions& options, DequantReport* report) try {
   auto ck = Checkpoint::Open(in);
   if (!ck.ok()) return ck.status();
   NIBBLE_RETURN_IF_ERROR(CheckOutputPath(out, ck->inputs()));
@@ -340,6 +348,8 @@ Status DequantCheckpoint(const std::string& in, const std::string& out,
     if (i == n) std::fprintf(stderr, "\n");
   };
   return WriteSafetensorsStreaming(out, outs, wo);
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("DequantCheckpoint");
 }
 
 }  // namespace nibble

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <new>
 #include <set>
 #include <utility>
 
@@ -111,7 +112,7 @@ struct Fold {
 }  // namespace
 
 Status FoldModel(const std::string& in, const std::string& out, const FoldOptions& options,
-                 FoldReport* report) {
+                 FoldReport* report) try {
   *report = FoldReport();
   InputFiles inputs;
   onnx::ModelProto src;
@@ -414,9 +415,11 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
     };
   }
   return WriteModelStreaming(out, dst, streamed, wo);
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("FoldModel");
 }
 
-StatusOr<std::vector<QuantizedWeightInfo>> InspectModel(const std::string& path) {
+StatusOr<std::vector<QuantizedWeightInfo>> InspectModel(const std::string& path) try {
   onnx::ModelProto m;
   NIBBLE_RETURN_IF_ERROR(ReadProtoFile(path, &m));
   if (!m.has_graph()) {
@@ -519,6 +522,8 @@ StatusOr<std::vector<QuantizedWeightInfo>> InspectModel(const std::string& path)
     out.push_back(std::move(w));
   }
   return out;
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("InspectModel");
 }
 
 }  // namespace nibble
