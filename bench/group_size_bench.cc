@@ -15,9 +15,9 @@
 #include <sstream>
 
 #include "CLI/CLI.hpp"
+#include "base/numeric.h"
 #include "bench/synthetic_weights.h"
 #include "kernels/dequantize.h"
-#include "kernels/numeric.h"
 #include "kernels/stream_fill.h"
 #include "op/checkpoint.h"
 #include "op/dequantizer.h"

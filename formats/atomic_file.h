@@ -24,7 +24,7 @@
 #include <new>
 #include <string>
 
-#include "op/status.h"
+#include "base/status.h"
 
 namespace nibble {
 

@@ -16,10 +16,10 @@
 #include <memory>
 #include <string>
 
+#include "base/status.h"
+#include "base/tensor.h"
 #include "formats/files.h"
 #include "formats/onnx.pb.h"
-#include "op/status.h"
-#include "op/tensor.h"
 
 namespace nibble {
 

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "op/status.h"
+#include "base/status.h"
 
 namespace nibble {
 

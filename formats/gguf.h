@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
 #include "formats/files.h"
-#include "op/status.h"
 
 namespace nibble {
 

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "base/status.h"
 #include "formats/files.h"
-#include "op/status.h"
 
 namespace nibble {
 

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "formats/onnx.pb.h"
-#include "op/status.h"
 
 namespace nibble {
 

@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
+#include "base/tensor.h"
 #include "formats/files.h"
-#include "op/status.h"
-#include "op/tensor.h"
 
 namespace nibble {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "op/status.h"
-#include "op/tensor.h"
+#include "base/status.h"
+#include "base/tensor.h"
 
 namespace nibble {
 

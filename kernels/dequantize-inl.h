@@ -21,13 +21,13 @@
 #define NIBBLE_KERNELS_DEQUANTIZE_INL_H_
 #endif
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
+#include "base/numeric.h"
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
-#include "kernels/numeric.h"
 #include "kernels/plan.h"
 #include "kernels/reference.h"
 
@@ -36,7 +36,6 @@ namespace nibble {
 namespace HWY_NAMESPACE {
 
 namespace hn = hwy::HWY_NAMESPACE;
-
 
 // The kernels' float vector type (full width).
 using KernelTag = hn::ScalableTag<float>;
@@ -62,11 +61,11 @@ enum class RowLayout {
 
 // Nibble shift of element p (mod 8) of an AWQ word, repeated so that
 // kAwqShift + (k % 8) covers 16 lanes.
-alignas(64) static constexpr uint32_t kAwqShift[24] = {0, 16, 4, 20, 8, 24, 12, 28, 0, 16, 4, 20,
-                                                        8, 24, 12, 28, 0, 16, 4, 20, 8, 24, 12, 28};
+alignas(64) static constexpr uint32_t kAwqShift[24] = {0, 16, 4,  20, 8, 24, 12, 28, 0, 16, 4,  20,
+                                                       8, 24, 12, 28, 0, 16, 4,  20, 8, 24, 12, 28};
 static constexpr uint8_t kAwqNibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
-alignas(64) static constexpr uint32_t kSeqShift[24] = {0, 4, 8,  12, 16, 20, 24, 28, 0, 4, 8,  12,
-                                                       16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28};
+alignas(64) static constexpr uint32_t kSeqShift[24] = {
+    0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28};
 
 // Where one row's codes are: the layout-specific base (element 0 of the
 // row) and the facts the loaders need, held by value in the hot loops.
@@ -164,8 +163,8 @@ inline bool CpuHasAvx512Bf16() {
 // for the caller's exact fallback. Not inlinable into AVX3 code (an extra
 // ISA), so it costs a call per 32 outputs — far less than the integer-lane
 // rounding it replaces.
-__attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx512bf16"), noinline)) inline bool StoreBF16x32(__m512 v0, __m512 v1,
-                                                                         char* dst, bool stream) {
+__attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx512bf16"), noinline)) inline bool
+StoreBF16x32(__m512 v0, __m512 v1, char* dst, bool stream) {
   if ((_mm512_fpclass_ps_mask(v0, 0x20) | _mm512_fpclass_ps_mask(v1, 0x20)) != 0) return false;
   const __m512i r = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(v1, v0));
   if (stream) {
@@ -199,13 +198,12 @@ class RowKernel {
   using VF = hn::Vec<DF>;
   using VI = hn::Vec<DI>;
   static constexpr bool kFloatCode = kCode >= CodeKind::kF8E4M3FN;
-  static constexpr bool kTable = HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR &&
-                                 (kLayout == RowLayout::kWords16 ||
-                                  kLayout == RowLayout::kWords32 || kLayout == RowLayout::kNibbles ||
-                                  kLayout == RowLayout::kSplit32 || kLayout == RowLayout::kSplit256 ||
-                                  kLayout == RowLayout::kAwqWords ||
-                                  kLayout == RowLayout::kGptqCols ||
-                                  kLayout == RowLayout::kAwqCols);
+  static constexpr bool kTable =
+      HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR &&
+      (kLayout == RowLayout::kWords16 || kLayout == RowLayout::kWords32 ||
+       kLayout == RowLayout::kNibbles || kLayout == RowLayout::kSplit32 ||
+       kLayout == RowLayout::kSplit256 || kLayout == RowLayout::kAwqWords ||
+       kLayout == RowLayout::kGptqCols || kLayout == RowLayout::kAwqCols);
   // float16/bfloat16 output from 4-bit codes on AVX-512: the group's table
   // is rounded to 16-bit output bits once, then 2N outputs are one 16-bit
   // permute (vpermw) of 2N codes. Same bits: rounding is per value.
@@ -264,9 +262,7 @@ class RowKernel {
       const float* const zfp = job_.zp_float;
       const DI di;
       const VI off = hn::Set(di, plan_.code_offset);
-      auto at = [&](int64_t kk) HWY_ATTR {
-        return PerElementValues(codes, sp, zi, zfp, off, kk);
-      };
+      auto at = [&](int64_t kk) HWY_ATTR { return PerElementValues(codes, sp, zi, zfp, off, kk); };
 
       if (stream) {
         for (; k + unit <= k1; k += unit) {
@@ -293,8 +289,7 @@ class RowKernel {
         if (kHalfTable) {
           const DU16 du16;
           for (; k + unit <= stop; k += unit) {
-            const VU16 h =
-                HalfLookup(g.table16, LoadCodes16At(codes, k));
+            const VU16 h = HalfLookup(g.table16, LoadCodes16At(codes, k));
             uint16_t* p = reinterpret_cast<uint16_t*>(base + k * kOutBytes);
             if (stream) {
               hn::Stream(h, du16, p);
@@ -482,7 +477,8 @@ class RowKernel {
     } else if (kLayout == RowLayout::kAwqCols) {
       // One word per column, word_stride bytes apart: a gather (op/ checked
       // the base is 4-byte aligned and every offset fits int32).
-      const auto idx = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(c.block_bytes / 4)));
+      const auto idx =
+          hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(c.block_bytes / 4)));
       const auto* base = reinterpret_cast<const uint32_t*>(codes + k * c.block_bytes);
       const auto w = hn::GatherIndex(du, base, idx);
       return hn::BitCast(di, hn::And(hn::ShiftRightSame(w, shift), hn::Set(du, 0xFu)));
@@ -501,8 +497,8 @@ class RowKernel {
         const uint64_t two = uint64_t{w0} | (uint64_t{w1} << 32);
         const hn::Repartition<uint64_t, DU> du64;
         const auto idx = hn::ShiftRight<3>(hn::Iota(du, 0));
-        words = hn::TableLookupLanes(hn::BitCast(du, hn::Set(du64, two)),
-                                     hn::IndicesFromVec(du, idx));
+        words =
+            hn::TableLookupLanes(hn::BitCast(du, hn::Set(du64, two)), hn::IndicesFromVec(du, idx));
       } else {
         uint32_t one;
         std::memcpy(&one, w, 4);
@@ -789,8 +785,8 @@ HWY_INLINE void Transpose16x16(__m512 r[16]) {
 // the rows [r0, rt) it did not finish entirely (callers run them, and the
 // column edges of the others, through `edge(r, ca, cb)`).
 template <RowLayout kLayout, ZeroPointKind kZp, OutType kOut, class Edge>
-void ColumnWordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                     char* out, int64_t ld, const Edge& edge) {
+void ColumnWordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, char* out,
+                     int64_t ld, const Edge& edge) {
   using K = RowKernel<kLayout, CodeKind::kU4, kZp, kOut>;
   using AwqRow = RowKernel<RowLayout::kAwqWords, CodeKind::kU4, kZp, kOut>;
   const hn::ScalableTag<float> df;
@@ -866,9 +862,8 @@ void ColumnWordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64
               }
               c = hn::And(hn::ShiftRightSame(words, static_cast<int>(4 * (kk % 8))), mask);
             } else {  // row k's two words of columns n0 .. n0+15: the row loader
-              c = hn::BitCast(du, AwqRow::LoadCodesAt({plan.codes + k * S + 4 * (n0 / 8), 0,
-                                                       false, 0},
-                                                      0));
+              c = hn::BitCast(
+                  du, AwqRow::LoadCodesAt({plan.codes + k * S + 4 * (n0 / 8), 0, false, 0}, 0));
             }
             auto val = hn::Mul(hn::ConvertTo(df, hn::Sub(hn::BitCast(di, c), z)), s);
             if (kZp == ZeroPointKind::kFloat) val = hn::Add(val, zf);

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "kernels/numeric.h"
+#include "base/numeric.h"
 
 namespace nibble {
 

@@ -4,7 +4,7 @@
 #include <limits>
 #include <new>
 
-#include "kernels/numeric.h"
+#include "base/numeric.h"
 #include "op/lowering.h"
 
 namespace nibble {

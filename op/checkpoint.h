@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
+#include "base/tensor.h"
 #include "op/dequantizer.h"
-#include "op/status.h"
-#include "op/tensor.h"
 
 namespace nibble {
 

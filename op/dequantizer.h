@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
+#include "base/tensor.h"
 #include "kernels/plan.h"
-#include "op/status.h"
-#include "op/tensor.h"
 
 namespace nibble {
 

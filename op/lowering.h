@@ -6,9 +6,9 @@
 
 #include <string>
 
+#include "base/status.h"
+#include "base/tensor.h"
 #include "op/dequantizer.h"
-#include "op/status.h"
-#include "op/tensor.h"
 
 namespace nibble {
 namespace internal {

@@ -3,7 +3,7 @@
 #include <new>
 #include <vector>
 
-#include "kernels/numeric.h"
+#include "base/numeric.h"
 #include "op/lowering.h"
 
 namespace nibble {

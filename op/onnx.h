@@ -10,10 +10,10 @@
 #include <cstdint>
 #include <string>
 
+#include "base/status.h"
+#include "base/tensor.h"
 #include "op/dequantizer.h"
 #include "op/pmx.h"
-#include "op/status.h"
-#include "op/tensor.h"
 
 namespace nibble {
 

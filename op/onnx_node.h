@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
+#include "base/tensor.h"
 #include "formats/onnx.pb.h"
 #include "op/matmulnbits.h"
 #include "op/onnx.h"
 #include "op/pmx.h"
-#include "op/status.h"
-#include "op/tensor.h"
 
 namespace nibble {
 

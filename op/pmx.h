@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <string>
 
+#include "base/status.h"
+#include "base/tensor.h"
 #include "op/dequantizer.h"
-#include "op/status.h"
-#include "op/tensor.h"
 
 namespace nibble {
 

@@ -6,8 +6,8 @@
 #include <new>
 #include <vector>
 
+#include "base/numeric.h"
 #include "formats/int4_packing.h"
-#include "kernels/numeric.h"
 
 namespace nibble {
 

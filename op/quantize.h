@@ -7,10 +7,10 @@
 
 #include <cstdint>
 
+#include "base/status.h"
+#include "base/tensor.h"
 #include "op/onnx.h"
 #include "op/pmx.h"
-#include "op/status.h"
-#include "op/tensor.h"
 
 namespace nibble {
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <new>
 
-#include "kernels/numeric.h"
+#include "base/numeric.h"
 
 namespace nibble {
 

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "op/status.h"
-#include "op/tensor.h"
+#include "base/status.h"
+#include "base/tensor.h"
 
 namespace nibble {
 

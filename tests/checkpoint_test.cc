@@ -2,6 +2,8 @@
 // computed by hand from the producers' formulas (../shared/FORMATS.md),
 // round trips from seeded float weights written in each format, odd shapes,
 // and corrupted / truncated files (clear error, nothing written).
+#include "op/checkpoint.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,14 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "base/numeric.h"
 #include "bench/synthetic_weights.h"
 #include "doctest/doctest.h"
 #include "formats/gguf.h"
 #include "formats/hf_config.h"
 #include "formats/safetensors.h"
-#include "kernels/numeric.h"
 #include "kernels/reference.h"
-#include "op/checkpoint.h"
 #include "op/quantize_checkpoint.h"
 #include "tests/checkpoint_writers.h"
 #include "tests/test_util.h"
@@ -32,7 +33,8 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path TempDir(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("nibble_ckpt_" + std::to_string(::getpid())) / name;
+  const fs::path p =
+      fs::temp_directory_path() / ("nibble_ckpt_" + std::to_string(::getpid())) / name;
   fs::remove_all(p);
   fs::create_directories(p);
   return p;
@@ -77,15 +79,15 @@ TEST_CASE("GGUF Q4_K super-block: d*sc*q - dmin*m with 6-bit packed scales") {
   q[4] = 3 | (1 << 6);   // m0  | (m4 >> 4) << 6
   q[8] = 5 | (10 << 4);  // (sc4 & 15) | (m4 & 15) << 4
   uint8_t* qs = blk.data() + 16;
-  qs[0] = 0x97;  // element 0 (sub 0): q 7; element 32 (sub 1, sc 0, m 0): 0
-  qs[64] = 0x03; // element 128 (sub 4, low nibbles of chunk 2): q 3
+  qs[0] = 0x97;   // element 0 (sub 0): q 7; element 32 (sub 1, sc 0, m 0): 0
+  qs[64] = 0x03;  // element 128 (sub 4, low nibbles of chunk 2): q 3
   auto dq = PrepareGgml(kGgmlQ4_K, {256}, blk.data(), blk.size(), DType::kFloat32, "t");
   REQUIRE(dq.ok());
   const auto y = RunF32(*dq, false);
-  CHECK(y[0] == 1.0f * 2 * 7 - 0.5f * 3);    // 12.5
-  CHECK(y[1] == -1.5f);                      // q 0: -dmin * m
-  CHECK(y[32] == 0.0f);                      // sub-block 1: sc 0, m 0
-  CHECK(y[128] == 37.0f * 3 - 0.5f * 26);    // 98
+  CHECK(y[0] == 1.0f * 2 * 7 - 0.5f * 3);  // 12.5
+  CHECK(y[1] == -1.5f);                    // q 0: -dmin * m
+  CHECK(y[32] == 0.0f);                    // sub-block 1: sc 0, m 0
+  CHECK(y[128] == 37.0f * 3 - 0.5f * 26);  // 98
   CHECK(y[129] == -13.0f);
 }
 
@@ -204,8 +206,8 @@ TEST_CASE("GPTQ / AWQ round trips from seeded weights, odd shapes, every output 
     int64_t N, K, G;
     bool sym, v2, act_order;
   };
-  const Case cases[] = {{8, 8, 8, true, false, false},     {16, 24, -1, false, false, false},
-                        {24, 40, 16, false, true, false},  {64, 256, 32, true, true, true},
+  const Case cases[] = {{8, 8, 8, true, false, false},      {16, 24, -1, false, false, false},
+                        {24, 40, 16, false, true, false},   {64, 256, 32, true, true, true},
                         {40, 128, 128, false, false, true}, {136, 64, 64, false, true, false}};
   for (const Case& c : cases) {
     const auto w = MakeLlmLikeWeight(c.N, c.K, 99);
@@ -228,7 +230,8 @@ TEST_CASE("GPTQ / AWQ round trips from seeded weights, odd shapes, every output 
       for (int64_t k = 0; k < c.K; ++k) {
         const int64_t g = c.act_order ? gidx[static_cast<size_t>(k)] : k / G;
         const float s = F32FromF16(sc[g * c.N + n]);
-        const float err = std::fabs(y[static_cast<size_t>(n * c.K + k)] - w[static_cast<size_t>(n * c.K + k)]);
+        const float err =
+            std::fabs(y[static_cast<size_t>(n * c.K + k)] - w[static_cast<size_t>(n * c.K + k)]);
         CHECK_MESSAGE(err <= (c.sym ? 0.5f : 1.0f) * s * 1.001f,
                       "N=" << c.N << " K=" << c.K << " n=" << n << " k=" << k);
       }
@@ -256,8 +259,8 @@ TEST_CASE("GPTQ / AWQ round trips from seeded weights, odd shapes, every output 
     for (int64_t n = 0; n < c.N; ++n) {
       for (int64_t k = 0; k < c.K; ++k) {
         const float s = F32FromF16(sa[(k / G) * c.N + n]);
-        CHECK(std::fabs(ya[static_cast<size_t>(n * c.K + k)] - w[static_cast<size_t>(n * c.K + k)]) <=
-              s * 1.001f);
+        CHECK(std::fabs(ya[static_cast<size_t>(n * c.K + k)] -
+                        w[static_cast<size_t>(n * c.K + k)]) <= s * 1.001f);
       }
     }
   }
@@ -266,8 +269,8 @@ TEST_CASE("GPTQ / AWQ round trips from seeded weights, odd shapes, every output 
 TEST_CASE("GGUF round trips: Q4_0 / Q4_1 / Q8_0 / Q4_K, 1-D to 3-D, threads agree") {
   for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0, kGgmlQ4_K}) {
     const int64_t block = type == kGgmlQ4_K ? 256 : 32;
-    for (std::vector<int64_t> ne : {std::vector<int64_t>{block}, {2 * block, 3},
-                                    {4 * block, 5, 2}, {8 * block, 64}}) {
+    for (std::vector<int64_t> ne :
+         {std::vector<int64_t>{block}, {2 * block, 3}, {4 * block, 5, 2}, {8 * block, 64}}) {
       int64_t rows = 1;
       for (size_t i = 1; i < ne.size(); ++i) rows *= ne[i];
       const auto w = MakeLlmLikeWeight(rows, ne[0], 5);
@@ -281,7 +284,8 @@ TEST_CASE("GGUF round trips: Q4_0 / Q4_1 / Q8_0 / Q4_K, 1-D to 3-D, threads agre
       // (SQNR over at least 1024 elements: one 32-element block with an
       // outlier is legitimately worse.)
       if (rows * ne[0] >= 1024)
-        CHECK_MESSAGE(sqnr > (type == kGgmlQ8_0 ? 35.0 : 15.0), "type " << type << " sqnr " << sqnr << " ne0 " << ne[0] << " rows " << rows);
+        CHECK_MESSAGE(sqnr > (type == kGgmlQ8_0 ? 35.0 : 15.0),
+                      "type " << type << " sqnr " << sqnr << " ne0 " << ne[0] << " rows " << rows);
       // The scalar reference over the same plan agrees bit for bit.
       std::vector<float> ref(y.size());
       DequantizeTileReference(d->plan(), 0, d->rows(), 0, d->cols(), ref.data(), d->cols());
@@ -327,7 +331,8 @@ std::string SampleGguf(uint32_t version = 3) {
   const auto w = MakeLlmLikeWeight(4, 256, 3);
   b.Tensor("blk.0.attn_q.weight", {256, 4}, kGgmlQ4_0, *QuantizeGgml(kGgmlQ4_0, w.data(), 4, 256));
   b.Tensor("blk.0.ffn_up.weight", {256, 4}, kGgmlQ4_K, *QuantizeGgml(kGgmlQ4_K, w.data(), 4, 256));
-  b.Tensor("blk.0.ffn_down.weight", {256, 4}, kGgmlQ8_0, *QuantizeGgml(kGgmlQ8_0, w.data(), 4, 256));
+  b.Tensor("blk.0.ffn_down.weight", {256, 4}, kGgmlQ8_0,
+           *QuantizeGgml(kGgmlQ8_0, w.data(), 4, 256));
   b.Tensor("blk.0.attn_k.weight", {256, 4}, kGgmlQ4_1, *QuantizeGgml(kGgmlQ4_1, w.data(), 4, 256));
   std::vector<uint8_t> norm(256 * 4);
   for (size_t i = 0; i < 256; ++i) std::memcpy(&norm[4 * i], &w[i], 4);
@@ -383,7 +388,8 @@ TEST_CASE("corrupted and truncated GGUF: a clear error, never a crash") {
     ++parsed;
     for (const auto& t : (*f)->tensors()) {
       if (!GgmlTypeIsDequantizable(t.type) || t.data == nullptr) continue;
-      auto d = PrepareGgml(t.type, t.ne, t.data, static_cast<size_t>(t.bytes), DType::kFloat32, t.name);
+      auto d =
+          PrepareGgml(t.type, t.ne, t.data, static_cast<size_t>(t.bytes), DType::kFloat32, t.name);
       if (d.ok() && d->rows() * d->cols() < (1 << 22)) (void)d->Run(1);
     }
   }
@@ -400,8 +406,8 @@ TEST_CASE("corrupted and truncated GGUF: a clear error, never a crash") {
   const std::string ob = off.Bytes();
   auto o = GgufFile::FromBytes(reinterpret_cast<const uint8_t*>(ob.data()), ob.size(), "t");
   REQUIRE(!o.ok());
-  CHECK(o.status().message().find("tensor 'w' (q4_0, 18 bytes at data offset 0) runs past the end") !=
-        std::string::npos);
+  CHECK(o.status().message().find(
+            "tensor 'w' (q4_0, 18 bytes at data offset 0) runs past the end") != std::string::npos);
   GgufBuilder odd;
   odd.Tensor("w", {48, 1}, kGgmlQ4_0, std::vector<uint8_t>(36));
   const std::string db = odd.Bytes();
@@ -454,7 +460,8 @@ TEST_CASE("safetensors reader: validation messages, misaligned data, tiling") {
       {R"({"a":{"dtype":"U8","shape":[3],"data_offsets":[0,30]}})", 3,
        "safetensors 'f': tensor 'a': data_offsets cover 30 bytes, but U8 (3) needs 3"},
       {R"({"a":{"dtype":"U8","shape":[4294967296,4294967296],"data_offsets":[0,3]}})", 3,
-       "safetensors 'f': tensor 'a': data_offsets cover 3 bytes, but U8 (4294967296,4294967296) needs 18446744073709551616"},
+       "safetensors 'f': tensor 'a': data_offsets cover 3 bytes, but U8 (4294967296,4294967296) "
+       "needs 18446744073709551616"},
       {R"([1,2])", 0, "safetensors 'f': header is not a JSON object"},
       {R"({"a":)", 0, "safetensors 'f' header is not valid JSON"},
   };
@@ -501,11 +508,14 @@ TEST_CASE("HF quantization config: GPTQ / AWQ settings and refused variants") {
   CHECK(a->group_size == 64);
   const std::pair<const char*, const char*> refused[] = {
       {R"({"quantization_config":{"quant_method":"gptq","bits":4,"checkpoint_format":"marlin"}})",
-       "config.json quantization_config: GPTQ checkpoint_format 'marlin' is not supported (gptq and gptq_v2 are)"},
+       "config.json quantization_config: GPTQ checkpoint_format 'marlin' is not supported (gptq "
+       "and gptq_v2 are)"},
       {R"({"quantization_config":{"quant_method":"gptq","bits":4,"checkpoint_format":"gptq_p"}})",
-       "config.json quantization_config: GPTQ checkpoint_format 'gptq_p' is not supported (gptq and gptq_v2 are)"},
+       "config.json quantization_config: GPTQ checkpoint_format 'gptq_p' is not supported (gptq "
+       "and gptq_v2 are)"},
       {R"({"quantization_config":{"quant_method":"gptq","bits":4,"is_marlin_format":true}})",
-       "config.json quantization_config: GPTQ checkpoint_format 'marlin' is not supported (gptq and gptq_v2 are)"},
+       "config.json quantization_config: GPTQ checkpoint_format 'marlin' is not supported (gptq "
+       "and gptq_v2 are)"},
       {R"({"quantization_config":{"quant_method":"gptq","bits":8}})",
        "config.json quantization_config: GPTQ with bits = 8 is not supported (only 4)"},
       {R"({"quantization_config":{"quant_method":"awq","bits":4,"version":"gemv_fast"}})",
@@ -513,7 +523,8 @@ TEST_CASE("HF quantization config: GPTQ / AWQ settings and refused variants") {
       {R"({"quantization_config":{"quant_method":"awq","bits":4,"version":"marlin"}})",
        "config.json quantization_config: AWQ version 'marlin' is not supported (only gemm)"},
       {R"({"quantization_config":{"quant_method":"bitsandbytes"}})",
-       "config.json quantization_config: quant_method 'bitsandbytes' is not supported (nibble reads gptq and awq)"},
+       "config.json quantization_config: quant_method 'bitsandbytes' is not supported (nibble "
+       "reads gptq and awq)"},
       {R"({"quantization_config":{"quant_method":"gptq","bits":"4"}})",
        "config.json quantization_config: 'bits' must be an integer"},
       {R"({"quantization_config":[1]})", "config.json: quantization_config must be an object"},
@@ -544,7 +555,8 @@ HfFolder WriteHfFolder(const std::string& name, bool awq, int64_t N, int64_t K, 
   h.dir = TempDir(name);
   h.w = MakeLlmLikeWeight(N, K, 17);
   h.bias = *Tensor::Allocate(DType::kFloat16, {N});
-  for (int64_t n = 0; n < N; ++n) h.bias.data_as<uint16_t>()[n] = F16FromF32(0.5f * static_cast<float>(n));
+  for (int64_t n = 0; n < N; ++n)
+    h.bias.data_as<uint16_t>()[n] = F16FromF32(0.5f * static_cast<float>(n));
   const std::string p = "model.layers.0.mlp.up_proj";
   if (awq) {
     auto a = QuantizeAwq(h.w.data(), N, K, G);
@@ -561,7 +573,8 @@ HfFolder WriteHfFolder(const std::string& name, bool awq, int64_t N, int64_t K, 
               R"({"quantization_config":{"quant_method":"awq","bits":4,"group_size":)" +
                   std::to_string(G) + R"(,"version":"gemm","zero_point":true}})");
     WriteText((h.dir / "model.safetensors.index.json").string(),
-              R"({"metadata":{},"weight_map":{")" + p + R"(.qweight":"model-00001-of-00002.safetensors",")" + p +
+              R"({"metadata":{},"weight_map":{")" + p +
+                  R"(.qweight":"model-00001-of-00002.safetensors",")" + p +
                   R"(.qzeros":"model-00001-of-00002.safetensors",")" + p +
                   R"(.scales":"model-00002-of-00002.safetensors",")" + p +
                   R"(.bias":"model-00002-of-00002.safetensors"}})");
@@ -570,13 +583,13 @@ HfFolder WriteHfFolder(const std::string& name, bool awq, int64_t N, int64_t K, 
     REQUIRE(t.ok());
     static GptqTensors keep;
     keep = std::move(*t);
-    REQUIRE(WriteSafetensors((h.dir / "model.safetensors").string(),
-                             {{p + ".qweight", &keep.qweight},
-                              {p + ".qzeros", &keep.qzeros},
-                              {p + ".scales", &keep.scales},
-                              {p + ".g_idx", &keep.g_idx},
-                              {p + ".bias", &h.bias}})
-                .ok());
+    REQUIRE(
+        WriteSafetensors((h.dir / "model.safetensors").string(), {{p + ".qweight", &keep.qweight},
+                                                                  {p + ".qzeros", &keep.qzeros},
+                                                                  {p + ".scales", &keep.scales},
+                                                                  {p + ".g_idx", &keep.g_idx},
+                                                                  {p + ".bias", &h.bias}})
+            .ok());
     WriteText((h.dir / "config.json").string(),
               R"({"quantization_config":{"quant_method":"gptq","bits":4,"group_size":)" +
                   std::to_string(G) + R"(,"desc_act":false,"sym":false}})");
@@ -662,7 +675,8 @@ TEST_CASE("dequant: truncated / corrupted inputs fail cleanly and write nothing"
     return std::string(std::istreambuf_iterator<char>(f), {});
   }();
   const std::string out = (h.dir / "out.safetensors").string();
-  for (size_t len : {size_t{0}, size_t{5}, size_t{8}, size_t{40}, good.size() / 2, good.size() - 1}) {
+  for (size_t len :
+       {size_t{0}, size_t{5}, size_t{8}, size_t{40}, good.size() / 2, good.size() - 1}) {
     WriteText(st.string(), good.substr(0, len));
     DequantReport rep;
     const Status s = DequantCheckpoint(h.dir.string(), out, {}, &rep);
@@ -675,8 +689,9 @@ TEST_CASE("dequant: truncated / corrupted inputs fail cleanly and write nothing"
             R"({"quantization_config":{"quant_method":"gptq","bits":4,"group_size":48}})");
   DequantReport rep;
   CHECK(DequantCheckpoint(h.dir.string(), out, {}, &rep).ok());  // G from shapes (2 groups of 32)
-  WriteText((h.dir / "config.json").string(),
-            R"({"quantization_config":{"quant_method":"gptq","bits":4,"checkpoint_format":"marlin"}})");
+  WriteText(
+      (h.dir / "config.json").string(),
+      R"({"quantization_config":{"quant_method":"gptq","bits":4,"checkpoint_format":"marlin"}})");
   const Status m = DequantCheckpoint(h.dir.string(), out, {}, &rep);
   REQUIRE(!m.ok());
   CHECK(m.message().find("'marlin' is not supported") != std::string::npos);

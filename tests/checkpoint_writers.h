@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "base/tensor.h"
 #include "formats/safetensors_writer.h"
 #include "op/quantize_checkpoint.h"
-#include "op/tensor.h"
 
 namespace nibble {
 namespace testing {
@@ -85,8 +85,8 @@ inline void WriteText(const std::string& path, const std::string& text) {
 }
 
 // A safetensors file of the given tensors (copied from Tensor objects).
-inline Status WriteSafetensors(const std::string& path,
-                               const std::vector<std::pair<std::string, const nibble::Tensor*>>& ts) {
+inline Status WriteSafetensors(
+    const std::string& path, const std::vector<std::pair<std::string, const nibble::Tensor*>>& ts) {
   std::vector<SafetensorsOutput> outs;
   for (const auto& [name, t] : ts) {
     SafetensorsOutput o;

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "base/numeric.h"
 #include "doctest/doctest.h"
 #include "formats/external_data.h"
 #include "formats/onnx_tensor.h"
-#include "kernels/numeric.h"
 
 namespace nibble {
 namespace {

@@ -4,10 +4,10 @@
 #include <random>
 #include <vector>
 
+#include "base/numeric.h"
 #include "doctest/doctest.h"
 #include "formats/int4_packing.h"
 #include "formats/onnx_tensor.h"
-#include "kernels/numeric.h"
 
 namespace nibble {
 namespace {

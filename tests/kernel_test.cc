@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "base/numeric.h"
 #include "doctest/doctest.h"
 #include "hwy/targets.h"
 #include "kernels/dequantize.h"
-#include "kernels/numeric.h"
 #include "kernels/reference.h"
 #include "op/dequantizer.h"
 
@@ -327,7 +327,7 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
               // The [N rows, K cols] view of a [K, N] checkpoint: groups of
               // G input channels along the row, scales [K / G, N].
               const bool g = kd.cols_kind == Plan::WordColumns::kGptq;
-              rows = 8 * (1 + static_cast<int64_t>(rng() % 6));                  // N
+              rows = 8 * (1 + static_cast<int64_t>(rng() % 6));                    // N
               cols = (g ? 8 : 1) * (units * 7 + static_cast<int64_t>(rng() % 9));  // K
               const int64_t group = int64_t{16} << (rng() % 3);
               p.outer = rows;

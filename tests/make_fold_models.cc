@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
+#include "base/numeric.h"
 #include "formats/int4_packing.h"
 #include "formats/onnx_tensor.h"
-#include "kernels/numeric.h"
 
 namespace nibble {
 namespace testing {

@@ -1,6 +1,6 @@
 // The scalar conversions are the ground truth for every kernel: check them
 // against the compiler's IEEE _Float16 and hand-computed cases.
-#include "kernels/numeric.h"
+#include "base/numeric.h"
 
 #include <cmath>
 #include <cstdint>

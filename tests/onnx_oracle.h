@@ -9,8 +9,8 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/numeric.h"
-#include "op/tensor.h"
+#include "base/numeric.h"
+#include "base/tensor.h"
 
 namespace nibble {
 namespace testing {

@@ -9,10 +9,10 @@
 #include <random>
 #include <vector>
 
+#include "base/numeric.h"
+#include "base/tensor.h"
 #include "formats/int4_packing.h"
-#include "kernels/numeric.h"
 #include "op/pmx.h"
-#include "op/tensor.h"
 
 namespace nibble {
 namespace testing {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "base/numeric.h"
 #include "doctest/doctest.h"
-#include "kernels/numeric.h"
 #include "tests/test_util.h"
 
 namespace nibble {

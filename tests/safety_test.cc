@@ -10,11 +10,11 @@
 #include <fstream>
 #include <string>
 
+#include "base/tensor.h"
 #include "formats/atomic_file.h"
 #include "formats/files.h"
 #include "formats/onnx_writer.h"
 #include "op/dequantizer.h"
-#include "op/tensor.h"
 
 namespace nibble {
 namespace {

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "op/tensor.h"
+#include "base/tensor.h"
 
 namespace nibble {
 namespace testing {

@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
+#include "base/tensor.h"
 #include "formats/files.h"
 #include "op/dequantizer.h"
-#include "op/status.h"
-#include "op/tensor.h"
 
 namespace nibble {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "op/status.h"
+#include "base/status.h"
 
 namespace nibble {
 

@@ -8,9 +8,9 @@
 #include <ostream>
 #include <sstream>
 
+#include "base/numeric.h"
 #include "formats/files.h"
 #include "formats/onnx_tensor.h"
-#include "kernels/numeric.h"
 #include "op/onnx_node.h"
 
 namespace nibble {

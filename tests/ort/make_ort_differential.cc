@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "base/numeric.h"
 #include "formats/onnx_tensor.h"
-#include "kernels/numeric.h"
 #include "kernels/reference.h"
 #include "op/onnx.h"
 
@@ -50,10 +50,11 @@ int Main(int argc, char** argv) {
   std::mt19937_64 rng(std::strtoull(argv[3], nullptr, 10));
   fs::create_directories(root);
   int written = 0, reference_only = 0, rejected = 0, reference_failed = 0;
-  const DType xtypes[] = {DType::kInt8,  DType::kUInt8,        DType::kInt16,      DType::kUInt16,
-                          DType::kInt32, DType::kInt4,         DType::kUInt4,      DType::kFloat8E4M3FN,
-                          DType::kFloat8E5M2, DType::kFloat8E4M3FNUZ, DType::kFloat8E5M2FNUZ,
-                          DType::kUInt2, DType::kInt2,         DType::kFloat4E2M1};
+  const DType xtypes[] = {DType::kInt8,           DType::kUInt8,          DType::kInt16,
+                          DType::kUInt16,         DType::kInt32,          DType::kInt4,
+                          DType::kUInt4,          DType::kFloat8E4M3FN,   DType::kFloat8E5M2,
+                          DType::kFloat8E4M3FNUZ, DType::kFloat8E5M2FNUZ, DType::kUInt2,
+                          DType::kInt2,           DType::kFloat4E2M1};
   const DType stypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat8E8M0};
   const int64_t opsets[] = {10, 13, 19, 21, 23};
   int attempts = 0;
@@ -75,7 +76,8 @@ int Main(int argc, char** argv) {
     } else if (mode == 1) {
       c.ss = {c.xs[static_cast<size_t>(ax)]};
     } else {
-      c.block = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(c.xs[static_cast<size_t>(ax)] + 1));
+      c.block = 1 + static_cast<int64_t>(rng() %
+                                         static_cast<uint64_t>(c.xs[static_cast<size_t>(ax)] + 1));
       c.has_block = true;
       c.ss = c.xs;
       c.ss[static_cast<size_t>(ax)] = (c.xs[static_cast<size_t>(ax)] + c.block - 1) / c.block;
@@ -93,8 +95,9 @@ int Main(int argc, char** argv) {
     for (auto& b : xb) b = static_cast<uint8_t>(rng());
     std::vector<uint8_t> sb(static_cast<size_t>(ns * DTypeBits(c.st) / 8));
     for (int64_t k = 0; k < ns; ++k) {  // moderate scales of both signs, some zero
-      const float v = (rng() % 9 == 0) ? 0.0f
-                      : static_cast<float>(static_cast<int64_t>(rng() % 2001) - 1000) / 4096.0f;
+      const float v = (rng() % 9 == 0)
+                          ? 0.0f
+                          : static_cast<float>(static_cast<int64_t>(rng() % 2001) - 1000) / 4096.0f;
       if (c.st == DType::kFloat32) std::memcpy(&sb[static_cast<size_t>(4 * k)], &v, 4);
       if (c.st == DType::kFloat16) {
         const uint16_t h = F16FromF32(v);
@@ -104,7 +107,8 @@ int Main(int argc, char** argv) {
         const uint16_t h = BF16FromF32(v);
         std::memcpy(&sb[static_cast<size_t>(2 * k)], &h, 2);
       }
-      if (c.st == DType::kFloat8E8M0) sb[static_cast<size_t>(k)] = static_cast<uint8_t>(120 + rng() % 10);
+      if (c.st == DType::kFloat8E8M0)
+        sb[static_cast<size_t>(k)] = static_cast<uint8_t>(120 + rng() % 10);
     }
     const bool float_x = c.xt >= DType::kFloat8E4M3FN && c.xt <= DType::kFloat8E5M2FNUZ;
     std::vector<uint8_t> zb(static_cast<size_t>((ns * DTypeBits(c.xt) + 7) / 8));
@@ -145,13 +149,15 @@ int Main(int argc, char** argv) {
         const size_t ob = static_cast<size_t>(OutBytes(d->plan().out));
         for (size_t k = 0; k + ob <= ref.size() && same; k += ob) {
           if (std::memcmp(&ref[k], static_cast<const uint8_t*>(y->data()) + k, ob) == 0) continue;
-          float u = FloatElement({y->dtype(), {}, static_cast<const uint8_t*>(y->data()) + k, ob}, 0);
+          float u =
+              FloatElement({y->dtype(), {}, static_cast<const uint8_t*>(y->data()) + k, ob}, 0);
           float w = FloatElement({y->dtype(), {}, &ref[k], ob}, 0);
           same = std::isnan(u) && std::isnan(w);
         }
         if (!same) {
           ++reference_failed;
-          std::cerr << "kernel != reference for a reference-only case (seed draw " << attempts << ")\n";
+          std::cerr << "kernel != reference for a reference-only case (seed draw " << attempts
+                    << ")\n";
         }
       }
       ++reference_only;

@@ -1,10 +1,10 @@
-#include "op/tensor.h"
+#include "base/tensor.h"
 
 #include <cstring>
 #include <limits>
 #include <new>
 
-#include "kernels/numeric.h"
+#include "base/numeric.h"
 
 namespace nibble {
 

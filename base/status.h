@@ -1,8 +1,8 @@
 // Status and StatusOr: the error channel of every public nibble function.
 // No exception crosses the public API; a failed Status carries a message that
 // names the node/tensor/attribute and the expected vs. actual value.
-#ifndef NIBBLE_OP_STATUS_H_
-#define NIBBLE_OP_STATUS_H_
+#ifndef NIBBLE_BASE_STATUS_H_
+#define NIBBLE_BASE_STATUS_H_
 
 #include <string>
 #include <utility>
@@ -65,4 +65,4 @@ class [[nodiscard]] StatusOr {
     if (!nibble_s_.ok()) return nibble_s_; \
   } while (0)
 
-#endif  // NIBBLE_OP_STATUS_H_
+#endif  // NIBBLE_BASE_STATUS_H_

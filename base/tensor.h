@@ -1,6 +1,6 @@
 // Element types, tensor views and owning tensors of the public API.
-#ifndef NIBBLE_OP_TENSOR_H_
-#define NIBBLE_OP_TENSOR_H_
+#ifndef NIBBLE_BASE_TENSOR_H_
+#define NIBBLE_BASE_TENSOR_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "op/status.h"
+#include "base/status.h"
 
 namespace nibble {
 
@@ -151,4 +151,4 @@ class Tensor {
 
 }  // namespace nibble
 
-#endif  // NIBBLE_OP_TENSOR_H_
+#endif  // NIBBLE_BASE_TENSOR_H_

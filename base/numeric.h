@@ -1,8 +1,8 @@
 // Scalar numeric conversions shared by the reference kernel, the SIMD
 // kernels' tails, op/ (scale widening) and the tests. All exact or
 // round-to-nearest-even, as SPEC.md §1 requires.
-#ifndef NIBBLE_KERNELS_NUMERIC_H_
-#define NIBBLE_KERNELS_NUMERIC_H_
+#ifndef NIBBLE_BASE_NUMERIC_H_
+#define NIBBLE_BASE_NUMERIC_H_
 
 #include <cstdint>
 #include <cstring>
@@ -108,4 +108,4 @@ inline float DecodeF8E8M0(uint8_t b) {
 
 }  // namespace nibble
 
-#endif  // NIBBLE_KERNELS_NUMERIC_H_
+#endif  // NIBBLE_BASE_NUMERIC_H_
