@@ -21,10 +21,10 @@
 #include "formats/hf_config.h"
 #include "formats/safetensors.h"
 #include "kernels/reference.h"
+#include "op/checkpoint_file.h"
 #include "op/quantize_checkpoint.h"
 #include "tests/checkpoint_writers.h"
 #include "tests/test_util.h"
-#include "tools/checkpoint.h"
 
 namespace nibble {
 namespace testing {

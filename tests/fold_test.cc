@@ -2,7 +2,7 @@
 // in NIBBLE_FOLD_MODELS): structure of the folded graph, values against an
 // independent decode of the source bytes, external data in and out, and
 // every bad input (clear error, nothing left behind, input untouched).
-#include "tools/fold.h"
+#include "op/fold.h"
 
 #include <cmath>
 #include <cstdlib>

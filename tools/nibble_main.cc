@@ -19,12 +19,12 @@
 #include "bench/synthetic_weights.h"
 #include "formats/files.h"
 #include "kernels/dequantize.h"
+#include "op/checkpoint_file.h"
 #include "op/dequantizer.h"
+#include "op/fold.h"
 #include "op/pmx.h"
 #include "op/quantize.h"
 #include "op/version.h"
-#include "tools/checkpoint.h"
-#include "tools/fold.h"
 #include "tools/node_test_runner.h"
 
 namespace {

@@ -10,8 +10,8 @@
 #include <cstring>
 #include <string>
 
+#include "op/checkpoint_file.h"
 #include "tests/fuzz/fuzz_util.h"
-#include "tools/checkpoint.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool gguf = size >= 4 && std::memcmp(data, "GGUF", 4) == 0;

@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <string>
 
+#include "op/fold.h"
 #include "tests/fuzz/fuzz_util.h"
-#include "tools/fold.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string& dir = nibble::fuzz::PrivateDir("fold");

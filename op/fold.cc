@@ -1,4 +1,4 @@
-#include "tools/fold.h"
+#include "op/fold.h"
 
 #include <chrono>
 #include <cstdio>

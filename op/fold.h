@@ -1,11 +1,11 @@
-// `nibble fold` and `nibble inspect`: load-time dequantization of ONNX
-// models. Every DequantizeLinear (default domain and "opmx") whose inputs
+// Load-time dequantization of ONNX models (what `nibble fold` and `nibble
+// inspect` call). Every DequantizeLinear (default domain and "opmx") whose inputs
 // are all initializers becomes a float initializer named like the node's
 // output; every com.microsoft MatMulNBits with constant weights becomes
 // MatMul (+ Add for a bias) with a dequantized [K, N] initializer. The rest
 // of the model is untouched.
-#ifndef NIBBLE_TOOLS_FOLD_H_
-#define NIBBLE_TOOLS_FOLD_H_
+#ifndef NIBBLE_OP_FOLD_H_
+#define NIBBLE_OP_FOLD_H_
 
 #include <cstdint>
 #include <string>
@@ -58,4 +58,4 @@ StatusOr<std::vector<QuantizedWeightInfo>> InspectModel(const std::string& path)
 
 }  // namespace nibble
 
-#endif  // NIBBLE_TOOLS_FOLD_H_
+#endif  // NIBBLE_OP_FOLD_H_

@@ -1,9 +1,10 @@
-// `nibble dequant`, `nibble inspect` and `nibble bench --weights` for LLM
-// checkpoints: GPTQ / AWQ safetensors (a Hugging Face folder, a sharded
-// folder or one .safetensors file) and GGUF files. Formats are read by
-// formats/, lowered by op/checkpoint.h, run by the shared kernels.
-#ifndef NIBBLE_TOOLS_CHECKPOINT_H_
-#define NIBBLE_TOOLS_CHECKPOINT_H_
+// LLM checkpoint files as a whole — what `nibble dequant`, `nibble inspect`
+// and `nibble bench --weights` use: GPTQ / AWQ safetensors (a Hugging Face
+// folder, a sharded folder or one .safetensors file) and GGUF files. Formats
+// are read by formats/, lowered by op/checkpoint.h, run by the shared
+// kernels.
+#ifndef NIBBLE_OP_CHECKPOINT_FILE_H_
+#define NIBBLE_OP_CHECKPOINT_FILE_H_
 
 #include <cstdint>
 #include <functional>
@@ -88,4 +89,4 @@ Status DequantCheckpoint(const std::string& in, const std::string& out,
 
 }  // namespace nibble
 
-#endif  // NIBBLE_TOOLS_CHECKPOINT_H_
+#endif  // NIBBLE_OP_CHECKPOINT_FILE_H_

@@ -1,4 +1,4 @@
-#include "tools/checkpoint.h"
+#include "op/checkpoint_file.h"
 
 #include <sys/stat.h>
 
