@@ -41,16 +41,17 @@ Status WriteGptq(const fs::path& dir, int64_t N, int64_t K, int64_t G, bool act_
   auto bias = *Tensor::Allocate(DType::kFloat32, {N});
   for (int64_t n = 0; n < N; ++n) bias.data_as<float>()[n] = 0.25f * static_cast<float>(n);
   const std::string p = "model.layers.0.self_attn.q_proj";
-  NIBBLE_RETURN_IF_ERROR(WriteSafetensors((dir / "model.safetensors").string(),
-                                          {{p + ".qweight", &t->qweight},
-                                           {p + ".qzeros", &t->qzeros},
-                                           {p + ".scales", &t->scales},
-                                           {p + ".g_idx", &t->g_idx},
-                                           {p + ".bias", &bias}}));
-  WriteText((dir / "config.json").string(),
-            R"({"model_type":"llama","quantization_config":{"quant_method":"gptq","bits":4,"group_size":)" +
-                std::to_string(G) + R"(,"desc_act":)" + (act_order ? "true" : "false") +
-                R"(,"sym":false,"checkpoint_format":"gptq"}})");
+  NIBBLE_RETURN_IF_ERROR(
+      WriteSafetensors((dir / "model.safetensors").string(), {{p + ".qweight", &t->qweight},
+                                                              {p + ".qzeros", &t->qzeros},
+                                                              {p + ".scales", &t->scales},
+                                                              {p + ".g_idx", &t->g_idx},
+                                                              {p + ".bias", &bias}}));
+  WriteText(
+      (dir / "config.json").string(),
+      R"({"model_type":"llama","quantization_config":{"quant_method":"gptq","bits":4,"group_size":)" +
+          std::to_string(G) + R"(,"desc_act":)" + (act_order ? "true" : "false") +
+          R"(,"sym":false,"checkpoint_format":"gptq"}})");
   return Status::Ok();
 }
 
@@ -62,7 +63,8 @@ int Main(int argc, char** argv) {
   const fs::path out = argv[1];
   fs::create_directories(out);
   if (argc == 5 && std::string(argv[2]) == "--large") {
-    const Status s = WriteGptq(out / "large_gptq", std::atoll(argv[3]), std::atoll(argv[4]), 128, false);
+    const Status s =
+        WriteGptq(out / "large_gptq", std::atoll(argv[3]), std::atoll(argv[4]), 128, false);
     return s.ok() ? 0 : Fail(s);
   }
   Status s = WriteGptq(out / "gptq", 64, 256, 64, true);
@@ -82,8 +84,9 @@ int Main(int argc, char** argv) {
     s = WriteSafetensors((dir / "model-00002-of-00002.safetensors").string(),
                          {{p + ".scales", &a->scales}});
     if (!s.ok()) return Fail(s);
-    WriteText((dir / "config.json").string(),
-              R"({"quantization_config":{"quant_method":"awq","bits":4,"group_size":64,"version":"gemm","zero_point":true}})");
+    WriteText(
+        (dir / "config.json").string(),
+        R"({"quantization_config":{"quant_method":"awq","bits":4,"group_size":64,"version":"gemm","zero_point":true}})");
     WriteText((dir / "model.safetensors.index.json").string(),
               R"({"metadata":{},"weight_map":{")" + p +
                   R"(.qweight":"model-00001-of-00002.safetensors",")" + p +
@@ -117,8 +120,9 @@ int Main(int argc, char** argv) {
                   fs::file_size(out / "truncated" / "model.safetensors") - 7);
   s = WriteGptq(out / "marlin", 16, 64, 32, false);
   if (!s.ok()) return Fail(s);
-  WriteText((out / "marlin" / "config.json").string(),
-            R"({"quantization_config":{"quant_method":"gptq","bits":4,"group_size":32,"checkpoint_format":"marlin"}})");
+  WriteText(
+      (out / "marlin" / "config.json").string(),
+      R"({"quantization_config":{"quant_method":"gptq","bits":4,"group_size":32,"checkpoint_format":"marlin"}})");
   return 0;
 }
 

@@ -16,12 +16,13 @@ namespace {
 using nibble::DType;
 
 DType PickDType(nibble::fuzz::ByteSource& in) {
-  static const DType kTypes[] = {
-      DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt8, DType::kUInt8,
-      DType::kInt16,   DType::kUInt16,  DType::kInt32,    DType::kUInt32, DType::kInt4,
-      DType::kUInt4,   DType::kInt2,    DType::kUInt2,    DType::kFloat8E4M3FN,
-      DType::kFloat8E5M2, DType::kFloat8E4M3FNUZ, DType::kFloat8E5M2FNUZ, DType::kFloat4E2M1,
-      DType::kFloat8E8M0, DType::kInt64, DType::kUndefined};
+  static const DType kTypes[] = {DType::kFloat32,        DType::kFloat16,        DType::kBFloat16,
+                                 DType::kInt8,           DType::kUInt8,          DType::kInt16,
+                                 DType::kUInt16,         DType::kInt32,          DType::kUInt32,
+                                 DType::kInt4,           DType::kUInt4,          DType::kInt2,
+                                 DType::kUInt2,          DType::kFloat8E4M3FN,   DType::kFloat8E5M2,
+                                 DType::kFloat8E4M3FNUZ, DType::kFloat8E5M2FNUZ, DType::kFloat4E2M1,
+                                 DType::kFloat8E8M0,     DType::kInt64,          DType::kUndefined};
   return kTypes[in.Range(0, sizeof(kTypes) / sizeof(kTypes[0]) - 1)];
 }
 

@@ -17,7 +17,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto* b = static_cast<const uint8_t*>(v->data);
     for (size_t i = 0; i < v->size_bytes; ++i) sum = static_cast<uint8_t>(sum + b[i]);
     (void)sum;
-    if (v->dtype == nibble::DType::kFloat16 && v->size_bytes >= 2) (void)nibble::FloatElement(*v, 0);
+    if (v->dtype == nibble::DType::kFloat16 && v->size_bytes >= 2)
+      (void)nibble::FloatElement(*v, 0);
   }
   return 0;
 }
