@@ -77,14 +77,6 @@ struct CodeRef {
                         // kGptqCols / kAwqCols: Plan::word_stride
 };
 
-// Scalar value of one element given its raw code bits and its group's
-// parameters: the formula of the contract, shared by every tail.
-struct GroupParams {
-  float s = 0;
-  int32_t z = 0;  // integer zero point or code offset
-  float zf = 0;   // float zero point
-};
-
 HWY_INLINE int32_t DecodeIntCode(CodeKind k, uint32_t u) {
   switch (k) {
     case CodeKind::kS4:
@@ -185,8 +177,9 @@ struct RowJob {
   const float* scale;  // element 0's scale (per_element) or plan.scale
   const int32_t* zp_int;
   const float* zp_float;
-  // Grouped: scale index of element k = base + ((phase + k) / group) * step.
-  int64_t base, phase, group, step;
+  // Grouped: scale index of element k = base + (k / group) * step (rows
+  // start on a group boundary).
+  int64_t base, group, step;
 };
 
 template <RowLayout kLayout, CodeKind kCode, ZeroPointKind kZp, OutType kOut>
@@ -417,7 +410,7 @@ class RowKernel {
   }
 
   int64_t ScaleIndex(int64_t k) const {
-    return job_.per_element ? k : job_.base + ((job_.phase + k) / job_.group) * job_.step;
+    return job_.per_element ? k : job_.base + (k / job_.group) * job_.step;
   }
 
   float ScalarValue(int64_t k) const {
@@ -664,7 +657,7 @@ class RowKernel {
   void SetGroup(int64_t k) {
     cur_idx_ = ScaleIndex(k);
     cur_ = MakeGroup(cur_idx_);
-    cur_end_ = (job_.phase + k) / job_.group * job_.group + job_.group - job_.phase;
+    cur_end_ = k / job_.group * job_.group + job_.group;
   }
 
   // The group after the current one (no division: cheap for small groups).
@@ -922,7 +915,6 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
       job.base = r * plan.s_outer;
       job.group = plan.group;
       job.step = plan.s_axis;
-      job.phase = 0;
     } else {
       const int64_t o = r / plan.axis, a = r % plan.axis;
       const int64_t ga = plan.axis_group != nullptr ? plan.axis_group[a] : a / plan.group;
@@ -930,7 +922,6 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
       job.per_element = plan.s_inner == 1;
       job.group = cols;  // constant along the row
       job.step = 0;
-      job.phase = 0;
     }
     if (job.step == 0) job.group = cols;  // scale constant along the row
     job.scale = plan.scale;
