@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the built tree into a prefix and builds a consumer against it:
 # find_package(nibble CONFIG) with the static and the shared library, and
-# pkg-config. Usage: run_consumer_test.sh BUILD_DIR WORK_DIR
+# pkg-config; the core library (C API) without protobuf. Usage:
+# run_consumer_test.sh BUILD_DIR WORK_DIR
 set -eu
 build=$1 work=$2
 src=$(cd "$(dirname "$0")" && pwd)
@@ -10,13 +11,18 @@ rm -rf "$work" && mkdir -p "$work"
 cmake --install "$build" --prefix "$prefix" >/dev/null
 libdir=$(ls -d "$prefix"/lib*/ | head -1)
 ls "$libdir" | grep -q '^libnibble\.so\.[0-9]' || { echo "FAIL: no versioned libnibble.so"; exit 1; }
-passed=0
+core_so=$(ls "$libdir"/libnibble_core.so.*.*.* | head -1)
+if readelf -d "$core_so" | grep NEEDED | grep -q protobuf; then
+  echo "FAIL: $core_so needs libprotobuf"; exit 1
+fi
+passed=1
 for link in static shared; do
   cmake -S "$src" -B "$work/$link" -DCMAKE_PREFIX_PATH="$prefix" -DNIBBLE_LINK=$link >/dev/null
   cmake --build "$work/$link" >/dev/null
   LD_LIBRARY_PATH="$libdir" "$work/$link/consumer_cc"
   LD_LIBRARY_PATH="$libdir" "$work/$link/consumer_c"
-  passed=$((passed + 2))
+  LD_LIBRARY_PATH="$libdir" "$work/$link/consumer_c_core"
+  passed=$((passed + 3))
 done
 if command -v pkg-config >/dev/null; then
   export PKG_CONFIG_PATH="$libdir/pkgconfig"
@@ -24,6 +30,12 @@ if command -v pkg-config >/dev/null; then
   LD_LIBRARY_PATH="$libdir" "$work/pc_cc"
   cc "$src/main.c" -o "$work/pc_c" $(pkg-config --cflags --libs nibble) -lstdc++
   LD_LIBRARY_PATH="$libdir" "$work/pc_c"
-  passed=$((passed + 2))
+  # The core library: no protobuf in its link line.
+  if pkg-config --libs --static nibble-core | grep -q protobuf; then
+    echo "FAIL: pkg-config nibble-core names protobuf"; exit 1
+  fi
+  cc "$src/main.c" -o "$work/pc_c_core" $(pkg-config --cflags --libs nibble-core) -lstdc++
+  LD_LIBRARY_PATH="$libdir" "$work/pc_c_core"
+  passed=$((passed + 3))
 fi
 echo "$passed passed, 0 failed"
