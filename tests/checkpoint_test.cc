@@ -24,6 +24,7 @@
 #include "op/checkpoint_file.h"
 #include "op/quantize_checkpoint.h"
 #include "tests/checkpoint_writers.h"
+#include "tests/ggml_oracle.h"
 #include "tests/test_util.h"
 
 namespace nibble {
@@ -293,6 +294,55 @@ TEST_CASE("GGUF round trips: Q4_0 / Q4_1 / Q8_0 / Q4_K, 1-D to 3-D, threads agre
       std::vector<float> y2(y.size());
       REQUIRE(d->Run({DType::kFloat32, d->output().shape, y2.data(), y2.size() * 4}, 2).ok());
       CHECK(y2 == y);
+    }
+  }
+}
+
+TEST_CASE("GGUF lowering == an independent decoder, on random block bytes, every output type") {
+  // Random bytes: every code, every packed scale bit pattern, and f16
+  // scales of every kind (normal, subnormal, zero, negative, Inf, NaN).
+  std::mt19937 rng(11);
+  for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0, kGgmlQ4_K}) {
+    REQUIRE(static_cast<uint32_t>(type) == (type == kGgmlQ4_0   ? kOracleQ4_0
+                                            : type == kGgmlQ4_1 ? kOracleQ4_1
+                                            : type == kGgmlQ8_0 ? kOracleQ8_0
+                                                                : kOracleQ4_K));
+    const int64_t be = OracleBlockElems(type), bb = OracleBlockBytes(type);
+    for (const auto& [rows, blocks] : {std::pair<int64_t, int64_t>{1, 1}, {3, 5}, {17, 8}}) {
+      const int64_t cols = blocks * be;
+      std::vector<uint8_t> bytes(static_cast<size_t>(rows * blocks * bb));
+      for (auto& x : bytes) x = static_cast<uint8_t>(rng());
+      const std::vector<float> want = OracleDecode(type, bytes.data(), rows, cols);
+      for (DType out : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+        auto d = PrepareGgml(type, {cols, rows}, bytes.data(), bytes.size(), out, "t");
+        REQUIRE_MESSAGE(d.ok(), d.status().message());
+        const size_t eb = out == DType::kFloat32 ? 4 : 2;
+        for (int threads : {1, 2}) {
+          std::vector<uint8_t> y(want.size() * eb);
+          REQUIRE(d->Run({out, d->output().shape, y.data(), y.size()}, threads).ok());
+          size_t bad = 0;
+          for (size_t i = 0; i < want.size(); ++i) {
+            bool same;
+            if (out == DType::kFloat32) {
+              float g;
+              std::memcpy(&g, &y[4 * i], 4);
+              same = (std::isnan(g) && std::isnan(want[i])) || std::memcmp(&g, &want[i], 4) == 0;
+            } else {
+              uint16_t g;
+              std::memcpy(&g, &y[2 * i], 2);
+              const uint16_t w =
+                  out == DType::kFloat16 ? F16FromF32(want[i]) : BF16FromF32(want[i]);
+              const bool g_nan = out == DType::kFloat16 ? (g & 0x7C00) == 0x7C00 && (g & 0x3FF)
+                                                        : (g & 0x7F80) == 0x7F80 && (g & 0x7F);
+              same = g == w || (g_nan && std::isnan(want[i]));
+            }
+            bad += same ? 0 : 1;
+          }
+          CHECK_MESSAGE(bad == 0, "type " << type << " rows " << rows << " blocks " << blocks
+                                          << " out " << DTypeName(out) << " threads " << threads
+                                          << ": " << bad << " elements differ");
+        }
+      }
     }
   }
 }

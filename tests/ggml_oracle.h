@@ -1,0 +1,110 @@
+// An independent scalar decoder of ggml's block formats, written from the
+// format's description (ggml-common.h's block structs and the reference
+// dequantize_row_<type> routines), never from nibble's Plan or kernels:
+// what a wrong lowering in op/checkpoint.cc would disagree with.
+//
+// Each block's values are computed in float32 with the producers'
+// operations in their order (no fused multiply-add: the build uses
+// -ffp-contract=off).
+#ifndef NIBBLE_TESTS_GGML_ORACLE_H_
+#define NIBBLE_TESTS_GGML_ORACLE_H_
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace nibble {
+namespace testing {
+
+// IEEE binary16 -> binary32, exact (subnormals, Inf, NaN).
+inline float GgmlHalf(const uint8_t* p) {
+  const uint16_t h = static_cast<uint16_t>(p[0] | (p[1] << 8));
+  _Float16 f;
+  std::memcpy(&f, &h, 2);
+  return static_cast<float>(f);
+}
+
+// ggml type ids used below.
+enum : uint32_t { kOracleQ4_0 = 2, kOracleQ4_1 = 3, kOracleQ8_0 = 8, kOracleQ4_K = 12 };
+
+// Elements and bytes of one block.
+inline int OracleBlockElems(uint32_t t) { return t == kOracleQ4_K ? 256 : 32; }
+inline int OracleBlockBytes(uint32_t t) {
+  switch (t) {
+    case kOracleQ4_0:
+      return 18;  // half d; u8 qs[16]
+    case kOracleQ4_1:
+      return 20;  // half d, m; u8 qs[16]
+    case kOracleQ8_0:
+      return 34;  // half d; i8 qs[32]
+    default:
+      return 144;  // Q4_K: half d, dmin; u8 scales[12]; u8 qs[128]
+  }
+}
+
+// Q4_K's packed 6-bit scale and min of sub-block j (0..7).
+inline void OracleScaleMinK4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+// Decodes one block of type t into y (OracleBlockElems(t) floats).
+inline void OracleDecodeBlock(uint32_t t, const uint8_t* b, float* y) {
+  if (t == kOracleQ4_0 || t == kOracleQ4_1) {
+    const float d = GgmlHalf(b);
+    const float m = t == kOracleQ4_1 ? GgmlHalf(b + 2) : 0.0f;
+    const uint8_t* qs = b + (t == kOracleQ4_1 ? 4 : 2);
+    for (int j = 0; j < 16; ++j) {
+      if (t == kOracleQ4_0) {
+        const int x0 = (qs[j] & 0xF) - 8, x1 = (qs[j] >> 4) - 8;
+        y[j] = static_cast<float>(x0) * d;
+        y[j + 16] = static_cast<float>(x1) * d;
+      } else {
+        const int x0 = qs[j] & 0xF, x1 = qs[j] >> 4;
+        y[j] = static_cast<float>(x0) * d + m;
+        y[j + 16] = static_cast<float>(x1) * d + m;
+      }
+    }
+  } else if (t == kOracleQ8_0) {
+    const float d = GgmlHalf(b);
+    for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(static_cast<int8_t>(b[2 + j])) * d;
+  } else {  // Q4_K
+    const float d = GgmlHalf(b), dmin = GgmlHalf(b + 2);
+    const uint8_t* scales = b + 4;
+    const uint8_t* q = b + 16;
+    int is = 0;
+    for (int j = 0; j < 256; j += 64) {
+      uint8_t sc, m;
+      OracleScaleMinK4(is, scales, &sc, &m);
+      const float d1 = d * sc, m1 = dmin * m;
+      OracleScaleMinK4(is + 1, scales, &sc, &m);
+      const float d2 = d * sc, m2 = dmin * m;
+      for (int l = 0; l < 32; ++l) y[j + l] = d1 * static_cast<float>(q[l] & 0xF) - m1;
+      for (int l = 0; l < 32; ++l) y[j + 32 + l] = d2 * static_cast<float>(q[l] >> 4) - m2;
+      q += 32;
+      is += 2;
+    }
+  }
+}
+
+// A whole tensor: `rows` rows of `cols` elements (cols a multiple of the
+// block), blocks back to back.
+inline std::vector<float> OracleDecode(uint32_t t, const uint8_t* data, int64_t rows,
+                                       int64_t cols) {
+  const int be = OracleBlockElems(t), bb = OracleBlockBytes(t);
+  std::vector<float> y(static_cast<size_t>(rows * cols));
+  for (int64_t b = 0; b < rows * cols / be; ++b) {
+    OracleDecodeBlock(t, data + b * bb, y.data() + b * be);
+  }
+  return y;
+}
+
+}  // namespace testing
+}  // namespace nibble
+
+#endif  // NIBBLE_TESTS_GGML_ORACLE_H_
