@@ -2,7 +2,9 @@
 // opening, output-path checks, name escaping, thread-count and allocation
 // limits, and the two-file publish of an ONNX model with external data.
 #include <doctest/doctest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -15,6 +17,7 @@
 #include "formats/files.h"
 #include "formats/onnx_writer.h"
 #include "op/dequantizer.h"
+#include "op/onnx.h"
 
 namespace nibble {
 namespace {
@@ -187,7 +190,37 @@ TEST_CASE("Thread counts are checked") {
 }
 
 #if !defined(__SANITIZE_ADDRESS__)
-// (AddressSanitizer aborts on impossible allocations instead of throwing.)
+// (AddressSanitizer aborts on impossible allocations instead of throwing,
+// and needs more address space than RLIMIT_AS leaves.)
+TEST_CASE("An allocation that fails inside PrepareOnnx is an out-of-memory status") {
+  const int64_t n = int64_t{1} << 23;
+  std::vector<uint8_t> x(static_cast<size_t>(n));
+  std::vector<uint16_t> s(static_cast<size_t>(n), 0x3C00);  // float16 1.0
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {  // the child caps its address space, then prepares
+    size_t vm = 0;
+    std::ifstream st("/proc/self/status");
+    for (std::string line; std::getline(st, line);) {
+      if (line.rfind("VmSize:", 0) == 0) vm = std::stoull(line.substr(7)) * 1024;
+    }
+    const rlim_t cap = vm + (rlim_t{16} << 20);
+    struct rlimit lim = {cap, cap};
+    if (vm == 0 || ::setrlimit(RLIMIT_AS, &lim) != 0) ::_exit(3);
+    OnnxDequantizeAttributes a;
+    a.axis = 0;
+    a.has_axis = true;
+    // float16 scales are widened to float32 (32 MiB) while preparing.
+    auto d = PrepareOnnx(a, {DType::kUInt8, {n, 1}, x.data(), x.size()},
+                         {DType::kFloat16, {n}, s.data(), s.size() * 2}, nullptr, {});
+    ::_exit(!d.ok() && d.status().message() == "out of memory in PrepareOnnx" ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
 TEST_CASE("An allocation that cannot succeed is an out-of-memory status") {
   auto t = Tensor::Allocate(DType::kFloat32, {int64_t{1} << 30, int64_t{1} << 20});  // 4 PiB
   REQUIRE_FALSE(t.ok());

@@ -52,6 +52,26 @@ for bad in (100000, 40000, -1):
         check(f"threads={bad} rejected", False)
     except ValueError as e:
         check(f"threads={bad} rejected", "threads must be between 0" in str(e))
+# An allocation that fails inside the library is a MemoryError (run in a
+# child whose address space is capped just above what it has mapped).
+import subprocess
+import textwrap
+
+oom = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+    import resource, numpy as np, nibble
+    n = 1 << 23
+    x = np.zeros((n, 1), np.uint8)
+    s = np.ones(n, np.float16)   # widened to float32 (32 MiB) while preparing
+    vm = [int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmSize:")][0]
+    resource.setrlimit(resource.RLIMIT_AS, (vm + (16 << 20), vm + (16 << 20)))
+    try:
+        nibble.Dequantizer.onnx(x, s, axis=0)
+        print("no error")
+    except MemoryError as e:
+        print("MemoryError:", e)
+    """)], capture_output=True, text=True)
+check("allocation failure is MemoryError",
+      oom.stdout.strip() == "MemoryError: out of memory in PrepareOnnx")
 check("rows/cols", (d.rows, d.cols, tuple(d.shape), d.dtype) == (64, 256, (64, 256), "float32"))
 
 # ONNX: uint8 per-axis with zero point, and packed int4 blocked.
