@@ -86,6 +86,12 @@ struct MutableTensorView {
 };
 
 // An owning tensor. Storage is 64-byte aligned.
+// float32, float16 or bfloat16: the types of scales, float zero points and
+// outputs.
+inline bool IsFloat16Or32(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16;
+}
+
 // Messages of allocation failures start with this (the Python module maps
 // them to MemoryError, the C API to NIBBLE_STATUS_OUT_OF_MEMORY).
 inline constexpr const char* kOutOfMemory = "out of memory";

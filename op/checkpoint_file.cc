@@ -279,8 +279,7 @@ StatusOr<std::vector<float>> Checkpoint::LoadFloat(const CheckpointTensor& t, in
         Fill(t, DType::kFloat32, threads, reinterpret_cast<uint8_t*>(out.data())));
     return out;
   }
-  if (t.stored_dtype != DType::kFloat32 && t.stored_dtype != DType::kFloat16 &&
-      t.stored_dtype != DType::kBFloat16) {
+  if (!IsFloat16Or32(t.stored_dtype)) {
     return Status::Error("tensor '" + t.name + "' is " + DTypeName(t.stored_dtype) +
                          ", not a float weight");
   }

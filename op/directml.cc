@@ -96,8 +96,7 @@ StatusOr<Dequantizer> PrepareBroadcastDequantize(const TensorView& input, const 
     return Status::Error(who + ": input must be int8, int16, int32, uint8, uint16 or uint32 (got " +
                          DTypeName(input.dtype) + ")");
   }
-  if (scale.dtype != DType::kFloat32 && scale.dtype != DType::kFloat16 &&
-      scale.dtype != DType::kBFloat16) {
+  if (!IsFloat16Or32(scale.dtype)) {
     return Status::Error(who + ": scale must be float32 or float16 (got " + DTypeName(scale.dtype) +
                          ")");
   }

@@ -55,8 +55,7 @@ StatusOr<Dequantizer> PrepareMatMulNBits(const MatMulNBitsAttributes& a, const T
   }
   auto bn = internal::CheckView(b, "input B");
   if (!bn.ok()) return bn.status().WithPrefix(who);
-  if (scales.dtype != DType::kFloat32 && scales.dtype != DType::kFloat16 &&
-      scales.dtype != DType::kBFloat16) {
+  if (!IsFloat16Or32(scales.dtype)) {
     return fail("input scales must be float32, float16 or bfloat16 (got " +
                 DTypeName(scales.dtype) + ")");
   }

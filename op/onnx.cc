@@ -202,7 +202,7 @@ StatusOr<Analysis> Analyze(const OnnxDequantizeAttributes& at, const TensorView&
   DType out;
   if (at.output_dtype != 0) {
     out = static_cast<DType>(at.output_dtype);
-    if (out != DType::kFloat32 && out != DType::kFloat16 && out != DType::kBFloat16) {
+    if (!IsFloat16Or32(out)) {
       return Status::Error("attribute output_dtype " + std::to_string(at.output_dtype) +
                            " is not float32 (1), float16 (10) or bfloat16 (16)");
     }

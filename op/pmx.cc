@@ -93,8 +93,7 @@ StatusOr<Analysis> Analyze(const PmxAttributes& attrs, const TensorView& x, cons
   }
 
   // Scale type and shape.
-  if (scale.dtype != DType::kFloat32 && scale.dtype != DType::kFloat16 &&
-      scale.dtype != DType::kBFloat16) {
+  if (!IsFloat16Or32(scale.dtype)) {
     return Status::Error("input Scale must be float32, float16 or bfloat16 (got " +
                          DTypeName(scale.dtype) + ")");
   }
@@ -144,8 +143,7 @@ StatusOr<Analysis> Analyze(const PmxAttributes& attrs, const TensorView& x, cons
                            " must equal Scale shape " + ShapeToString(scale.shape));
     }
     if (attrs.float_zeropoint == 1) {
-      if (zp->dtype != DType::kFloat32 && zp->dtype != DType::kFloat16 &&
-          zp->dtype != DType::kBFloat16) {
+      if (!IsFloat16Or32(zp->dtype)) {
         return Status::Error(
             "input ZeroPoint must be float16 or float32 when float_zeropoint = 1 (got " +
             DTypeName(zp->dtype) + ")");

@@ -80,8 +80,7 @@ Status QuantizeCore(const float* w, const Shape& shape, const QuantizeConfig& cf
                          std::to_string(axis) + ") is not divisible by group_size " +
                          std::to_string(cfg.group_size));
   }
-  if (cfg.scale_dtype != DType::kFloat32 && cfg.scale_dtype != DType::kFloat16 &&
-      cfg.scale_dtype != DType::kBFloat16) {
+  if (!IsFloat16Or32(cfg.scale_dtype)) {
     return Status::Error("quantize: scale dtype must be float32, float16 or bfloat16");
   }
   const bool pt = cfg.per_tensor;

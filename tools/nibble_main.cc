@@ -299,9 +299,7 @@ bool LoadBenchWeight(const std::string& path, const std::string& regex,
   const nibble::CheckpointTensor* best = nullptr;
   int64_t best_n = 0;
   for (const auto& t : ck->tensors()) {
-    const bool floaty = t.quantized || t.stored_dtype == nibble::DType::kFloat32 ||
-                        t.stored_dtype == nibble::DType::kFloat16 ||
-                        t.stored_dtype == nibble::DType::kBFloat16;
+    const bool floaty = t.quantized || nibble::IsFloat16Or32(t.stored_dtype);
     if (!t.supported || !floaty || t.shape.size() < 2 || !std::regex_search(t.name, re)) continue;
     auto n = nibble::CheckedNumElements(t.shape, t.name);
     if (n.ok() && *n > best_n) best = &t, best_n = *n;

@@ -36,8 +36,7 @@ std::string Compare(const Tensor& got, const Tensor& want, const NodeTestOptions
   double rtol = 1e-5, atol = 1e-6;
   if (want.dtype() == DType::kFloat16) rtol = 2e-3, atol = 1e-7;
   if (want.dtype() == DType::kBFloat16) rtol = 1e-2, atol = 1e-7;
-  if (want.dtype() != DType::kFloat32 && want.dtype() != DType::kFloat16 &&
-      want.dtype() != DType::kBFloat16) {
+  if (!IsFloat16Or32(want.dtype())) {
     return "cannot compare outputs of type " + DTypeName(want.dtype());
   }
   if (opt.rtol >= 0) rtol = opt.rtol;
