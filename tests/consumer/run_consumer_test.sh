@@ -36,6 +36,12 @@ if command -v pkg-config >/dev/null; then
   fi
   cc "$src/main.c" -o "$work/pc_c_core" $(pkg-config --cflags --libs nibble-core) -lstdc++
   LD_LIBRARY_PATH="$libdir" "$work/pc_c_core"
-  passed=$((passed + 3))
+  # A C program linked against the static core with only what
+  # `pkg-config --static` says (C++ runtime and OpenMP included).
+  cc "$src/main.c" -o "$work/pc_c_core_static" $(pkg-config --cflags nibble-core) \
+    -Wl,-Bstatic -lnibble_core -Wl,-Bdynamic \
+    $(pkg-config --static --libs nibble-core | sed 's/-lnibble_core//')
+  "$work/pc_c_core_static"
+  passed=$((passed + 4))
 fi
 echo "$passed passed, 0 failed"
