@@ -106,7 +106,7 @@ DType ParseDType(const std::string& s) {
   return DType::kUndefined;
 }
 
-struct Layout {
+struct BenchLayout {
   std::string name;
   int bits;
   int64_t quant_axis;
@@ -115,7 +115,7 @@ struct Layout {
   uint32_t ggml_type = 0;
 };
 
-bool FindLayout(const std::string& name, Layout* l) {
+bool FindLayout(const std::string& name, BenchLayout* l) {
   if (name == "pmx-q1")
     *l = {name, 4, 1, false, ""};
   else if (name == "pmx-q0")
@@ -179,7 +179,7 @@ struct BenchWeight {
 };
 
 // Quantizes w [n, k] for a layout at group size g (0 = per-channel).
-Status QuantizeFor(const Layout& layout, const float* w, int64_t n, int64_t k, int64_t g,
+Status QuantizeFor(const BenchLayout& layout, const float* w, int64_t n, int64_t k, int64_t g,
                    BenchWeight* bw) {
   bw->n = n;
   bw->k = k;
@@ -409,7 +409,7 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
   size_t done = 0;
   int failures = 0;
   for (const auto& lname : opt.layouts) {
-    Layout layout;
+    BenchLayout layout;
     if (!FindLayout(lname, &layout)) {
       err << "nibble bench: unknown layout '" << lname << "'\n";
       return 2;

@@ -5,8 +5,6 @@
 // kernels/dequantize_bytes.cc (8- and 16-bit integer codes, float8).
 #include "kernels/dequantize.h"
 
-#include <cstring>
-
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/dequantize.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -19,50 +17,73 @@ namespace HWY_NAMESPACE {
 
 const char* ActiveTargetName() { return hwy::TargetName(HWY_TARGET); }
 
+#if HWY_TARGET != HWY_SCALAR
+// Dense 4-bit codes (ONNX int4 / uint4 / float4; PMX over one column).
+HWY_INLINE void DenseNibbleCodes(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                                 void* out, int64_t ld) {
+  switch (plan.code) {
+    case CodeKind::kU4:
+      return DispatchZpOut<DenseNibbles, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
+    case CodeKind::kS4:
+      return DispatchZpOut<DenseNibbles, CodeKind::kS4>(plan, r0, r1, c0, c1, out, ld);
+    case CodeKind::kF4E2M1:
+      return DispatchOut<DenseNibbles, CodeKind::kF4E2M1>(plan, r0, r1, c0, c1, out, ld);
+    case CodeKind::kU2:  // not 4-bit codes: never routed here (DequantizeTile)
+    case CodeKind::kS2:
+    case CodeKind::kU8:
+    case CodeKind::kS8:
+    case CodeKind::kU16:
+    case CodeKind::kS16:
+    case CodeKind::kU32:
+    case CodeKind::kS32:
+    case CodeKind::kF8E4M3FN:
+    case CodeKind::kF8E4M3FNUZ:
+    case CodeKind::kF8E5M2:
+    case CodeKind::kF8E5M2FNUZ:
+      break;
+  }
+  DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
+}
+
+// A block layout with 4-bit codes (8-bit ones: kernels/dequantize_bytes.cc).
+template <class D>
+HWY_INLINE void BlockNibbleCodes(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                                 void* out, int64_t ld) {
+  if constexpr (CodeBits(D::kCode) == 4) {
+    return DispatchZpOut<Blocks<D>, D::kCode>(plan, r0, r1, c0, c1, out, ld);
+  } else {
+    return DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
+  }
+}
+
+#endif  // HWY_TARGET != HWY_SCALAR
+
 void DequantizeNibblesSimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                            void* out, int64_t ld) {
 #if HWY_TARGET != HWY_SCALAR
   if (SimdEligible(plan, c0, c1)) {
-    if (plan.word_columns == Plan::WordColumns::kGptq && plan.code == CodeKind::kU4) {
-      return DispatchZpOut<RowLayout::kGptqCols, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
-    }
-    if (plan.word_columns == Plan::WordColumns::kAwq && plan.code == CodeKind::kU4) {
-      return DispatchZpOut<RowLayout::kAwqCols, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
-    }
-    if (plan.word_columns != Plan::WordColumns::kNone) {
-      return DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
-    }
-    if (plan.block_elems > 0) {  // GGUF Q4_0 / Q4_1 / Q4_K, AWQ
-      if (plan.code == CodeKind::kU4) {
-        if (plan.block_elems == 32 && plan.split_elems == 32) {
-          return DispatchZpOut<RowLayout::kSplit32, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
+    switch (plan.layout) {
+      case Layout::kDense:
+        return DenseNibbleCodes(plan, r0, r1, c0, c1, out, ld);
+      case Layout::kPmxWords:
+        // Over a single column (one element per dim-0 index), int4xP words
+        // hold consecutive elements: dense order.
+        if (plan.interleave_row == 1) return DenseNibbleCodes(plan, r0, r1, c0, c1, out, ld);
+        if (plan.interleave == 4) {
+          return DispatchZpOut<PmxWords<16>, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
         }
-        if (plan.block_elems == 256 && plan.split_elems == 64) {
-          return DispatchZpOut<RowLayout::kSplit256, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
-        }
-        if (plan.block_elems == 8 && plan.block_bytes == 4 && plan.split_elems == 0 &&
-            std::memcmp(plan.word_nibble, kAwqNibble, 8) == 0) {
-          return DispatchZpOut<RowLayout::kAwqWords, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
-        }
-      }
-      return DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
-    }
-    if (plan.interleave > 1 && plan.interleave_row > 1) {  // PMX int4xP, P rows per word
-      if (plan.interleave == 4) {
-        return DispatchZpOut<RowLayout::kWords16, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
-      }
-      return DispatchZpOut<RowLayout::kWords32, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
-    }
-    // Dense nibbles (a PMX int4xP over a single column is dense order too).
-    switch (plan.code) {
-      case CodeKind::kU4:
-        return DispatchZpOut<RowLayout::kNibbles, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
-      case CodeKind::kS4:
-        return DispatchZpOut<RowLayout::kNibbles, CodeKind::kS4>(plan, r0, r1, c0, c1, out, ld);
-      case CodeKind::kF4E2M1:
-        return DispatchOut<RowLayout::kNibbles, CodeKind::kF4E2M1>(plan, r0, r1, c0, c1, out, ld);
-      default:
-        break;
+        return DispatchZpOut<PmxWords<32>, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
+      case Layout::kAwqWords:
+        return DispatchZpOut<AwqWords, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
+      case Layout::kGptqColumns:
+        return DispatchZpOut<GptqColumns, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
+      case Layout::kAwqColumns:
+        return DispatchZpOut<AwqColumns, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
+#define NIBBLE_BLOCK_CASE(D) \
+  case Layout::k##D:         \
+    return BlockNibbleCodes<D>(plan, r0, r1, c0, c1, out, ld);
+        NIBBLE_BLOCK_LAYOUTS(NIBBLE_BLOCK_CASE)
+#undef NIBBLE_BLOCK_CASE
     }
   }
 #endif
@@ -85,14 +106,11 @@ void DequantizeBytesDispatch(const Plan& plan, int64_t r0, int64_t r1, int64_t c
 
 void DequantizeTile(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
                     int64_t ld) {
-  switch (plan.code) {
-    case CodeKind::kU4:
-    case CodeKind::kS4:
-    case CodeKind::kF4E2M1:
-      return HWY_DYNAMIC_DISPATCH(DequantizeNibblesSimd)(plan, r0, r1, c0, c1, out, ld);
-    default:
-      return DequantizeBytesDispatch(plan, r0, r1, c0, c1, out, ld);
+  // One translation unit per code width keeps the build parallel.
+  if (CodeBits(plan.code) == 4) {
+    return HWY_DYNAMIC_DISPATCH(DequantizeNibblesSimd)(plan, r0, r1, c0, c1, out, ld);
   }
+  DequantizeBytesDispatch(plan, r0, r1, c0, c1, out, ld);
 }
 
 const char* ActiveTarget() { return HWY_DYNAMIC_DISPATCH(ActiveTargetName)(); }

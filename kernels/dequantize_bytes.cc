@@ -13,35 +13,75 @@ HWY_BEFORE_NAMESPACE();
 namespace nibble {
 namespace HWY_NAMESPACE {
 
+#if HWY_TARGET != HWY_SCALAR
+// Dense 8- and 16-bit codes.
+HWY_INLINE void DenseByteCodes(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                               void* out, int64_t ld) {
+  switch (plan.code) {
+    case CodeKind::kU8:
+      return DispatchZpOut<DenseBytes<CodeKind::kU8>, CodeKind::kU8>(plan, r0, r1, c0, c1, out, ld);
+    case CodeKind::kS8:
+      return DispatchZpOut<DenseBytes<CodeKind::kS8>, CodeKind::kS8>(plan, r0, r1, c0, c1, out, ld);
+    case CodeKind::kU16:
+      return DispatchZpOut<DenseHalves<CodeKind::kU16>, CodeKind::kU16>(plan, r0, r1, c0, c1, out,
+                                                                        ld);
+    case CodeKind::kS16:
+      return DispatchZpOut<DenseHalves<CodeKind::kS16>, CodeKind::kS16>(plan, r0, r1, c0, c1, out,
+                                                                        ld);
+    case CodeKind::kF8E4M3FN:
+      return DispatchOut<DenseBytes<CodeKind::kF8E4M3FN>, CodeKind::kF8E4M3FN>(plan, r0, r1, c0, c1,
+                                                                               out, ld);
+    case CodeKind::kF8E4M3FNUZ:
+      return DispatchOut<DenseBytes<CodeKind::kF8E4M3FNUZ>, CodeKind::kF8E4M3FNUZ>(plan, r0, r1, c0,
+                                                                                   c1, out, ld);
+    case CodeKind::kF8E5M2:
+      return DispatchOut<DenseBytes<CodeKind::kF8E5M2>, CodeKind::kF8E5M2>(plan, r0, r1, c0, c1,
+                                                                           out, ld);
+    case CodeKind::kF8E5M2FNUZ:
+      return DispatchOut<DenseBytes<CodeKind::kF8E5M2FNUZ>, CodeKind::kF8E5M2FNUZ>(plan, r0, r1, c0,
+                                                                                   c1, out, ld);
+    case CodeKind::kU2:  // 2- and 32-bit codes (rare): the reference
+    case CodeKind::kS2:
+    case CodeKind::kU4:
+    case CodeKind::kS4:
+    case CodeKind::kF4E2M1:
+    case CodeKind::kU32:
+    case CodeKind::kS32:
+      break;
+  }
+  DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
+}
+
+// A block layout with 8-bit codes (4-bit ones: kernels/dequantize.cc).
+template <class D>
+HWY_INLINE void BlockByteCodes(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                               void* out, int64_t ld) {
+  if constexpr (CodeBits(D::kCode) == 8) {
+    return DispatchZpOut<Blocks<D>, D::kCode>(plan, r0, r1, c0, c1, out, ld);
+  } else {
+    return DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
+  }
+}
+
+#endif  // HWY_TARGET != HWY_SCALAR
+
 void DequantizeBytesSimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                          void* out, int64_t ld) {
 #if HWY_TARGET != HWY_SCALAR
-  if (plan.block_elems > 0) {  // GGUF Q8_0
-    if (plan.block_elems == 32 && plan.code == CodeKind::kS8 && SimdEligible(plan, c0, c1)) {
-      return DispatchZpOut<RowLayout::kBlock32, CodeKind::kS8>(plan, r0, r1, c0, c1, out, ld);
-    }
-    return DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
-  }
-  if (plan.interleave == 1 && SimdEligible(plan, c0, c1)) {
-    switch (plan.code) {
-      case CodeKind::kU8:
-        return DispatchZpOut<RowLayout::kBytes, CodeKind::kU8>(plan, r0, r1, c0, c1, out, ld);
-      case CodeKind::kS8:
-        return DispatchZpOut<RowLayout::kBytes, CodeKind::kS8>(plan, r0, r1, c0, c1, out, ld);
-      case CodeKind::kU16:
-        return DispatchZpOut<RowLayout::kHalves, CodeKind::kU16>(plan, r0, r1, c0, c1, out, ld);
-      case CodeKind::kS16:
-        return DispatchZpOut<RowLayout::kHalves, CodeKind::kS16>(plan, r0, r1, c0, c1, out, ld);
-      case CodeKind::kF8E4M3FN:
-        return DispatchOut<RowLayout::kBytes, CodeKind::kF8E4M3FN>(plan, r0, r1, c0, c1, out, ld);
-      case CodeKind::kF8E4M3FNUZ:
-        return DispatchOut<RowLayout::kBytes, CodeKind::kF8E4M3FNUZ>(plan, r0, r1, c0, c1, out, ld);
-      case CodeKind::kF8E5M2:
-        return DispatchOut<RowLayout::kBytes, CodeKind::kF8E5M2>(plan, r0, r1, c0, c1, out, ld);
-      case CodeKind::kF8E5M2FNUZ:
-        return DispatchOut<RowLayout::kBytes, CodeKind::kF8E5M2FNUZ>(plan, r0, r1, c0, c1, out, ld);
-      default:
+  if (SimdEligible(plan, c0, c1)) {
+    switch (plan.layout) {
+      case Layout::kDense:
+        return DenseByteCodes(plan, r0, r1, c0, c1, out, ld);
+      case Layout::kPmxWords:  // 4-bit layouts: never routed here
+      case Layout::kAwqWords:
+      case Layout::kGptqColumns:
+      case Layout::kAwqColumns:
         break;
+#define NIBBLE_BLOCK_CASE(D) \
+  case Layout::k##D:         \
+    return BlockByteCodes<D>(plan, r0, r1, c0, c1, out, ld);
+        NIBBLE_BLOCK_LAYOUTS(NIBBLE_BLOCK_CASE)
+#undef NIBBLE_BLOCK_CASE
     }
   }
 #endif

@@ -6,44 +6,58 @@
 
 namespace nibble {
 
-uint32_t LoadCodeBits(const Plan& plan, int64_t e) {
-  const int bits = CodeBits(plan.code);
-  if (plan.word_columns != Plan::WordColumns::kNone) {
-    const int64_t r = e / plan.axis, c = e % plan.axis;  // inner == 1
-    const bool gptq = plan.word_columns == Plan::WordColumns::kGptq;
-    const uint8_t* word = gptq ? plan.codes + (c / 8) * plan.word_stride + 4 * r
-                               : plan.codes + c * plan.word_stride + 4 * (r / 8);
-    const int nib = gptq ? static_cast<int>(c % 8) : plan.word_nibble[r % 8];
-    return (uint32_t{word[nib / 2]} >> (4 * (nib % 2))) & 0xFu;
-  }
-  if (plan.block_elems > 0) {
-    const int64_t b = e / plan.block_elems, p = e % plan.block_elems;
-    const uint8_t* block = plan.codes + b * plan.block_bytes;
-    if (bits == 8) return block[p];
-    if (plan.split_elems > 0) {
-      const int64_t half = plan.split_elems / 2;
-      const int64_t chunk = p / plan.split_elems, q = p % plan.split_elems;
-      return (uint32_t{block[chunk * half + q % half]} >> (q < half ? 0 : 4)) & 0xFu;
-    }
-    const int nib = plan.word_nibble[p];
-    return (uint32_t{block[nib / 2]} >> (4 * (nib % 2))) & 0xFu;
-  }
-  uint64_t bit;
-  if (plan.interleave == 1) {
-    bit = static_cast<uint64_t>(e) * static_cast<uint64_t>(bits);
-  } else {
-    const int64_t r = plan.interleave_row, p = plan.interleave;
-    const int64_t d = e / r, j = e % r;
-    const int64_t word = (d / p) * r + j;
-    bit = static_cast<uint64_t>(word * p * 4 + (d % p) * 4);
-  }
-  const uint8_t* byte = plan.codes + bit / 8;
-  if (bits <= 8) {
-    return (uint32_t{*byte} >> (bit % 8)) & ((1u << bits) - 1u);
-  }
+namespace {
+
+// Bits of code `bits` wide at bit offset `bit` of the stream (little-endian
+// words for 16 / 32-bit codes).
+uint32_t StreamBits(const uint8_t* codes, uint64_t bit, int bits) {
+  const uint8_t* byte = codes + bit / 8;
+  if (bits <= 8) return (uint32_t{*byte} >> (bit % 8)) & ((1u << bits) - 1u);
   uint32_t v = 0;
   for (int k = bits / 8 - 1; k >= 0; --k) v = (v << 8) | byte[k];  // little-endian
   return v;
+}
+
+uint32_t NibbleOfWord(const uint8_t* word, int nibble) {
+  return (uint32_t{word[nibble / 2]} >> (4 * (nibble % 2))) & 0xFu;
+}
+
+template <class D>
+uint32_t BlockCodeOfElement(const Plan& plan, int64_t e) {
+  return BlockCode<D>(plan.codes + (e / D::kBlockElems) * D::kBytes, e % D::kBlockElems);
+}
+
+}  // namespace
+
+uint32_t LoadCodeBits(const Plan& plan, int64_t e) {
+  switch (plan.layout) {
+    case Layout::kDense:
+      return StreamBits(plan.codes,
+                        static_cast<uint64_t>(e) * static_cast<uint64_t>(CodeBits(plan.code)),
+                        CodeBits(plan.code));
+    case Layout::kPmxWords: {
+      const int64_t r = plan.interleave_row, p = plan.interleave;
+      const int64_t d = e / r, j = e % r;
+      const int64_t word = (d / p) * r + j;
+      return StreamBits(plan.codes, static_cast<uint64_t>(word * p * 4 + (d % p) * 4), 4);
+    }
+    case Layout::kAwqWords:
+      return NibbleOfWord(plan.codes + (e / 8) * 4, kAwqNibbleOrder[e % 8]);
+    case Layout::kGptqColumns: {
+      const int64_t r = e / plan.axis, c = e % plan.axis;  // inner == 1
+      return NibbleOfWord(plan.codes + (c / 8) * plan.word_stride + 4 * r, static_cast<int>(c % 8));
+    }
+    case Layout::kAwqColumns: {
+      const int64_t r = e / plan.axis, c = e % plan.axis;  // inner == 1
+      return NibbleOfWord(plan.codes + c * plan.word_stride + 4 * (r / 8), kAwqNibbleOrder[r % 8]);
+    }
+#define NIBBLE_BLOCK_CASE(D) \
+  case Layout::k##D:         \
+    return BlockCodeOfElement<D>(plan, e);
+      NIBBLE_BLOCK_LAYOUTS(NIBBLE_BLOCK_CASE)
+#undef NIBBLE_BLOCK_CASE
+  }
+  return 0;
 }
 
 namespace {

@@ -16,11 +16,6 @@ uint32_t ReadU32(const uint8_t* p) {
   std::memcpy(&v, p, 4);
   return v;  // little-endian host (x86-64 / aarch64)
 }
-uint16_t ReadU16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
 
 StatusOr<OutType> ResolveOut(DType out, DType scales, const std::string& who) {
   auto t = internal::OutTypeFor(out == DType::kUndefined ? scales : out, "output type");
@@ -115,7 +110,6 @@ void UnpackZeroWords(const TensorView& qzeros, int64_t groups, int64_t N,
 }
 
 constexpr uint8_t kSequentialNibbles[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-constexpr uint8_t kAwqNibbles[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 
 }  // namespace
 
@@ -137,7 +131,7 @@ StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweigh
   plan.out = ot;
   // The [N, K] view reading qweight's columns directly; the g_idx gather
   // path (below) switches to the [K, N] view, written transposed.
-  plan.word_columns = Plan::WordColumns::kGptq;
+  plan.layout = Layout::kGptqColumns;
   plan.word_stride = 4 * N;
   plan.outer = N;
   plan.axis = K;
@@ -178,7 +172,7 @@ StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweigh
   }
   // Gather: the checkpoint's [K, N] order (int4x8 words along K), one scale
   // row per input channel k picked by g_idx[k].
-  plan.word_columns = Plan::WordColumns::kNone;
+  plan.layout = Layout::kPmxWords;
   plan.word_stride = 0;
   plan.interleave = 8;
   plan.interleave_row = N;
@@ -208,7 +202,6 @@ StatusOr<Dequantizer> PrepareAwq(int64_t group_size, const TensorView& qweight,
   Dequantizer::Storage st;
   plan.code = CodeKind::kU4;
   plan.codes = static_cast<const uint8_t*>(qweight.data);
-  std::memcpy(plan.word_nibble, kAwqNibbles, 8);
   plan.group = shape->G;
   plan.out = shape->out;
   // The [N, K] view gathers one word per column (the kernels need a
@@ -217,7 +210,7 @@ StatusOr<Dequantizer> PrepareAwq(int64_t group_size, const TensorView& qweight,
   const bool direct = reinterpret_cast<uintptr_t>(qweight.data) % 4 == 0 &&
                       (K - 1) * (N / 8) <= std::numeric_limits<int32_t>::max();
   if (direct) {
-    plan.word_columns = Plan::WordColumns::kAwq;
+    plan.layout = Layout::kAwqColumns;
     plan.word_stride = N / 2;
     plan.outer = N;
     plan.axis = K;
@@ -225,9 +218,7 @@ StatusOr<Dequantizer> PrepareAwq(int64_t group_size, const TensorView& qweight,
     plan.s_outer = 1;
     plan.s_axis = N;
   } else {
-    plan.block_elems = 8;
-    plan.block_bytes = 4;
-    plan.split_elems = 0;
+    plan.layout = Layout::kAwqWords;
     plan.outer = 1;
     plan.axis = K;
     plan.inner = N;
@@ -236,7 +227,7 @@ StatusOr<Dequantizer> PrepareAwq(int64_t group_size, const TensorView& qweight,
   }
   NIBBLE_RETURN_IF_ERROR(
       internal::WidenScale(scales, "scales", &st.scale, &plan.scale).WithPrefix(who));
-  UnpackZeroWords(qzeros, groups, N, kAwqNibbles, /*plus_one=*/false, &st.zp_int);
+  UnpackZeroWords(qzeros, groups, N, kAwqNibbleOrder, /*plus_one=*/false, &st.zp_int);
   plan.zp_kind = ZeroPointKind::kInteger;
   plan.zp_int = st.zp_int.data();
   Dequantizer d(plan, std::move(st), OutputInfo{internal::OutDTypeOf(shape->out), {N, K}}, name);
@@ -246,31 +237,86 @@ StatusOr<Dequantizer> PrepareAwq(int64_t group_size, const TensorView& qweight,
   return OutOfMemoryError("PrepareAwq");
 }
 
-bool GgmlTypeIsDequantizable(uint32_t type) {
-  return type == 2 || type == 3 || type == 8 || type == 12;
+namespace {
+
+// Lowers n elements of ggml block layout D (data: whole blocks, checked).
+template <class D>
+Status LowerBlocks(const uint8_t* data, int64_t n, Plan* plan, Dequantizer::Storage* st) {
+  constexpr int64_t kSubs = D::kBlockElems / D::kSubElems;
+  const int64_t blocks = n / D::kBlockElems;
+  plan->layout = BlockLayoutOf<D>::kValue;
+  plan->code = D::kCode;
+  plan->codes = data + D::kCodesAt;
+  plan->code_offset = D::kCodeOffset;
+  plan->zp_kind = D::kZp;
+  plan->group = D::kSubElems;
+  plan->s_outer = plan->axis / D::kSubElems;
+  plan->s_axis = 1;
+  const size_t subs = static_cast<size_t>(blocks * kSubs);
+  st->scale.resize(subs ? subs : 1);
+  if (D::kZp == ZeroPointKind::kFloat) st->zp_float.resize(st->scale.size());
+  float unused[static_cast<size_t>(kSubs)];
+  for (int64_t b = 0; b < blocks; ++b) {
+    const size_t at = static_cast<size_t>(b * kSubs);
+    D::Params(data + b * D::kBytes, st->scale.data() + at,
+              D::kZp == ZeroPointKind::kFloat ? st->zp_float.data() + at : unused);
+  }
+  plan->scale = st->scale.data();
+  if (D::kZp == ZeroPointKind::kFloat) plan->zp_float = st->zp_float.data();
+  return Status::Ok();
 }
+
+// The registered block layouts, by ggml type id.
+struct BlockKind {
+  uint32_t type;
+  const char* name;
+  int64_t block_elems, bytes;
+  Status (*lower)(const uint8_t*, int64_t, Plan*, Dequantizer::Storage*);
+};
+constexpr BlockKind kBlockKinds[] = {
+#define NIBBLE_BLOCK_KIND(D) {D::kGgmlType, D::kName, D::kBlockElems, D::kBytes, &LowerBlocks<D>},
+    NIBBLE_BLOCK_LAYOUTS(NIBBLE_BLOCK_KIND)
+#undef NIBBLE_BLOCK_KIND
+};
+
+const BlockKind* FindBlockKind(uint32_t type) {
+  for (const BlockKind& k : kBlockKinds) {
+    if (k.type == type) return &k;
+  }
+  return nullptr;
+}
+
+std::string BlockKindNames() {
+  std::string names;
+  for (const BlockKind& k : kBlockKinds) names += std::string(names.empty() ? "" : ", ") + k.name;
+  return names;
+}
+
+}  // namespace
+
+bool GgmlTypeIsDequantizable(uint32_t type) { return FindBlockKind(type) != nullptr; }
 
 StatusOr<Dequantizer> PrepareGgml(uint32_t type, const std::vector<int64_t>& ne,
                                   const uint8_t* data, size_t bytes, DType out,
                                   const std::string& name) try {
   const std::string who = "GGUF tensor '" + name + "'";
-  if (!GgmlTypeIsDequantizable(type)) {
+  const BlockKind* kind = FindBlockKind(type);
+  if (kind == nullptr) {
     return Status::Error(who + ": ggml type " + std::to_string(type) +
-                         " is not dequantized by nibble (q4_0, q4_1, q8_0, q4_k are)");
+                         " is not dequantized by nibble (" + BlockKindNames() + " are)");
   }
   if (ne.empty() || ne.size() > 4) return Status::Error(who + ": needs 1 to 4 dims");
   Shape shape(ne.rbegin(), ne.rend());
   auto n = CheckedNumElements(shape, who);
   if (!n.ok()) return n.status();
   const int64_t cols = ne[0], rows = cols == 0 ? 0 : *n / cols;
-  const int64_t block = type == 12 ? 256 : 32;
-  const int64_t bb = type == 2 ? 18 : type == 3 ? 20 : type == 8 ? 34 : 144;
+  const int64_t block = kind->block_elems, bb = kind->bytes;
   if (cols % block != 0) {
     return Status::Error(who + ": ne[0] = " + std::to_string(cols) + " is not a multiple of " +
                          std::to_string(block));
   }
   const int64_t blocks = *n / block;
-  if (static_cast<uint64_t>(blocks) > std::numeric_limits<uint64_t>::max() / 144 ||
+  if (static_cast<uint64_t>(blocks) > std::numeric_limits<uint64_t>::max() / 1024 ||
       bytes != static_cast<size_t>(blocks * bb)) {
     return Status::Error(who + ": has " + std::to_string(bytes) + " bytes, expected " +
                          std::to_string(blocks * bb));
@@ -283,66 +329,8 @@ StatusOr<Dequantizer> PrepareGgml(uint32_t type, const std::vector<int64_t>& ne,
   plan.outer = rows;
   plan.axis = cols;
   plan.inner = 1;
-  plan.group = 32;
-  plan.s_outer = cols / 32;
-  plan.s_axis = 1;
   plan.out = *ot;
-  plan.block_elems = block;
-  plan.block_bytes = bb;
-  const size_t subs = static_cast<size_t>(*n / 32);
-  st.scale.resize(subs ? subs : 1);
-  switch (type) {
-    case 2:  // Q4_0: {f16 d, u8 qs[16]}: d * (q - 8)
-      plan.code = CodeKind::kU4;
-      plan.codes = data + 2;
-      plan.split_elems = 32;
-      plan.code_offset = 8;
-      for (size_t b = 0; b < subs; ++b) st.scale[b] = F32FromF16(ReadU16(data + b * 18));
-      break;
-    case 3:  // Q4_1: {f16 d, f16 m, u8 qs[16]}: d * q + m
-      plan.code = CodeKind::kU4;
-      plan.codes = data + 4;
-      plan.split_elems = 32;
-      plan.zp_kind = ZeroPointKind::kFloat;
-      st.zp_float.resize(st.scale.size());
-      for (size_t b = 0; b < subs; ++b) {
-        st.scale[b] = F32FromF16(ReadU16(data + b * 20));
-        st.zp_float[b] = F32FromF16(ReadU16(data + b * 20 + 2));
-      }
-      break;
-    case 8:  // Q8_0: {f16 d, i8 qs[32]}: d * q
-      plan.code = CodeKind::kS8;
-      plan.codes = data + 2;
-      for (size_t b = 0; b < subs; ++b) st.scale[b] = F32FromF16(ReadU16(data + b * 34));
-      break;
-    default: {  // Q4_K: {f16 d, f16 dmin, u8 scales[12], u8 qs[128]}
-      // Sub-block j (32 elements): (d * sc_j) * q - dmin * m_j, with the
-      // 6-bit (sc, m) pairs packed as ggml's get_scale_min_k4.
-      plan.code = CodeKind::kU4;
-      plan.codes = data + 16;
-      plan.split_elems = 64;
-      plan.zp_kind = ZeroPointKind::kFloat;
-      st.zp_float.resize(st.scale.size());
-      for (size_t b = 0; b < subs / 8; ++b) {
-        const uint8_t* blk = data + b * 144;
-        const float d = F32FromF16(ReadU16(blk)), dmin = F32FromF16(ReadU16(blk + 2));
-        const uint8_t* q = blk + 4;
-        for (int j = 0; j < 8; ++j) {
-          uint32_t sc, m;
-          if (j < 4) {
-            sc = q[j] & 63u;
-            m = q[j + 4] & 63u;
-          } else {
-            sc = (q[j + 4] & 0xFu) | (static_cast<uint32_t>(q[j - 4] >> 6) << 4);
-            m = static_cast<uint32_t>(q[j + 4] >> 4) | (static_cast<uint32_t>(q[j] >> 6) << 4);
-          }
-          st.scale[b * 8 + static_cast<size_t>(j)] = d * static_cast<float>(sc);
-          st.zp_float[b * 8 + static_cast<size_t>(j)] = -(dmin * static_cast<float>(m));
-        }
-      }
-      break;
-    }
-  }
+  NIBBLE_RETURN_IF_ERROR(kind->lower(data, *n, &plan, &st).WithPrefix(who));
   return Dequantizer(plan, std::move(st), OutputInfo{internal::OutDTypeOf(*ot), shape}, name);
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("PrepareGgml");

@@ -196,6 +196,7 @@ StatusOr<Dequantizer> PreparePmx(const PmxAttributes& attrs, const TensorView& x
   plan.out = *internal::OutTypeFor(a.output.dtype, "output type");
   if (a.int4) {
     plan.code = CodeKind::kU4;
+    plan.layout = Layout::kPmxWords;
     plan.interleave = a.interleave;
     int64_t row = 1;
     for (size_t k = 1; k < a.d.size(); ++k) row *= a.d[k];

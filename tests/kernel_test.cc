@@ -123,6 +123,7 @@ PlanData MakePlan(std::mt19937_64& rng, Form form, CodeKind code, int interleave
   }
   const int64_t e = rows * cols;
   if (interleave > 1) {
+    p.layout = Layout::kPmxWords;
     p.interleave = interleave;
     p.interleave_row = cols;  // PMX: one dim-0 index per row of the view
     d.codes.resize(static_cast<size_t>(e / 2));
@@ -294,19 +295,20 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
   struct Kind {
     const char* name;
     CodeKind code;
-    int64_t block_elems, block_bytes, header, split;
-    bool awq, gptq;
-    Plan::WordColumns cols_kind = Plan::WordColumns::kNone;
+    Layout layout;
+    int64_t block_elems = 0, block_bytes = 0, header = 0;
+    bool gptq_gather = false;
   };
   const Kind kinds[] = {
-      {"q4_0", CodeKind::kU4, 32, 18, 2, 32, false, false},
-      {"q4_1", CodeKind::kU4, 32, 20, 4, 32, false, false},
-      {"q8_0", CodeKind::kS8, 32, 34, 2, 0, false, false},
-      {"q4_k", CodeKind::kU4, 256, 144, 16, 64, false, false},
-      {"awq", CodeKind::kU4, 8, 4, 0, 0, true, false},
-      {"gptq g_idx", CodeKind::kU4, 0, 0, 0, 0, false, true},
-      {"gptq [N, K] columns", CodeKind::kU4, 0, 0, 0, 0, false, false, Plan::WordColumns::kGptq},
-      {"awq [N, K] columns", CodeKind::kU4, 0, 0, 0, 0, false, false, Plan::WordColumns::kAwq},
+  // Every registered block layout (a new one is tested without an edit here).
+#define NIBBLE_TEST_BLOCK(D) \
+  {D::kName, D::kCode, BlockLayoutOf<D>::kValue, D::kBlockElems, D::kBytes, D::kCodesAt},
+      NIBBLE_BLOCK_LAYOUTS(NIBBLE_TEST_BLOCK)
+#undef NIBBLE_TEST_BLOCK
+          {"awq", CodeKind::kU4, Layout::kAwqWords},
+      {"gptq g_idx", CodeKind::kU4, Layout::kPmxWords, 0, 0, 0, true},
+      {"gptq [N, K] columns", CodeKind::kU4, Layout::kGptqColumns},
+      {"awq [N, K] columns", CodeKind::kU4, Layout::kAwqColumns},
   };
   int64_t compared = 0;
   for (int64_t target : targets) {
@@ -319,14 +321,17 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
             PlanData d;
             Plan& p = d.plan;
             p.code = kd.code;
+            p.layout = kd.layout;
             p.out = out;
             p.zp_kind = zp;
             p.code_offset = zp == ZeroPointKind::kNone ? (kd.code == CodeKind::kS8 ? 0 : 8) : 0;
             int64_t rows, cols, nscale;
-            if (kd.cols_kind != Plan::WordColumns::kNone) {
+            const bool columns =
+                kd.layout == Layout::kGptqColumns || kd.layout == Layout::kAwqColumns;
+            if (columns) {
               // The [N rows, K cols] view of a [K, N] checkpoint: groups of
               // G input channels along the row, scales [K / G, N].
-              const bool g = kd.cols_kind == Plan::WordColumns::kGptq;
+              const bool g = kd.layout == Layout::kGptqColumns;
               rows = 8 * (1 + static_cast<int64_t>(rng() % 6));                    // N
               cols = (g ? 8 : 1) * (units * 7 + static_cast<int64_t>(rng() % 9));  // K
               const int64_t group = int64_t{16} << (rng() % 3);
@@ -336,15 +341,13 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
               p.s_outer = 1;
               p.s_axis = rows;
               nscale = ((cols + group - 1) / group) * rows;
-              p.word_columns = kd.cols_kind;
               p.word_stride = g ? 4 * rows : rows / 2;
-              std::memcpy(p.word_nibble, std::array<uint8_t, 8>{0, 4, 1, 5, 2, 6, 3, 7}.data(), 8);
               d.codes.resize(static_cast<size_t>(rows * cols / 2));
-            } else if (kd.awq || kd.gptq) {
+            } else if (kd.layout == Layout::kAwqWords || kd.gptq_gather) {
               // [K rows, N cols], scales [K / G, N] along the row.
               cols = 8 * units;
               rows = 16 + static_cast<int64_t>(rng() % 40);
-              const int64_t group = kd.gptq ? 8 : int64_t{1} << (rng() % 5);
+              const int64_t group = kd.gptq_gather ? 8 : int64_t{1} << (rng() % 5);
               const int64_t ng = (rows + group - 1) / group;
               p.outer = 1;
               p.axis = rows;
@@ -353,11 +356,7 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
               p.s_axis = cols;
               p.s_inner = 1;
               nscale = ng * cols;
-              if (kd.awq) {
-                p.block_elems = 8;
-                p.block_bytes = 4;
-                std::memcpy(p.word_nibble, std::array<uint8_t, 8>{0, 4, 1, 5, 2, 6, 3, 7}.data(),
-                            8);
+              if (kd.layout == Layout::kAwqWords) {
                 d.codes.resize(static_cast<size_t>(rows * cols / 2));
               } else {
                 rows = (rows + 7) / 8 * 8;
@@ -377,9 +376,6 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
               p.s_axis = 1;
               p.s_outer = cols / 32;
               nscale = rows * cols / 32;
-              p.block_elems = kd.block_elems;
-              p.block_bytes = kd.block_bytes;
-              p.split_elems = static_cast<int32_t>(kd.split);
               d.codes.resize(static_cast<size_t>(rows * cols / kd.block_elems * kd.block_bytes));
             }
             for (auto& b : d.codes) b = static_cast<uint8_t>(rng());
@@ -394,7 +390,7 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
               for (auto& z : d.zpf) z = RandomScale(rng);
               p.zp_float = d.zpf.data();
             }
-            if (kd.gptq) {  // a non-monotonic g_idx over all groups
+            if (kd.gptq_gather) {  // a non-monotonic g_idx over all groups
               const int64_t ng = (rows + p.group - 1) / p.group;
               gidx.resize(static_cast<size_t>(rows));
               for (auto& g : gidx) g = static_cast<int32_t>(rng() % static_cast<uint64_t>(ng));

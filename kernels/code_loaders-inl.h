@@ -1,0 +1,393 @@
+// Per-target code loaders: the "unpack" step of the kernels, one loader per
+// code layout (kernels/layouts.h), included once per Highway target by
+// kernels/dequantize-inl.h. A loader only turns bytes into raw code bit
+// fields (zero-extended, in 32-bit or 16-bit lanes); scales, zero points and
+// output types are the row kernel's business.
+//
+// Loader contract (all static; N = Lanes(KernelTag), the float32 lanes):
+//   kNibbles        4-bit codes (the AVX-512 row kernel then looks values up
+//                   in a per-group 16-entry table)
+//   Align()         vector loads start at element offsets k with
+//                   (k + Phase(c)) % Align() == 0
+//   Row(plan, r)    the CodeRef of row r of the plan's 2-D view
+//   Phase(c)        see Align (non-zero only for odd-start dense nibbles)
+//   Scalar(c, k)    raw code of element k of the row
+//   Load(c, k)      raw codes of elements k .. k+N-1 (int32 lanes)
+//   Load16(c, k)    (kNibbles) raw codes of elements k .. k+2N-1 (u16 lanes)
+// Inputs are read with unaligned loads only, never beyond the codes of the
+// elements asked for (block layouts: beyond the block holding them).
+#if defined(NIBBLE_KERNELS_CODE_LOADERS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef NIBBLE_KERNELS_CODE_LOADERS_INL_H_
+#undef NIBBLE_KERNELS_CODE_LOADERS_INL_H_
+#else
+#define NIBBLE_KERNELS_CODE_LOADERS_INL_H_
+#endif
+
+#include <cstdint>
+#include <cstring>
+
+#include "hwy/highway.h"
+#include "kernels/layouts.h"
+#include "kernels/plan.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace nibble {
+namespace HWY_NAMESPACE {
+
+namespace hn = hwy::HWY_NAMESPACE;
+
+// The kernels' float vector type (full width).
+using KernelTag = hn::ScalableTag<float>;
+
+#if HWY_TARGET != HWY_SCALAR
+
+// Where one row's codes are: the layout-specific base (element 0 of the
+// row) and the facts the loaders need, held by value in the hot loops.
+struct CodeRef {
+  const uint8_t* codes;
+  int shift;       // kPmxWords, kAwqColumns: nibble position
+  bool odd_start;  // dense nibbles: element 0 is a high nibble
+  int64_t stride;  // kGptqColumns / kAwqColumns: Plan::word_stride
+};
+
+struct LoaderTypes {
+  using DF = KernelTag;
+  using DI = hn::RebindToSigned<DF>;
+  using DU = hn::RebindToUnsigned<DF>;
+  using VI = hn::Vec<DI>;
+  using DU16 = hn::Repartition<uint16_t, DF>;  // 2N x u16, a full vector
+  using VU16 = hn::Vec<DU16>;
+  static constexpr int64_t kMaxLanes = static_cast<int64_t>(hn::MaxLanes(DF()));
+  static constexpr int64_t kWordAlign = kMaxLanes < 8 ? kMaxLanes : 8;
+};
+
+// Shift of the nibble of element k % 8 of a word, repeated so that
+// table + (k % 8) covers 16 lanes.
+struct ShiftTable {
+  uint32_t v[24];
+};
+constexpr ShiftTable MakeShiftTable(const uint8_t order[8]) {
+  ShiftTable t{};
+  for (int i = 0; i < 24; ++i) t.v[i] = 4u * order[i % 8];
+  return t;
+}
+inline constexpr uint8_t kSequentialNibbleOrder[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+alignas(64) static constexpr ShiftTable kAwqShift = MakeShiftTable(kAwqNibbleOrder);
+alignas(64) static constexpr ShiftTable kSeqShift = MakeShiftTable(kSequentialNibbleOrder);
+
+// Two codes per byte (u16 lanes b): lane = (b & 0xF) | (b >> 4) << 8, whose
+// two bytes are the two codes in order.
+template <class D16, class V16>
+HWY_INLINE V16 PairNibbles(D16 d16, V16 b) {
+  return hn::Or(hn::And(b, hn::Set(d16, 0xF)), hn::ShiftLeft<8>(hn::ShiftRight<4>(b)));
+}
+
+// Lane i: nibble (shifts[(k + i) % 8]) of 32-bit word (k + i) / 8, the words
+// `step` bytes apart starting at `w` (k a multiple of kWordAlign).
+HWY_INLINE LoaderTypes::VI WordNibbles(const uint8_t* w, int64_t step, const uint32_t* shifts,
+                                       int64_t k) {
+  using T = LoaderTypes;
+  const T::DI di;
+  const T::DU du;
+  constexpr size_t kN = hn::MaxLanes(T::DU());
+  hn::Vec<T::DU> words;
+  if constexpr (kN > 8) {
+    uint32_t w0, w1;
+    std::memcpy(&w0, w, 4);
+    std::memcpy(&w1, w + step, 4);
+    const uint64_t two = uint64_t{w0} | (uint64_t{w1} << 32);
+    const hn::Repartition<uint64_t, T::DU> du64;
+    const auto idx = hn::ShiftRight<3>(hn::Iota(du, 0));
+    words = hn::TableLookupLanes(hn::BitCast(du, hn::Set(du64, two)), hn::IndicesFromVec(du, idx));
+  } else {
+    uint32_t one;
+    std::memcpy(&one, w, 4);
+    words = hn::Set(du, one);
+  }
+  const auto sh = hn::LoadU(du, shifts + (k & 7));
+  return hn::BitCast(di, hn::And(words >> sh, hn::Set(du, 0xFu)));
+}
+
+// 2N 4-bit codes from two N-code loads (word layouts).
+template <class L>
+HWY_INLINE LoaderTypes::VU16 TwoLoads16(const CodeRef& c, int64_t k) {
+  using T = LoaderTypes;
+  const T::DU16 du16;
+  const hn::Rebind<uint16_t, T::DU> du16h;
+  const auto lo = L::Load(c, k);
+  const auto hi = L::Load(c, k + static_cast<int64_t>(hn::Lanes(T::DU())));
+  return hn::Combine(du16, hn::DemoteTo(du16h, hi), hn::DemoteTo(du16h, lo));
+}
+
+// --- kDense, 4-bit codes (ONNX int4 / uint4 / float4; PMX over one column).
+struct DenseNibbles : LoaderTypes {
+  static constexpr bool kNibbles = true;
+  static constexpr int64_t Align() { return 2; }
+  static CodeRef Row(const Plan& plan, int64_t r) {
+    const int64_t e0 = r * plan.cols();
+    return {plan.codes + e0 / 2, 0, (e0 & 1) != 0, 0};
+  }
+  static int64_t Phase(const CodeRef& c) { return c.odd_start ? 1 : 0; }
+  static uint32_t Scalar(const CodeRef& c, int64_t k) {
+    const int64_t e = k + (c.odd_start ? 1 : 0);
+    return (uint32_t{c.codes[e / 2]} >> (4 * (e % 2))) & 0xFu;
+  }
+  static HWY_INLINE VI Load(const CodeRef& c, int64_t k) {
+    // N codes = N/2 bytes, paired into N bytes, widened to N lanes.
+    const DI di;
+    const DU du;
+    const hn::Rebind<uint8_t, DI> du8n;                     // N x u8
+    const hn::Repartition<uint16_t, decltype(du8n)> du16h;  // N/2 x u16
+    const hn::Rebind<uint8_t, decltype(du16h)> du8h;        // N/2 x u8
+    const int64_t e = k + (c.odd_start ? 1 : 0);            // even by construction
+    const auto b = hn::PromoteTo(du16h, hn::LoadU(du8h, c.codes + e / 2));
+    return hn::BitCast(di, hn::PromoteTo(du, hn::BitCast(du8n, PairNibbles(du16h, b))));
+  }
+  static HWY_INLINE VU16 Load16(const CodeRef& c, int64_t k) {
+    const DU16 du16;
+    const hn::Rebind<uint16_t, DI> du16h;                  // N x u16
+    const hn::Rebind<uint8_t, decltype(du16h)> du8h;       // N x u8
+    const hn::Repartition<uint8_t, decltype(du16h)> du8f;  // 2N x u8
+    const int64_t e = k + (c.odd_start ? 1 : 0);
+    const auto b = hn::PromoteTo(du16h, hn::LoadU(du8h, c.codes + e / 2));
+    return hn::PromoteTo(du16, hn::BitCast(du8f, PairNibbles(du16h, b)));
+  }
+};
+
+// --- kDense, 8-bit codes (int8 / uint8 / float8).
+template <CodeKind kCode>
+struct DenseBytes : LoaderTypes {
+  static constexpr bool kNibbles = false;
+  static constexpr int64_t Align() { return 1; }
+  static CodeRef Row(const Plan& plan, int64_t r) {
+    return {plan.codes + r * plan.cols(), 0, false, 0};
+  }
+  static int64_t Phase(const CodeRef&) { return 0; }
+  static uint32_t Scalar(const CodeRef& c, int64_t k) { return c.codes[k]; }
+  static HWY_INLINE VI Load(const CodeRef& c, int64_t k) {
+    const DI di;
+    const DU du;
+    if (kCode == CodeKind::kS8) {
+      const hn::Rebind<int8_t, DI> di8;
+      return hn::PromoteTo(di, hn::LoadU(di8, reinterpret_cast<const int8_t*>(c.codes) + k));
+    }
+    const hn::Rebind<uint8_t, DI> du8;
+    return hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(du8, c.codes + k)));
+  }
+};
+
+// --- kDense, 16-bit codes.
+template <CodeKind kCode>
+struct DenseHalves : LoaderTypes {
+  static constexpr bool kNibbles = false;
+  static constexpr int64_t Align() { return 1; }
+  static CodeRef Row(const Plan& plan, int64_t r) {
+    return {plan.codes + 2 * r * plan.cols(), 0, false, 0};
+  }
+  static int64_t Phase(const CodeRef&) { return 0; }
+  static uint32_t Scalar(const CodeRef& c, int64_t k) {
+    uint16_t h;
+    std::memcpy(&h, c.codes + 2 * k, 2);
+    return h;
+  }
+  static HWY_INLINE VI Load(const CodeRef& c, int64_t k) {
+    const DI di;
+    const DU du;
+    if (kCode == CodeKind::kS16) {
+      const hn::Rebind<int16_t, DI> di16;
+      return hn::PromoteTo(di, hn::LoadU(di16, reinterpret_cast<const int16_t*>(c.codes) + k));
+    }
+    const hn::Rebind<uint16_t, DI> du16;
+    return hn::BitCast(
+        di, hn::PromoteTo(du, hn::LoadU(du16, reinterpret_cast<const uint16_t*>(c.codes) + k)));
+  }
+};
+
+// --- kPmxWords: element k of the row in word k (16 or 32 bits), nibble at
+// `shift`.
+template <int kWordBits>
+struct PmxWords : LoaderTypes {
+  static constexpr bool kNibbles = true;
+  static constexpr int64_t Align() { return 1; }
+  static CodeRef Row(const Plan& plan, int64_t r) {
+    const int64_t e0 = r * plan.cols();
+    const int64_t p = plan.interleave, rr = plan.interleave_row;
+    const int64_t d = e0 / rr, j = e0 % rr;
+    return {plan.codes + ((d / p) * rr + j) * (p / 2), static_cast<int>(4 * (d % p)), false, 0};
+  }
+  static int64_t Phase(const CodeRef&) { return 0; }
+  static uint32_t Scalar(const CodeRef& c, int64_t k) {
+    if (kWordBits == 16) {
+      uint16_t w;
+      std::memcpy(&w, c.codes + 2 * k, 2);
+      return (uint32_t{w} >> c.shift) & 0xFu;
+    }
+    uint32_t w;
+    std::memcpy(&w, c.codes + 4 * k, 4);
+    return (w >> c.shift) & 0xFu;
+  }
+  static HWY_INLINE VI Load(const CodeRef& c, int64_t k) {
+    const DI di;
+    const DU du;
+    if (kWordBits == 16) {
+      const hn::Rebind<uint16_t, DI> du16;
+      const auto w = hn::LoadU(du16, reinterpret_cast<const uint16_t*>(c.codes) + k);
+      const auto u = hn::PromoteTo(du, w);
+      return hn::BitCast(di, hn::And(hn::ShiftRightSame(u, c.shift), hn::Set(du, 0xFu)));
+    }
+    const auto u = hn::LoadU(du, reinterpret_cast<const uint32_t*>(c.codes) + k);
+    return hn::BitCast(di, hn::And(hn::ShiftRightSame(u, c.shift), hn::Set(du, 0xFu)));
+  }
+  static HWY_INLINE VU16 Load16(const CodeRef& c, int64_t k) {
+    const DU16 du16;
+    if (kWordBits == 16) {
+      const auto w = hn::LoadU(du16, reinterpret_cast<const uint16_t*>(c.codes) + k);
+      return hn::And(hn::ShiftRightSame(w, c.shift), hn::Set(du16, 0xF));
+    }
+    const DU du;
+    const hn::Rebind<uint16_t, DU> du16h;
+    const auto* p = reinterpret_cast<const uint32_t*>(c.codes) + k;
+    const auto lo = hn::And(hn::ShiftRightSame(hn::LoadU(du, p), c.shift), hn::Set(du, 0xFu));
+    const auto hi =
+        hn::And(hn::ShiftRightSame(hn::LoadU(du, p + hn::Lanes(du)), c.shift), hn::Set(du, 0xFu));
+    return hn::Combine(du16, hn::DemoteTo(du16h, hn::BitCast(DI(), hi)),
+                       hn::DemoteTo(du16h, hn::BitCast(DI(), lo)));
+  }
+};
+
+// --- kAwqWords: 8 elements per 32-bit word, AWQ nibble order.
+struct AwqWords : LoaderTypes {
+  static constexpr bool kNibbles = true;
+  static constexpr int64_t Align() { return kWordAlign; }
+  static CodeRef Row(const Plan& plan, int64_t r) {
+    return {plan.codes + (r * plan.cols() / 8) * 4, 0, false, 0};
+  }
+  static int64_t Phase(const CodeRef&) { return 0; }
+  static uint32_t Scalar(const CodeRef& c, int64_t k) {
+    const uint8_t nib = kAwqNibbleOrder[k % 8];
+    return (uint32_t{c.codes[(k / 8) * 4 + nib / 2]} >> (4 * (nib % 2))) & 0xFu;
+  }
+  static HWY_INLINE VI Load(const CodeRef& c, int64_t k) {
+    return WordNibbles(c.codes + (k >> 3) * 4, 4, kAwqShift.v, k);
+  }
+  static HWY_INLINE VU16 Load16(const CodeRef& c, int64_t k) { return TwoLoads16<AwqWords>(c, k); }
+};
+
+// --- kGptqColumns: 8 consecutive columns per word, words `stride` apart.
+struct GptqColumns : LoaderTypes {
+  static constexpr bool kNibbles = true;
+  static constexpr int64_t Align() { return kWordAlign; }
+  static CodeRef Row(const Plan& plan, int64_t r) {
+    return {plan.codes + 4 * r, 0, false, plan.word_stride};
+  }
+  static int64_t Phase(const CodeRef&) { return 0; }
+  static uint32_t Scalar(const CodeRef& c, int64_t k) {
+    const int64_t nib = k % 8;
+    return (uint32_t{c.codes[(k / 8) * c.stride + nib / 2]} >> (4 * (nib % 2))) & 0xFu;
+  }
+  static HWY_INLINE VI Load(const CodeRef& c, int64_t k) {
+    return WordNibbles(c.codes + (k >> 3) * c.stride, c.stride, kSeqShift.v, k);
+  }
+  static HWY_INLINE VU16 Load16(const CodeRef& c, int64_t k) {
+    return TwoLoads16<GptqColumns>(c, k);
+  }
+};
+
+// --- kAwqColumns: one word per column (`stride` apart), fixed nibble per
+// row.
+struct AwqColumns : LoaderTypes {
+  static constexpr bool kNibbles = true;
+  static constexpr int64_t Align() { return 1; }
+  static CodeRef Row(const Plan& plan, int64_t r) {
+    return {plan.codes + 4 * (r / 8), 4 * kAwqNibbleOrder[r % 8], false, plan.word_stride};
+  }
+  static int64_t Phase(const CodeRef&) { return 0; }
+  static uint32_t Scalar(const CodeRef& c, int64_t k) {
+    uint32_t w;
+    std::memcpy(&w, c.codes + k * c.stride, 4);
+    return (w >> c.shift) & 0xFu;
+  }
+  static HWY_INLINE VI Load(const CodeRef& c, int64_t k) {
+    // A gather (op/ checked the base is 4-byte aligned and every offset
+    // fits int32).
+    const DI di;
+    const DU du;
+    const auto idx = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(c.stride / 4)));
+    const auto* base = reinterpret_cast<const uint32_t*>(c.codes + k * c.stride);
+    const auto w = hn::GatherIndex(du, base, idx);
+    return hn::BitCast(di, hn::And(hn::ShiftRightSame(w, c.shift), hn::Set(du, 0xFu)));
+  }
+  static HWY_INLINE VU16 Load16(const CodeRef& c, int64_t k) {
+    return TwoLoads16<AwqColumns>(c, k);
+  }
+};
+
+// --- Block layouts (descriptor D, kernels/layouts.h): codes in place inside
+// each D::kBytes block; a vector start (k % N == 0) has its N codes in
+// consecutive bytes at one nibble shift (N <= kSplit / 2).
+template <class D>
+struct Blocks : LoaderTypes {
+  static constexpr bool kNibbles = CodeBits(D::kCode) == 4;
+  static_assert(!kNibbles || kMaxLanes <= D::kSplit / 2, "a vector spans one split half");
+  static constexpr int64_t Align() { return kMaxLanes; }
+  static CodeRef Row(const Plan& plan, int64_t r) {
+    return {plan.codes + (r * plan.cols() / D::kBlockElems) * D::kBytes, 0, false, 0};
+  }
+  static int64_t Phase(const CodeRef&) { return 0; }
+  // The byte holding element k of the row and its nibble's shift.
+  static HWY_INLINE const uint8_t* Byte(const CodeRef& c, int64_t k, int* shift) {
+    const int64_t b = k / D::kBlockElems, p = k % D::kBlockElems;
+    const uint8_t* block = c.codes + b * D::kBytes;
+    if constexpr (kNibbles) {
+      constexpr int64_t half = D::kSplit / 2;
+      const int64_t run = p / D::kSplit, q = p % D::kSplit;
+      *shift = q >= half ? 4 : 0;
+      return block + run * half + q % half;
+    } else {
+      *shift = 0;
+      return block + p;
+    }
+  }
+  static uint32_t Scalar(const CodeRef& c, int64_t k) {
+    return BlockCode<D>(c.codes + (k / D::kBlockElems) * D::kBytes, k % D::kBlockElems);
+  }
+  static HWY_INLINE VI Load(const CodeRef& c, int64_t k) {
+    const DI di;
+    const DU du;
+    int sh;
+    const uint8_t* p = Byte(c, k, &sh);
+    if (D::kCode == CodeKind::kS8) {
+      const hn::Rebind<int8_t, DI> di8;
+      return hn::PromoteTo(di, hn::LoadU(di8, reinterpret_cast<const int8_t*>(p)));
+    }
+    const hn::Rebind<uint8_t, DI> du8;
+    const auto u = hn::PromoteTo(du, hn::LoadU(du8, p));
+    if constexpr (!kNibbles) {
+      return hn::BitCast(di, u);
+    } else {
+      return hn::BitCast(di, hn::And(hn::ShiftRightSame(u, sh), hn::Set(du, 0xFu)));
+    }
+  }
+  // Two runs of N codes, each N bytes at one nibble shift, widened straight
+  // to 16-bit lanes.
+  static HWY_INLINE VU16 Load16(const CodeRef& c, int64_t k) {
+    const DU16 du16;
+    const hn::Half<DU16> dh;
+    const hn::Rebind<uint8_t, decltype(dh)> d8;
+    auto half = [&](int64_t kk) HWY_ATTR {
+      int sh;
+      const uint8_t* p = Byte(c, kk, &sh);
+      const auto b = hn::PromoteTo(dh, hn::LoadU(d8, p));
+      return hn::And(hn::ShiftRightSame(b, sh), hn::Set(dh, 0xF));
+    };
+    return hn::Combine(du16, half(k + static_cast<int64_t>(hn::Lanes(dh))), half(k));
+  }
+};
+
+#endif  // HWY_TARGET != HWY_SCALAR
+
+}  // namespace HWY_NAMESPACE
+}  // namespace nibble
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard

@@ -1,0 +1,66 @@
+// Code kinds, zero-point kinds and output types: the element-level
+// vocabulary of the Plan (kernels/plan.h) and the layout descriptors
+// (kernels/layouts.h).
+#ifndef NIBBLE_KERNELS_CODES_H_
+#define NIBBLE_KERNELS_CODES_H_
+
+#include <cstdint>
+
+namespace nibble {
+
+// How one element's bits are interpreted.
+enum class CodeKind : uint8_t {
+  kU2,
+  kS2,
+  kU4,
+  kS4,
+  kU8,
+  kS8,
+  kU16,
+  kS16,
+  kU32,
+  kS32,
+  kF8E4M3FN,
+  kF8E4M3FNUZ,
+  kF8E5M2,
+  kF8E5M2FNUZ,
+  kF4E2M1,
+};
+
+constexpr int CodeBits(CodeKind k) {
+  switch (k) {
+    case CodeKind::kU2:
+    case CodeKind::kS2:
+      return 2;
+    case CodeKind::kU4:
+    case CodeKind::kS4:
+    case CodeKind::kF4E2M1:
+      return 4;
+    case CodeKind::kU16:
+    case CodeKind::kS16:
+      return 16;
+    case CodeKind::kU32:
+    case CodeKind::kS32:
+      return 32;
+    case CodeKind::kU8:
+    case CodeKind::kS8:
+    case CodeKind::kF8E4M3FN:
+    case CodeKind::kF8E4M3FNUZ:
+    case CodeKind::kF8E5M2:
+    case CodeKind::kF8E5M2FNUZ:
+      return 8;
+  }
+  return 8;
+}
+constexpr bool CodeIsFloat(CodeKind k) { return k >= CodeKind::kF8E4M3FN; }
+
+// kFloat: additive (PMX float_zeropoint); kFloatSubtract: subtracted before
+// scaling (ONNX Runtime MatMulNBits with float zero points).
+enum class ZeroPointKind : uint8_t { kNone, kInteger, kFloat, kFloatSubtract };
+enum class OutType : uint8_t { kF32, kF16, kBF16 };
+
+constexpr int OutBytes(OutType t) { return t == OutType::kF32 ? 4 : 2; }
+
+}  // namespace nibble
+
+#endif  // NIBBLE_KERNELS_CODES_H_

@@ -1,0 +1,80 @@
+// Per-target float32 -> float16 / bfloat16 rounding of vectors (the
+// output-dtype step of the kernels), included once per Highway target by
+// kernels/dequantize-inl.h. Every conversion rounds to nearest even
+// exactly as base/numeric.h's F16FromF32 / BF16FromF32 do.
+#if defined(NIBBLE_KERNELS_CONVERT_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef NIBBLE_KERNELS_CONVERT_INL_H_
+#undef NIBBLE_KERNELS_CONVERT_INL_H_
+#else
+#define NIBBLE_KERNELS_CONVERT_INL_H_
+#endif
+
+#include <cstdint>
+
+#include "hwy/highway.h"
+#include "kernels/codes.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace nibble {
+namespace HWY_NAMESPACE {
+
+namespace hn = hwy::HWY_NAMESPACE;
+
+#if HWY_TARGET != HWY_SCALAR
+
+// Converts float32 lanes to float16 bits (in the low 16 bits of u32 lanes
+// demoted to u16), round to nearest even. AVX2 and up use F16C (exact RNE);
+// Highway 1.0.3's emulation on older targets truncates, so round here in
+// integer lanes exactly as F16FromF32 does.
+template <class DF, class VF = hn::Vec<DF>>
+HWY_INLINE auto F16Bits(DF df, VF v) {
+  const hn::Rebind<uint16_t, DF> du16;
+#if HWY_TARGET < HWY_SSE4 && !defined(HWY_DISABLE_F16C)
+  const hn::Rebind<hwy::float16_t, DF> df16;
+  return hn::BitCast(du16, hn::DemoteTo(df16, v));
+#else
+  const hn::RebindToSigned<DF> di;
+  const auto bits = hn::BitCast(di, v);
+  const auto abs = hn::And(bits, hn::Set(di, 0x7FFFFFFF));
+  const auto sign16 = hn::And(hn::ShiftRight<16>(bits), hn::Set(di, 0x8000));
+  const auto lsb = hn::And(hn::ShiftRight<13>(abs), hn::Set(di, 1));
+  const auto normal = hn::Sub(hn::ShiftRight<13>(hn::Add(hn::Add(abs, hn::Set(di, 0xFFF)), lsb)),
+                              hn::Set(di, 0x1C000));
+  const auto sub = hn::Sub(hn::BitCast(di, hn::Add(hn::BitCast(df, abs), hn::Set(df, 0.5f))),
+                           hn::Set(di, 0x3F000000));
+  const auto nan =
+      hn::Or(hn::Set(di, 0x7E00), hn::And(hn::ShiftRight<13>(abs), hn::Set(di, 0x3FF)));
+  auto r = hn::IfThenElse(hn::Lt(abs, hn::Set(di, 0x38800000)), sub, normal);
+  r = hn::IfThenElse(hn::Gt(abs, hn::Set(di, 0x477FEFFF)), hn::Set(di, 0x7C00), r);
+  r = hn::IfThenElse(hn::Gt(abs, hn::Set(di, 0x7F800000)), nan, r);
+  return hn::DemoteTo(du16, hn::Or(r, sign16));
+#endif
+}
+
+// float32 -> bfloat16 bits, round to nearest even, NaN kept NaN (1.0.3's
+// DemoteTo truncates). Same bits as BF16FromF32: a NaN keeps its high half
+// with the quiet bit set (bits | 0x400000, then >> 16).
+template <class DF, class VF = hn::Vec<DF>>
+HWY_INLINE auto BF16Bits(DF df, VF v) {
+  const hn::Rebind<uint16_t, DF> du16;
+  const hn::RebindToUnsigned<DF> du;
+  const hn::RebindToSigned<DF> di;
+  (void)df;
+  const auto bits = hn::BitCast(du, v);
+  const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
+  const auto rounded = hn::Add(hn::Add(bits, hn::Set(du, 0x7FFFu)), lsb);
+  const auto is_nan = hn::RebindMask(
+      du,
+      hn::Gt(hn::BitCast(di, hn::And(bits, hn::Set(du, 0x7FFFFFFFu))), hn::Set(di, 0x7F800000)));
+  const auto r =
+      hn::ShiftRight<16>(hn::IfThenElse(is_nan, hn::Or(bits, hn::Set(du, 0x400000u)), rounded));
+  return hn::DemoteTo(du16, hn::BitCast(di, r));
+}
+
+#endif  // HWY_TARGET != HWY_SCALAR
+
+}  // namespace HWY_NAMESPACE
+}  // namespace nibble
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard
