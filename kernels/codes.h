@@ -25,6 +25,9 @@ enum class CodeKind : uint8_t {
   kF8E5M2,
   kF8E5M2FNUZ,
   kF4E2M1,
+  // A 4-bit index into a 16-entry float32 value table (Plan::code_values;
+  // ggml IQ4_NL's non-linear grid).
+  kTable4,
 };
 
 constexpr int CodeBits(CodeKind k) {
@@ -35,6 +38,7 @@ constexpr int CodeBits(CodeKind k) {
     case CodeKind::kU4:
     case CodeKind::kS4:
     case CodeKind::kF4E2M1:
+    case CodeKind::kTable4:
       return 4;
     case CodeKind::kU16:
     case CodeKind::kS16:
@@ -52,6 +56,8 @@ constexpr int CodeBits(CodeKind k) {
   }
   return 8;
 }
+// Codes whose value is looked up (float8 / float4 formats, value tables):
+// value = decode(q) * s, never a zero point.
 constexpr bool CodeIsFloat(CodeKind k) { return k >= CodeKind::kF8E4M3FN; }
 
 // kFloat: additive (PMX float_zeropoint); kFloatSubtract: subtracted before

@@ -94,7 +94,9 @@ class RowKernel {
   using VU16 = hn::Vec<DU16>;
 
   RowKernel(const Plan& plan, const RowJob& job)
-      : plan_(plan), job_(job), decode_(FloatCodeTable(kCode)) {}
+      : plan_(plan),
+        job_(job),
+        decode_(kCode == CodeKind::kTable4 ? plan.code_values : FloatCodeTable(kCode)) {}
 
   // Values of elements kk .. kk+N-1 when scales / zero points vary per
   // element (pointers already offset to the row's element 0).

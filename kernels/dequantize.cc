@@ -40,6 +40,7 @@ HWY_INLINE void DenseNibbleCodes(const Plan& plan, int64_t r0, int64_t r1, int64
     case CodeKind::kF8E4M3FNUZ:
     case CodeKind::kF8E5M2:
     case CodeKind::kF8E5M2FNUZ:
+    case CodeKind::kTable4:  // block layouts only
       break;
   }
   DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
@@ -49,7 +50,9 @@ HWY_INLINE void DenseNibbleCodes(const Plan& plan, int64_t r0, int64_t r1, int64
 template <class D>
 HWY_INLINE void BlockNibbleCodes(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                                  void* out, int64_t ld) {
-  if constexpr (CodeBits(D::kCode) == 4) {
+  if constexpr (CodeIsFloat(D::kCode)) {  // value-table codes: no zero point
+    return DispatchOut<Blocks<D>, D::kCode>(plan, r0, r1, c0, c1, out, ld);
+  } else if constexpr (CodeBits(D::kCode) == 4) {
     return DispatchZpOut<Blocks<D>, D::kCode>(plan, r0, r1, c0, c1, out, ld);
   } else {
     return DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);

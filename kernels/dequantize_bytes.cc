@@ -45,6 +45,7 @@ HWY_INLINE void DenseByteCodes(const Plan& plan, int64_t r0, int64_t r1, int64_t
     case CodeKind::kU4:
     case CodeKind::kS4:
     case CodeKind::kF4E2M1:
+    case CodeKind::kTable4:
     case CodeKind::kU32:
     case CodeKind::kS32:
       break;

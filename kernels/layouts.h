@@ -49,8 +49,9 @@ inline constexpr uint8_t kAwqNibbleOrder[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 //   kBlockElems                   elements per block (a power of two)
 //   kBytes == sizeof(Block)       bytes per block
 //   kCodesAt                      byte offset of the codes within a block
-//   kCode                         code kind (kU4, kS8, or kTable4: a 4-bit
-//                                 index into kValues)
+//   kCode                         code kind: kU4, kS8, or kTable4 (a 4-bit
+//                                 index into the descriptor's
+//                                 `static constexpr float kValues[16]`)
 //   kSplit (4-bit codes only)     the block's codes are runs of kSplit
 //                                 elements, kSplit / 2 bytes each; element
 //                                 p of a run is the low nibble of byte p for
@@ -184,6 +185,8 @@ constexpr bool CheckBlockDescriptor() {
                 "kBlockElems must be a power of two");
   static_assert(D::kBlockElems % D::kSubElems == 0 && D::kSubElems >= 16, "bad kSubElems");
   static_assert(CodeBits(D::kCode) == 4 || CodeBits(D::kCode) == 8, "4- or 8-bit codes");
+  static_assert(!CodeIsFloat(D::kCode) || D::kZp == ZeroPointKind::kNone,
+                "value-table codes have no zero point");
   static_assert(CodeBits(D::kCode) != 4 ||
                     (D::kSplit >= 32 && D::kBlockElems % D::kSplit == 0 &&
                      D::kCodesAt + D::kBlockElems / 2 <= static_cast<size_t>(D::kBytes)),

@@ -16,6 +16,7 @@
 //   integer codes, subtracted float zero point (MatMulNBits):
 //                                      (float32(q) - z) * s
 //   float8/float4 codes:               decode(q) * s   (ONNX: zero point 0)
+//   table codes (kTable4):             code_values[q] * s
 // rounded once (nearest even) to the output type (SPEC.md §1).
 #ifndef NIBBLE_KERNELS_PLAN_H_
 #define NIBBLE_KERNELS_PLAN_H_
@@ -39,6 +40,8 @@ struct Plan {
   int64_t interleave_row = 1;
   // kGptqColumns / kAwqColumns: bytes between consecutive word rows.
   int64_t word_stride = 0;
+  // CodeKind::kTable4: the value of each of the 16 codes.
+  const float* code_values = nullptr;
   // Subtracted from integer codes when zp_kind != kInteger (PMX int4: 8).
   int32_t code_offset = 0;
 

@@ -143,7 +143,8 @@ float ReferenceValue(const Plan& plan, int64_t r, int64_t c) {
   const uint32_t bits = LoadCodeBits(plan, r * plan.cols() + c);
   if (CodeIsFloat(plan.code)) {
     // volatile keeps the compiler from contracting across statements.
-    const volatile float x = DecodeFloat(plan.code, bits);
+    const volatile float x =
+        plan.code == CodeKind::kTable4 ? plan.code_values[bits] : DecodeFloat(plan.code, bits);
     return x * s;
   }
   const int64_t q = DecodeInteger(plan.code, bits);

@@ -261,6 +261,7 @@ Status LowerBlocks(const uint8_t* data, int64_t n, Plan* plan, Dequantizer::Stor
     D::Params(data + b * D::kBytes, st->scale.data() + at,
               D::kZp == ZeroPointKind::kFloat ? st->zp_float.data() + at : unused);
   }
+  if constexpr (D::kCode == CodeKind::kTable4) plan->code_values = D::kValues;
   plan->scale = st->scale.data();
   if (D::kZp == ZeroPointKind::kFloat) plan->zp_float = st->zp_float.data();
   return Status::Ok();
@@ -270,11 +271,12 @@ Status LowerBlocks(const uint8_t* data, int64_t n, Plan* plan, Dequantizer::Stor
 struct BlockKind {
   uint32_t type;
   const char* name;
-  int64_t block_elems, bytes;
+  int64_t block_elems, bytes, sub_elems;
   Status (*lower)(const uint8_t*, int64_t, Plan*, Dequantizer::Storage*);
 };
 constexpr BlockKind kBlockKinds[] = {
-#define NIBBLE_BLOCK_KIND(D) {D::kGgmlType, D::kName, D::kBlockElems, D::kBytes, &LowerBlocks<D>},
+#define NIBBLE_BLOCK_KIND(D) \
+  {D::kGgmlType, D::kName, D::kBlockElems, D::kBytes, D::kSubElems, &LowerBlocks<D>},
     NIBBLE_BLOCK_LAYOUTS(NIBBLE_BLOCK_KIND)
 #undef NIBBLE_BLOCK_KIND
 };
@@ -286,15 +288,23 @@ const BlockKind* FindBlockKind(uint32_t type) {
   return nullptr;
 }
 
-std::string BlockKindNames() {
+}  // namespace
+
+std::string DequantizableGgmlTypeNames() {
   std::string names;
   for (const BlockKind& k : kBlockKinds) names += std::string(names.empty() ? "" : ", ") + k.name;
   return names;
 }
 
-}  // namespace
-
 bool GgmlTypeIsDequantizable(uint32_t type) { return FindBlockKind(type) != nullptr; }
+
+std::string GgmlBlockDescription(uint32_t type) {
+  const BlockKind* k = FindBlockKind(type);
+  if (k == nullptr) return "";
+  if (k->sub_elems == k->block_elems) return "blocks of " + std::to_string(k->block_elems);
+  return "super-blocks of " + std::to_string(k->block_elems) + ", sub-blocks of " +
+         std::to_string(k->sub_elems);
+}
 
 StatusOr<Dequantizer> PrepareGgml(uint32_t type, const std::vector<int64_t>& ne,
                                   const uint8_t* data, size_t bytes, DType out,
@@ -303,7 +313,8 @@ StatusOr<Dequantizer> PrepareGgml(uint32_t type, const std::vector<int64_t>& ne,
   const BlockKind* kind = FindBlockKind(type);
   if (kind == nullptr) {
     return Status::Error(who + ": ggml type " + std::to_string(type) +
-                         " is not dequantized by nibble (" + BlockKindNames() + " are)");
+                         " is not dequantized by nibble (" + DequantizableGgmlTypeNames() +
+                         " are)");
   }
   if (ne.empty() || ne.size() > 4) return Status::Error(who + ": needs 1 to 4 dims");
   Shape shape(ne.rbegin(), ne.rend());

@@ -50,7 +50,8 @@ StatusOr<Dequantizer> PrepareAwq(int64_t group_size, const TensorView& qweight,
                                  const TensorView& qzeros, const TensorView& scales, DType out,
                                  const std::string& name);
 
-// A GGUF tensor of type Q4_0, Q4_1, Q8_0 or Q4_K (formats/gguf.h codes):
+// A GGUF tensor of a ggml block type nibble dequantizes (one registered in
+// kernels/layouts.h; DequantizableGgmlTypeNames()), by ggml type id:
 // `ne` as in the file, `data` its `bytes` bytes (any alignment).
 StatusOr<Dequantizer> PrepareGgml(uint32_t type, const std::vector<int64_t>& ne,
                                   const uint8_t* data, size_t bytes, DType out,
@@ -58,6 +59,13 @@ StatusOr<Dequantizer> PrepareGgml(uint32_t type, const std::vector<int64_t>& ne,
 
 // True for the ggml types PrepareGgml handles.
 bool GgmlTypeIsDequantizable(uint32_t type);
+
+// Their names, comma-separated ("q4_0, q4_1, ..."), in registry order.
+std::string DequantizableGgmlTypeNames();
+
+// "blocks of 32" / "super-blocks of 256, sub-blocks of 32"; "" for a type
+// PrepareGgml does not handle.
+std::string GgmlBlockDescription(uint32_t type);
 
 }  // namespace nibble
 

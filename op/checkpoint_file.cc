@@ -99,7 +99,7 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path) try {
         ct.copy_to = [tp, fp](uint8_t* dst) { return fp->ReadInto(*tp, dst); };
       } else if (GgmlTypeIsDequantizable(t.type)) {
         ct.quantized = true;
-        ct.detail = t.type == kGgmlQ4_K ? "super-blocks of 256, sub-blocks of 32" : "blocks of 32";
+        ct.detail = GgmlBlockDescription(t.type);
         ct.prepare = [tp, fp](DType out, CheckpointTensor::Buffers* bufs) -> StatusOr<Dequantizer> {
           bufs->emplace_back();
           auto d = fp->Load(*tp, &bufs->back());
@@ -109,8 +109,8 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path) try {
       } else {
         ct.quantized = true;
         ct.supported = false;
-        ct.why_not = "ggml type " + GgmlTypeName(t.type) +
-                     " is not dequantized by nibble (q4_0, q4_1, q8_0, q4_k are)";
+        ct.why_not = "ggml type " + GgmlTypeName(t.type) + " is not dequantized by nibble (" +
+                     DequantizableGgmlTypeNames() + " are)";
       }
       c.tensors_.push_back(std::move(ct));
     }

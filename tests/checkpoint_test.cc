@@ -20,6 +20,7 @@
 #include "formats/gguf.h"
 #include "formats/hf_config.h"
 #include "formats/safetensors.h"
+#include "kernels/layouts.h"
 #include "kernels/reference.h"
 #include "op/checkpoint_file.h"
 #include "op/quantize_checkpoint.h"
@@ -298,15 +299,47 @@ TEST_CASE("GGUF round trips: Q4_0 / Q4_1 / Q8_0 / Q4_K, 1-D to 3-D, threads agre
   }
 }
 
+TEST_CASE(
+    "every registered block layout: geometry == the GGUF type table, and an oracle decodes it") {
+  std::vector<uint32_t> registered;
+  std::string names;
+#define NIBBLE_TEST_REGISTERED(D)                                                    \
+  {                                                                                  \
+    const GgmlTypeInfo* info = GgmlTypeTraits(D::kGgmlType);                         \
+    REQUIRE_MESSAGE(info != nullptr, D::kName);                                      \
+    CHECK(std::string(info->name) == D::kName);                                      \
+    CHECK(info->block == D::kBlockElems);                                            \
+    CHECK(info->bytes == D::kBytes);                                                 \
+    CHECK(OracleBlockElems(D::kGgmlType) == D::kBlockElems);                         \
+    CHECK(OracleBlockBytes(D::kGgmlType) == D::kBytes);                              \
+    CHECK(GgmlTypeIsDequantizable(D::kGgmlType));                                    \
+    CHECK(GgmlBlockDescription(D::kGgmlType).find(std::to_string(D::kBlockElems)) != \
+          std::string::npos);                                                        \
+    registered.push_back(D::kGgmlType);                                              \
+    names += (names.empty() ? "" : ", ") + std::string(D::kName);                    \
+  }
+  NIBBLE_BLOCK_LAYOUTS(NIBBLE_TEST_REGISTERED)
+#undef NIBBLE_TEST_REGISTERED
+  std::vector<uint32_t> oracle(std::begin(kOracleTypes), std::end(kOracleTypes));
+  std::sort(registered.begin(), registered.end());
+  std::sort(oracle.begin(), oracle.end());
+  CHECK(registered == oracle);  // a layout without an independent decoder fails here
+  // Unregistered types are refused by name, listing the registered ones.
+  CHECK(!GgmlTypeIsDequantizable(14));  // q6_k
+  const uint8_t none[1] = {0};
+  auto d = PrepareGgml(14, {256}, none, 0, DType::kFloat32, "w");
+  REQUIRE(!d.ok());
+  CHECK(d.status().message() == "GGUF tensor 'w': ggml type 14 is not dequantized by nibble (" +
+                                    DequantizableGgmlTypeNames() + " are)");
+  CHECK(DequantizableGgmlTypeNames() == names);
+}
+
 TEST_CASE("GGUF lowering == an independent decoder, on random block bytes, every output type") {
   // Random bytes: every code, every packed scale bit pattern, and f16
   // scales of every kind (normal, subnormal, zero, negative, Inf, NaN).
   std::mt19937 rng(11);
-  for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0, kGgmlQ4_K}) {
-    REQUIRE(static_cast<uint32_t>(type) == (type == kGgmlQ4_0   ? kOracleQ4_0
-                                            : type == kGgmlQ4_1 ? kOracleQ4_1
-                                            : type == kGgmlQ8_0 ? kOracleQ8_0
-                                                                : kOracleQ4_K));
+  for (uint32_t type : kOracleTypes) {
+    CAPTURE(type);
     const int64_t be = OracleBlockElems(type), bb = OracleBlockBytes(type);
     for (const auto& [rows, blocks] : {std::pair<int64_t, int64_t>{1, 1}, {3, 5}, {17, 8}}) {
       const int64_t cols = blocks * be;
@@ -702,9 +735,8 @@ TEST_CASE("dequant: GGUF file; unsupported types refused before anything is writ
   DequantReport rep;
   const Status st = DequantCheckpoint((dir / "m.gguf").string(), out, {}, &rep);
   REQUIRE(!st.ok());
-  CHECK(st.message() ==
-        "tensor 'out.weight': ggml type q6_k is not dequantized by nibble (q4_0, q4_1, q8_0, q4_k "
-        "are) (leave it out with --tensors)");
+  CHECK(st.message() == "tensor 'out.weight': ggml type q6_k is not dequantized by nibble (" +
+                            DequantizableGgmlTypeNames() + " are) (leave it out with --tensors)");
   CHECK(!fs::exists(out));
   for (const auto& e : fs::directory_iterator(dir)) CHECK(e.path().filename() == "m.gguf");
   DequantOptions o;

@@ -25,7 +25,14 @@ inline float GgmlHalf(const uint8_t* p) {
 }
 
 // ggml type ids used below.
-enum : uint32_t { kOracleQ4_0 = 2, kOracleQ4_1 = 3, kOracleQ8_0 = 8, kOracleQ4_K = 12 };
+enum : uint32_t {
+  kOracleQ4_0 = 2,
+  kOracleQ4_1 = 3,
+  kOracleQ8_0 = 8,
+  kOracleQ4_K = 12,
+};
+// Every type this oracle decodes.
+inline constexpr uint32_t kOracleTypes[] = {kOracleQ4_0, kOracleQ4_1, kOracleQ8_0, kOracleQ4_K};
 
 // Elements and bytes of one block.
 inline int OracleBlockElems(uint32_t t) { return t == kOracleQ4_K ? 256 : 32; }

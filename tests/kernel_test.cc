@@ -284,6 +284,16 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
   CHECK(compared > 10000);
 }
 
+// A block descriptor's value table (kTable4 codes), else nullptr.
+template <class D>
+const float* TableValuesOf() {
+  if constexpr (D::kCode == CodeKind::kTable4) {
+    return D::kValues;
+  } else {
+    return nullptr;
+  }
+}
+
 // Block-structured checkpoint layouts (GGUF Q4_0 / Q4_1 / Q8_0 / Q4_K, AWQ
 // GEMM) and the GPTQ g_idx gather: every target == the reference.
 TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
@@ -297,16 +307,18 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
     CodeKind code;
     Layout layout;
     int64_t block_elems = 0, block_bytes = 0, header = 0;
+    const float* values = nullptr;  // kTable4 codes
     bool gptq_gather = false;
   };
   const Kind kinds[] = {
   // Every registered block layout (a new one is tested without an edit here).
-#define NIBBLE_TEST_BLOCK(D) \
-  {D::kName, D::kCode, BlockLayoutOf<D>::kValue, D::kBlockElems, D::kBytes, D::kCodesAt},
+#define NIBBLE_TEST_BLOCK(D)                                         \
+  {D::kName,  D::kCode,    BlockLayoutOf<D>::kValue, D::kBlockElems, \
+   D::kBytes, D::kCodesAt, TableValuesOf<D>()},
       NIBBLE_BLOCK_LAYOUTS(NIBBLE_TEST_BLOCK)
 #undef NIBBLE_TEST_BLOCK
           {"awq", CodeKind::kU4, Layout::kAwqWords},
-      {"gptq g_idx", CodeKind::kU4, Layout::kPmxWords, 0, 0, 0, true},
+      {"gptq g_idx", CodeKind::kU4, Layout::kPmxWords, 0, 0, 0, nullptr, true},
       {"gptq [N, K] columns", CodeKind::kU4, Layout::kGptqColumns},
       {"awq [N, K] columns", CodeKind::kU4, Layout::kAwqColumns},
   };
@@ -322,6 +334,8 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
             Plan& p = d.plan;
             p.code = kd.code;
             p.layout = kd.layout;
+            p.code_values = kd.values;
+            if (CodeIsFloat(kd.code) && zp != ZeroPointKind::kNone) continue;
             p.out = out;
             p.zp_kind = zp;
             p.code_offset = zp == ZeroPointKind::kNone ? (kd.code == CodeKind::kS8 ? 0 : 8) : 0;
