@@ -170,12 +170,34 @@ struct GgufQ4_K {
   }
 };
 
+// IQ4_NL: {f16 d; u8 qs[16]}, codes index a fixed non-linear grid:
+// d * kValues[q] (ggml's kvalues_iq4nl).
+struct GgufIQ4_NL {
+  struct Block {
+    uint16_t d;
+    uint8_t qs[16];
+  };
+  static constexpr const char* kName = "iq4_nl";
+  static constexpr uint32_t kGgmlType = 20;
+  static constexpr int64_t kBlockElems = 32, kBytes = 18, kSplit = 32, kSubElems = 32;
+  static constexpr size_t kCodesAt = offsetof(Block, qs);
+  static constexpr CodeKind kCode = CodeKind::kTable4;
+  static constexpr float kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                        1,    13,   25,  38,  53,  69,  89,  113};
+  static constexpr ZeroPointKind kZp = ZeroPointKind::kNone;
+  static constexpr int32_t kCodeOffset = 0;
+  static void Params(const uint8_t* b, float* scale, float* /*zero*/) {
+    scale[0] = layout_internal::Half(b, offsetof(Block, d));
+  }
+};
+
 // The registry: every block layout, once. X(Descriptor) for each.
 #define NIBBLE_BLOCK_LAYOUTS(X) \
   X(GgufQ4_0)                   \
   X(GgufQ4_1)                   \
   X(GgufQ8_0)                   \
-  X(GgufQ4_K)
+  X(GgufQ4_K)                   \
+  X(GgufIQ4_NL)
 
 // Compile-time checks of every registered descriptor's contract.
 template <class D>

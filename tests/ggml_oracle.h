@@ -30,15 +30,22 @@ enum : uint32_t {
   kOracleQ4_1 = 3,
   kOracleQ8_0 = 8,
   kOracleQ4_K = 12,
+  kOracleIQ4_NL = 20,
 };
 // Every type this oracle decodes.
-inline constexpr uint32_t kOracleTypes[] = {kOracleQ4_0, kOracleQ4_1, kOracleQ8_0, kOracleQ4_K};
+inline constexpr uint32_t kOracleTypes[] = {kOracleQ4_0, kOracleQ4_1, kOracleQ8_0, kOracleQ4_K,
+                                            kOracleIQ4_NL};
+
+// ggml's kvalues_iq4nl: the IQ4_NL grid.
+inline constexpr int8_t kOracleIQ4NLGrid[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                                1,    13,   25,  38,  53,  69,  89,  113};
 
 // Elements and bytes of one block.
 inline int OracleBlockElems(uint32_t t) { return t == kOracleQ4_K ? 256 : 32; }
 inline int OracleBlockBytes(uint32_t t) {
   switch (t) {
     case kOracleQ4_0:
+    case kOracleIQ4_NL:
       return 18;  // half d; u8 qs[16]
     case kOracleQ4_1:
       return 20;  // half d, m; u8 qs[16]
@@ -76,6 +83,15 @@ inline void OracleDecodeBlock(uint32_t t, const uint8_t* b, float* y) {
         y[j] = static_cast<float>(x0) * d + m;
         y[j + 16] = static_cast<float>(x1) * d + m;
       }
+    }
+  } else if (t == kOracleIQ4_NL) {
+    // dequantize_row_iq4_nl: y[j] = d * grid[qs[j] & 15], y[j + 16] = d *
+    // grid[qs[j] >> 4].
+    const float d = GgmlHalf(b);
+    const uint8_t* qs = b + 2;
+    for (int j = 0; j < 16; ++j) {
+      y[j] = d * static_cast<float>(kOracleIQ4NLGrid[qs[j] & 0xF]);
+      y[j + 16] = d * static_cast<float>(kOracleIQ4NLGrid[qs[j] >> 4]);
     }
   } else if (t == kOracleQ8_0) {
     const float d = GgmlHalf(b);
