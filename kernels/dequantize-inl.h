@@ -480,12 +480,21 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
   if (stream) hwy::FlushStream();
 }
 
-template <class L, CodeKind kCode>
+// Zero-point kinds as a bit set: which RunRows variants a layout compiles.
+constexpr unsigned ZpBit(ZeroPointKind k) { return 1u << static_cast<unsigned>(k); }
+constexpr unsigned kAllZp =
+    ZpBit(ZeroPointKind::kNone) | ZpBit(ZeroPointKind::kInteger) | ZpBit(ZeroPointKind::kFloat);
+
+// kZps: the zero-point kinds op/ ever lowers this layout with (the others,
+// and kFloatSubtract, run the reference: same bits, fewer instantiations).
+template <class L, CodeKind kCode, unsigned kZps = kAllZp>
 void DispatchZpOut(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
                    int64_t ld) {
-#define NIBBLE_CASE(ZP, OUT)                                                                  \
-  if (plan.zp_kind == ZeroPointKind::ZP && plan.out == OutType::OUT) {                        \
-    return RunRows<L, kCode, ZeroPointKind::ZP, OutType::OUT>(plan, r0, r1, c0, c1, out, ld); \
+#define NIBBLE_CASE(ZP, OUT)                                                                    \
+  if constexpr ((kZps & ZpBit(ZeroPointKind::ZP)) != 0) {                                       \
+    if (plan.zp_kind == ZeroPointKind::ZP && plan.out == OutType::OUT) {                        \
+      return RunRows<L, kCode, ZeroPointKind::ZP, OutType::OUT>(plan, r0, r1, c0, c1, out, ld); \
+    }                                                                                           \
   }
   NIBBLE_CASE(kNone, kF32)
   NIBBLE_CASE(kNone, kF16)
@@ -497,7 +506,8 @@ void DispatchZpOut(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t
   NIBBLE_CASE(kFloat, kF16)
   NIBBLE_CASE(kFloat, kBF16)
 #undef NIBBLE_CASE
-  // kFloatSubtract (MatMulNBits float zero points, rare): the reference.
+  // kFloatSubtract (MatMulNBits float zero points, rare), kinds not in
+  // kZps: the reference.
   DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
 }
 
@@ -513,6 +523,22 @@ void DispatchOut(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c
       return RunRows<L, kCode, ZeroPointKind::kNone, OutType::kF16>(plan, r0, r1, c0, c1, out, ld);
     case OutType::kBF16:
       return RunRows<L, kCode, ZeroPointKind::kNone, OutType::kBF16>(plan, r0, r1, c0, c1, out, ld);
+  }
+}
+
+// Block layout D (kernels/layouts.h), in the translation unit that
+// compiles kBits-wide codes (kernels/dequantize.cc: 4, dequantize_bytes.cc:
+// 8); DequantizeTile routes by code width, so the other branch is never
+// taken.
+template <class D, int kBits>
+void RunBlockLayout(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
+                    int64_t ld) {
+  if constexpr (CodeBits(D::kCode) != kBits) {
+    DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
+  } else if constexpr (CodeIsFloat(D::kCode)) {  // value-table codes: no zero point
+    DispatchOut<Blocks<D>, D::kCode>(plan, r0, r1, c0, c1, out, ld);
+  } else {
+    DispatchZpOut<Blocks<D>, D::kCode, ZpBit(D::kZp)>(plan, r0, r1, c0, c1, out, ld);
   }
 }
 

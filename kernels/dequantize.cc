@@ -46,18 +46,10 @@ HWY_INLINE void DenseNibbleCodes(const Plan& plan, int64_t r0, int64_t r1, int64
   DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
 }
 
-// A block layout with 4-bit codes (8-bit ones: kernels/dequantize_bytes.cc).
-template <class D>
-HWY_INLINE void BlockNibbleCodes(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                                 void* out, int64_t ld) {
-  if constexpr (CodeIsFloat(D::kCode)) {  // value-table codes: no zero point
-    return DispatchOut<Blocks<D>, D::kCode>(plan, r0, r1, c0, c1, out, ld);
-  } else if constexpr (CodeBits(D::kCode) == 4) {
-    return DispatchZpOut<Blocks<D>, D::kCode>(plan, r0, r1, c0, c1, out, ld);
-  } else {
-    return DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
-  }
-}
+// The zero-point kinds op/checkpoint.cc lowers AWQ (always integer) and
+// GPTQ (none or integer) with.
+constexpr unsigned kAwqZp = ZpBit(ZeroPointKind::kInteger);
+constexpr unsigned kGptqZp = ZpBit(ZeroPointKind::kNone) | ZpBit(ZeroPointKind::kInteger);
 
 #endif  // HWY_TARGET != HWY_SCALAR
 
@@ -77,14 +69,15 @@ void DequantizeNibblesSimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0,
         }
         return DispatchZpOut<PmxWords<32>, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
       case Layout::kAwqWords:
-        return DispatchZpOut<AwqWords, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
+        // AWQ always has zero points; GPTQ has them or not (op/checkpoint.cc).
+        return DispatchZpOut<AwqWords, CodeKind::kU4, kAwqZp>(plan, r0, r1, c0, c1, out, ld);
       case Layout::kGptqColumns:
-        return DispatchZpOut<GptqColumns, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
+        return DispatchZpOut<GptqColumns, CodeKind::kU4, kGptqZp>(plan, r0, r1, c0, c1, out, ld);
       case Layout::kAwqColumns:
-        return DispatchZpOut<AwqColumns, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
+        return DispatchZpOut<AwqColumns, CodeKind::kU4, kAwqZp>(plan, r0, r1, c0, c1, out, ld);
 #define NIBBLE_BLOCK_CASE(D) \
   case Layout::k##D:         \
-    return BlockNibbleCodes<D>(plan, r0, r1, c0, c1, out, ld);
+    return RunBlockLayout<D, 4>(plan, r0, r1, c0, c1, out, ld);
         NIBBLE_BLOCK_LAYOUTS(NIBBLE_BLOCK_CASE)
 #undef NIBBLE_BLOCK_CASE
     }

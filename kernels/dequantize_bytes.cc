@@ -53,17 +53,6 @@ HWY_INLINE void DenseByteCodes(const Plan& plan, int64_t r0, int64_t r1, int64_t
   DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
 }
 
-// A block layout with 8-bit codes (4-bit ones: kernels/dequantize.cc).
-template <class D>
-HWY_INLINE void BlockByteCodes(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                               void* out, int64_t ld) {
-  if constexpr (CodeBits(D::kCode) == 8) {
-    return DispatchZpOut<Blocks<D>, D::kCode>(plan, r0, r1, c0, c1, out, ld);
-  } else {
-    return DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
-  }
-}
-
 #endif  // HWY_TARGET != HWY_SCALAR
 
 void DequantizeBytesSimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
@@ -80,7 +69,7 @@ void DequantizeBytesSimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
         break;
 #define NIBBLE_BLOCK_CASE(D) \
   case Layout::k##D:         \
-    return BlockByteCodes<D>(plan, r0, r1, c0, c1, out, ld);
+    return RunBlockLayout<D, 8>(plan, r0, r1, c0, c1, out, ld);
         NIBBLE_BLOCK_LAYOUTS(NIBBLE_BLOCK_CASE)
 #undef NIBBLE_BLOCK_CASE
     }

@@ -18,7 +18,7 @@ uint32_t ReadU32(const uint8_t* p) {
 }
 
 StatusOr<OutType> ResolveOut(DType out, DType scales, const std::string& who) {
-  auto t = internal::OutTypeFor(out == DType::kUndefined ? scales : out, "output type");
+  auto t = internal::OutTypeFor(internal::ResolveOutDType(out, scales), "output type");
   if (!t.ok()) return t.status().WithPrefix(who);
   return t;
 }
@@ -332,7 +332,7 @@ StatusOr<Dequantizer> PrepareGgml(uint32_t type, const std::vector<int64_t>& ne,
     return Status::Error(who + ": has " + std::to_string(bytes) + " bytes, expected " +
                          std::to_string(blocks * bb));
   }
-  auto ot = internal::OutTypeFor(out == DType::kUndefined ? DType::kFloat32 : out, "output type");
+  auto ot = internal::OutTypeFor(internal::ResolveOutDType(out, DType::kFloat32), "output type");
   if (!ot.ok()) return ot.status().WithPrefix(who);
 
   Plan plan;

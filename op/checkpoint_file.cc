@@ -16,6 +16,7 @@
 #include "formats/safetensors.h"
 #include "formats/safetensors_writer.h"
 #include "op/checkpoint.h"
+#include "op/lowering.h"
 
 namespace nibble {
 
@@ -249,7 +250,7 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path) try {
 
 DType Checkpoint::OutputDType(const CheckpointTensor& t, DType requested) const {
   if (!t.quantized) return t.stored_dtype;
-  return requested == DType::kUndefined ? default_dtype_ : requested;
+  return internal::ResolveOutDType(requested, default_dtype_);
 }
 
 Status Checkpoint::Fill(const CheckpointTensor& t, DType requested, int threads, uint8_t* dst) const

@@ -105,7 +105,7 @@ StatusOr<Dequantizer> PrepareBroadcastDequantize(const TensorView& input, const 
     return Status::Error(who + ": zero point type " + DTypeName(zero_point->dtype) +
                          " must equal the input type " + DTypeName(input.dtype));
   }
-  const DType out = output_dtype == DType::kUndefined ? scale.dtype : output_dtype;
+  const DType out = internal::ResolveOutDType(output_dtype, scale.dtype);
   auto out_type = internal::OutTypeFor(out, "output type");
   if (!out_type.ok()) return fail(out_type.status());
   auto n = internal::CheckView(input, "input");

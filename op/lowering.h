@@ -41,6 +41,14 @@ inline DType OutDTypeOf(OutType t) {
                             : (t == OutType::kF16 ? DType::kFloat16 : DType::kBFloat16);
 }
 
+// The one output-dtype rule of every front end: the requested type, or
+// kUndefined for "the default", which is the scale tensor's type (PMX,
+// ONNX, DirectML, GPTQ, AWQ) or float32 where the format has no scale
+// tensor (GGUF: pass DType::kFloat32 as `scale_dtype`).
+inline DType ResolveOutDType(DType requested, DType scale_dtype) {
+  return requested == DType::kUndefined ? scale_dtype : requested;
+}
+
 // Maps float32 / float16 / bfloat16 to the plan's output type.
 StatusOr<OutType> OutTypeFor(DType t, const std::string& what);
 

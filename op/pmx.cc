@@ -162,7 +162,7 @@ StatusOr<Analysis> Analyze(const PmxAttributes& attrs, const TensorView& x, cons
   }
 
   // Output type.
-  a.output.dtype = options.output_dtype == DType::kUndefined ? scale.dtype : options.output_dtype;
+  a.output.dtype = internal::ResolveOutDType(options.output_dtype, scale.dtype);
   auto out_type = internal::OutTypeFor(a.output.dtype, "output type");
   if (!out_type.ok()) return out_type.status();
   a.output.shape = a.d;

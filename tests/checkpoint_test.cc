@@ -34,9 +34,22 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// This process's scratch root (ctest runs test cases of one binary
+// concurrently), removed when the process exits.
+const fs::path& ScratchRoot() {
+  struct Root {
+    fs::path path = fs::temp_directory_path() / ("nibble_ckpt_" + std::to_string(::getpid()));
+    ~Root() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  };
+  static const Root root;
+  return root.path;
+}
+
 fs::path TempDir(const std::string& name) {
-  const fs::path p =
-      fs::temp_directory_path() / ("nibble_ckpt_" + std::to_string(::getpid())) / name;
+  const fs::path p = ScratchRoot() / name;
   fs::remove_all(p);
   fs::create_directories(p);
   return p;

@@ -4,6 +4,8 @@
 // every bad input (clear error, nothing left behind, input untouched).
 #include "op/fold.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -29,9 +31,23 @@ fs::path Models() {
   return d ? fs::path(d) : fs::path("fold_models");
 }
 
+// This process's scratch root (ctest runs test cases of one binary
+// concurrently), removed when the process exits.
+const fs::path& ScratchRoot() {
+  struct Root {
+    fs::path path = fs::temp_directory_path() / ("nibble_fold_test_" + std::to_string(::getpid()));
+    ~Root() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  };
+  static const Root root;
+  return root.path;
+}
+
 // A fresh scratch folder per test.
 fs::path Scratch(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("nibble_fold_test_" + name);
+  const fs::path p = ScratchRoot() / name;
   fs::remove_all(p);
   fs::create_directories(p);
   return p;
