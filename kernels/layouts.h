@@ -191,13 +191,70 @@ struct GgufIQ4_NL {
   }
 };
 
+// IQ4_XS: {f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128]}, eight
+// 32-element sub-blocks ib with a 6-bit scale ls_ib (low 4 bits in
+// scales_l, high 2 in scales_h): (d * (ls_ib - 32)) * kValues[q], the
+// IQ4_NL grid; sub-block ib's 16 bytes of qs hold its elements 0-15 (low
+// nibbles) and 16-31 (high).
+struct GgufIQ4_XS {
+  struct Block {
+    uint16_t d, scales_h;
+    uint8_t scales_l[4];
+    uint8_t qs[128];
+  };
+  static constexpr const char* kName = "iq4_xs";
+  static constexpr uint32_t kGgmlType = 23;
+  static constexpr int64_t kBlockElems = 256, kBytes = 136, kSplit = 32, kSubElems = 32;
+  static constexpr size_t kCodesAt = offsetof(Block, qs);
+  static constexpr CodeKind kCode = CodeKind::kTable4;
+  static constexpr float kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                        1,    13,   25,  38,  53,  69,  89,  113};
+  static constexpr ZeroPointKind kZp = ZeroPointKind::kNone;
+  static constexpr int32_t kCodeOffset = 0;
+  static void Params(const uint8_t* b, float* scale, float* /*zero*/) {
+    const float d = layout_internal::Half(b, offsetof(Block, d));
+    const uint32_t high = layout_internal::Field<uint16_t>(b, offsetof(Block, scales_h));
+    const uint8_t* low = b + offsetof(Block, scales_l);
+    for (int ib = 0; ib < 8; ++ib) {
+      const uint32_t ls =
+          ((low[ib / 2] >> (4 * (ib % 2))) & 0xFu) | (((high >> (2 * ib)) & 3u) << 4);
+      scale[ib] = d * static_cast<float>(static_cast<int32_t>(ls) - 32);
+    }
+  }
+};
+
+// MXFP4 (OCP microscaling float4 as ggml stores it): {u8 e; u8 qs[16]}:
+// kValues[q] * 2^(e - 128) — ggml keeps twice the E2M1 values in its grid
+// and halves the E8M0 scale (e = 0, 1: the subnormals 2^-128, 2^-127;
+// e = 255 is 2^127, not NaN, as ggml decodes it).
+struct GgufMXFP4 {
+  struct Block {
+    uint8_t e;
+    uint8_t qs[16];
+  };
+  static constexpr const char* kName = "mxfp4";
+  static constexpr uint32_t kGgmlType = 39;
+  static constexpr int64_t kBlockElems = 32, kBytes = 17, kSplit = 32, kSubElems = 32;
+  static constexpr size_t kCodesAt = offsetof(Block, qs);
+  static constexpr CodeKind kCode = CodeKind::kTable4;
+  static constexpr float kValues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  static constexpr ZeroPointKind kZp = ZeroPointKind::kNone;
+  static constexpr int32_t kCodeOffset = 0;
+  static void Params(const uint8_t* b, float* scale, float* /*zero*/) {
+    const uint32_t e = b[offsetof(Block, e)];
+    scale[0] = F32FromBits(e < 2 ? 0x00200000u << e : (e - 1) << 23);
+  }
+};
+
 // The registry: every block layout, once. X(Descriptor) for each.
 #define NIBBLE_BLOCK_LAYOUTS(X) \
   X(GgufQ4_0)                   \
   X(GgufQ4_1)                   \
   X(GgufQ8_0)                   \
   X(GgufQ4_K)                   \
-  X(GgufIQ4_NL)
+  X(GgufIQ4_NL)                 \
+  X(GgufIQ4_XS)                 \
+  X(GgufMXFP4)
 
 // Compile-time checks of every registered descriptor's contract.
 template <class D>

@@ -31,17 +31,21 @@ enum : uint32_t {
   kOracleQ8_0 = 8,
   kOracleQ4_K = 12,
   kOracleIQ4_NL = 20,
+  kOracleIQ4_XS = 23,
+  kOracleMXFP4 = 39,
 };
 // Every type this oracle decodes.
-inline constexpr uint32_t kOracleTypes[] = {kOracleQ4_0, kOracleQ4_1, kOracleQ8_0, kOracleQ4_K,
-                                            kOracleIQ4_NL};
+inline constexpr uint32_t kOracleTypes[] = {kOracleQ4_0,   kOracleQ4_1,   kOracleQ8_0, kOracleQ4_K,
+                                            kOracleIQ4_NL, kOracleIQ4_XS, kOracleMXFP4};
 
 // ggml's kvalues_iq4nl: the IQ4_NL grid.
 inline constexpr int8_t kOracleIQ4NLGrid[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                                 1,    13,   25,  38,  53,  69,  89,  113};
 
 // Elements and bytes of one block.
-inline int OracleBlockElems(uint32_t t) { return t == kOracleQ4_K ? 256 : 32; }
+inline int OracleBlockElems(uint32_t t) {
+  return t == kOracleQ4_K || t == kOracleIQ4_XS ? 256 : 32;
+}
 inline int OracleBlockBytes(uint32_t t) {
   switch (t) {
     case kOracleQ4_0:
@@ -51,6 +55,10 @@ inline int OracleBlockBytes(uint32_t t) {
       return 20;  // half d, m; u8 qs[16]
     case kOracleQ8_0:
       return 34;  // half d; i8 qs[32]
+    case kOracleIQ4_XS:
+      return 136;  // half d; u16 scales_h; u8 scales_l[4]; u8 qs[128]
+    case kOracleMXFP4:
+      return 17;  // u8 e; u8 qs[16]
     default:
       return 144;  // Q4_K: half d, dmin; u8 scales[12]; u8 qs[128]
   }
@@ -92,6 +100,36 @@ inline void OracleDecodeBlock(uint32_t t, const uint8_t* b, float* y) {
     for (int j = 0; j < 16; ++j) {
       y[j] = d * static_cast<float>(kOracleIQ4NLGrid[qs[j] & 0xF]);
       y[j + 16] = d * static_cast<float>(kOracleIQ4NLGrid[qs[j] >> 4]);
+    }
+  } else if (t == kOracleIQ4_XS) {
+    // dequantize_row_iq4_xs: per 32-element sub-block ib, a 6-bit scale ls
+    // (4 low bits from scales_l, 2 high from scales_h), dl = d * (ls - 32),
+    // y = dl * grid[q], the sub-block's 16 bytes low nibbles first.
+    const float d = GgmlHalf(b);
+    const int scales_h = b[2] | (b[3] << 8);
+    const uint8_t* scales_l = b + 4;
+    const uint8_t* qs = b + 8;
+    for (int ib = 0; ib < 8; ++ib) {
+      const int ls =
+          ((scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((scales_h >> (2 * ib)) & 3) << 4);
+      const float dl = d * static_cast<float>(ls - 32);
+      for (int j = 0; j < 16; ++j) {
+        y[32 * ib + j] = dl * static_cast<float>(kOracleIQ4NLGrid[qs[16 * ib + j] & 0xF]);
+        y[32 * ib + j + 16] = dl * static_cast<float>(kOracleIQ4NLGrid[qs[16 * ib + j] >> 4]);
+      }
+    }
+  } else if (t == kOracleMXFP4) {
+    // dequantize_row_mxfp4: d = 2^(e - 128) (ggml's E8M0 "half", built from
+    // bits: 2^-128 and 2^-127 are float32 subnormals), y = grid[q] * d with
+    // ggml's doubled E2M1 grid.
+    static constexpr int8_t kGrid[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    const uint32_t e = b[0];
+    const uint32_t bits = e < 2 ? (0x00200000u << e) : ((e - 1) << 23);
+    float d;
+    std::memcpy(&d, &bits, 4);
+    for (int j = 0; j < 16; ++j) {
+      y[j] = static_cast<float>(kGrid[b[1 + j] & 0xF]) * d;
+      y[j + 16] = static_cast<float>(kGrid[b[1 + j] >> 4]) * d;
     }
   } else if (t == kOracleQ8_0) {
     const float d = GgmlHalf(b);
