@@ -347,7 +347,7 @@ struct Blocks : LoaderTypes {
       constexpr uint64_t split = static_cast<uint64_t>(D::kSplit), half = split / 2;
       static_assert((split & (split - 1)) == 0, "kSplit must be a power of two");
       const uint64_t run = p / split, q = p % split;
-      *shift = static_cast<int>((q / half) * 4);
+      *shift = static_cast<int>((q / (half / 4)) & 4);  // 4 iff q >= half
       return block + run * half + q % half;
     } else {
       *shift = 0;
