@@ -50,8 +50,8 @@ inline constexpr uint8_t kAwqNibbleOrder[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 //   kBytes == sizeof(Block)       bytes per block
 //   kCodesAt                      byte offset of the codes within a block
 //   kCode                         code kind: kU4, kS8, or kTable4 (a 4-bit
-//                                 index into the descriptor's
-//                                 `static constexpr float kValues[16]`)
+//                                 index into the descriptor's kValues, 16
+//                                 float32 values: an array or a pointer)
 //   kSplit (4-bit codes only)     the block's codes are runs of kSplit
 //                                 elements, kSplit / 2 bytes each; element
 //                                 p of a run is the low nibble of byte p for
@@ -170,6 +170,10 @@ struct GgufQ4_K {
   }
 };
 
+// ggml's kvalues_iq4nl: the non-linear 4-bit grid of IQ4_NL and IQ4_XS.
+inline constexpr float kIq4NonLinearGrid[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                                1,    13,   25,  38,  53,  69,  89,  113};
+
 // IQ4_NL: {f16 d; u8 qs[16]}, codes index a fixed non-linear grid:
 // d * kValues[q] (ggml's kvalues_iq4nl).
 struct GgufIQ4_NL {
@@ -182,8 +186,7 @@ struct GgufIQ4_NL {
   static constexpr int64_t kBlockElems = 32, kBytes = 18, kSplit = 32, kSubElems = 32;
   static constexpr size_t kCodesAt = offsetof(Block, qs);
   static constexpr CodeKind kCode = CodeKind::kTable4;
-  static constexpr float kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                        1,    13,   25,  38,  53,  69,  89,  113};
+  static constexpr const float* kValues = kIq4NonLinearGrid;
   static constexpr ZeroPointKind kZp = ZeroPointKind::kNone;
   static constexpr int32_t kCodeOffset = 0;
   static void Params(const uint8_t* b, float* scale, float* /*zero*/) {
@@ -207,8 +210,7 @@ struct GgufIQ4_XS {
   static constexpr int64_t kBlockElems = 256, kBytes = 136, kSplit = 32, kSubElems = 32;
   static constexpr size_t kCodesAt = offsetof(Block, qs);
   static constexpr CodeKind kCode = CodeKind::kTable4;
-  static constexpr float kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                        1,    13,   25,  38,  53,  69,  89,  113};
+  static constexpr const float* kValues = kIq4NonLinearGrid;
   static constexpr ZeroPointKind kZp = ZeroPointKind::kNone;
   static constexpr int32_t kCodeOffset = 0;
   static void Params(const uint8_t* b, float* scale, float* /*zero*/) {
