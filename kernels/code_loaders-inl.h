@@ -323,68 +323,97 @@ struct AwqColumns : LoaderTypes {
 };
 
 // --- Block layouts (descriptor D, kernels/layouts.h): codes in place inside
-// each D::kBytes block; a vector start (k % N == 0) has its N codes in
-// consecutive bytes at one nibble shift (N <= kSplit / 2).
+// each D::kBytes block, in one or two bit planes. A vector start (k % N ==
+// 0) has, in each plane, either its N fields in N consecutive bytes at one
+// shift (span >= N, or 8-bit fields), or packed in N * bits consecutive
+// bits (span 1).
 template <class D>
 struct Blocks : LoaderTypes {
-  static constexpr bool kNibbles = CodeBits(D::kCode) == 4;
-  static_assert(!kNibbles || kMaxLanes <= D::kSplit / 2, "a vector spans one split half");
+  static constexpr bool kNibbles = CodeBits(D::kCode) == 4;  // one 4-bit plane
+  static constexpr size_t kPlanes = PlaneCount<D>();
   static constexpr int64_t Align() { return kMaxLanes; }
   static CodeRef Row(const Plan& plan, int64_t r) {
     return {plan.codes + (r * plan.cols() / D::kBlockElems) * D::kBytes, 0, false, 0};
   }
   static int64_t Phase(const CodeRef&) { return 0; }
-  // The byte holding element k of the row and its nibble's shift.
-  // Unsigned arithmetic: every divisor is a power of two, so this is
-  // shifts and masks (signed division would add sign fix-ups to every
-  // vector load: measured 10-50 % slower on the block layouts).
-  static HWY_INLINE const uint8_t* Byte(const CodeRef& c, int64_t k, int* shift) {
-    const uint64_t u = static_cast<uint64_t>(k);
-    constexpr uint64_t kElems = static_cast<uint64_t>(D::kBlockElems);
-    const uint64_t b = u / kElems, p = u % kElems;
-    const uint8_t* block = c.codes + b * static_cast<uint64_t>(D::kBytes);
-    if constexpr (kNibbles) {
-      constexpr uint64_t split = static_cast<uint64_t>(D::kSplit), half = split / 2;
-      static_assert((split & (split - 1)) == 0, "kSplit must be a power of two");
-      const uint64_t run = p / split, q = p % split;
-      *shift = static_cast<int>((q / (half / 4)) & 4);  // 4 iff q >= half
-      return block + run * half + q % half;
-    } else {
-      *shift = 0;
-      return block + p;
-    }
-  }
   static uint32_t Scalar(const CodeRef& c, int64_t k) {
     return BlockCode<D>(c.codes + (k / D::kBlockElems) * D::kBytes, k % D::kBlockElems);
   }
-  static HWY_INLINE VI Load(const CodeRef& c, int64_t k) {
-    const DI di;
+
+  // The block holding element k of the row and k's position p in it.
+  // Unsigned arithmetic: every divisor is a power of two, so this is
+  // shifts and masks (signed division would add sign fix-ups to every
+  // vector load: measured 10-50 % slower on the block layouts).
+  static HWY_INLINE const uint8_t* BlockOf(const CodeRef& c, int64_t k, uint64_t* p) {
+    const uint64_t u = static_cast<uint64_t>(k);
+    constexpr uint64_t kElems = static_cast<uint64_t>(D::kBlockElems);
+    *p = u % kElems;
+    return c.codes + (u / kElems) * static_cast<uint64_t>(D::kBytes);
+  }
+  // Contiguous planes: the byte holding element p's field and its shift.
+  template <size_t kI>
+  static HWY_INLINE const uint8_t* FieldByte(const uint8_t* block, uint64_t p, int* shift) {
+    constexpr CodePlane pl = D::kPlanes[kI];
+    constexpr uint64_t run = pl.run, span = pl.span();
+    const uint64_t q = p % run;
+    *shift = static_cast<int>(pl.bits * (q / span));
+    return block + pl.at + (p / run) * span + q % span;
+  }
+  // Fields of elements p .. p+N-1 of plane kI (u32 lanes, zero-extended).
+  template <size_t kI>
+  static HWY_INLINE hn::Vec<DU> Fields(const uint8_t* block, uint64_t p) {
     const DU du;
-    int sh;
-    const uint8_t* p = Byte(c, k, &sh);
-    if (D::kCode == CodeKind::kS8) {
-      const hn::Rebind<int8_t, DI> di8;
-      return hn::PromoteTo(di, hn::LoadU(di8, reinterpret_cast<const int8_t*>(p)));
-    }
-    const hn::Rebind<uint8_t, DI> du8;
-    const auto u = hn::PromoteTo(du, hn::LoadU(du8, p));
-    if constexpr (!kNibbles) {
-      return hn::BitCast(di, u);
+    constexpr CodePlane pl = D::kPlanes[kI];
+    constexpr uint32_t kMask = (1u << pl.bits) - 1u;
+    if constexpr (pl.bits == 8 || pl.span() >= static_cast<uint32_t>(kMaxLanes)) {
+      int sh;
+      const uint8_t* b = FieldByte<kI>(block, p, &sh);
+      const hn::Rebind<uint8_t, DU> du8;
+      const auto u = hn::PromoteTo(du, hn::LoadU(du8, b));
+      if constexpr (pl.bits == 8) return u;
+      return hn::And(hn::ShiftRightSame(u, sh), hn::Set(du, kMask));
     } else {
-      return hn::BitCast(di, hn::And(hn::ShiftRightSame(u, sh), hn::Set(du, 0xFu)));
+      // span 1: N * bits consecutive bits (<= 32), from bit p * bits.
+      static_assert(pl.span() == 1 && kMaxLanes * pl.bits <= 32, "packed plane too wide");
+      constexpr size_t kBits = static_cast<size_t>(kMaxLanes) * pl.bits;
+      const uint64_t bit = p * pl.bits;
+      uint32_t w = 0;
+      std::memcpy(&w, block + pl.at + bit / 8, (kBits + 7) / 8);
+      w >>= bit % 8;  // non-zero only when N * bits < 8
+      const auto shifts = hn::Mul(hn::Iota(du, 0), hn::Set(du, pl.bits));
+      return hn::And(hn::Set(du, w) >> shifts, hn::Set(du, kMask));
     }
   }
-  // Two runs of N codes, each N bytes at one nibble shift, widened straight
-  // to 16-bit lanes.
+  static HWY_INLINE VI Load(const CodeRef& c, int64_t k) {
+    const DI di;
+    uint64_t p;
+    const uint8_t* block = BlockOf(c, k, &p);
+    if constexpr (D::kCode == CodeKind::kS8) {
+      int sh;
+      const uint8_t* b = FieldByte<0>(block, p, &sh);
+      const hn::Rebind<int8_t, DI> di8;
+      return hn::PromoteTo(di, hn::LoadU(di8, reinterpret_cast<const int8_t*>(b)));
+    } else if constexpr (kPlanes == 1) {
+      return hn::BitCast(di, Fields<0>(block, p));
+    } else {
+      constexpr int kLowBits = static_cast<int>(D::kPlanes[0].bits);
+      return hn::BitCast(
+          di, hn::Or(Fields<0>(block, p), hn::ShiftLeft<kLowBits>(Fields<kPlanes - 1>(block, p))));
+    }
+  }
+  // kNibbles: two runs of N codes, each N bytes at one nibble shift,
+  // widened straight to 16-bit lanes.
   static HWY_INLINE VU16 Load16(const CodeRef& c, int64_t k) {
     const DU16 du16;
     const hn::Half<DU16> dh;
     const hn::Rebind<uint8_t, decltype(dh)> d8;
     auto half = [&](int64_t kk) HWY_ATTR {
+      uint64_t p;
+      const uint8_t* block = BlockOf(c, kk, &p);
       int sh;
-      const uint8_t* p = Byte(c, kk, &sh);
-      const auto b = hn::PromoteTo(dh, hn::LoadU(d8, p));
-      return hn::And(hn::ShiftRightSame(b, sh), hn::Set(dh, 0xF));
+      const uint8_t* b = FieldByte<0>(block, p, &sh);
+      const auto v = hn::PromoteTo(dh, hn::LoadU(d8, b));
+      return hn::And(hn::ShiftRightSame(v, sh), hn::Set(dh, 0xF));
     };
     return hn::Combine(du16, half(k + static_cast<int64_t>(hn::Lanes(dh))), half(k));
   }

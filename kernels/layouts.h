@@ -14,15 +14,15 @@
 //  - Block layouts (ggml's quantized types): a fixed-size on-disk block
 //    struct holding a header (scales / mins) and the codes of kBlockElems
 //    elements. Their descriptor (below) is the block struct with its
-//    static_assert'ed size, its geometry, and its decode step: how the codes
-//    sit inside a block (a code "shape" the kernels know: split nibbles or
-//    bytes) and `Params`, the header -> per-sub-block float32 scale (and
-//    additive float zero point). The kernels are templated on the
-//    descriptor; nothing else about a block layout is written anywhere.
+//    static_assert'ed size, its geometry, and its decode step: where each
+//    element's code bits sit (one or two bit planes, CodePlane) and
+//    `Params`, the header -> per-sub-block float32 scale (and additive
+//    float zero point). The kernels are templated on the descriptor;
+//    nothing else about a block layout is written anywhere.
 //
-// Adding a block layout whose codes have an existing shape (4-bit split
-// nibbles or bytes, integer or table codes) is: its descriptor here, one
-// line in NIBBLE_BLOCK_LAYOUTS, and its independent decoder in the tests.
+// Adding a block layout whose codes are bit planes (1, 2, 4 or 8 bits,
+// integer or 16-entry table codes) is: its descriptor here, one line in
+// NIBBLE_BLOCK_LAYOUTS, and its independent decoder in the tests.
 #ifndef NIBBLE_KERNELS_LAYOUTS_H_
 #define NIBBLE_KERNELS_LAYOUTS_H_
 
@@ -48,15 +48,16 @@ inline constexpr uint8_t kAwqNibbleOrder[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 //   kName, kGgmlType              ggml's name and type id
 //   kBlockElems                   elements per block (a power of two)
 //   kBytes == sizeof(Block)       bytes per block
-//   kCodesAt                      byte offset of the codes within a block
-//   kCode                         code kind: kU4, kS8, or kTable4 (a 4-bit
-//                                 index into the descriptor's kValues, 16
-//                                 float32 values: an array or a pointer)
-//   kSplit (4-bit codes only)     the block's codes are runs of kSplit
-//                                 elements, kSplit / 2 bytes each; element
-//                                 p of a run is the low nibble of byte p for
-//                                 p < kSplit / 2, else the high nibble of
-//                                 byte p - kSplit / 2. kSplit / 2 >= 16.
+//   kPlanes                       the code's bit planes (CodePlane below):
+//                                 element p's code is the field of p in
+//                                 kPlanes[0], with the field of p in
+//                                 kPlanes[1] (if any) above its bits
+//   kCode                         code kind: kU4 (one 4-bit plane), kU8
+//                                 (unsigned codes of up to 8 bits from the
+//                                 planes), kS8 (one 8-bit plane), or
+//                                 kTable4 (a 4-bit index into the
+//                                 descriptor's kValues, 16 float32 values:
+//                                 an array or a pointer)
 //   kSubElems                     elements sharing one scale (>= 16)
 //   kZp, kCodeOffset              zero point kind (kNone: q - kCodeOffset;
 //                                 kFloat: q * s + zero) and code offset
@@ -66,6 +67,20 @@ inline constexpr uint8_t kAwqNibbleOrder[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 //                                 them in float32.
 // Value of element p of a block: SPEC arithmetic of the Plan with the
 // sub-block's scale / zero, e.g. Q4_0: (q - 8) * d.
+
+// One bit plane of a block's codes: `bits`-wide fields (1, 2, 4 or 8) in
+// the block's bytes from `at` on. The plane is cut into runs of `run`
+// elements (a power of two), span = run * bits / 8 bytes each; element q
+// of a run is field q / span (bits [bits * (q / span), + bits)) of byte
+// q % span of its run. So a run's first `span` elements are the low fields
+// of its bytes, the next `span` the next fields, and so on (ggml's "split"
+// nibbles: run 32, 4 bits = low nibbles of 16 bytes, then high nibbles);
+// run = 8 / bits packs consecutive elements into each byte (span 1).
+// The vector loaders need span == 1 or span >= 16.
+struct CodePlane {
+  uint32_t at, bits, run;
+  constexpr uint32_t span() const { return run * bits / 8; }
+};
 
 namespace layout_internal {
 template <class T>
@@ -87,8 +102,8 @@ struct GgufQ4_0 {
   };
   static constexpr const char* kName = "q4_0";
   static constexpr uint32_t kGgmlType = 2;
-  static constexpr int64_t kBlockElems = 32, kBytes = 18, kSplit = 32, kSubElems = 32;
-  static constexpr size_t kCodesAt = offsetof(Block, qs);
+  static constexpr int64_t kBlockElems = 32, kBytes = 18, kSubElems = 32;
+  static constexpr CodePlane kPlanes[] = {{offsetof(Block, qs), 4, 32}};
   static constexpr CodeKind kCode = CodeKind::kU4;
   static constexpr ZeroPointKind kZp = ZeroPointKind::kNone;
   static constexpr int32_t kCodeOffset = 8;
@@ -105,9 +120,51 @@ struct GgufQ4_1 {
   };
   static constexpr const char* kName = "q4_1";
   static constexpr uint32_t kGgmlType = 3;
-  static constexpr int64_t kBlockElems = 32, kBytes = 20, kSplit = 32, kSubElems = 32;
-  static constexpr size_t kCodesAt = offsetof(Block, qs);
+  static constexpr int64_t kBlockElems = 32, kBytes = 20, kSubElems = 32;
+  static constexpr CodePlane kPlanes[] = {{offsetof(Block, qs), 4, 32}};
   static constexpr CodeKind kCode = CodeKind::kU4;
+  static constexpr ZeroPointKind kZp = ZeroPointKind::kFloat;
+  static constexpr int32_t kCodeOffset = 0;
+  static void Params(const uint8_t* b, float* scale, float* zero) {
+    scale[0] = layout_internal::Half(b, offsetof(Block, d));
+    zero[0] = layout_internal::Half(b, offsetof(Block, m));
+  }
+};
+
+// Q5_0: {f16 d; u8 qh[4]; u8 qs[16]}: 5-bit codes, the low nibbles split
+// as Q4_0's, bit 4 of element p = bit p of the little-endian qh: (q - 16) * d.
+struct GgufQ5_0 {
+  struct Block {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[16];
+  };
+  static constexpr const char* kName = "q5_0";
+  static constexpr uint32_t kGgmlType = 6;
+  static constexpr int64_t kBlockElems = 32, kBytes = 22, kSubElems = 32;
+  static constexpr CodePlane kPlanes[] = {{offsetof(Block, qs), 4, 32},
+                                          {offsetof(Block, qh), 1, 8}};
+  static constexpr CodeKind kCode = CodeKind::kU8;
+  static constexpr ZeroPointKind kZp = ZeroPointKind::kNone;
+  static constexpr int32_t kCodeOffset = 16;
+  static void Params(const uint8_t* b, float* scale, float* /*zero*/) {
+    scale[0] = layout_internal::Half(b, offsetof(Block, d));
+  }
+};
+
+// Q5_1: {f16 d, m; u8 qh[4]; u8 qs[16]}: Q5_0's codes, q * d + m.
+struct GgufQ5_1 {
+  struct Block {
+    uint16_t d, m;
+    uint8_t qh[4];
+    uint8_t qs[16];
+  };
+  static constexpr const char* kName = "q5_1";
+  static constexpr uint32_t kGgmlType = 7;
+  static constexpr int64_t kBlockElems = 32, kBytes = 24, kSubElems = 32;
+  static constexpr CodePlane kPlanes[] = {{offsetof(Block, qs), 4, 32},
+                                          {offsetof(Block, qh), 1, 8}};
+  static constexpr CodeKind kCode = CodeKind::kU8;
   static constexpr ZeroPointKind kZp = ZeroPointKind::kFloat;
   static constexpr int32_t kCodeOffset = 0;
   static void Params(const uint8_t* b, float* scale, float* zero) {
@@ -124,13 +181,96 @@ struct GgufQ8_0 {
   };
   static constexpr const char* kName = "q8_0";
   static constexpr uint32_t kGgmlType = 8;
-  static constexpr int64_t kBlockElems = 32, kBytes = 34, kSplit = 0, kSubElems = 32;
-  static constexpr size_t kCodesAt = offsetof(Block, qs);
+  static constexpr int64_t kBlockElems = 32, kBytes = 34, kSubElems = 32;
+  static constexpr CodePlane kPlanes[] = {{offsetof(Block, qs), 8, 1}};
   static constexpr CodeKind kCode = CodeKind::kS8;
   static constexpr ZeroPointKind kZp = ZeroPointKind::kNone;
   static constexpr int32_t kCodeOffset = 0;
   static void Params(const uint8_t* b, float* scale, float* /*zero*/) {
     scale[0] = layout_internal::Half(b, offsetof(Block, d));
+  }
+};
+
+namespace layout_internal {
+// ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j (0..7)
+// of Q4_K / Q5_K, packed in 12 bytes q.
+inline void ScaleMinK4(int j, const uint8_t* q, uint32_t* sc, uint32_t* m) {
+  if (j < 4) {
+    *sc = q[j] & 63u;
+    *m = q[j + 4] & 63u;
+  } else {
+    *sc = (q[j + 4] & 0xFu) | (static_cast<uint32_t>(q[j - 4] >> 6) << 4);
+    *m = static_cast<uint32_t>(q[j + 4] >> 4) | (static_cast<uint32_t>(q[j] >> 6) << 4);
+  }
+}
+// Q4_K / Q5_K: eight (d * sc_j, -(dmin * m_j)).
+inline void ParamsK4(float d, float dmin, const uint8_t* scales, float* scale, float* zero) {
+  for (int j = 0; j < 8; ++j) {
+    uint32_t sc, m;
+    ScaleMinK4(j, scales, &sc, &m);
+    scale[j] = d * static_cast<float>(sc);
+    zero[j] = -(dmin * static_cast<float>(m));
+  }
+}
+}  // namespace layout_internal
+
+// Q2_K: {u8 scales[16]; u8 qs[64]; f16 d, dmin}, sixteen 16-element
+// sub-blocks j, each with a 4-bit scale (low nibble of scales[j]) and min
+// (high nibble): (d * sc_j) * q - dmin * m_j. 2-bit codes: each 128-element
+// half is 32 bytes, elements 32i .. 32i+31 in bits 2i of them.
+struct GgufQ2_K {
+  struct Block {
+    uint8_t scales[16];
+    uint8_t qs[64];
+    uint16_t d, dmin;
+  };
+  static constexpr const char* kName = "q2_k";
+  static constexpr uint32_t kGgmlType = 10;
+  static constexpr int64_t kBlockElems = 256, kBytes = 84, kSubElems = 16;
+  static constexpr CodePlane kPlanes[] = {{offsetof(Block, qs), 2, 128}};
+  static constexpr CodeKind kCode = CodeKind::kU8;
+  static constexpr ZeroPointKind kZp = ZeroPointKind::kFloat;
+  static constexpr int32_t kCodeOffset = 0;
+  static void Params(const uint8_t* b, float* scale, float* zero) {
+    const float d = layout_internal::Half(b, offsetof(Block, d));
+    const float dmin = layout_internal::Half(b, offsetof(Block, dmin));
+    const uint8_t* sc = b + offsetof(Block, scales);
+    for (int j = 0; j < 16; ++j) {
+      scale[j] = d * static_cast<float>(sc[j] & 0xFu);
+      zero[j] = -(dmin * static_cast<float>(sc[j] >> 4));
+    }
+  }
+};
+
+// Q3_K: {u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d}: 3-bit codes, the
+// low two bits as Q2_K's, bit 2 of element p = bit p / 32 of hmask[p % 32]
+// (ggml subtracts 4 where that bit is clear: the same as q - 4). Sixteen
+// 16-element sub-blocks j with 6-bit scales sc_j (low 4 bits: nibble j / 8
+// of scales[j % 8]; high 2 bits: bits 2 * (j / 4) of scales[8 + j % 4]):
+// (d * (sc_j - 32)) * (q - 4).
+struct GgufQ3_K {
+  struct Block {
+    uint8_t hmask[32];
+    uint8_t qs[64];
+    uint8_t scales[12];
+    uint16_t d;
+  };
+  static constexpr const char* kName = "q3_k";
+  static constexpr uint32_t kGgmlType = 11;
+  static constexpr int64_t kBlockElems = 256, kBytes = 110, kSubElems = 16;
+  static constexpr CodePlane kPlanes[] = {{offsetof(Block, qs), 2, 128},
+                                          {offsetof(Block, hmask), 1, 256}};
+  static constexpr CodeKind kCode = CodeKind::kU8;
+  static constexpr ZeroPointKind kZp = ZeroPointKind::kNone;
+  static constexpr int32_t kCodeOffset = 4;
+  static void Params(const uint8_t* b, float* scale, float* /*zero*/) {
+    const float d = layout_internal::Half(b, offsetof(Block, d));
+    const uint8_t* q = b + offsetof(Block, scales);
+    for (int j = 0; j < 16; ++j) {
+      const uint32_t low = (q[j % 8] >> (4 * (j / 8))) & 0xFu;
+      const uint32_t high = (q[8 + j % 4] >> (2 * (j / 4))) & 3u;
+      scale[j] = d * static_cast<float>(static_cast<int32_t>(low | high << 4) - 32);
+    }
   }
 };
 
@@ -146,27 +286,87 @@ struct GgufQ4_K {
   };
   static constexpr const char* kName = "q4_k";
   static constexpr uint32_t kGgmlType = 12;
-  static constexpr int64_t kBlockElems = 256, kBytes = 144, kSplit = 64, kSubElems = 32;
-  static constexpr size_t kCodesAt = offsetof(Block, qs);
+  static constexpr int64_t kBlockElems = 256, kBytes = 144, kSubElems = 32;
+  static constexpr CodePlane kPlanes[] = {{offsetof(Block, qs), 4, 64}};
   static constexpr CodeKind kCode = CodeKind::kU4;
   static constexpr ZeroPointKind kZp = ZeroPointKind::kFloat;
   static constexpr int32_t kCodeOffset = 0;
   static void Params(const uint8_t* b, float* scale, float* zero) {
+    layout_internal::ParamsK4(layout_internal::Half(b, offsetof(Block, d)),
+                              layout_internal::Half(b, offsetof(Block, dmin)),
+                              b + offsetof(Block, scales), scale, zero);
+  }
+};
+
+// Q5_K: {f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]}: Q4_K's
+// scales, mins and low nibbles; bit 4 of element p = bit p / 32 of
+// qh[p % 32].
+struct GgufQ5_K {
+  struct Block {
+    uint16_t d, dmin;
+    uint8_t scales[12];
+    uint8_t qh[32];
+    uint8_t qs[128];
+  };
+  static constexpr const char* kName = "q5_k";
+  static constexpr uint32_t kGgmlType = 13;
+  static constexpr int64_t kBlockElems = 256, kBytes = 176, kSubElems = 32;
+  static constexpr CodePlane kPlanes[] = {{offsetof(Block, qs), 4, 64},
+                                          {offsetof(Block, qh), 1, 256}};
+  static constexpr CodeKind kCode = CodeKind::kU8;
+  static constexpr ZeroPointKind kZp = ZeroPointKind::kFloat;
+  static constexpr int32_t kCodeOffset = 0;
+  static void Params(const uint8_t* b, float* scale, float* zero) {
+    layout_internal::ParamsK4(layout_internal::Half(b, offsetof(Block, d)),
+                              layout_internal::Half(b, offsetof(Block, dmin)),
+                              b + offsetof(Block, scales), scale, zero);
+  }
+};
+
+// Q6_K: {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}: 6-bit codes per
+// 128-element half: low nibbles split over 64 bytes of ql (elements 0-63
+// low, 64-127 high nibbles), bits 4-5 = bits 2 * (q / 32) of qh[q % 32]
+// (q = p % 128); sixteen 16-element sub-blocks j: (d * sc_j) * (q - 32).
+struct GgufQ6_K {
+  struct Block {
+    uint8_t ql[128];
+    uint8_t qh[64];
+    int8_t scales[16];
+    uint16_t d;
+  };
+  static constexpr const char* kName = "q6_k";
+  static constexpr uint32_t kGgmlType = 14;
+  static constexpr int64_t kBlockElems = 256, kBytes = 210, kSubElems = 16;
+  static constexpr CodePlane kPlanes[] = {{offsetof(Block, ql), 4, 128},
+                                          {offsetof(Block, qh), 2, 128}};
+  static constexpr CodeKind kCode = CodeKind::kU8;
+  static constexpr ZeroPointKind kZp = ZeroPointKind::kNone;
+  static constexpr int32_t kCodeOffset = 32;
+  static void Params(const uint8_t* b, float* scale, float* /*zero*/) {
     const float d = layout_internal::Half(b, offsetof(Block, d));
-    const float dmin = layout_internal::Half(b, offsetof(Block, dmin));
-    const uint8_t* q = b + offsetof(Block, scales);
-    for (int j = 0; j < 8; ++j) {
-      uint32_t sc, m;
-      if (j < 4) {
-        sc = q[j] & 63u;
-        m = q[j + 4] & 63u;
-      } else {
-        sc = (q[j + 4] & 0xFu) | (static_cast<uint32_t>(q[j - 4] >> 6) << 4);
-        m = static_cast<uint32_t>(q[j + 4] >> 4) | (static_cast<uint32_t>(q[j] >> 6) << 4);
-      }
+    for (int j = 0; j < 16; ++j) {
+      const int8_t sc = layout_internal::Field<int8_t>(b, offsetof(Block, scales) + size_t(j));
       scale[j] = d * static_cast<float>(sc);
-      zero[j] = -(dmin * static_cast<float>(m));
     }
+  }
+};
+
+// TQ2_0 (ternary): {u8 qs[64]; f16 d}: Q2_K's 2-bit code layout,
+// (q - 1) * d.
+struct GgufTQ2_0 {
+  struct Block {
+    uint8_t qs[64];
+    uint16_t d;
+  };
+  static constexpr const char* kName = "tq2_0";
+  static constexpr uint32_t kGgmlType = 35;
+  static constexpr int64_t kBlockElems = 256, kBytes = 66, kSubElems = 256;
+  static constexpr CodePlane kPlanes[] = {{offsetof(Block, qs), 2, 128}};
+  static constexpr CodeKind kCode = CodeKind::kU8;
+  static constexpr ZeroPointKind kZp = ZeroPointKind::kNone;
+  static constexpr int32_t kCodeOffset = 1;
+  static void Params(const uint8_t* b, float* scale, float* /*zero*/) {
+    scale[0] = layout_internal::Half(b, offsetof(Block, d));
   }
 };
 
@@ -183,8 +383,8 @@ struct GgufIQ4_NL {
   };
   static constexpr const char* kName = "iq4_nl";
   static constexpr uint32_t kGgmlType = 20;
-  static constexpr int64_t kBlockElems = 32, kBytes = 18, kSplit = 32, kSubElems = 32;
-  static constexpr size_t kCodesAt = offsetof(Block, qs);
+  static constexpr int64_t kBlockElems = 32, kBytes = 18, kSubElems = 32;
+  static constexpr CodePlane kPlanes[] = {{offsetof(Block, qs), 4, 32}};
   static constexpr CodeKind kCode = CodeKind::kTable4;
   static constexpr const float* kValues = kIq4NonLinearGrid;
   static constexpr ZeroPointKind kZp = ZeroPointKind::kNone;
@@ -207,8 +407,8 @@ struct GgufIQ4_XS {
   };
   static constexpr const char* kName = "iq4_xs";
   static constexpr uint32_t kGgmlType = 23;
-  static constexpr int64_t kBlockElems = 256, kBytes = 136, kSplit = 32, kSubElems = 32;
-  static constexpr size_t kCodesAt = offsetof(Block, qs);
+  static constexpr int64_t kBlockElems = 256, kBytes = 136, kSubElems = 32;
+  static constexpr CodePlane kPlanes[] = {{offsetof(Block, qs), 4, 32}};
   static constexpr CodeKind kCode = CodeKind::kTable4;
   static constexpr const float* kValues = kIq4NonLinearGrid;
   static constexpr ZeroPointKind kZp = ZeroPointKind::kNone;
@@ -236,8 +436,8 @@ struct GgufMXFP4 {
   };
   static constexpr const char* kName = "mxfp4";
   static constexpr uint32_t kGgmlType = 39;
-  static constexpr int64_t kBlockElems = 32, kBytes = 17, kSplit = 32, kSubElems = 32;
-  static constexpr size_t kCodesAt = offsetof(Block, qs);
+  static constexpr int64_t kBlockElems = 32, kBytes = 17, kSubElems = 32;
+  static constexpr CodePlane kPlanes[] = {{offsetof(Block, qs), 4, 32}};
   static constexpr CodeKind kCode = CodeKind::kTable4;
   static constexpr float kValues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
   static constexpr ZeroPointKind kZp = ZeroPointKind::kNone;
@@ -252,11 +452,30 @@ struct GgufMXFP4 {
 #define NIBBLE_BLOCK_LAYOUTS(X) \
   X(GgufQ4_0)                   \
   X(GgufQ4_1)                   \
+  X(GgufQ5_0)                   \
+  X(GgufQ5_1)                   \
   X(GgufQ8_0)                   \
+  X(GgufQ2_K)                   \
+  X(GgufQ3_K)                   \
   X(GgufQ4_K)                   \
+  X(GgufQ5_K)                   \
+  X(GgufQ6_K)                   \
+  X(GgufTQ2_0)                  \
   X(GgufIQ4_NL)                 \
   X(GgufIQ4_XS)                 \
   X(GgufMXFP4)
+
+// Number of planes and total code bits of descriptor D.
+template <class D>
+constexpr size_t PlaneCount() {
+  return sizeof(D::kPlanes) / sizeof(D::kPlanes[0]);
+}
+template <class D>
+constexpr uint32_t PlaneBits() {
+  uint32_t bits = 0;
+  for (const CodePlane& pl : D::kPlanes) bits += pl.bits;
+  return bits;
+}
 
 // Compile-time checks of every registered descriptor's contract.
 template <class D>
@@ -265,16 +484,23 @@ constexpr bool CheckBlockDescriptor() {
   static_assert(D::kBlockElems > 0 && (D::kBlockElems & (D::kBlockElems - 1)) == 0,
                 "kBlockElems must be a power of two");
   static_assert(D::kBlockElems % D::kSubElems == 0 && D::kSubElems >= 16, "bad kSubElems");
-  static_assert(CodeBits(D::kCode) == 4 || CodeBits(D::kCode) == 8, "4- or 8-bit codes");
+  static_assert(PlaneCount<D>() >= 1 && PlaneCount<D>() <= 2, "one or two code planes");
+  static_assert(D::kCode == CodeKind::kU8 ? PlaneBits<D>() <= 8
+                                          : PlaneCount<D>() == 1 &&
+                                                PlaneBits<D>() == uint32_t(CodeBits(D::kCode)),
+                "kU8 codes of <= 8 bits, or one plane of the code kind's width");
   static_assert(!CodeIsFloat(D::kCode) || D::kZp == ZeroPointKind::kNone,
                 "value-table codes have no zero point");
-  static_assert(CodeBits(D::kCode) != 4 ||
-                    (D::kSplit >= 32 && D::kBlockElems % D::kSplit == 0 &&
-                     D::kCodesAt + D::kBlockElems / 2 <= static_cast<size_t>(D::kBytes)),
-                "4-bit codes: kSplit runs of >= 32 elements inside the block");
-  static_assert(
-      CodeBits(D::kCode) != 8 || D::kCodesAt + D::kBlockElems <= static_cast<size_t>(D::kBytes),
-      "8-bit codes inside the block");
+  for (const CodePlane& pl : D::kPlanes) {
+    if (pl.bits != 1 && pl.bits != 2 && pl.bits != 4 && pl.bits != 8) return false;
+    if (pl.run == 0 || (pl.run & (pl.run - 1)) != 0 || pl.run * pl.bits % 8 != 0) return false;
+    if (D::kBlockElems % pl.run != 0) return false;
+    if (pl.span() != 1 && pl.span() < 16) return false;  // the vector loaders' shapes
+    if (pl.span() == 1 && pl.bits > 2 && pl.bits != 8) return false;
+    if (pl.at + static_cast<uint64_t>(D::kBlockElems) * pl.bits / 8 > uint64_t(D::kBytes)) {
+      return false;  // the plane lies inside the block
+    }
+  }
   return true;
 }
 #define NIBBLE_CHECK_BLOCK(D) static_assert(CheckBlockDescriptor<D>(), #D);
@@ -303,9 +529,9 @@ enum class Layout : uint8_t {
   kGptqColumns,
   kAwqColumns,
 // Block layouts (descriptors above): element e is element e %
-// kBlockElems of block e / kBlockElems, whose codes start at Plan::codes
-// + block * kBytes (Plan::codes points at the first block's codes, i.e.
-// kCodesAt bytes into the data). Every row starts at a block.
+// kBlockElems of block e / kBlockElems, which starts at Plan::codes +
+// block * kBytes (Plan::codes points at the first block). Every row starts
+// at a block.
 #define NIBBLE_LAYOUT_ENUM(D) k##D,
   NIBBLE_BLOCK_LAYOUTS(NIBBLE_LAYOUT_ENUM)
 #undef NIBBLE_LAYOUT_ENUM
@@ -322,17 +548,24 @@ struct BlockLayoutOf;
 NIBBLE_BLOCK_LAYOUTS(NIBBLE_LAYOUT_OF)
 #undef NIBBLE_LAYOUT_OF
 
-// Raw code of element p (0 <= p < kBlockElems) of a block whose codes
-// start at `codes` (the descriptor's code shape; zero-extended).
+// The field of element p (0 <= p < kBlockElems) in plane `pl` of `block`.
+inline uint32_t PlaneField(const uint8_t* block, const CodePlane& pl, int64_t p) {
+  const uint64_t u = static_cast<uint64_t>(p), span = pl.span();
+  const uint64_t run = u / pl.run, q = u % pl.run;
+  const uint8_t byte = block[pl.at + run * span + q % span];
+  return (uint32_t{byte} >> (pl.bits * (q / span))) & ((1u << pl.bits) - 1u);
+}
+
+// Raw code of element p (0 <= p < kBlockElems) of `block` (the
+// descriptor's planes; zero-extended).
 template <class D>
-inline uint32_t BlockCode(const uint8_t* codes, int64_t p) {
-  if constexpr (CodeBits(D::kCode) == 8) {
-    return codes[p];
-  } else {
-    constexpr int64_t half = D::kSplit / 2;
-    const int64_t run = p / D::kSplit, q = p % D::kSplit;
-    return (uint32_t{codes[run * half + q % half]} >> (q < half ? 0 : 4)) & 0xFu;
+inline uint32_t BlockCode(const uint8_t* block, int64_t p) {
+  uint32_t code = 0, bits = 0;
+  for (const CodePlane& pl : D::kPlanes) {
+    code |= PlaneField(block, pl, p) << bits;
+    bits += pl.bits;
   }
+  return code;
 }
 
 }  // namespace nibble

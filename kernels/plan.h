@@ -33,7 +33,7 @@ struct Plan {
   // Where element e's code is: kernels/layouts.h (one descriptor each).
   Layout layout = Layout::kDense;
   CodeKind code = CodeKind::kU8;
-  // Block layouts: the first block's codes (kCodesAt bytes into the data).
+  // Block layouts: the first block.
   const uint8_t* codes = nullptr;
   // kPmxWords: P (4 or 8) and R (elements per index of dim 0).
   int32_t interleave = 1;

@@ -246,7 +246,7 @@ Status LowerBlocks(const uint8_t* data, int64_t n, Plan* plan, Dequantizer::Stor
   const int64_t blocks = n / D::kBlockElems;
   plan->layout = BlockLayoutOf<D>::kValue;
   plan->code = D::kCode;
-  plan->codes = data + D::kCodesAt;
+  plan->codes = data;
   plan->code_offset = D::kCodeOffset;
   plan->zp_kind = D::kZp;
   plan->group = D::kSubElems;

@@ -338,11 +338,11 @@ TEST_CASE(
   std::sort(oracle.begin(), oracle.end());
   CHECK(registered == oracle);  // a layout without an independent decoder fails here
   // Unregistered types are refused by name, listing the registered ones.
-  CHECK(!GgmlTypeIsDequantizable(14));  // q6_k
+  CHECK(!GgmlTypeIsDequantizable(16));  // iq2_xxs
   const uint8_t none[1] = {0};
-  auto d = PrepareGgml(14, {256}, none, 0, DType::kFloat32, "w");
+  auto d = PrepareGgml(16, {256}, none, 0, DType::kFloat32, "w");
   REQUIRE(!d.ok());
-  CHECK(d.status().message() == "GGUF tensor 'w': ggml type 14 is not dequantized by nibble (" +
+  CHECK(d.status().message() == "GGUF tensor 'w': ggml type 16 is not dequantized by nibble (" +
                                     DequantizableGgmlTypeNames() + " are)");
   CHECK(DequantizableGgmlTypeNames() == names);
 }
@@ -742,13 +742,13 @@ TEST_CASE("dequant: GGUF file; unsupported types refused before anything is writ
   const auto w = MakeLlmLikeWeight(4, 256, 3);
   b.Tensor("tok.weight", {256, 4}, kGgmlQ4_K, *QuantizeGgml(kGgmlQ4_K, w.data(), 4, 256));
   b.Tensor("norm.weight", {4}, kGgmlF32, std::vector<uint8_t>(16, 0));
-  b.Tensor("out.weight", {256, 4}, 14 /* q6_k */, std::vector<uint8_t>(4 * 210));
+  b.Tensor("out.weight", {256, 4}, 16 /* iq2_xxs */, std::vector<uint8_t>(4 * 66));
   WriteText((dir / "m.gguf").string(), b.Bytes());
   const std::string out = (dir / "out.safetensors").string();
   DequantReport rep;
   const Status st = DequantCheckpoint((dir / "m.gguf").string(), out, {}, &rep);
   REQUIRE(!st.ok());
-  CHECK(st.message() == "tensor 'out.weight': ggml type q6_k is not dequantized by nibble (" +
+  CHECK(st.message() == "tensor 'out.weight': ggml type iq2_xxs is not dequantized by nibble (" +
                             DequantizableGgmlTypeNames() + " are) (leave it out with --tensors)");
   CHECK(!fs::exists(out));
   for (const auto& e : fs::directory_iterator(dir)) CHECK(e.path().filename() == "m.gguf");
@@ -779,10 +779,10 @@ TEST_CASE("dequant: a GGUF file holding every registered block type == the indep
       if (type == kOracleMXFP4) {
         blk[0] = static_cast<uint8_t>(120 + rng() % 10);
       } else {
-        blk[0] = static_cast<uint8_t>(rng());
-        blk[1] = static_cast<uint8_t>(0x20 + rng() % 8);  // exponent ~2^-7
-        if (type == kOracleQ4_1 || type == kOracleQ4_K)
-          blk[3] = static_cast<uint8_t>(0x20 + rng() % 8);
+        for (int at : OracleHalfFields(type)) {
+          blk[at] = static_cast<uint8_t>(rng());
+          blk[at + 1] = static_cast<uint8_t>(0x20 + rng() % 8);  // exponent ~2^-7
+        }
       }
     }
     const std::string name = "blk." + std::to_string(type) + ".weight";

@@ -28,15 +28,23 @@ inline float GgmlHalf(const uint8_t* p) {
 enum : uint32_t {
   kOracleQ4_0 = 2,
   kOracleQ4_1 = 3,
+  kOracleQ5_0 = 6,
+  kOracleQ5_1 = 7,
   kOracleQ8_0 = 8,
+  kOracleQ2_K = 10,
+  kOracleQ3_K = 11,
   kOracleQ4_K = 12,
+  kOracleQ5_K = 13,
+  kOracleQ6_K = 14,
   kOracleIQ4_NL = 20,
   kOracleIQ4_XS = 23,
+  kOracleTQ2_0 = 35,
   kOracleMXFP4 = 39,
 };
 // Every type this oracle decodes.
-inline constexpr uint32_t kOracleTypes[] = {kOracleQ4_0,   kOracleQ4_1,   kOracleQ8_0, kOracleQ4_K,
-                                            kOracleIQ4_NL, kOracleIQ4_XS, kOracleMXFP4};
+inline constexpr uint32_t kOracleTypes[] = {
+    kOracleQ4_0, kOracleQ4_1, kOracleQ5_0,   kOracleQ5_1,   kOracleQ8_0,  kOracleQ2_K,  kOracleQ3_K,
+    kOracleQ4_K, kOracleQ5_K, kOracleQ6_K,   kOracleIQ4_NL, kOracleIQ4_XS, kOracleTQ2_0, kOracleMXFP4};
 
 // ggml's kvalues_iq4nl: the IQ4_NL grid.
 inline constexpr int8_t kOracleIQ4NLGrid[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
@@ -44,10 +52,35 @@ inline constexpr int8_t kOracleIQ4NLGrid[16] = {-127, -104, -83, -65, -49, -35, 
 
 // Elements and bytes of one block.
 inline int OracleBlockElems(uint32_t t) {
-  return t == kOracleQ4_K || t == kOracleIQ4_XS ? 256 : 32;
+  switch (t) {
+    case kOracleQ4_0:
+    case kOracleQ4_1:
+    case kOracleQ5_0:
+    case kOracleQ5_1:
+    case kOracleQ8_0:
+    case kOracleIQ4_NL:
+    case kOracleMXFP4:
+      return 32;
+    default:
+      return 256;
+  }
 }
 inline int OracleBlockBytes(uint32_t t) {
   switch (t) {
+    case kOracleQ5_0:
+      return 22;  // half d; u8 qh[4]; u8 qs[16]
+    case kOracleQ5_1:
+      return 24;  // half d, m; u8 qh[4]; u8 qs[16]
+    case kOracleQ2_K:
+      return 84;  // u8 scales[16]; u8 qs[64]; half d, dmin
+    case kOracleQ3_K:
+      return 110;  // u8 hmask[32]; u8 qs[64]; u8 scales[12]; half d
+    case kOracleQ5_K:
+      return 176;  // half d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]
+    case kOracleQ6_K:
+      return 210;  // u8 ql[128]; u8 qh[64]; i8 scales[16]; half d
+    case kOracleTQ2_0:
+      return 66;  // u8 qs[64]; half d
     case kOracleQ4_0:
     case kOracleIQ4_NL:
       return 18;  // half d; u8 qs[16]
@@ -64,6 +97,29 @@ inline int OracleBlockBytes(uint32_t t) {
   }
 }
 
+// Byte offsets of a block's float16 fields (scales d, mins m / dmin).
+inline std::vector<int> OracleHalfFields(uint32_t t) {
+  switch (t) {
+    case kOracleQ4_1:
+    case kOracleQ5_1:
+    case kOracleQ4_K:
+    case kOracleQ5_K:
+      return {0, 2};
+    case kOracleQ2_K:
+      return {80, 82};
+    case kOracleQ3_K:
+      return {108};
+    case kOracleQ6_K:
+      return {208};
+    case kOracleTQ2_0:
+      return {64};
+    case kOracleMXFP4:
+      return {};
+    default:
+      return {0};
+  }
+}
+
 // Q4_K's packed 6-bit scale and min of sub-block j (0..7).
 inline void OracleScaleMinK4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
   if (j < 4) {
@@ -77,7 +133,154 @@ inline void OracleScaleMinK4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
 
 // Decodes one block of type t into y (OracleBlockElems(t) floats).
 inline void OracleDecodeBlock(uint32_t t, const uint8_t* b, float* y) {
-  if (t == kOracleQ4_0 || t == kOracleQ4_1) {
+  if (t == kOracleQ5_0 || t == kOracleQ5_1) {
+    // dequantize_row_q5_0 / q5_1: xh_0 = ((qh >> j) << 4) & 0x10, xh_1 =
+    // (qh >> (j + 12)) & 0x10; Q5_0: (x - 16) * d; Q5_1: x * d + m.
+    const bool one = t == kOracleQ5_1;
+    const float d = GgmlHalf(b);
+    const float m = one ? GgmlHalf(b + 2) : 0.0f;
+    const uint8_t* qhp = b + (one ? 4 : 2);
+    const uint32_t qh = static_cast<uint32_t>(qhp[0] | (qhp[1] << 8) | (qhp[2] << 16)) |
+                        (static_cast<uint32_t>(qhp[3]) << 24);
+    const uint8_t* qs = qhp + 4;
+    for (int j = 0; j < 16; ++j) {
+      const uint32_t xh_0 = ((qh >> j) << 4) & 0x10;
+      const uint32_t xh_1 = (qh >> (j + 12)) & 0x10;
+      const int x0 = static_cast<int>((qs[j] & 0x0Fu) | xh_0);
+      const int x1 = static_cast<int>((qs[j] >> 4) | xh_1);
+      if (one) {
+        y[j] = static_cast<float>(x0) * d + m;
+        y[j + 16] = static_cast<float>(x1) * d + m;
+      } else {
+        y[j] = static_cast<float>(x0 - 16) * d;
+        y[j + 16] = static_cast<float>(x1 - 16) * d;
+      }
+    }
+  } else if (t == kOracleQ2_K) {
+    // dequantize_row_q2_K.
+    const uint8_t* scales = b;
+    const uint8_t* q = b + 16;
+    const float d = GgmlHalf(b + 80), dmin = GgmlHalf(b + 82);
+    int is = 0;
+    float* out = y;
+    for (int n = 0; n < 256; n += 128) {
+      int shift = 0;
+      for (int j = 0; j < 4; ++j) {
+        uint8_t sc = scales[is++];
+        float dl = d * static_cast<float>(sc & 0xF), ml = dmin * static_cast<float>(sc >> 4);
+        for (int l = 0; l < 16; ++l) {
+          *out++ = dl * static_cast<float>(static_cast<int8_t>((q[l] >> shift) & 3)) - ml;
+        }
+        sc = scales[is++];
+        dl = d * static_cast<float>(sc & 0xF);
+        ml = dmin * static_cast<float>(sc >> 4);
+        for (int l = 0; l < 16; ++l) {
+          *out++ = dl * static_cast<float>(static_cast<int8_t>((q[l + 16] >> shift) & 3)) - ml;
+        }
+        shift += 2;
+      }
+      q += 32;
+    }
+  } else if (t == kOracleQ3_K) {
+    // dequantize_row_q3_K, including its kmask1 / kmask2 unpacking of the
+    // twelve scale bytes into sixteen 6-bit scales.
+    const uint8_t* hm = b;
+    const uint8_t* q = b + 32;
+    const float d_all = GgmlHalf(b + 108);
+    uint32_t aux[4];
+    std::memcpy(aux, b + 96, 12);
+    const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+    const uint32_t tmp = aux[2];
+    aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+    aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+    aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+    aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+    int8_t scales[16];
+    std::memcpy(scales, aux, 16);
+    int is = 0;
+    uint8_t m = 1;
+    float* out = y;
+    for (int n = 0; n < 256; n += 128) {
+      int shift = 0;
+      for (int j = 0; j < 4; ++j) {
+        float dl = d_all * static_cast<float>(scales[is++] - 32);
+        for (int l = 0; l < 16; ++l) {
+          *out++ = dl * static_cast<float>(static_cast<int8_t>((q[l] >> shift) & 3) -
+                                           ((hm[l] & m) ? 0 : 4));
+        }
+        dl = d_all * static_cast<float>(scales[is++] - 32);
+        for (int l = 0; l < 16; ++l) {
+          *out++ = dl * static_cast<float>(static_cast<int8_t>((q[l + 16] >> shift) & 3) -
+                                           ((hm[l + 16] & m) ? 0 : 4));
+        }
+        shift += 2;
+        m = static_cast<uint8_t>(m << 1);
+      }
+      q += 32;
+    }
+  } else if (t == kOracleQ5_K) {
+    // dequantize_row_q5_K.
+    const float d = GgmlHalf(b), dmin = GgmlHalf(b + 2);
+    const uint8_t* scales = b + 4;
+    const uint8_t* qh = b + 16;
+    const uint8_t* ql = b + 48;
+    int is = 0;
+    uint8_t u1 = 1, u2 = 2;
+    float* out = y;
+    for (int j = 0; j < 256; j += 64) {
+      uint8_t sc, m;
+      OracleScaleMinK4(is + 0, scales, &sc, &m);
+      const float d1 = d * sc, m1 = dmin * m;
+      OracleScaleMinK4(is + 1, scales, &sc, &m);
+      const float d2 = d * sc, m2 = dmin * m;
+      for (int l = 0; l < 32; ++l) {
+        *out++ = d1 * static_cast<float>((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+      }
+      for (int l = 0; l < 32; ++l) {
+        *out++ = d2 * static_cast<float>((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+      }
+      ql += 32;
+      is += 2;
+      u1 = static_cast<uint8_t>(u1 << 2);
+      u2 = static_cast<uint8_t>(u2 << 2);
+    }
+  } else if (t == kOracleQ6_K) {
+    // dequantize_row_q6_K.
+    const uint8_t* ql = b;
+    const uint8_t* qh = b + 128;
+    const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+    const float d = GgmlHalf(b + 208);
+    float* out = y;
+    for (int n = 0; n < 256; n += 128) {
+      for (int l = 0; l < 32; ++l) {
+        const int is = l / 16;
+        const int q1 = static_cast<int8_t>((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+        const int q2 = static_cast<int8_t>((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+        const int q3 = static_cast<int8_t>((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+        const int q4 = static_cast<int8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+        out[l + 0] = d * static_cast<float>(sc[is + 0]) * static_cast<float>(q1);
+        out[l + 32] = d * static_cast<float>(sc[is + 2]) * static_cast<float>(q2);
+        out[l + 64] = d * static_cast<float>(sc[is + 4]) * static_cast<float>(q3);
+        out[l + 96] = d * static_cast<float>(sc[is + 6]) * static_cast<float>(q4);
+      }
+      out += 128;
+      ql += 64;
+      qh += 32;
+      sc += 8;
+    }
+  } else if (t == kOracleTQ2_0) {
+    // dequantize_row_tq2_0: (q - 1) * d, four 2-bit fields per byte.
+    const float d = GgmlHalf(b + 64);
+    float* out = y;
+    for (int j = 0; j < 64; j += 32) {
+      for (int l = 0; l < 4; ++l) {
+        for (int m = 0; m < 32; ++m) {
+          const int8_t q = static_cast<int8_t>((b[j + m] >> (l * 2)) & 3);
+          *out++ = static_cast<float>(q - 1) * d;
+        }
+      }
+    }
+  } else if (t == kOracleQ4_0 || t == kOracleQ4_1) {
     const float d = GgmlHalf(b);
     const float m = t == kOracleQ4_1 ? GgmlHalf(b + 2) : 0.0f;
     const uint8_t* qs = b + (t == kOracleQ4_1 ? 4 : 2);
