@@ -9,6 +9,7 @@
 #include <optional>
 #include <regex>
 #include <set>
+#include <tuple>
 
 #include "formats/files.h"
 #include "formats/gguf.h"
@@ -87,6 +88,7 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path) try {
     for (const GgufTensor& t : f->tensors()) {
       CheckpointTensor ct;
       ct.name = t.name;
+      ct.source = t.name;
       ct.shape.assign(t.ne.rbegin(), t.ne.rend());
       ct.kind = GgmlTypeName(t.type);
       ct.stored_bytes = t.bytes;
@@ -151,6 +153,7 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path) try {
     const auto* g_idx = set->Find(prefix + ".g_idx");
     CheckpointTensor ct;
     ct.name = prefix + ".weight";
+    ct.source = name;
     ct.quantized = true;
     TensorView qw;  // shape and size only; bytes are read by `prepare`
     qw.dtype = e.tensor->dtype;
@@ -234,6 +237,7 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path) try {
     if (consumed.count(e.tensor->name) || EndsWith(e.tensor->name, ".qweight")) continue;
     CheckpointTensor ct;
     ct.name = e.tensor->name;
+    ct.source = e.tensor->name;
     ct.kind = "copy";
     ct.detail = e.tensor->dtype_name;
     ct.shape = e.tensor->shape;
@@ -298,24 +302,38 @@ Status DequantCheckpoint(const std::string& in, const std::string& out,
   auto ck = Checkpoint::Open(in);
   if (!ck.ok()) return ck.status();
   NIBBLE_RETURN_IF_ERROR(CheckOutputPath(out, ck->inputs()));
-  std::regex re;
-  if (!options.tensors.empty()) {
+  std::regex include, exclude;
+  for (const auto& [flag, pattern, re] :
+       {std::tuple<const char*, const std::string&, std::regex&>{"--tensors", options.tensors,
+                                                                 include},
+        {"--exclude", options.exclude, exclude}}) {
+    if (pattern.empty()) continue;
     try {
-      re = std::regex(options.tensors, std::regex::ECMAScript);
+      re = std::regex(pattern, std::regex::ECMAScript);
     } catch (const std::regex_error& e) {
-      return Status::Error("--tensors '" + options.tensors + "' is not a valid regex: " + e.what());
+      return Status::Error(std::string(flag) + " '" + pattern +
+                           "' is not a valid regex: " + e.what());
     }
   }
   std::vector<const CheckpointTensor*> chosen;
+  report->skipped.clear();
   for (const auto& t : ck->tensors()) {
-    if (!options.tensors.empty() && !std::regex_search(t.name, re)) continue;
+    if (!options.tensors.empty() && !std::regex_search(t.source, include)) continue;
+    if (!options.exclude.empty() && std::regex_search(t.source, exclude)) continue;
     if (!t.supported) {
-      return Status::Error("tensor '" + t.name + "': " + t.why_not +
-                           " (leave it out with --tensors)");
+      if (options.skip_unsupported) {
+        report->skipped.push_back(t.source + ": " + t.why_not);
+        continue;
+      }
+      return Status::Error("tensor '" + t.source + "': " + t.why_not +
+                           " (leave it out with --exclude, or --skip-unsupported)");
     }
     chosen.push_back(&t);
   }
-  if (chosen.empty()) return Status::Error("no tensors selected from '" + in + "'");
+  if (chosen.empty()) {
+    return Status::Error("no tensors selected from '" + in + "'" +
+                         (report->skipped.empty() ? "" : " (every selected tensor is unsupported)"));
+  }
   std::vector<SafetensorsOutput> outs;
   const Checkpoint* c = &*ck;
   for (const CheckpointTensor* t : chosen) {

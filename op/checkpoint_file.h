@@ -23,6 +23,8 @@ namespace nibble {
 // One tensor of the converted checkpoint.
 struct CheckpointTensor {
   std::string name;    // output name (HF: "<prefix>.weight"; GGUF: as stored)
+  std::string source;  // input name: the stored tensor ("<prefix>.qweight" for
+                       // GPTQ / AWQ; GGUF and copies: as stored)
   std::string kind;    // "GPTQ", "AWQ", "q4_0", ..., or "copy" (not quantized)
   std::string detail;  // e.g. "G=128 v1 sym g_idx act-order"
   Shape shape;         // output shape (PyTorch order)
@@ -72,7 +74,14 @@ class Checkpoint {
 
 struct DequantOptions {
   DType dtype = DType::kUndefined;  // f32 / f16 / bf16; default per format
-  std::string tensors;              // ECMAScript regex on output names ("" = all)
+  // Selection by input name (CheckpointTensor::source), ECMAScript regexes
+  // searched anywhere in the name: a tensor is written when it matches
+  // `tensors` ("" = all) and does not match `exclude` ("" = none).
+  std::string tensors;
+  std::string exclude;
+  // Leave out selected tensors nibble cannot dequantize (listed in
+  // DequantReport::skipped) instead of refusing the whole conversion.
+  bool skip_unsupported = false;
   int threads = 0;
   bool progress = false;
 };
@@ -80,10 +89,13 @@ struct DequantOptions {
 struct DequantReport {
   int dequantized = 0, copied = 0;
   uint64_t bytes = 0;
+  // skip_unsupported: "<input name>: <why>" of each tensor left out.
+  std::vector<std::string> skipped;
 };
 
 // Converts `in` to a float safetensors file `out` (atomic; nothing written
-// on error, including when a selected tensor is unsupported).
+// on error, including when a selected tensor is unsupported and
+// skip_unsupported is off).
 Status DequantCheckpoint(const std::string& in, const std::string& out,
                          const DequantOptions& options, DequantReport* report);
 

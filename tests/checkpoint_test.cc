@@ -347,6 +347,128 @@ TEST_CASE(
   CHECK(DequantizableGgmlTypeNames() == names);
 }
 
+// Hand-built blocks with values worked out by hand (the comments), checked
+// through PrepareGgml (SIMD path: one 256- or 32-element row per block is
+// >= 2N) and through the test oracle, so neither can drift from the format.
+TEST_CASE("GGUF golden blocks: hand-computed values of every bit-plane and scale packing") {
+  struct Golden {
+    const char* name;
+    uint32_t type;
+    std::vector<std::pair<int, uint8_t>> bytes;       // (offset, value); rest 0
+    std::vector<std::pair<int, float>> want;          // (element, value)
+  };
+  const float kTiny = std::ldexp(1.0f, -24);  // f16 0x0001 / 0x8001
+  const std::vector<Golden> goldens = {
+      // Q5_0 {d; qh[4]; qs[16]}, d = 0.5, qh = 0x80000001:
+      // e0 = (0xF | 16) - 16 = 15 -> 7.5; e16 = 3 - 16 -> -6.5;
+      // e15 = 0 - 16 -> -8; e31 = (0xA | 16) - 16 = 10 -> 5.
+      {"q5_0", kOracleQ5_0,
+       {{0, 0x00}, {1, 0x38}, {2, 0x01}, {5, 0x80}, {6, 0x3F}, {21, 0xA0}},
+       {{0, 7.5f}, {16, -6.5f}, {15, -8.0f}, {31, 5.0f}, {1, -8.0f}}},
+      // Q5_1 {d; m; qh; qs}, d = 0.25, m = -2^-24 (negative subnormal),
+      // qh bit 1: e1 = (2 | 16) * 0.25 + m = 4.5 - 2^-24 (rounds to 4.5);
+      // e17 = 5 * 0.25 + m; e0 = 0 * 0.25 + m = -2^-24.
+      {"q5_1", kOracleQ5_1,
+       {{0, 0x00}, {1, 0x34}, {2, 0x01}, {3, 0x80}, {4, 0x02}, {9, 0x52}},
+       {{1, 4.5f}, {17, 1.25f - kTiny}, {0, -kTiny}}},
+      // Q2_K {scales[16]; qs[64]; d; dmin}, d = 2, dmin = 0.5:
+      // sub 0 (sc 1, m 2): e0 = 2 * 0 - 1 = -1; sub 2 (sc 2, m 1): e32 =
+      // field 1 of qs[0] = 1 -> 4 - 0.5 = 3.5; sub 6 (sc 1, m 15): e96 =
+      // field 3 = 3 -> 6 - 7.5 = -1.5; sub 3 (sc 15, m 5): e48 = field 1 of
+      // qs[16] = 3 -> 90 - 2.5 = 87.5; sub 15 (sc 3, m 1): e255 = field 3
+      // of qs[63] = 2 -> 12 - 0.5 = 11.5.
+      {"q2_k", kOracleQ2_K,
+       {{0, 0x21},
+        {2, 0x12},
+        {3, 0x5F},
+        {6, 0xF1},
+        {15, 0x13},
+        {16 + 0, 0xE4},
+        {16 + 16, 0x0C},
+        {16 + 63, 0x80},
+        {81, 0x40},
+        {83, 0x38}},
+       {{0, -1.0f}, {32, 3.5f}, {96, -1.5f}, {48, 87.5f}, {255, 11.5f}}},
+      // Q3_K {hmask[32]; qs[64]; scales[12]; d}, d = 1; 6-bit scales
+      // sc0 = 33 (low 1 in scales[0], high 2 in scales[8] bits 0-1),
+      // sc15 = 63 (low 15 in scales[7]'s high nibble, high 3 in scales[11]
+      // bits 6-7), every other sc = 0. e0 = (3 | 4) - 4 = 3 -> 1 * 3;
+      // e1 = 0 - 4 -> -4; e144 (sub 9: -32) = qs[48] field 0 = 2, hmask[16]
+      // bit 4 set -> 6 - 4 = 2 -> -64; e255 (sub 15: 31) = qs[63] field 3
+      // = 1, hmask[31] bit 7 clear -> 1 - 4 = -3 -> -93.
+      {"q3_k", kOracleQ3_K,
+       {{0, 0x01},
+        {16, 0x10},
+        {32 + 0, 0x03},
+        {32 + 48, 0x02},
+        {32 + 63, 0x40},
+        {96 + 0, 0x01},
+        {96 + 7, 0xF0},
+        {96 + 8, 0x02},
+        {96 + 11, 0xC0},
+        {109, 0x3C}},
+       {{0, 3.0f}, {1, -4.0f}, {144, -64.0f}, {255, -93.0f}}},
+      // Q5_K {d; dmin; scales[12]; qh[32]; qs[128]}, d = dmin = 1;
+      // sub 0: sc 2, m 1 (scales[0], scales[4]); sub 7: sc 40 = 0x28, m 17
+      // = 0x11 (scales[11] = 0x18: low nibbles 8 and 1; scales[3] bits 6-7
+      // = 2, scales[7] bits 6-7 = 1). e0 = 0xF | 16 = 31 -> 62 - 1 = 61;
+      // e255 = high nibble of qs[127] (9) | qh[31] bit 7 (16) = 25 ->
+      // 1000 - 17 = 983.
+      {"q5_k", kOracleQ5_K,
+       {{1, 0x3C},
+        {3, 0x3C},
+        {4 + 0, 0x02},
+        {4 + 3, 0x80},
+        {4 + 4, 0x01},
+        {4 + 7, 0x40},
+        {4 + 11, 0x18},
+        {16 + 0, 0x01},
+        {16 + 31, 0x80},
+        {48 + 0, 0x0F},
+        {48 + 127, 0x90}},
+       {{0, 61.0f}, {255, 983.0f}, {1, -1.0f}}},
+      // Q6_K {ql[128]; qh[64]; i8 scales[16]; d}, d = 0.5; sc0 = -3,
+      // sc6 = 1, sc15 = 100. e0 = 0xA | 2 << 4 = 42 - 32 = 10 -> -1.5 * 10
+      // = -15; e101 (sub 6) = high nibble of ql[37] (7) | qh[5] bits 6-7
+      // (3) << 4 = 55 - 32 = 23 -> 11.5; e255 = high nibble of ql[127]
+      // (15), qh[63] bits 6-7 = 0 -> 15 - 32 = -17 -> 50 * -17 = -850.
+      {"q6_k", kOracleQ6_K,
+       {{0, 0x0A},
+        {37, 0x70},
+        {127, 0xF0},
+        {128 + 0, 0x02},
+        {128 + 5, 0xC0},
+        {192 + 0, 0xFD},
+        {192 + 6, 0x01},
+        {192 + 15, 100},
+        {209, 0x38}},
+       {{0, -15.0f}, {101, 11.5f}, {255, -850.0f}}},
+      // TQ2_0 {qs[64]; d}, d = 2: e0 = (2 - 1) * 2 = 2; e255 = field 3 of
+      // qs[63] = 0 -> -2; e32 = field 1 of qs[0] = 3 -> 4.
+      {"tq2_0", kOracleTQ2_0, {{0, 0x0E}, {65, 0x40}}, {{0, 2.0f}, {255, -2.0f}, {32, 4.0f}}},
+  };
+  for (const Golden& g : goldens) {
+    CAPTURE(g.name);
+    const int64_t be = OracleBlockElems(g.type);
+    std::vector<uint8_t> block(static_cast<size_t>(OracleBlockBytes(g.type)), 0);
+    for (const auto& [at, v] : g.bytes) block[static_cast<size_t>(at)] = v;
+    const std::vector<float> oracle = OracleDecode(g.type, block.data(), 1, be);
+    auto d = PrepareGgml(g.type, {be}, block.data(), block.size(), DType::kFloat32, g.name);
+    REQUIRE_MESSAGE(d.ok(), d.status().message());
+    auto y = d->Run(1);
+    REQUIRE(y.ok());
+    const float* got = static_cast<const float*>(y->data());
+    for (const auto& [e, want] : g.want) {
+      CAPTURE(e);
+      CHECK(got[e] == want);
+      CHECK(oracle[static_cast<size_t>(e)] == want);
+    }
+    for (int64_t e = 0; e < be; ++e) {
+      CHECK(BitsFromF32(got[e]) == BitsFromF32(oracle[static_cast<size_t>(e)]));
+    }
+  }
+}
+
 TEST_CASE("GGUF lowering == an independent decoder, on random block bytes, every output type") {
   // Random bytes: every code, every packed scale bit pattern, and f16
   // scales of every kind (normal, subnormal, zero, negative, Inf, NaN).
@@ -725,7 +847,8 @@ TEST_CASE("dequant: GPTQ and AWQ folders -> float safetensors with HF names and 
     auto ck = Checkpoint::Open(h.dir.string());
     REQUIRE(ck.ok());
     CHECK(*ck->LoadFloat(ck->tensors()[0], 1) == y);
-    // Default dtype float16; --tensors filter.
+    // Default dtype float16; --tensors / --exclude match input names
+    // (the quantized weight is "<prefix>.qweight" there).
     DequantOptions o2;
     o2.tensors = "bias$";
     DequantReport rep2;
@@ -733,6 +856,18 @@ TEST_CASE("dequant: GPTQ and AWQ folders -> float safetensors with HF names and 
     auto f2 = SafetensorsFile::Open(out);
     REQUIRE(f2.ok());
     CHECK((*f2)->tensors().size() == 1);
+    o2.tensors = "up_proj\\.qweight$";
+    REQUIRE(DequantCheckpoint(h.dir.string(), out, o2, &rep2).ok());
+    f2 = SafetensorsFile::Open(out);
+    REQUIRE(f2.ok());
+    REQUIRE((*f2)->tensors().size() == 1);
+    CHECK((*f2)->tensors()[0].name == "model.layers.0.mlp.up_proj.weight");
+    o2.tensors = "";
+    o2.exclude = "qweight";
+    REQUIRE(DequantCheckpoint(h.dir.string(), out, o2, &rep2).ok());
+    f2 = SafetensorsFile::Open(out);
+    REQUIRE(f2.ok());
+    CHECK((*f2)->Find("model.layers.0.mlp.up_proj.weight") == nullptr);
   }
 }
 
@@ -749,17 +884,41 @@ TEST_CASE("dequant: GGUF file; unsupported types refused before anything is writ
   const Status st = DequantCheckpoint((dir / "m.gguf").string(), out, {}, &rep);
   REQUIRE(!st.ok());
   CHECK(st.message() == "tensor 'out.weight': ggml type iq2_xxs is not dequantized by nibble (" +
-                            DequantizableGgmlTypeNames() + " are) (leave it out with --tensors)");
+                            DequantizableGgmlTypeNames() +
+                            " are) (leave it out with --exclude, or --skip-unsupported)");
   CHECK(!fs::exists(out));
   for (const auto& e : fs::directory_iterator(dir)) CHECK(e.path().filename() == "m.gguf");
-  DequantOptions o;
-  o.tensors = "^(tok|norm)";
-  REQUIRE(DequantCheckpoint((dir / "m.gguf").string(), out, o, &rep).ok());
-  auto f = SafetensorsFile::Open(out);
-  REQUIRE(f.ok());
-  CHECK((*f)->Find("tok.weight")->shape == Shape{4, 256});
-  CHECK((*f)->Find("tok.weight")->dtype == DType::kFloat32);
-  CHECK((*f)->Find("norm.weight")->shape == Shape{4});
+  // Three ways to leave it out: --tensors, --exclude, --skip-unsupported.
+  for (int way = 0; way < 3; ++way) {
+    CAPTURE(way);
+    DequantOptions o;
+    if (way == 0) o.tensors = "^(tok|norm)";
+    if (way == 1) o.exclude = "^out\\.";
+    if (way == 2) o.skip_unsupported = true;
+    REQUIRE(DequantCheckpoint((dir / "m.gguf").string(), out, o, &rep).ok());
+    CHECK(rep.skipped.size() == (way == 2 ? 1u : 0u));
+    if (way == 2) CHECK(rep.skipped[0].rfind("out.weight: ggml type iq2_xxs is not", 0) == 0);
+    auto f = SafetensorsFile::Open(out);
+    REQUIRE(f.ok());
+    CHECK((*f)->tensors().size() == 2);
+    CHECK((*f)->Find("tok.weight")->shape == Shape{4, 256});
+    CHECK((*f)->Find("tok.weight")->dtype == DType::kFloat32);
+    CHECK((*f)->Find("norm.weight")->shape == Shape{4});
+    CHECK((*f)->Find("out.weight") == nullptr);
+  }
+  // Only unsupported tensors selected: an error, nothing written.
+  fs::remove(out);
+  DequantOptions only;
+  only.tensors = "^out";
+  only.skip_unsupported = true;
+  const Status none = DequantCheckpoint((dir / "m.gguf").string(), out, only, &rep);
+  CHECK(none.message() == "no tensors selected from '" + (dir / "m.gguf").string() +
+                              "' (every selected tensor is unsupported)");
+  CHECK(!fs::exists(out));
+  DequantOptions bad;
+  bad.exclude = "[";
+  CHECK(DequantCheckpoint((dir / "m.gguf").string(), out, bad, &rep).message().rfind(
+            "--exclude '[' is not a valid regex", 0) == 0);
 }
 
 TEST_CASE("dequant: a GGUF file holding every registered block type == the independent decoder") {

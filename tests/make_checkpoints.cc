@@ -2,7 +2,7 @@
 //   gptq/        GPTQ v1 folder (config.json, model.safetensors), act-order g_idx
 //   awq/         AWQ GEMM folder, sharded with model.safetensors.index.json
 //   model.gguf   GGUF v3: Q4_0, Q4_1, Q8_0, Q4_K, F32 tensors
-//   unsupported.gguf  one IQ2_XXS tensor (listed by inspect, refused by dequant)
+//   unsupported.gguf  an IQ2_XXS tensor and an F32 one (listed by inspect, refused by dequant)
 //   truncated.gguf, truncated/ (a GPTQ folder with a cut safetensors file),
 //   marlin/      a GPTQ folder whose config asks for the marlin format
 // Usage: make_checkpoints OUTDIR [--large N K]  (large: a GPTQ folder of one N x K layer)
@@ -112,6 +112,7 @@ int Main(int argc, char** argv) {
     WriteText((out / "truncated.gguf").string(), gguf.substr(0, gguf.size() - 100));
     GgufBuilder u;
     u.Tensor("output.weight", {256, 2}, 16 /* iq2_xxs */, std::vector<uint8_t>(2 * 66));
+    u.Tensor("output_norm.weight", {512}, kGgmlF32, norm);
     WriteText((out / "unsupported.gguf").string(), u.Bytes());
   }
   s = WriteGptq(out / "truncated", 16, 64, 32, false);

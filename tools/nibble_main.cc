@@ -274,6 +274,7 @@ int RunDequant(const std::string& in, const std::string& out, const std::string&
     std::cerr << "nibble dequant: " << st.message() << "\n";
     return 1;
   }
+  for (const std::string& s : r.skipped) std::cerr << "skipped (unsupported) " << s << "\n";
   if (!quiet) {
     std::cerr << "dequantized " << r.dequantized << " and copied " << r.copied << " tensors, wrote "
               << HumanBytes(r.bytes) << " to " << out << " in " << sec << " s\n";
@@ -403,7 +404,8 @@ int Main(int argc, char** argv) {
   auto* dequant = app.add_subcommand(
       "dequant",
       "Dequantize a GPTQ/AWQ safetensors checkpoint (folder or file) or a GGUF file into a float "
-      "safetensors file (HF names and [N, K] shapes; other tensors copied through)");
+      "safetensors file. GPTQ/AWQ: '<prefix>.qweight' becomes '<prefix>.weight' [N, K]; GGUF: "
+      "names kept, shapes in PyTorch order (ne reversed); other tensors copied through");
   std::string dq_in, dq_out, dq_dtype;
   nibble::DequantOptions dq_opts;
   bool dq_quiet = false;
@@ -414,7 +416,14 @@ int Main(int argc, char** argv) {
       ->add_option("--dtype", dq_dtype,
                    "Output type of dequantized tensors (default: f16 for GPTQ/AWQ, f32 for GGUF)")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
-  dequant->add_option("--tensors", dq_opts.tensors, "Only output names matching this regex");
+  dequant->add_option("--tensors", dq_opts.tensors,
+                      "Only tensors whose input name (GGUF name, '<prefix>.qweight', ...) "
+                      "matches this regex");
+  dequant->add_option("--exclude", dq_opts.exclude,
+                      "Leave out tensors whose input name matches this regex");
+  dequant->add_flag("--skip-unsupported", dq_opts.skip_unsupported,
+                    "Write every other tensor and list the ones nibble cannot dequantize "
+                    "(without it, any such tensor fails the whole conversion)");
   dequant->add_option("--threads", dq_opts.threads, "0 = all cores")->check(kThreadRange);
   dequant->add_flag("--quiet", dq_quiet, "No progress or summary");
 

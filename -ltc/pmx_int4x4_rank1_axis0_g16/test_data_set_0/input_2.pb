@@ -1,0 +1,1 @@
+B	ZeroPointJxBV¼9œJ=%;=FØ<

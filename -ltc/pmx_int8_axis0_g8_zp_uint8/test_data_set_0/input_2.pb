@@ -1,0 +1,1 @@
+	B	ZeroPointJ<¸µ“’´—BÝ*Ì‘Dg#Bx‚ig™&…ïÿ
