@@ -112,8 +112,11 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path) try {
       } else {
         ct.quantized = true;
         ct.supported = false;
-        ct.why_not = "ggml type " + GgmlTypeName(t.type) + " is not dequantized by nibble (" +
-                     DequantizableGgmlTypeNames() + " are)";
+        ct.why_not = GgmlTypeTraits(t.type) == nullptr
+                         ? "unknown ggml type id " + std::to_string(t.type) +
+                               " (not a type ggml defines: a newer or a damaged file?)"
+                         : "ggml type " + GgmlTypeName(t.type) + " is not dequantized by nibble (" +
+                               DequantizableGgmlTypeNames() + " are)";
       }
       c.tensors_.push_back(std::move(ct));
     }

@@ -921,6 +921,36 @@ TEST_CASE("dequant: GGUF file; unsupported types refused before anything is writ
             "--exclude '[' is not a valid regex", 0) == 0);
 }
 
+TEST_CASE("GGUF: every ggml type is named; an unknown type id is named as such; both skippable") {
+  const fs::path dir = TempDir("gguf_names");
+  GgufBuilder b;
+  b.Tensor("a.weight", {256, 2}, 34 /* tq1_0 */, std::vector<uint8_t>(2 * 54));
+  b.Tensor("b.weight", {256, 2}, 99, std::vector<uint8_t>(64));
+  b.Tensor("c.weight", {4}, kGgmlF32, std::vector<uint8_t>(16, 0));
+  WriteText((dir / "m.gguf").string(), b.Bytes());
+  auto ck = Checkpoint::Open((dir / "m.gguf").string());
+  REQUIRE_MESSAGE(ck.ok(), ck.status().message());
+  REQUIRE(ck->tensors().size() == 3);
+  CHECK(ck->tensors()[0].kind == "tq1_0");
+  CHECK(ck->tensors()[0].why_not.rfind("ggml type tq1_0 is not dequantized by nibble", 0) == 0);
+  CHECK(ck->tensors()[1].kind == "type(99)");
+  CHECK(ck->tensors()[1].why_not ==
+        "unknown ggml type id 99 (not a type ggml defines: a newer or a damaged file?)");
+  const std::string out = (dir / "o.safetensors").string();
+  DequantReport rep;
+  DequantOptions o;
+  o.skip_unsupported = true;
+  REQUIRE(DequantCheckpoint((dir / "m.gguf").string(), out, o, &rep).ok());
+  CHECK(rep.skipped.size() == 2);
+  CHECK(rep.copied == 1);
+  // The names of the types ggml defines, as ggml spells them (lower case).
+  const std::pair<uint32_t, const char*> names[] = {
+      {9, "q8_1"},     {15, "q8_k"},  {16, "iq2_xxs"}, {17, "iq2_xs"}, {18, "iq3_xxs"},
+      {19, "iq1_s"},   {21, "iq3_s"}, {22, "iq2_s"},   {29, "iq1_m"},  {34, "tq1_0"},
+      {35, "tq2_0"},   {39, "mxfp4"}, {30, "bf16"},    {28, "f64"},    {14, "q6_k"}};
+  for (const auto& [id, name] : names) CHECK(GgmlTypeName(id) == name);
+}
+
 TEST_CASE("dequant: a GGUF file holding every registered block type == the independent decoder") {
   // One tensor per oracle type (random blocks with finite, moderate
   // scales), through the whole path: file -> reader -> lowering -> kernels
