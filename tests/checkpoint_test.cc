@@ -26,6 +26,7 @@
 #include "op/quantize_checkpoint.h"
 #include "tests/checkpoint_writers.h"
 #include "tests/ggml_oracle.h"
+#include "tests/scratch_dir.h"
 #include "tests/test_util.h"
 
 namespace nibble {
@@ -33,27 +34,6 @@ namespace testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-// This process's scratch root (ctest runs test cases of one binary
-// concurrently), removed when the process exits.
-const fs::path& ScratchRoot() {
-  struct Root {
-    fs::path path = fs::temp_directory_path() / ("nibble_ckpt_" + std::to_string(::getpid()));
-    ~Root() {
-      std::error_code ec;
-      fs::remove_all(path, ec);
-    }
-  };
-  static const Root root;
-  return root.path;
-}
-
-fs::path TempDir(const std::string& name) {
-  const fs::path p = ScratchRoot() / name;
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
 
 // Run() into float32 (the output shape, [N, K] for GPTQ / AWQ).
 std::vector<float> RunF32(const Dequantizer& d, bool /*n_by_k*/) {

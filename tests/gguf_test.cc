@@ -1,0 +1,260 @@
+// GGUF files as people download them: llama.cpp's quantization mixes put
+// several ggml types in one file (Q4_K_M keeps attn_v / ffn_down of some
+// layers and the output in Q6_K, falls back to Q5_0 where a row is not a
+// multiple of 256, ...). Each mix below is written by the tests' own GGUF
+// writer for a small Llama-shaped model (and a gpt-oss-shaped MoE block for
+// MXFP4), converted whole by `dequant`, and every tensor is compared with
+// the independent decoder (tests/ggml_oracle.h).
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/numeric.h"
+#include "doctest/doctest.h"
+#include "formats/gguf.h"
+#include "formats/safetensors.h"
+#include "op/checkpoint_file.h"
+#include "tests/checkpoint_writers.h"
+#include "tests/ggml_oracle.h"
+#include "tests/scratch_dir.h"
+
+namespace nibble {
+namespace testing {
+namespace {
+
+constexpr uint32_t kF32 = 0;
+
+// Random blocks of type t with moderate scales (f16 fields ~2^-7, E8M0
+// near 1): every code and packed sub-block scale bit pattern occurs.
+std::vector<uint8_t> RandomBlocks(uint32_t t, int64_t elements, std::mt19937* rng) {
+  const int64_t be = OracleBlockElems(t), bb = OracleBlockBytes(t);
+  std::vector<uint8_t> bytes(static_cast<size_t>(elements / be * bb));
+  for (auto& x : bytes) x = static_cast<uint8_t>((*rng)());
+  for (int64_t k = 0; k < elements / be; ++k) {
+    uint8_t* blk = bytes.data() + k * bb;
+    if (t == kOracleMXFP4) blk[0] = static_cast<uint8_t>(120 + (*rng)() % 10);
+    for (int at : OracleHalfFields(t)) {
+      blk[at + 1] = static_cast<uint8_t>(0x20 + (*rng)() % 8);
+    }
+  }
+  return bytes;
+}
+
+// llama.cpp's use_more_bits(i_layer, n_layers).
+bool UseMoreBits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+// The type llama.cpp's mix gives a 2-D Llama tensor (llama-quant.cpp's
+// llama_tensor_get_type, for this model: 8 heads, 2 KV heads so n_gqa = 4),
+// before the fallback for rows that are not a multiple of 256.
+uint32_t MixType(const std::string& mix, const std::string& role, int layer, int n_layer) {
+  const bool more = UseMoreBits(layer, n_layer);
+  if (mix == "Q8_0") return kOracleQ8_0;
+  if (role == "output") return kOracleQ6_K;
+  if (mix == "Q4_K_M" || mix == "Q5_K_M") {
+    const uint32_t base = mix == "Q4_K_M" ? kOracleQ4_K : kOracleQ5_K;
+    if ((role == "attn_v" || role == "ffn_down") && more) return kOracleQ6_K;
+    return base;
+  }
+  if (mix == "Q3_K_M") {
+    if (role == "attn_v") return layer < 2 ? kOracleQ5_K : kOracleQ4_K;
+    if (role == "attn_output") return kOracleQ4_K;
+    if (role == "ffn_down") return more ? kOracleQ4_K : kOracleQ3_K;
+    return kOracleQ3_K;
+  }
+  if (mix == "Q2_K") {
+    if (role == "attn_v") return kOracleQ4_K;  // n_gqa >= 4
+    if (role == "ffn_down" || role == "attn_output") return kOracleQ3_K;
+    return kOracleQ2_K;
+  }
+  if (mix == "IQ4_XS") {
+    if (role == "attn_v") return kOracleQ5_K;  // n_gqa >= 4
+    return kOracleIQ4_XS;
+  }
+  return 0;
+}
+
+// llama.cpp's fallback when ne[0] is not a multiple of the K-quant block.
+uint32_t Fallback(uint32_t t, int64_t ne0) {
+  if (ne0 % 256 == 0) return t;
+  switch (t) {
+    case kOracleQ2_K:
+    case kOracleQ3_K:
+    case kOracleIQ4_XS:
+      return kOracleIQ4_NL;
+    case kOracleQ4_K:
+      return kOracleQ5_0;
+    case kOracleQ5_K:
+      return kOracleQ5_1;
+    case kOracleQ6_K:
+      return kOracleQ8_0;
+    default:
+      return t;
+  }
+}
+
+struct MixTensor {
+  std::string name;
+  std::vector<int64_t> ne;
+  uint32_t type;
+  std::vector<uint8_t> bytes;
+};
+
+// A small Llama: hidden 256, 8 heads of 32 (2 KV heads), FFN 352 (not a
+// multiple of 256: ffn_down falls back), vocab 320, 4 layers.
+std::vector<MixTensor> LlamaMix(const std::string& mix, std::mt19937* rng) {
+  constexpr int64_t kHidden = 256, kKv = 64, kFfn = 352, kVocab = 320;
+  constexpr int kLayers = 4;
+  std::vector<MixTensor> ts;
+  auto quant = [&](const std::string& name, const std::string& role, int layer, int64_t ne0,
+                   int64_t ne1) {
+    const uint32_t t = Fallback(MixType(mix, role, layer, kLayers), ne0);
+    ts.push_back({name, {ne0, ne1}, t, RandomBlocks(t, ne0 * ne1, rng)});
+  };
+  auto norm = [&](const std::string& name, int64_t n) {
+    std::vector<uint8_t> b(static_cast<size_t>(n * 4));
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = 1.0f + static_cast<float>((*rng)() % 1000) / 1000.0f;
+      std::memcpy(b.data() + i * 4, &v, 4);
+    }
+    ts.push_back({name, {n}, kF32, b});
+  };
+  quant("token_embd.weight", "token_embd", 0, kHidden, kVocab);
+  for (int i = 0; i < kLayers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    norm(p + "attn_norm.weight", kHidden);
+    quant(p + "attn_q.weight", "attn_q", i, kHidden, kHidden);
+    quant(p + "attn_k.weight", "attn_k", i, kHidden, kKv);
+    quant(p + "attn_v.weight", "attn_v", i, kHidden, kKv);
+    quant(p + "attn_output.weight", "attn_output", i, kHidden, kHidden);
+    norm(p + "ffn_norm.weight", kHidden);
+    quant(p + "ffn_gate.weight", "ffn_gate", i, kHidden, kFfn);
+    quant(p + "ffn_up.weight", "ffn_up", i, kHidden, kFfn);
+    quant(p + "ffn_down.weight", "ffn_down", i, kFfn, kHidden);
+  }
+  norm("output_norm.weight", kHidden);
+  quant("output.weight", "output", 0, kHidden, kVocab);
+  return ts;
+}
+
+// gpt-oss's MXFP4 MoE block: 3-D expert tensors [n_expert, rows, cols]
+// in MXFP4, attention in Q8_0, router and norms in F32.
+std::vector<MixTensor> MoeMix(std::mt19937* rng) {
+  constexpr int64_t kHidden = 128, kFfn = 96, kExperts = 4;
+  std::vector<MixTensor> ts;
+  auto add = [&](const std::string& name, std::vector<int64_t> ne, uint32_t t) {
+    int64_t n = 1;
+    for (int64_t d : ne) n *= d;
+    if (t == kF32) {
+      std::vector<uint8_t> b(static_cast<size_t>(n * 4));
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = static_cast<float>((*rng)() % 2000) / 1000.0f - 1.0f;
+        std::memcpy(b.data() + i * 4, &v, 4);
+      }
+      ts.push_back({name, ne, t, b});
+    } else {
+      ts.push_back({name, ne, t, RandomBlocks(t, n, rng)});
+    }
+  };
+  add("blk.0.attn_norm.weight", {kHidden}, kF32);
+  add("blk.0.attn_q.weight", {kHidden, kHidden}, kOracleQ8_0);
+  add("blk.0.attn_sinks.weight", {8}, kF32);
+  add("blk.0.ffn_gate_inp.weight", {kHidden, kExperts}, kF32);
+  add("blk.0.ffn_gate_exps.weight", {kHidden, kFfn, kExperts}, kOracleMXFP4);
+  add("blk.0.ffn_up_exps.weight", {kHidden, kFfn, kExperts}, kOracleMXFP4);
+  add("blk.0.ffn_down_exps.weight", {kFfn, kHidden, kExperts}, kOracleMXFP4);
+  return ts;
+}
+
+uint16_t Bf16Rne(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return static_cast<uint16_t>((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);  // finite inputs
+}
+uint16_t F16Rne(float f) {
+  const _Float16 h = static_cast<_Float16>(f);
+  uint16_t b;
+  std::memcpy(&b, &h, 2);
+  return b;
+}
+
+// Writes `ts` as a GGUF, dequantizes it whole into `dtype` and compares
+// every tensor with the oracle (quantized) or the stored bytes (F32).
+void CheckMix(const std::string& label, const std::vector<MixTensor>& ts, DType dtype) {
+  CAPTURE(label);
+  const auto dir = TempDir("mix_" + label);
+  GgufBuilder b;
+  b.KvString("general.architecture", "llama");
+  for (const MixTensor& t : ts) b.Tensor(t.name, t.ne, t.type, t.bytes);
+  WriteText((dir / "m.gguf").string(), b.Bytes());
+  const std::string out = (dir / "out.safetensors").string();
+  DequantOptions o;
+  o.dtype = dtype;
+  DequantReport rep;
+  const Status st = DequantCheckpoint((dir / "m.gguf").string(), out, o, &rep);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(rep.skipped.empty());
+  auto f = SafetensorsFile::Open(out);
+  REQUIRE(f.ok());
+  CHECK((*f)->tensors().size() == ts.size());
+  for (const MixTensor& t : ts) {
+    CAPTURE(t.name);
+    const SafetensorsTensor* st_t = (*f)->Find(t.name);
+    REQUIRE(st_t != nullptr);
+    Shape want_shape(t.ne.rbegin(), t.ne.rend());
+    CHECK(st_t->shape == want_shape);
+    std::vector<uint8_t> buf;
+    auto v = (*f)->Load(*st_t, &buf);
+    REQUIRE(v.ok());
+    if (t.type == kF32) {
+      REQUIRE(v->size_bytes == t.bytes.size());
+      CHECK(std::memcmp(v->data, t.bytes.data(), t.bytes.size()) == 0);
+      continue;
+    }
+    const int64_t cols = t.ne[0];
+    int64_t n = 1;
+    for (int64_t d : t.ne) n *= d;
+    const std::vector<float> want = OracleDecode(t.type, t.bytes.data(), n / cols, cols);
+    int64_t mismatches = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float w = want[static_cast<size_t>(i)];
+      bool same;
+      if (dtype == DType::kFloat32) {
+        float g;
+        std::memcpy(&g, static_cast<const uint8_t*>(v->data) + i * 4, 4);
+        same = BitsFromF32(g) == BitsFromF32(w);
+      } else {
+        uint16_t g;
+        std::memcpy(&g, static_cast<const uint8_t*>(v->data) + i * 2, 2);
+        same = g == (dtype == DType::kFloat16 ? F16Rne(w) : Bf16Rne(w));
+      }
+      mismatches += same ? 0 : 1;
+    }
+    CHECK(mismatches == 0);
+  }
+}
+
+TEST_CASE("GGUF: llama.cpp's quantization mixes convert whole, every tensor == the oracle") {
+  std::mt19937 rng(2026);
+  for (const char* mix : {"Q4_K_M", "Q5_K_M", "Q3_K_M", "Q2_K", "Q8_0", "IQ4_XS"}) {
+    const std::vector<MixTensor> ts = LlamaMix(mix, &rng);
+    // The mix really mixes: count its ggml types.
+    std::map<uint32_t, int> types;
+    for (const MixTensor& t : ts) ++types[t.type];
+    CAPTURE(mix);
+    CHECK(types.size() >= (std::string(mix) == "Q8_0" ? 2u : 4u));
+    for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+      CheckMix(std::string(mix) + "_" + DTypeName(dt), ts, dt);
+    }
+  }
+  for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
+    CheckMix(std::string("MXFP4_MOE_") + DTypeName(dt), MoeMix(&rng), dt);
+  }
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace nibble
