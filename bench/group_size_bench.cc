@@ -19,6 +19,7 @@
 #include "bench/synthetic_weights.h"
 #include "kernels/dequantize.h"
 #include "kernels/stream_fill.h"
+#include "formats/gguf.h"
 #include "op/checkpoint.h"
 #include "op/dequantizer.h"
 #include "op/onnx.h"
@@ -96,8 +97,17 @@ struct Row {
   double seconds = 0, out_gbps = 0, gelems = 0, stream_gbps = 0, memcpy_gbps = 0;
   double ratio_stream = 0, ratio_memcpy = 0;
   double rmse = 0, max_abs = 0, sqnr_db = 0;
+  bool accuracy = true;  // false: synthetic codes, rmse / max_abs / sqnr_db not measured
   std::string note;
 };
+
+// An accuracy figure of r formatted with `fmt`, or `none` when not measured.
+std::string Acc(const Row& r, double v, const char* fmt, const char* none) {
+  if (!r.accuracy) return none;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
 
 DType ParseDType(const std::string& s) {
   if (s == "f32") return DType::kFloat32;
@@ -130,14 +140,8 @@ bool FindLayout(const std::string& name, BenchLayout* l) {
     *l = {name, 4, 0, false, "gptq"};
   else if (name == "awq")
     *l = {name, 4, 0, false, "awq"};
-  else if (name == "q4_0")
-    *l = {name, 4, 1, false, "gguf", 2};
-  else if (name == "q4_1")
-    *l = {name, 4, 1, false, "gguf", 3};
-  else if (name == "q8_0")
-    *l = {name, 8, 1, false, "gguf", 8};
-  else if (name == "q4_k")
-    *l = {name, 4, 1, false, "gguf", 12};
+  else if (const uint32_t t = DequantizableGgmlTypeId(name); t != 0)
+    *l = {name, 4, 1, false, "gguf", t};  // every registered ggml block type
   else
     return false;
   return true;
@@ -151,6 +155,7 @@ struct BenchWeight {
   std::optional<AwqTensors> awq;
   std::vector<uint8_t> gguf;
   uint32_t ggml_type = 0;
+  bool synthetic = false;  // gguf: random codes, no quantizer (speed only)
   int64_t n = 0, k = 0, group = 0;
   StatusOr<Dequantizer> Prepare(DType out, const std::string& name) const {
     if (gptq) {
@@ -198,7 +203,11 @@ Status QuantizeFor(const BenchLayout& layout, const float* w, int64_t n, int64_t
   }
   if (layout.family == "gguf") {
     auto q = QuantizeGgml(layout.ggml_type, w, n, k);
-    if (!q.ok()) return q.status();
+    if (!q.ok()) {  // no quantizer for this type: synthetic blocks (speed only)
+      q = SyntheticGgmlBlocks(layout.ggml_type, n, k, 1);
+      if (!q.ok()) return q.status();
+      bw->synthetic = true;
+    }
     bw->gguf = std::move(*q);
     bw->ggml_type = layout.ggml_type;
     return Status::Ok();
@@ -237,12 +246,14 @@ void PrintRows(const std::vector<Row>& rows, const std::string& format, std::ost
                     "\"threads\": %d, \"elements\": %lld, \"seconds\": %.9g, "
                     "\"out_gbps\": %.4f, \"gelems_per_s\": %.4f, \"stream_gbps\": %.4f, "
                     "\"memcpy_gbps\": %.4f, \"ratio_stream\": %.4f, \"ratio_memcpy\": %.4f, "
-                    "\"rmse\": %.6g, \"max_abs_err\": %.6g, \"sqnr_db\": %.3f, "
+                    "\"rmse\": %s, \"max_abs_err\": %s, \"sqnr_db\": %s, "
                     "\"note\": \"%s\"}%s\n",
                     r.layout.c_str(), static_cast<long long>(r.group_size), r.dtype.c_str(),
                     r.threads, static_cast<long long>(r.elements), r.seconds, r.out_gbps, r.gelems,
-                    r.stream_gbps, r.memcpy_gbps, r.ratio_stream, r.ratio_memcpy, r.rmse, r.max_abs,
-                    r.sqnr_db, r.note.c_str(), i + 1 < rows.size() ? "," : "");
+                    r.stream_gbps, r.memcpy_gbps, r.ratio_stream, r.ratio_memcpy,
+                    Acc(r, r.rmse, "%.6g", "null").c_str(), Acc(r, r.max_abs, "%.6g", "null").c_str(),
+                    Acc(r, r.sqnr_db, "%.3f", "null").c_str(), r.note.c_str(),
+                    i + 1 < rows.size() ? "," : "");
       out << buf;
     }
     out << "]\n";
@@ -254,11 +265,12 @@ void PrintRows(const std::vector<Row>& rows, const std::string& format, std::ost
     for (const Row& r : rows) {
       char buf[1024];
       std::snprintf(buf, sizeof buf,
-                    "%s,%lld,%s,%d,%lld,%.9g,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.6g,%.6g,%.3f,%s\n",
+                    "%s,%lld,%s,%d,%lld,%.9g,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%s,%s,%s,%s\n",
                     r.layout.c_str(), static_cast<long long>(r.group_size), r.dtype.c_str(),
                     r.threads, static_cast<long long>(r.elements), r.seconds, r.out_gbps, r.gelems,
-                    r.stream_gbps, r.memcpy_gbps, r.ratio_stream, r.ratio_memcpy, r.rmse, r.max_abs,
-                    r.sqnr_db, r.note.c_str());
+                    r.stream_gbps, r.memcpy_gbps, r.ratio_stream, r.ratio_memcpy,
+                    Acc(r, r.rmse, "%.6g", "").c_str(), Acc(r, r.max_abs, "%.6g", "").c_str(),
+                    Acc(r, r.sqnr_db, "%.3f", "").c_str(), r.note.c_str());
       out << buf;
     }
     return;
@@ -271,10 +283,11 @@ void PrintRows(const std::vector<Row>& rows, const std::string& format, std::ost
   for (const Row& r : rows) {
     const std::string g = r.group_size == 0 ? "chan" : std::to_string(r.group_size);
     std::snprintf(buf, sizeof buf,
-                  "%-15s %5s %5s %3d %9.3f %8.2f %7.3f %8.2f %6.2f %8.2f %6.2f %9.3g %9.3g %7.2f\n",
+                  "%-15s %5s %5s %3d %9.3f %8.2f %7.3f %8.2f %6.2f %8.2f %6.2f %9s %9s %7s\n",
                   r.layout.c_str(), g.c_str(), r.dtype.c_str(), r.threads, r.seconds * 1e3,
                   r.out_gbps, r.gelems, r.stream_gbps, r.ratio_stream, r.memcpy_gbps,
-                  r.ratio_memcpy, r.rmse, r.max_abs, r.sqnr_db);
+                  r.ratio_memcpy, Acc(r, r.rmse, "%.3g", "-").c_str(),
+                  Acc(r, r.max_abs, "%.3g", "-").c_str(), Acc(r, r.sqnr_db, "%.2f", "-").c_str());
     out << buf;
   }
 }
@@ -293,16 +306,25 @@ void AddBenchOptions(CLI::App* app, BenchOptions* o) {
       ->delimiter(',')
       ->capture_default_str()
       ->check(CLI::Range(0, kMaxThreads));
+  std::vector<std::string> layouts = {"pmx-q1", "pmx-q0", "onnx-b1", "onnx-b0",
+                                      "int8",   "gptq",   "awq"};
+  std::string ggml = DequantizableGgmlTypeNames();
+  for (size_t at = 0; at < ggml.size();) {
+    const size_t comma = ggml.find(", ", at);
+    layouts.push_back(ggml.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    at = comma == std::string::npos ? ggml.size() : comma + 2;
+  }
   app->add_option("--layout", o->layouts,
                   "Layouts: pmx-q1 (PMX int4x4, groups along K), pmx-q0 (groups along N), "
                   "onnx-b1 (ONNX int4 blocked along the last axis), onnx-b0 (ONNX int4 "
                   "blocked along axis 0, ONNX Runtime's [K, N]), int8 (PMX int8), gptq, awq "
-                  "(GPTQ / AWQ GEMM, written as the [N, K] weight), q4_0, q4_1, q8_0, q4_k "
-                  "(GGUF; their own block size, run once)")
+                  "(GPTQ / AWQ GEMM, written as the [N, K] weight), and the GGUF types " +
+                      ggml +
+                      " (their own block size, run once; types nibble cannot quantize use "
+                      "synthetic codes and report speed only)")
       ->delimiter(',')
       ->capture_default_str()
-      ->check(CLI::IsMember({"pmx-q1", "pmx-q0", "onnx-b1", "onnx-b0", "int8", "gptq", "awq",
-                             "q4_0", "q4_1", "q8_0", "q4_k"}));
+      ->check(CLI::IsMember(layouts));
   app->add_option("--shape", o->shape, "Logical weight shape N,K")->capture_default_str();
   app->add_option("--reps", o->reps, "Timed repetitions per row (median reported)")
       ->capture_default_str()
@@ -453,8 +475,17 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
               << " " << dname << " threads=" << t << (tty ? "   " : "\n") << std::flush;
           Row r;
           r.layout = lname;
-          r.group_size = layout.family == "gguf" ? 32 : g;
-          if (layout.family == "gguf") r.note = "block 32 (fixed by the format)";
+          if (layout.family == "gguf") {
+            const int64_t block = GgmlTypeTraits(layout.ggml_type)->block;
+            r.group_size = block;
+            r.note = GgmlBlockDescription(layout.ggml_type) + " (fixed by the format)";
+            if (bw.synthetic) {
+              r.accuracy = false;
+              r.note += "; synthetic codes (no quantizer in nibble): speed only";
+            }
+          } else {
+            r.group_size = g;
+          }
           r.dtype = dname;
           r.threads = t;
           r.elements = n * k;
@@ -466,7 +497,14 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
           const double cpy = MedianSeconds(opt.reps, [&] {
             Parallel(t, bytes, [&](size_t a, size_t b) { std::memcpy(d + a, s + a, b - a); });
           });
-          r.seconds = MedianSeconds(opt.reps, [&] { (void)bw.Run(*prep, &*y, t); });
+          // The whole path from the stored bytes to floats: preparing the
+          // request (validation, lowering, any scale / zero-point
+          // widening) and running it, as a loader does per tensor.
+          const DType want = ParseDType(dname);
+          r.seconds = MedianSeconds(opt.reps, [&] {
+            auto p = bw.Prepare(want, lname);
+            if (p.ok()) (void)bw.Run(*p, &*y, t);
+          });
           const double gb = static_cast<double>(bytes) / 1e9;
           r.out_gbps = gb / r.seconds;
           r.gelems = static_cast<double>(r.elements) / r.seconds / 1e9;

@@ -59,6 +59,9 @@ struct LoaderTypes {
   using VU16 = hn::Vec<DU16>;
   static constexpr int64_t kMaxLanes = static_cast<int64_t>(hn::MaxLanes(DF()));
   static constexpr int64_t kWordAlign = kMaxLanes < 8 ? kMaxLanes : 8;
+  // Block layouts: scales / zero points come from each block's header
+  // (the descriptor's Params), not from Plan::scale.
+  static constexpr bool kBlockParams = false;
 };
 
 // Shift of the nibble of element k % 8 of a word, repeated so that
@@ -329,6 +332,8 @@ struct AwqColumns : LoaderTypes {
 // bits (span 1).
 template <class D>
 struct Blocks : LoaderTypes {
+  using Desc = D;
+  static constexpr bool kBlockParams = true;
   static constexpr bool kNibbles = CodeBits(D::kCode) == 4;  // one 4-bit plane
   static constexpr size_t kPlanes = PlaneCount<D>();
   static constexpr int64_t Align() { return kMaxLanes; }

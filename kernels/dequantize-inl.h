@@ -410,6 +410,41 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
   const bool stream = plan.nontemporal;
   // Row r, columns [ca, cb), written at y.
   auto run_row = [&](int64_t r, int64_t ca, int64_t cb, char* y) HWY_ATTR {
+    if constexpr (L::kBlockParams) {
+      // Block layouts: the scales (and zeros) of each chunk of the row are
+      // computed from its blocks' headers into L1-resident arrays right
+      // before the chunk is dequantized (one pass over the data, no
+      // tensor-sized scale arrays, and the work is split over the threads
+      // with the rows).
+      using Desc = typename L::Desc;
+      constexpr int64_t kChunk = Desc::kBlockElems > 2048 ? Desc::kBlockElems : 2048;
+      constexpr int64_t kSubs = kChunk / Desc::kSubElems;
+      constexpr int64_t kSubsPerBlock = Desc::kBlockElems / Desc::kSubElems;
+      alignas(64) float sc[static_cast<size_t>(kSubs)];
+      alignas(64) float zf[static_cast<size_t>(kSubs)];
+      RowJob job;
+      job.code = L::Row(plan, r);
+      job.per_element = false;
+      job.scale = sc;
+      job.zp_int = nullptr;
+      job.zp_float = zf;
+      job.group = Desc::kSubElems;
+      job.step = 1;
+      for (int64_t x0 = ca; x0 < cb;) {
+        const int64_t cs = x0 / kChunk * kChunk, x1 = std::min(cb, cs + kChunk);
+        const int64_t b0 = x0 / Desc::kBlockElems;
+        const int64_t b1 = (x1 + Desc::kBlockElems - 1) / Desc::kBlockElems;
+        for (int64_t b = b0; b < b1; ++b) {
+          const int64_t at = (b - cs / Desc::kBlockElems) * kSubsPerBlock;
+          Desc::Params(job.code.codes + b * Desc::kBytes, sc + at, zf + at);
+        }
+        job.base = -(cs / Desc::kSubElems);
+        RowKernel<L, kCode, kZp, kOut> kernel(plan, job);
+        kernel.Run(x0, x1, y + (x0 - ca) * kOutBytes, stream);
+        x0 = x1;
+      }
+      return;
+    }
     RowJob job;
     const int64_t e0 = r * cols;  // element (r, 0)
     job.code = L::Row(plan, r);

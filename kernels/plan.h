@@ -56,6 +56,9 @@ struct Plan {
   // Optional (inner > 1 views only): the group of axis position a is
   // axis_group[a] instead of a / group (GPTQ act-order g_idx; any order).
   const int32_t* axis_group = nullptr;
+  // Block layouts: unused (nullptr); the kernels and the reference take
+  // each element's scale / zero point from its block's header (the
+  // descriptor's Params), and zp_kind is the descriptor's kZp.
   const float* scale = nullptr;  // float32, widened by op/ if needed
   ZeroPointKind zp_kind = ZeroPointKind::kNone;
   const int32_t* zp_int = nullptr;  // kInteger: same indexing as scale

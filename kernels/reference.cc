@@ -27,6 +27,36 @@ uint32_t BlockCodeOfElement(const Plan& plan, int64_t e) {
   return BlockCode<D>(plan.codes + (e / D::kBlockElems) * D::kBytes, e % D::kBlockElems);
 }
 
+// The scale and zero of element e's sub-block, from its block's header.
+template <class D>
+void BlockParamsOf(const Plan& plan, int64_t e, float* s, float* z) {
+  constexpr size_t kSubs = static_cast<size_t>(D::kBlockElems / D::kSubElems);
+  float sc[kSubs], zf[kSubs] = {};
+  D::Params(plan.codes + (e / D::kBlockElems) * D::kBytes, sc, zf);
+  const int64_t sub = (e % D::kBlockElems) / D::kSubElems;
+  *s = sc[sub];
+  *z = zf[sub];
+}
+
+// Block layouts: sets *s / *z from the block header and returns true.
+bool BlockParams(const Plan& plan, int64_t e, float* s, float* z) {
+  switch (plan.layout) {
+    case Layout::kDense:
+    case Layout::kPmxWords:
+    case Layout::kAwqWords:
+    case Layout::kGptqColumns:
+    case Layout::kAwqColumns:
+      return false;
+#define NIBBLE_BLOCK_CASE(D)          \
+  case Layout::k##D:                  \
+    BlockParamsOf<D>(plan, e, s, z); \
+    return true;
+      NIBBLE_BLOCK_LAYOUTS(NIBBLE_BLOCK_CASE)
+#undef NIBBLE_BLOCK_CASE
+  }
+  return false;
+}
+
 }  // namespace
 
 uint32_t LoadCodeBits(const Plan& plan, int64_t e) {
@@ -137,10 +167,16 @@ float ReferenceValue(const Plan& plan, int64_t r, int64_t c) {
   } else {
     o = r / plan.axis, a = r % plan.axis, i = c;
   }
-  const int64_t ga = plan.axis_group != nullptr ? plan.axis_group[a] : a / plan.group;
-  const int64_t idx = o * plan.s_outer + ga * plan.s_axis + i * plan.s_inner;
-  const float s = plan.scale[idx];
-  const uint32_t bits = LoadCodeBits(plan, r * plan.cols() + c);
+  const int64_t e = r * plan.cols() + c;
+  float s, block_zero = 0.0f;
+  int64_t idx = 0;
+  const bool block = BlockParams(plan, e, &s, &block_zero);
+  if (!block) {
+    const int64_t ga = plan.axis_group != nullptr ? plan.axis_group[a] : a / plan.group;
+    idx = o * plan.s_outer + ga * plan.s_axis + i * plan.s_inner;
+    s = plan.scale[idx];
+  }
+  const uint32_t bits = LoadCodeBits(plan, e);
   if (CodeIsFloat(plan.code)) {
     // volatile keeps the compiler from contracting across statements.
     const volatile float x =
@@ -158,7 +194,7 @@ float ReferenceValue(const Plan& plan, int64_t r, int64_t c) {
     }
     case ZeroPointKind::kFloat: {
       const volatile float prod = static_cast<float>(q - plan.code_offset) * s;
-      return prod + plan.zp_float[idx];
+      return prod + (block ? block_zero : plan.zp_float[idx]);
     }
     case ZeroPointKind::kFloatSubtract: {
       const volatile float diff = static_cast<float>(q) - plan.zp_float[idx];

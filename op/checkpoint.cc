@@ -240,31 +240,36 @@ StatusOr<Dequantizer> PrepareAwq(int64_t group_size, const TensorView& qweight,
 namespace {
 
 // Lowers n elements of ggml block layout D (data: whole blocks, checked).
+// The kernels read each block's scales from its header (no widening pass).
 template <class D>
-Status LowerBlocks(const uint8_t* data, int64_t n, Plan* plan, Dequantizer::Storage* st) {
-  constexpr int64_t kSubs = D::kBlockElems / D::kSubElems;
-  const int64_t blocks = n / D::kBlockElems;
+Status LowerBlocks(const uint8_t* data, int64_t /*n*/, Plan* plan, Dequantizer::Storage* /*st*/) {
   plan->layout = BlockLayoutOf<D>::kValue;
   plan->code = D::kCode;
   plan->codes = data;
   plan->code_offset = D::kCodeOffset;
   plan->zp_kind = D::kZp;
   plan->group = D::kSubElems;
-  plan->s_outer = plan->axis / D::kSubElems;
-  plan->s_axis = 1;
-  const size_t subs = static_cast<size_t>(blocks * kSubs);
-  st->scale.resize(subs ? subs : 1);
-  if (D::kZp == ZeroPointKind::kFloat) st->zp_float.resize(st->scale.size());
-  float unused[static_cast<size_t>(kSubs)];
-  for (int64_t b = 0; b < blocks; ++b) {
-    const size_t at = static_cast<size_t>(b * kSubs);
-    D::Params(data + b * D::kBytes, st->scale.data() + at,
-              D::kZp == ZeroPointKind::kFloat ? st->zp_float.data() + at : unused);
-  }
   if constexpr (D::kCode == CodeKind::kTable4) plan->code_values = D::kValues;
-  plan->scale = st->scale.data();
-  if (D::kZp == ZeroPointKind::kFloat) plan->zp_float = st->zp_float.data();
   return Status::Ok();
+}
+
+// Synthetic blocks of layout D: random code planes, every header byte 0x3C
+// (f16 scales / mins 1.06, 6-bit scales 60 or 12, int8 scales 60, E8M0
+// 2^-68: finite, normal values).
+template <class D>
+void SyntheticBlocks(uint8_t* blocks, int64_t n, uint64_t seed) {
+  std::vector<bool> code(static_cast<size_t>(D::kBytes), false);
+  for (const CodePlane& pl : D::kPlanes) {
+    for (uint64_t i = 0; i < uint64_t(D::kBlockElems) * pl.bits / 8; ++i) code[pl.at + i] = true;
+  }
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (int64_t b = 0; b < n; ++b) {
+    for (size_t i = 0; i < code.size(); ++i) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift64
+      blocks[b * D::kBytes + static_cast<int64_t>(i)] =
+          code[i] ? static_cast<uint8_t>(x >> 24) : uint8_t{0x3C};
+    }
+  }
 }
 
 // The registered block layouts, by ggml type id.
@@ -273,10 +278,12 @@ struct BlockKind {
   const char* name;
   int64_t block_elems, bytes, sub_elems;
   Status (*lower)(const uint8_t*, int64_t, Plan*, Dequantizer::Storage*);
+  void (*synthetic)(uint8_t*, int64_t, uint64_t);
 };
 constexpr BlockKind kBlockKinds[] = {
-#define NIBBLE_BLOCK_KIND(D) \
-  {D::kGgmlType, D::kName, D::kBlockElems, D::kBytes, D::kSubElems, &LowerBlocks<D>},
+#define NIBBLE_BLOCK_KIND(D)                                                          \
+  {D::kGgmlType, D::kName,           D::kBlockElems, D::kBytes, D::kSubElems, &LowerBlocks<D>, \
+   &SyntheticBlocks<D>},
     NIBBLE_BLOCK_LAYOUTS(NIBBLE_BLOCK_KIND)
 #undef NIBBLE_BLOCK_KIND
 };
@@ -297,6 +304,29 @@ std::string DequantizableGgmlTypeNames() {
 }
 
 bool GgmlTypeIsDequantizable(uint32_t type) { return FindBlockKind(type) != nullptr; }
+
+uint32_t DequantizableGgmlTypeId(const std::string& name) {
+  for (const BlockKind& k : kBlockKinds) {
+    if (name == k.name) return k.type;
+  }
+  return 0;
+}
+
+StatusOr<std::vector<uint8_t>> SyntheticGgmlBlocks(uint32_t type, int64_t rows, int64_t cols,
+                                                   uint64_t seed) try {
+  const BlockKind* k = FindBlockKind(type);
+  if (k == nullptr) return Status::Error("SyntheticGgmlBlocks: type " + std::to_string(type));
+  if (rows < 0 || cols < 0 || cols % k->block_elems != 0) {
+    return Status::Error("SyntheticGgmlBlocks: cols must be a multiple of " +
+                         std::to_string(k->block_elems));
+  }
+  const int64_t n = rows * (cols / k->block_elems);
+  std::vector<uint8_t> out(static_cast<size_t>(n * k->bytes));
+  k->synthetic(out.data(), n, seed);
+  return out;
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("SyntheticGgmlBlocks");
+}
 
 std::string GgmlBlockDescription(uint32_t type) {
   const BlockKind* k = FindBlockKind(type);

@@ -62,6 +62,14 @@ bool GgmlTypeIsDequantizable(uint32_t type);
 
 // Their names, comma-separated ("q4_0, q4_1, ..."), in registry order.
 std::string DequantizableGgmlTypeNames();
+// The id of the dequantizable type named `name` ("q6_k"), else 0.
+uint32_t DequantizableGgmlTypeId(const std::string& name);
+
+// rows x cols elements of a dequantizable ggml type as blocks with random
+// codes and fixed, moderate header values (every header byte 0x3C): data
+// for speed measurements of types nibble has no quantizer for.
+StatusOr<std::vector<uint8_t>> SyntheticGgmlBlocks(uint32_t type, int64_t rows, int64_t cols,
+                                                   uint64_t seed);
 
 // "blocks of 32" / "super-blocks of 256, sub-blocks of 32"; "" for a type
 // PrepareGgml does not handle.

@@ -309,12 +309,17 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
     int64_t block_elems = 0, block_bytes = 0, header = 0;
     const float* values = nullptr;  // kTable4 codes
     bool gptq_gather = false;
+    // Block layouts: scales come from the block headers (random bytes
+    // here: every f16 bit pattern), with the descriptor's zero-point kind.
+    bool block = false;
+    ZeroPointKind block_zp = ZeroPointKind::kNone;
+    int32_t block_offset = 0;
   };
   const Kind kinds[] = {
   // Every registered block layout (a new one is tested without an edit here).
-#define NIBBLE_TEST_BLOCK(D)                                         \
-  {D::kName,  D::kCode,    BlockLayoutOf<D>::kValue, D::kBlockElems, \
-   D::kBytes, 0, TableValuesOf<D>()},
+#define NIBBLE_TEST_BLOCK(D)                                                                   \
+  {D::kName,  D::kCode, BlockLayoutOf<D>::kValue, D::kBlockElems, D::kBytes, 0, TableValuesOf<D>(), \
+   false,     true,     D::kZp,                   D::kCodeOffset},
       NIBBLE_BLOCK_LAYOUTS(NIBBLE_TEST_BLOCK)
 #undef NIBBLE_TEST_BLOCK
           {"awq", CodeKind::kU4, Layout::kAwqWords},
@@ -336,9 +341,11 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
             p.layout = kd.layout;
             p.code_values = kd.values;
             if (CodeIsFloat(kd.code) && zp != ZeroPointKind::kNone) continue;
+            if (kd.block && zp != kd.block_zp) continue;
             p.out = out;
             p.zp_kind = zp;
             p.code_offset = zp == ZeroPointKind::kNone ? (kd.code == CodeKind::kS8 ? 0 : 8) : 0;
+            if (kd.block) p.code_offset = kd.block_offset;
             int64_t rows, cols, nscale;
             const bool columns =
                 kd.layout == Layout::kGptqColumns || kd.layout == Layout::kAwqColumns;
@@ -412,6 +419,10 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
             }
             p.codes = d.codes.data() + kd.header;
             p.scale = d.scale.data();
+            if (kd.block) {  // the headers are the only source of scales
+              p.scale = nullptr;
+              p.zp_float = nullptr;
+            }
             const int64_t vr = p.rows(), vc = p.cols();
             for (bool nt : {false, true}) {
               p.nontemporal = nt;
