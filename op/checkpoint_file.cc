@@ -17,6 +17,7 @@
 #include "formats/safetensors.h"
 #include "formats/safetensors_writer.h"
 #include "op/checkpoint.h"
+#include "op/hf_export.h"
 #include "op/lowering.h"
 
 namespace nibble {
@@ -300,11 +301,10 @@ StatusOr<std::vector<float>> Checkpoint::LoadFloat(const CheckpointTensor& t, in
   return OutOfMemoryError("Checkpoint::LoadFloat");
 }
 
-Status DequantCheckpoint(const std::string& in, const std::string& out,
-                         const DequantOptions& options, DequantReport* report) try {
-  auto ck = Checkpoint::Open(in);
-  if (!ck.ok()) return ck.status();
-  NIBBLE_RETURN_IF_ERROR(CheckOutputPath(out, ck->inputs()));
+namespace internal {
+
+Status SelectTensors(const Checkpoint& ck, const DequantOptions& options, const std::string& in,
+                     DequantReport* report, std::vector<const CheckpointTensor*>* chosen) {
   std::regex include, exclude;
   for (const auto& [flag, pattern, re] :
        {std::tuple<const char*, const std::string&, std::regex&>{"--tensors", options.tensors,
@@ -318,9 +318,9 @@ Status DequantCheckpoint(const std::string& in, const std::string& out,
                            "' is not a valid regex: " + e.what());
     }
   }
-  std::vector<const CheckpointTensor*> chosen;
+  chosen->clear();
   report->skipped.clear();
-  for (const auto& t : ck->tensors()) {
+  for (const auto& t : ck.tensors()) {
     if (!options.tensors.empty() && !std::regex_search(t.source, include)) continue;
     if (!options.exclude.empty() && std::regex_search(t.source, exclude)) continue;
     if (!t.supported) {
@@ -331,12 +331,25 @@ Status DequantCheckpoint(const std::string& in, const std::string& out,
       return Status::Error("tensor '" + t.source + "': " + t.why_not +
                            " (leave it out with --exclude, or --skip-unsupported)");
     }
-    chosen.push_back(&t);
+    chosen->push_back(&t);
   }
-  if (chosen.empty()) {
+  if (chosen->empty()) {
     return Status::Error("no tensors selected from '" + in + "'" +
                          (report->skipped.empty() ? "" : " (every selected tensor is unsupported)"));
   }
+  return Status::Ok();
+}
+
+}  // namespace internal
+
+Status DequantCheckpoint(const std::string& in, const std::string& out,
+                         const DequantOptions& options, DequantReport* report) try {
+  if (options.hf) return DequantGgufToHf(in, out, options, report);
+  auto ck = Checkpoint::Open(in);
+  if (!ck.ok()) return ck.status();
+  NIBBLE_RETURN_IF_ERROR(CheckOutputPath(out, ck->inputs()));
+  std::vector<const CheckpointTensor*> chosen;
+  NIBBLE_RETURN_IF_ERROR(internal::SelectTensors(*ck, options, in, report, &chosen));
   std::vector<SafetensorsOutput> outs;
   const Checkpoint* c = &*ck;
   for (const CheckpointTensor* t : chosen) {

@@ -84,6 +84,10 @@ struct DequantOptions {
   bool skip_unsupported = false;
   int threads = 0;
   bool progress = false;
+  // GGUF only: write a Hugging Face style folder (op/hf_export.h) instead
+  // of one safetensors file, in shards of at most max_shard_bytes.
+  bool hf = false;
+  uint64_t max_shard_bytes = 5'000'000'000;
 };
 
 struct DequantReport {
@@ -93,9 +97,18 @@ struct DequantReport {
   std::vector<std::string> skipped;
 };
 
+namespace internal {
+// The tensors of `ck` that `options` selects (tensors / exclude by input
+// name); unsupported ones are an error naming them, or are listed in
+// report->skipped with skip_unsupported. An empty selection is an error.
+Status SelectTensors(const Checkpoint& ck, const DequantOptions& options, const std::string& in,
+                     DequantReport* report, std::vector<const CheckpointTensor*>* chosen);
+}  // namespace internal
+
 // Converts `in` to a float safetensors file `out` (atomic; nothing written
 // on error, including when a selected tensor is unsupported and
-// skip_unsupported is off).
+// skip_unsupported is off). options.hf: `out` is a folder
+// (DequantGgufToHf, op/hf_export.h).
 Status DequantCheckpoint(const std::string& in, const std::string& out,
                          const DequantOptions& options, DequantReport* report);
 

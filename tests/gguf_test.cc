@@ -7,9 +7,13 @@
 // the independent decoder (tests/ggml_oracle.h).
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <functional>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,7 +21,10 @@
 #include "doctest/doctest.h"
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
+#include "bench/synthetic_weights.h"
 #include "op/checkpoint_file.h"
+#include "op/hf_export.h"
+#include "op/quantize_checkpoint.h"
 #include "tests/checkpoint_writers.h"
 #include "tests/ggml_oracle.h"
 #include "tests/scratch_dir.h"
@@ -253,6 +260,222 @@ TEST_CASE("GGUF: llama.cpp's quantization mixes convert whole, every tensor == t
   for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
     CheckMix(std::string("MXFP4_MOE_") + DTypeName(dt), MoeMix(&rng), dt);
   }
+}
+
+
+std::string ReadFile(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// llama.cpp's convert_hf_to_gguf `permute` of q_proj / k_proj rows: GGUF
+// row h * d + 2 * j + i holds HF row h * d + i * d / 2 + j.
+std::vector<float> PermuteLikeLlamaCpp(const std::vector<float>& w, int64_t rows, int64_t cols,
+                                       int64_t heads) {
+  std::vector<float> out(w.size());
+  const int64_t d = rows / heads, half = d / 2;
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t i = 0; i < 2; ++i) {
+      for (int64_t j = 0; j < half; ++j) {
+        std::memcpy(&out[static_cast<size_t>((h * d + 2 * j + i) * cols)],
+                    &w[static_cast<size_t>((h * d + i * half + j) * cols)],
+                    static_cast<size_t>(cols) * 4);
+      }
+    }
+  }
+  return out;
+}
+
+struct HfWeight {
+  std::string hf, gguf;
+  int64_t rows, cols;  // [out, in]; cols == 0: a 1-D tensor of `rows`
+  int64_t permute_heads = 0;
+  uint32_t type = 8;  // q8_0, or kF32 for norms
+};
+
+// A tiny Llama (or Qwen2) from known HF-layout weights -> GGUF (Q8_0 /
+// Q4_K / Q6_K, q and k rows permuted for llama) -> `dequant --hf` -> the
+// original weights (to quantization error; bit-exact against the oracle's
+// decoding of the same blocks), in the original layout, with config.json.
+TEST_CASE("dequant --hf: GGUF back to a Hugging Face folder (names, Q/K order, config, shards)") {
+  for (const std::string arch : {"llama", "qwen2"}) {
+    CAPTURE(arch);
+    const bool llama = arch == "llama";
+    constexpr int64_t kHidden = 256, kHeads = 8, kKvHeads = 2, kFfn = 512, kVocab = 320;
+    std::vector<HfWeight> ws = {
+        {"model.embed_tokens.weight", "token_embd.weight", kVocab, kHidden, 0, kOracleQ4_K},
+        {"model.norm.weight", "output_norm.weight", kHidden, 0, 0, kF32},
+        {"lm_head.weight", "output.weight", kVocab, kHidden, 0, kOracleQ6_K},
+    };
+    for (int l = 0; l < 2; ++l) {
+      const std::string h = "model.layers." + std::to_string(l) + ".";
+      const std::string g = "blk." + std::to_string(l) + ".";
+      ws.push_back({h + "input_layernorm.weight", g + "attn_norm.weight", kHidden, 0, 0, kF32});
+      ws.push_back({h + "self_attn.q_proj.weight", g + "attn_q.weight", kHidden, kHidden,
+                    llama ? kHeads : 0});
+      ws.push_back({h + "self_attn.k_proj.weight", g + "attn_k.weight", 64, kHidden,
+                    llama ? kKvHeads : 0});
+      ws.push_back({h + "self_attn.v_proj.weight", g + "attn_v.weight", 64, kHidden});
+      if (!llama) {
+        ws.push_back({h + "self_attn.q_proj.bias", g + "attn_q.bias", kHidden, 0, 0, kF32});
+      }
+      ws.push_back({h + "self_attn.o_proj.weight", g + "attn_output.weight", kHidden, kHidden});
+      ws.push_back(
+          {h + "post_attention_layernorm.weight", g + "ffn_norm.weight", kHidden, 0, 0, kF32});
+      ws.push_back({h + "mlp.gate_proj.weight", g + "ffn_gate.weight", kFfn, kHidden});
+      ws.push_back({h + "mlp.up_proj.weight", g + "ffn_up.weight", kFfn, kHidden});
+      ws.push_back({h + "mlp.down_proj.weight", g + "ffn_down.weight", kHidden, kFfn});
+    }
+    GgufBuilder b;
+    b.KvString("general.architecture", arch);
+    b.KvU32(arch + ".attention.head_count", kHeads);
+    b.KvU32(arch + ".attention.head_count_kv", kKvHeads);
+    b.KvU32(arch + ".embedding_length", kHidden);
+    b.KvU32(arch + ".feed_forward_length", kFfn);
+    b.KvU32(arch + ".block_count", 2);
+    b.KvU32(arch + ".context_length", 2048);
+    b.Kv(arch + ".rope.freq_base", 6, GgufBuilder::Enc(10000.0f));
+    b.Kv(arch + ".attention.layer_norm_rms_epsilon", 6, GgufBuilder::Enc(1e-5f));
+    b.KvU32("tokenizer.ggml.bos_token_id", 1);
+    std::map<std::string, std::vector<float>> original, want;
+    int seed = 1;
+    for (const HfWeight& w : ws) {
+      const int64_t cols = w.cols == 0 ? 1 : w.cols;
+      std::vector<float> x = MakeLlmLikeWeight(w.rows, cols, static_cast<uint64_t>(seed++));
+      original[w.hf] = x;
+      if (w.type == kF32) {
+        std::vector<uint8_t> bytes(x.size() * 4);
+        std::memcpy(bytes.data(), x.data(), bytes.size());
+        b.Tensor(w.gguf, {w.rows}, kF32, bytes);
+        want[w.hf] = x;
+        continue;
+      }
+      const std::vector<float> stored =
+          w.permute_heads ? PermuteLikeLlamaCpp(x, w.rows, cols, w.permute_heads) : x;
+      auto q = QuantizeGgml(w.type == kOracleQ6_K ? kOracleQ8_0 : w.type, stored.data(), w.rows,
+                            cols);
+      REQUIRE(q.ok());
+      const uint32_t type = w.type == kOracleQ6_K ? kOracleQ8_0 : w.type;
+      b.Tensor(w.gguf, {cols, w.rows}, type, *q);
+      // The expected output: the oracle's decoding, rows put back in HF order.
+      std::vector<float> dec = OracleDecode(type, q->data(), w.rows, cols);
+      if (w.permute_heads) {
+        std::vector<float> back(dec.size());
+        const int64_t d = w.rows / w.permute_heads, half = d / 2;
+        for (int64_t h = 0; h < w.permute_heads; ++h)
+          for (int64_t i = 0; i < 2; ++i)
+            for (int64_t j = 0; j < half; ++j)
+              std::memcpy(&back[static_cast<size_t>((h * d + i * half + j) * cols)],
+                          &dec[static_cast<size_t>((h * d + 2 * j + i) * cols)],
+                          static_cast<size_t>(cols) * 4);
+        dec = back;
+      }
+      want[w.hf] = dec;
+    }
+    const auto dir = TempDir("hf_" + arch);
+    WriteText((dir / "m.gguf").string(), b.Bytes());
+    const auto out = dir / "hf";
+    DequantOptions o;
+    o.hf = true;
+    o.dtype = DType::kFloat32;
+    o.max_shard_bytes = 600000;  // several shards
+    DequantReport rep;
+    const Status st = DequantCheckpoint((dir / "m.gguf").string(), out.string(), o, &rep);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    CHECK(rep.dequantized + rep.copied == static_cast<int>(ws.size()));
+    // Only the folder: no temporary left beside it.
+    int entries = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      (void)e;
+      ++entries;
+    }
+    CHECK(entries == 2);
+    const std::string index = ReadFile(out / "model.safetensors.index.json");
+    const std::string config = ReadFile(out / "config.json");
+    CHECK(config.find(llama ? "\"architectures\": [\"LlamaForCausalLM\"]"
+                            : "\"architectures\": [\"Qwen2ForCausalLM\"]") != std::string::npos);
+    for (const char* kv :
+         {"\"hidden_size\": 256", "\"intermediate_size\": 512", "\"num_hidden_layers\": 2",
+          "\"num_attention_heads\": 8", "\"num_key_value_heads\": 2", "\"rms_norm_eps\": 1e-05",
+          "\"rope_theta\": 10000.0", "\"vocab_size\": 320", "\"tie_word_embeddings\": false",
+          "\"max_position_embeddings\": 2048", "\"bos_token_id\": 1",
+          "\"torch_dtype\": \"float32\""}) {
+      CHECK_MESSAGE(config.find(kv) != std::string::npos, kv);
+    }
+    for (const HfWeight& w : ws) {
+      CAPTURE(w.hf);
+      const std::string key = "\"" + w.hf + "\": \"";
+      const size_t at = index.find(key);
+      REQUIRE(at != std::string::npos);
+      const std::string shard = index.substr(at + key.size(), index.find('"', at + key.size()) -
+                                                                  at - key.size());
+      auto f = SafetensorsFile::Open((out / shard).string());
+      REQUIRE(f.ok());
+      const SafetensorsTensor* t = (*f)->Find(w.hf);
+      REQUIRE(t != nullptr);
+      CHECK(t->shape == (w.cols == 0 ? Shape{w.rows} : Shape{w.rows, w.cols}));
+      std::vector<uint8_t> buf;
+      auto v = (*f)->Load(*t, &buf);
+      REQUIRE(v.ok());
+      const std::vector<float>& e = want[w.hf];
+      REQUIRE(v->size_bytes == e.size() * 4);
+      CHECK(std::memcmp(v->data, e.data(), v->size_bytes) == 0);
+      // And close to the original HF weight in its own row order.
+      const auto err = MeasureError(original[w.hf].data(), static_cast<const float*>(v->data),
+                                    static_cast<int64_t>(e.size()));
+      CHECK(err.sqnr_db > 20.0);
+    }
+  }
+}
+
+TEST_CASE("dequant --hf: refusals leave nothing behind") {
+  const auto dir = TempDir("hf_refuse");
+  GgufBuilder b;
+  b.KvString("general.architecture", "gpt2");
+  b.Tensor("token_embd.weight", {4}, kF32, std::vector<uint8_t>(16, 0));
+  WriteText((dir / "gpt2.gguf").string(), b.Bytes());
+  DequantOptions o;
+  o.hf = true;
+  DequantReport rep;
+  Status st = DequantCheckpoint((dir / "gpt2.gguf").string(), (dir / "out").string(), o, &rep);
+  CHECK(st.message() ==
+        "--hf: architecture 'gpt2' is not mapped to Hugging Face names (llama, mistral, qwen2, "
+        "qwen3 are); convert without --hf to keep the GGUF names");
+  // A llama file with a tensor that has no HF name; an existing output.
+  GgufBuilder l;
+  l.KvString("general.architecture", "llama");
+  l.KvU32("llama.attention.head_count", 2);
+  l.Tensor("token_embd.weight", {4}, kF32, std::vector<uint8_t>(16, 0));
+  l.Tensor("blk.0.mystery.weight", {4}, kF32, std::vector<uint8_t>(16, 0));
+  WriteText((dir / "l.gguf").string(), l.Bytes());
+  st = DequantCheckpoint((dir / "l.gguf").string(), (dir / "out").string(), o, &rep);
+  CHECK(st.message() ==
+        "--hf: tensor 'blk.0.mystery.weight' has no Hugging Face name for architecture llama "
+        "(leave it out with --exclude)");
+  std::filesystem::create_directory(dir / "full");
+  WriteText((dir / "full" / "x").string(), "x");
+  o.exclude = "mystery";
+  st = DequantCheckpoint((dir / "l.gguf").string(), (dir / "full").string(), o, &rep);
+  CHECK(st.message().find("exists (give a new folder, or an empty one)") != std::string::npos);
+  st = DequantCheckpoint((dir / "l.gguf").string(), (dir / "l.gguf").string(), o, &rep);
+  CHECK(st.message().find("exists") != std::string::npos);
+  // Not a GGUF file.
+  st = DequantCheckpoint((dir / "full" / "x").string(), (dir / "o2").string(), o, &rep);
+  CHECK(st.message().rfind("--hf needs a GGUF file", 0) == 0);
+  std::set<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    left.insert(e.path().filename().string());
+  }
+  CHECK(left == std::set<std::string>{"gpt2.gguf", "l.gguf", "full"});
+  // An empty folder is a fine destination.
+  std::filesystem::create_directory(dir / "empty");
+  st = DequantCheckpoint((dir / "l.gguf").string(), (dir / "empty").string(), o, &rep);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(std::filesystem::exists(dir / "empty" / "model.safetensors"));
+  CHECK(std::filesystem::exists(dir / "empty" / "config.json"));
+  CHECK(!std::filesystem::exists(dir / "empty" / "model.safetensors.index.json"));
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 //   gptq/        GPTQ v1 folder (config.json, model.safetensors), act-order g_idx
 //   awq/         AWQ GEMM folder, sharded with model.safetensors.index.json
 //   model.gguf   GGUF v3: Q4_0, Q4_1, Q8_0, Q4_K, F32 tensors
-//   unsupported.gguf  an IQ2_XXS tensor and an F32 one (listed by inspect, refused by dequant)
+//   unsupported.gguf  an IQ2_XXS tensor and an F32 one
+//   llama_tiny.gguf   a one-layer llama with transformers-mappable names (--hf) (listed by inspect, refused by dequant)
 //   truncated.gguf, truncated/ (a GPTQ folder with a cut safetensors file),
 //   marlin/      a GPTQ folder whose config asks for the marlin format
 // Usage: make_checkpoints OUTDIR [--large N K]  (large: a GPTQ folder of one N x K layer)
@@ -110,6 +111,20 @@ int Main(int argc, char** argv) {
     gguf = b.Bytes();
     WriteText((out / "model.gguf").string(), gguf);
     WriteText((out / "truncated.gguf").string(), gguf.substr(0, gguf.size() - 100));
+    GgufBuilder t;  // a tiny llama with transformers-mappable names (--hf)
+    t.KvString("general.architecture", "llama");
+    t.KvU32("llama.attention.head_count", 4);
+    t.KvU32("llama.embedding_length", 512);
+    t.KvU32("llama.block_count", 1);
+    for (const auto& [name, type] : {std::pair<const char*, uint32_t>{"token_embd.weight", kGgmlQ4_K},
+                                     {"blk.0.attn_q.weight", kGgmlQ8_0},
+                                     {"blk.0.attn_k.weight", kGgmlQ4_0}}) {
+      auto q = QuantizeGgml(type, w.data(), 32, 512);
+      if (!q.ok()) return Fail(q.status());
+      t.Tensor(name, {512, 32}, type, *q);
+    }
+    t.Tensor("output_norm.weight", {512}, kGgmlF32, norm);
+    WriteText((out / "llama_tiny.gguf").string(), t.Bytes());
     GgufBuilder u;
     u.Tensor("output.weight", {256, 2}, 16 /* iq2_xxs */, std::vector<uint8_t>(2 * 66));
     u.Tensor("output_norm.weight", {512}, kGgmlF32, norm);

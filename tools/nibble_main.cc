@@ -411,7 +411,16 @@ int Main(int argc, char** argv) {
   bool dq_quiet = false;
   dequant->add_option("input", dq_in, "checkpoint folder, FILE.safetensors or FILE.gguf")
       ->required();
-  dequant->add_option("output", dq_out, "OUT.safetensors")->required();
+  dequant->add_option("output", dq_out, "OUT.safetensors, or a new folder OUT/ with --hf")
+      ->required();
+  dequant->add_flag("--hf", dq_opts.hf,
+                    "GGUF (llama, mistral, qwen2, qwen3): write a Hugging Face style folder: "
+                    "transformers names, llama.cpp's Q/K row permutation undone, config.json, "
+                    "safetensors shards with an index");
+  dequant
+      ->add_option("--max-shard-size", dq_opts.max_shard_bytes,
+                   "--hf: largest shard in bytes (default 5000000000)")
+      ->check(CLI::PositiveNumber);
   dequant
       ->add_option("--dtype", dq_dtype,
                    "Output type of dequantized tensors (default: f16 for GPTQ/AWQ, f32 for GGUF)")
