@@ -423,6 +423,13 @@ TEST_CASE("GGUF golden blocks: hand-computed values of every bit-plane and scale
         {192 + 15, 100},
         {209, 0x38}},
        {{0, -15.0f}, {101, 11.5f}, {255, -850.0f}}},
+      // Q6_K with d = 0: every value is a signed zero (sign from sc and q).
+      {"q6_k d=0", kOracleQ6_K, {{0, 0x0A}, {192, 0xFD}}, {{0, 0.0f}, {255, 0.0f}}},
+      // Q3_K with d = -1 (0xBC00) and sc0 = 33: e0 = (3 | 4) - 4 = 3 ->
+      // (-1 * 1) * 3 = -3; e1 (q 0 - 4, sc0) -> 4.
+      {"q3_k d<0", kOracleQ3_K,
+       {{0, 0x01}, {32, 0x03}, {96, 0x01}, {104, 0x02}, {109, 0xBC}},
+       {{0, -3.0f}, {1, 4.0f}}},
       // TQ2_0 {qs[64]; d}, d = 2: e0 = (2 - 1) * 2 = 2; e255 = field 3 of
       // qs[63] = 0 -> -2; e32 = field 1 of qs[0] = 3 -> 4.
       {"tq2_0", kOracleTQ2_0, {{0, 0x0E}, {65, 0x40}}, {{0, 2.0f}, {255, -2.0f}, {32, 4.0f}}},
