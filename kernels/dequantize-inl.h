@@ -158,6 +158,24 @@ class RowKernel {
           StoreUnit(df, at(k), at(k + static_cast<int64_t>(N)), base + k * kOutBytes, false);
         }
       }
+    } else if (!kTable && job_.group == static_cast<int64_t>(N) && k % job_.group == 0) {
+      // Groups of exactly one vector (ggml's 16-element sub-blocks on
+      // AVX-512): each vector takes its own group's parameters, no group
+      // tracking.
+      const CodeRef codes = job_.code;
+      const DI di;
+      const int64_t step = job_.step;
+      int64_t idx = ScaleIndex(k);
+      auto at = [&](int64_t kk, int64_t i) HWY_ATTR {
+        const VF s = hn::Set(df, job_.scale[i]);
+        const VI z = hn::Set(di, kZp == ZeroPointKind::kInteger ? job_.zp_int[i] : plan_.code_offset);
+        const VF zf = hn::Set(df, kZp == ZeroPointKind::kFloat ? job_.zp_float[i] : 0.0f);
+        return Arith(Decode(L::Load(codes, kk)), s, z, zf);
+      };
+      for (; k + unit <= k1; k += unit, idx += 2 * step) {
+        StoreUnit(df, at(k, idx), at(k + static_cast<int64_t>(N), idx + step),
+                  base + k * kOutBytes, stream);
+      }
     } else {
       // Loop invariants in locals: vector stores may alias anything, so
       // members would be reloaded after every store.
