@@ -315,7 +315,11 @@ class RowKernel {
     g.s = hn::Set(df, job_.scale[idx]);
     g.z = hn::Set(di, kZp == ZeroPointKind::kInteger ? job_.zp_int[idx] : plan_.code_offset);
     g.zf = hn::Set(df, kZp == ZeroPointKind::kFloat ? job_.zp_float[idx] : 0.0f);
-    if (kTable) {
+    if (kTable && kFloatCode) {
+      // T[c] = decode(c) * s: the 16 decoded values are a plain load (the
+      // same product as Arith's, without its gather).
+      g.table = hn::Mul(hn::LoadU(df, decode_), g.s);
+    } else if (kTable) {
       // T[c] for every 4-bit code c, by the same operations as Arith.
       g.table = Arith(Decode(hn::Iota(di, 0)), g.s, g.z, g.zf);
     } else {
