@@ -17,9 +17,9 @@
 #include "CLI/CLI.hpp"
 #include "base/numeric.h"
 #include "bench/synthetic_weights.h"
+#include "formats/gguf.h"
 #include "kernels/dequantize.h"
 #include "kernels/stream_fill.h"
-#include "formats/gguf.h"
 #include "op/checkpoint.h"
 #include "op/dequantizer.h"
 #include "op/onnx.h"
@@ -241,19 +241,19 @@ void PrintRows(const std::vector<Row>& rows, const std::string& format, std::ost
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       char buf[1024];
-      std::snprintf(buf, sizeof buf,
-                    "  {\"layout\": \"%s\", \"group_size\": %lld, \"dtype\": \"%s\", "
-                    "\"threads\": %d, \"elements\": %lld, \"seconds\": %.9g, "
-                    "\"out_gbps\": %.4f, \"gelems_per_s\": %.4f, \"stream_gbps\": %.4f, "
-                    "\"memcpy_gbps\": %.4f, \"ratio_stream\": %.4f, \"ratio_memcpy\": %.4f, "
-                    "\"rmse\": %s, \"max_abs_err\": %s, \"sqnr_db\": %s, "
-                    "\"note\": \"%s\"}%s\n",
-                    r.layout.c_str(), static_cast<long long>(r.group_size), r.dtype.c_str(),
-                    r.threads, static_cast<long long>(r.elements), r.seconds, r.out_gbps, r.gelems,
-                    r.stream_gbps, r.memcpy_gbps, r.ratio_stream, r.ratio_memcpy,
-                    Acc(r, r.rmse, "%.6g", "null").c_str(), Acc(r, r.max_abs, "%.6g", "null").c_str(),
-                    Acc(r, r.sqnr_db, "%.3f", "null").c_str(), r.note.c_str(),
-                    i + 1 < rows.size() ? "," : "");
+      std::snprintf(
+          buf, sizeof buf,
+          "  {\"layout\": \"%s\", \"group_size\": %lld, \"dtype\": \"%s\", "
+          "\"threads\": %d, \"elements\": %lld, \"seconds\": %.9g, "
+          "\"out_gbps\": %.4f, \"gelems_per_s\": %.4f, \"stream_gbps\": %.4f, "
+          "\"memcpy_gbps\": %.4f, \"ratio_stream\": %.4f, \"ratio_memcpy\": %.4f, "
+          "\"rmse\": %s, \"max_abs_err\": %s, \"sqnr_db\": %s, "
+          "\"note\": \"%s\"}%s\n",
+          r.layout.c_str(), static_cast<long long>(r.group_size), r.dtype.c_str(), r.threads,
+          static_cast<long long>(r.elements), r.seconds, r.out_gbps, r.gelems, r.stream_gbps,
+          r.memcpy_gbps, r.ratio_stream, r.ratio_memcpy, Acc(r, r.rmse, "%.6g", "null").c_str(),
+          Acc(r, r.max_abs, "%.6g", "null").c_str(), Acc(r, r.sqnr_db, "%.3f", "null").c_str(),
+          r.note.c_str(), i + 1 < rows.size() ? "," : "");
       out << buf;
     }
     out << "]\n";

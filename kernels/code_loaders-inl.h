@@ -336,7 +336,11 @@ struct Blocks : LoaderTypes {
   static constexpr bool kBlockParams = true;
   static constexpr bool kNibbles = CodeBits(D::kCode) == 4;  // one 4-bit plane
   static constexpr size_t kPlanes = PlaneCount<D>();
-  static constexpr int64_t Align() { return kMaxLanes; }
+  // 4-bit codes: vector loads start at multiples of 2N, so that Load16's 2N
+  // codes are one run of bytes (span >= 2N) or both nibbles of N bytes
+  // (span == N). Rows (and the kernels' row chunks) start at a block, so
+  // only tiles starting mid-block pay a longer scalar prologue.
+  static constexpr int64_t Align() { return kNibbles ? 2 * kMaxLanes : kMaxLanes; }
   static CodeRef Row(const Plan& plan, int64_t r) {
     return {plan.codes + (r * plan.cols() / D::kBlockElems) * D::kBytes, 0, false, 0};
   }
@@ -406,21 +410,27 @@ struct Blocks : LoaderTypes {
           di, hn::Or(Fields<0>(block, p), hn::ShiftLeft<kLowBits>(Fields<kPlanes - 1>(block, p))));
     }
   }
-  // kNibbles: two runs of N codes, each N bytes at one nibble shift,
-  // widened straight to 16-bit lanes.
+  // kNibbles: the 2N codes from k (a multiple of 2N), widened to 16-bit
+  // lanes: with span >= 2N, 2N bytes at one nibble shift; with span == N,
+  // the low then the high nibbles of N bytes.
   static HWY_INLINE VU16 Load16(const CodeRef& c, int64_t k) {
     const DU16 du16;
+    const hn::Rebind<uint8_t, DU16> d8;  // 2N bytes
     const hn::Half<DU16> dh;
-    const hn::Rebind<uint8_t, decltype(dh)> d8;
-    auto half = [&](int64_t kk) HWY_ATTR {
-      uint64_t p;
-      const uint8_t* block = BlockOf(c, kk, &p);
-      int sh;
-      const uint8_t* b = FieldByte<0>(block, p, &sh);
-      const auto v = hn::PromoteTo(dh, hn::LoadU(d8, b));
-      return hn::And(hn::ShiftRightSame(v, sh), hn::Set(dh, 0xF));
-    };
-    return hn::Combine(du16, half(k + static_cast<int64_t>(hn::Lanes(dh))), half(k));
+    const hn::Rebind<uint8_t, decltype(dh)> dh8;  // N bytes
+    constexpr uint32_t kSpan = D::kPlanes[0].span();
+    uint64_t p;
+    const uint8_t* block = BlockOf(c, k, &p);
+    int sh;
+    const uint8_t* b = FieldByte<0>(block, p, &sh);
+    if constexpr (kSpan >= 2 * static_cast<uint32_t>(kMaxLanes)) {
+      const auto v = hn::PromoteTo(du16, hn::LoadU(d8, b));
+      return hn::And(hn::ShiftRightSame(v, sh), hn::Set(du16, 0xF));
+    } else {
+      static_assert(kSpan == static_cast<uint32_t>(kMaxLanes), "span N or >= 2N");
+      const auto v = hn::PromoteTo(dh, hn::LoadU(dh8, b));
+      return hn::Combine(du16, hn::ShiftRight<4>(v), hn::And(v, hn::Set(dh, 0xF)));
+    }
   }
 };
 

@@ -168,13 +168,14 @@ class RowKernel {
       int64_t idx = ScaleIndex(k);
       auto at = [&](int64_t kk, int64_t i) HWY_ATTR {
         const VF s = hn::Set(df, job_.scale[i]);
-        const VI z = hn::Set(di, kZp == ZeroPointKind::kInteger ? job_.zp_int[i] : plan_.code_offset);
+        const VI z =
+            hn::Set(di, kZp == ZeroPointKind::kInteger ? job_.zp_int[i] : plan_.code_offset);
         const VF zf = hn::Set(df, kZp == ZeroPointKind::kFloat ? job_.zp_float[i] : 0.0f);
         return Arith(Decode(L::Load(codes, kk)), s, z, zf);
       };
       for (; k + unit <= k1; k += unit, idx += 2 * step) {
-        StoreUnit(df, at(k, idx), at(k + static_cast<int64_t>(N), idx + step),
-                  base + k * kOutBytes, stream);
+        StoreUnit(df, at(k, idx), at(k + static_cast<int64_t>(N), idx + step), base + k * kOutBytes,
+                  stream);
       }
     } else {
       // Loop invariants in locals: vector stores may alias anything, so

@@ -485,9 +485,9 @@ constexpr bool CheckBlockDescriptor() {
                 "kBlockElems must be a power of two");
   static_assert(D::kBlockElems % D::kSubElems == 0 && D::kSubElems >= 16, "bad kSubElems");
   static_assert(PlaneCount<D>() >= 1 && PlaneCount<D>() <= 2, "one or two code planes");
-  static_assert(D::kCode == CodeKind::kU8 ? PlaneBits<D>() <= 8
-                                          : PlaneCount<D>() == 1 &&
-                                                PlaneBits<D>() == uint32_t(CodeBits(D::kCode)),
+  static_assert(D::kCode == CodeKind::kU8
+                    ? PlaneBits<D>() <= 8
+                    : PlaneCount<D>() == 1 && PlaneBits<D>() == uint32_t(CodeBits(D::kCode)),
                 "kU8 codes of <= 8 bits, or one plane of the code kind's width");
   static_assert(!CodeIsFloat(D::kCode) || D::kZp == ZeroPointKind::kNone,
                 "value-table codes have no zero point");

@@ -47,8 +47,8 @@ bool BlockParams(const Plan& plan, int64_t e, float* s, float* z) {
     case Layout::kGptqColumns:
     case Layout::kAwqColumns:
       return false;
-#define NIBBLE_BLOCK_CASE(D)          \
-  case Layout::k##D:                  \
+#define NIBBLE_BLOCK_CASE(D)         \
+  case Layout::k##D:                 \
     BlockParamsOf<D>(plan, e, s, z); \
     return true;
       NIBBLE_BLOCK_LAYOUTS(NIBBLE_BLOCK_CASE)

@@ -281,9 +281,9 @@ struct BlockKind {
   void (*synthetic)(uint8_t*, int64_t, uint64_t);
 };
 constexpr BlockKind kBlockKinds[] = {
-#define NIBBLE_BLOCK_KIND(D)                                                          \
-  {D::kGgmlType, D::kName,           D::kBlockElems, D::kBytes, D::kSubElems, &LowerBlocks<D>, \
-   &SyntheticBlocks<D>},
+#define NIBBLE_BLOCK_KIND(D)                                     \
+  {D::kGgmlType, D::kName,        D::kBlockElems,     D::kBytes, \
+   D::kSubElems, &LowerBlocks<D>, &SyntheticBlocks<D>},
     NIBBLE_BLOCK_LAYOUTS(NIBBLE_BLOCK_KIND)
 #undef NIBBLE_BLOCK_KIND
 };

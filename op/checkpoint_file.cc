@@ -306,10 +306,9 @@ namespace internal {
 Status SelectTensors(const Checkpoint& ck, const DequantOptions& options, const std::string& in,
                      DequantReport* report, std::vector<const CheckpointTensor*>* chosen) {
   std::regex include, exclude;
-  for (const auto& [flag, pattern, re] :
-       {std::tuple<const char*, const std::string&, std::regex&>{"--tensors", options.tensors,
-                                                                 include},
-        {"--exclude", options.exclude, exclude}}) {
+  for (const auto& [flag, pattern, re] : {std::tuple<const char*, const std::string&, std::regex&>{
+                                              "--tensors", options.tensors, include},
+                                          {"--exclude", options.exclude, exclude}}) {
     if (pattern.empty()) continue;
     try {
       re = std::regex(pattern, std::regex::ECMAScript);
@@ -334,8 +333,9 @@ Status SelectTensors(const Checkpoint& ck, const DequantOptions& options, const 
     chosen->push_back(&t);
   }
   if (chosen->empty()) {
-    return Status::Error("no tensors selected from '" + in + "'" +
-                         (report->skipped.empty() ? "" : " (every selected tensor is unsupported)"));
+    return Status::Error(
+        "no tensors selected from '" + in + "'" +
+        (report->skipped.empty() ? "" : " (every selected tensor is unsupported)"));
   }
   return Status::Ok();
 }

@@ -83,11 +83,11 @@ std::string HfTensorName(const std::string& arch, const std::string& g) {
   if (last == std::string::npos) return "";
   const std::string part = rest.substr(0, last), suffix = rest.substr(last);  // ".weight"
   static const std::pair<const char*, const char*> kBlock[] = {
-      {"attn_norm", "input_layernorm"},     {"attn_q", "self_attn.q_proj"},
-      {"attn_k", "self_attn.k_proj"},       {"attn_v", "self_attn.v_proj"},
-      {"attn_output", "self_attn.o_proj"},  {"attn_q_norm", "self_attn.q_norm"},
-      {"attn_k_norm", "self_attn.k_norm"},  {"ffn_norm", "post_attention_layernorm"},
-      {"ffn_gate", "mlp.gate_proj"},        {"ffn_up", "mlp.up_proj"},
+      {"attn_norm", "input_layernorm"},    {"attn_q", "self_attn.q_proj"},
+      {"attn_k", "self_attn.k_proj"},      {"attn_v", "self_attn.v_proj"},
+      {"attn_output", "self_attn.o_proj"}, {"attn_q_norm", "self_attn.q_norm"},
+      {"attn_k_norm", "self_attn.k_norm"}, {"ffn_norm", "post_attention_layernorm"},
+      {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},
       {"ffn_down", "mlp.down_proj"},
   };
   if (suffix != ".weight" && suffix != ".bias") return "";
@@ -99,8 +99,8 @@ std::string HfTensorName(const std::string& arch, const std::string& g) {
 
 Status UnpermuteQkRows(uint8_t* data, int64_t rows, int64_t row_bytes, int64_t heads) try {
   if (heads <= 0 || rows % (2 * heads) != 0) {
-    return Status::Error(std::to_string(rows) + " rows do not split into " +
-                         std::to_string(heads) + " heads of an even size");
+    return Status::Error(std::to_string(rows) + " rows do not split into " + std::to_string(heads) +
+                         " heads of an even size");
   }
   const int64_t d = rows / heads, half = d / 2;
   std::vector<uint8_t> head(static_cast<size_t>(d * row_bytes));
@@ -157,8 +157,7 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
   };
   auto float_key = [&](const std::string& key, double* v) {
     const GgufValue* x = gguf.Find(arch + "." + key);
-    if (x == nullptr ||
-        (x->type != GgufValueType::kF32 && x->type != GgufValueType::kF64)) {
+    if (x == nullptr || (x->type != GgufValueType::kF32 && x->type != GgufValueType::kF64)) {
       return false;
     }
     *v = x->f;
@@ -227,8 +226,8 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
       if (tail == "attn_k.weight" || tail == "attn_k.bias") heads = n_head_kv;
       if (heads != 0 && t->shape[0] % (2 * heads) != 0) {
         return Status::Error(who + ": tensor '" + t->source + "' has " +
-                             std::to_string(t->shape[0]) + " rows, not " +
-                             std::to_string(heads) + " heads of an even size");
+                             std::to_string(t->shape[0]) + " rows, not " + std::to_string(heads) +
+                             " heads of an even size");
       }
     }
     Item it;
@@ -337,10 +336,8 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
     cfg += ",\n  \"" + k + "\": " + v;
   };
   const std::pair<const char*, const char*> ints[] = {
-      {"embedding_length", "hidden_size"},
-      {"feed_forward_length", "intermediate_size"},
-      {"block_count", "num_hidden_layers"},
-      {"context_length", "max_position_embeddings"},
+      {"embedding_length", "hidden_size"},  {"feed_forward_length", "intermediate_size"},
+      {"block_count", "num_hidden_layers"}, {"context_length", "max_position_embeddings"},
       {"attention.key_length", "head_dim"},
   };
   for (const auto& [key, name] : ints) {
@@ -353,9 +350,9 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
   if (float_key("attention.layer_norm_rms_epsilon", &f)) add("rms_norm_eps", JsonFloat(f));
   if (float_key("rope.freq_base", &f)) add("rope_theta", JsonFloat(f));
   if (vocab > 0) add("vocab_size", std::to_string(vocab));
-  for (const auto& [key, name] : {std::pair<const char*, const char*>{"tokenizer.ggml.bos_token_id",
-                                                                      "bos_token_id"},
-                                  {"tokenizer.ggml.eos_token_id", "eos_token_id"}}) {
+  for (const auto& [key, name] :
+       {std::pair<const char*, const char*>{"tokenizer.ggml.bos_token_id", "bos_token_id"},
+        {"tokenizer.ggml.eos_token_id", "eos_token_id"}}) {
     const GgufValue* x = gguf.Find(key);
     if (x != nullptr && x->type == GgufValueType::kU32) add(name, std::to_string(x->u));
   }

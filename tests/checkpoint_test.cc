@@ -122,7 +122,7 @@ struct SmallGptq {
   }
 };
 
-TEST_CASE("GPTQ: symmetric qzeros 0x77777777 -> z = 8 (v1), z = 7 (v2); [N, K] output") {
+TEST_CASE("GPTQ: symmetric qzeros 0x77777777 -> z = 8 (v1), z = 7 (v2) - [N, K] output") {
   SmallGptq g;
   const TensorView qw = View(DType::kInt32, {2, 8}, g.qweight);
   const TensorView qz = View(DType::kInt32, {2, 1}, g.qzeros);
@@ -146,7 +146,7 @@ TEST_CASE("GPTQ: symmetric qzeros 0x77777777 -> z = 8 (v1), z = 7 (v2); [N, K] o
   }
 }
 
-TEST_CASE("GPTQ: a non-monotonic g_idx picks each channel's group; contiguous g_idx == none") {
+TEST_CASE("GPTQ: a non-monotonic g_idx picks each channel's group - contiguous g_idx == none") {
   SmallGptq g;
   const TensorView qw = View(DType::kInt32, {2, 8}, g.qweight);
   const TensorView qz = View(DType::kInt32, {2, 1}, g.qzeros);
@@ -334,21 +334,23 @@ TEST_CASE("GGUF golden blocks: hand-computed values of every bit-plane and scale
   struct Golden {
     const char* name;
     uint32_t type;
-    std::vector<std::pair<int, uint8_t>> bytes;       // (offset, value); rest 0
-    std::vector<std::pair<int, float>> want;          // (element, value)
+    std::vector<std::pair<int, uint8_t>> bytes;  // (offset, value); rest 0
+    std::vector<std::pair<int, float>> want;     // (element, value)
   };
   const float kTiny = std::ldexp(1.0f, -24);  // f16 0x0001 / 0x8001
   const std::vector<Golden> goldens = {
       // Q5_0 {d; qh[4]; qs[16]}, d = 0.5, qh = 0x80000001:
       // e0 = (0xF | 16) - 16 = 15 -> 7.5; e16 = 3 - 16 -> -6.5;
       // e15 = 0 - 16 -> -8; e31 = (0xA | 16) - 16 = 10 -> 5.
-      {"q5_0", kOracleQ5_0,
+      {"q5_0",
+       kOracleQ5_0,
        {{0, 0x00}, {1, 0x38}, {2, 0x01}, {5, 0x80}, {6, 0x3F}, {21, 0xA0}},
        {{0, 7.5f}, {16, -6.5f}, {15, -8.0f}, {31, 5.0f}, {1, -8.0f}}},
       // Q5_1 {d; m; qh; qs}, d = 0.25, m = -2^-24 (negative subnormal),
       // qh bit 1: e1 = (2 | 16) * 0.25 + m = 4.5 - 2^-24 (rounds to 4.5);
       // e17 = 5 * 0.25 + m; e0 = 0 * 0.25 + m = -2^-24.
-      {"q5_1", kOracleQ5_1,
+      {"q5_1",
+       kOracleQ5_1,
        {{0, 0x00}, {1, 0x34}, {2, 0x01}, {3, 0x80}, {4, 0x02}, {9, 0x52}},
        {{1, 4.5f}, {17, 1.25f - kTiny}, {0, -kTiny}}},
       // Q2_K {scales[16]; qs[64]; d; dmin}, d = 2, dmin = 0.5:
@@ -357,7 +359,8 @@ TEST_CASE("GGUF golden blocks: hand-computed values of every bit-plane and scale
       // field 3 = 3 -> 6 - 7.5 = -1.5; sub 3 (sc 15, m 5): e48 = field 1 of
       // qs[16] = 3 -> 90 - 2.5 = 87.5; sub 15 (sc 3, m 1): e255 = field 3
       // of qs[63] = 2 -> 12 - 0.5 = 11.5.
-      {"q2_k", kOracleQ2_K,
+      {"q2_k",
+       kOracleQ2_K,
        {{0, 0x21},
         {2, 0x12},
         {3, 0x5F},
@@ -376,7 +379,8 @@ TEST_CASE("GGUF golden blocks: hand-computed values of every bit-plane and scale
       // e1 = 0 - 4 -> -4; e144 (sub 9: -32) = qs[48] field 0 = 2, hmask[16]
       // bit 4 set -> 6 - 4 = 2 -> -64; e255 (sub 15: 31) = qs[63] field 3
       // = 1, hmask[31] bit 7 clear -> 1 - 4 = -3 -> -93.
-      {"q3_k", kOracleQ3_K,
+      {"q3_k",
+       kOracleQ3_K,
        {{0, 0x01},
         {16, 0x10},
         {32 + 0, 0x03},
@@ -394,7 +398,8 @@ TEST_CASE("GGUF golden blocks: hand-computed values of every bit-plane and scale
       // = 2, scales[7] bits 6-7 = 1). e0 = 0xF | 16 = 31 -> 62 - 1 = 61;
       // e255 = high nibble of qs[127] (9) | qh[31] bit 7 (16) = 25 ->
       // 1000 - 17 = 983.
-      {"q5_k", kOracleQ5_K,
+      {"q5_k",
+       kOracleQ5_K,
        {{1, 0x3C},
         {3, 0x3C},
         {4 + 0, 0x02},
@@ -412,7 +417,8 @@ TEST_CASE("GGUF golden blocks: hand-computed values of every bit-plane and scale
       // = -15; e101 (sub 6) = high nibble of ql[37] (7) | qh[5] bits 6-7
       // (3) << 4 = 55 - 32 = 23 -> 11.5; e255 = high nibble of ql[127]
       // (15), qh[63] bits 6-7 = 0 -> 15 - 32 = -17 -> 50 * -17 = -850.
-      {"q6_k", kOracleQ6_K,
+      {"q6_k",
+       kOracleQ6_K,
        {{0, 0x0A},
         {37, 0x70},
         {127, 0xF0},
@@ -427,7 +433,8 @@ TEST_CASE("GGUF golden blocks: hand-computed values of every bit-plane and scale
       {"q6_k d=0", kOracleQ6_K, {{0, 0x0A}, {192, 0xFD}}, {{0, 0.0f}, {255, 0.0f}}},
       // Q3_K with d = -1 (0xBC00) and sc0 = 33: e0 = (3 | 4) - 4 = 3 ->
       // (-1 * 1) * 3 = -3; e1 (q 0 - 4, sc0) -> 4.
-      {"q3_k d<0", kOracleQ3_K,
+      {"q3_k d<0",
+       kOracleQ3_K,
        {{0, 0x01}, {32, 0x03}, {96, 0x01}, {104, 0x02}, {109, 0xBC}},
        {{0, -3.0f}, {1, 4.0f}}},
       // TQ2_0 {qs[64]; d}, d = 2: e0 = (2 - 1) * 2 = 2; e255 = field 3 of
@@ -858,7 +865,7 @@ TEST_CASE("dequant: GPTQ and AWQ folders -> float safetensors with HF names and 
   }
 }
 
-TEST_CASE("dequant: GGUF file; unsupported types refused before anything is written") {
+TEST_CASE("dequant: GGUF file - unsupported types refused before anything is written") {
   const fs::path dir = TempDir("gguf");
   GgufBuilder b;
   const auto w = MakeLlmLikeWeight(4, 256, 3);
@@ -904,11 +911,12 @@ TEST_CASE("dequant: GGUF file; unsupported types refused before anything is writ
   CHECK(!fs::exists(out));
   DequantOptions bad;
   bad.exclude = "[";
-  CHECK(DequantCheckpoint((dir / "m.gguf").string(), out, bad, &rep).message().rfind(
-            "--exclude '[' is not a valid regex", 0) == 0);
+  CHECK(DequantCheckpoint((dir / "m.gguf").string(), out, bad, &rep)
+            .message()
+            .rfind("--exclude '[' is not a valid regex", 0) == 0);
 }
 
-TEST_CASE("GGUF: every ggml type is named; an unknown type id is named as such; both skippable") {
+TEST_CASE("GGUF: every ggml type is named, an unknown type id is named as such, both skippable") {
   const fs::path dir = TempDir("gguf_names");
   GgufBuilder b;
   b.Tensor("a.weight", {256, 2}, 34 /* tq1_0 */, std::vector<uint8_t>(2 * 54));
@@ -932,9 +940,9 @@ TEST_CASE("GGUF: every ggml type is named; an unknown type id is named as such; 
   CHECK(rep.copied == 1);
   // The names of the types ggml defines, as ggml spells them (lower case).
   const std::pair<uint32_t, const char*> names[] = {
-      {9, "q8_1"},     {15, "q8_k"},  {16, "iq2_xxs"}, {17, "iq2_xs"}, {18, "iq3_xxs"},
-      {19, "iq1_s"},   {21, "iq3_s"}, {22, "iq2_s"},   {29, "iq1_m"},  {34, "tq1_0"},
-      {35, "tq2_0"},   {39, "mxfp4"}, {30, "bf16"},    {28, "f64"},    {14, "q6_k"}};
+      {9, "q8_1"},   {15, "q8_k"},  {16, "iq2_xxs"}, {17, "iq2_xs"}, {18, "iq3_xxs"},
+      {19, "iq1_s"}, {21, "iq3_s"}, {22, "iq2_s"},   {29, "iq1_m"},  {34, "tq1_0"},
+      {35, "tq2_0"}, {39, "mxfp4"}, {30, "bf16"},    {28, "f64"},    {14, "q6_k"}};
   for (const auto& [id, name] : names) CHECK(GgmlTypeName(id) == name);
 }
 

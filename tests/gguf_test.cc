@@ -5,23 +5,24 @@
 // writer for a small Llama-shaped model (and a gpt-oss-shaped MoE block for
 // MXFP4), converted whole by `dequant`, and every tensor is compared with
 // the independent decoder (tests/ggml_oracle.h).
+#include "formats/gguf.h"
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <functional>
 #include <map>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "base/numeric.h"
-#include "doctest/doctest.h"
-#include "formats/gguf.h"
-#include "formats/safetensors.h"
 #include "bench/synthetic_weights.h"
+#include "doctest/doctest.h"
+#include "formats/safetensors.h"
 #include "op/checkpoint_file.h"
 #include "op/hf_export.h"
 #include "op/quantize_checkpoint.h"
@@ -262,7 +263,6 @@ TEST_CASE("GGUF: llama.cpp's quantization mixes convert whole, every tensor == t
   }
 }
 
-
 std::string ReadFile(const std::filesystem::path& p) {
   std::ifstream f(p, std::ios::binary);
   std::stringstream ss;
@@ -315,8 +315,8 @@ TEST_CASE("dequant --hf: GGUF back to a Hugging Face folder (names, Q/K order, c
       ws.push_back({h + "input_layernorm.weight", g + "attn_norm.weight", kHidden, 0, 0, kF32});
       ws.push_back({h + "self_attn.q_proj.weight", g + "attn_q.weight", kHidden, kHidden,
                     llama ? kHeads : 0});
-      ws.push_back({h + "self_attn.k_proj.weight", g + "attn_k.weight", 64, kHidden,
-                    llama ? kKvHeads : 0});
+      ws.push_back(
+          {h + "self_attn.k_proj.weight", g + "attn_k.weight", 64, kHidden, llama ? kKvHeads : 0});
       ws.push_back({h + "self_attn.v_proj.weight", g + "attn_v.weight", 64, kHidden});
       if (!llama) {
         ws.push_back({h + "self_attn.q_proj.bias", g + "attn_q.bias", kHidden, 0, 0, kF32});
@@ -354,8 +354,8 @@ TEST_CASE("dequant --hf: GGUF back to a Hugging Face folder (names, Q/K order, c
       }
       const std::vector<float> stored =
           w.permute_heads ? PermuteLikeLlamaCpp(x, w.rows, cols, w.permute_heads) : x;
-      auto q = QuantizeGgml(w.type == kOracleQ6_K ? kOracleQ8_0 : w.type, stored.data(), w.rows,
-                            cols);
+      auto q =
+          QuantizeGgml(w.type == kOracleQ6_K ? kOracleQ8_0 : w.type, stored.data(), w.rows, cols);
       REQUIRE(q.ok());
       const uint32_t type = w.type == kOracleQ6_K ? kOracleQ8_0 : w.type;
       b.Tensor(w.gguf, {cols, w.rows}, type, *q);
@@ -409,8 +409,8 @@ TEST_CASE("dequant --hf: GGUF back to a Hugging Face folder (names, Q/K order, c
       const std::string key = "\"" + w.hf + "\": \"";
       const size_t at = index.find(key);
       REQUIRE(at != std::string::npos);
-      const std::string shard = index.substr(at + key.size(), index.find('"', at + key.size()) -
-                                                                  at - key.size());
+      const std::string shard =
+          index.substr(at + key.size(), index.find('"', at + key.size()) - at - key.size());
       auto f = SafetensorsFile::Open((out / shard).string());
       REQUIRE(f.ok());
       const SafetensorsTensor* t = (*f)->Find(w.hf);

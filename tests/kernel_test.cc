@@ -317,9 +317,18 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
   };
   const Kind kinds[] = {
   // Every registered block layout (a new one is tested without an edit here).
-#define NIBBLE_TEST_BLOCK(D)                                                                   \
-  {D::kName,  D::kCode, BlockLayoutOf<D>::kValue, D::kBlockElems, D::kBytes, 0, TableValuesOf<D>(), \
-   false,     true,     D::kZp,                   D::kCodeOffset},
+#define NIBBLE_TEST_BLOCK(D) \
+  {D::kName,                 \
+   D::kCode,                 \
+   BlockLayoutOf<D>::kValue, \
+   D::kBlockElems,           \
+   D::kBytes,                \
+   0,                        \
+   TableValuesOf<D>(),       \
+   false,                    \
+   true,                     \
+   D::kZp,                   \
+   D::kCodeOffset},
       NIBBLE_BLOCK_LAYOUTS(NIBBLE_TEST_BLOCK)
 #undef NIBBLE_TEST_BLOCK
           {"awq", CodeKind::kU4, Layout::kAwqWords},

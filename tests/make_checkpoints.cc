@@ -3,8 +3,8 @@
 //   awq/         AWQ GEMM folder, sharded with model.safetensors.index.json
 //   model.gguf   GGUF v3: Q4_0, Q4_1, Q8_0, Q4_K, F32 tensors
 //   unsupported.gguf  an IQ2_XXS tensor and an F32 one
-//   llama_tiny.gguf   a one-layer llama with transformers-mappable names (--hf) (listed by inspect, refused by dequant)
-//   truncated.gguf, truncated/ (a GPTQ folder with a cut safetensors file),
+//   llama_tiny.gguf   a one-layer llama with transformers-mappable names (--hf) (listed by inspect,
+//   refused by dequant) truncated.gguf, truncated/ (a GPTQ folder with a cut safetensors file),
 //   marlin/      a GPTQ folder whose config asks for the marlin format
 // Usage: make_checkpoints OUTDIR [--large N K]  (large: a GPTQ folder of one N x K layer)
 #include <cstdlib>
@@ -116,9 +116,10 @@ int Main(int argc, char** argv) {
     t.KvU32("llama.attention.head_count", 4);
     t.KvU32("llama.embedding_length", 512);
     t.KvU32("llama.block_count", 1);
-    for (const auto& [name, type] : {std::pair<const char*, uint32_t>{"token_embd.weight", kGgmlQ4_K},
-                                     {"blk.0.attn_q.weight", kGgmlQ8_0},
-                                     {"blk.0.attn_k.weight", kGgmlQ4_0}}) {
+    for (const auto& [name, type] :
+         {std::pair<const char*, uint32_t>{"token_embd.weight", kGgmlQ4_K},
+          {"blk.0.attn_q.weight", kGgmlQ8_0},
+          {"blk.0.attn_k.weight", kGgmlQ4_0}}) {
       auto q = QuantizeGgml(type, w.data(), 32, 512);
       if (!q.ok()) return Fail(q.status());
       t.Tensor(name, {512, 32}, type, *q);

@@ -138,7 +138,7 @@ TEST_CASE("float zero point: multiply and add are rounded separately (no FMA)") 
   CHECK(static_cast<float>(fma_result) != want);
 }
 
-TEST_CASE("output types: default is the scale's type; f16/bf16 round to nearest even") {
+TEST_CASE("output types: default is the scale's type - f16/bf16 round to nearest even") {
   const std::vector<int8_t> x = {1, 3};
   // s such that 3 * s has bits below bf16 / f16 precision.
   const float s = F32FromBits(0x3DCCCCCDu);  // 0.1f

@@ -127,7 +127,7 @@ namespace nibble {
 namespace testing {
 namespace {
 
-TEST_CASE("ONNX round trip: blocked (ragged), per-axis, per-tensor; int4 / uint4 / int8") {
+TEST_CASE("ONNX round trip: blocked (ragged), per-axis, per-tensor - int4 / uint4 / int8") {
   struct SC {
     Shape d;
     int64_t axis;
