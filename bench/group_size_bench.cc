@@ -26,6 +26,7 @@
 #include "op/pmx.h"
 #include "op/quantize.h"
 #include "op/quantize_checkpoint.h"
+#include "tools/dtype_option.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -298,10 +299,11 @@ void AddBenchOptions(CLI::App* app, BenchOptions* o) {
   app->add_option("--group-sizes", o->group_sizes, "Group sizes (0 = per-channel)")
       ->delimiter(',')
       ->capture_default_str();
-  app->add_option("--dtype", o->dtypes, "Output types: f32,f16,bf16")
+  app->add_option("--dtype", o->dtypes,
+                  "Output types: f32,f16,bf16 (also fp16, float16, half, ...)")
       ->delimiter(',')
       ->capture_default_str()
-      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+      ->transform(CLI::CheckedTransformer(DTypeSpellings(), CLI::ignore_case));
   app->add_option("--threads", o->threads, "Thread counts (0 = all cores)")
       ->delimiter(',')
       ->capture_default_str()

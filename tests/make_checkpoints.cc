@@ -18,6 +18,7 @@
 #include "formats/gguf.h"
 #include "op/quantize_checkpoint.h"
 #include "tests/checkpoint_writers.h"
+#include "tests/generator_args.h"
 
 namespace nibble {
 namespace testing {
@@ -57,6 +58,10 @@ Status WriteGptq(const fs::path& dir, int64_t N, int64_t K, int64_t G, bool act_
 }
 
 int Main(int argc, char** argv) {
+  if (const int rc = CheckGeneratorArgs(argc, argv, "make_checkpoints OUTDIR [--large N K]");
+      rc >= 0) {
+    return rc;
+  }
   if (argc < 2) {
     std::cerr << "usage: make_checkpoints OUTDIR [--large N K]\n";
     return 2;

@@ -25,6 +25,7 @@
 #include "base/numeric.h"
 #include "formats/int4_packing.h"
 #include "formats/onnx_tensor.h"
+#include "tests/generator_args.h"
 
 namespace nibble {
 namespace testing {
@@ -316,6 +317,11 @@ int Main(const fs::path& dir, int large, int64_t dim) {
 }  // namespace nibble
 
 int main(int argc, char** argv) {
+  if (const int rc = nibble::testing::CheckGeneratorArgs(
+          argc, argv, "make_fold_models OUTDIR [--large N [DIM]]");
+      rc >= 0) {
+    return rc;
+  }
   if (argc != 2 && !((argc == 4 || argc == 5) && std::string(argv[2]) == "--large")) {
     std::cerr << "usage: make_fold_models OUTDIR [--large N [DIM]]\n";
     return 2;

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "formats/onnx_tensor.h"
+#include "tests/generator_args.h"
 #include "tests/onnx_oracle.h"
 
 namespace nibble {
@@ -295,6 +296,10 @@ int Main(const fs::path& root) {
 }  // namespace nibble
 
 int main(int argc, char** argv) {
+  if (const int rc = nibble::testing::CheckGeneratorArgs(argc, argv, "make_onnx_node_tests OUTDIR");
+      rc >= 0) {
+    return rc;
+  }
   if (argc != 2) {
     std::cerr << "usage: make_onnx_node_tests OUTDIR\n";
     return 2;

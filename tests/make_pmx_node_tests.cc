@@ -12,6 +12,7 @@
 #include <string>
 
 #include "formats/onnx_tensor.h"
+#include "tests/generator_args.h"
 #include "tests/pmx_oracle.h"
 
 namespace nibble {
@@ -179,6 +180,10 @@ int Main(const fs::path& root) {
 }  // namespace nibble
 
 int main(int argc, char** argv) {
+  if (const int rc = nibble::testing::CheckGeneratorArgs(argc, argv, "make_pmx_node_tests OUTDIR");
+      rc >= 0) {
+    return rc;
+  }
   if (argc != 2) {
     std::cerr << "usage: make_pmx_node_tests OUTDIR\n";
     return 2;

@@ -25,6 +25,7 @@
 #include "op/pmx.h"
 #include "op/quantize.h"
 #include "op/version.h"
+#include "tools/dtype_option.h"
 #include "tools/node_test_runner.h"
 
 namespace {
@@ -424,7 +425,7 @@ int Main(int argc, char** argv) {
   dequant
       ->add_option("--dtype", dq_dtype,
                    "Output type of dequantized tensors (default: f16 for GPTQ/AWQ, f32 for GGUF)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+      ->transform(CLI::CheckedTransformer(nibble::DTypeSpellings(), CLI::ignore_case));
   dequant->add_option("--tensors", dq_opts.tensors,
                       "Only tensors whose input name (GGUF name, '<prefix>.qweight', ...) "
                       "matches this regex");
@@ -444,7 +445,9 @@ int Main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help / --version: 0; any usage error: 2 (CLI11's own codes are
+    // 100+, which scripts read as crashes).
+    return app.exit(e) == 0 ? 0 : 2;
   }
   if (*demo) return RunDemo(demo_shape, demo_group, demo_threads);
   if (*test) {

@@ -24,6 +24,7 @@
 #include "formats/onnx_tensor.h"
 #include "kernels/reference.h"
 #include "op/onnx.h"
+#include "tests/generator_args.h"
 
 namespace nibble {
 namespace {
@@ -41,6 +42,11 @@ struct Case {
 };
 
 int Main(int argc, char** argv) {
+  if (const int rc =
+          testing::CheckGeneratorArgs(argc, argv, "make_ort_differential OUTDIR COUNT SEED");
+      rc >= 0) {
+    return rc;
+  }
   if (argc != 4) {
     std::cerr << "usage: make_ort_differential OUTDIR COUNT SEED\n";
     return 2;
