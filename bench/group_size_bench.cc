@@ -34,16 +34,6 @@
 
 namespace nibble {
 
-namespace {
-
-int AllThreads() {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
-
 // Median wall time of `fn` over `reps` runs after one warm-up run.
 double MedianSeconds(int reps, const std::function<void()>& fn) {
   fn();
@@ -55,6 +45,16 @@ double MedianSeconds(int reps, const std::function<void()>& fn) {
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+namespace {
+
+int AllThreads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
 }
 
 // 64-byte aligned, uninitialised buffer.

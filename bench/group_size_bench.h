@@ -45,6 +45,10 @@ struct BenchOptions {
       load_weights;
 };
 
+// Median wall time in seconds of `fn` over `reps` (>= 1) runs after one
+// warm-up run: the timing every nibble measurement uses.
+double MedianSeconds(int reps, const std::function<void()>& fn);
+
 // Registers the options on a CLI11 (sub)command.
 void AddBenchOptions(CLI::App* app, BenchOptions* options);
 

@@ -13,8 +13,6 @@
 // rounding) — what a loader built on ggml pays for those outputs.
 #include <immintrin.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +20,7 @@
 #include <iterator>
 #include <vector>
 
+#include "bench/group_size_bench.h"
 #include "formats/gguf.h"
 #include "op/checkpoint.h"
 #include "tests/ggml_oracle.h"
@@ -47,16 +46,7 @@ void ToBF16(const float* x, uint16_t* y, int n) {
 }
 
 double MedianMs(int reps, const std::function<void()>& fn) {
-  fn();
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    t.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return 1e3 * nibble::MedianSeconds(reps, fn);
 }
 
 }  // namespace
