@@ -79,9 +79,12 @@ alignas(64) static constexpr ShiftTable kAwqShift = MakeShiftTable(kAwqNibbleOrd
 alignas(64) static constexpr ShiftTable kSeqShift = MakeShiftTable(kSequentialNibbleOrder);
 
 // Two codes per byte (u16 lanes b): lane = (b & 0xF) | (b >> 4) << 8, whose
-// two bytes are the two codes in order.
-template <class D16, class V16>
+// two bytes are the two codes in order (kHighFirst: the high nibble first).
+template <bool kHighFirst = false, class D16, class V16>
 HWY_INLINE V16 PairNibbles(D16 d16, V16 b) {
+  if constexpr (kHighFirst) {
+    return hn::Or(hn::ShiftRight<4>(b), hn::ShiftLeft<8>(hn::And(b, hn::Set(d16, 0xF))));
+  }
   return hn::Or(hn::And(b, hn::Set(d16, 0xF)), hn::ShiftLeft<8>(hn::ShiftRight<4>(b)));
 }
 
@@ -122,8 +125,10 @@ HWY_INLINE LoaderTypes::VU16 TwoLoads16(const CodeRef& c, int64_t k) {
   return hn::Combine(du16, hn::DemoteTo(du16h, hi), hn::DemoteTo(du16h, lo));
 }
 
-// --- kDense, 4-bit codes (ONNX int4 / uint4 / float4; PMX over one column).
-struct DenseNibbles : LoaderTypes {
+// --- kDense, 4-bit codes (ONNX int4 / uint4 / float4; PMX over one column);
+// kHighFirst: kDenseHighNibbles (bitsandbytes).
+template <bool kHighFirst>
+struct DenseNibblesOf : LoaderTypes {
   static constexpr bool kNibbles = true;
   static constexpr int64_t Align() { return 2; }
   static CodeRef Row(const Plan& plan, int64_t r) {
@@ -133,7 +138,7 @@ struct DenseNibbles : LoaderTypes {
   static int64_t Phase(const CodeRef& c) { return c.odd_start ? 1 : 0; }
   static uint32_t Scalar(const CodeRef& c, int64_t k) {
     const int64_t e = k + (c.odd_start ? 1 : 0);
-    return (uint32_t{c.codes[e / 2]} >> (4 * (e % 2))) & 0xFu;
+    return (uint32_t{c.codes[e / 2]} >> (4 * ((e % 2) ^ (kHighFirst ? 1 : 0)))) & 0xFu;
   }
   static HWY_INLINE VI Load(const CodeRef& c, int64_t k) {
     // N codes = N/2 bytes, paired into N bytes, widened to N lanes.
@@ -144,7 +149,8 @@ struct DenseNibbles : LoaderTypes {
     const hn::Rebind<uint8_t, decltype(du16h)> du8h;        // N/2 x u8
     const int64_t e = k + (c.odd_start ? 1 : 0);            // even by construction
     const auto b = hn::PromoteTo(du16h, hn::LoadU(du8h, c.codes + e / 2));
-    return hn::BitCast(di, hn::PromoteTo(du, hn::BitCast(du8n, PairNibbles(du16h, b))));
+    return hn::BitCast(di,
+                       hn::PromoteTo(du, hn::BitCast(du8n, PairNibbles<kHighFirst>(du16h, b))));
   }
   static HWY_INLINE VU16 Load16(const CodeRef& c, int64_t k) {
     const DU16 du16;
@@ -153,9 +159,10 @@ struct DenseNibbles : LoaderTypes {
     const hn::Repartition<uint8_t, decltype(du16h)> du8f;  // 2N x u8
     const int64_t e = k + (c.odd_start ? 1 : 0);
     const auto b = hn::PromoteTo(du16h, hn::LoadU(du8h, c.codes + e / 2));
-    return hn::PromoteTo(du16, hn::BitCast(du8f, PairNibbles(du16h, b)));
+    return hn::PromoteTo(du16, hn::BitCast(du8f, PairNibbles<kHighFirst>(du16h, b)));
   }
 };
+using DenseNibbles = DenseNibblesOf<false>;
 
 // --- kDense, 8-bit codes (int8 / uint8 / float8).
 template <CodeKind kCode>
@@ -255,6 +262,25 @@ struct PmxWords : LoaderTypes {
         hn::And(hn::ShiftRightSame(hn::LoadU(du, p + hn::Lanes(du)), c.shift), hn::Set(du, 0xFu));
     return hn::Combine(du16, hn::DemoteTo(du16h, hn::BitCast(DI(), hi)),
                        hn::DemoteTo(du16h, hn::BitCast(DI(), lo)));
+  }
+};
+
+// --- kPmxWords with 8-bit fields, four per 32-bit word (GPTQ 8-bit qweight
+// in its [K, N] order): element k of the row in word k, byte `shift` / 8.
+struct PmxByteWords : LoaderTypes {
+  static constexpr bool kNibbles = false;
+  static constexpr int64_t Align() { return 1; }
+  static CodeRef Row(const Plan& plan, int64_t r) {
+    const int64_t e0 = r * plan.cols();
+    const int64_t rr = plan.interleave_row, d = e0 / rr, j = e0 % rr;
+    return {plan.codes + ((d / 4) * rr + j) * 4, static_cast<int>(8 * (d % 4)), false, 0};
+  }
+  static int64_t Phase(const CodeRef&) { return 0; }
+  static uint32_t Scalar(const CodeRef& c, int64_t k) { return c.codes[4 * k + c.shift / 8]; }
+  static HWY_INLINE VI Load(const CodeRef& c, int64_t k) {
+    const DU du;
+    const auto u = hn::LoadU(du, reinterpret_cast<const uint32_t*>(c.codes) + k);
+    return hn::BitCast(DI(), hn::And(hn::ShiftRightSame(u, c.shift), hn::Set(du, 0xFFu)));
   }
 };
 

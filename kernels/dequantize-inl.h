@@ -609,8 +609,11 @@ void RunBlockLayout(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
 HWY_INLINE bool SimdEligible(const Plan& plan, int64_t c0, int64_t c1) {
   const KernelTag df;
   const int64_t n = static_cast<int64_t>(hn::Lanes(df));
-  const bool groups_ok = plan.inner != 1 || plan.group >= n ||
-                         (plan.group == 1 && plan.s_axis == 1) || plan.s_axis == 0;
+  // A group map along the row (inner == 1, compressed-tensors act-order)
+  // needs a scale per element: the reference.
+  const bool groups_ok = (plan.inner != 1 || plan.axis_group == nullptr) &&
+                         (plan.inner != 1 || plan.group >= n ||
+                          (plan.group == 1 && plan.s_axis == 1) || plan.s_axis == 0);
   return groups_ok && c1 - c0 >= 2 * n;
 }
 #endif

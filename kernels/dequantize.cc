@@ -28,6 +28,8 @@ HWY_INLINE void DenseNibbleCodes(const Plan& plan, int64_t r0, int64_t r1, int64
       return DispatchZpOut<DenseNibbles, CodeKind::kS4>(plan, r0, r1, c0, c1, out, ld);
     case CodeKind::kF4E2M1:
       return DispatchOut<DenseNibbles, CodeKind::kF4E2M1>(plan, r0, r1, c0, c1, out, ld);
+    case CodeKind::kTable4:
+      return DispatchOut<DenseNibbles, CodeKind::kTable4>(plan, r0, r1, c0, c1, out, ld);
     case CodeKind::kU2:  // not 4-bit codes: never routed here (DequantizeTile)
     case CodeKind::kS2:
     case CodeKind::kU8:
@@ -40,7 +42,6 @@ HWY_INLINE void DenseNibbleCodes(const Plan& plan, int64_t r0, int64_t r1, int64
     case CodeKind::kF8E4M3FNUZ:
     case CodeKind::kF8E5M2:
     case CodeKind::kF8E5M2FNUZ:
-    case CodeKind::kTable4:  // block layouts only
       break;
   }
   DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
@@ -60,6 +61,13 @@ void DequantizeNibblesSimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0,
     switch (plan.layout) {
       case Layout::kDense:
         return DenseNibbleCodes(plan, r0, r1, c0, c1, out, ld);
+      case Layout::kDenseHighNibbles:
+        // bitsandbytes: value-table codes (other codes: the reference).
+        if (plan.code == CodeKind::kTable4) {
+          return DispatchOut<DenseNibblesOf<true>, CodeKind::kTable4>(plan, r0, r1, c0, c1, out,
+                                                                      ld);
+        }
+        break;
       case Layout::kPmxWords:
         // Over a single column (one element per dim-0 index), int4xP words
         // hold consecutive elements: dense order.

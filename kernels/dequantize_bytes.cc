@@ -53,6 +53,9 @@ HWY_INLINE void DenseByteCodes(const Plan& plan, int64_t r0, int64_t r1, int64_t
   DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
 }
 
+// The zero-point kinds op/checkpoint.cc lowers GPTQ with.
+constexpr unsigned kGptqZp = ZpBit(ZeroPointKind::kNone) | ZpBit(ZeroPointKind::kInteger);
+
 #endif  // HWY_TARGET != HWY_SCALAR
 
 void DequantizeBytesSimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
@@ -62,7 +65,19 @@ void DequantizeBytesSimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
     switch (plan.layout) {
       case Layout::kDense:
         return DenseByteCodes(plan, r0, r1, c0, c1, out, ld);
-      case Layout::kPmxWords:  // 4-bit layouts: never routed here
+      case Layout::kPmxWords:
+        // GPTQ 8-bit words in [K, N] order (2-bit fields: the reference).
+        if (plan.code == CodeKind::kU8 && plan.interleave == 4) {
+          // One element per dim-0 index: the bytes are in dense order.
+          if (plan.interleave_row == 1) {
+            return DispatchZpOut<DenseBytes<CodeKind::kU8>, CodeKind::kU8, kGptqZp>(plan, r0, r1, c0,
+                                                                                   c1, out, ld);
+          }
+          return DispatchZpOut<PmxByteWords, CodeKind::kU8, kGptqZp>(plan, r0, r1, c0, c1, out,
+                                                                      ld);
+        }
+        break;
+      case Layout::kDenseHighNibbles:  // 4-bit layouts: never routed here
       case Layout::kAwqWords:
       case Layout::kGptqColumns:
       case Layout::kAwqColumns:

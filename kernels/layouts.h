@@ -512,9 +512,15 @@ enum class Layout : uint8_t {
   // Element e at bits [e * b, e * b + b) of the byte stream (b =
   // CodeBits(code)), low bits first (ONNX / DirectML; PMX int8).
   kDense,
-  // PMX int4xP (Plan::interleave P = 4 or 8; 4-bit codes): with R =
-  // Plan::interleave_row (elements per index of dim 0), element e = (d, j)
-  // (d = e / R, j = e % R) is nibble d % P of the little-endian P*4-bit word
+  // Element e at bits [e * 4, e * 4 + 4) of the byte stream with the two
+  // nibbles of each byte swapped: element 2i is the high nibble of byte i,
+  // 2i + 1 the low one (bitsandbytes 4-bit; 4-bit codes only).
+  kDenseHighNibbles,
+  // Words of P b-bit fields (b = CodeBits(code); P * b = 16 or 32):
+  // PMX int4xP (P = 4 or 8, b = 4), GPTQ qweight read in its [K, N] order
+  // (P = 32 / b: 2-, 4- or 8-bit). With R = Plan::interleave_row (elements
+  // per index of dim 0) and P = Plan::interleave, element e = (d, j)
+  // (d = e / R, j = e % R) is field d % P of the little-endian P*b-bit word
   // (d / P) * R + j.
   kPmxWords,
   // AWQ GEMM rows: 8 elements per little-endian 32-bit word, element p of a

@@ -35,7 +35,7 @@ struct Plan {
   CodeKind code = CodeKind::kU8;
   // Block layouts: the first block.
   const uint8_t* codes = nullptr;
-  // kPmxWords: P (4 or 8) and R (elements per index of dim 0).
+  // kPmxWords: P (fields per word) and R (elements per index of dim 0).
   int32_t interleave = 1;
   int64_t interleave_row = 1;
   // kGptqColumns / kAwqColumns: bytes between consecutive word rows.

@@ -42,6 +42,7 @@ void BlockParamsOf(const Plan& plan, int64_t e, float* s, float* z) {
 bool BlockParams(const Plan& plan, int64_t e, float* s, float* z) {
   switch (plan.layout) {
     case Layout::kDense:
+    case Layout::kDenseHighNibbles:
     case Layout::kPmxWords:
     case Layout::kAwqWords:
     case Layout::kGptqColumns:
@@ -65,11 +66,14 @@ uint32_t LoadCodeBits(const Plan& plan, int64_t e) {
       return StreamBits(plan.codes,
                         static_cast<uint64_t>(e) * static_cast<uint64_t>(CodeBits(plan.code)),
                         CodeBits(plan.code));
+    case Layout::kDenseHighNibbles:
+      return StreamBits(plan.codes, (static_cast<uint64_t>(e) * 4u) ^ 4u, 4);
     case Layout::kPmxWords: {
-      const int64_t r = plan.interleave_row, p = plan.interleave;
+      const int64_t r = plan.interleave_row, p = plan.interleave, b = CodeBits(plan.code);
       const int64_t d = e / r, j = e % r;
       const int64_t word = (d / p) * r + j;
-      return StreamBits(plan.codes, static_cast<uint64_t>(word * p * 4 + (d % p) * 4), 4);
+      return StreamBits(plan.codes, static_cast<uint64_t>(word * p * b + (d % p) * b),
+                        static_cast<int>(b));
     }
     case Layout::kAwqWords:
       return NibbleOfWord(plan.codes + (e / 8) * 4, kAwqNibbleOrder[e % 8]);

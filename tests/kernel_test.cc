@@ -82,10 +82,15 @@ struct PlanData {
   Plan plan;
   std::vector<uint8_t> codes;
   std::vector<float> scale, zpf;
-  std::vector<int32_t> zpi;
+  std::vector<int32_t> zpi, axis_group;
 };
 
-enum class Form { kPmxAxis1, kPmxAxis0, kDense };
+// kDenseHigh: kDense's view with kDenseHighNibbles (bitsandbytes order).
+enum class Form { kPmxAxis1, kPmxAxis0, kDense, kDenseHigh };
+
+// Table codes (kTable4): 16 values with a signed zero, a subnormal and ties.
+const float kTestTable[16] = {-1.0f,  -0.6961928f, -0.5f, -0.0f,   0.0f,  1e-40f, 0.0625f, 0.3f,
+                              0.441f, 0.5626170f,  1.0f,  -12.0f, 3.0f,  -0.25f, 8.5f,    65504.0f};
 
 // A random plan of the given form. cols is the row length of the 2-D view.
 PlanData MakePlan(std::mt19937_64& rng, Form form, CodeKind code, int interleave, int64_t rows,
@@ -97,7 +102,10 @@ PlanData MakePlan(std::mt19937_64& rng, Form form, CodeKind code, int interleave
   p.zp_kind = zp;
   p.code_offset =
       zp == ZeroPointKind::kInteger || CodeIsFloat(code) ? 0 : (code == CodeKind::kU4 ? 8 : 3);
-  if (form == Form::kPmxAxis1 || (form == Form::kDense && per_elem == 0)) {
+  if (code == CodeKind::kTable4) p.code_values = kTestTable;
+  const bool dense = form == Form::kDense || form == Form::kDenseHigh;
+  if (form == Form::kDenseHigh) p.layout = Layout::kDenseHighNibbles;
+  if (form == Form::kPmxAxis1 || (dense && per_elem == 0)) {
     // Groups along the row: [outer = rows, axis = cols, inner = 1].
     p.outer = rows;
     p.axis = cols;
@@ -108,6 +116,12 @@ PlanData MakePlan(std::mt19937_64& rng, Form form, CodeKind code, int interleave
     p.s_outer = nb;
     p.s_inner = 0;
     d.scale.resize(static_cast<size_t>(rows * nb));
+    if (dense && rng() % 4 == 0) {
+      // A group map along the row (compressed-tensors act-order g_idx).
+      d.axis_group.resize(static_cast<size_t>(cols));
+      for (auto& g : d.axis_group) g = static_cast<int32_t>(rng() % static_cast<uint64_t>(nb));
+      p.axis_group = d.axis_group.data();
+    }
   } else {
     // Scales vary along the row (per_elem 1) or are constant (2):
     // [outer = 1, axis = rows, inner = cols].
@@ -126,10 +140,8 @@ PlanData MakePlan(std::mt19937_64& rng, Form form, CodeKind code, int interleave
     p.layout = Layout::kPmxWords;
     p.interleave = interleave;
     p.interleave_row = cols;  // PMX: one dim-0 index per row of the view
-    d.codes.resize(static_cast<size_t>(e / 2));
-  } else {
-    d.codes.resize(static_cast<size_t>((e * CodeBits(code) + 7) / 8));
   }
+  d.codes.resize(static_cast<size_t>((e * CodeBits(code) + 7) / 8));
   for (auto& b : d.codes) b = static_cast<uint8_t>(rng());
   for (auto& s : d.scale) s = RandomScale(rng);
   if (zp == ZeroPointKind::kInteger) {
@@ -219,6 +231,12 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
       {Form::kDense, CodeKind::kF8E5M2, 1, "float8e5m2"},
       {Form::kDense, CodeKind::kF8E5M2FNUZ, 1, "float8e5m2fnuz"},
       {Form::kDense, CodeKind::kF4E2M1, 1, "float4e2m1"},
+      {Form::kDense, CodeKind::kTable4, 1, "dense table4"},
+      {Form::kDenseHigh, CodeKind::kTable4, 1, "high-nibble-first table4 (bitsandbytes)"},
+      {Form::kDenseHigh, CodeKind::kU4, 1, "high-nibble-first uint4"},
+      {Form::kPmxAxis0, CodeKind::kU8, 4, "8-bit fields x4 words (GPTQ 8-bit)"},
+      {Form::kPmxAxis1, CodeKind::kU8, 4, "8-bit fields x4 words, groups along row"},
+      {Form::kPmxAxis0, CodeKind::kU2, 16, "2-bit fields x16 words (GPTQ 2-bit)"},
   };
   // NIBBLE_TEST_SEED varies the grid's random draws (default: fixed).
   const char* seed_env = std::getenv("NIBBLE_TEST_SEED");
@@ -234,9 +252,10 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
           if (CodeIsFloat(l.code) && zp != ZeroPointKind::kNone) continue;
           for (OutType out : {OutType::kF32, OutType::kF16, OutType::kBF16}) {
             const int64_t rows = l.interleave > 1 ? 2 * l.interleave : 5;
+            const bool dense = l.form == Form::kDense || l.form == Form::kDenseHigh;
             const int per_elem = l.form == Form::kPmxAxis0
                                      ? 1
-                                     : (l.form == Form::kDense ? static_cast<int>(rng() % 3) : 0);
+                                     : (dense ? static_cast<int>(rng() % 3) : 0);
             int64_t group;
             if (l.form == Form::kPmxAxis0) {
               group = l.interleave;  // along rows
