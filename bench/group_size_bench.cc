@@ -166,8 +166,8 @@ struct BenchWeight {
       return PrepareGptq(o, gptq->qweight.view(), &z, gptq->scales.view(), nullptr, out, name);
     }
     if (awq) {
-      return PrepareAwq(group, awq->qweight.view(), awq->qzeros.view(), awq->scales.view(), out,
-                        name);
+      const TensorView z = awq->qzeros.view();
+      return PrepareAwq(group, awq->qweight.view(), &z, awq->scales.view(), out, name);
     }
     if (ggml_type != 0) return PrepareGgml(ggml_type, {k, n}, gguf.data(), gguf.size(), out, name);
     DequantizeOptions o;

@@ -107,9 +107,19 @@ bool AsCount(const nlohmann::json& v, uint64_t* out) {
   return *out <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
 }
 
-bool IsPlainFileName(const std::string& s) {
-  return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos &&
-         s.find('\0') == std::string::npos;
+// A shard name of an index: a relative path (a subfolder is fine) with no
+// empty, "." or ".." component; PathInside then checks where it resolves.
+bool IsShardPath(const std::string& s) {
+  if (s.empty() || s.front() == '/' || s.find('\0') != std::string::npos) return false;
+  size_t at = 0;
+  while (at <= s.size()) {
+    size_t slash = s.find('/', at);
+    if (slash == std::string::npos) slash = s.size();
+    const std::string part = s.substr(at, slash - at);
+    if (part.empty() || part == "." || part == "..") return false;
+    at = slash + 1;
+  }
+  return true;
 }
 
 }  // namespace
@@ -311,6 +321,7 @@ StatusOr<SafetensorsSet> SafetensorsSet::Open(const std::string& path, InputFile
   SafetensorsSet set;
   std::vector<std::string> shard_paths;
   std::map<std::string, std::string> weight_map;
+  std::map<std::string, std::string> shard_names;  // shard path -> its weight_map name
   if (!IsDirectory(path)) {
     shard_paths.push_back(path);  // ReadOnlyFile::Open reports what it is
   } else {
@@ -336,11 +347,11 @@ StatusOr<SafetensorsSet> SafetensorsSet::Open(const std::string& path, InputFile
                                "' must be a string naming a shard file");
         }
         const std::string shard = it.value().get<std::string>();
-        if (!IsPlainFileName(shard)) {
+        if (!IsShardPath(shard)) {
           return Status::Error(who + ": weight_map entry '" + EscapeBytes(it.key()) + "' names '" +
                                EscapeBytes(shard) +
-                               "': shards must be plain file names in the same folder (no "
-                               "subfolders, no '..')");
+                               "': shards must be relative paths inside the folder (no '..', "
+                               "no absolute paths)");
         }
         weight_map[it.key()] = shard;
         shards.insert(shard);
@@ -348,22 +359,45 @@ StatusOr<SafetensorsSet> SafetensorsSet::Open(const std::string& path, InputFile
       for (const auto& sh : shards) {
         auto p = PathInside(path, sh, "shard");
         if (!p.ok()) return p.status();
+        if (!PathExists(*p)) {
+          return Status::Error(who + ": shard '" + EscapeBytes(sh) +
+                               "' named by the weight_map does not exist in '" +
+                               EscapeBytes(path) + "'");
+        }
         shard_paths.push_back(*p);
+        shard_names[*p] = sh;
       }
     } else if (PathExists(*single)) {
       shard_paths.push_back(*single);
     } else {
-      std::vector<std::string> names;
+      std::vector<std::string> names, subdirs;
       if (DIR* d = ::opendir(path.c_str())) {
         while (dirent* e = ::readdir(d)) {
           const std::string n = e->d_name;
           if (n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0) {
             names.push_back(n);
+          } else if (n != "." && n != ".." && IsDirectory(path + "/" + n)) {
+            subdirs.push_back(n);
           }
         }
         ::closedir(d);
       }
       std::sort(names.begin(), names.end());
+      std::sort(subdirs.begin(), subdirs.end());
+      if (names.empty()) {
+        // The weights may sit one level down (a repository with the model
+        // in a subfolder): name it instead of "0 files".
+        for (const auto& sd : subdirs) {
+          const std::string sub = path + "/" + sd;
+          if (PathExists(sub + "/model.safetensors") ||
+              PathExists(sub + "/model.safetensors.index.json")) {
+            return Status::Error("'" + EscapeBytes(path) +
+                                 "' holds no .safetensors files; its subfolder '" +
+                                 EscapeBytes(sd) + "' has a model: open '" + EscapeBytes(sub) +
+                                 "'");
+          }
+        }
+      }
       if (names.size() != 1) {
         return Status::Error("'" + EscapeBytes(path) +
                              "' has no model.safetensors(.index.json) and " +
@@ -387,7 +421,7 @@ StatusOr<SafetensorsSet> SafetensorsSet::Open(const std::string& path, InputFile
       }
       if (!weight_map.empty()) {
         auto it = weight_map.find(t.name);
-        const std::string base = f->label().substr(f->label().rfind('/') + 1);
+        const std::string base = shard_names[f->label()];
         if (it == weight_map.end() || it->second != base) {
           return Status::Error("tensor '" + t.name + "' in '" + f->label() +
                                "' is not mapped to that shard by the index's weight_map");

@@ -90,34 +90,59 @@ StatusOr<LinearShape> CheckLinear(const TensorView& qweight, const TensorView& s
   return l;
 }
 
-// Zero points packed 8 per int32 word along N ([groups, N / 8]): column
-// 8c + p of group g is nibble nibble_of[p] of word (g, c), plus one mod 16
-// when `plus_one` (GPTQ v1 stores z - 1). Into out[g * N + n].
-void UnpackZeroWords(const TensorView& qzeros, int64_t groups, int64_t N,
-                     const uint8_t nibble_of[8], bool plus_one, std::vector<int32_t>* out) {
+// Zero points packed 32 / bits per int32 word along N ([groups, N * bits /
+// 32]): column f * c + p of group g is field field_of[p] of word (g, c),
+// decoded by `rule`. Into out[g * N + n].
+void UnpackZeroWords(const TensorView& qzeros, int64_t groups, int64_t N, int bits,
+                     const uint8_t* field_of, GptqZeros rule, std::vector<int32_t>* out) {
   const auto* zb = static_cast<const uint8_t*>(qzeros.data);
+  const int64_t f = 32 / bits;
+  const uint32_t mask = (1u << bits) - 1u;
+  const uint32_t ones = bits == 2 ? 0x55555555u : (bits == 4 ? 0x11111111u : 0x01010101u);
   out->resize(static_cast<size_t>(groups * N));
   for (int64_t g = 0; g < groups; ++g) {
-    for (int64_t c = 0; c < N / 8; ++c) {
-      const uint32_t w = ReadU32(zb + 4 * (g * (N / 8) + c));
-      for (int p = 0; p < 8; ++p) {
-        uint32_t z = (w >> (4 * nibble_of[p])) & 0xFu;
-        if (plus_one) z = (z + 1) & 0xFu;
-        (*out)[static_cast<size_t>(g * N + 8 * c + p)] = static_cast<int32_t>(z);
+    for (int64_t c = 0; c < N / f; ++c) {
+      uint32_t w = ReadU32(zb + 4 * (g * (N / f) + c));
+      if (rule == GptqZeros::kWordCarry) w += ones;  // modulo 2^32
+      for (int64_t p = 0; p < f; ++p) {
+        const int shift = bits * (field_of != nullptr ? field_of[p] : static_cast<int>(p));
+        int32_t z = static_cast<int32_t>((w >> shift) & mask);
+        if (rule == GptqZeros::kPlusOne) z += 1;
+        (*out)[static_cast<size_t>(g * N + f * c + p)] = z;
       }
     }
   }
 }
 
-constexpr uint8_t kSequentialNibbles[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-
 }  // namespace
+
+const char* GptqZerosName(GptqZeros z) {
+  switch (z) {
+    case GptqZeros::kStored:
+      return "stored (gptq_v2)";
+    case GptqZeros::kPlusOne:
+      return "v1, AutoGPTQ rule: stored + 1, no wrap";
+    case GptqZeros::kWordCarry:
+      return "v1, GPTQModel rule: word + 0x11111111 with carries";
+  }
+  return "";
+}
 
 StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweight,
                                   const TensorView* qzeros, const TensorView& scales,
                                   const TensorView* g_idx, DType out, const std::string& name) try {
   const std::string who = "GPTQ '" + name + "'";
-  auto shape = CheckLinear(qweight, scales, 8, 1, o.group_size, out, who);
+  if (o.bits == 3) {
+    return Status::Error(who +
+                         ": 3-bit GPTQ packs values across word boundaries and is not supported "
+                         "(2, 4 and 8 bits are)");
+  }
+  if (o.bits != 2 && o.bits != 4 && o.bits != 8) {
+    return Status::Error(who + ": " + std::to_string(o.bits) +
+                         "-bit GPTQ is not supported (2, 4 and 8 bits are)");
+  }
+  const int64_t per_word = 32 / o.bits;
+  auto shape = CheckLinear(qweight, scales, per_word, 1, o.group_size, out, who);
   if (!shape.ok()) return shape.status();
   const int64_t K = shape->K, N = shape->N, groups = shape->groups;
   const int64_t G = shape->G;
@@ -125,12 +150,13 @@ StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweigh
 
   Plan plan;
   Dequantizer::Storage st;
-  plan.code = CodeKind::kU4;
+  plan.code = o.bits == 4 ? CodeKind::kU4 : (o.bits == 8 ? CodeKind::kU8 : CodeKind::kU2);
   plan.codes = static_cast<const uint8_t*>(qweight.data);
   plan.group = G;
   plan.out = ot;
-  // The [N, K] view reading qweight's columns directly; the g_idx gather
-  // path (below) switches to the [K, N] view, written transposed.
+  // 4 bits: the [N, K] view reading qweight's columns directly; the g_idx
+  // gather path and the other widths use the [K, N] view, written
+  // transposed (below).
   plan.layout = Layout::kGptqColumns;
   plan.word_stride = 4 * N;
   plan.outer = N;
@@ -141,15 +167,16 @@ StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweigh
   NIBBLE_RETURN_IF_ERROR(
       internal::WidenScale(scales, "scales", &st.scale, &plan.scale).WithPrefix(who));
   if (qzeros != nullptr) {
-    if (N % 8 != 0) {
-      return Status::Error(who + ": N = " + std::to_string(N) + " is not a multiple of 8");
+    if (N % per_word != 0) {
+      return Status::Error(who + ": N = " + std::to_string(N) + " is not a multiple of " +
+                           std::to_string(per_word) + " (the zero points' packing)");
     }
-    NIBBLE_RETURN_IF_ERROR(CheckInt32(*qzeros, {groups, N / 8}, "qzeros", who));
-    UnpackZeroWords(*qzeros, groups, N, kSequentialNibbles, /*plus_one=*/!o.v2, &st.zp_int);
+    NIBBLE_RETURN_IF_ERROR(CheckInt32(*qzeros, {groups, N / per_word}, "qzeros", who));
+    UnpackZeroWords(*qzeros, groups, N, o.bits, nullptr, o.zeros, &st.zp_int);
     plan.zp_kind = ZeroPointKind::kInteger;
     plan.zp_int = st.zp_int.data();
   } else {
-    plan.code_offset = 8;
+    plan.code_offset = 1 << (o.bits - 1);
   }
   if (g_idx != nullptr) {
     NIBBLE_RETURN_IF_ERROR(CheckInt32(*g_idx, {K}, "g_idx", who));
@@ -167,14 +194,14 @@ StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweigh
     }
     if (contiguous) st.axis_group.clear();  // fast path: k / G
   }
-  if (st.axis_group.empty()) {
+  if (st.axis_group.empty() && o.bits == 4) {
     return Dequantizer(plan, std::move(st), OutputInfo{internal::OutDTypeOf(ot), {N, K}}, name);
   }
-  // Gather: the checkpoint's [K, N] order (int4x8 words along K), one scale
-  // row per input channel k picked by g_idx[k].
+  // The checkpoint's [K, N] order (words of `per_word` fields along K), one
+  // scale row per input channel k (picked by g_idx[k] when given).
   plan.layout = Layout::kPmxWords;
   plan.word_stride = 0;
-  plan.interleave = 8;
+  plan.interleave = static_cast<int32_t>(per_word);
   plan.interleave_row = N;
   plan.outer = 1;
   plan.axis = K;
@@ -190,13 +217,15 @@ StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweigh
 }
 
 StatusOr<Dequantizer> PrepareAwq(int64_t group_size, const TensorView& qweight,
-                                 const TensorView& qzeros, const TensorView& scales, DType out,
+                                 const TensorView* qzeros, const TensorView& scales, DType out,
                                  const std::string& name) try {
   const std::string who = "AWQ '" + name + "'";
   auto shape = CheckLinear(qweight, scales, 1, 8, group_size, out, who);
   if (!shape.ok()) return shape.status();
   const int64_t K = shape->K, N = shape->N, groups = shape->groups;
-  NIBBLE_RETURN_IF_ERROR(CheckInt32(qzeros, {groups, N / 8}, "qzeros", who));
+  if (qzeros != nullptr) {
+    NIBBLE_RETURN_IF_ERROR(CheckInt32(*qzeros, {groups, N / 8}, "qzeros", who));
+  }
 
   Plan plan;
   Dequantizer::Storage st;
@@ -227,14 +256,324 @@ StatusOr<Dequantizer> PrepareAwq(int64_t group_size, const TensorView& qweight,
   }
   NIBBLE_RETURN_IF_ERROR(
       internal::WidenScale(scales, "scales", &st.scale, &plan.scale).WithPrefix(who));
-  UnpackZeroWords(qzeros, groups, N, kAwqNibbleOrder, /*plus_one=*/false, &st.zp_int);
-  plan.zp_kind = ZeroPointKind::kInteger;
-  plan.zp_int = st.zp_int.data();
+  if (qzeros != nullptr) {
+    UnpackZeroWords(*qzeros, groups, N, 4, kAwqNibbleOrder, GptqZeros::kStored, &st.zp_int);
+    plan.zp_kind = ZeroPointKind::kInteger;
+    plan.zp_int = st.zp_int.data();
+  } else {
+    plan.code_offset = 8;
+  }
   Dequantizer d(plan, std::move(st), OutputInfo{internal::OutDTypeOf(shape->out), {N, K}}, name);
   d.set_output_transposed(!direct);
   return d;
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("PrepareAwq");
+}
+
+namespace {
+
+// Reads element i of an integer tensor (int32 / int64 / int8 / uint8 ...)
+// as int64.
+int64_t IntElement(const TensorView& v, int64_t i) {
+  const auto* b = static_cast<const uint8_t*>(v.data);
+  switch (v.dtype) {
+    case DType::kInt64: {
+      int64_t x;
+      std::memcpy(&x, b + 8 * i, 8);
+      return x;
+    }
+    case DType::kInt32: {
+      int32_t x;
+      std::memcpy(&x, b + 4 * i, 4);
+      return x;
+    }
+    case DType::kInt16: {
+      int16_t x;
+      std::memcpy(&x, b + 2 * i, 2);
+      return x;
+    }
+    case DType::kInt8:
+      return static_cast<int8_t>(b[i]);
+    case DType::kUInt8:
+      return b[i];
+    default:
+      return 0;
+  }
+}
+
+bool IsIntDType(DType d) {
+  return d == DType::kInt64 || d == DType::kInt32 || d == DType::kInt16 || d == DType::kInt8 ||
+         d == DType::kUInt8;
+}
+
+}  // namespace
+
+StatusOr<Dequantizer> PrepareCompressedTensors(const CompressedTensorsWeight& w, DType out,
+                                               const std::string& name) try {
+  const std::string who = "compressed-tensors '" + name + "'";
+  if (w.weight == nullptr || w.scale == nullptr) {
+    return Status::Error(who + ": needs the weight and its weight_scale");
+  }
+  const TensorView& q = *w.weight;
+  int64_t N = 0, K = 0;
+  if (w.packed) {
+    if (w.bits != 4 && w.bits != 8) {
+      return Status::Error(who + ": pack-quantized with " + std::to_string(w.bits) +
+                           " bits is not supported (4 and 8 are; other widths straddle words)");
+    }
+    if (w.weight_shape == nullptr) return Status::Error(who + ": weight_shape is missing");
+    const TensorView& ws = *w.weight_shape;
+    if (!IsIntDType(ws.dtype) || ws.shape.size() != 1 || ws.shape[0] != 2 ||
+        ws.size_bytes != static_cast<size_t>(2 * DTypeBits(ws.dtype) / 8)) {
+      return Status::Error(who + ": weight_shape must be an integer tensor [2] (got " +
+                           DTypeName(ws.dtype) + " " + ShapeToString(ws.shape) + ")");
+    }
+    N = IntElement(ws, 0);
+    K = IntElement(ws, 1);
+    const int64_t per_word = 32 / w.bits;
+    if (N <= 0 || K <= 0 || N > (int64_t{1} << 36) || K > (int64_t{1} << 36)) {
+      return Status::Error(who + ": weight_shape [" + std::to_string(N) + ", " +
+                           std::to_string(K) + "] is invalid");
+    }
+    const Shape want{N, (K + per_word - 1) / per_word};
+    NIBBLE_RETURN_IF_ERROR(CheckInt32(q, q.shape, "weight_packed", who));
+    if (q.shape != want) {
+      return Status::Error(who + ": weight_packed shape " + ShapeToString(q.shape) +
+                           " does not match weight_shape [" + std::to_string(N) + ", " +
+                           std::to_string(K) + "] at " + std::to_string(w.bits) +
+                           " bits (expected " + ShapeToString(want) + ")");
+    }
+    if (K % per_word != 0) {
+      return Status::Error(who + ": K = " + std::to_string(K) + " is not a multiple of " +
+                           std::to_string(per_word) +
+                           " (rows padded to whole words are not supported)");
+    }
+  } else {
+    if (q.dtype != DType::kInt8 || q.shape.size() != 2) {
+      return Status::Error(who + ": an int-quantized weight must be int8 [N, K] (got " +
+                           DTypeName(q.dtype) + " " + ShapeToString(q.shape) + ")");
+    }
+    N = q.shape[0];
+    K = q.shape[1];
+    auto n = internal::CheckView(q, "weight");
+    if (!n.ok()) return n.status().WithPrefix(who);
+  }
+  const TensorView& sc = *w.scale;
+  // Scale: [N, groups] / [N] (channel) / one value (tensor).
+  int64_t groups = 1;
+  bool per_tensor = false;
+  int64_t scale_elems = 1;
+  for (int64_t d : sc.shape) scale_elems *= d;
+  if (sc.shape.size() == 2 && sc.shape[0] == N) {
+    groups = sc.shape[1];
+  } else if (sc.shape.size() == 1 && sc.shape[0] == N && N != 1) {
+    groups = 1;
+  } else if (scale_elems == 1) {
+    per_tensor = true;
+  } else {
+    return Status::Error(who + ": weight_scale shape " + ShapeToString(sc.shape) +
+                         " fits neither [N, groups] nor one value (N = " + std::to_string(N) +
+                         ")");
+  }
+  if (groups <= 0) return Status::Error(who + ": weight_scale has no groups");
+  int64_t G = (K + groups - 1) / groups;
+  if (w.group_size > 0 && w.g_idx == nullptr && (K + w.group_size - 1) / w.group_size == groups) {
+    G = w.group_size;
+  }
+  if ((K + G - 1) / G != groups) {
+    return Status::Error(who + ": weight_scale has " + std::to_string(groups) +
+                         " groups, which no group size over K = " + std::to_string(K) + " gives");
+  }
+  auto ot = ResolveOut(out, sc.dtype, who);
+  if (!ot.ok()) return ot.status();
+
+  Plan plan;
+  Dequantizer::Storage st;
+  plan.layout = Layout::kDense;
+  plan.codes = static_cast<const uint8_t*>(q.data);
+  plan.out = *ot;
+  plan.outer = N;
+  plan.axis = K;
+  plan.inner = 1;
+  plan.group = per_tensor ? K : G;
+  plan.s_outer = per_tensor ? 0 : groups;
+  plan.s_axis = per_tensor ? 0 : 1;
+  const int32_t offset = w.packed ? (1 << (w.bits - 1)) : 0;
+  plan.code = w.packed ? (w.bits == 4 ? CodeKind::kU4 : CodeKind::kU8) : CodeKind::kS8;
+  NIBBLE_RETURN_IF_ERROR(
+      internal::WidenScale(sc, "weight_scale", &st.scale, &plan.scale).WithPrefix(who));
+  if (w.zero_point != nullptr) {
+    const TensorView& z = *w.zero_point;
+    const int64_t zn = per_tensor ? 1 : N;
+    st.zp_int.resize(static_cast<size_t>(zn * groups));
+    if (w.packed && (z.dtype == DType::kInt32 || z.dtype == DType::kUInt32)) {
+      // Packed down the rows, stored + offset like the codes.
+      const int64_t per_word = 32 / w.bits;
+      const Shape want{(zn + per_word - 1) / per_word, groups};
+      NIBBLE_RETURN_IF_ERROR(CheckInt32(z, want, "weight_zero_point", who));
+      const auto* zb = static_cast<const uint8_t*>(z.data);
+      const uint32_t mask = (1u << w.bits) - 1u;
+      for (int64_t n = 0; n < zn; ++n) {
+        for (int64_t g = 0; g < groups; ++g) {
+          const uint32_t word = ReadU32(zb + 4 * ((n / per_word) * groups + g));
+          st.zp_int[static_cast<size_t>(n * groups + g)] =
+              static_cast<int32_t>((word >> (w.bits * (n % per_word))) & mask);
+        }
+      }
+    } else {
+      // Unpacked zero points: int8 [N, groups] (or one) holding zp itself.
+      int64_t ze = 1;
+      for (int64_t d : z.shape) ze *= d;
+      if (!IsIntDType(z.dtype) || ze != zn * groups) {
+        return Status::Error(who + ": weight_zero_point " + DTypeName(z.dtype) + " " +
+                             ShapeToString(z.shape) + " does not match weight_scale " +
+                             ShapeToString(sc.shape));
+      }
+      auto n = internal::CheckView(z, "weight_zero_point");
+      if (!n.ok()) return n.status().WithPrefix(who);
+      for (int64_t i = 0; i < ze; ++i) {
+        st.zp_int[static_cast<size_t>(i)] = static_cast<int32_t>(IntElement(z, i) + offset);
+      }
+    }
+    plan.zp_kind = ZeroPointKind::kInteger;
+    plan.zp_int = st.zp_int.data();
+  } else {
+    plan.code_offset = offset;
+  }
+  if (w.g_idx != nullptr && !per_tensor) {
+    const TensorView& gi = *w.g_idx;
+    if ((gi.dtype != DType::kInt32 && gi.dtype != DType::kInt64) || gi.shape != Shape{K}) {
+      return Status::Error(who + ": weight_g_idx must be int32 / int64 [" + std::to_string(K) +
+                           "] (got " + DTypeName(gi.dtype) + " " + ShapeToString(gi.shape) + ")");
+    }
+    auto n = internal::CheckView(gi, "weight_g_idx");
+    if (!n.ok()) return n.status().WithPrefix(who);
+    st.axis_group.resize(static_cast<size_t>(K));
+    bool contiguous = true;
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t g = IntElement(gi, k);
+      if (g < 0 || g >= groups) {
+        return Status::Error(who + ": weight_g_idx[" + std::to_string(k) + "] = " +
+                             std::to_string(g) + " is outside the " + std::to_string(groups) +
+                             " groups");
+      }
+      st.axis_group[static_cast<size_t>(k)] = static_cast<int32_t>(g);
+      contiguous = contiguous && g == k / G;
+    }
+    if (contiguous) {
+      st.axis_group.clear();
+    } else {
+      plan.axis_group = st.axis_group.data();
+    }
+  }
+  return Dequantizer(plan, std::move(st), OutputInfo{internal::OutDTypeOf(*ot), {N, K}}, name);
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("PrepareCompressedTensors");
+}
+
+StatusOr<Dequantizer> PrepareBnb4(const Bnb4Weight& w, DType out, const std::string& name) try {
+  const std::string who = "bitsandbytes '" + name + "'";
+  if (w.weight == nullptr || w.absmax == nullptr || w.quant_map == nullptr) {
+    return Status::Error(who + ": needs the weight, its absmax and its quant_map");
+  }
+  auto n_or = CheckedNumElements(w.shape, who);
+  if (!n_or.ok()) return n_or.status();
+  const int64_t n = *n_or;
+  if (w.shape.empty() || n <= 0) {
+    return Status::Error(who + ": quant_state shape " + ShapeToString(w.shape) + " is empty");
+  }
+  if (w.blocksize <= 0 || w.blocksize > (int64_t{1} << 20)) {
+    return Status::Error(who + ": blocksize " + std::to_string(w.blocksize) + " is invalid");
+  }
+  const TensorView& q = *w.weight;
+  if (q.dtype != DType::kUInt8 && q.dtype != DType::kInt8) {
+    return Status::Error(who + ": the packed weight must be uint8 (got " + DTypeName(q.dtype) +
+                         ")");
+  }
+  if (q.size_bytes != static_cast<size_t>((n + 1) / 2)) {
+    return Status::Error(who + ": the packed weight has " + std::to_string(q.size_bytes) +
+                         " bytes; quant_state shape " + ShapeToString(w.shape) + " needs " +
+                         std::to_string((n + 1) / 2));
+  }
+  const int64_t blocks = (n + w.blocksize - 1) / w.blocksize;
+  auto f32_count = [&](const TensorView& v, int64_t count, const char* what) -> Status {
+    int64_t e = 1;
+    for (int64_t d : v.shape) e *= d;
+    if (v.dtype != DType::kFloat32 || e != count ||
+        v.size_bytes != static_cast<size_t>(4 * count)) {
+      return Status::Error(who + ": " + what + " must be float32 with " + std::to_string(count) +
+                           " values (got " + DTypeName(v.dtype) + " " + ShapeToString(v.shape) +
+                           ")");
+    }
+    return Status::Ok();
+  };
+  NIBBLE_RETURN_IF_ERROR(f32_count(*w.quant_map, 16, "quant_map"));
+  auto read_f32 = [](const TensorView& v, int64_t i) {
+    float x;
+    std::memcpy(&x, static_cast<const uint8_t*>(v.data) + 4 * i, 4);
+    return x;
+  };
+  Dequantizer::Storage st;
+  st.code_values.resize(16);
+  for (int i = 0; i < 16; ++i) st.code_values[static_cast<size_t>(i)] = read_f32(*w.quant_map, i);
+  st.scale.resize(static_cast<size_t>(blocks));
+  const TensorView& am = *w.absmax;
+  if (w.nested_absmax == nullptr) {
+    NIBBLE_RETURN_IF_ERROR(f32_count(am, blocks, "absmax"));
+    for (int64_t b = 0; b < blocks; ++b) st.scale[static_cast<size_t>(b)] = read_f32(am, b);
+  } else {
+    if (w.nested_quant_map == nullptr) {
+      return Status::Error(who + ": double quantization needs nested_quant_map");
+    }
+    if (w.nested_blocksize <= 0 || w.nested_blocksize > (int64_t{1} << 20)) {
+      return Status::Error(who + ": nested_blocksize " + std::to_string(w.nested_blocksize) +
+                           " is invalid");
+    }
+    if ((am.dtype != DType::kUInt8 && am.dtype != DType::kInt8) ||
+        am.size_bytes != static_cast<size_t>(blocks)) {
+      return Status::Error(who + ": absmax must be uint8 with " + std::to_string(blocks) +
+                           " codes under double quantization (got " + DTypeName(am.dtype) + " " +
+                           ShapeToString(am.shape) + ")");
+    }
+    const int64_t nested = (blocks + w.nested_blocksize - 1) / w.nested_blocksize;
+    NIBBLE_RETURN_IF_ERROR(f32_count(*w.nested_absmax, nested, "nested_absmax"));
+    NIBBLE_RETURN_IF_ERROR(f32_count(*w.nested_quant_map, 256, "nested_quant_map"));
+    const auto* codes = static_cast<const uint8_t*>(am.data);
+    for (int64_t b = 0; b < blocks; ++b) {
+      // bitsandbytes: dequantize_blockwise (one float32 product), then
+      // `absmax += offset` (one float32 sum): two roundings, never fused.
+      const volatile float prod =
+          read_f32(*w.nested_quant_map, codes[b]) * read_f32(*w.nested_absmax, b / w.nested_blocksize);
+      st.scale[static_cast<size_t>(b)] = prod + w.nested_offset;
+    }
+  }
+  auto ot = ResolveOut(out, w.dtype, who);
+  if (!ot.ok()) return ot.status();
+  Plan plan;
+  plan.layout = Layout::kDenseHighNibbles;
+  plan.code = CodeKind::kTable4;
+  plan.codes = static_cast<const uint8_t*>(q.data);
+  plan.code_values = st.code_values.data();
+  plan.scale = st.scale.data();
+  plan.out = *ot;
+  plan.inner = 1;
+  plan.group = w.blocksize;
+  const int64_t cols = w.shape.back();
+  if (w.shape.size() >= 2 && cols % w.blocksize == 0 && cols % 2 == 0) {
+    // Rows of whole blocks: [rows, cols] so the threads split rows.
+    plan.outer = n / cols;
+    plan.axis = cols;
+    plan.s_outer = cols / w.blocksize;
+    plan.s_axis = 1;
+  } else {
+    plan.outer = 1;
+    plan.axis = n;
+    plan.s_outer = 0;
+    plan.s_axis = 1;
+  }
+  return Dequantizer(plan, std::move(st), OutputInfo{internal::OutDTypeOf(*ot), w.shape}, name);
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("PrepareBnb4");
 }
 
 namespace {

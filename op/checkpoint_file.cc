@@ -17,6 +17,7 @@
 #include "formats/safetensors.h"
 #include "formats/safetensors_writer.h"
 #include "op/checkpoint.h"
+#include "op/hf_checkpoint.h"
 #include "op/hf_export.h"
 #include "op/lowering.h"
 
@@ -73,7 +74,7 @@ bool Checkpoint::Recognizes(const std::string& path) {
          HasGgufMagic(path);
 }
 
-StatusOr<Checkpoint> Checkpoint::Open(const std::string& path) try {
+StatusOr<Checkpoint> Checkpoint::Open(const std::string& path, const CheckpointOptions& options) try {
   Checkpoint c;
   if (!IsDir(path) && HasGgufMagic(path)) {
     auto g = GgufFile::Open(path, &c.inputs_);
@@ -129,142 +130,67 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path) try {
   if (!set_or.ok()) return set_or.status();
   auto set = std::make_shared<SafetensorsSet>(std::move(*set_or));
   c.keep_alive_.push_back(set);
-  auto cfg = ReadHfQuantConfig(IsDir(path) ? path : DirOf(path), &c.inputs_);
+  c.hf_dir_ = IsDir(path) ? path : DirOf(path);
+  auto cfg = ReadHfQuantConfig(c.hf_dir_, &c.inputs_);
   if (!cfg.ok()) return cfg.status();
-  const HfQuantConfig q = *cfg;
+  {
+    auto cp = PathInside(c.hf_dir_, "config.json", "config file");
+    if (!cp.ok()) return cp.status();
+    if (PathExists(*cp)) {
+      auto text = ReadSmallFile(*cp, kMaxJsonFileBytes, "config file");
+      if (!text.ok()) return text.status();
+      c.hf_config_json_ = std::move(*text);
+    }
+  }
   c.description_ = "safetensors, " + std::to_string(set->num_files()) + " file(s), " +
                    std::to_string(set->entries().size()) + " tensors";
-  if (q.method != HfQuantConfig::Method::kNone) {
-    c.props_.emplace_back("quantization", HfMethodName(q.method));
-    c.props_.emplace_back("from", q.source);
-    c.props_.emplace_back("bits", std::to_string(q.bits));
-    c.props_.emplace_back("group_size", std::to_string(q.group_size));
-    if (q.method == HfQuantConfig::Method::kGptq) {
-      c.props_.emplace_back("checkpoint_format", q.checkpoint_format);
-      c.props_.emplace_back("desc_act", q.desc_act ? "true" : "false");
-      c.props_.emplace_back("sym", q.sym ? "true" : "false");
-    } else {
-      c.props_.emplace_back("version", q.awq_version);
-    }
-  }
-  std::set<std::string> consumed;
-  for (const auto& e : set->entries()) {
-    const std::string& name = e.tensor->name;
-    if (!EndsWith(name, ".qweight")) continue;
-    const std::string prefix = name.substr(0, name.size() - 8);
-    const auto* scales = set->Find(prefix + ".scales");
-    const auto* qzeros = set->Find(prefix + ".qzeros");
-    const auto* g_idx = set->Find(prefix + ".g_idx");
-    CheckpointTensor ct;
-    ct.name = prefix + ".weight";
-    ct.source = name;
-    ct.quantized = true;
-    TensorView qw;  // shape and size only; bytes are read by `prepare`
-    qw.dtype = e.tensor->dtype;
-    qw.shape = e.tensor->shape;
-    qw.size_bytes = static_cast<size_t>(e.tensor->end - e.tensor->begin);
-    ct.stored_bytes = qw.size_bytes;
-    HfQuantConfig::Method method = q.method;
-    if (method == HfQuantConfig::Method::kNone && scales != nullptr && qw.shape.size() == 2 &&
-        scales->tensor->shape.size() == 2) {
-      // No config: tell GPTQ from AWQ by the shapes (scales [G, N]).
-      if (scales->tensor->shape[1] == qw.shape[1]) method = HfQuantConfig::Method::kGptq;
-      if (scales->tensor->shape[1] == qw.shape[1] * 8) method = HfQuantConfig::Method::kAwq;
-    }
-    ct.kind = HfMethodName(method);
-    if (scales == nullptr || method == HfQuantConfig::Method::kNone || qw.shape.size() != 2) {
-      ct.supported = false;
-      ct.kind = "qweight";
-      ct.why_not = scales == nullptr
-                       ? "'" + prefix + ".scales' is missing"
-                       : "no quantization_config and the shapes fit neither GPTQ nor AWQ";
-      c.tensors_.push_back(std::move(ct));
-      continue;
-    }
-    consumed.insert(name);
-    consumed.insert(prefix + ".scales");
-    if (qzeros) consumed.insert(prefix + ".qzeros");
-    if (g_idx) consumed.insert(prefix + ".g_idx");
-    for (const auto* x : {scales, qzeros, g_idx}) {
-      if (x) ct.stored_bytes += x->tensor->end - x->tensor->begin;
-    }
-    const int64_t groups = scales->tensor->shape.empty() ? 0 : scales->tensor->shape[0];
-    const SafetensorsSet::Entry qe = e;
-    // Reads one input tensor (null entry: absent) into a new buffer.
-    auto load = [](const SafetensorsSet::Entry* x, CheckpointTensor::Buffers* bufs,
-                   std::optional<TensorView>* out) -> Status {
-      if (x == nullptr) return Status::Ok();
-      bufs->emplace_back();
-      auto v = x->file->Load(*x->tensor, &bufs->back());
-      if (!v.ok()) return v.status();
-      *out = *v;
-      return Status::Ok();
-    };
-    if (method == HfQuantConfig::Method::kGptq) {
-      ct.shape = {qw.shape[1], qw.shape[0] * 8};
-      GptqOptions o;
-      o.group_size = q.group_size;
-      o.v2 = q.checkpoint_format == "gptq_v2";
-      ct.detail = std::string(o.v2 ? "gptq_v2" : "gptq (v1)") + ", " + std::to_string(groups) +
-                  " groups" + (g_idx ? ", g_idx" : "") + (qzeros ? "" : ", no qzeros (z = 8)");
-      ct.prepare = [o, qe, scales, qzeros, g_idx, prefix, load](
-                       DType out, CheckpointTensor::Buffers* bufs) -> StatusOr<Dequantizer> {
-        std::optional<TensorView> qw, sv, zv, gv;
-        NIBBLE_RETURN_IF_ERROR(load(&qe, bufs, &qw));
-        NIBBLE_RETURN_IF_ERROR(load(scales, bufs, &sv));
-        NIBBLE_RETURN_IF_ERROR(load(qzeros, bufs, &zv));
-        NIBBLE_RETURN_IF_ERROR(load(g_idx, bufs, &gv));
-        return PrepareGptq(o, *qw, zv ? &*zv : nullptr, *sv, gv ? &*gv : nullptr, out, prefix);
-      };
-    } else {
-      ct.shape = {qw.shape[1] * 8, qw.shape[0]};
-      ct.detail = "gemm, " + std::to_string(groups) + " groups";
-      if (!qzeros) {
-        ct.supported = false;
-        ct.why_not = "AWQ GEMM needs '" + prefix + ".qzeros'";
-      }
-      const int64_t g = q.group_size;
-      ct.prepare = [g, qe, scales, qzeros, prefix, load](
-                       DType out, CheckpointTensor::Buffers* bufs) -> StatusOr<Dequantizer> {
-        if (!qzeros) return Status::Error("AWQ '" + prefix + "': qzeros missing");
-        std::optional<TensorView> qw, sv, zv;
-        NIBBLE_RETURN_IF_ERROR(load(&qe, bufs, &qw));
-        NIBBLE_RETURN_IF_ERROR(load(scales, bufs, &sv));
-        NIBBLE_RETURN_IF_ERROR(load(qzeros, bufs, &zv));
-        return PrepareAwq(g, *qw, *zv, *sv, out, prefix);
-      };
-    }
-    c.tensors_.push_back(std::move(ct));
-  }
-  // Everything else is copied through (HF names and shapes as stored).
-  for (const auto& e : set->entries()) {
-    if (consumed.count(e.tensor->name) || EndsWith(e.tensor->name, ".qweight")) continue;
-    CheckpointTensor ct;
-    ct.name = e.tensor->name;
-    ct.source = e.tensor->name;
-    ct.kind = "copy";
-    ct.detail = e.tensor->dtype_name;
-    ct.shape = e.tensor->shape;
-    ct.stored_dtype = e.tensor->dtype;
-    ct.stored_bytes = e.tensor->end - e.tensor->begin;
-    const SafetensorsSet::Entry ce = e;
-    ct.copy_to = [ce](uint8_t* dst) { return ce.file->ReadInto(*ce.tensor, dst); };
-    c.tensors_.push_back(std::move(ct));
-  }
+  internal::HfListing listing;
+  NIBBLE_RETURN_IF_ERROR(internal::ListHfTensors(*set, *cfg, options, &listing));
+  c.tensors_ = std::move(listing.tensors);
+  for (auto& p : listing.props) c.props_.push_back(std::move(p));
   return c;
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("Checkpoint::Open");
 }
 
+namespace {
+bool IsConvertibleFloat(DType d) {
+  return d == DType::kFloat16 || d == DType::kBFloat16 || d == DType::kFloat32;
+}
+}  // namespace
+
 DType Checkpoint::OutputDType(const CheckpointTensor& t, DType requested) const {
-  if (!t.quantized) return t.stored_dtype;
-  return internal::ResolveOutDType(requested, default_dtype_);
+  if (!t.quantized) {
+    return requested != DType::kUndefined && IsConvertibleFloat(t.stored_dtype) ? requested
+                                                                                : t.stored_dtype;
+  }
+  return internal::ResolveOutDType(
+      requested, t.out_default != DType::kUndefined ? t.out_default : default_dtype_);
 }
 
 Status Checkpoint::Fill(const CheckpointTensor& t, DType requested, int threads, uint8_t* dst) const
     try {
   if (!t.supported) return Status::Error("tensor '" + t.name + "': " + t.why_not);
-  if (!t.quantized) return t.copy_to(dst);
+  if (!t.quantized) {
+    const DType to = OutputDType(t, requested);
+    if (to == t.stored_dtype) return t.copy_to(dst);
+    // A float copy in another float type: each value rounded once.
+    std::vector<uint8_t> bytes(static_cast<size_t>(t.stored_bytes));
+    NIBBLE_RETURN_IF_ERROR(t.copy_to(bytes.data()));
+    const TensorView v{t.stored_dtype, t.shape, bytes.data(), bytes.size()};
+    const auto n = CheckedNumElements(t.shape, t.name);
+    if (!n.ok()) return n.status();
+    for (int64_t k = 0; k < *n; ++k) {
+      const float x = FloatElement(v, k);
+      if (to == DType::kFloat32) {
+        std::memcpy(dst + 4 * k, &x, 4);
+      } else {
+        const uint16_t h = to == DType::kFloat16 ? F16FromF32(x) : BF16FromF32(x);
+        std::memcpy(dst + 2 * k, &h, 2);
+      }
+    }
+    return Status::Ok();
+  }
   CheckpointTensor::Buffers buffers;
   auto d = t.prepare(OutputDType(t, requested), &buffers);
   if (!d.ok()) return d.status();

@@ -1,6 +1,7 @@
 // LLM checkpoint files as a whole — what `nibble dequant`, `nibble inspect`
-// and `nibble bench --weights` use: GPTQ / AWQ safetensors (a Hugging Face
-// folder, a sharded folder or one .safetensors file) and GGUF files. Formats
+// and `nibble bench --weights` use: Hugging Face safetensors checkpoints (a
+// folder, a sharded folder or one .safetensors file) quantized with GPTQ,
+// AWQ, compressed-tensors or bitsandbytes 4-bit, and GGUF files. Formats
 // are read by formats/, lowered by op/checkpoint.h, run by the shared
 // kernels.
 #ifndef NIBBLE_OP_CHECKPOINT_FILE_H_
@@ -32,7 +33,10 @@ struct CheckpointTensor {
   bool supported = true;  // false: listed, refused by dequant
   std::string why_not;    // reason when unsupported
   uint64_t stored_bytes = 0;
-  DType stored_dtype = DType::kUndefined;  // copies keep it
+  DType stored_dtype = DType::kUndefined;  // copies: their type
+  // Quantized: the output type when none is requested (kUndefined: the
+  // checkpoint's default).
+  DType out_default = DType::kUndefined;
   // Quantized: reads the tensor's inputs into `*buffers` (they must outlive
   // the result) and builds the Dequantizer for an output type; its Run()
   // writes `shape`.
@@ -42,19 +46,36 @@ struct CheckpointTensor {
   std::function<Status(uint8_t* dst)> copy_to;
 };
 
+// How to read what a checkpoint does not state (or to override what it
+// states).
+struct CheckpointOptions {
+  // GPTQ: "v1" (qzeros hold z - 1) or "v2" (z); "" = as the config files or
+  // the safetensors metadata state it (GPTQ with zero points is refused
+  // when nothing states it).
+  std::string gptq_format;
+  // GPTQ v1: "autogptq" (stored + 1, no wrap) or "gptqmodel" (word-wise
+  // + 0x11111111 with carries); "" = by the producer the metadata names
+  // (GPTQModel -> gptqmodel; AutoGPTQ or unnamed -> autogptq).
+  std::string gptq_v1_zeros;
+};
+
 class Checkpoint {
  public:
   // A GGUF file, a .safetensors file, or a folder (config.json /
-  // quantize_config.json + safetensors shards).
-  static StatusOr<Checkpoint> Open(const std::string& path);
+  // quantize_config.json + safetensors shards): GPTQ, AWQ,
+  // compressed-tensors, bitsandbytes 4-bit, or plain float tensors.
+  static StatusOr<Checkpoint> Open(const std::string& path, const CheckpointOptions& options = {});
   // True if `path` looks like one (GGUF magic, .safetensors, a folder).
   static bool Recognizes(const std::string& path);
 
   const std::string& description() const { return description_; }
   const std::vector<std::pair<std::string, std::string>>& properties() const { return props_; }
   const std::vector<CheckpointTensor>& tensors() const { return tensors_; }
-  // The output dtype of `t` when `requested` (kUndefined = default: float16
-  // for GPTQ/AWQ, float32 for GGUF) is asked for; copies keep their type.
+  // The output dtype of `t` when `requested` is asked for (kUndefined =
+  // default: the scales' type for Hugging Face formats, float32 for GGUF).
+  // Copies of float tensors (biases, norms, embeddings) are converted to
+  // `requested` too (rounded once, to nearest even); other copies and
+  // kUndefined keep their stored type.
   DType OutputDType(const CheckpointTensor& t, DType requested) const;
   // Writes `t` (dequantized or copied) to dst, which holds its bytes.
   Status Fill(const CheckpointTensor& t, DType requested, int threads, uint8_t* dst) const;
@@ -62,6 +83,10 @@ class Checkpoint {
   const InputFiles& inputs() const { return inputs_; }
   // `t` as float32 values (for the group-size study).
   StatusOr<std::vector<float>> LoadFloat(const CheckpointTensor& t, int threads) const;
+  // Hugging Face checkpoints: the folder holding config.json etc. ("" for
+  // GGUF), and config.json's text ("" when there is none).
+  const std::string& hf_dir() const { return hf_dir_; }
+  const std::string& hf_config_json() const { return hf_config_json_; }
 
  private:
   std::string description_;
@@ -70,6 +95,7 @@ class Checkpoint {
   std::vector<std::shared_ptr<void>> keep_alive_;
   InputFiles inputs_;
   DType default_dtype_ = DType::kFloat16;
+  std::string hf_dir_, hf_config_json_;
 };
 
 struct DequantOptions {
@@ -84,10 +110,13 @@ struct DequantOptions {
   bool skip_unsupported = false;
   int threads = 0;
   bool progress = false;
-  // GGUF only: write a Hugging Face style folder (op/hf_export.h) instead
-  // of one safetensors file, in shards of at most max_shard_bytes.
+  // Write a Hugging Face model folder instead of one safetensors file, in
+  // shards of at most max_shard_bytes: always for a Hugging Face input
+  // whose output path does not end in ".safetensors"; for GGUF with `hf`
+  // (op/hf_export.h).
   bool hf = false;
   uint64_t max_shard_bytes = 5'000'000'000;
+  CheckpointOptions open;
 };
 
 struct DequantReport {
@@ -107,8 +136,11 @@ Status SelectTensors(const Checkpoint& ck, const DequantOptions& options, const 
 
 // Converts `in` to a float safetensors file `out` (atomic; nothing written
 // on error, including when a selected tensor is unsupported and
-// skip_unsupported is off). options.hf: `out` is a folder
-// (DequantGgufToHf, op/hf_export.h).
+// skip_unsupported is off). A Hugging Face input (folder or .safetensors)
+// with `out` not ending in ".safetensors", or options.hf: `out` is a new
+// model folder — safetensors shards (+ index), config.json without
+// quantization_config and with torch_dtype, tokenizer / generation files
+// copied (DequantHfToFolder); GGUF with options.hf: DequantGgufToHf.
 Status DequantCheckpoint(const std::string& in, const std::string& out,
                          const DequantOptions& options, DequantReport* report);
 

@@ -94,6 +94,7 @@ Dequantizer::Dequantizer(const Plan& plan, Storage storage, OutputInfo output, s
   if (!storage_.zp_int.empty()) plan_.zp_int = storage_.zp_int.data();
   if (!storage_.zp_float.empty()) plan_.zp_float = storage_.zp_float.data();
   if (!storage_.axis_group.empty()) plan_.axis_group = storage_.axis_group.data();
+  if (!storage_.code_values.empty()) plan_.code_values = storage_.code_values.data();
 }
 
 Status Dequantizer::Run(const MutableTensorView& y, int threads) const {

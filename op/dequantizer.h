@@ -76,6 +76,7 @@ class Dequantizer {
     std::vector<int32_t> zp_int;
     std::vector<float> zp_float;
     std::vector<int32_t> axis_group;
+    std::vector<float> code_values;  // kTable4 codes read from the checkpoint
   };
   // `cols`: columns of the view that are output (default: all of the
   // plan's; fewer when rows are padded in memory, as MatMulNBits blocks).

@@ -47,7 +47,17 @@ std::string JsonFloat(double v) {
   return s;
 }
 
-const char* TorchDType(DType d) {
+Status WriteTextFile(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+  f.close();
+  if (!f) return Status::Error("cannot write '" + path + "'");
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* TorchDTypeName(DType d) {
   switch (d) {
     case DType::kFloat16:
       return "float16";
@@ -58,15 +68,111 @@ const char* TorchDType(DType d) {
   }
 }
 
-Status WriteTextFile(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << text;
-  f.close();
-  if (!f) return Status::Error("cannot write '" + path + "'");
+Status CheckHfOutputFolder(const std::string& out_dir, const std::string& who) {
+  struct stat st;
+  if (::lstat(out_dir.c_str(), &st) == 0) {
+    std::error_code ec;
+    if (!S_ISDIR(st.st_mode) || !fs::is_empty(out_dir, ec) || ec) {
+      return Status::Error(who + ": output '" + EscapeBytes(out_dir) +
+                           "' exists (give a new folder, or an empty one)");
+    }
+  }
   return Status::Ok();
 }
 
-}  // namespace
+Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>& items,
+                     const std::string& config_json, const std::vector<std::string>& copy_files,
+                     const DequantOptions& options, DequantReport* report) try {
+  if (items.empty()) return Status::Error("no tensors to write");
+  // Shards of at most max_shard_bytes (a larger tensor alone).
+  std::vector<std::vector<size_t>> shards(1);
+  uint64_t in_shard = 0, total = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!shards.back().empty() && in_shard + items[i].bytes > options.max_shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back(i);
+    in_shard += items[i].bytes;
+    total += items[i].bytes;
+  }
+  const size_t ns = shards.size();
+  auto shard_name = [ns](size_t s) {
+    if (ns == 1) return std::string("model.safetensors");
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", s + 1, ns);
+    return std::string(buf);
+  };
+
+  // Everything goes into a temporary sibling folder, renamed at the end.
+  std::string parent = out_dir;
+  while (parent.size() > 1 && parent.back() == '/') parent.pop_back();
+  const std::string tmp = parent + ".tmp-" + std::to_string(::getpid());
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  if (!fs::create_directory(tmp, ec) || ec) {
+    return Status::Error("cannot create '" + EscapeBytes(tmp) + "': " + ec.message());
+  }
+  struct Cleanup {
+    std::string path;
+    bool keep = false;
+    ~Cleanup() {
+      std::error_code e;
+      if (!keep) fs::remove_all(path, e);
+    }
+  } cleanup{tmp};
+
+  size_t done = 0;
+  uint64_t written = 0;
+  for (size_t s = 0; s < ns; ++s) {
+    std::vector<SafetensorsOutput> outs;
+    for (size_t i : shards[s]) outs.push_back(items[i].out);
+    SafetensorsWriteOptions wo;
+    wo.metadata["format"] = "pt";
+    wo.progress = [&](size_t i, size_t, uint64_t bytes) {
+      report->bytes = written + bytes;
+      if (options.progress) {
+        std::fprintf(stderr, "\r[%zu/%zu tensors] %.2f GB   ", done + i, items.size(),
+                     static_cast<double>(written + bytes) / 1e9);
+      }
+    };
+    NIBBLE_RETURN_IF_ERROR(WriteSafetensorsStreaming(tmp + "/" + shard_name(s), outs, wo));
+    for (size_t i : shards[s]) written += items[i].bytes;
+    done += shards[s].size();
+  }
+  if (options.progress) std::fprintf(stderr, "\n");
+  if (ns > 1) {
+    std::string idx = "{\n  \"metadata\": {\"total_size\": " + std::to_string(total) +
+                      "},\n  \"weight_map\": {\n";
+    bool first = true;
+    for (size_t s = 0; s < ns; ++s) {
+      for (size_t i : shards[s]) {
+        idx += std::string(first ? "" : ",\n") + "    \"" + JsonEscape(items[i].out.name) +
+               "\": \"" + shard_name(s) + "\"";
+        first = false;
+      }
+    }
+    idx += "\n  }\n}\n";
+    NIBBLE_RETURN_IF_ERROR(WriteTextFile(tmp + "/model.safetensors.index.json", idx));
+  }
+  if (!config_json.empty()) NIBBLE_RETURN_IF_ERROR(WriteTextFile(tmp + "/config.json", config_json));
+  for (const std::string& src : copy_files) {
+    const std::string base = src.substr(src.rfind('/') + 1);
+    auto text = ReadSmallFile(src, kMaxCopiedFileBytes, "file to copy");
+    if (!text.ok()) return text.status();
+    NIBBLE_RETURN_IF_ERROR(WriteTextFile(tmp + "/" + base, *text));
+  }
+
+  // Publish: rename over the absent (or empty) destination.
+  if (::rename(tmp.c_str(), out_dir.c_str()) != 0) {
+    return Status::Error("cannot rename '" + EscapeBytes(tmp) + "' to '" + EscapeBytes(out_dir) +
+                         "': " + std::strerror(errno));
+  }
+  cleanup.keep = true;
+  return Status::Ok();
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("WriteHfFolder");
+}
 
 std::string HfTensorName(const std::string& arch, const std::string& g) {
   if (!IsMapped(arch)) return "";
@@ -173,25 +279,13 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
     return Status::Error(who + ": '" + arch + ".attention.head_count_kv' must be positive");
   }
 
-  // The output folder: absent or empty, never a link or an input.
-  struct stat st;
-  if (::lstat(out_dir.c_str(), &st) == 0) {
-    std::error_code ec;
-    if (!S_ISDIR(st.st_mode) || !fs::is_empty(out_dir, ec) || ec) {
-      return Status::Error(who + ": output '" + EscapeBytes(out_dir) +
-                           "' exists (give a new folder, or an empty one)");
-    }
-  }
+  NIBBLE_RETURN_IF_ERROR(CheckHfOutputFolder(out_dir, who));
   auto ck = Checkpoint::Open(in);
   if (!ck.ok()) return ck.status();
   std::vector<const CheckpointTensor*> chosen;
   NIBBLE_RETURN_IF_ERROR(internal::SelectTensors(*ck, options, in, report, &chosen));
 
-  struct Item {
-    SafetensorsOutput out;
-    uint64_t bytes;
-  };
-  std::vector<Item> items;
+  std::vector<HfFolderItem> items;
   std::set<std::string> names;
   bool has_output = false;
   int64_t vocab = 0;
@@ -230,7 +324,7 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
                              " heads of an even size");
       }
     }
-    Item it;
+    HfFolderItem it;
     it.out.name = hf;
     it.out.dtype = c->OutputDType(*t, options.dtype);
     it.out.shape = t->shape;
@@ -251,78 +345,6 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
     items.push_back(std::move(it));
   }
   if (items.empty()) return Status::Error(who + ": no tensors to write");
-
-  // Shards of at most max_shard_bytes (a larger tensor alone).
-  std::vector<std::vector<size_t>> shards(1);
-  uint64_t in_shard = 0, total = 0;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (!shards.back().empty() && in_shard + items[i].bytes > options.max_shard_bytes) {
-      shards.emplace_back();
-      in_shard = 0;
-    }
-    shards.back().push_back(i);
-    in_shard += items[i].bytes;
-    total += items[i].bytes;
-  }
-  const size_t ns = shards.size();
-  auto shard_name = [ns](size_t s) {
-    if (ns == 1) return std::string("model.safetensors");
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", s + 1, ns);
-    return std::string(buf);
-  };
-
-  // Everything goes into a temporary sibling folder, renamed at the end.
-  std::string parent = out_dir;
-  while (parent.size() > 1 && parent.back() == '/') parent.pop_back();
-  const std::string tmp = parent + ".tmp-" + std::to_string(::getpid());
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
-  if (!fs::create_directory(tmp, ec) || ec) {
-    return Status::Error(who + ": cannot create '" + EscapeBytes(tmp) + "': " + ec.message());
-  }
-  struct Cleanup {
-    std::string path;
-    bool keep = false;
-    ~Cleanup() {
-      std::error_code e;
-      if (!keep) fs::remove_all(path, e);
-    }
-  } cleanup{tmp};
-
-  size_t done = 0;
-  uint64_t written = 0;
-  for (size_t s = 0; s < ns; ++s) {
-    std::vector<SafetensorsOutput> outs;
-    for (size_t i : shards[s]) outs.push_back(items[i].out);
-    SafetensorsWriteOptions wo;
-    wo.metadata["format"] = "pt";
-    wo.progress = [&](size_t i, size_t, uint64_t bytes) {
-      report->bytes = written + bytes;
-      if (options.progress) {
-        std::fprintf(stderr, "\r[%zu/%zu tensors] %.2f GB   ", done + i, items.size(),
-                     static_cast<double>(written + bytes) / 1e9);
-      }
-    };
-    NIBBLE_RETURN_IF_ERROR(WriteSafetensorsStreaming(tmp + "/" + shard_name(s), outs, wo));
-    for (size_t i : shards[s]) written += items[i].bytes;
-    done += shards[s].size();
-  }
-  if (options.progress) std::fprintf(stderr, "\n");
-  if (ns > 1) {
-    std::string idx = "{\n  \"metadata\": {\"total_size\": " + std::to_string(total) +
-                      "},\n  \"weight_map\": {\n";
-    bool first = true;
-    for (size_t s = 0; s < ns; ++s) {
-      for (size_t i : shards[s]) {
-        idx += std::string(first ? "" : ",\n") + "    \"" + JsonEscape(items[i].out.name) +
-               "\": \"" + shard_name(s) + "\"";
-        first = false;
-      }
-    }
-    idx += "\n  }\n}\n";
-    NIBBLE_RETURN_IF_ERROR(WriteTextFile(tmp + "/model.safetensors.index.json", idx));
-  }
 
   // config.json from the metadata.
   std::string cls, type = arch;
@@ -358,17 +380,10 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
   }
   add("tie_word_embeddings", has_output ? "false" : "true");
   add("torch_dtype", std::string("\"") +
-                         TorchDType(internal::ResolveOutDType(options.dtype, DType::kFloat32)) +
+                         TorchDTypeName(internal::ResolveOutDType(options.dtype, DType::kFloat32)) +
                          "\"");
   cfg += ",\n  \"nibble_source\": \"" + JsonEscape(in.substr(in.rfind('/') + 1)) + "\"\n}\n";
-  NIBBLE_RETURN_IF_ERROR(WriteTextFile(tmp + "/config.json", cfg));
-
-  // Publish: rename over the absent (or empty) destination.
-  if (::rename(tmp.c_str(), out_dir.c_str()) != 0) {
-    return Status::Error(who + ": cannot rename '" + EscapeBytes(tmp) + "' to '" +
-                         EscapeBytes(out_dir) + "': " + std::strerror(errno));
-  }
-  cleanup.keep = true;
+  NIBBLE_RETURN_IF_ERROR(WriteHfFolder(out_dir, items, cfg, {}, options, report).WithPrefix(who));
   report->dequantized = dequantized;
   report->copied = static_cast<int>(items.size()) - dequantized;
   return Status::Ok();

@@ -27,8 +27,11 @@ struct GroupParams {
   std::vector<int32_t> zero;
 };
 
+// min_zero 1 (GPTQ v1): a zero point of 0 is stored as 15 (z - 1), which
+// AutoGPTQ's loaders read back as 16; such groups use z = 1 and a scale
+// that maps [0, hi] onto codes 1..15 instead.
 GroupParams AsymParams(const float* w, int64_t N, int64_t K, int64_t groups,
-                       const std::vector<int32_t>& gk, bool sym) {
+                       const std::vector<int32_t>& gk, bool sym, int32_t min_zero) {
   GroupParams p;
   std::vector<float> lo(static_cast<size_t>(groups * N), 0.0f), hi(lo);
   for (int64_t n = 0; n < N; ++n) {
@@ -53,6 +56,12 @@ GroupParams AsymParams(const float* w, int64_t N, int64_t K, int64_t groups,
       if (s == 0.0f) s = 1.0f;
       p.scale[i] = s;
       p.zero[i] = Clamp15(-lo[i] / s);
+      if (p.zero[i] < min_zero) {
+        s = RoundF16(hi[i] / static_cast<float>(15 - min_zero));
+        if (s == 0.0f) s = 1.0f;
+        p.scale[i] = s;
+        p.zero[i] = min_zero;
+      }
     }
   }
   return p;
@@ -78,7 +87,7 @@ StatusOr<GptqTensors> QuantizeGptq(const float* w, int64_t N, int64_t K, int64_t
       return Status::Error("QuantizeGptq: g_idx out of range");
     }
   }
-  const GroupParams p = AsymParams(w, N, K, groups, gk, sym);
+  const GroupParams p = AsymParams(w, N, K, groups, gk, sym, v2 ? 0 : 1);
   GptqTensors t;
   auto qw = Alloc(DType::kInt32, {K / 8, N});
   auto qz = Alloc(DType::kInt32, {groups, N / 8});
@@ -127,7 +136,7 @@ StatusOr<AwqTensors> QuantizeAwq(const float* w, int64_t N, int64_t K, int64_t g
   const int64_t groups = (K + G - 1) / G;
   std::vector<int32_t> gk(static_cast<size_t>(K));
   for (int64_t k = 0; k < K; ++k) gk[static_cast<size_t>(k)] = static_cast<int32_t>(k / G);
-  const GroupParams p = AsymParams(w, N, K, groups, gk, /*sym=*/false);
+  const GroupParams p = AsymParams(w, N, K, groups, gk, /*sym=*/false, /*min_zero=*/0);
   static constexpr int kNibbleOf[8] = {0, 4, 1, 5, 2, 6, 3, 7};  // column 8c + p
   AwqTensors t;
   auto qw = Alloc(DType::kInt32, {K, N / 8});

@@ -22,8 +22,9 @@ struct GptqTensors {
 };
 
 // group_size -1: one group. sym: z = 8 (qzeros 0x77777777 in v1). v2: qzeros
-// hold z (v1: z - 1). g_idx: group of each input channel (any order, every
-// group used); empty = k / G. Needs K % 8 == 0 and N % 8 == 0.
+// hold z (v1: z - 1, and z >= 1 so every loader reads the same values).
+// g_idx: group of each input channel (any order, every group used); empty =
+// k / G. Needs K % 8 == 0 and N % 8 == 0.
 StatusOr<GptqTensors> QuantizeGptq(const float* w, int64_t N, int64_t K, int64_t group_size,
                                    bool sym, bool v2, const std::vector<int32_t>& g_idx = {});
 

@@ -130,7 +130,7 @@ TEST_CASE("GPTQ: symmetric qzeros 0x77777777 -> z = 8 (v1), z = 7 (v2) - [N, K] 
   for (bool v2 : {false, true}) {
     GptqOptions o;
     o.group_size = 8;
-    o.v2 = v2;
+    o.zeros = v2 ? GptqZeros::kStored : GptqZeros::kPlusOne;
     auto d = PrepareGptq(o, qw, &qz, sc, nullptr, DType::kFloat32, "layer");
     REQUIRE_MESSAGE(d.ok(), d.status().message());
     CHECK(d->output().shape == Shape{8, 16});
@@ -180,7 +180,8 @@ TEST_CASE("AWQ: nibble i of a word holds column 8c + [0,2,4,6,1,3,5,7][i]") {
   std::vector<uint32_t> qweight(1, 0x76543210u);  // K 1, N 8: nibble i = i
   std::vector<uint32_t> qzeros(1, 0);
   std::vector<uint16_t> scales(8, F16FromF32(1.0f));
-  auto d = PrepareAwq(1, View(DType::kInt32, {1, 1}, qweight), View(DType::kInt32, {1, 1}, qzeros),
+  TensorView zv = View(DType::kInt32, {1, 1}, qzeros);
+  auto d = PrepareAwq(1, View(DType::kInt32, {1, 1}, qweight), &zv,
                       View(DType::kFloat16, {1, 8}, scales), DType::kFloat32, "a");
   REQUIRE_MESSAGE(d.ok(), d.status().message());
   const auto y = RunF32(*d, true);  // [N 8, K 1]
@@ -188,7 +189,8 @@ TEST_CASE("AWQ: nibble i of a word holds column 8c + [0,2,4,6,1,3,5,7][i]") {
   for (int n = 0; n < 8; ++n) CHECK(y[static_cast<size_t>(n)] == want[n]);
   // Zero points follow the same order: z word 0x76543210 -> z[n] = want[n].
   qzeros[0] = 0x76543210u;
-  auto dz = PrepareAwq(1, View(DType::kInt32, {1, 1}, qweight), View(DType::kInt32, {1, 1}, qzeros),
+  zv = View(DType::kInt32, {1, 1}, qzeros);
+  auto dz = PrepareAwq(1, View(DType::kInt32, {1, 1}, qweight), &zv,
                        View(DType::kFloat16, {1, 8}, scales), DType::kFloat32, "a");
   for (float v : RunF32(*dz, true)) CHECK(v == 0.0f);
 }
@@ -215,7 +217,7 @@ TEST_CASE("GPTQ / AWQ round trips from seeded weights, odd shapes, every output 
     REQUIRE(t.ok());
     GptqOptions o;
     o.group_size = c.G;
-    o.v2 = c.v2;
+    o.zeros = c.v2 ? GptqZeros::kStored : GptqZeros::kPlusOne;
     const TensorView qz = t->qzeros.view(), gi = t->g_idx.view();
     auto d = PrepareGptq(o, t->qweight.view(), &qz, t->scales.view(), &gi, DType::kFloat32, "g");
     REQUIRE_MESSAGE(d.ok(), d.status().message());
@@ -246,7 +248,8 @@ TEST_CASE("GPTQ / AWQ round trips from seeded weights, odd shapes, every output 
     // AWQ on the same weights.
     auto a = QuantizeAwq(w.data(), c.N, c.K, c.G);
     REQUIRE(a.ok());
-    auto da = PrepareAwq(c.G, a->qweight.view(), a->qzeros.view(), a->scales.view(),
+    const TensorView az = a->qzeros.view();
+    auto da = PrepareAwq(c.G, a->qweight.view(), &az, a->scales.view(),
                          DType::kFloat32, "a");
     REQUIRE_MESSAGE(da.ok(), da.status().message());
     const auto ya = RunF32(*da, true);
@@ -728,15 +731,22 @@ TEST_CASE("HF quantization config: GPTQ / AWQ settings and refused variants") {
       {R"({"quantization_config":{"quant_method":"gptq","bits":4,"is_marlin_format":true}})",
        "config.json quantization_config: GPTQ checkpoint_format 'marlin' is not supported (gptq "
        "and gptq_v2 are)"},
-      {R"({"quantization_config":{"quant_method":"gptq","bits":8}})",
-       "config.json quantization_config: GPTQ with bits = 8 is not supported (only 4)"},
+      {R"({"quantization_config":{"quant_method":"gptq","bits":5}})",
+       "config.json quantization_config: GPTQ with bits = 5 is not supported (2, 4 and 8 are)"},
+      {R"({"quantization_config":{"quant_method":"awq","bits":8}})",
+       "config.json quantization_config: AWQ with bits = 8 is not supported (only 4)"},
+      {R"({"quantization_config":{"quant_method":"compressed-tensors","config_groups":{}}})",
+       "config.json quantization_config: compressed-tensors needs a non-empty 'config_groups' "
+       "object"},
+      {R"({"quantization_config":{"quant_method":"gptq","meta":{"quantizer":7}}})",
+       "config.json quantization_config: 'meta.quantizer' must be a string or a list of strings"},
       {R"({"quantization_config":{"quant_method":"awq","bits":4,"version":"gemv_fast"}})",
        "config.json quantization_config: AWQ version 'gemv_fast' is not supported (only gemm)"},
       {R"({"quantization_config":{"quant_method":"awq","bits":4,"version":"marlin"}})",
        "config.json quantization_config: AWQ version 'marlin' is not supported (only gemm)"},
-      {R"({"quantization_config":{"quant_method":"bitsandbytes"}})",
-       "config.json quantization_config: quant_method 'bitsandbytes' is not supported (nibble "
-       "reads gptq and awq)"},
+      {R"({"quantization_config":{"quant_method":"hqq"}})",
+       "config.json quantization_config: quant_method 'hqq' is not supported (nibble reads gptq, "
+       "awq, compressed-tensors and bitsandbytes)"},
       {R"({"quantization_config":{"quant_method":"gptq","bits":"4"}})",
        "config.json quantization_config: 'bits' must be an integer"},
       {R"({"quantization_config":[1]})", "config.json: quantization_config must be an object"},
@@ -747,6 +757,58 @@ TEST_CASE("HF quantization config: GPTQ / AWQ settings and refused variants") {
     REQUIRE_MESSAGE(!r.ok(), text);
     CHECK(r.status().message() == msg);
   }
+  // The format and the producer, from every file that states them.
+  auto gm = ParseHfQuantConfig(
+      R"({"quantization_config":{"quant_method":"gptq","bits":4}})",
+      R"({"bits":4,"checkpoint_format":"gptq","meta":{"quantizer":["gptqmodel:2.2.0"]}})");
+  REQUIRE(gm.ok());
+  CHECK(gm->checkpoint_format == "gptq");
+  CHECK(gm->format_source == "quantize_config.json checkpoint_format");
+  CHECK(gm->producer == "gptqmodel:2.2.0");
+  auto plain = ParseHfQuantConfig("", R"({"bits":8,"group_size":128})");
+  REQUIRE(plain.ok());
+  CHECK(plain->bits == 8);
+  CHECK(plain->checkpoint_format == "gptq");
+  CHECK(plain->format_source == "the default of a GPTQ config without checkpoint_format");
+  CHECK(plain->producer.empty());
+  auto clash = ParseHfQuantConfig(
+      R"({"quantization_config":{"quant_method":"gptq","checkpoint_format":"gptq_v2"}})",
+      R"({"checkpoint_format":"gptq"})");
+  REQUIRE(!clash.ok());
+  CHECK(clash.status().message() ==
+        "config.json quantization_config says checkpoint_format 'gptq_v2' but "
+        "quantize_config.json says 'gptq'");
+  auto awq_sym = ParseHfQuantConfig(
+      R"({"quantization_config":{"quant_method":"awq","bits":4,"version":"gemm","zero_point":false}})",
+      "");
+  REQUIRE(awq_sym.ok());
+  CHECK(!awq_sym->zero_point);
+  auto ct = ParseHfQuantConfig(
+      R"({"quantization_config":{"quant_method":"compressed-tensors","format":"pack-quantized",
+          "ignore":["lm_head"],"config_groups":{"group_0":{"targets":["Linear"],
+          "weights":{"num_bits":4,"type":"int","symmetric":false,"strategy":"group",
+          "group_size":128,"actorder":"group"}}}}})",
+      "");
+  REQUIRE_MESSAGE(ct.ok(), ct.status().message());
+  REQUIRE(ct->ct_groups.size() == 1);
+  CHECK(ct->ct_groups[0].format == "pack-quantized");
+  CHECK(!ct->ct_groups[0].symmetric);
+  CHECK(ct->ct_groups[0].group_size == 128);
+  CHECK(ct->ct_groups[0].actorder == "group");
+  CHECK(ct->ct_ignore == std::vector<std::string>{"lm_head"});
+  auto bnb = ParseHfQuantConfig(
+      R"({"quantization_config":{"quant_method":"bitsandbytes","load_in_4bit":true,"bnb_4bit_quant_type":"nf4"}})",
+      "");
+  REQUIRE(bnb.ok());
+  CHECK(bnb->bnb_4bit);
+  CHECK(bnb->bnb_quant_type == "nf4");
+  auto qs = ParseBnbQuantState(
+      R"({"quant_type":"nf4","absmax":[],"blocksize":64,"quant_map":[],"dtype":"bfloat16","shape":[32,64],"nested_blocksize":256,"nested_offset":0.0123456,"nested_dtype":"float32"})",
+      "w");
+  REQUIRE_MESSAGE(qs.ok(), qs.status().message());
+  CHECK(qs->nested);
+  CHECK(static_cast<float>(qs->nested_offset) == 0.0123456f);
+  CHECK(qs->shape == std::vector<int64_t>{32, 64});
   auto none = ParseHfQuantConfig(R"({"model_type":"llama"})", "");
   REQUIRE(none.ok());
   CHECK(none->method == HfQuantConfig::Method::kNone);
@@ -829,9 +891,14 @@ TEST_CASE("dequant: GPTQ and AWQ folders -> float safetensors with HF names and 
     CHECK(wt->shape == Shape{N, K});
     const auto* bt = (*f)->Find("model.layers.0.mlp.up_proj.bias");
     REQUIRE(bt != nullptr);
-    CHECK(bt->dtype == DType::kFloat16);
+    CHECK(bt->dtype == DType::kFloat32);  // float copies follow --dtype too
     std::vector<uint8_t> bias_bytes, weight_bytes;
-    CHECK(std::memcmp((*f)->Load(*bt, &bias_bytes)->data, h.bias.data(), h.bias.size_bytes()) == 0);
+    const TensorView bv = *(*f)->Load(*bt, &bias_bytes);
+    for (int64_t n = 0; n < N; ++n) {
+      float b;
+      std::memcpy(&b, static_cast<const uint8_t*>(bv.data) + 4 * n, 4);
+      CHECK(b == 0.5f * static_cast<float>(n));
+    }
     CHECK((*f)->Find("model.layers.0.mlp.up_proj.qweight") == nullptr);
     // Values: the lowering's own output, and close to the original weights.
     const TensorView wv = *(*f)->Load(*wt, &weight_bytes);

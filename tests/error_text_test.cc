@@ -112,10 +112,10 @@ TEST_CASE("GPTQ / AWQ tensor errors: exact texts") {
   // AWQ: qweight [K, N / 8] = [64, 2].
   std::vector<uint8_t> aw(64 * 2 * 4);
   const TensorView awq_w{DType::kInt32, {64, 2}, aw.data(), aw.size()};
-  CHECK(ErrorOf(PrepareAwq(32, awq_w, qzeros, scales, DType::kUndefined, "k_proj")) == "(ok)");
-  CHECK(ErrorOf(PrepareAwq(32, awq_w, bad_zeros, scales, DType::kUndefined, "k_proj")) ==
+  CHECK(ErrorOf(PrepareAwq(32, awq_w, &qzeros, scales, DType::kUndefined, "k_proj")) == "(ok)");
+  CHECK(ErrorOf(PrepareAwq(32, awq_w, &bad_zeros, scales, DType::kUndefined, "k_proj")) ==
         "AWQ 'k_proj': qzeros shape (2,3), expected (2,2)");
-  CHECK(ErrorOf(PrepareAwq(32, awq_w, qzeros, scales, DType::kInt8, "k_proj"))
+  CHECK(ErrorOf(PrepareAwq(32, awq_w, &qzeros, scales, DType::kInt8, "k_proj"))
             .rfind("AWQ 'k_proj': output type", 0) == 0);
 }
 

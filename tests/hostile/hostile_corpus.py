@@ -437,7 +437,7 @@ def make(args):
         j["weight_map"][k] = "../model-00001-of-00002.safetensors"
         json.dump(j, open(p, "w"))
     c.case("index_names_dotdot", ["dequant", "awq", "out.safetensors"], 1,
-           "shards must be plain file names", setup=index_dotdot)
+           "shards must be relative paths inside the folder", setup=index_dotdot)
 
     def external_symlink_outside(d):
         os.makedirs(os.path.join(d, "model"))
