@@ -2,14 +2,18 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <new>
 #include <optional>
 #include <regex>
 #include <set>
 #include <tuple>
+
+#include <nlohmann/json.hpp>
 
 #include "formats/files.h"
 #include "formats/gguf.h"
@@ -268,11 +272,108 @@ Status SelectTensors(const Checkpoint& ck, const DequantOptions& options, const 
 
 }  // namespace internal
 
+namespace {
+
+// Files of a Hugging Face folder that belong in the dequantized one
+// (tokenizer, generation settings, chat template, model card): regular
+// files other than weights, configs rewritten here, and indexes.
+std::vector<std::string> FilesToCopy(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (!e.is_regular_file(ec)) continue;
+    static const char* const kSkip[] = {"config.json", "quantize_config.json", "quant_config.json",
+                                        "model.safetensors.index.json"};
+    bool skip = false;
+    for (const char* k : kSkip) skip = skip || n == k;
+    for (const char* ext : {".safetensors", ".bin", ".pt", ".pth", ".gguf", ".onnx", ".data"}) {
+      skip = skip || EndsWith(n, ext);
+    }
+    if (!skip && !n.empty() && n[0] != '.') {
+      auto p = PathInside(dir, n, "file to copy");
+      if (p.ok()) out.push_back(*p);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// A Hugging Face checkpoint -> a dequantized model folder.
+Status DequantHfToFolder(const Checkpoint& ck, const std::string& in, const std::string& out_dir,
+                         const DequantOptions& options, DequantReport* report) {
+  const std::string who = "dequant to folder '" + EscapeBytes(out_dir) + "'";
+  struct stat st;
+  if (::lstat(out_dir.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) {
+      // A file, link, device...: the single-file checks name what it is.
+      NIBBLE_RETURN_IF_ERROR(CheckOutputPath(out_dir, ck.inputs()));
+      return Status::Error("output '" + EscapeBytes(out_dir) +
+                           "' is an existing file; an output not ending in .safetensors is a new "
+                           "model folder (give OUT.safetensors for one file)");
+    }
+    std::error_code ec;
+    if (std::filesystem::equivalent(out_dir, ck.hf_dir(), ec)) {
+      return Status::Error("output '" + EscapeBytes(out_dir) + "' is the input folder");
+    }
+  }
+  NIBBLE_RETURN_IF_ERROR(CheckHfOutputFolder(out_dir, who));
+  std::vector<const CheckpointTensor*> chosen;
+  NIBBLE_RETURN_IF_ERROR(internal::SelectTensors(ck, options, in, report, &chosen));
+  std::vector<HfFolderItem> items;
+  DType model_dtype = options.dtype;
+  for (const CheckpointTensor* t : chosen) {
+    HfFolderItem it;
+    it.out.name = t->name;
+    it.out.dtype = ck.OutputDType(*t, options.dtype);
+    it.out.shape = t->shape;
+    auto n = CheckedNumElements(t->shape, t->name);
+    if (!n.ok()) return n.status();
+    it.bytes = static_cast<uint64_t>(*n) * static_cast<uint64_t>(DTypeBits(it.out.dtype) / 8);
+    const DType req = options.dtype;
+    const int threads = options.threads;
+    const Checkpoint* c = &ck;
+    it.out.fill = [c, t, req, threads](uint8_t* dst) { return c->Fill(*t, req, threads, dst); };
+    items.push_back(std::move(it));
+    if (t->quantized) {
+      ++report->dequantized;
+      if (model_dtype == DType::kUndefined) model_dtype = ck.OutputDType(*t, options.dtype);
+    } else {
+      ++report->copied;
+    }
+  }
+  // config.json: the original without quantization_config, torch_dtype set.
+  std::string config;
+  if (!ck.hf_config_json().empty()) {
+    auto j = nlohmann::ordered_json::parse(ck.hf_config_json(), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+      return Status::Error(who + ": config.json is not a JSON object");
+    }
+    j.erase("quantization_config");
+    if (model_dtype != DType::kUndefined) {
+      j["torch_dtype"] = TorchDTypeName(model_dtype);
+      if (j.contains("dtype")) j["dtype"] = TorchDTypeName(model_dtype);
+    }
+    config = j.dump(2) + "\n";
+  } else {
+    report->skipped.push_back("config.json: the input has none (the folder holds weights only)");
+  }
+  return WriteHfFolder(out_dir, items, config, FilesToCopy(ck.hf_dir()), options, report)
+      .WithPrefix(who);
+}
+
+}  // namespace
+
 Status DequantCheckpoint(const std::string& in, const std::string& out,
                          const DequantOptions& options, DequantReport* report) try {
-  if (options.hf) return DequantGgufToHf(in, out, options, report);
-  auto ck = Checkpoint::Open(in);
+  const bool gguf = !IsDir(in) && HasGgufMagic(in);
+  if (options.hf && gguf) return DequantGgufToHf(in, out, options, report);
+  auto ck = Checkpoint::Open(in, options.open);
   if (!ck.ok()) return ck.status();
+  if (!gguf && (options.hf || !EndsWith(out, ".safetensors"))) {
+    // A new (or empty) folder: it can be none of the inputs.
+    return DequantHfToFolder(*ck, in, out, options, report);
+  }
   NIBBLE_RETURN_IF_ERROR(CheckOutputPath(out, ck->inputs()));
   std::vector<const CheckpointTensor*> chosen;
   NIBBLE_RETURN_IF_ERROR(internal::SelectTensors(*ck, options, in, report, &chosen));

@@ -188,6 +188,19 @@ int RunInspect(const std::string& path, const std::string& format) {
   return 0;
 }
 
+// --gptq-format / --gptq-v1-zeros of inspect and dequant.
+void AddCheckpointOptions(CLI::App* app, nibble::CheckpointOptions* o) {
+  app->add_option("--gptq-format", o->gptq_format,
+                  "GPTQ: read qzeros as v1 (z - 1) or v2 (z), overriding what the config or "
+                  "metadata state (required when nothing states it)")
+      ->check(CLI::IsMember({"v1", "v2"}));
+  app->add_option("--gptq-v1-zeros", o->gptq_v1_zeros,
+                  "GPTQ v1: decode zero points as AutoGPTQ's loaders do (stored + 1, no wrap) or "
+                  "as GPTQModel's (word + 0x11111111 with carries); default: by the producer named "
+                  "in the config's meta.quantizer (unnamed: autogptq)")
+      ->check(CLI::IsMember({"autogptq", "gptqmodel"}));
+}
+
 nibble::DType ParseOutDType(const std::string& s) {
   if (s == "f32") return nibble::DType::kFloat32;
   if (s == "f16") return nibble::DType::kFloat16;
@@ -196,8 +209,9 @@ nibble::DType ParseOutDType(const std::string& s) {
 }
 
 // `nibble inspect` of a GGUF file or a safetensors checkpoint.
-int RunInspectCheckpoint(const std::string& path, const std::string& format) {
-  auto ck = nibble::Checkpoint::Open(path);
+int RunInspectCheckpoint(const std::string& path, const std::string& format,
+                         const nibble::CheckpointOptions& options) {
+  auto ck = nibble::Checkpoint::Open(path, options);
   if (!ck.ok()) {
     std::cerr << "nibble inspect: " << ck.status().message() << "\n";
     return 1;
@@ -382,6 +396,8 @@ int Main(int argc, char** argv) {
   std::string inspect_path, inspect_format = "table";
   inspect->add_option("model", inspect_path, "MODEL.onnx, FILE.gguf, FILE.safetensors or a folder")
       ->required();
+  nibble::CheckpointOptions inspect_ck;
+  AddCheckpointOptions(inspect, &inspect_ck);
   inspect->add_option("--format", inspect_format, "table or json")
       ->capture_default_str()
       ->check(CLI::IsMember({"table", "json"}));
@@ -404,15 +420,18 @@ int Main(int argc, char** argv) {
 
   auto* dequant = app.add_subcommand(
       "dequant",
-      "Dequantize a GPTQ/AWQ safetensors checkpoint (folder or file) or a GGUF file into a float "
-      "safetensors file. GPTQ/AWQ: '<prefix>.qweight' becomes '<prefix>.weight' [N, K]; GGUF: "
-      "names kept, shapes in PyTorch order (ne reversed); other tensors copied through");
+      "Dequantize a Hugging Face checkpoint (GPTQ, AWQ, compressed-tensors, bitsandbytes 4-bit; "
+      "a folder or a .safetensors file) or a GGUF file. OUT.safetensors: one float safetensors "
+      "file; any other OUT (Hugging Face input, or GGUF with --hf): a new model folder with "
+      "shards, index, config.json (quantization_config removed) and the tokenizer files. "
+      "Quantized layers become '<module>.weight' [N, K]; float tensors follow --dtype");
   std::string dq_in, dq_out, dq_dtype;
   nibble::DequantOptions dq_opts;
   bool dq_quiet = false;
   dequant->add_option("input", dq_in, "checkpoint folder, FILE.safetensors or FILE.gguf")
       ->required();
-  dequant->add_option("output", dq_out, "OUT.safetensors, or a new folder OUT/ with --hf")
+  dequant->add_option("output", dq_out,
+                      "OUT.safetensors, or a new (or empty) folder OUT/ for a model folder")
       ->required();
   dequant->add_flag("--hf", dq_opts.hf,
                     "GGUF (llama, mistral, qwen2, qwen3): write a Hugging Face style folder: "
@@ -420,11 +439,12 @@ int Main(int argc, char** argv) {
                     "safetensors shards with an index");
   dequant
       ->add_option("--max-shard-size", dq_opts.max_shard_bytes,
-                   "--hf: largest shard in bytes (default 5000000000)")
+                   "Model folders: largest shard in bytes (default 5000000000)")
       ->check(CLI::PositiveNumber);
   dequant
       ->add_option("--dtype", dq_dtype,
-                   "Output type of dequantized tensors (default: f16 for GPTQ/AWQ, f32 for GGUF)")
+                   "Output type of every float tensor (default: the scales' / model's type for "
+                   "Hugging Face checkpoints, f32 for GGUF; float copies keep theirs)")
       ->transform(CLI::CheckedTransformer(nibble::DTypeSpellings(), CLI::ignore_case));
   dequant->add_option("--tensors", dq_opts.tensors,
                       "Only tensors whose input name (GGUF name, '<prefix>.qweight', ...) "
@@ -434,6 +454,7 @@ int Main(int argc, char** argv) {
   dequant->add_flag("--skip-unsupported", dq_opts.skip_unsupported,
                     "Write every other tensor and list the ones nibble cannot dequantize "
                     "(without it, any such tensor fails the whole conversion)");
+  AddCheckpointOptions(dequant, &dq_opts.open);
   dequant->add_option("--threads", dq_opts.threads, "0 = all cores")->check(kThreadRange);
   dequant->add_flag("--quiet", dq_quiet, "No progress or summary");
 
@@ -459,7 +480,7 @@ int Main(int argc, char** argv) {
     const bool onnx =
         inspect_path.size() >= 5 && inspect_path.compare(inspect_path.size() - 5, 5, ".onnx") == 0;
     if (!onnx && nibble::Checkpoint::Recognizes(inspect_path)) {
-      return RunInspectCheckpoint(inspect_path, inspect_format);
+      return RunInspectCheckpoint(inspect_path, inspect_format, inspect_ck);
     }
     return RunInspect(inspect_path, inspect_format);
   }

@@ -358,7 +358,7 @@ def make(args):
            "is the input file", setup=awq)
     c.case("dequant_out_is_the_config", ["dequant", "gptq", "gptq/config.json"], 1,
            "is the input file", setup=gptq)
-    c.case("dequant_out_is_the_input_folder", ["dequant", "gptq", "gptq"], 1, "is a directory",
+    c.case("dequant_out_is_the_input_folder", ["dequant", "gptq", "gptq"], 1, "is the input folder",
            setup=gptq)
     c.case("fold_out_is_input", ["fold", "m.onnx", "./m.onnx"], 1, "is the input file", setup=qdq_ext)
     c.case("fold_out_is_abs_input", ["fold", "m.onnx", "{case}/m.onnx"], 1, "is the input file",
