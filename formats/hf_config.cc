@@ -166,8 +166,8 @@ StatusOr<HfQuantConfig> FromObject(const nlohmann::json& q, const std::string& w
                            ? bits == 4
                            : (bits == 2 || bits == 3 || bits == 4 || bits == 8);
   if (!bits_ok) {
-    return Status::Error(who + ": " + HfMethodName(c.method) + " with bits = " +
-                         std::to_string(bits) + " is not supported (" +
+    return Status::Error(who + ": " + HfMethodName(c.method) +
+                         " with bits = " + std::to_string(bits) + " is not supported (" +
                          (c.method == HfQuantConfig::Method::kAwq ? "only 4" : "2, 4 and 8 are") +
                          ")");
   }

@@ -21,7 +21,7 @@ struct CompressedTensorsGroup {
   std::vector<std::string> targets;  // "Linear" (a class: every layer) or "re:REGEX"
   std::string format;                // the group's own, else the config's
   int bits = 4;
-  std::string type = "int";       // "int" or "float"
+  std::string type = "int";  // "int" or "float"
   bool symmetric = true;
   std::string strategy = "group";  // "tensor", "channel", "group", "block", ...
   int64_t group_size = 0;

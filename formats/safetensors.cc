@@ -361,8 +361,8 @@ StatusOr<SafetensorsSet> SafetensorsSet::Open(const std::string& path, InputFile
         if (!p.ok()) return p.status();
         if (!PathExists(*p)) {
           return Status::Error(who + ": shard '" + EscapeBytes(sh) +
-                               "' named by the weight_map does not exist in '" +
-                               EscapeBytes(path) + "'");
+                               "' named by the weight_map does not exist in '" + EscapeBytes(path) +
+                               "'");
         }
         shard_paths.push_back(*p);
         shard_names[*p] = sh;
@@ -391,10 +391,9 @@ StatusOr<SafetensorsSet> SafetensorsSet::Open(const std::string& path, InputFile
           const std::string sub = path + "/" + sd;
           if (PathExists(sub + "/model.safetensors") ||
               PathExists(sub + "/model.safetensors.index.json")) {
-            return Status::Error("'" + EscapeBytes(path) +
-                                 "' holds no .safetensors files; its subfolder '" +
-                                 EscapeBytes(sd) + "' has a model: open '" + EscapeBytes(sub) +
-                                 "'");
+            return Status::Error(
+                "'" + EscapeBytes(path) + "' holds no .safetensors files; its subfolder '" +
+                EscapeBytes(sd) + "' has a model: open '" + EscapeBytes(sub) + "'");
           }
         }
       }

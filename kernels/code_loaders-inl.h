@@ -149,8 +149,7 @@ struct DenseNibblesOf : LoaderTypes {
     const hn::Rebind<uint8_t, decltype(du16h)> du8h;        // N/2 x u8
     const int64_t e = k + (c.odd_start ? 1 : 0);            // even by construction
     const auto b = hn::PromoteTo(du16h, hn::LoadU(du8h, c.codes + e / 2));
-    return hn::BitCast(di,
-                       hn::PromoteTo(du, hn::BitCast(du8n, PairNibbles<kHighFirst>(du16h, b))));
+    return hn::BitCast(di, hn::PromoteTo(du, hn::BitCast(du8n, PairNibbles<kHighFirst>(du16h, b))));
   }
   static HWY_INLINE VU16 Load16(const CodeRef& c, int64_t k) {
     const DU16 du16;

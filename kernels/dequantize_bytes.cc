@@ -70,11 +70,10 @@ void DequantizeBytesSimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
         if (plan.code == CodeKind::kU8 && plan.interleave == 4) {
           // One element per dim-0 index: the bytes are in dense order.
           if (plan.interleave_row == 1) {
-            return DispatchZpOut<DenseBytes<CodeKind::kU8>, CodeKind::kU8, kGptqZp>(plan, r0, r1, c0,
-                                                                                   c1, out, ld);
+            return DispatchZpOut<DenseBytes<CodeKind::kU8>, CodeKind::kU8, kGptqZp>(
+                plan, r0, r1, c0, c1, out, ld);
           }
-          return DispatchZpOut<PmxByteWords, CodeKind::kU8, kGptqZp>(plan, r0, r1, c0, c1, out,
-                                                                      ld);
+          return DispatchZpOut<PmxByteWords, CodeKind::kU8, kGptqZp>(plan, r0, r1, c0, c1, out, ld);
         }
         break;
       case Layout::kDenseHighNibbles:  // 4-bit layouts: never routed here

@@ -332,8 +332,8 @@ StatusOr<Dequantizer> PrepareCompressedTensors(const CompressedTensorsWeight& w,
     K = IntElement(ws, 1);
     const int64_t per_word = 32 / w.bits;
     if (N <= 0 || K <= 0 || N > (int64_t{1} << 36) || K > (int64_t{1} << 36)) {
-      return Status::Error(who + ": weight_shape [" + std::to_string(N) + ", " +
-                           std::to_string(K) + "] is invalid");
+      return Status::Error(who + ": weight_shape [" + std::to_string(N) + ", " + std::to_string(K) +
+                           "] is invalid");
     }
     const Shape want{N, (K + per_word - 1) / per_word};
     NIBBLE_RETURN_IF_ERROR(CheckInt32(q, q.shape, "weight_packed", who));
@@ -372,8 +372,7 @@ StatusOr<Dequantizer> PrepareCompressedTensors(const CompressedTensorsWeight& w,
     per_tensor = true;
   } else {
     return Status::Error(who + ": weight_scale shape " + ShapeToString(sc.shape) +
-                         " fits neither [N, groups] nor one value (N = " + std::to_string(N) +
-                         ")");
+                         " fits neither [N, groups] nor one value (N = " + std::to_string(N) + ")");
   }
   if (groups <= 0) return Status::Error(who + ": weight_scale has no groups");
   int64_t G = (K + groups - 1) / groups;
@@ -453,9 +452,9 @@ StatusOr<Dequantizer> PrepareCompressedTensors(const CompressedTensorsWeight& w,
     for (int64_t k = 0; k < K; ++k) {
       const int64_t g = IntElement(gi, k);
       if (g < 0 || g >= groups) {
-        return Status::Error(who + ": weight_g_idx[" + std::to_string(k) + "] = " +
-                             std::to_string(g) + " is outside the " + std::to_string(groups) +
-                             " groups");
+        return Status::Error(who + ": weight_g_idx[" + std::to_string(k) +
+                             "] = " + std::to_string(g) + " is outside the " +
+                             std::to_string(groups) + " groups");
       }
       st.axis_group[static_cast<size_t>(k)] = static_cast<int32_t>(g);
       contiguous = contiguous && g == k / G;
@@ -542,8 +541,8 @@ StatusOr<Dequantizer> PrepareBnb4(const Bnb4Weight& w, DType out, const std::str
     for (int64_t b = 0; b < blocks; ++b) {
       // bitsandbytes: dequantize_blockwise (one float32 product), then
       // `absmax += offset` (one float32 sum): two roundings, never fused.
-      const volatile float prod =
-          read_f32(*w.nested_quant_map, codes[b]) * read_f32(*w.nested_absmax, b / w.nested_blocksize);
+      const volatile float prod = read_f32(*w.nested_quant_map, codes[b]) *
+                                  read_f32(*w.nested_absmax, b / w.nested_blocksize);
       st.scale[static_cast<size_t>(b)] = prod + w.nested_offset;
     }
   }

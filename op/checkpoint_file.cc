@@ -8,12 +8,11 @@
 #include <cstring>
 #include <filesystem>
 #include <new>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
 #include <set>
 #include <tuple>
-
-#include <nlohmann/json.hpp>
 
 #include "formats/files.h"
 #include "formats/gguf.h"
@@ -78,7 +77,8 @@ bool Checkpoint::Recognizes(const std::string& path) {
          HasGgufMagic(path);
 }
 
-StatusOr<Checkpoint> Checkpoint::Open(const std::string& path, const CheckpointOptions& options) try {
+StatusOr<Checkpoint> Checkpoint::Open(const std::string& path,
+                                      const CheckpointOptions& options) try {
   Checkpoint c;
   if (!IsDir(path) && HasGgufMagic(path)) {
     auto g = GgufFile::Open(path, &c.inputs_);

@@ -217,8 +217,8 @@ class Lister {
                          g.format + ", " + g.type + std::to_string(g.bits) + ", " + g.strategy +
                              (g.strategy == "group" ? " " + std::to_string(g.group_size) : "") +
                              (g.symmetric ? ", symmetric" : ", asymmetric") +
-                             (g.actorder.empty() ? "" : ", actorder " + g.actorder) +
-                             ", targets " + targets);
+                             (g.actorder.empty() ? "" : ", actorder " + g.actorder) + ", targets " +
+                             targets);
         }
         break;
       case HfQuantConfig::Method::kBitsAndBytes:
@@ -241,9 +241,8 @@ class Lister {
         out_->props.emplace_back("checkpoint_format",
                                  rule_->format + " (" + rule_->format_source + ")");
         if (rule_->format == "gptq") {
-          out_->props.emplace_back(
-              "gptq_v1_zeros", std::string(GptqZerosName(rule_->zeros)) + " (" +
-                                   rule_->zeros_source + ")");
+          out_->props.emplace_back("gptq_v1_zeros", std::string(GptqZerosName(rule_->zeros)) +
+                                                        " (" + rule_->zeros_source + ")");
         }
       }
     }
@@ -319,8 +318,9 @@ class Lister {
                   (qzeros ? "" : ", no qzeros (z = 2^(bits-1))");
       if (bits == 3) {
         ct.supported = false;
-        ct.why_not = "3-bit GPTQ packs values across word boundaries and is not supported "
-                     "(2, 4 and 8 bits are)";
+        ct.why_not =
+            "3-bit GPTQ packs values across word boundaries and is not supported "
+            "(2, 4 and 8 bits are)";
       } else if (qzeros != nullptr && rule->format.empty()) {
         ct.supported = false;
         ct.why_not =
@@ -340,8 +340,8 @@ class Lister {
     } else {
       ct.shape = {qs[1] * 8, qs[0]};
       const bool zero_point = q_.method != HfQuantConfig::Method::kAwq || q_.zero_point;
-      ct.detail = "gemm, " + std::to_string(groups) + " groups" +
-                  (qzeros ? "" : ", symmetric (z = 8)");
+      ct.detail =
+          "gemm, " + std::to_string(groups) + " groups" + (qzeros ? "" : ", symmetric (z = 8)");
       if (!qzeros && zero_point) {
         ct.supported = false;
         ct.why_not = "AWQ GEMM with zero_point needs '" + prefix + ".qzeros'";
@@ -374,14 +374,13 @@ class Lister {
     const Entry* zp = Find(prefix + ".weight_zero_point");
     const Entry* shape = Find(prefix + ".weight_shape");
     const Entry* g_idx = Find(prefix + ".weight_g_idx");
-    for (const char* s : {".weight_packed", ".weight_scale", ".weight_zero_point", ".weight_shape",
-                          ".weight_g_idx", ".input_scale", ".input_zero_point", ".output_scale",
-                          ".output_zero_point"}) {
+    for (const char* s :
+         {".weight_packed", ".weight_scale", ".weight_zero_point", ".weight_shape", ".weight_g_idx",
+          ".input_scale", ".input_zero_point", ".output_scale", ".output_zero_point"}) {
       Consume(prefix + s);
     }
     consumed_.insert(name);
-    ct.stored_bytes =
-        BytesOf(&e) + BytesOf(scale) + BytesOf(zp) + BytesOf(shape) + BytesOf(g_idx);
+    ct.stored_bytes = BytesOf(&e) + BytesOf(scale) + BytesOf(zp) + BytesOf(shape) + BytesOf(g_idx);
     auto refuse = [&](const std::string& why) {
       ct.supported = false;
       ct.why_not = why;

@@ -155,7 +155,8 @@ Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>
     idx += "\n  }\n}\n";
     NIBBLE_RETURN_IF_ERROR(WriteTextFile(tmp + "/model.safetensors.index.json", idx));
   }
-  if (!config_json.empty()) NIBBLE_RETURN_IF_ERROR(WriteTextFile(tmp + "/config.json", config_json));
+  if (!config_json.empty())
+    NIBBLE_RETURN_IF_ERROR(WriteTextFile(tmp + "/config.json", config_json));
   for (const std::string& src : copy_files) {
     const std::string base = src.substr(src.rfind('/') + 1);
     auto text = ReadSmallFile(src, kMaxCopiedFileBytes, "file to copy");

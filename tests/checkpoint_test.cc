@@ -249,8 +249,7 @@ TEST_CASE("GPTQ / AWQ round trips from seeded weights, odd shapes, every output 
     auto a = QuantizeAwq(w.data(), c.N, c.K, c.G);
     REQUIRE(a.ok());
     const TensorView az = a->qzeros.view();
-    auto da = PrepareAwq(c.G, a->qweight.view(), &az, a->scales.view(),
-                         DType::kFloat32, "a");
+    auto da = PrepareAwq(c.G, a->qweight.view(), &az, a->scales.view(), DType::kFloat32, "a");
     REQUIRE_MESSAGE(da.ok(), da.status().message());
     const auto ya = RunF32(*da, true);
     const auto* sa = a->scales.data_as<uint16_t>();

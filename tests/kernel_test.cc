@@ -89,8 +89,8 @@ struct PlanData {
 enum class Form { kPmxAxis1, kPmxAxis0, kDense, kDenseHigh };
 
 // Table codes (kTable4): 16 values with a signed zero, a subnormal and ties.
-const float kTestTable[16] = {-1.0f,  -0.6961928f, -0.5f, -0.0f,   0.0f,  1e-40f, 0.0625f, 0.3f,
-                              0.441f, 0.5626170f,  1.0f,  -12.0f, 3.0f,  -0.25f, 8.5f,    65504.0f};
+const float kTestTable[16] = {-1.0f,  -0.6961928f, -0.5f, -0.0f,  0.0f, 1e-40f, 0.0625f, 0.3f,
+                              0.441f, 0.5626170f,  1.0f,  -12.0f, 3.0f, -0.25f, 8.5f,    65504.0f};
 
 // A random plan of the given form. cols is the row length of the 2-D view.
 PlanData MakePlan(std::mt19937_64& rng, Form form, CodeKind code, int interleave, int64_t rows,
@@ -253,9 +253,8 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
           for (OutType out : {OutType::kF32, OutType::kF16, OutType::kBF16}) {
             const int64_t rows = l.interleave > 1 ? 2 * l.interleave : 5;
             const bool dense = l.form == Form::kDense || l.form == Form::kDenseHigh;
-            const int per_elem = l.form == Form::kPmxAxis0
-                                     ? 1
-                                     : (dense ? static_cast<int>(rng() % 3) : 0);
+            const int per_elem =
+                l.form == Form::kPmxAxis0 ? 1 : (dense ? static_cast<int>(rng() % 3) : 0);
             int64_t group;
             if (l.form == Form::kPmxAxis0) {
               group = l.interleave;  // along rows

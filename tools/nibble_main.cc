@@ -430,8 +430,9 @@ int Main(int argc, char** argv) {
   bool dq_quiet = false;
   dequant->add_option("input", dq_in, "checkpoint folder, FILE.safetensors or FILE.gguf")
       ->required();
-  dequant->add_option("output", dq_out,
-                      "OUT.safetensors, or a new (or empty) folder OUT/ for a model folder")
+  dequant
+      ->add_option("output", dq_out,
+                   "OUT.safetensors, or a new (or empty) folder OUT/ for a model folder")
       ->required();
   dequant->add_flag("--hf", dq_opts.hf,
                     "GGUF (llama, mistral, qwen2, qwen3): write a Hugging Face style folder: "
