@@ -439,6 +439,10 @@ class Lister {
           d[i] = v;
         }
       }
+      if (d[0] <= 0 || d[1] <= 0 || d[0] > (int64_t{1} << 36) || d[1] > (int64_t{1} << 36)) {
+        return refuse("'" + prefix + ".weight_shape' [" + std::to_string(d[0]) + ", " +
+                      std::to_string(d[1]) + "] is not a valid [N, K]");
+      }
       ct.shape = {d[0], d[1]};
     } else {
       ct.shape = e.tensor->shape;
@@ -524,6 +528,13 @@ class Lister {
                     "' (float16, bfloat16 or float32 expected)");
     }
     ct.shape = Shape(st->shape.begin(), st->shape.end());
+    auto n = CheckedNumElements(ct.shape, "'" + name + "'");
+    if (!n.ok()) return refuse(n.status().message());
+    if (BytesOf(weight) != static_cast<uint64_t>((*n + 1) / 2)) {
+      return refuse("'" + w + "' holds " + std::to_string(BytesOf(weight)) +
+                    " bytes of codes; quant_state shape " + ShapeToString(ct.shape) + " needs " +
+                    std::to_string((*n + 1) / 2));
+    }
     ct.stored_dtype = dt;
     ct.out_default = dt;
     ct.detail = st->quant_type + ", blocks of " + std::to_string(st->blocksize) +
