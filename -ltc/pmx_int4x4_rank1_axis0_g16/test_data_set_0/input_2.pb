@@ -1,1 +1,0 @@
-B	ZeroPointJxBV¼9œJ=%;=FØ<

@@ -1,1 +1,0 @@
-	B	ZeroPointJ<¸µ“’´—BÝ*Ì‘Dg#Bx‚ig™&…ïÿ
