@@ -13,11 +13,11 @@
 
 namespace nibble {
 
-bool HasExternalData(const onnx::TensorProto& p) {
-  return p.data_location() == onnx::TensorProto::EXTERNAL || p.external_data_size() > 0;
+bool HasExternalData(const nibble_onnx::TensorProto& p) {
+  return p.data_location() == nibble_onnx::TensorProto::EXTERNAL || p.external_data_size() > 0;
 }
 
-StatusOr<TensorView> TensorResolver::Describe(const onnx::TensorProto& p) {
+StatusOr<TensorView> TensorResolver::Describe(const nibble_onnx::TensorProto& p) {
   const std::string who = "tensor '" + p.name() + "'";
   if (!IsKnownDType(p.data_type())) {
     return Status::Error(who + ": unsupported data_type " + std::to_string(p.data_type()));
@@ -64,7 +64,7 @@ bool SafeLocation(const std::string& loc) {
 
 }  // namespace
 
-StatusOr<const ReadOnlyFile*> TensorResolver::ExternalFile(const onnx::TensorProto& p,
+StatusOr<const ReadOnlyFile*> TensorResolver::ExternalFile(const nibble_onnx::TensorProto& p,
                                                            const std::string& location) {
   const std::string who = "tensor '" + EscapeBytes(p.name()) + "'";
   if (location.empty()) return Status::Error(who + ": external data has no location");
@@ -83,7 +83,7 @@ StatusOr<const ReadOnlyFile*> TensorResolver::ExternalFile(const onnx::TensorPro
   return it->second.get();
 }
 
-Status TensorResolver::OpenExternal(const onnx::TensorProto& p) {
+Status TensorResolver::OpenExternal(const nibble_onnx::TensorProto& p) {
   if (!HasExternalData(p)) return Status::Ok();
   std::string location;
   for (const auto& kv : p.external_data()) {
@@ -93,7 +93,7 @@ Status TensorResolver::OpenExternal(const onnx::TensorProto& p) {
   return f.ok() ? Status::Ok() : f.status();
 }
 
-StatusOr<TensorView> TensorResolver::Resolve(const onnx::TensorProto& p, Tensor* storage) {
+StatusOr<TensorView> TensorResolver::Resolve(const nibble_onnx::TensorProto& p, Tensor* storage) {
   const std::string who = "tensor '" + p.name() + "'";
   auto desc = Describe(p);
   if (!desc.ok()) return desc.status();

@@ -24,7 +24,7 @@
 namespace nibble {
 
 // True if `p` holds an external-data reference.
-bool HasExternalData(const onnx::TensorProto& p);
+bool HasExternalData(const nibble_onnx::TensorProto& p);
 
 // Resolves tensors of one model (external files are opened once).
 class TensorResolver {
@@ -36,20 +36,20 @@ class TensorResolver {
 
   // Opens (and records) the external data file of `proto`, if it has one,
   // without reading it; the same checks as Resolve's on the location.
-  Status OpenExternal(const onnx::TensorProto& proto);
+  Status OpenExternal(const nibble_onnx::TensorProto& proto);
 
   // A view of the tensor's bytes. Inline raw_data is zero-copy (valid while
   // `proto` lives); external data is read into `*storage` (checked against
   // the file's size first), typed fields are decoded into it. Errors name
   // the tensor.
-  StatusOr<TensorView> Resolve(const onnx::TensorProto& proto, Tensor* storage);
+  StatusOr<TensorView> Resolve(const nibble_onnx::TensorProto& proto, Tensor* storage);
 
   // Element type and shape without touching data.
-  static StatusOr<TensorView> Describe(const onnx::TensorProto& proto);
+  static StatusOr<TensorView> Describe(const nibble_onnx::TensorProto& proto);
 
  private:
   // The opened external file of `proto` (checked location), or an error.
-  StatusOr<const ReadOnlyFile*> ExternalFile(const onnx::TensorProto& proto,
+  StatusOr<const ReadOnlyFile*> ExternalFile(const nibble_onnx::TensorProto& proto,
                                              const std::string& location);
   std::string model_dir_;
   InputFiles* inputs_ = nullptr;

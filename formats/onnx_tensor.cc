@@ -12,7 +12,7 @@ namespace nibble {
 
 namespace {
 
-std::string TensorWho(const onnx::TensorProto& p) { return "tensor '" + p.name() + "'"; }
+std::string TensorWho(const nibble_onnx::TensorProto& p) { return "tensor '" + p.name() + "'"; }
 
 void PutLE(uint8_t* dst, uint64_t v, int bytes) {
   for (int k = 0; k < bytes; ++k) dst[k] = static_cast<uint8_t>(v >> (8 * k));
@@ -20,9 +20,9 @@ void PutLE(uint8_t* dst, uint64_t v, int bytes) {
 
 }  // namespace
 
-StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& p) {
+StatusOr<Tensor> TensorFromProto(const nibble_onnx::TensorProto& p) {
   const std::string who = TensorWho(p);
-  if (p.data_location() == onnx::TensorProto::EXTERNAL || p.external_data_size() > 0) {
+  if (p.data_location() == nibble_onnx::TensorProto::EXTERNAL || p.external_data_size() > 0) {
     return Status::Error(who + ": external data is not supported here");
   }
   if (p.has_segment()) return Status::Error(who + ": segmented tensors are not supported");
@@ -95,8 +95,8 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& p) {
   return tensor;
 }
 
-onnx::TensorProto TensorToProto(const TensorView& view, const std::string& name) {
-  onnx::TensorProto p;
+nibble_onnx::TensorProto TensorToProto(const TensorView& view, const std::string& name) {
+  nibble_onnx::TensorProto p;
   p.set_name(name);
   p.set_data_type(static_cast<int32_t>(view.dtype));
   for (int64_t d : view.shape) p.add_dims(d);
@@ -115,7 +115,9 @@ Status ReadProtoFile(const std::string& path, google::protobuf::MessageLite* msg
   auto data = ReadSmallFile(path, kMaxProtoFileBytes, "protobuf file", inputs);
   if (!data.ok()) return data.status();
   if (!msg->ParseFromString(*data)) {
-    return Status::Error("'" + EscapeBytes(path) + "' is not a valid " + msg->GetTypeName() +
+    std::string type = msg->GetTypeName();  // "nibble_onnx.ModelProto"
+    if (type.rfind("nibble_", 0) == 0) type.erase(0, 7);
+    return Status::Error("'" + EscapeBytes(path) + "' is not a valid " + type +
                          " (protobuf parse failed)");
   }
   return Status::Ok();

@@ -18,10 +18,10 @@ namespace nibble {
 // entry (`& 0xFF`) for 4- and 2-bit types; int64_data; uint64_data for
 // uint32/uint64; double_data). The element count / byte size must match the
 // dims exactly. External data is reported as an error naming the tensor.
-StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto);
+StatusOr<Tensor> TensorFromProto(const nibble_onnx::TensorProto& proto);
 
 // Encodes a tensor as a TensorProto with raw_data (little-endian).
-onnx::TensorProto TensorToProto(const TensorView& view, const std::string& name);
+nibble_onnx::TensorProto TensorToProto(const TensorView& view, const std::string& name);
 
 // Reads / writes a serialized protobuf message from / to a file. Read
 // errors and parse failures name the path. The file must be a regular file

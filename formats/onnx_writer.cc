@@ -67,7 +67,8 @@ Status WriteFileAtomic(const std::string& path, const std::string& bytes) {
   return f.Publish();
 }
 
-uint64_t InlineModelBytes(const onnx::ModelProto& model, const std::vector<StreamedTensor>& t) {
+uint64_t InlineModelBytes(const nibble_onnx::ModelProto& model,
+                          const std::vector<StreamedTensor>& t) {
   uint64_t total = model.ByteSizeLong();
   for (const auto& s : t) {
     const uint64_t rec = s.meta.ByteSizeLong() + 1 + VarintSize(s.bytes) + s.bytes;
@@ -76,7 +77,7 @@ uint64_t InlineModelBytes(const onnx::ModelProto& model, const std::vector<Strea
   return total + 16;
 }
 
-Status WriteModelStreaming(const std::string& path, const onnx::ModelProto& model,
+Status WriteModelStreaming(const std::string& path, const nibble_onnx::ModelProto& model,
                            std::vector<StreamedTensor>& tensors, const ModelWriteOptions& options) {
   std::string data_path, data_name;
   if (options.external) {
@@ -96,7 +97,7 @@ Status WriteModelStreaming(const std::string& path, const onnx::ModelProto& mode
   std::vector<uint64_t> data_offsets(tensors.size(), 0);
   uint64_t next = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    onnx::TensorProto meta = tensors[i].meta;
+    nibble_onnx::TensorProto meta = tensors[i].meta;
     meta.clear_raw_data();
     if (options.external) {
       const uint64_t align = tensors[i].bytes >= (uint64_t{1} << 20) ? 4096 : 64;
@@ -112,11 +113,11 @@ Status WriteModelStreaming(const std::string& path, const onnx::ModelProto& mode
       add("location", data_name);
       add("offset", std::to_string(data_offsets[i]));
       add("length", std::to_string(tensors[i].bytes));
-      meta.set_data_location(onnx::TensorProto::EXTERNAL);
+      meta.set_data_location(nibble_onnx::TensorProto::EXTERNAL);
     }
     metas[i] = meta.SerializeAsString();
   }
-  onnx::ModelProto head = model;
+  nibble_onnx::ModelProto head = model;
   head.clear_graph();
   const std::string head_bytes = head.SerializeAsString();
   const std::string graph_bytes = model.graph().SerializeAsString();

@@ -24,8 +24,8 @@
 namespace nibble {
 
 struct StreamedTensor {
-  onnx::TensorProto meta;  // name, dims, data_type (no data fields)
-  uint64_t bytes = 0;      // exact byte size of the data
+  nibble_onnx::TensorProto meta;  // name, dims, data_type (no data fields)
+  uint64_t bytes = 0;             // exact byte size of the data
   // Writes exactly `bytes` bytes to `dst` (called once, in order).
   std::function<Status(uint8_t* dst)> fill;
 };
@@ -41,7 +41,8 @@ struct ModelWriteOptions {
 inline constexpr uint64_t kMaxInlineModelBytes = (uint64_t{2} << 30) - (uint64_t{64} << 20);
 
 // Total bytes the inline form would have.
-uint64_t InlineModelBytes(const onnx::ModelProto& model, const std::vector<StreamedTensor>& t);
+uint64_t InlineModelBytes(const nibble_onnx::ModelProto& model,
+                          const std::vector<StreamedTensor>& t);
 
 // The external data file WriteModelStreaming writes beside `model_path`:
 // `external_name` (default "<model file name>.data"), which must be a plain
@@ -52,7 +53,7 @@ StatusOr<std::string> ExternalDataPathFor(const std::string& model_path,
 // Writes `bytes` to `path` atomically (temporary beside it + rename).
 Status WriteFileAtomic(const std::string& path, const std::string& bytes);
 
-Status WriteModelStreaming(const std::string& path, const onnx::ModelProto& model,
+Status WriteModelStreaming(const std::string& path, const nibble_onnx::ModelProto& model,
                            std::vector<StreamedTensor>& tensors, const ModelWriteOptions& options);
 
 }  // namespace nibble

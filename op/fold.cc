@@ -28,21 +28,21 @@ std::string DirOf(const std::string& p) {
 }
 
 bool IsDefaultDomain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
-bool IsDequantize(const onnx::NodeProto& n) {
+bool IsDequantize(const nibble_onnx::NodeProto& n) {
   return n.op_type() == "DequantizeLinear" &&
          (IsDefaultDomain(n.domain()) || n.domain() == kPmxDomain);
 }
-bool IsMatMulNBits(const onnx::NodeProto& n) {
+bool IsMatMulNBits(const nibble_onnx::NodeProto& n) {
   return n.op_type() == "MatMulNBits" && n.domain() == "com.microsoft";
 }
-std::string NodeLabel(const onnx::NodeProto& n) {
+std::string NodeLabel(const nibble_onnx::NodeProto& n) {
   const std::string name = n.name().empty() ? (n.output_size() ? n.output(0) : "") : n.name();
   return NodeKind(n) + " '" + name + "'";
 }
 
 // Counts every use of a value name: node inputs (also inside subgraphs,
 // which may reference outer-scope initializers) and graph outputs.
-void CountUses(const onnx::GraphProto& g, std::map<std::string, int>* uses) {
+void CountUses(const nibble_onnx::GraphProto& g, std::map<std::string, int>* uses) {
   for (const auto& n : g.node()) {
     for (const auto& in : n.input()) {
       if (!in.empty()) ++(*uses)[in];
@@ -59,7 +59,7 @@ void CountUses(const onnx::GraphProto& g, std::map<std::string, int>* uses) {
 // relies on: unique initializer / graph input / node output names, and
 // every node input defined (by a graph input, an initializer or a node
 // output). Subgraphs may use outer-scope names and are not checked here.
-Status ValidateGraph(const onnx::GraphProto& g, const std::string& model) {
+Status ValidateGraph(const nibble_onnx::GraphProto& g, const std::string& model) {
   const std::string who = "'" + EscapeBytes(model) + "'";
   std::set<std::string> inits, graph_inputs, defined;
   for (const auto& t : g.initializer()) {
@@ -115,12 +115,12 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
                  FoldReport* report) try {
   *report = FoldReport();
   InputFiles inputs;
-  onnx::ModelProto src;
+  nibble_onnx::ModelProto src;
   NIBBLE_RETURN_IF_ERROR(ReadProtoFile(in, &src, &inputs));
   if (!src.has_graph()) {
     return Status::Error("'" + EscapeBytes(in) + "' has no graph (not an ONNX model?)");
   }
-  onnx::GraphProto* sg = src.mutable_graph();
+  nibble_onnx::GraphProto* sg = src.mutable_graph();
   NIBBLE_RETURN_IF_ERROR(ValidateGraph(*sg, in));
   TensorResolver resolver(DirOf(in), &inputs);
   // Every file this fold reads is open (and known) before the output is
@@ -157,7 +157,7 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
 
   // Reads node n's constant inputs (into *storage where they are not
   // inline) and builds its Dequantizer: every check happens here.
-  auto prepare = [&](const onnx::NodeProto& n,
+  auto prepare = [&](const nibble_onnx::NodeProto& n,
                      std::vector<Tensor>* storage) -> StatusOr<Dequantizer> {
     const bool dq = IsDequantize(n);
     const int need = dq ? n.input_size() : std::min(n.input_size(), 5);
@@ -208,9 +208,9 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
 
   // Pass 1: find and validate every fold (nothing is kept but its shape).
   std::vector<Fold> folds;
-  std::map<size_t, std::vector<onnx::NodeProto>> replacement;
+  std::map<size_t, std::vector<nibble_onnx::NodeProto>> replacement;
   for (int ni = 0; ni < sg->node_size(); ++ni) {
-    const onnx::NodeProto& n = sg->node(ni);
+    const nibble_onnx::NodeProto& n = sg->node(ni);
     const bool dq = IsDequantize(n), mm = IsMatMulNBits(n);
     if (!dq && !mm) continue;
     // Inputs that must be constant: DequantizeLinear all; MatMulNBits B,
@@ -242,8 +242,8 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
       f.transpose = true;
       f.weight_name = unique_name(n.input(1) + "_dequantized");
       // MatMul(A, W) [+ Add(bias)] producing the node's output.
-      std::vector<onnx::NodeProto> rep(1);
-      onnx::NodeProto& mm_node = rep[0];
+      std::vector<nibble_onnx::NodeProto> rep(1);
+      nibble_onnx::NodeProto& mm_node = rep[0];
       mm_node.set_op_type("MatMul");
       mm_node.set_name(n.name());
       mm_node.add_input(n.input(0));
@@ -252,7 +252,7 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
       if (bias) {
         const std::string tmp = unique_name(n.output(0) + "_matmul");
         mm_node.add_output(tmp);
-        onnx::NodeProto add;
+        nibble_onnx::NodeProto add;
         add.set_op_type("Add");
         add.set_name(n.name().empty() ? "" : n.name() + "_bias");
         add.add_input(tmp);
@@ -272,17 +272,17 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
   // MatMulNBits replaced.
   std::set<size_t> folded;
   for (const auto& f : folds) folded.insert(f.node);
-  onnx::ModelProto dst;
+  nibble_onnx::ModelProto dst;
   {
-    google::protobuf::RepeatedPtrField<onnx::TensorProto> inits;
-    google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+    google::protobuf::RepeatedPtrField<nibble_onnx::TensorProto> inits;
+    google::protobuf::RepeatedPtrField<nibble_onnx::NodeProto> nodes;
     inits.Swap(sg->mutable_initializer());
     nodes.Swap(sg->mutable_node());
     dst = src;  // everything but initializers and nodes (cheap)
     inits.Swap(sg->mutable_initializer());
     nodes.Swap(sg->mutable_node());
   }
-  onnx::GraphProto* dg = dst.mutable_graph();
+  nibble_onnx::GraphProto* dg = dst.mutable_graph();
   for (int ni = 0; ni < sg->node_size(); ++ni) {
     const size_t i = static_cast<size_t>(ni);
     if (!folded.count(i)) {
@@ -305,7 +305,7 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
   std::vector<StreamedTensor> streamed;
   std::set<std::string> removed;
   for (int i = 0; i < sg->initializer_size(); ++i) {
-    const onnx::TensorProto& t = sg->initializer(i);
+    const nibble_onnx::TensorProto& t = sg->initializer(i);
     if (folded_inputs.count(t.name()) && !uses.count(t.name())) {
       removed.insert(t.name());
       ++report->removed_initializers;
@@ -319,7 +319,7 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
       s.meta.set_data_type(t.data_type());
       for (int64_t d : t.dims()) s.meta.add_dims(d);
       s.bytes = desc->size_bytes;
-      const onnx::TensorProto* tp = &t;
+      const nibble_onnx::TensorProto* tp = &t;
       s.fill = [&resolver, tp](uint8_t* dst_bytes) -> Status {
         Tensor scratch;
         auto v = resolver.Resolve(*tp, &scratch);
@@ -336,7 +336,7 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
   }
   // Old-IR models list initializers among graph inputs: drop removed ones.
   {
-    google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> kept_inputs;
+    google::protobuf::RepeatedPtrField<nibble_onnx::ValueInfoProto> kept_inputs;
     for (const auto& vi : dg->input()) {
       if (!removed.count(vi.name())) *kept_inputs.Add() = vi;
     }
@@ -355,7 +355,7 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
     s.bytes =
         static_cast<uint64_t>(f.rows * f.cols) * static_cast<uint64_t>(DTypeBits(o.dtype) / 8);
     report->dequantized_bytes += s.bytes;
-    const onnx::NodeProto* node = &sg->node(static_cast<int>(f.node));
+    const nibble_onnx::NodeProto* node = &sg->node(static_cast<int>(f.node));
     const bool transpose = f.transpose;
     const uint64_t bytes = s.bytes;
     s.fill = [&prepare, node, transpose, shape, threads, o, bytes](uint8_t* dst_bytes) -> Status {
@@ -420,13 +420,13 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
 }
 
 StatusOr<std::vector<QuantizedWeightInfo>> InspectModel(const std::string& path) try {
-  onnx::ModelProto m;
+  nibble_onnx::ModelProto m;
   NIBBLE_RETURN_IF_ERROR(ReadProtoFile(path, &m));
   if (!m.has_graph()) {
     return Status::Error("'" + EscapeBytes(path) + "' has no graph (not an ONNX model?)");
   }
   const auto& g = m.graph();
-  std::map<std::string, const onnx::TensorProto*> inits;
+  std::map<std::string, const nibble_onnx::TensorProto*> inits;
   for (const auto& t : g.initializer()) inits[t.name()] = &t;
   const int64_t model_opset = ModelOpset(m, "");
   // A weight's inputs are initializers; other names (activations) are not

@@ -6,7 +6,7 @@
 
 namespace nibble {
 
-std::string NodeKind(const onnx::NodeProto& node) {
+std::string NodeKind(const nibble_onnx::NodeProto& node) {
   const std::string& d = node.domain();
   if (d.empty() || d == "ai.onnx") return node.op_type();
   return d + "::" + node.op_type();
@@ -16,12 +16,12 @@ namespace {
 bool IsDefaultDomain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
 }  // namespace
 
-bool IsSupportedNode(const onnx::NodeProto& node) {
+bool IsSupportedNode(const nibble_onnx::NodeProto& node) {
   return node.op_type() == "DequantizeLinear" &&
          (node.domain() == kPmxDomain || IsDefaultDomain(node.domain()));
 }
 
-int64_t ModelOpset(const onnx::ModelProto& model, const std::string& domain) {
+int64_t ModelOpset(const nibble_onnx::ModelProto& model, const std::string& domain) {
   for (const auto& o : model.opset_import()) {
     if (o.domain() == domain || (IsDefaultDomain(domain) && IsDefaultDomain(o.domain()))) {
       return o.version();
@@ -32,24 +32,24 @@ int64_t ModelOpset(const onnx::ModelProto& model, const std::string& domain) {
 
 namespace {
 
-std::string NodeName(const onnx::NodeProto& node) {
+std::string NodeName(const nibble_onnx::NodeProto& node) {
   return node.name().empty() ? (node.output_size() ? node.output(0) : std::string()) : node.name();
 }
 
-Status ExpectType(const onnx::AttributeProto& a, onnx::AttributeProto::AttributeType t,
-                  const char* type_name) {
+Status ExpectType(const nibble_onnx::AttributeProto& a,
+                  nibble_onnx::AttributeProto::AttributeType t, const char* type_name) {
   // Old writers may leave `type` unset; accept that if the value field fits.
   if (a.type() == t) return Status::Ok();
-  if (a.type() == onnx::AttributeProto::UNDEFINED) {
-    if (t == onnx::AttributeProto::INT && a.has_i()) return Status::Ok();
-    if (t == onnx::AttributeProto::STRING && a.has_s()) return Status::Ok();
+  if (a.type() == nibble_onnx::AttributeProto::UNDEFINED) {
+    if (t == nibble_onnx::AttributeProto::INT && a.has_i()) return Status::Ok();
+    if (t == nibble_onnx::AttributeProto::STRING && a.has_s()) return Status::Ok();
   }
   return Status::Error("attribute " + a.name() + " must be of type " + type_name);
 }
 
 }  // namespace
 
-StatusOr<PmxAttributes> PmxAttributesFromNode(const onnx::NodeProto& node) {
+StatusOr<PmxAttributes> PmxAttributesFromNode(const nibble_onnx::NodeProto& node) {
   const std::string who = internal::Who(NodeKind(node), NodeName(node));
   PmxAttributes attrs;
   bool have_type = false;
@@ -57,12 +57,12 @@ StatusOr<PmxAttributes> PmxAttributesFromNode(const onnx::NodeProto& node) {
     const std::string& n = a.name();
     Status st;
     if (n == "quant_data_type" || n == "quant_method") {
-      st = ExpectType(a, onnx::AttributeProto::STRING, "STRING");
+      st = ExpectType(a, nibble_onnx::AttributeProto::STRING, "STRING");
       if (st.ok()) (n == "quant_data_type" ? attrs.quant_data_type : attrs.quant_method) = a.s();
       if (n == "quant_data_type") have_type = true;
     } else if (n == "quant_axis" || n == "group_size" || n == "has_zeropoint" ||
                n == "float_zeropoint") {
-      st = ExpectType(a, onnx::AttributeProto::INT, "INT");
+      st = ExpectType(a, nibble_onnx::AttributeProto::INT, "INT");
       if (st.ok()) {
         int64_t* field = n == "quant_axis"      ? &attrs.quant_axis
                          : n == "group_size"    ? &attrs.group_size
@@ -79,7 +79,7 @@ StatusOr<PmxAttributes> PmxAttributesFromNode(const onnx::NodeProto& node) {
   return attrs;
 }
 
-StatusOr<OnnxDequantizeAttributes> OnnxAttributesFromNode(const onnx::NodeProto& node,
+StatusOr<OnnxDequantizeAttributes> OnnxAttributesFromNode(const nibble_onnx::NodeProto& node,
                                                           int64_t model_opset) {
   const std::string who = internal::Who(NodeKind(node), NodeName(node));
   OnnxDequantizeAttributes attrs;
@@ -93,7 +93,7 @@ StatusOr<OnnxDequantizeAttributes> OnnxAttributesFromNode(const onnx::NodeProto&
     const std::string& n = a.name();
     Status st;
     if (n == "axis" || n == "block_size" || n == "output_dtype") {
-      st = ExpectType(a, onnx::AttributeProto::INT, "INT");
+      st = ExpectType(a, nibble_onnx::AttributeProto::INT, "INT");
       if (st.ok()) {
         if (n == "axis") {
           attrs.axis = a.i();
@@ -118,7 +118,7 @@ StatusOr<OnnxDequantizeAttributes> OnnxAttributesFromNode(const onnx::NodeProto&
   return attrs;
 }
 
-StatusOr<MatMulNBitsAttributes> MatMulNBitsAttributesFromNode(const onnx::NodeProto& n) {
+StatusOr<MatMulNBitsAttributes> MatMulNBitsAttributesFromNode(const nibble_onnx::NodeProto& n) {
   const std::string who = internal::Who(NodeKind(n), NodeName(n));
   MatMulNBitsAttributes a;
   bool has_k = false, has_n = false, has_bs = false;
@@ -127,7 +127,7 @@ StatusOr<MatMulNBitsAttributes> MatMulNBitsAttributesFromNode(const onnx::NodePr
     const bool known = name == "K" || name == "N" || name == "bits" || name == "block_size" ||
                        name == "weight_prepacked" || name == "accuracy_level";
     if (!known) continue;  // other attributes only affect how ORT computes
-    NIBBLE_RETURN_IF_ERROR(ExpectType(at, onnx::AttributeProto::INT, "INT").WithPrefix(who));
+    NIBBLE_RETURN_IF_ERROR(ExpectType(at, nibble_onnx::AttributeProto::INT, "INT").WithPrefix(who));
     if (name == "K") a.K = at.i(), has_k = true;
     if (name == "N") a.N = at.i(), has_n = true;
     if (name == "bits") a.bits = at.i();
@@ -141,8 +141,9 @@ StatusOr<MatMulNBitsAttributes> MatMulNBitsAttributesFromNode(const onnx::NodePr
   return a;
 }
 
-StatusOr<Tensor> RunNode(const onnx::NodeProto& node, const std::vector<const TensorView*>& inputs,
-                         int64_t model_opset, int threads) try {
+StatusOr<Tensor> RunNode(const nibble_onnx::NodeProto& node,
+                         const std::vector<const TensorView*>& inputs, int64_t model_opset,
+                         int threads) try {
   const std::string who = internal::Who(NodeKind(node), NodeName(node));
   if (!IsSupportedNode(node)) return Status::Error(who + ": operator not supported");
   const bool onnx_domain = IsDefaultDomain(node.domain());

@@ -60,13 +60,13 @@ std::string ReadAll(const fs::path& p) {
   return s.str();
 }
 
-onnx::ModelProto Load(const fs::path& p) {
-  onnx::ModelProto m;
+nibble_onnx::ModelProto Load(const fs::path& p) {
+  nibble_onnx::ModelProto m;
   REQUIRE(ReadProtoFile(p.string(), &m).ok());
   return m;
 }
 
-const onnx::TensorProto* Init(const onnx::ModelProto& m, const std::string& name) {
+const nibble_onnx::TensorProto* Init(const nibble_onnx::ModelProto& m, const std::string& name) {
   for (const auto& t : m.graph().initializer()) {
     if (t.name() == name) return &t;
   }
@@ -212,8 +212,8 @@ TEST_CASE("fold: a model with nothing to fold is copied with a note") {
 
 // Writes a modified copy of a generated model (and copies its data file).
 fs::path Broken(const fs::path& dir, const std::string& model,
-                const std::function<void(onnx::ModelProto*)>& edit) {
-  onnx::ModelProto m = Load(Models() / (model + ".onnx"));
+                const std::function<void(nibble_onnx::ModelProto*)>& edit) {
+  nibble_onnx::ModelProto m = Load(Models() / (model + ".onnx"));
   edit(&m);
   const fs::path p = dir / (model + ".onnx");
   REQUIRE(WriteProtoFile(p.string(), m).ok());
@@ -259,7 +259,7 @@ TEST_CASE("fold: bad inputs are clear errors and leave nothing behind") {
   }
   SUBCASE("escaping and absolute locations") {
     for (const char* loc : {"../qdq_external.onnx.data", "/etc/passwd", "a/../../x"}) {
-      const fs::path p = Broken(dir, "qdq_external", [&](onnx::ModelProto* m) {
+      const fs::path p = Broken(dir, "qdq_external", [&](nibble_onnx::ModelProto* m) {
         for (auto& t : *m->mutable_graph()->mutable_initializer()) {
           for (auto& kv : *t.mutable_external_data()) {
             if (kv.key() == "location") kv.set_value(loc);
@@ -271,7 +271,7 @@ TEST_CASE("fold: bad inputs are clear errors and leave nothing behind") {
     }
   }
   SUBCASE("inconsistent shapes") {
-    const fs::path p = Broken(dir, "qdq_int4", [](onnx::ModelProto* m) {
+    const fs::path p = Broken(dir, "qdq_int4", [](nibble_onnx::ModelProto* m) {
       for (auto& t : *m->mutable_graph()->mutable_initializer()) {
         if (t.name() == "w_scale") t.set_dims(0, 7);
       }
@@ -279,7 +279,7 @@ TEST_CASE("fold: bad inputs are clear errors and leave nothing behind") {
     CHECK(FoldError(p, out).find("w_scale") != std::string::npos);
   }
   SUBCASE("raw_data shorter than the dims") {
-    const fs::path p = Broken(dir, "mmnb_zp", [](onnx::ModelProto* m) {
+    const fs::path p = Broken(dir, "mmnb_zp", [](nibble_onnx::ModelProto* m) {
       for (auto& t : *m->mutable_graph()->mutable_initializer()) {
         if (t.name() == "B") t.mutable_raw_data()->resize(10);
       }
@@ -289,7 +289,7 @@ TEST_CASE("fold: bad inputs are clear errors and leave nothing behind") {
           "needs 2304");
   }
   SUBCASE("unsupported type") {
-    const fs::path p = Broken(dir, "qdq_int4", [](onnx::ModelProto* m) {
+    const fs::path p = Broken(dir, "qdq_int4", [](nibble_onnx::ModelProto* m) {
       for (auto& t : *m->mutable_graph()->mutable_initializer()) {
         if (t.name() == "w_scale") t.set_data_type(6);  // int32 scale
       }
@@ -297,17 +297,17 @@ TEST_CASE("fold: bad inputs are clear errors and leave nothing behind") {
     CHECK(FoldError(p, out).find("x_scale has type int32, not supported") != std::string::npos);
   }
   SUBCASE("MatMulNBits with g_idx or a prepacked weight") {
-    const fs::path p = Broken(dir, "mmnb_zp", [](onnx::ModelProto* m) {
+    const fs::path p = Broken(dir, "mmnb_zp", [](nibble_onnx::ModelProto* m) {
       auto* n = m->mutable_graph()->mutable_node(0);
       n->add_input("scales");  // any non-empty g_idx
     });
     CHECK(FoldError(p, out) ==
           "com.microsoft::MatMulNBits 'fc': input g_idx (act-order) is not supported; refusing to "
           "fold");
-    const fs::path q = Broken(dir, "mmnb8", [](onnx::ModelProto* m) {
+    const fs::path q = Broken(dir, "mmnb8", [](nibble_onnx::ModelProto* m) {
       auto* a = m->mutable_graph()->mutable_node(0)->add_attribute();
       a->set_name("weight_prepacked");
-      a->set_type(onnx::AttributeProto::INT);
+      a->set_type(nibble_onnx::AttributeProto::INT);
       a->set_i(1);
     });
     CHECK(FoldError(q, out) ==

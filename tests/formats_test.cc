@@ -73,7 +73,7 @@ TEST_CASE("TensorProto raw_data round trip") {
 }
 
 TEST_CASE("TensorProto typed fields") {
-  onnx::TensorProto p;
+  nibble_onnx::TensorProto p;
   p.set_name("t");
   SUBCASE("float_data") {
     p.set_data_type(1);
@@ -128,7 +128,7 @@ TEST_CASE("TensorProto typed fields") {
 }
 
 TEST_CASE("TensorProto errors name the tensor") {
-  onnx::TensorProto p;
+  nibble_onnx::TensorProto p;
   p.set_name("w");
   p.set_data_type(1);
   p.add_dims(3);
@@ -142,9 +142,9 @@ TEST_CASE("TensorProto errors name the tensor") {
   p.set_data_type(99);
   CHECK(TensorFromProto(p).status().message() == "tensor 'w': unsupported data_type 99");
   p.set_data_type(1);
-  p.set_data_location(onnx::TensorProto::EXTERNAL);
+  p.set_data_location(nibble_onnx::TensorProto::EXTERNAL);
   CHECK(TensorFromProto(p).status().message() == "tensor 'w': external data is not supported here");
-  onnx::TensorProto q;
+  nibble_onnx::TensorProto q;
   q.set_name("neg");
   q.set_data_type(1);
   q.add_dims(-1);
@@ -153,7 +153,7 @@ TEST_CASE("TensorProto errors name the tensor") {
 }
 
 TEST_CASE("protobuf file I/O: missing and corrupt files are clear errors") {
-  onnx::ModelProto m;
+  nibble_onnx::ModelProto m;
   CHECK(ReadProtoFile("/nonexistent/model.onnx", &m)
             .message()
             .find("cannot open '/nonexistent/model.onnx'") == 0);
@@ -169,7 +169,7 @@ TEST_CASE("protobuf file I/O: missing and corrupt files are clear errors") {
         "'formats_test_corrupt.onnx' is not a valid onnx.ModelProto (protobuf parse failed)");
   m.set_ir_version(10);
   REQUIRE(WriteProtoFile(path, m).ok());
-  onnx::ModelProto back;
+  nibble_onnx::ModelProto back;
   REQUIRE(ReadProtoFile(path, &back).ok());
   CHECK(back.ir_version() == 10);
   std::remove(path.c_str());

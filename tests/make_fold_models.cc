@@ -34,12 +34,12 @@ namespace {
 namespace fs = std::filesystem;
 std::mt19937_64 rng(7);
 
-onnx::TensorProto Random(const std::string& name, DType t, const Shape& s) {
+nibble_onnx::TensorProto Random(const std::string& name, DType t, const Shape& s) {
   int64_t n = 1;
   for (auto d : s) n *= d;
   std::string bytes(static_cast<size_t>((n * DTypeBits(t) + 7) / 8), '\0');
   for (auto& c : bytes) c = static_cast<char>(rng());
-  onnx::TensorProto p;
+  nibble_onnx::TensorProto p;
   p.set_name(name);
   p.set_data_type(static_cast<int32_t>(t));
   for (auto d : s) p.add_dims(d);
@@ -47,7 +47,7 @@ onnx::TensorProto Random(const std::string& name, DType t, const Shape& s) {
   return p;
 }
 
-onnx::TensorProto Scales(const std::string& name, DType t, const Shape& s) {
+nibble_onnx::TensorProto Scales(const std::string& name, DType t, const Shape& s) {
   int64_t n = 1;
   for (auto d : s) n *= d;
   std::uniform_real_distribution<float> u(0.001f, 0.02f);
@@ -61,7 +61,7 @@ onnx::TensorProto Scales(const std::string& name, DType t, const Shape& s) {
       bytes.append(reinterpret_cast<const char*>(&h), 2);
     }
   }
-  onnx::TensorProto p;
+  nibble_onnx::TensorProto p;
   p.set_name(name);
   p.set_data_type(static_cast<int32_t>(t));
   for (auto d : s) p.add_dims(d);
@@ -69,15 +69,15 @@ onnx::TensorProto Scales(const std::string& name, DType t, const Shape& s) {
   return p;
 }
 
-void ValueInfo(onnx::ValueInfoProto* vi, const std::string& name, DType t, const Shape& s) {
+void ValueInfo(nibble_onnx::ValueInfoProto* vi, const std::string& name, DType t, const Shape& s) {
   vi->set_name(name);
   auto* tt = vi->mutable_type()->mutable_tensor_type();
   tt->set_elem_type(static_cast<int32_t>(t));
   for (auto d : s) tt->mutable_shape()->add_dim()->set_dim_value(d);
 }
 
-onnx::ModelProto NewModel(int opset, bool ms = false, bool opmx = false) {
-  onnx::ModelProto m;
+nibble_onnx::ModelProto NewModel(int opset, bool ms = false, bool opmx = false) {
+  nibble_onnx::ModelProto m;
   m.set_ir_version(10);
   m.set_producer_name("nibble make_fold_models");
   auto* o = m.add_opset_import();
@@ -96,14 +96,14 @@ onnx::ModelProto NewModel(int opset, bool ms = false, bool opmx = false) {
   return m;
 }
 
-void Attr(onnx::NodeProto* n, const char* name, int64_t v) {
+void Attr(nibble_onnx::NodeProto* n, const char* name, int64_t v) {
   auto* a = n->add_attribute();
   a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
+  a->set_type(nibble_onnx::AttributeProto::INT);
   a->set_i(v);
 }
 
-void Save(const fs::path& p, const onnx::ModelProto& m) {
+void Save(const fs::path& p, const nibble_onnx::ModelProto& m) {
   const Status st = WriteProtoFile(p.string(), m);
   if (!st.ok()) {
     std::cerr << st.message() << "\n";
@@ -113,8 +113,8 @@ void Save(const fs::path& p, const onnx::ModelProto& m) {
 }
 
 // A -> DequantizeLinear(weight) -> MatMul -> Y with A [M, K].
-onnx::ModelProto QdqMatMul(DType xt, DType st, int64_t K, int64_t N, int64_t bs, bool zp) {
-  onnx::ModelProto m = NewModel(21);
+nibble_onnx::ModelProto QdqMatMul(DType xt, DType st, int64_t K, int64_t N, int64_t bs, bool zp) {
+  nibble_onnx::ModelProto m = NewModel(21);
   auto* g = m.mutable_graph();
   g->set_name("qdq");
   *g->add_initializer() = Random("w_q", xt, {K, N});
@@ -141,9 +141,9 @@ onnx::ModelProto QdqMatMul(DType xt, DType st, int64_t K, int64_t N, int64_t bs,
   return m;
 }
 
-onnx::ModelProto MatMulNBits(int64_t K, int64_t N, int64_t bits, int64_t bs, bool zp, bool bias,
-                             DType st = DType::kFloat32) {
-  onnx::ModelProto m = NewModel(21, true);
+nibble_onnx::ModelProto MatMulNBits(int64_t K, int64_t N, int64_t bits, int64_t bs, bool zp,
+                                    bool bias, DType st = DType::kFloat32) {
+  nibble_onnx::ModelProto m = NewModel(21, true);
   auto* g = m.mutable_graph();
   g->set_name("mmnb");
   const int64_t kb = (K + bs - 1) / bs, blob = bs * bits / 8;
@@ -175,7 +175,7 @@ onnx::ModelProto MatMulNBits(int64_t K, int64_t N, int64_t bits, int64_t bs, boo
 }
 
 // Moves an initializer's raw_data into an external file beside the model.
-void Externalize(onnx::ModelProto* m, const std::string& name, const fs::path& data_file,
+void Externalize(nibble_onnx::ModelProto* m, const std::string& name, const fs::path& data_file,
                  const std::string& location) {
   std::ofstream f(data_file, std::ios::binary | std::ios::app);
   const auto offset = static_cast<int64_t>(f.tellp());
@@ -190,7 +190,7 @@ void Externalize(onnx::ModelProto* m, const std::string& name, const fs::path& d
     add("location", location);
     add("offset", std::to_string(offset));
     add("length", std::to_string(t.raw_data().size()));
-    t.set_data_location(onnx::TensorProto::EXTERNAL);
+    t.set_data_location(nibble_onnx::TensorProto::EXTERNAL);
     t.clear_raw_data();
   }
 }
@@ -199,7 +199,7 @@ int Main(const fs::path& dir, int large, int64_t dim) {
   fs::create_directories(dir);
   if (large > 0) {
     // N MatMulNBits layers dim x dim (default 8192), weights in external data.
-    onnx::ModelProto m = NewModel(21, true);
+    nibble_onnx::ModelProto m = NewModel(21, true);
     auto* g = m.mutable_graph();
     g->set_name("large");
     const int64_t K = dim, N = dim, bs = 128, kb = K / bs;
@@ -234,7 +234,7 @@ int Main(const fs::path& dir, int large, int64_t dim) {
   Save(dir / "qdq_uint4_f16.onnx", QdqMatMul(DType::kUInt4, DType::kFloat16, 128, 40, 64, false));
   {
     // opmx int4x4: logical [K, N] = [128, 64], groups of 32 along K (quant_axis 0).
-    onnx::ModelProto m = NewModel(21, false, true);
+    nibble_onnx::ModelProto m = NewModel(21, false, true);
     auto* g = m.mutable_graph();
     g->set_name("opmx");
     *g->add_initializer() = Random("w_q", DType::kInt16, {32, 64});
@@ -248,7 +248,7 @@ int Main(const fs::path& dir, int large, int64_t dim) {
     dq->add_output("w");
     auto* a = dq->add_attribute();
     a->set_name("quant_data_type");
-    a->set_type(onnx::AttributeProto::STRING);
+    a->set_type(nibble_onnx::AttributeProto::STRING);
     a->set_s("int4");
     Attr(dq, "quant_axis", 0);
     Attr(dq, "group_size", 32);
@@ -262,7 +262,7 @@ int Main(const fs::path& dir, int large, int64_t dim) {
     Save(dir / "opmx_int4.onnx", m);
     // The same weight as ONNX DequantizeLinear (PMX int4 without a zero
     // point = uint4 with zero point 8), which ONNX Runtime can run.
-    onnx::ModelProto e = QdqMatMul(DType::kUInt4, DType::kFloat32, 128, 64, 32, true);
+    nibble_onnx::ModelProto e = QdqMatMul(DType::kUInt4, DType::kFloat32, 128, 64, 32, true);
     std::vector<uint8_t> codes(128 * 64);
     UnpackInt4Interleaved(g->initializer(0).raw_data().data(), 128, 64, 4, codes.data());
     std::string packed(128 * 64 / 2, '\0');
@@ -279,7 +279,7 @@ int Main(const fs::path& dir, int large, int64_t dim) {
   Save(dir / "mmnb_nozp_bias.onnx", MatMulNBits(160, 24, 4, 32, false, true));  // k_blocks 5
   Save(dir / "mmnb8.onnx", MatMulNBits(72, 16, 8, 32, true, false));            // K % 32 != 0
   {
-    onnx::ModelProto m = QdqMatMul(DType::kInt4, DType::kFloat32, 128, 64, 32, true);
+    nibble_onnx::ModelProto m = QdqMatMul(DType::kInt4, DType::kFloat32, 128, 64, 32, true);
     const fs::path data = dir / "qdq_external.onnx.data";
     fs::remove(data);
     Externalize(&m, "w_q", data, "qdq_external.onnx.data");
@@ -289,7 +289,7 @@ int Main(const fs::path& dir, int large, int64_t dim) {
   {
     // The scale is also a graph input (IR >= 4): a default the caller may
     // override, so the node must not be folded.
-    onnx::ModelProto m = QdqMatMul(DType::kInt4, DType::kFloat32, 128, 64, 32, true);
+    nibble_onnx::ModelProto m = QdqMatMul(DType::kInt4, DType::kFloat32, 128, 64, 32, true);
     auto* g = m.mutable_graph();
     for (const auto& t : g->initializer()) {
       if (t.name() != "w_scale") continue;
@@ -299,7 +299,7 @@ int Main(const fs::path& dir, int large, int64_t dim) {
     Save(dir / "qdq_overridable.onnx", m);
   }
   {
-    onnx::ModelProto m = NewModel(21);
+    nibble_onnx::ModelProto m = NewModel(21);
     auto* g = m.mutable_graph();
     auto* n = g->add_node();
     n->set_op_type("Relu");

@@ -50,7 +50,8 @@ struct Case {
   int64_t zp_nonzero = -1;  // float8: put a non-zero byte here (error case)
 };
 
-void AddValueInfo(onnx::ValueInfoProto* vi, const std::string& name, DType t, const Shape& s) {
+void AddValueInfo(nibble_onnx::ValueInfoProto* vi, const std::string& name, DType t,
+                  const Shape& s) {
   vi->set_name(name);
   auto* tt = vi->mutable_type()->mutable_tensor_type();
   tt->set_elem_type(static_cast<int32_t>(t));
@@ -77,7 +78,7 @@ int Write(const fs::path& root, const Case& c, std::mt19937_64& rng) {
   for (auto& b : zb) b = float_x && c.xt != DType::kFloat4E2M1 ? 0 : static_cast<uint8_t>(rng());
   if (c.zp_nonzero >= 0) zb[static_cast<size_t>(c.zp_nonzero)] = 0x38;
 
-  onnx::ModelProto m;
+  nibble_onnx::ModelProto m;
   m.set_ir_version(11);
   m.set_producer_name("nibble make_onnx_node_tests");
   auto* op = m.add_opset_import();
@@ -95,7 +96,7 @@ int Write(const fs::path& root, const Case& c, std::mt19937_64& rng) {
   auto add_int = [&](const char* name, int64_t v) {
     auto* a = node->add_attribute();
     a->set_name(name);
-    a->set_type(onnx::AttributeProto::INT);
+    a->set_type(nibble_onnx::AttributeProto::INT);
     a->set_i(v);
   };
   if (c.axis) add_int("axis", *c.axis);
@@ -265,7 +266,7 @@ int Main(const fs::path& root) {
   // directory must be reported as SKIP, not as a failure.
   const fs::path mixed = root.parent_path() / "mixed";
   rc |= Write(mixed, cases[0], rng);
-  onnx::ModelProto m;
+  nibble_onnx::ModelProto m;
   m.set_ir_version(11);
   auto* op = m.add_opset_import();
   op->set_version(21);

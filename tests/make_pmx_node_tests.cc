@@ -21,7 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void AddInput(onnx::GraphProto* g, const std::string& name, const Tensor& t) {
+void AddInput(nibble_onnx::GraphProto* g, const std::string& name, const Tensor& t) {
   auto* vi = g->add_input();
   vi->set_name(name);
   auto* tt = vi->mutable_type()->mutable_tensor_type();
@@ -29,11 +29,11 @@ void AddInput(onnx::GraphProto* g, const std::string& name, const Tensor& t) {
   for (int64_t d : t.shape()) tt->mutable_shape()->add_dim()->set_dim_value(d);
 }
 
-using Mutator = std::function<void(onnx::ModelProto*, Tensor*)>;
+using Mutator = std::function<void(nibble_onnx::ModelProto*, Tensor*)>;
 
 int Write(const fs::path& root, const std::string& name, const PmxCase& c, DType out,
           const Mutator& mutate = nullptr) {
-  onnx::ModelProto m;
+  nibble_onnx::ModelProto m;
   m.set_ir_version(10);
   m.set_producer_name("nibble make_pmx_node_tests");
   auto* op = m.add_opset_import();
@@ -55,12 +55,12 @@ int Write(const fs::path& root, const std::string& name, const PmxCase& c, DType
   auto add_int = [&](const char* n, int64_t v) {
     auto* a = node->add_attribute();
     a->set_name(n);
-    a->set_type(onnx::AttributeProto::INT);
+    a->set_type(nibble_onnx::AttributeProto::INT);
     a->set_i(v);
   };
   auto* a = node->add_attribute();
   a->set_name("quant_data_type");
-  a->set_type(onnx::AttributeProto::STRING);
+  a->set_type(nibble_onnx::AttributeProto::STRING);
   a->set_s(c.attrs.quant_data_type);
   add_int("quant_axis", c.attrs.quant_axis);
   add_int("group_size", c.attrs.group_size);
@@ -157,13 +157,13 @@ int Main(const fs::path& root) {
   // operator's error or the mismatch, never crashes.
   const fs::path bad = root.parent_path() / "bad";
   auto c = RandomCase(rng, true, {8, 64}, 1, Gran::kGrouped, 32, ZpMode::kNone, f32, none);
-  rc |= Write(bad, "bad_quant_axis", c, f32, [](onnx::ModelProto* m, Tensor*) {
+  rc |= Write(bad, "bad_quant_axis", c, f32, [](nibble_onnx::ModelProto* m, Tensor*) {
     for (auto& a : *m->mutable_graph()->mutable_node(0)->mutable_attribute()) {
       if (a.name() == "quant_axis") a.set_i(2);
     }
   });
   rc |= Write(bad, "bad_expected_output", c, f32,
-              [](onnx::ModelProto*, Tensor* y) { y->data_as<float>()[5] += 1.0f; });
+              [](nibble_onnx::ModelProto*, Tensor* y) { y->data_as<float>()[5] += 1.0f; });
   auto z =
       RandomCase(rng, true, {8, 64}, 1, Gran::kGrouped, 32, ZpMode::kInteger, f32, DType::kInt8);
   z.zp_t.data_as<int8_t>()[3] = 16;

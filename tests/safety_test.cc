@@ -155,7 +155,7 @@ TEST_CASE("A model that cannot be named puts back the data file it replaced") {
   const fs::path d = FreshDir("publish");
   fs::create_directories(d / "out.onnx");  // the model cannot be renamed over a folder
   WriteText(d / "out.onnx.data", "unrelated");
-  onnx::ModelProto m;
+  nibble_onnx::ModelProto m;
   m.mutable_graph()->set_name("g");
   std::vector<StreamedTensor> t(1);
   t[0].meta.set_name("w");

@@ -70,7 +70,7 @@ struct Outcome {
 };
 
 Outcome RunOne(const fs::path& dir, const NodeTestOptions& opt) {
-  onnx::ModelProto model;
+  nibble_onnx::ModelProto model;
   Status st = ReadProtoFile((dir / "model.onnx").string(), &model);
   if (!st.ok()) return {Outcome::kFail, st.message()};
   const auto& graph = model.graph();
@@ -118,7 +118,7 @@ Outcome RunOne(const fs::path& dir, const NodeTestOptions& opt) {
       if (k >= feeds.size()) {
         return {Outcome::kFail, f.string() + " has no matching graph input"};
       }
-      onnx::TensorProto tp;
+      nibble_onnx::TensorProto tp;
       st = ReadProtoFile(f.string(), &tp);
       if (!st.ok()) return {Outcome::kFail, st.message()};
       auto t = TensorFromProto(tp);
@@ -149,7 +149,7 @@ Outcome RunOne(const fs::path& dir, const NodeTestOptions& opt) {
       continue;
     }
     if (!y.ok()) return {Outcome::kFail, y.status().message()};
-    onnx::TensorProto want_p;
+    nibble_onnx::TensorProto want_p;
     st = ReadProtoFile((set / "output_0.pb").string(), &want_p);
     if (!st.ok()) return {Outcome::kFail, st.message()};
     auto want = TensorFromProto(want_p);

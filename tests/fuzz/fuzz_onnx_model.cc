@@ -13,10 +13,10 @@
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  onnx::ModelProto model;
+  nibble_onnx::ModelProto model;
   if (!model.ParseFromArray(data, static_cast<int>(size))) return 0;
   const auto& g = model.graph();
-  std::map<std::string, const onnx::TensorProto*> inits;
+  std::map<std::string, const nibble_onnx::TensorProto*> inits;
   for (const auto& t : g.initializer()) inits[t.name()] = &t;
   // External data resolves against a folder that does not exist: every
   // reference is an error, never a read outside it.

@@ -27,7 +27,7 @@ std::string DataDir() {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  onnx::TensorProto p;
+  nibble_onnx::TensorProto p;
   if (!p.ParseFromArray(data, static_cast<int>(size))) return 0;
   auto d = nibble::TensorResolver::Describe(p);
   if (!d.ok() || d->size_bytes > (size_t{1} << 20)) return 0;

@@ -169,7 +169,7 @@ int Main(int argc, char** argv) {
       ++reference_only;
       continue;
     }
-    onnx::ModelProto m;
+    nibble_onnx::ModelProto m;
     m.set_ir_version(c.opset >= 21 ? 10 : 8);
     auto* op = m.add_opset_import();
     op->set_domain("");
@@ -185,7 +185,7 @@ int Main(int argc, char** argv) {
     auto add_int = [&](const char* name, int64_t v) {
       auto* at = node->add_attribute();
       at->set_name(name);
-      at->set_type(onnx::AttributeProto::INT);
+      at->set_type(nibble_onnx::AttributeProto::INT);
       at->set_i(v);
     };
     if (c.has_axis) add_int("axis", c.axis);
