@@ -267,8 +267,8 @@ struct GgufQ3_K {
     const float d = layout_internal::Half(b, offsetof(Block, d));
     const uint8_t* q = b + offsetof(Block, scales);
     for (int j = 0; j < 16; ++j) {
-      const uint32_t low = (q[j % 8] >> (4 * (j / 8))) & 0xFu;
-      const uint32_t high = (q[8 + j % 4] >> (2 * (j / 4))) & 3u;
+      const uint32_t low = (uint32_t{q[j % 8]} >> (4 * (j / 8))) & 0xFu;
+      const uint32_t high = (uint32_t{q[8 + j % 4]} >> (2 * (j / 4))) & 3u;
       scale[j] = d * static_cast<float>(static_cast<int32_t>(low | high << 4) - 32);
     }
   }
@@ -419,7 +419,7 @@ struct GgufIQ4_XS {
     const uint8_t* low = b + offsetof(Block, scales_l);
     for (int ib = 0; ib < 8; ++ib) {
       const uint32_t ls =
-          ((low[ib / 2] >> (4 * (ib % 2))) & 0xFu) | (((high >> (2 * ib)) & 3u) << 4);
+          ((uint32_t{low[ib / 2]} >> (4 * (ib % 2))) & 0xFu) | (((high >> (2 * ib)) & 3u) << 4);
       scale[ib] = d * static_cast<float>(static_cast<int32_t>(ls) - 32);
     }
   }
