@@ -1,6 +1,6 @@
 // Scalar numeric conversions shared by the reference kernel, the SIMD
 // kernels' tails, op/ (scale widening) and the tests. All exact or
-// round-to-nearest-even, as SPEC.md §1 requires.
+// round-to-nearest-even (every output is rounded once, that way).
 #ifndef NIBBLE_BASE_NUMERIC_H_
 #define NIBBLE_BASE_NUMERIC_H_
 
@@ -63,7 +63,7 @@ inline uint16_t F16FromF32(float f) {
   return static_cast<uint16_t>(sign | (BitsFromF32(scaled) - 0x3F000000u));
 }
 
-// Float8 / float4 decoders (exact), per the ONNX definitions (SPEC.md §3).
+// Float8 / float4 decoders (exact), per the ONNX type definitions.
 inline float DecodeMiniFloat(uint32_t bits, int exp_bits, int mant_bits, int bias) {
   const uint32_t sign = bits >> (exp_bits + mant_bits);
   const uint32_t exp = (bits >> mant_bits) & ((1u << exp_bits) - 1u);

@@ -6,7 +6,7 @@
 // output conversion is kernels/convert-inl.h, and the raw AVX-512 pieces
 // are kernels/x86_avx512-inl.h.
 //
-// Contract (all kernels): out(r, c) = SPEC.md §1 value of plan element
+// Contract (all kernels): out(r, c) = the exact value of plan element
 // (r, c), bit-identical to DequantizeTileReference:
 //   integer codes: float32(q - z) * s         (z = zero point or code_offset)
 //   float zero pt: float32(q - code_offset) * s + zf, two roundings, no FMA

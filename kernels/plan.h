@@ -17,7 +17,7 @@
 //                                      (float32(q) - z) * s
 //   float8/float4 codes:               decode(q) * s   (ONNX: zero point 0)
 //   table codes (kTable4):             code_values[q] * s
-// rounded once (nearest even) to the output type (SPEC.md §1).
+// rounded once (nearest even) to the output type.
 #ifndef NIBBLE_KERNELS_PLAN_H_
 #define NIBBLE_KERNELS_PLAN_H_
 

@@ -1,4 +1,4 @@
-// The scalar reference: SPEC.md §1 evaluated element by element, straight
+// The scalar reference: the Plan's formula evaluated element by element, straight
 // from the Plan's definition (kernels/plan.h). Every fast path must produce
 // the same bits. Slow by design; used by tests and as the oracle of the
 // dispatch-switching tests.

@@ -1,4 +1,4 @@
-// DirectML's DML_ELEMENT_WISE_DEQUANTIZE_LINEAR (SPEC.md §4): the general
+// DirectML's DML_ELEMENT_WISE_DEQUANTIZE_LINEAR: the general
 // broadcast entry point. y = (input - zero_point) * scale with scale and
 // zero point broadcast to the input's shape by numpy rules (DirectML's
 // stride-0 dimensions).

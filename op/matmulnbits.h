@@ -1,4 +1,4 @@
-// ONNX Runtime's com.microsoft MatMulNBits weight (../shared/FORMATS.md):
+// ONNX Runtime's com.microsoft MatMulNBits weight (its contrib-op definition):
 // B uint8 [N, k_blocks, blob_size] (k_blocks = ceil(K / block_size),
 // blob_size = block_size * bits / 8), codes along K low nibble first (bits
 // 4) or one byte each (bits 8), the last block zero-padded; scales

@@ -160,7 +160,7 @@ StatusOr<Analysis> Analyze(const OnnxDequantizeAttributes& at, const TensorView&
     }
     return at.axis < 0 ? at.axis + rank : at.axis;
   };
-  if (*s_n == 1) {  // any one-element scale is per-tensor (SPEC.md §3)
+  if (*s_n == 1) {  // a one-element scale of any rank is per-tensor
     a.granularity = Granularity::kPerTensor;
   } else if (at.block_size == 0) {
     if (v < 13) {

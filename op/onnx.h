@@ -1,5 +1,5 @@
 // ONNX DequantizeLinear (default domain, opsets 10, 13, 19, 21, 23, 24, 25)
-// lowered onto the same Plan and kernels as the PMX operator (SPEC.md §3):
+// lowered onto the same Plan and kernels as the PMX operator:
 //   y = (x - x_zero_point) * x_scale, rounded once to the output type,
 // per-tensor (any one-element scale), per-axis (1-D scale, block_size 0) or
 // blocked (scale of x's rank with ceil(D[axis] / block_size) blocks; the

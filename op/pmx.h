@@ -1,5 +1,5 @@
 // The PMX (OpenPPL) DequantizeLinear operator, ONNX domain "opmx"
-// (SPEC.md §2): int4 packed four per int16 ("int4x4", or eight per int32,
+// (OpenPPL's PMX op set): int4 packed four per int16 ("int4x4", or eight per int32,
 // "int4x8") or int8 codes, grouped / per-channel / per-tensor scales, no,
 // integer or float zero point.
 #ifndef NIBBLE_OP_PMX_H_

@@ -1,4 +1,4 @@
-// The quantizer of SPEC.md §2: the inverse of the PMX operator, for tests,
+// The PMX quantizer: the inverse of the PMX operator, for tests,
 // benchmarks and group-size studies (PMX itself quantizes offline). Round
 // half to even. Not required to be bit-exact across machines; the
 // dequantizer is.

@@ -17,7 +17,7 @@ def check(name, cond):
         print("FAIL " + name)
 
 
-# SPEC.md's worked int4x4 example: codes [[0,15],[8,9],[11,7],[4,10]].
+# The PMX worked int4x4 example: codes [[0,15],[8,9],[11,7],[4,10]].
 x = np.array([[0x4B80 - 0x10000, 0xA79F - 0x10000]], dtype=np.int16)
 y = nibble.dequantize_pmx(x, np.array([0.5], np.float32), quant_axis=0, group_size=0)
 check("worked example", np.array_equal(y, (np.array([[0, 15], [8, 9], [11, 7], [4, 10]]) - 8) * 0.5))
