@@ -286,17 +286,23 @@ StatusOr<const uint8_t*> GgufFile::Load(const GgufTensor& t, std::vector<uint8_t
   return static_cast<const uint8_t*>(storage->data());
 }
 
-Status GgufFile::ReadInto(const GgufTensor& t, uint8_t* dst) const {
+Status GgufFile::ReadInto(const GgufTensor& t, uint8_t* dst, uint64_t offset, uint64_t n) const {
   if (!t.known()) {
     return Status::Error("GGUF tensor '" + EscapeBytes(t.name) + "': unknown type " +
                          GgmlTypeName(t.type));
   }
-  if (t.bytes == 0) return Status::Ok();
+  if (n == UINT64_MAX && offset <= t.bytes) n = t.bytes - offset;
+  if (offset > t.bytes || n > t.bytes - offset) {
+    return Status::Error("GGUF tensor '" + EscapeBytes(t.name) + "': bytes [" +
+                         std::to_string(offset) + ", +" + std::to_string(n) + ") are outside its " +
+                         std::to_string(t.bytes));
+  }
+  if (n == 0) return Status::Ok();
   if (!file_) {
-    std::memcpy(dst, t.data, static_cast<size_t>(t.bytes));
+    std::memcpy(dst, t.data + offset, static_cast<size_t>(n));
     return Status::Ok();
   }
-  return file_->Read(data_offset_ + t.offset, static_cast<size_t>(t.bytes), dst)
+  return file_->Read(data_offset_ + t.offset + offset, static_cast<size_t>(n), dst)
       .WithPrefix("GGUF tensor '" + EscapeBytes(t.name) + "'");
 }
 

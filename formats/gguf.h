@@ -110,8 +110,10 @@ class GgufFile {
   // A known-type tensor's bytes: read from the file into `*storage` (an
   // error if the file has shrunk), or its view for FromBytes.
   StatusOr<const uint8_t*> Load(const GgufTensor& t, std::vector<uint8_t>* storage) const;
-  // Copies a known-type tensor's bytes (t.bytes of them) straight to `dst`.
-  Status ReadInto(const GgufTensor& t, uint8_t* dst) const;
+  // Copies a known-type tensor's bytes [offset, offset + n) (default: all,
+  // t.bytes of them) straight to `dst`; a range past the tensor is an error.
+  Status ReadInto(const GgufTensor& t, uint8_t* dst, uint64_t offset = 0,
+                  uint64_t n = UINT64_MAX) const;
 
  private:
   GgufFile() = default;

@@ -306,14 +306,20 @@ StatusOr<TensorView> SafetensorsFile::Load(const SafetensorsTensor& t,
   return v;
 }
 
-Status SafetensorsFile::ReadInto(const SafetensorsTensor& t, uint8_t* dst) const {
-  const uint64_t n = t.end - t.begin;
+Status SafetensorsFile::ReadInto(const SafetensorsTensor& t, uint8_t* dst, uint64_t offset,
+                                 uint64_t n) const {
+  const uint64_t size = t.end - t.begin;
+  if (n == UINT64_MAX && offset <= size) n = size - offset;
+  if (offset > size || n > size - offset) {
+    return Status::Error("tensor '" + EscapeBytes(t.name) + "': bytes [" + std::to_string(offset) +
+                         ", +" + std::to_string(n) + ") are outside its " + std::to_string(size));
+  }
   if (n == 0) return Status::Ok();
   if (!file_) {
-    std::memcpy(dst, buffer_ + t.begin, static_cast<size_t>(n));
+    std::memcpy(dst, buffer_ + t.begin + offset, static_cast<size_t>(n));
     return Status::Ok();
   }
-  return file_->Read(buffer_offset_ + t.begin, static_cast<size_t>(n), dst)
+  return file_->Read(buffer_offset_ + t.begin + offset, static_cast<size_t>(n), dst)
       .WithPrefix("tensor '" + EscapeBytes(t.name) + "'");
 }
 

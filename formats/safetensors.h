@@ -60,8 +60,10 @@ class SafetensorsFile {
   // The tensor's bytes: read from the file into `*storage`, or (FromBytes)
   // a view of the caller's bytes, possibly misaligned.
   StatusOr<TensorView> Load(const SafetensorsTensor& t, std::vector<uint8_t>* storage) const;
-  // Copies the tensor's bytes (end - begin of them) straight to `dst`.
-  Status ReadInto(const SafetensorsTensor& t, uint8_t* dst) const;
+  // Copies the tensor's bytes [offset, offset + n) (default: all, end -
+  // begin of them) straight to `dst`; a range past the tensor is an error.
+  Status ReadInto(const SafetensorsTensor& t, uint8_t* dst, uint64_t offset = 0,
+                  uint64_t n = UINT64_MAX) const;
 
  private:
   SafetensorsFile() = default;

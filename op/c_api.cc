@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kernels/dequantize.h"
+#include "op/checkpoint_file.h"
 #include "op/nibble.h"
 #include "op/onnx.h"
 #include "op/pmx.h"
@@ -15,6 +16,10 @@ struct nibble_status {
 
 struct nibble_dequantizer {
   nibble::Dequantizer impl;
+};
+
+struct nibble_checkpoint {
+  nibble::Checkpoint impl;
 };
 
 namespace {
@@ -173,6 +178,143 @@ nibble_status* nibble_dequantize_tile(const nibble_dequantizer* d, int64_t r0, i
   return Fail(std::string(nibble::kOutOfMemory) + " in nibble_dequantize_tile");
 } catch (const std::exception& e) {
   return Fail(std::string("nibble_dequantize_tile: ") + e.what());
+}
+
+nibble_status* nibble_checkpoint_open(const char* path, const nibble_checkpoint_options* options,
+                                      nibble_checkpoint** out) try {
+  if (!path || !out) return Fail("nibble_checkpoint_open: path and out must not be NULL");
+  *out = nullptr;
+  nibble::CheckpointOptions o;
+  if (options) {
+    if (options->gptq_format) o.gptq_format = options->gptq_format;
+    if (options->gptq_v1_zeros) o.gptq_v1_zeros = options->gptq_v1_zeros;
+  }
+  auto ck = nibble::Checkpoint::Open(path, o);
+  if (!ck.ok()) return FromStatus(ck.status());
+  auto* h = new (std::nothrow) nibble_checkpoint{std::move(*ck)};
+  if (!h) return Fail(nibble::kOutOfMemory);
+  *out = h;
+  return nullptr;
+} catch (const std::bad_alloc&) {
+  return Fail(std::string(nibble::kOutOfMemory) + " in nibble_checkpoint_open");
+} catch (const std::exception& e) {
+  return Fail(std::string("nibble_checkpoint_open: ") + e.what());
+}
+
+void nibble_checkpoint_free(nibble_checkpoint* ck) { delete ck; }
+
+const char* nibble_checkpoint_description(const nibble_checkpoint* ck) {
+  return ck ? ck->impl.description().c_str() : "";
+}
+
+int64_t nibble_checkpoint_property_count(const nibble_checkpoint* ck) {
+  return ck ? static_cast<int64_t>(ck->impl.properties().size()) : 0;
+}
+
+nibble_status* nibble_checkpoint_property(const nibble_checkpoint* ck, int64_t index,
+                                          const char** key, const char** value) {
+  if (!ck || !key || !value) return Fail("nibble_checkpoint_property: NULL argument");
+  const auto& p = ck->impl.properties();
+  if (index < 0 || static_cast<uint64_t>(index) >= p.size()) {
+    return Fail("nibble_checkpoint_property: index " + std::to_string(index) + " is outside [0, " +
+                std::to_string(p.size()) + ")");
+  }
+  *key = p[static_cast<size_t>(index)].first.c_str();
+  *value = p[static_cast<size_t>(index)].second.c_str();
+  return nullptr;
+}
+
+int64_t nibble_checkpoint_tensor_count(const nibble_checkpoint* ck) {
+  return ck ? static_cast<int64_t>(ck->impl.tensors().size()) : 0;
+}
+
+int64_t nibble_checkpoint_find(const nibble_checkpoint* ck, const char* name) {
+  if (!ck || !name) return -1;
+  const nibble::CheckpointTensor* t = ck->impl.Find(name);
+  return t ? static_cast<int64_t>(t - ck->impl.tensors().data()) : -1;
+}
+
+namespace {
+const nibble::CheckpointTensor* TensorAt(const nibble_checkpoint* ck, int64_t index,
+                                         const char* who, nibble_status** err) {
+  if (!ck) {
+    *err = Fail(std::string(who) + ": checkpoint is NULL");
+    return nullptr;
+  }
+  const auto& ts = ck->impl.tensors();
+  if (index < 0 || static_cast<uint64_t>(index) >= ts.size()) {
+    *err = Fail(std::string(who) + ": tensor index " + std::to_string(index) + " is outside [0, " +
+                std::to_string(ts.size()) + ")");
+    return nullptr;
+  }
+  return &ts[static_cast<size_t>(index)];
+}
+
+bool ToReadDType(int32_t dtype, const char* who, nibble::DType* d, nibble_status** err) {
+  if (dtype != 0 && dtype != NIBBLE_FLOAT32 && dtype != NIBBLE_FLOAT16 &&
+      dtype != NIBBLE_BFLOAT16) {
+    *err = Fail(std::string(who) +
+                ": dtype must be 0 (the tensor's default), NIBBLE_FLOAT32, "
+                "NIBBLE_FLOAT16 or NIBBLE_BFLOAT16 (got " +
+                std::to_string(dtype) + ")");
+    return false;
+  }
+  *d = static_cast<nibble::DType>(dtype);
+  return true;
+}
+}  // namespace
+
+nibble_status* nibble_checkpoint_tensor_info(const nibble_checkpoint* ck, int64_t index,
+                                             nibble_tensor_info* info) {
+  nibble_status* err = nullptr;
+  const nibble::CheckpointTensor* t = TensorAt(ck, index, "nibble_checkpoint_tensor_info", &err);
+  if (!t) return err;
+  if (!info) return Fail("nibble_checkpoint_tensor_info: info is NULL");
+  info->name = t->name.c_str();
+  info->source = t->source.c_str();
+  info->kind = t->kind.c_str();
+  info->detail = t->detail.c_str();
+  info->rank = static_cast<int32_t>(t->shape.size());
+  info->shape = t->shape.data();
+  info->quantized = t->quantized ? 1 : 0;
+  info->supported = t->supported ? 1 : 0;
+  info->why_not = t->why_not.c_str();
+  info->stored_dtype = t->quantized ? 0 : static_cast<int32_t>(t->stored_dtype);
+  info->default_dtype = static_cast<int32_t>(ck->impl.OutputDType(*t, nibble::DType::kUndefined));
+  return nullptr;
+}
+
+nibble_status* nibble_checkpoint_read_size(const nibble_checkpoint* ck, int64_t index,
+                                           int32_t dtype, int64_t row0, int64_t row1, size_t* bytes,
+                                           int32_t* out_dtype) try {
+  static const char kWho[] = "nibble_checkpoint_read_size";
+  nibble_status* err = nullptr;
+  const nibble::CheckpointTensor* t = TensorAt(ck, index, kWho, &err);
+  nibble::DType d;
+  if (!t || !ToReadDType(dtype, kWho, &d, &err)) return err;
+  if (!bytes) return Fail(std::string(kWho) + ": bytes is NULL");
+  auto n = ck->impl.OutputBytes(*t, d, row0, row1);
+  if (!n.ok()) return FromStatus(n.status());
+  *bytes = static_cast<size_t>(*n);
+  if (out_dtype) *out_dtype = static_cast<int32_t>(ck->impl.OutputDType(*t, d));
+  return nullptr;
+} catch (const std::exception& e) {
+  return Fail(std::string("nibble_checkpoint_read_size: ") + e.what());
+}
+
+nibble_status* nibble_checkpoint_read(const nibble_checkpoint* ck, int64_t index, int32_t dtype,
+                                      int64_t row0, int64_t row1, void* out, size_t out_bytes,
+                                      int32_t threads) try {
+  static const char kWho[] = "nibble_checkpoint_read";
+  nibble_status* err = nullptr;
+  const nibble::CheckpointTensor* t = TensorAt(ck, index, kWho, &err);
+  nibble::DType d;
+  if (!t || !ToReadDType(dtype, kWho, &d, &err)) return err;
+  return FromStatus(ck->impl.Read(*t, d, row0, row1, threads, out, out_bytes));
+} catch (const std::bad_alloc&) {
+  return Fail(std::string(nibble::kOutOfMemory) + " in nibble_checkpoint_read");
+} catch (const std::exception& e) {
+  return Fail(std::string("nibble_checkpoint_read: ") + e.what());
 }
 
 }  // extern "C"

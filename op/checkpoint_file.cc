@@ -79,6 +79,17 @@ bool Checkpoint::Recognizes(const std::string& path) {
 
 StatusOr<Checkpoint> Checkpoint::Open(const std::string& path,
                                       const CheckpointOptions& options) try {
+  if (!options.gptq_format.empty() && options.gptq_format != "v1" && options.gptq_format != "v2") {
+    return Status::Error("GPTQ format option (--gptq-format) must be v1 or v2 (got '" +
+                         options.gptq_format + "')");
+  }
+  if (!options.gptq_v1_zeros.empty() && options.gptq_v1_zeros != "autogptq" &&
+      options.gptq_v1_zeros != "gptqmodel") {
+    return Status::Error(
+        "GPTQ v1 zero-point option (--gptq-v1-zeros) must be autogptq or "
+        "gptqmodel (got '" +
+        options.gptq_v1_zeros + "')");
+  }
   Checkpoint c;
   if (!IsDir(path) && HasGgufMagic(path)) {
     auto g = GgufFile::Open(path, &c.inputs_);
@@ -105,7 +116,9 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path,
         ct.stored_dtype = plain;
         ct.kind = "copy";
         ct.detail = GgmlTypeName(t.type);
-        ct.copy_to = [tp, fp](uint8_t* dst) { return fp->ReadInto(*tp, dst); };
+        ct.read_stored = [tp, fp](uint64_t offset, uint64_t n, uint8_t* dst) {
+          return fp->ReadInto(*tp, dst, offset, n);
+        };
       } else if (GgmlTypeIsDequantizable(t.type)) {
         ct.quantized = true;
         ct.detail = GgmlBlockDescription(t.type);
@@ -172,25 +185,75 @@ DType Checkpoint::OutputDType(const CheckpointTensor& t, DType requested) const 
       requested, t.out_default != DType::kUndefined ? t.out_default : default_dtype_);
 }
 
-Status Checkpoint::Fill(const CheckpointTensor& t, DType requested, int threads, uint8_t* dst) const
-    try {
+int64_t Checkpoint::Rows(const CheckpointTensor& t) { return t.shape.empty() ? 1 : t.shape[0]; }
+
+StatusOr<uint64_t> Checkpoint::OutputBytes(const CheckpointTensor& t, DType requested, int64_t row0,
+                                           int64_t row1) const {
+  const int64_t rows = Rows(t);
+  if (row1 < 0) row1 = rows;
+  if (row0 < 0 || row0 > row1 || row1 > rows) {
+    return Status::Error("tensor '" + t.name + "': rows [" + std::to_string(row0) + ", " +
+                         std::to_string(row1) + ") are outside its first dimension (" +
+                         std::to_string(rows) + " rows)");
+  }
+  const auto n = CheckedNumElements(t.shape, t.name);
+  if (!n.ok()) return n.status();
+  const DType to = OutputDType(t, requested);
+  const int64_t per_row = rows == 0 ? 0 : *n / rows;
+  if (!t.quantized && to == t.stored_dtype) {
+    // Stored bytes, whatever the type.
+    const uint64_t row_bytes = rows == 0 ? 0 : t.stored_bytes / static_cast<uint64_t>(rows);
+    return row_bytes * static_cast<uint64_t>(row1 - row0);
+  }
+  return static_cast<uint64_t>(per_row * (row1 - row0)) * static_cast<uint64_t>(DTypeBits(to) / 8);
+}
+
+Status Checkpoint::Read(const CheckpointTensor& t, DType requested, int64_t row0, int64_t row1,
+                        int threads, void* dst, size_t dst_bytes) const try {
   if (!t.supported) return Status::Error("tensor '" + t.name + "': " + t.why_not);
+  if (requested != DType::kUndefined && requested != DType::kFloat32 &&
+      requested != DType::kFloat16 && requested != DType::kBFloat16) {
+    return Status::Error("tensor '" + t.name +
+                         "': output type must be float32, float16 or "
+                         "bfloat16 (got " +
+                         DTypeName(requested) + ")");
+  }
+  NIBBLE_RETURN_IF_ERROR(CheckThreads(threads).WithPrefix("tensor '" + t.name + "'"));
+  const int64_t rows = Rows(t);
+  if (row1 < 0) row1 = rows;
+  const auto need = OutputBytes(t, requested, row0, row1);
+  if (!need.ok()) return need.status();
+  if (dst_bytes < *need) {
+    return Status::Error("tensor '" + t.name + "': the output buffer has " +
+                         std::to_string(dst_bytes) + " bytes, rows [" + std::to_string(row0) +
+                         ", " + std::to_string(row1) + ") need " + std::to_string(*need));
+  }
+  if (*need == 0) return Status::Ok();
+  if (dst == nullptr) return Status::Error("tensor '" + t.name + "': the output buffer is null");
+  uint8_t* const out = static_cast<uint8_t*>(dst);
   if (!t.quantized) {
+    if (rows > 0 && t.stored_bytes % static_cast<uint64_t>(rows) != 0) {
+      return Status::Error("tensor '" + t.name + "': " + std::to_string(t.stored_bytes) +
+                           " stored bytes do not divide into " + std::to_string(rows) + " rows");
+    }
+    const uint64_t row_bytes = rows == 0 ? 0 : t.stored_bytes / static_cast<uint64_t>(rows);
+    const uint64_t offset = row_bytes * static_cast<uint64_t>(row0);
+    const uint64_t stored = row_bytes * static_cast<uint64_t>(row1 - row0);
     const DType to = OutputDType(t, requested);
-    if (to == t.stored_dtype) return t.copy_to(dst);
+    if (to == t.stored_dtype) return t.read_stored(offset, stored, out);
     // A float copy in another float type: each value rounded once.
-    std::vector<uint8_t> bytes(static_cast<size_t>(t.stored_bytes));
-    NIBBLE_RETURN_IF_ERROR(t.copy_to(bytes.data()));
-    const TensorView v{t.stored_dtype, t.shape, bytes.data(), bytes.size()};
-    const auto n = CheckedNumElements(t.shape, t.name);
-    if (!n.ok()) return n.status();
-    for (int64_t k = 0; k < *n; ++k) {
+    std::vector<uint8_t> bytes(static_cast<size_t>(stored));
+    NIBBLE_RETURN_IF_ERROR(t.read_stored(offset, stored, bytes.data()));
+    const int64_t n =
+        static_cast<int64_t>(stored / static_cast<uint64_t>(DTypeBits(t.stored_dtype) / 8));
+    const TensorView v{t.stored_dtype, Shape{n}, bytes.data(), bytes.size()};
+    for (int64_t k = 0; k < n; ++k) {
       const float x = FloatElement(v, k);
       if (to == DType::kFloat32) {
-        std::memcpy(dst + 4 * k, &x, 4);
+        std::memcpy(out + 4 * k, &x, 4);
       } else {
         const uint16_t h = to == DType::kFloat16 ? F16FromF32(x) : BF16FromF32(x);
-        std::memcpy(dst + 2 * k, &h, 2);
+        std::memcpy(out + 2 * k, &h, 2);
       }
     }
     return Status::Ok();
@@ -198,14 +261,45 @@ Status Checkpoint::Fill(const CheckpointTensor& t, DType requested, int threads,
   CheckpointTensor::Buffers buffers;
   auto d = t.prepare(OutputDType(t, requested), &buffers);
   if (!d.ok()) return d.status();
-  const auto n = CheckedNumElements(t.shape, t.name);
-  if (!n.ok()) return n.status();
-  MutableTensorView y{
-      d->output().dtype, t.shape, dst,
-      static_cast<size_t>(*n) * static_cast<size_t>(DTypeBits(d->output().dtype) / 8)};
-  return d->Run(y, threads);
+  if (row0 == 0 && row1 == rows) {
+    MutableTensorView y{d->output().dtype, t.shape, dst, static_cast<size_t>(*need)};
+    return d->Run(y, threads);
+  }
+  return d->RunRows(row0, row1, dst, dst_bytes, threads);
 } catch (const std::bad_alloc&) {
-  return OutOfMemoryError("Checkpoint::Fill");
+  return OutOfMemoryError("Checkpoint::Read");
+}
+
+Status Checkpoint::Fill(const CheckpointTensor& t, DType requested, int threads,
+                        uint8_t* dst) const {
+  return Read(t, requested, 0, -1, threads, dst, SIZE_MAX);
+}
+
+StatusOr<Tensor> Checkpoint::Read(const CheckpointTensor& t, DType requested, int64_t row0,
+                                  int64_t row1, int threads) const try {
+  const int64_t rows = Rows(t);
+  if (row1 < 0) row1 = rows;
+  const auto need = OutputBytes(t, requested, row0, row1);
+  if (!need.ok()) return need.status();
+  Shape shape = t.shape;
+  if (!shape.empty()) shape[0] = row1 - row0;
+  auto y = Tensor::Allocate(OutputDType(t, requested), shape);
+  if (!y.ok()) return y.status().WithPrefix("tensor '" + t.name + "'");
+  NIBBLE_RETURN_IF_ERROR(Read(t, requested, row0, row1, threads, y->mutable_view().data,
+                              y->mutable_view().size_bytes));
+  return y;
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("Checkpoint::Read");
+}
+
+const CheckpointTensor* Checkpoint::Find(const std::string& name) const {
+  for (const auto& t : tensors_) {
+    if (t.name == name) return &t;
+  }
+  for (const auto& t : tensors_) {
+    if (t.source == name) return &t;
+  }
+  return nullptr;
 }
 
 StatusOr<std::vector<float>> Checkpoint::LoadFloat(const CheckpointTensor& t, int threads) const
@@ -223,7 +317,7 @@ StatusOr<std::vector<float>> Checkpoint::LoadFloat(const CheckpointTensor& t, in
                          ", not a float weight");
   }
   std::vector<uint8_t> bytes(static_cast<size_t>(t.stored_bytes));
-  NIBBLE_RETURN_IF_ERROR(t.copy_to(bytes.data()));
+  NIBBLE_RETURN_IF_ERROR(t.read_stored(0, t.stored_bytes, bytes.data()));
   const TensorView v{t.stored_dtype, t.shape, bytes.data(), bytes.size()};
   for (int64_t k = 0; k < *n; ++k) out[static_cast<size_t>(k)] = FloatElement(v, k);
   return out;

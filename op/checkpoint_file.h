@@ -42,8 +42,9 @@ struct CheckpointTensor {
   // writes `shape`.
   using Buffers = std::vector<std::vector<uint8_t>>;
   std::function<StatusOr<Dequantizer>(DType, Buffers*)> prepare;
-  // Not quantized: writes the stored bytes (stored_bytes of them) to dst.
-  std::function<Status(uint8_t* dst)> copy_to;
+  // Not quantized: writes the stored bytes [offset, offset + n) to dst
+  // (thread-safe: positioned reads).
+  std::function<Status(uint64_t offset, uint64_t n, uint8_t* dst)> read_stored;
 };
 
 // How to read what a checkpoint does not state (or to override what it
@@ -77,7 +78,29 @@ class Checkpoint {
   // `requested` too (rounded once, to nearest even); other copies and
   // kUndefined keep their stored type.
   DType OutputDType(const CheckpointTensor& t, DType requested) const;
-  // Writes `t` (dequantized or copied) to dst, which holds its bytes.
+  // The tensor named `name` (output name first, then input name), or null.
+  const CheckpointTensor* Find(const std::string& name) const;
+  // Rows of `t` along its first dimension (1 for a rank-0 tensor).
+  static int64_t Rows(const CheckpointTensor& t);
+  // Bytes that Read() writes for rows [row0, row1) (row1 = -1: all rows) in
+  // the type OutputDType(t, requested); an error for a range outside t.
+  StatusOr<uint64_t> OutputBytes(const CheckpointTensor& t, DType requested, int64_t row0 = 0,
+                                 int64_t row1 = -1) const;
+  // Writes rows [row0, row1) of `t` along its first dimension (row1 = -1:
+  // to the end), dequantized or copied, as OutputDType(t, requested), into
+  // dst (row-major, contiguous; dst_bytes >= OutputBytes). requested:
+  // kUndefined, kFloat32, kFloat16 or kBFloat16. threads: 0 = OpenMP's
+  // default, n = at most n threads (<= kMaxThreads). The bits do not depend
+  // on the range or the thread count. Thread-safe: any number of threads
+  // may read tensors of one open Checkpoint at once (positioned reads, no
+  // shared mutable state). Errors name the tensor; nothing is written past
+  // the range's bytes.
+  Status Read(const CheckpointTensor& t, DType requested, int64_t row0, int64_t row1, int threads,
+              void* dst, size_t dst_bytes) const;
+  // Same, into a new tensor of shape t.shape with shape[0] = row1 - row0.
+  StatusOr<Tensor> Read(const CheckpointTensor& t, DType requested, int64_t row0 = 0,
+                        int64_t row1 = -1, int threads = 0) const;
+  // Writes all of `t` to dst, which holds its OutputBytes().
   Status Fill(const CheckpointTensor& t, DType requested, int threads, uint8_t* dst) const;
   // Every file the checkpoint was read from (outputs must be none of them).
   const InputFiles& inputs() const { return inputs_; }

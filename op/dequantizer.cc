@@ -40,17 +40,21 @@ Status CheckThreads(int64_t threads, const std::string& who) {
   return Status::Ok();
 }
 
-void RunPlanThreaded(const Plan& plan_in, void* out, int threads, int64_t cols_limit) {
+void RunPlanThreaded(const Plan& plan_in, void* out, int threads, int64_t cols_limit,
+                     int64_t row_begin, int64_t row_end) {
   Plan plan = plan_in;
-  plan.nontemporal = plan.elements() * OutBytes(plan.out) >= kMinBytesForStreaming;
-  const int64_t rows = plan.rows(), cols = cols_limit < 0 ? plan.cols() : cols_limit;
-  if (rows == 0 || cols == 0) return;
+  const int64_t cols = cols_limit < 0 ? plan.cols() : cols_limit;
+  const int64_t r_begin = row_begin, r_end = row_end < 0 ? plan.rows() : row_end;
+  const int64_t rows = r_end - r_begin;
+  if (rows <= 0 || cols == 0) return;
+  const int64_t elements = rows * cols;
   const int64_t out_bytes = OutBytes(plan.out);
+  plan.nontemporal = elements * out_bytes >= kMinBytesForStreaming;
   char* const y = static_cast<char*>(out);
   int64_t t = ResolveThreads(threads);
-  if (plan.elements() < kMinElementsForThreads) t = 1;
+  if (elements < kMinElementsForThreads) t = 1;
   if (t == 1) {
-    DequantizeTile(plan, 0, rows, 0, cols, y, cols);
+    DequantizeTile(plan, r_begin, r_end, 0, cols, y, cols);
     return;
   }
   // Work items: whole row ranges when there are enough rows, otherwise each
@@ -76,7 +80,8 @@ void RunPlanThreaded(const Plan& plan_in, void* out, int threads, int64_t cols_l
       c1 = std::min(cols, c0 + piece_cols);
     }
     if (r0 < r1 && c0 < c1) {
-      DequantizeTile(plan, r0, r1, c0, c1, y + (r0 * cols + c0) * out_bytes, cols);
+      DequantizeTile(plan, r_begin + r0, r_begin + r1, c0, c1, y + (r0 * cols + c0) * out_bytes,
+                     cols);
     }
   }
 }
@@ -116,7 +121,7 @@ Status Dequantizer::Run(const MutableTensorView& y, int threads) const {
   if (need > 0 && y.data == nullptr) return Status::Error(who() + ": output Y data is null");
   NIBBLE_RETURN_IF_ERROR(CheckThreads(threads).WithPrefix(who()));
   if (output_transposed_) {
-    WriteTransposed(y.data, threads);
+    WriteTransposed(y.data, threads, 0, cols());
   } else {
     RunPlanThreaded(plan_, y.data, threads, cols_);
   }
@@ -137,14 +142,15 @@ Status Dequantizer::RunTransposed(const MutableTensorView& y, int threads) const
     return Status::Error(who() + ": transposed output buffer is too small");
   }
   NIBBLE_RETURN_IF_ERROR(CheckThreads(threads).WithPrefix(who()));
-  WriteTransposed(y.data, threads);
+  WriteTransposed(y.data, threads, 0, this->cols());
   return Status::Ok();
 }
 
-void Dequantizer::WriteTransposed(void* y, int threads) const {
-  const int64_t rows = this->rows(), cols = this->cols();
+void Dequantizer::WriteTransposed(void* y, int threads, int64_t c_begin, int64_t c_end) const {
+  const int64_t rows = this->rows();
+  const int64_t cols = c_end - c_begin;
   const size_t eb = static_cast<size_t>(OutBytes(plan_.out));
-  if (rows == 0 || cols == 0) return;
+  if (rows == 0 || cols <= 0) return;
   // Blocks of 64 bytes' worth of rows: each block is dequantized into a
   // per-thread buffer, then every column is written as one contiguous
   // 64-byte run of the output.
@@ -164,12 +170,62 @@ void Dequantizer::WriteTransposed(void* y, int threads) const {
 #endif
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t r0 = b * block, r1 = std::min(rows, r0 + block), nr = r1 - r0;
-      DequantizeTile(plan_, r0, r1, 0, cols, buf.data(), cols);
+      DequantizeTile(plan_, r0, r1, c_begin, c_end, buf.data(), cols);
       TransposeBlockToColumns(reinterpret_cast<const uint8_t*>(buf.data()), nr, cols, eb,
                               reinterpret_cast<uint8_t*>(dst), rows, r0);
     }
     StreamFence();
   }
+}
+
+Status Dequantizer::RunRows(int64_t r0, int64_t r1, void* y, size_t y_bytes, int threads) const
+    try {
+  auto who = [this] { return "DequantizeLinear" + (name_.empty() ? "" : " '" + name_ + "'"); };
+  const int64_t n0 = output_.shape.empty() ? 1 : output_.shape[0];
+  if (r0 < 0 || r0 > r1 || r1 > n0) {
+    return Status::Error(who() + ": rows [" + std::to_string(r0) + ", " + std::to_string(r1) +
+                         ") are outside the first dimension (" + std::to_string(n0) + " rows)");
+  }
+  NIBBLE_RETURN_IF_ERROR(CheckThreads(threads).WithPrefix(who()));
+  const int64_t per_row = n0 == 0 ? 0 : rows() * cols() / n0;
+  const int64_t eb = OutBytes(plan_.out);
+  const int64_t n = (r1 - r0) * per_row;
+  if (y_bytes < static_cast<size_t>(n * eb)) {
+    return Status::Error(who() + ": output has " + std::to_string(y_bytes) + " bytes, rows [" +
+                         std::to_string(r0) + ", " + std::to_string(r1) + ") need " +
+                         std::to_string(n * eb));
+  }
+  if (n == 0) return Status::Ok();
+  if (y == nullptr) return Status::Error(who() + ": output data is null");
+  if (output_transposed_) {
+    // Output rows are columns of the view.
+    WriteTransposed(y, threads, r0, r1);
+    return Status::Ok();
+  }
+  // Output rows [r0, r1) are flat elements [f, f1) of the view: a partial
+  // view row, whole view rows (threaded), a partial view row.
+  const int64_t c = cols();
+  int64_t f = r0 * per_row;
+  const int64_t f1 = r1 * per_row;
+  char* out = static_cast<char*>(y);
+  if (f % c != 0) {
+    const int64_t row = f / c, c0 = f % c, c1 = std::min(c, c0 + (f1 - f));
+    DequantizeTile(plan_, row, row + 1, c0, c1, out, c1 - c0);
+    out += (c1 - c0) * eb;
+    f += c1 - c0;
+  }
+  if (f < f1) {
+    const int64_t rb = f / c, re = f1 / c;
+    if (rb < re) {
+      RunPlanThreaded(plan_, out, threads, c, rb, re);
+      out += (re - rb) * c * eb;
+      f = re * c;
+    }
+    if (f < f1) DequantizeTile(plan_, re, re + 1, 0, f1 - f, out, f1 - f);
+  }
+  return Status::Ok();
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("Dequantizer::RunRows");
 }
 
 StatusOr<Tensor> Dequantizer::Run(int threads) const try {

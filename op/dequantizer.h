@@ -5,7 +5,7 @@
 // Lifetime: the Dequantizer references the caller's X codes (not copied) and,
 // when they are already aligned float32 / int32, the scale and zero point;
 // those buffers must outlive it. Other scale/zero-point types are widened
-// into storage the Dequantizer owns (exact; SPEC.md §1).
+// into storage the Dequantizer owns (exactly: every such value is a float32).
 //
 // Threading: Run() may use OpenMP threads (see `threads`); RunTile() always
 // runs on the caller's thread and never allocates. A Dequantizer is
@@ -70,6 +70,13 @@ class Dequantizer {
   // the same bits as Run(). Errors only for out-of-range arguments.
   Status RunTile(int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out, int64_t ld) const;
 
+  // Writes rows [r0, r1) of the output along its first dimension (a rank-0
+  // output has one row) into `y`: (r1 - r0) * (elements / shape[0])
+  // elements of output().dtype, contiguous, exactly the bytes Run() writes
+  // there. `y_bytes` must be at least that; threads as for Run(). Any
+  // range, any layout (act-order GPTQ included).
+  Status RunRows(int64_t r0, int64_t r1, void* y, size_t y_bytes, int threads = 0) const;
+
   // --- For front ends (op/): build from a Plan whose pointers are set. ---
   struct Storage {
     std::vector<float> scale;
@@ -86,7 +93,8 @@ class Dequantizer {
   void set_output_transposed(bool t) { output_transposed_ = t; }
 
  private:
-  void WriteTransposed(void* dst, int threads) const;
+  // View columns [c_begin, c_end) written as output rows.
+  void WriteTransposed(void* dst, int threads, int64_t c_begin, int64_t c_end) const;
   bool output_transposed_ = false;
   Plan plan_;
   int64_t cols_ = 0;
@@ -102,13 +110,15 @@ inline constexpr int kMaxThreads = 1024;
 // An error naming `who` unless 0 <= threads <= kMaxThreads.
 Status CheckThreads(int64_t threads, const std::string& who = "threads");
 
-// Runs a Plan over its 2-D view, columns [0, cols) (cols <= plan.cols();
-// -1 = all), into `out` (row-major, `cols` per row), splitting rows (or
+// Runs a Plan over rows [row_begin, row_end) (-1 = all) of its 2-D view,
+// columns [0, cols) (cols <= plan.cols(); -1 = all), into `out` (row-major,
+// `cols` per row, starting with row_begin), splitting rows (or
 // column pieces of few rows) statically over `threads` OpenMP threads
 // (0 = default; precondition: CheckThreads(threads) is ok); tensors below a
 // threshold run on the caller's thread. The single place where threads are
 // created.
-void RunPlanThreaded(const Plan& plan, void* out, int threads, int64_t cols = -1);
+void RunPlanThreaded(const Plan& plan, void* out, int threads, int64_t cols = -1,
+                     int64_t row_begin = 0, int64_t row_end = -1);
 
 }  // namespace nibble
 

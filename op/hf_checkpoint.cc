@@ -174,7 +174,9 @@ class Lister {
       ct.stored_dtype = e.tensor->dtype;
       ct.stored_bytes = BytesOf(&e);
       const Entry ce = e;
-      ct.copy_to = [ce](uint8_t* dst) { return ce.file->ReadInto(*ce.tensor, dst); };
+      ct.read_stored = [ce](uint64_t offset, uint64_t n, uint8_t* dst) {
+        return ce.file->ReadInto(*ce.tensor, dst, offset, n);
+      };
       out_->tensors.push_back(std::move(ct));
     }
     return Status::Ok();

@@ -60,7 +60,7 @@ typedef struct {
   size_t size_bytes;
 } nibble_tensor;
 
-/* PMX DequantizeLinear attributes (SPEC.md §2). Bools are 0/1. */
+/* PMX DequantizeLinear attributes (OpenPPL PMX op set). Bools are 0/1. */
 typedef struct {
   const char* quant_data_type; /* "int4" or "int8" */
   int64_t quant_axis;          /* default 1 */
@@ -123,6 +123,73 @@ nibble_status* nibble_dequantize(const nibble_dequantizer* d, void* out, size_t 
  * out[(r - r0) * ld + (c - c0)]. Calling thread, no allocation. */
 nibble_status* nibble_dequantize_tile(const nibble_dequantizer* d, int64_t r0, int64_t r1,
                                       int64_t c0, int64_t c1, void* out, int64_t ld);
+
+/* ---- Checkpoints: open a model file, list its tensors, read one ----------
+ *
+ * A checkpoint is a GGUF file, a .safetensors file, or a Hugging Face model
+ * folder (config.json + safetensors shards): GPTQ, AWQ, compressed-tensors,
+ * bitsandbytes 4-bit or plain float tensors. Opening reads only headers and
+ * configuration; each read decodes one tensor (or a range of its rows).
+ *
+ * A nibble_checkpoint is immutable once opened: any number of threads may
+ * read from one handle at once. Errors are returned as nibble_status (no
+ * "last error" state anywhere). Strings and shapes returned by
+ * nibble_checkpoint_tensor_info and nibble_checkpoint_property stay valid
+ * until the handle is freed. */
+typedef struct nibble_checkpoint nibble_checkpoint;
+
+/* How to read what a checkpoint does not state. NULL or "" = as stated. */
+typedef struct {
+  const char* gptq_format;   /* "v1" (qzeros hold z - 1) or "v2" (z) */
+  const char* gptq_v1_zeros; /* "autogptq" (stored + 1) or "gptqmodel" (word carry) */
+} nibble_checkpoint_options;
+
+/* options may be NULL. On success *out owns the handle. */
+nibble_status* nibble_checkpoint_open(const char* path, const nibble_checkpoint_options* options,
+                                      nibble_checkpoint** out);
+void nibble_checkpoint_free(nibble_checkpoint* ck);
+/* e.g. "GGUF v3, 291 tensors, 24 metadata keys". */
+const char* nibble_checkpoint_description(const nibble_checkpoint* ck);
+/* Format properties and metadata as text key/value pairs (GGUF metadata,
+ * the quantization config of a Hugging Face checkpoint). */
+int64_t nibble_checkpoint_property_count(const nibble_checkpoint* ck);
+nibble_status* nibble_checkpoint_property(const nibble_checkpoint* ck, int64_t index,
+                                          const char** key, const char** value);
+
+typedef struct {
+  const char* name;   /* output name ("model.layers.0.mlp.up_proj.weight") */
+  const char* source; /* stored name ("...up_proj.qweight"); = name for copies */
+  const char* kind;   /* "GPTQ", "AWQ", "q4_K", ... or "copy" */
+  const char* detail; /* e.g. "G=128 v1 sym" */
+  int32_t rank;
+  const int64_t* shape;  /* rank entries, PyTorch order (rows first) */
+  int32_t quantized;     /* 1: dequantized on read; 0: copied */
+  int32_t supported;     /* 0: listed, but reading it fails with why_not */
+  const char* why_not;   /* "" when supported */
+  int32_t stored_dtype;  /* copies: the stored NIBBLE_* type (0 for quantized) */
+  int32_t default_dtype; /* the type a read with dtype 0 returns */
+} nibble_tensor_info;
+
+int64_t nibble_checkpoint_tensor_count(const nibble_checkpoint* ck);
+/* The index of the tensor with this output name, else this stored name, or
+ * -1 when there is none. */
+int64_t nibble_checkpoint_find(const nibble_checkpoint* ck, const char* name);
+nibble_status* nibble_checkpoint_tensor_info(const nibble_checkpoint* ck, int64_t index,
+                                             nibble_tensor_info* info);
+/* The bytes and element type nibble_checkpoint_read writes for rows
+ * [row0, row1) of the first dimension (row1 = -1: to the end). dtype: 0 =
+ * the tensor's default, else NIBBLE_FLOAT32, NIBBLE_FLOAT16 or
+ * NIBBLE_BFLOAT16 (float copies are converted too, rounded once; other
+ * copies keep their type). out_dtype may be NULL. */
+nibble_status* nibble_checkpoint_read_size(const nibble_checkpoint* ck, int64_t index,
+                                           int32_t dtype, int64_t row0, int64_t row1, size_t* bytes,
+                                           int32_t* out_dtype);
+/* Rows [row0, row1) of tensor `index`, dequantized (or copied), row-major
+ * into out (out_bytes >= nibble_checkpoint_read_size). threads as above;
+ * the bits do not depend on the thread count or the row range. */
+nibble_status* nibble_checkpoint_read(const nibble_checkpoint* ck, int64_t index, int32_t dtype,
+                                      int64_t row0, int64_t row1, void* out, size_t out_bytes,
+                                      int32_t threads);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/numeric.h"
@@ -1087,6 +1088,169 @@ TEST_CASE("dequant: truncated / corrupted inputs fail cleanly and write nothing"
   const Status m = DequantCheckpoint(h.dir.string(), out, {}, &rep);
   REQUIRE(!m.ok());
   CHECK(m.message().find("'marlin' is not supported") != std::string::npos);
+}
+
+// Every row range, output type and thread count of Checkpoint::Read gives
+// exactly the bytes of the same rows of the whole tensor.
+void CheckRowReads(const Checkpoint& ck, std::mt19937* rng) {
+  for (const CheckpointTensor& t : ck.tensors()) {
+    if (!t.supported) continue;
+    for (DType d : {DType::kUndefined, DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+      CAPTURE(t.name);
+      CAPTURE(DTypeName(d));
+      auto whole = ck.Read(t, d);
+      REQUIRE_MESSAGE(whole.ok(), whole.status().message());
+      CHECK(whole->dtype() == ck.OutputDType(t, d));
+      CHECK(whole->shape() == t.shape);
+      const int64_t rows = Checkpoint::Rows(t);
+      const size_t row_bytes = rows == 0 ? 0 : whole->size_bytes() / static_cast<size_t>(rows);
+      std::vector<std::pair<int64_t, int64_t>> ranges = {{0, rows}, {0, 0}, {rows, rows}};
+      for (int k = 0; k < 6 && rows > 0; ++k) {
+        int64_t a = static_cast<int64_t>((*rng)() % static_cast<uint32_t>(rows + 1));
+        int64_t b = static_cast<int64_t>((*rng)() % static_cast<uint32_t>(rows + 1));
+        ranges.emplace_back(std::min(a, b), std::max(a, b));
+      }
+      if (rows > 1) ranges.emplace_back(rows - 1, rows);
+      for (const auto& [r0, r1] : ranges) {
+        for (int threads : {1, 2, 0}) {
+          CAPTURE(r0);
+          CAPTURE(r1);
+          CAPTURE(threads);
+          const auto n = ck.OutputBytes(t, d, r0, r1);
+          REQUIRE(n.ok());
+          CHECK(*n == row_bytes * static_cast<size_t>(r1 - r0));
+          // One guard byte past the range must stay untouched.
+          std::vector<uint8_t> got(static_cast<size_t>(*n) + 1, 0xA5);
+          const Status st = ck.Read(t, d, r0, r1, threads, got.data(), *n);
+          REQUIRE_MESSAGE(st.ok(), st.message());
+          CHECK(got.back() == 0xA5);
+          CHECK(std::memcmp(got.data(),
+                            static_cast<const uint8_t*>(whole->data()) +
+                                row_bytes * static_cast<size_t>(r0),
+                            static_cast<size_t>(*n)) == 0);
+        }
+      }
+    }
+    // Misuse: a clear error naming the tensor, nothing written.
+    const int64_t rows = Checkpoint::Rows(t);
+    std::vector<uint8_t> buf(64, 0x5A);
+    for (const auto& [r0, r1] : std::vector<std::pair<int64_t, int64_t>>{
+             {-1, 1}, {1, 0}, {0, rows + 1}, {rows + 1, rows + 2}}) {
+      const Status st = ck.Read(t, DType::kFloat32, r0, r1, 1, buf.data(), buf.size());
+      CHECK(!st.ok());
+      CHECK(st.message().find(t.name) != std::string::npos);
+    }
+    if (rows > 0) {
+      const auto n = ck.OutputBytes(t, DType::kFloat32, 0, 1);
+      REQUIRE(n.ok());
+      std::vector<uint8_t> small(static_cast<size_t>(*n));
+      const Status st = ck.Read(t, DType::kFloat32, 0, 1, 1, small.data(), small.size() - 1);
+      CHECK(st.message().find("need") != std::string::npos);
+      CHECK(!ck.Read(t, DType::kInt8, 0, 1, 1, small.data(), small.size()).ok());
+      CHECK(!ck.Read(t, DType::kFloat32, 0, 1, -1, small.data(), small.size()).ok());
+      CHECK(!ck.Read(t, DType::kFloat32, 0, 1, 1, nullptr, small.size()).ok());
+    }
+    CHECK(std::all_of(buf.begin(), buf.end(), [](uint8_t b) { return b == 0x5A; }));
+  }
+}
+
+TEST_CASE("Checkpoint::Read: any row range, type and thread count == those rows of the whole") {
+  std::mt19937 rng(11);
+  SUBCASE("GPTQ and AWQ folders (quantized weight + float16 bias copy)") {
+    for (bool awq : {false, true}) {
+      HfFolder h = WriteHfFolder(awq ? "rows_awq" : "rows_gptq", awq, 48, 96, 32);
+      auto ck = Checkpoint::Open(h.dir.string());
+      REQUIRE(ck.ok());
+      CheckRowReads(*ck, &rng);
+      // Found by output and by stored name.
+      CHECK(ck->Find("model.layers.0.mlp.up_proj.weight") != nullptr);
+      CHECK(ck->Find("model.layers.0.mlp.up_proj." + std::string(awq ? "qweight" : "qweight")) ==
+            ck->Find("model.layers.0.mlp.up_proj.weight"));
+      CHECK(ck->Find("nope") == nullptr);
+    }
+  }
+  SUBCASE("GPTQ act-order: output rows are columns of the stored [K, N] view") {
+    const int64_t N = 40, K = 64, G = 16;
+    const std::vector<float> w = MakeLlmLikeWeight(N, K, 3);
+    std::vector<int32_t> g_idx(static_cast<size_t>(K));
+    for (int64_t k = 0; k < K; ++k) g_idx[static_cast<size_t>(k)] = static_cast<int32_t>(k / G);
+    std::shuffle(g_idx.begin(), g_idx.end(), rng);
+    auto q = QuantizeGptq(w.data(), N, K, G, false, false, g_idx);
+    REQUIRE(q.ok());
+    const fs::path dir = TempDir("rows_actorder");
+    const std::string p = "model.layers.0.mlp.down_proj";
+    REQUIRE(WriteSafetensors((dir / "model.safetensors").string(), {{p + ".qweight", &q->qweight},
+                                                                    {p + ".qzeros", &q->qzeros},
+                                                                    {p + ".scales", &q->scales},
+                                                                    {p + ".g_idx", &q->g_idx}})
+                .ok());
+    WriteText((dir / "config.json").string(),
+              R"({"quantization_config":{"quant_method":"gptq","bits":4,"group_size":16,)"
+              R"("desc_act":true,"sym":false}})");
+    auto ck = Checkpoint::Open(dir.string());
+    REQUIRE(ck.ok());
+    REQUIRE(ck->tensors().size() == 1);
+    CHECK(ck->tensors()[0].shape == Shape{N, K});
+    CheckRowReads(*ck, &rng);
+  }
+  SUBCASE("GGUF: every block type, 1-D and 3-D tensors, float copies") {
+    const fs::path dir = TempDir("rows_gguf");
+    GgufBuilder b;
+    for (uint32_t type : kOracleTypes) {
+      const int64_t be = OracleBlockElems(type), bb = OracleBlockBytes(type);
+      for (const std::vector<int64_t>& ne : {std::vector<int64_t>{2 * be, 5}, {be}, {be, 3, 2}}) {
+        int64_t blocks = 1;
+        for (int64_t e : ne) blocks *= e;
+        blocks /= be;
+        std::vector<uint8_t> bytes(static_cast<size_t>(blocks * bb));
+        for (auto& x : bytes) x = static_cast<uint8_t>(rng());
+        for (int64_t k = 0; k < blocks; ++k) {
+          uint8_t* blk = bytes.data() + k * bb;
+          if (type == kOracleMXFP4) {
+            blk[0] = static_cast<uint8_t>(120 + rng() % 10);
+          } else {
+            for (int at : OracleHalfFields(type)) blk[at + 1] = 0x20;
+          }
+        }
+        b.Tensor("t" + std::to_string(type) + "." + std::to_string(ne.size()), ne, type, bytes);
+      }
+    }
+    std::vector<uint8_t> f16(2 * 7 * 3);
+    for (size_t k = 0; k < f16.size(); k += 2) {
+      const uint16_t h = F16FromF32(0.25f * static_cast<float>(k) - 3.0f);
+      std::memcpy(&f16[k], &h, 2);
+    }
+    b.Tensor("norm.f16", {7, 3}, 1, f16);
+    WriteText((dir / "m.gguf").string(), b.Bytes());
+    auto ck = Checkpoint::Open((dir / "m.gguf").string());
+    REQUIRE(ck.ok());
+    CheckRowReads(*ck, &rng);
+  }
+}
+
+TEST_CASE("Checkpoint: one open checkpoint read from several threads at once") {
+  HfFolder h = WriteHfFolder("threads_gptq", false, 64, 128, 32);
+  auto ck = Checkpoint::Open(h.dir.string());
+  REQUIRE(ck.ok());
+  const CheckpointTensor* t = ck->Find("model.layers.0.mlp.up_proj.weight");
+  REQUIRE(t != nullptr);
+  auto want = ck->Read(*t, DType::kBFloat16);
+  REQUIRE(want.ok());
+  std::vector<std::vector<uint8_t>> got(4, std::vector<uint8_t>(want->size_bytes()));
+  std::vector<Status> status(4);
+  std::vector<std::thread> pool;
+  for (size_t i = 0; i < 4; ++i) {
+    pool.emplace_back([&, i] {
+      for (int rep = 0; rep < 20 && status[i].ok(); ++rep) {
+        status[i] = ck->Read(*t, DType::kBFloat16, 0, -1, 1, got[i].data(), got[i].size());
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  for (size_t i = 0; i < 4; ++i) {
+    CHECK(status[i].ok());
+    CHECK(std::memcmp(got[i].data(), want->data(), want->size_bytes()) == 0);
+  }
 }
 
 }  // namespace

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs the built tree into a prefix and builds a consumer against it:
 # find_package(nibble CONFIG) with the static and the shared library, and
-# pkg-config; the core library (C API) without protobuf. Usage:
-# run_consumer_test.sh BUILD_DIR WORK_DIR
+# pkg-config; the core library (C API) without protobuf; the checkpoint
+# examples (examples/checkpoint_stats.c, .cc) built both ways and run on
+# CHECKPOINT. Usage: run_consumer_test.sh BUILD_DIR WORK_DIR CHECKPOINT
 set -eu
-build=$1 work=$2
+build=$1 work=$2 checkpoint=$3
+examples=$(cd "$(dirname "$0")/../../examples" && pwd)
+[ -e "$checkpoint" ] || { echo "FAIL: no checkpoint $checkpoint"; exit 1; }
 src=$(cd "$(dirname "$0")" && pwd)
 prefix="$work/prefix"
 rm -rf "$work" && mkdir -p "$work"
@@ -22,7 +25,9 @@ for link in static shared; do
   LD_LIBRARY_PATH="$libdir" "$work/$link/consumer_cc"
   LD_LIBRARY_PATH="$libdir" "$work/$link/consumer_c"
   LD_LIBRARY_PATH="$libdir" "$work/$link/consumer_c_core"
-  passed=$((passed + 3))
+  LD_LIBRARY_PATH="$libdir" "$work/$link/checkpoint_stats_c" "$checkpoint" | tail -1
+  LD_LIBRARY_PATH="$libdir" "$work/$link/checkpoint_stats_cc" "$checkpoint" | tail -1
+  passed=$((passed + 5))
 done
 if command -v pkg-config >/dev/null; then
   export PKG_CONFIG_PATH="$libdir/pkgconfig"
@@ -42,6 +47,14 @@ if command -v pkg-config >/dev/null; then
     -Wl,-Bstatic -lnibble_core -Wl,-Bdynamic \
     $(pkg-config --static --libs nibble-core | sed 's/-lnibble_core//')
   "$work/pc_c_core_static"
-  passed=$((passed + 4))
+  # The checkpoint example, as its header comment says to build it.
+  cc "$examples/checkpoint_stats.c" -o "$work/pc_stats" $(pkg-config --cflags --libs nibble-core) \
+    -lstdc++ -lm
+  LD_LIBRARY_PATH="$libdir" "$work/pc_stats" "$checkpoint" | tail -1
+  cc "$examples/checkpoint_stats.c" -o "$work/pc_stats_static" $(pkg-config --cflags nibble-core) \
+    -Wl,-Bstatic -lnibble_core -Wl,-Bdynamic \
+    $(pkg-config --static --libs nibble-core | sed 's/-lnibble_core//') -lm
+  "$work/pc_stats_static" "$checkpoint" | tail -1
+  passed=$((passed + 6))
 fi
 echo "$passed passed, 0 failed"
