@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <iomanip>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "CLI/CLI.hpp"
 #include "base/numeric.h"
 #include "bench/synthetic_weights.h"
+#include "formats/atomic_file.h"
 #include "formats/gguf.h"
 #include "kernels/dequantize.h"
 #include "kernels/stream_fill.h"
@@ -236,6 +238,32 @@ std::vector<float> ToFloat(const Tensor& y) {
   return f;
 }
 
+// `s` as the inside of a JSON string.
+std::string JsonEscape(const std::string& s) {
+  std::string o;
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      o += '\\';
+      o += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char u[8];
+      std::snprintf(u, sizeof u, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+      o += u;
+    } else {
+      o += c;
+    }
+  }
+  return o;
+}
+
+// `s` as one CSV field (quoted when it holds a comma, quote or newline).
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string o = "\"";
+  for (const char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return o + "\"";
+}
+
 void PrintRows(const std::vector<Row>& rows, const std::string& format, std::ostream& out) {
   if (format == "json") {
     out << "[\n";
@@ -254,7 +282,7 @@ void PrintRows(const std::vector<Row>& rows, const std::string& format, std::ost
           static_cast<long long>(r.elements), r.seconds, r.out_gbps, r.gelems, r.stream_gbps,
           r.memcpy_gbps, r.ratio_stream, r.ratio_memcpy, Acc(r, r.rmse, "%.6g", "null").c_str(),
           Acc(r, r.max_abs, "%.6g", "null").c_str(), Acc(r, r.sqnr_db, "%.3f", "null").c_str(),
-          r.note.c_str(), i + 1 < rows.size() ? "," : "");
+          JsonEscape(r.note).c_str(), i + 1 < rows.size() ? "," : "");
       out << buf;
     }
     out << "]\n";
@@ -271,7 +299,7 @@ void PrintRows(const std::vector<Row>& rows, const std::string& format, std::ost
                     r.threads, static_cast<long long>(r.elements), r.seconds, r.out_gbps, r.gelems,
                     r.stream_gbps, r.memcpy_gbps, r.ratio_stream, r.ratio_memcpy,
                     Acc(r, r.rmse, "%.6g", "").c_str(), Acc(r, r.max_abs, "%.6g", "").c_str(),
-                    Acc(r, r.sqnr_db, "%.3f", "").c_str(), r.note.c_str());
+                    Acc(r, r.sqnr_db, "%.3f", "").c_str(), CsvField(r.note).c_str());
       out << buf;
     }
     return;
@@ -334,6 +362,9 @@ void AddBenchOptions(CLI::App* app, BenchOptions* o) {
   app->add_option("--format", o->format, "table, json or csv")
       ->capture_default_str()
       ->check(CLI::IsMember({"table", "json", "csv"}));
+  app->add_option("--out", o->out,
+                  "Also write the rows to OUT.json and OUT.csv (draw them with "
+                  "`python3 -m nibble.study OUT.json -o study.png`)");
   app->add_option("--seed", o->seed, "Seed of the synthetic weight")->capture_default_str();
   app->add_option("--weights", o->weights,
                   "Study real weights: a GGUF file, a GPTQ/AWQ folder or a .safetensors file "
@@ -588,6 +619,35 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
   if (tty) err << "\r" << std::string(60, ' ') << "\r" << std::flush;
   err << "kernel target: " << ActiveTarget() << ", threads available: " << AllThreads() << "\n";
   PrintRows(rows, opt.format, out);
+  if (!opt.out.empty()) {
+    for (const char* format : {"json", "csv"}) {
+      const std::string path = opt.out + "." + format;
+      // Never into the checkpoint being studied (its config.json, say).
+      if (!opt.weights.empty()) {
+        std::error_code ec;
+        namespace fs = std::filesystem;
+        const fs::path w = fs::weakly_canonical(opt.weights, ec);
+        const fs::path wd = fs::is_directory(w, ec) ? w : w.parent_path();
+        if (fs::weakly_canonical(path, ec).parent_path() == wd) {
+          err << "nibble bench: --out '" << opt.out << "' would write " << path
+              << " into the folder of --weights '" << opt.weights << "': choose another folder\n";
+          return 1;
+        }
+      }
+      std::ostringstream text;
+      PrintRows(rows, format, text);
+      AtomicFile f;
+      const std::string data = text.str();
+      Status st = f.Create(path);
+      if (st.ok()) st = f.Write(data.data(), data.size());
+      if (st.ok()) st = f.Publish();
+      if (!st.ok()) {
+        err << "nibble bench: " << st.message() << "\n";
+        return 1;
+      }
+      err << "wrote " << path << "\n";
+    }
+  }
   return failures ? 1 : 0;
 }
 

@@ -25,8 +25,11 @@ struct BenchOptions {
   std::vector<std::string> layouts{"pmx-q1", "pmx-q0", "onnx-b1", "onnx-b0", "int8"};
   std::string shape = "4096,4096";  // logical N,K
   int reps = 9;
-  std::string format = "table";  // table | json | csv
-  bool in_cache = true;          // add the in-cache tile rows
+  std::string format = "table";  // table | json | csv (standard output)
+  // Also write the rows to <out>.json and <out>.csv (atomically), for
+  // `python3 -m nibble.study <out>.json -o study.png`. "" = no files.
+  std::string out;
+  bool in_cache = true;  // add the in-cache tile rows
   uint64_t seed = 42;
   bool store_sweep = false;  // instead: plain vs non-temporal stores by size
   // Real weights instead of the synthetic one: a checkpoint (GGUF file,

@@ -469,7 +469,6 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
       return;
     }
     RowJob job;
-    const int64_t e0 = r * cols;  // element (r, 0)
     job.code = L::Row(plan, r);
     // Scales.
     if (plan.inner == 1) {

@@ -469,7 +469,8 @@ StatusOr<std::vector<QuantizedWeightInfo>> InspectModel(const std::string& path)
       const auto& a = mm_attrs;  // validated: K * N fits
       w.kind = "MatMulNBits";
       w.element_type = "uint" + std::to_string(a->bits) + " (MatMulNBits)";
-      w.logical_shape = ShapeToString({a->K, a->N});
+      w.shape = {a->K, a->N};
+      w.logical_shape = ShapeToString(w.shape);
       w.bits = static_cast<int>(a->bits);
       w.granularity = "block " + std::to_string(a->block_size);
       w.axis = "K";
@@ -490,7 +491,8 @@ StatusOr<std::vector<QuantizedWeightInfo>> InspectModel(const std::string& path)
                            ? (x->dtype == DType::kInt16 ? "int4x4 (int16)" : "int4x8 (int32)")
                            : "int8";
       w.bits = a->quant_data_type == "int4" ? 4 : 8;
-      w.logical_shape = ShapeToString(info->shape);
+      w.shape = info->shape;
+      w.logical_shape = ShapeToString(w.shape);
       w.granularity = a->group_size > 0 ? "group " + std::to_string(a->group_size)
                       : *CheckedNumElements(scale->shape, "scale") == 1 ? "per-tensor"
                                                                         : "per-channel";
@@ -508,7 +510,8 @@ StatusOr<std::vector<QuantizedWeightInfo>> InspectModel(const std::string& path)
       w.kind = "DequantizeLinear";
       w.element_type = DTypeName(x->dtype);
       w.bits = DTypeBits(x->dtype);
-      w.logical_shape = ShapeToString(x->shape);
+      w.shape = x->shape;
+      w.logical_shape = ShapeToString(w.shape);
       const int64_t ns = *CheckedNumElements(scale->shape, "scale");
       w.granularity = ns == 1             ? "per-tensor"
                       : a->block_size > 0 ? "block " + std::to_string(a->block_size)

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/tensor.h"
 
 namespace nibble {
 
@@ -42,7 +43,8 @@ struct QuantizedWeightInfo {
   std::string node;           // node name (or its first output)
   std::string kind;           // "DequantizeLinear", "opmx DequantizeLinear", "MatMulNBits"
   std::string element_type;   // codes' type, e.g. "int4", "int4x4 (int16)"
-  std::string logical_shape;  // of the dequantized weight
+  std::string logical_shape;  // of the dequantized weight, as text
+  Shape shape;                // the same, as numbers
   int bits = 0;
   std::string granularity;  // "block 32", "group 128", "per-axis", "per-tensor", ...
   std::string axis;

@@ -135,6 +135,29 @@ int RunDemo(const std::string& shape_text, int64_t group, int threads) {
   return 0;
 }
 
+// A shape as a JSON array of numbers.
+std::string JsonShape(const nibble::Shape& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// A duration for people: "850 us", "54.9 ms", "1.82 s", "3 min 07 s".
+std::string HumanSeconds(double s) {
+  char buf[64];
+  if (s < 1e-3) {
+    std::snprintf(buf, sizeof buf, "%.0f us", s * 1e6);
+  } else if (s < 1.0) {
+    std::snprintf(buf, sizeof buf, "%.3g ms", s * 1e3);
+  } else if (s < 60.0) {
+    std::snprintf(buf, sizeof buf, "%.3g s", s);
+  } else {
+    const auto whole = static_cast<long long>(s + 0.5);
+    std::snprintf(buf, sizeof buf, "%lld min %02lld s", whole / 60, whole % 60);
+  }
+  return buf;
+}
+
 std::string HumanBytes(uint64_t b) {
   char buf[32];
   if (b >= (uint64_t{1} << 30))
@@ -162,11 +185,11 @@ int RunInspect(const std::string& path, const std::string& format) {
       const auto& w = (*ws)[i];
       std::cout << (i ? ",\n  " : "\n  ") << "{\"name\": \"" << nibble::JsonEscape(w.name)
                 << "\", \"node\": \"" << nibble::JsonEscape(w.node) << "\", \"kind\": \"" << w.kind
-                << "\", \"element_type\": \"" << w.element_type << "\", \"shape\": \""
-                << w.logical_shape << "\", \"bits\": " << w.bits << ", \"granularity\": \""
-                << w.granularity << "\", \"axis\": \"" << w.axis << "\", \"zero_point\": \""
-                << w.zero_point << "\", \"output_type\": \"" << w.output_type
-                << "\", \"packed_bytes\": " << w.packed_bytes
+                << "\", \"element_type\": \"" << w.element_type
+                << "\", \"shape\": " << JsonShape(w.shape) << ", \"bits\": " << w.bits
+                << ", \"granularity\": \"" << w.granularity << "\", \"axis\": \"" << w.axis
+                << "\", \"zero_point\": \"" << w.zero_point << "\", \"output_type\": \""
+                << w.output_type << "\", \"packed_bytes\": " << w.packed_bytes
                 << ", \"dequantized_bytes\": " << w.dequantized_bytes << "}";
     }
     std::cout << "\n], \"count\": " << ws->size() << ", \"packed_bytes\": " << packed
@@ -243,8 +266,10 @@ int RunInspectCheckpoint(const std::string& path, const std::string& format,
       const auto& t = ck->tensors()[i];
       std::cout << (i ? ",\n  " : "\n  ") << "{\"name\": \"" << nibble::JsonEscape(t.name)
                 << "\", \"kind\": \"" << nibble::JsonEscape(t.kind) << "\", \"detail\": \""
-                << nibble::JsonEscape(t.detail) << "\", \"shape\": \""
-                << nibble::ShapeToString(t.shape)
+                << nibble::JsonEscape(t.detail) << "\", \"source\": \""
+                << nibble::JsonEscape(t.source) << "\", \"shape\": " << JsonShape(t.shape)
+                << ", \"dtype\": \""
+                << nibble::DTypeName(ck->OutputDType(t, nibble::DType::kUndefined))
                 << "\", \"quantized\": " << (t.quantized ? "true" : "false")
                 << ", \"supported\": " << (t.supported ? "true" : "false")
                 << ", \"stored_bytes\": " << t.stored_bytes
@@ -292,7 +317,7 @@ int RunDequant(const std::string& in, const std::string& out, const std::string&
   for (const std::string& s : r.skipped) std::cerr << "skipped (unsupported) " << s << "\n";
   if (!quiet) {
     std::cerr << "dequantized " << r.dequantized << " and copied " << r.copied << " tensors, wrote "
-              << HumanBytes(r.bytes) << " to " << out << " in " << sec << " s\n";
+              << HumanBytes(r.bytes) << " to " << out << " in " << HumanSeconds(sec) << "\n";
   }
   return 0;
 }
@@ -353,7 +378,7 @@ int RunFold(const std::string& in, const std::string& out, nibble::FoldOptions o
     std::cerr << "folded " << r.dequantize_nodes << " DequantizeLinear and " << r.matmulnbits_nodes
               << " MatMulNBits nodes, removed " << r.removed_initializers << " initializers, wrote "
               << HumanBytes(r.dequantized_bytes) << " of dequantized weights"
-              << (r.external ? " (external data)" : "") << " in " << sec << " s\n";
+              << (r.external ? " (external data)" : "") << " in " << HumanSeconds(sec) << "\n";
   }
   return 0;
 }

@@ -22,6 +22,18 @@ except ImportError:
     sys.exit(77)
 
 nibble_cli, work = sys.argv[1], sys.argv[2]
+# The Python API is checked too when the module is importable (PYTHONPATH),
+# with torch when Debian's python3-torch is installed.
+try:
+    import nibble
+except ImportError:
+    nibble = None
+try:
+    import torch
+except ImportError:
+    torch = None
+print("nibble module: %s, torch: %s" % (nibble is not None and nibble.__file__,
+                                        torch is not None and torch.__version__))
 passed = failed = 0
 
 
@@ -153,6 +165,41 @@ def compare_folder(label, src, tensors, want, dtype="f32", extra=()):
         same = g.shape == w32.shape and np.array_equal(g.astype(np.float32).view(np.uint32),
                                                       w32.view(np.uint32))
         check(label + ": " + name + " equals the producer's loader", same)
+    if nibble is not None:
+        check_python_api(label, src, want, dtype, extra)
+
+
+def check_python_api(label, src, want, dtype, extra):
+    """nibble.open(src) gives the same values as the producer's loader: numpy
+    (bfloat16 as uint16 bits), torch when importable, whole and row slices."""
+    opts = dict(zip(extra[::2], extra[1::2]))
+    kw = {"gptq_format": opts.get("--gptq-format"), "gptq_v1_zeros": opts.get("--gptq-v1-zeros")}
+    label = label + " (nibble.open)"
+    with nibble.open(src, **kw) as f:
+        check(label + ": keys", sorted(f.keys()) == sorted(want))
+        for name, w in want.items():
+            w32 = np.asarray(w, np.float32)
+            if dtype == "bf16":
+                w_bits = bf16(w32)
+            elif dtype == "f16":
+                w_bits = w32.astype(np.float16).view(np.uint16)
+            else:
+                w_bits = w32.view(np.uint32)
+            g = f.get_tensor(name, dtype=dtype)
+            g_bits = g.view(w_bits.dtype)
+            check(label + ": " + name, g.shape == w32.shape and np.array_equal(g_bits, w_bits))
+            rows = w32.shape[0]
+            part = f.get_slice(name, dtype=dtype)[rows // 3: rows - 1]
+            check(label + ": " + name + " rows", np.array_equal(part.view(w_bits.dtype),
+                                                             w_bits[rows // 3: rows - 1]))
+    if torch is not None:
+        with nibble.open(src, framework="pt", **kw) as f:
+            for name, w in want.items():
+                t = f.get_tensor(name, dtype=dtype)
+                want_dtype = {"f32": torch.float32, "f16": torch.float16,
+                              "bf16": torch.bfloat16}[dtype]
+                w_t = torch.from_numpy(np.asarray(w, np.float32)).to(want_dtype)
+                check(label + ": torch " + name, t.dtype == want_dtype and torch.equal(t, w_t))
 
 
 def pack_rows(codes, bits):

@@ -1,4 +1,7 @@
-// Python bindings (pybind11): numpy arrays in and out, zero-copy inputs.
+// Python bindings (pybind11): the extension module `nibble._nibble`, wrapped
+// by the pure-Python package in tools/python/nibble (nibble.open etc.).
+// numpy arrays in and out, zero-copy inputs; the GIL is released while
+// nibble works.
 //
 //   import nibble, numpy as np
 //   q = nibble.quantize(w, bits=4, group_size=128)           # PMX int4x4
@@ -14,12 +17,16 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cctype>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "kernels/dequantize.h"
+#include "op/checkpoint_file.h"
+#include "op/fold.h"
 #include "op/onnx.h"
 #include "op/pmx.h"
 #include "op/quantize.h"
@@ -53,10 +60,39 @@ const std::map<std::string, DType>& DTypeNames() {
   return m;
 }
 
+// Output types: every common spelling (as the CLI's --dtype).
+std::optional<DType> ParseOutputAlias(const std::string& s) {
+  static const std::map<std::string, DType> m = {
+      {"f32", DType::kFloat32},      {"fp32", DType::kFloat32}, {"float32", DType::kFloat32},
+      {"float", DType::kFloat32},    {"f16", DType::kFloat16},  {"fp16", DType::kFloat16},
+      {"float16", DType::kFloat16},  {"half", DType::kFloat16}, {"bf16", DType::kBFloat16},
+      {"bfloat16", DType::kBFloat16}};
+  std::string lower = s;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  auto it = m.find(lower);
+  if (it == m.end()) return std::nullopt;
+  return it->second;
+}
+
 DType ParseDType(const std::string& s) {
+  if (auto alias = ParseOutputAlias(s)) return *alias;
   auto it = DTypeNames().find(s);
   if (it == DTypeNames().end()) throw py::value_error("unknown dtype '" + s + "'");
   return it->second;
+}
+
+// An output type: None (the default), or float32 / float16 / bfloat16 in
+// any common spelling.
+DType ParseOutputDType(const std::optional<std::string>& s) {
+  if (!s) return DType::kUndefined;
+  auto d = ParseOutputAlias(*s);
+  if (!d) {
+    throw py::value_error(
+        "dtype must be float32 (f32, fp32, float), float16 (f16, fp16, half) "
+        "or bfloat16 (bf16); got '" +
+        *s + "'");
+  }
+  return *d;
 }
 
 // The nibble dtype of a numpy array's element type.
@@ -143,9 +179,21 @@ struct PyDequantizer {
     return y;
   }
   py::array Tile(int64_t r0, int64_t r1, int64_t c0, int64_t c1) const {
-    if (r0 < 0 || r1 < r0 || c0 < 0 || c1 < c0) throw py::value_error("bad tile bounds");
+    // Bounds first: nothing is allocated for a tile outside the view.
+    if (r0 < 0 || r1 < r0 || r1 > d->rows() || c0 < 0 || c1 < c0 || c1 > d->cols()) {
+      throw py::value_error("tile rows [" + std::to_string(r0) + ", " + std::to_string(r1) +
+                            ") x cols [" + std::to_string(c0) + ", " + std::to_string(c1) +
+                            ") is outside the " + std::to_string(d->rows()) + " x " +
+                            std::to_string(d->cols()) + " view");
+    }
     py::array y = NewOutput(d->output().dtype, {r1 - r0, c1 - c0});
-    Check(d->RunTile(r0, r1, c0, c1, y.mutable_data(), c1 - c0));
+    void* out = y.mutable_data();
+    nibble::Status st;
+    {
+      py::gil_scoped_release release;
+      st = d->RunTile(r0, r1, c0, c1, out, c1 - c0);
+    }
+    Check(st);
     return y;
   }
 };
@@ -171,7 +219,7 @@ PyDequantizer PreparePmx(const py::array& x, const py::array& scale,
   nibble::TensorView zv;
   if (zero_point) zv = View(*zero_point, "zero_point");
   nibble::DequantizeOptions o;
-  if (output_dtype) o.output_dtype = ParseDType(*output_dtype);
+  o.output_dtype = ParseOutputDType(output_dtype);
   auto d =
       nibble::PreparePmx(PmxAttrs(quant_data_type, quant_axis, group_size,
                                   has_zeropoint.value_or(zero_point.has_value()), float_zeropoint),
@@ -206,7 +254,7 @@ PyDequantizer PrepareOnnx(const py::array& x, const py::array& scale,
   a.block_size = block_size;
   a.has_block_size = block_size != 0;
   if (output_dtype) {
-    a.output_dtype = static_cast<int32_t>(ParseDType(*output_dtype));
+    a.output_dtype = static_cast<int32_t>(ParseOutputDType(output_dtype));
     a.has_output_dtype = true;
   }
   auto d = nibble::PrepareOnnx(a, xv, sv, zero_point ? &zv : nullptr);
@@ -249,9 +297,134 @@ py::array TensorToNumpy(const nibble::Tensor& t) {
   return a;
 }
 
+// An open checkpoint (nibble::Checkpoint); reads release the GIL, and one
+// object may be read from several Python threads at once.
+class PyCheckpoint {
+ public:
+  PyCheckpoint(const std::string& path, const std::string& gptq_format,
+               const std::string& gptq_v1_zeros) {
+    nibble::CheckpointOptions o;
+    o.gptq_format = gptq_format;
+    o.gptq_v1_zeros = gptq_v1_zeros;
+    nibble::StatusOr<nibble::Checkpoint> ck = nibble::Status::Error("not opened");
+    {
+      py::gil_scoped_release release;
+      ck = nibble::Checkpoint::Open(path, o);
+    }
+    Check(ck.status());
+    ck_ = std::make_shared<nibble::Checkpoint>(std::move(*ck));
+  }
+
+  void Close() { ck_.reset(); }
+  bool closed() const { return ck_ == nullptr; }
+
+  const nibble::Checkpoint& ck() const {
+    if (!ck_) throw py::value_error("the checkpoint is closed");
+    return *ck_;
+  }
+
+  std::string Description() const { return ck().description(); }
+
+  std::vector<std::pair<std::string, std::string>> Properties() const { return ck().properties(); }
+
+  py::list Tensors() const {
+    py::list out;
+    for (const auto& t : ck().tensors()) out.append(Info(t));
+    return out;
+  }
+
+  py::dict Info(const nibble::CheckpointTensor& t) const {
+    py::dict d;
+    d["name"] = t.name;
+    d["source"] = t.source;
+    d["kind"] = t.kind;
+    d["detail"] = t.detail;
+    d["shape"] = py::tuple(py::cast(t.shape));
+    d["quantized"] = t.quantized;
+    d["supported"] = t.supported;
+    d["why_not"] = t.why_not;
+    d["stored_bytes"] = t.stored_bytes;
+    d["stored_dtype"] = t.quantized ? py::object(py::none())
+                                    : py::object(py::str(nibble::DTypeName(t.stored_dtype)));
+    d["dtype"] = nibble::DTypeName(ck().OutputDType(t, DType::kUndefined));
+    return d;
+  }
+
+  const nibble::CheckpointTensor& Find(const std::string& name) const {
+    const nibble::CheckpointTensor* t = ck().Find(name);
+    if (t == nullptr) throw py::key_error("no tensor named '" + name + "'");
+    return *t;
+  }
+
+  // Rows [start, stop) of the first dimension (stop None = to the end).
+  // Returns (array, nibble's name of the element type): bfloat16 is a
+  // uint16 array of its bits.
+  py::tuple Read(const std::string& name, const std::optional<std::string>& dtype, int64_t start,
+                 std::optional<int64_t> stop, int threads) const {
+    const nibble::Checkpoint& c = ck();
+    const nibble::CheckpointTensor& t = Find(name);
+    const DType want = ParseOutputDType(dtype);
+    Check(nibble::CheckThreads(threads));
+    if (!t.supported) throw py::value_error("tensor '" + t.name + "': " + t.why_not);
+    const int64_t r1 = stop.value_or(nibble::Checkpoint::Rows(t));
+    // Validated before anything is allocated.
+    auto bytes = c.OutputBytes(t, want, start, r1);
+    Check(bytes.status());
+    const DType out = c.OutputDType(t, want);
+    nibble::Shape shape = t.shape;
+    if (!shape.empty()) shape[0] = r1 - start;
+    std::vector<py::ssize_t> dims(shape.begin(), shape.end());
+    py::array y(NumpyType(out), dims);
+    void* dst = y.mutable_data();
+    const size_t n = static_cast<size_t>(y.nbytes());
+    nibble::Status st;
+    {
+      py::gil_scoped_release release;
+      st = c.Read(t, want, start, r1, threads, dst, n);
+    }
+    Check(st);
+    return py::make_tuple(y, nibble::DTypeName(out));
+  }
+
+ private:
+  static py::dtype NumpyType(DType t) {
+    switch (t) {
+      case DType::kFloat32:
+        return py::dtype("float32");
+      case DType::kFloat16:
+        return py::dtype("float16");
+      case DType::kBFloat16:
+      case DType::kUInt16:
+        return py::dtype("uint16");  // bfloat16 bits
+      case DType::kFloat64:
+        return py::dtype("float64");
+      case DType::kInt8:
+        return py::dtype("int8");
+      case DType::kUInt8:
+        return py::dtype("uint8");
+      case DType::kInt16:
+        return py::dtype("int16");
+      case DType::kInt32:
+        return py::dtype("int32");
+      case DType::kUInt32:
+        return py::dtype("uint32");
+      case DType::kInt64:
+        return py::dtype("int64");
+      case DType::kUInt64:
+        return py::dtype("uint64");
+      case DType::kBool:
+        return py::dtype("bool");
+      default:
+        throw py::type_error("no numpy type for " + nibble::DTypeName(t));
+    }
+  }
+
+  std::shared_ptr<nibble::Checkpoint> ck_;
+};
+
 }  // namespace
 
-PYBIND11_MODULE(nibble, m) {
+PYBIND11_MODULE(_nibble, m) {
   m.doc() = "nibble: exact, fast dequantization of grouped int4/int8 weights";
   m.attr("__version__") = NIBBLE_VERSION;
   m.def("active_target", [] { return std::string(nibble::ActiveTarget()); });
@@ -291,7 +464,8 @@ PYBIND11_MODULE(nibble, m) {
       py::arg("quant_data_type") = "int4", py::arg("quant_axis") = 1, py::arg("group_size") = 128,
       py::arg("has_zeropoint") = py::none(), py::arg("float_zeropoint") = false,
       py::arg("output_dtype") = py::none(), py::arg("threads") = 0,
-      "PMX DequantizeLinear (SPEC.md §2).");
+      "PMX DequantizeLinear (OpenPPL): x int8 codes, or int4 packed four per int16 word\n"
+      "(int4x4), grouped along quant_axis; returns a new array (bfloat16 as uint16 bits).");
   m.def(
       "dequantize_onnx",
       [](const py::array& x, const py::array& scale, const std::optional<py::array>& zp,
@@ -344,5 +518,81 @@ PYBIND11_MODULE(nibble, m) {
       py::arg("w"), py::kw_only(), py::arg("bits") = 4, py::arg("scheme") = "symmetric",
       py::arg("quant_axis") = 1, py::arg("group_size") = 128, py::arg("per_tensor") = false,
       py::arg("scale_dtype") = "float32",
-      "The PMX quantizer (SPEC.md §2): returns x, scale, zero_point and attrs.");
+      "Quantize a float32 weight as PMX DequantizeLinear expects it (round to nearest,\n"
+      "ties to even): returns a dict with x, scale, zero_point and attrs.");
+
+  py::class_<PyCheckpoint>(m, "_Checkpoint")
+      .def(py::init<const std::string&, const std::string&, const std::string&>(), py::arg("path"),
+           py::arg("gptq_format") = "", py::arg("gptq_v1_zeros") = "")
+      .def("close", &PyCheckpoint::Close)
+      .def_property_readonly("closed", &PyCheckpoint::closed)
+      .def("description", &PyCheckpoint::Description)
+      .def("properties", &PyCheckpoint::Properties)
+      .def("tensors", &PyCheckpoint::Tensors)
+      .def("read", &PyCheckpoint::Read, py::arg("name"), py::arg("dtype") = py::none(),
+           py::arg("start") = 0, py::arg("stop") = py::none(), py::arg("threads") = 0);
+
+  m.def(
+      "dequant",
+      [](const std::string& in, const std::string& out, std::optional<std::string> dtype,
+         const std::string& tensors, const std::string& exclude, bool skip_unsupported, int threads,
+         bool hf, int64_t max_shard_bytes, const std::string& gptq_format,
+         const std::string& gptq_v1_zeros) {
+        nibble::DequantOptions o;
+        o.dtype = ParseOutputDType(dtype);
+        o.tensors = tensors;
+        o.exclude = exclude;
+        o.skip_unsupported = skip_unsupported;
+        Check(nibble::CheckThreads(threads));
+        o.threads = threads;
+        o.hf = hf;
+        if (max_shard_bytes <= 0) throw py::value_error("max_shard_bytes must be positive");
+        o.max_shard_bytes = static_cast<uint64_t>(max_shard_bytes);
+        o.open.gptq_format = gptq_format;
+        o.open.gptq_v1_zeros = gptq_v1_zeros;
+        nibble::DequantReport r;
+        nibble::Status st;
+        {
+          py::gil_scoped_release release;
+          st = nibble::DequantCheckpoint(in, out, o, &r);
+        }
+        Check(st);
+        py::dict d;
+        d["dequantized"] = r.dequantized;
+        d["copied"] = r.copied;
+        d["bytes"] = r.bytes;
+        d["skipped"] = r.skipped;
+        return d;
+      },
+      py::arg("input"), py::arg("output"), py::kw_only(), py::arg("dtype") = py::none(),
+      py::arg("tensors") = "", py::arg("exclude") = "", py::arg("skip_unsupported") = false,
+      py::arg("threads") = 0, py::arg("hf") = false,
+      py::arg("max_shard_bytes") = int64_t{5'000'000'000}, py::arg("gptq_format") = "",
+      py::arg("gptq_v1_zeros") = "");
+  m.def(
+      "fold",
+      [](const std::string& in, const std::string& out, int threads, const std::string& external) {
+        nibble::FoldOptions o;
+        Check(nibble::CheckThreads(threads));
+        o.threads = threads;
+        o.external_name = external;
+        nibble::FoldReport r;
+        nibble::Status st;
+        {
+          py::gil_scoped_release release;
+          st = nibble::FoldModel(in, out, o, &r);
+        }
+        Check(st);
+        py::dict d;
+        d["dequantize_nodes"] = r.dequantize_nodes;
+        d["matmulnbits_nodes"] = r.matmulnbits_nodes;
+        d["removed_initializers"] = r.removed_initializers;
+        d["overridable_nodes"] = r.overridable_nodes;
+        d["dequantized_bytes"] = r.dequantized_bytes;
+        d["external"] = r.external;
+        d["note"] = r.note;
+        return d;
+      },
+      py::arg("input"), py::arg("output"), py::kw_only(), py::arg("threads") = 0,
+      py::arg("external_data") = "");
 }

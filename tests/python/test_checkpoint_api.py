@@ -1,0 +1,190 @@
+"""nibble.open / get_tensor / get_slice / dequant / inspect / fold on the
+tests' generated checkpoints (GGUF with several block types, GPTQ and AWQ
+folders, a file with an unsupported type), numpy always, torch when
+importable. Usage: test_checkpoint_api.py CHECKPOINT_DIR WORK_DIR [FOLD_MODELS_DIR]
+"""
+import os
+import shutil
+import struct
+import sys
+import threading
+
+import numpy as np
+
+import nibble
+
+ck_dir, work = sys.argv[1], sys.argv[2]
+try:
+    import torch
+except ImportError:
+    torch = None
+passed = failed = 0
+
+
+def check(name, cond):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL " + name)
+
+
+def raises(name, exc, fn, needle=""):
+    try:
+        fn()
+    except exc as e:
+        check(name + " (" + str(e) + ")", needle in str(e))
+        return
+    except Exception as e:  # noqa: BLE001
+        check(name + ": raised %s %s instead" % (type(e).__name__, e), False)
+        return
+    check(name + ": did not raise", False)
+
+
+def bf16_bits(x):
+    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        import json
+        header = json.loads(f.read(n))
+        data = f.read()
+    types = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16}
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = e["data_offsets"]
+        out[name] = np.frombuffer(data[a:b], types[e["dtype"]]).reshape(e["shape"])
+    return out
+
+
+paths = [os.path.join(ck_dir, p) for p in ("model.gguf", "gptq", "awq", "llama_tiny.gguf")]
+for path in paths:
+    label = os.path.basename(path)
+    with nibble.open(path) as f:
+        check(label + ": keys", len(f.keys()) > 0 and list(f) == f.keys() and len(f) == len(f.keys()))
+        check(label + ": metadata is str -> str",
+              all(isinstance(k, str) and isinstance(v, str) for k, v in f.metadata().items()))
+        for name in f.keys():
+            info = f.info(name)
+            check(label + ": " + name + " in f", name in f and info["source"] in f)
+            if not info["supported"]:
+                continue
+            w = f.get_tensor(name)
+            check(label + ": default dtype " + name, str(w.dtype) in (info["dtype"], "uint16"))
+            check(label + ": shape " + name, list(w.shape) == list(info["shape"]))
+            if info["dtype"] not in ("float32", "float16", "bfloat16"):
+                continue
+            w32 = f.get_tensor(name, dtype="float32")
+            b16 = f.get_tensor(name, dtype="bf16")
+            h16 = f.get_tensor(name, dtype=np.float16)
+            check(label + ": bf16 == RNE(f32) " + name,
+                  b16.dtype == np.uint16 and np.array_equal(b16, bf16_bits(w32)))
+            check(label + ": f16 == f32 -> f16 " + name,
+                  h16.dtype == np.float16 and np.array_equal(h16, w32.astype(np.float16)))
+            # Aliases give the same bits.
+            for alias in ("f32", "fp32", "float", "FLOAT32"):
+                check(label + ": alias " + alias, np.array_equal(f.get_tensor(name, alias), w32))
+            # get_slice == numpy slicing of the whole tensor.
+            s = f.get_slice(name, dtype="f32")
+            rows = w32.shape[0]
+            check(label + ": get_shape " + name, s.get_shape() == list(w32.shape))
+            for idx in (slice(1, rows - 1), slice(None, None, 3), slice(-2, None),
+                        slice(None, None, -2), slice(rows, rows + 5), slice(3, 1)):
+                check(label + ": slice %s %s" % (idx, name), np.array_equal(s[idx], w32[idx]))
+            check(label + ": row -1 " + name, np.array_equal(s[-1], w32[-1]))
+            if w32.ndim > 1:
+                check(label + ": 2-D index " + name, np.array_equal(s[1:5, 2:7], w32[1:5, 2:7]))
+            raises(label + ": row out of range", IndexError, lambda: s[rows], "outside")
+            # threads: every count gives the same bits.
+            with nibble.open(path, threads=1) as f1:
+                check(label + ": threads=1 " + name, np.array_equal(f1.get_tensor(name, "f32"), w32))
+            if torch is not None:
+                with nibble.open(path, framework="pt") as fp:
+                    t = fp.get_tensor(name, dtype="bf16")
+                    check(label + ": torch bf16 " + name, t.dtype == torch.bfloat16 and
+                          np.array_equal(t.view(torch.int16).numpy().view(np.uint16), b16))
+                    check(label + ": torch bf16 == torch's rounding " + name,
+                          torch.equal(t, torch.from_numpy(w32).to(torch.bfloat16)))
+                    t32 = fp.get_tensor(name, dtype=torch.float32)
+                    check(label + ": torch f32 " + name, t32.dtype == torch.float32 and
+                          np.array_equal(t32.numpy(), w32))
+                    part = fp.get_slice(name, dtype="bf16")[1:3]
+                    check(label + ": torch slice " + name, torch.equal(part, t[1:3]))
+
+# Several Python threads reading one checkpoint at once (GIL released).
+with nibble.open(os.path.join(ck_dir, "gptq")) as f:
+    name = f.keys()[0]
+    want = f.get_tensor(name, "f32")
+    results = [None] * 4
+
+    def work_fn(i):
+        results[i] = [f.get_tensor(name, "f32") for _ in range(10)]
+
+    threads = [threading.Thread(target=work_fn, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    check("threads: same bits", all(np.array_equal(a, want) for r in results for a in r))
+
+# Errors: clear, typed, nothing half-done.
+g = os.path.join(ck_dir, "model.gguf")
+raises("missing file", ValueError, lambda: nibble.open("/nonexistent/x.gguf"), "nonexistent")
+raises("bad framework", ValueError, lambda: nibble.open(g, framework="jax"), "framework")
+raises("bad device", ValueError, lambda: nibble.open(g, device="cuda"), "cpu")
+raises("bad gptq_format", ValueError, lambda: nibble.open(g, gptq_format="v9"), "v1 or v2")
+with nibble.open(g) as f:
+    q = [n for n in f.keys() if f.info(n)["quantized"]][0]
+    raises("unknown tensor", KeyError, lambda: f.get_tensor("nope"), "nope")
+    raises("bad dtype", ValueError, lambda: f.get_tensor(q, dtype="int8"), "dtype must be")
+    raises("bad threads", ValueError, lambda: nibble.open(g, threads=-1).get_tensor(q), "threads")
+f.close()
+raises("closed", ValueError, lambda: f.get_tensor(q), "closed")
+check("closed flag", f.closed)
+u = os.path.join(ck_dir, "unsupported.gguf")
+with nibble.open(u) as f:
+    bad = [n for n in f.keys() if not f.info(n)["supported"]]
+    check("unsupported listed", len(bad) > 0)
+    for n in bad:
+        raises("unsupported " + n, ValueError, lambda: f.get_tensor(n), f.info(n)["why_not"])
+
+# inspect / dequant mirror the CLI.
+info = nibble.inspect(os.path.join(ck_dir, "awq"))
+check("inspect", info["description"].startswith("safetensors") and
+      any(t["kind"] == "AWQ" for t in info["tensors"]))
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+out = os.path.join(work, "gguf.safetensors")
+rep = nibble.dequant(g, out, dtype="bf16", threads=2)
+check("dequant report", rep["dequantized"] >= 1 and rep["bytes"] > 0)
+got = read_safetensors(out)
+with nibble.open(g) as f:
+    for n in f.keys():
+        if f.info(n)["supported"] and n in got:
+            check("dequant == get_tensor " + n,
+                  np.array_equal(got[n].view(np.uint16), f.get_tensor(n, "bf16").view(np.uint16)))
+raises("dequant onto its input", ValueError, lambda: nibble.dequant(g, g), "")
+raises("dequant bad dtype", ValueError, lambda: nibble.dequant(g, out, dtype="q4"), "dtype")
+hf = os.path.join(work, "hf")
+rep = nibble.dequant(os.path.join(ck_dir, "gptq"), hf, dtype="f16")
+check("dequant to a model folder", os.path.exists(os.path.join(hf, "config.json")) or
+      os.path.exists(os.path.join(hf, "model.safetensors")))
+fold_dir = sys.argv[3] if len(sys.argv) > 3 else ""
+if fold_dir:
+    folded = os.path.join(work, "folded.onnx")
+    rep = nibble.fold(os.path.join(fold_dir, "qdq_int4.onnx"), folded, threads=2)
+    check("fold report " + str(rep), rep["dequantize_nodes"] >= 1 and not rep["external"])
+    cli = os.path.join(fold_dir, "folded_qdq_int4.onnx")
+    if os.path.exists(cli):
+        check("fold == the CLI's fold", open(folded, "rb").read() == open(cli, "rb").read())
+raises("fold of a missing model", ValueError,
+       lambda: nibble.fold(os.path.join(work, "none.onnx"), os.path.join(work, "o.onnx")), "none")
+
+print("%d passed, %d failed (torch: %s)" % (passed, failed, torch.__version__ if torch else "absent"))
+sys.exit(1 if failed else 0)

@@ -1,0 +1,269 @@
+"""nibble: exact, fast dequantization of grouped-quantized int4/int8 weights.
+
+Open a checkpoint the way ``safetensors.safe_open`` does::
+
+    import nibble
+    with nibble.open("model.gguf") as f:               # or a GPTQ/AWQ folder
+        for name in f.keys():
+            w = f.get_tensor(name, dtype="bf16")         # numpy array
+    with nibble.open("llama-gptq/", framework="pt") as f:
+        w = f.get_tensor("model.layers.0.mlp.up_proj.weight", dtype="bf16")
+        rows = f.get_slice("model.embed_tokens.weight")[1000:2000]
+
+Checkpoints: GGUF files (llama.cpp block types), Hugging Face folders or
+.safetensors files quantized with GPTQ (v1/v2, 2/4/8-bit, act-order), AWQ,
+compressed-tensors (pack-quantized, int-quantized) and bitsandbytes 4-bit
+(NF4/FP4, double quantization); float tensors are copied (converted to the
+requested type). Tensors are returned under their dequantized names
+(``<prefix>.weight``, PyTorch's [out_features, in_features] order).
+
+Output types: ``dtype=None`` (the checkpoint's default: the scales' type
+for Hugging Face checkpoints, float32 for GGUF), ``"float32"``
+(``"f32"``, ``"fp32"``, ``"float"``), ``"float16"`` (``"f16"``, ``"fp16"``,
+``"half"``) or ``"bfloat16"`` (``"bf16"``). numpy has no bfloat16: with
+``framework="np"`` a bfloat16 tensor is a ``uint16`` array of its bits
+(``ml_dtypes.bfloat16`` when ``ml_dtypes`` is importable); with
+``framework="pt"`` it is a ``torch.bfloat16`` tensor sharing the memory.
+Every value is exactly what the producer's own loader computes, on every
+CPU and for every thread count; f16/bf16 are rounded once (to nearest even)
+from the exact float32 value.
+
+Lower-level pieces: :func:`dequantize_pmx`, :func:`dequantize_onnx`,
+:class:`Dequantizer` (the DequantizeLinear operator on numpy buffers),
+:func:`quantize`, and :func:`dequant`, :func:`fold`, :func:`inspect`, which
+mirror the ``nibble`` command line. The GIL is released while nibble works.
+"""
+from ._nibble import (  # noqa: F401  (re-exported)
+    Dequantizer,
+    __version__,
+    active_target,
+    dequantize_onnx,
+    dequantize_pmx,
+    quantize,
+)
+from . import _nibble
+
+__all__ = [
+    "open", "Checkpoint", "TensorSlice", "dequant", "fold", "inspect", "Dequantizer",
+    "dequantize_pmx", "dequantize_onnx", "quantize", "active_target", "__version__",
+]
+
+_FRAMEWORKS = {"np": "np", "numpy": "np", "pt": "pt", "torch": "pt", "pytorch": "pt"}
+
+
+def _dtype_name(dtype):
+    """None or a str spelling; numpy and torch dtypes are accepted too."""
+    if dtype is None or isinstance(dtype, str):
+        return dtype
+    text = str(dtype)
+    if text.startswith("torch."):  # torch.bfloat16 -> "bfloat16"
+        return text[len("torch."):]
+    try:
+        import numpy
+        return numpy.dtype(dtype).name  # np.float16, np.dtype("float32"), ...
+    except TypeError:
+        return text
+
+
+class TensorSlice:
+    """Rows of one tensor, read on indexing: ``f.get_slice(name)[a:b]``.
+
+    The first index selects rows (only those are decoded); further indices
+    are applied to the result. ``get_shape()`` and ``get_dtype()`` describe
+    the whole tensor without reading it.
+    """
+
+    def __init__(self, checkpoint, name, dtype):
+        self._ck, self._name, self._dtype = checkpoint, name, dtype
+        self._info = checkpoint.info(name)
+
+    def get_shape(self):
+        return list(self._info["shape"])
+
+    def get_dtype(self):
+        return self._info["dtype"] if self._dtype is None else self._dtype
+
+    def __getitem__(self, index):
+        rest = ()
+        if isinstance(index, tuple):
+            index, rest = (index[0], index[1:]) if index else (slice(None), ())
+        shape = self._info["shape"]
+        rows = shape[0] if shape else 1
+        if isinstance(index, slice):
+            start, stop, step = index.indices(rows)
+            if step == 1:
+                out = self._ck._read(self._name, self._dtype, start, max(start, stop))
+            else:
+                lo, hi = (start, stop) if step > 0 else (stop + 1, start + 1)
+                lo, hi = max(lo, 0), max(hi, max(lo, 0))
+                out = self._ck._read(self._name, self._dtype, lo, hi)
+                out = out[::step] if step > 0 else out[::-1][:: -step]
+                out = out[: len(range(start, stop, step))]
+        elif isinstance(index, int) or hasattr(index, "__index__"):
+            i = int(index)
+            if i < 0:
+                i += rows
+            if not 0 <= i < rows:
+                raise IndexError(f"row {int(index)} is outside the tensor's {rows} rows")
+            out = self._ck._read(self._name, self._dtype, i, i + 1)[0]
+            return out[rest] if rest else out
+        elif index is Ellipsis:
+            out = self._ck._read(self._name, self._dtype, 0, rows)
+            return out[(Ellipsis,) + rest] if rest else out
+        else:
+            raise TypeError("index rows with an int or a slice")
+        return out[(slice(None),) + rest] if rest else out
+
+
+class Checkpoint:
+    """An open checkpoint (see :func:`open`). Use it as a context manager,
+    or call :meth:`close`. Reads from several Python threads at once are
+    safe and run in parallel (the GIL is released)."""
+
+    def __init__(self, path, framework="np", *, gptq_format=None, gptq_v1_zeros=None,
+                 threads=0):
+        fw = _FRAMEWORKS.get(str(framework).lower())
+        if fw is None:
+            raise ValueError(f"framework must be 'np' or 'pt' (got {framework!r})")
+        if fw == "pt":
+            import torch  # noqa: F401  (fail at open time, not on the first read)
+        self._fw, self._threads = fw, threads
+        self._ck = _nibble._Checkpoint(str(path), gptq_format or "", gptq_v1_zeros or "")
+        self._infos = {t["name"]: t for t in self._ck.tensors()}
+        self._sources = {t["source"]: t["name"] for t in self._infos.values()}
+
+    # --- safetensors.safe_open's interface -------------------------------
+    def keys(self):
+        """Output names of every tensor, in checkpoint order."""
+        return list(self._infos)
+
+    def metadata(self):
+        """Format properties and metadata as a dict of str -> str."""
+        return dict(self._ck.properties())
+
+    def get_tensor(self, name, dtype=None):
+        """The whole tensor ``name`` (output or stored name), dequantized."""
+        return self._read(name, dtype, 0, None)
+
+    def get_slice(self, name, dtype=None):
+        """A :class:`TensorSlice`: rows are decoded only when indexed."""
+        return TensorSlice(self, self._resolve(name), _dtype_name(dtype))
+
+    # --- more ------------------------------------------------------------
+    def info(self, name):
+        """A dict: name, source, kind ("GPTQ", "q4_K", "copy", ...), detail,
+        shape, quantized, supported, why_not, stored_bytes, stored_dtype and
+        dtype (the default output type)."""
+        return dict(self._infos[self._resolve(name)])
+
+    def tensors(self):
+        """:meth:`info` of every tensor."""
+        return [dict(t) for t in self._infos.values()]
+
+    def description(self):
+        return self._ck.description()
+
+    def close(self):
+        self._ck.close()
+
+    @property
+    def closed(self):
+        return self._ck.closed
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __contains__(self, name):
+        return name in self._infos or name in self._sources
+
+    def __iter__(self):
+        return iter(self.keys())
+
+    def __len__(self):
+        return len(self._infos)
+
+    def __repr__(self):
+        state = "closed" if self.closed else self._ck.description()
+        return f"<nibble.Checkpoint {state}>"
+
+    def _resolve(self, name):
+        if name in self._infos:
+            return name
+        if name in self._sources:
+            return self._sources[name]
+        raise KeyError(f"no tensor named {name!r}")
+
+    def _read(self, name, dtype, start, stop):
+        name = self._resolve(name)
+        array, out_dtype = self._ck.read(name, _dtype_name(dtype), start, stop, self._threads)
+        return _wrap(array, out_dtype, self._fw)
+
+
+def _wrap(array, dtype, fw):
+    """array as numpy or torch; dtype is nibble's name of its element type."""
+    if fw == "pt":
+        import numpy as np
+        import torch
+        if dtype == "bfloat16":
+            return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(array)
+    if dtype == "bfloat16":
+        try:
+            import ml_dtypes
+        except ImportError:
+            return array
+        return array.view(ml_dtypes.bfloat16)
+    return array
+
+
+def open(path, framework="np", device="cpu", *, gptq_format=None, gptq_v1_zeros=None,
+         threads=0):
+    """Open a checkpoint: a GGUF file, a .safetensors file, or a Hugging Face
+    model folder (config.json + safetensors shards).
+
+    framework: "np" (numpy arrays) or "pt" (torch tensors, zero-copy).
+    device: "cpu" only (tensors are decoded on the CPU).
+    gptq_format: "v1" or "v2" when a GPTQ checkpoint does not state it.
+    gptq_v1_zeros: "autogptq" or "gptqmodel" to override how v1 zero points
+    are decoded (default: by the producer the checkpoint names).
+    threads: 0 = all cores, n = at most n threads per read.
+    Raises ValueError (with the file and the problem) for what it cannot read.
+    """
+    if device not in ("cpu", None):
+        raise ValueError(f"device must be 'cpu' (got {device!r}); move the tensor afterwards")
+    return Checkpoint(path, framework, gptq_format=gptq_format, gptq_v1_zeros=gptq_v1_zeros,
+                      threads=threads)
+
+
+def dequant(input, output, *, dtype=None, tensors="", exclude="", skip_unsupported=False,
+            threads=0, hf=False, max_shard_bytes=5_000_000_000, gptq_format=None,
+            gptq_v1_zeros=None):
+    """``nibble dequant``: convert a checkpoint to float safetensors.
+
+    A Hugging Face input with ``output`` not ending in ".safetensors" (or
+    ``hf=True``) becomes a loadable model folder. Written atomically: nothing
+    is left at ``output`` on error. Returns a dict: dequantized, copied,
+    bytes, skipped."""
+    return _nibble.dequant(str(input), str(output), dtype=_dtype_name(dtype), tensors=tensors,
+                           exclude=exclude, skip_unsupported=skip_unsupported, threads=threads,
+                           hf=hf, max_shard_bytes=max_shard_bytes, gptq_format=gptq_format or "",
+                           gptq_v1_zeros=gptq_v1_zeros or "")
+
+
+def fold(input, output, *, threads=0, external_data=""):
+    """``nibble fold``: an ONNX model with every constant DequantizeLinear /
+    MatMulNBits weight replaced by its float value. Returns a dict report."""
+    return _nibble.fold(str(input), str(output), threads=threads, external_data=external_data)
+
+
+def inspect(path, *, gptq_format=None, gptq_v1_zeros=None):
+    """``nibble inspect`` of a checkpoint, as a dict: description,
+    properties (dict) and tensors (:meth:`Checkpoint.info` of each)."""
+    with Checkpoint(path, gptq_format=gptq_format, gptq_v1_zeros=gptq_v1_zeros) as f:
+        return {"description": f.description(), "properties": f.metadata(),
+                "tensors": f.tensors()}
+
