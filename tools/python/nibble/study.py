@@ -95,9 +95,11 @@ def draw(rows, output, threads=None, title=None):
         ax.set_xlabel("group size")
         ax.set_title(label, fontsize=10)
         ax.grid(True, alpha=0.3)
-    axes[0][0].legend(fontsize=7, ncol=2)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="center right", fontsize=8,
+               title="layout dtype\n(f32 solid, f16 dashed,\nbf16 dash-dot)", title_fontsize=8)
     fig.suptitle(title or f"nibble group-size study ({threads} thread{'s' if threads != 1 else ''})")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 0.84, 1))
     fig.savefig(output, dpi=110)
     plt.close(fig)
 
