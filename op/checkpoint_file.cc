@@ -492,15 +492,14 @@ Status DequantCheckpoint(const std::string& in, const std::string& out,
   wo.metadata["format"] = "pt";
   wo.metadata["nibble.source"] =
       EscapeBytes(in.substr(in.rfind('/') == std::string::npos ? 0 : in.rfind('/') + 1));
-  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t total = 0;
+  for (const SafetensorsOutput& o : outs) {
+    const auto n = CheckedNumElements(o.shape, o.name);
+    if (n.ok()) total += static_cast<uint64_t>(*n) * static_cast<uint64_t>(DTypeBits(o.dtype) / 8);
+  }
   wo.progress = [&](size_t i, size_t n, uint64_t bytes) {
     report->bytes = bytes;
-    if (!options.progress) return;
-    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(stderr, "\r[%zu/%zu tensors] %.2f GB, %.2f GB/s   ", i, n,
-                 static_cast<double>(bytes) / 1e9,
-                 sec > 0 ? static_cast<double>(bytes) / 1e9 / sec : 0.0);
-    if (i == n) std::fprintf(stderr, "\n");
+    if (options.progress) options.progress(Progress{i, n, bytes, total});
   };
   return WriteSafetensorsStreaming(out, outs, wo);
 } catch (const std::bad_alloc&) {

@@ -18,6 +18,7 @@
 #include "base/tensor.h"
 #include "formats/files.h"
 #include "op/dequantizer.h"
+#include "op/progress.h"
 
 namespace nibble {
 
@@ -132,7 +133,7 @@ struct DequantOptions {
   // DequantReport::skipped) instead of refusing the whole conversion.
   bool skip_unsupported = false;
   int threads = 0;
-  bool progress = false;
+  ProgressCallback progress;  // after each tensor (op/progress.h)
   // Write a Hugging Face model folder instead of one safetensors file, in
   // shards of at most max_shard_bytes: always for a Hugging Face input
   // whose output path does not end in ".safetensors"; for GGUF with `hf`

@@ -403,15 +403,9 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
     if (!data_path.ok()) return data_path.status();
     NIBBLE_RETURN_IF_ERROR(CheckOutputPath(*data_path, inputs, "external data output"));
   }
-  const auto t0 = std::chrono::steady_clock::now();
   if (options.progress) {
-    wo.progress = [t0](size_t i, size_t n, uint64_t bytes) {
-      const double sec =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::fprintf(stderr, "\r[%zu/%zu tensors] %.2f GB, %.2f GB/s   ", i, n,
-                   static_cast<double>(bytes) / 1e9,
-                   sec > 0 ? static_cast<double>(bytes) / 1e9 / sec : 0.0);
-      if (i == n) std::fprintf(stderr, "\n");
+    wo.progress = [&options](size_t i, size_t n, uint64_t bytes) {
+      options.progress(Progress{i, n, bytes, 0});
     };
   }
   return WriteModelStreaming(out, dst, streamed, wo);

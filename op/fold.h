@@ -13,12 +13,13 @@
 
 #include "base/status.h"
 #include "base/tensor.h"
+#include "op/progress.h"
 
 namespace nibble {
 
 struct FoldOptions {
   int threads = 0;
-  bool progress = false;      // progress bar on stderr
+  ProgressCallback progress;  // after each tensor written (op/progress.h)
   bool external = false;      // force external data for the output
   std::string external_name;  // its file name (default "<out>.data")
 };

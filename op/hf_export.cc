@@ -132,15 +132,13 @@ Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>
     wo.progress = [&](size_t i, size_t, uint64_t bytes) {
       report->bytes = written + bytes;
       if (options.progress) {
-        std::fprintf(stderr, "\r[%zu/%zu tensors] %.2f GB   ", done + i, items.size(),
-                     static_cast<double>(written + bytes) / 1e9);
+        options.progress(Progress{done + i, items.size(), written + bytes, total});
       }
     };
     NIBBLE_RETURN_IF_ERROR(WriteSafetensorsStreaming(tmp + "/" + shard_name(s), outs, wo));
     for (size_t i : shards[s]) written += items[i].bytes;
     done += shards[s].size();
   }
-  if (options.progress) std::fprintf(stderr, "\n");
   if (ns > 1) {
     std::string idx = "{\n  \"metadata\": {\"total_size\": " + std::to_string(total) +
                       "},\n  \"weight_map\": {\n";

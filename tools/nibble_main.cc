@@ -302,13 +302,74 @@ int RunInspectCheckpoint(const std::string& path, const std::string& format,
   return 0;
 }
 
+// Draws nibble::Progress on stderr: on a terminal a bar with rate and ETA,
+// redrawn at most 10 times a second and erased at the end; otherwise a
+// plain line every 5 seconds (logs, CI).
+class ProgressPrinter {
+ public:
+  explicit ProgressPrinter(std::string what)
+      : what_(std::move(what)),
+        tty_(isatty(STDERR_FILENO) != 0),
+        t0_(std::chrono::steady_clock::now()),
+        last_(t0_) {}
+  ~ProgressPrinter() { Finish(); }
+  // Erases the bar (before the summary line is printed).
+  void Finish() {
+    if (tty_ && drawn_) std::fprintf(stderr, "\r%*s\r", 120, "");
+    drawn_ = false;
+  }
+  ProgressPrinter(const ProgressPrinter&) = delete;
+  ProgressPrinter& operator=(const ProgressPrinter&) = delete;
+
+  void operator()(const nibble::Progress& p) {
+    const auto now = std::chrono::steady_clock::now();
+    const double since = std::chrono::duration<double>(now - last_).count();
+    const bool done = p.tensors_done == p.tensors_total;
+    if (done || since < (tty_ ? 0.1 : 5.0)) return;
+    last_ = now;
+    const double sec = std::chrono::duration<double>(now - t0_).count();
+    const double frac = p.bytes_total > 0
+                            ? static_cast<double>(p.bytes_done) / static_cast<double>(p.bytes_total)
+                            : static_cast<double>(p.tensors_done) /
+                                  static_cast<double>(std::max<size_t>(1, p.tensors_total));
+    const double rate = sec > 0 ? static_cast<double>(p.bytes_done) / sec : 0.0;
+    std::string eta = "?";
+    if (frac > 0.0 && frac < 1.0) eta = HumanSeconds(sec * (1.0 - frac) / frac);
+    const std::string amount =
+        HumanBytes(p.bytes_done) +
+        (p.bytes_total > 0 ? " of " + HumanBytes(p.bytes_total) : std::string());
+    if (tty_) {
+      constexpr int kWidth = 24;
+      const int fill = static_cast<int>(frac * kWidth);
+      std::fprintf(stderr, "\r%s [%s%s] %3.0f%% %zu/%zu tensors, %s, %s/s, ETA %s   ",
+                   what_.c_str(), std::string(static_cast<size_t>(fill), '#').c_str(),
+                   std::string(static_cast<size_t>(kWidth - fill), '.').c_str(), frac * 100,
+                   p.tensors_done, p.tensors_total, amount.c_str(),
+                   HumanBytes(static_cast<uint64_t>(rate)).c_str(), eta.c_str());
+      drawn_ = true;
+    } else {
+      std::fprintf(stderr, "%s: %.0f%%, %zu/%zu tensors, %s, %s/s, ETA %s\n", what_.c_str(),
+                   frac * 100, p.tensors_done, p.tensors_total, amount.c_str(),
+                   HumanBytes(static_cast<uint64_t>(rate)).c_str(), eta.c_str());
+    }
+  }
+
+ private:
+  std::string what_;
+  bool tty_;
+  std::chrono::steady_clock::time_point t0_, last_;
+  bool drawn_ = false;
+};
+
 int RunDequant(const std::string& in, const std::string& out, const std::string& dtype,
                nibble::DequantOptions options, bool quiet) {
   options.dtype = ParseOutDType(dtype);
-  options.progress = !quiet && isatty(STDERR_FILENO);
+  ProgressPrinter printer("nibble dequant");
+  if (!quiet) options.progress = [&printer](const nibble::Progress& p) { printer(p); };
   nibble::DequantReport r;
   const auto t0 = std::chrono::steady_clock::now();
   const nibble::Status st = nibble::DequantCheckpoint(in, out, options, &r);
+  printer.Finish();
   const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!st.ok()) {
     std::cerr << "nibble dequant: " << st.message() << "\n";
@@ -364,10 +425,12 @@ bool LoadBenchWeight(const std::string& path, const std::string& regex,
 
 int RunFold(const std::string& in, const std::string& out, nibble::FoldOptions options,
             bool quiet) {
-  options.progress = !quiet && isatty(STDERR_FILENO);
+  ProgressPrinter printer("nibble fold");
+  if (!quiet) options.progress = [&printer](const nibble::Progress& p) { printer(p); };
   nibble::FoldReport r;
   const auto t0 = std::chrono::steady_clock::now();
   const nibble::Status st = nibble::FoldModel(in, out, options, &r);
+  printer.Finish();
   const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!st.ok()) {
     std::cerr << "nibble fold: " << st.message() << "\n";
