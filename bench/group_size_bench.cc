@@ -423,6 +423,19 @@ int RunStoreSweep(const BenchOptions& opt, std::ostream& out, std::ostream& err)
 }  // namespace
 
 int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& err) {
+  // --out never writes into the checkpoint being studied (its config.json,
+  // say): checked before anything runs.
+  if (!opt.out.empty() && !opt.weights.empty()) {
+    std::error_code ec;
+    namespace fs = std::filesystem;
+    const fs::path w = fs::weakly_canonical(opt.weights, ec);
+    const fs::path wd = fs::is_directory(w, ec) ? w : w.parent_path();
+    if (fs::weakly_canonical(opt.out + ".json", ec).parent_path() == wd) {
+      err << "nibble bench: --out '" << opt.out << "' would write into the folder of --weights '"
+          << opt.weights << "': choose another folder\n";
+      return 1;
+    }
+  }
   if (opt.store_sweep) return RunStoreSweep(opt, out, err);
   int64_t n = 0, k = 0;
   {
@@ -622,18 +635,7 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
   if (!opt.out.empty()) {
     for (const char* format : {"json", "csv"}) {
       const std::string path = opt.out + "." + format;
-      // Never into the checkpoint being studied (its config.json, say).
-      if (!opt.weights.empty()) {
-        std::error_code ec;
-        namespace fs = std::filesystem;
-        const fs::path w = fs::weakly_canonical(opt.weights, ec);
-        const fs::path wd = fs::is_directory(w, ec) ? w : w.parent_path();
-        if (fs::weakly_canonical(path, ec).parent_path() == wd) {
-          err << "nibble bench: --out '" << opt.out << "' would write " << path
-              << " into the folder of --weights '" << opt.weights << "': choose another folder\n";
-          return 1;
-        }
-      }
+
       std::ostringstream text;
       PrintRows(rows, format, text);
       AtomicFile f;

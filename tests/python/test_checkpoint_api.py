@@ -133,6 +133,30 @@ with nibble.open(os.path.join(ck_dir, "gptq")) as f:
         t.join()
     check("threads: same bits", all(np.array_equal(a, want) for r in results for a in r))
 
+# close() while other threads read: they finish or get "closed", no crash.
+f = nibble.open(os.path.join(ck_dir, "gptq"))
+name = f.keys()[0]
+outcomes = []
+
+
+def reader():
+    try:
+        for _ in range(200):
+            f.get_tensor(name, "f32")
+        outcomes.append("done")
+    except ValueError as e:
+        outcomes.append(str(e))
+
+
+readers = [threading.Thread(target=reader) for _ in range(3)]
+for t in readers:
+    t.start()
+f.close()
+for t in readers:
+    t.join()
+check("close during reads: " + str(outcomes),
+      len(outcomes) == 3 and all(o == "done" or "closed" in o for o in outcomes))
+
 # Errors: clear, typed, nothing half-done.
 g = os.path.join(ck_dir, "model.gguf")
 raises("missing file", ValueError, lambda: nibble.open("/nonexistent/x.gguf"), "nonexistent")

@@ -318,9 +318,11 @@ class PyCheckpoint {
   void Close() { ck_.reset(); }
   bool closed() const { return ck_ == nullptr; }
 
-  const nibble::Checkpoint& ck() const {
+  const nibble::Checkpoint& ck() const { return *Held(); }
+
+  std::shared_ptr<const nibble::Checkpoint> Held() const {
     if (!ck_) throw py::value_error("the checkpoint is closed");
-    return *ck_;
+    return ck_;
   }
 
   std::string Description() const { return ck().description(); }
@@ -361,7 +363,10 @@ class PyCheckpoint {
   // uint16 array of its bits.
   py::tuple Read(const std::string& name, const std::optional<std::string>& dtype, int64_t start,
                  std::optional<int64_t> stop, int threads) const {
-    const nibble::Checkpoint& c = ck();
+    // Hold the checkpoint: another Python thread may close() it while this
+    // read runs without the GIL.
+    const std::shared_ptr<const nibble::Checkpoint> hold = Held();
+    const nibble::Checkpoint& c = *hold;
     const nibble::CheckpointTensor& t = Find(name);
     const DType want = ParseOutputDType(dtype);
     Check(nibble::CheckThreads(threads));
