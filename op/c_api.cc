@@ -4,27 +4,16 @@
 #include <string>
 
 #include "kernels/dequantize.h"
+#include "op/c_api_internal.h"
 #include "op/checkpoint_file.h"
 #include "op/nibble.h"
 #include "op/onnx.h"
 #include "op/pmx.h"
 #include "op/version.h"
 
-struct nibble_status {
-  std::string message;
-};
-
-struct nibble_dequantizer {
-  nibble::Dequantizer impl;
-};
-
-struct nibble_checkpoint {
-  nibble::Checkpoint impl;
-};
-
 namespace {
 
-nibble_status* Fail(const std::string& m) { return new (std::nothrow) nibble_status{m}; }
+using nibble::c_api::Fail;
 
 nibble_status* FromStatus(const nibble::Status& s) { return s.ok() ? nullptr : Fail(s.message()); }
 
@@ -184,17 +173,8 @@ nibble_status* nibble_checkpoint_open(const char* path, const nibble_checkpoint_
                                       nibble_checkpoint** out) try {
   if (!path || !out) return Fail("nibble_checkpoint_open: path and out must not be NULL");
   *out = nullptr;
-  nibble::CheckpointOptions o;
-  if (options) {
-    if (options->gptq_format) o.gptq_format = options->gptq_format;
-    if (options->gptq_v1_zeros) o.gptq_v1_zeros = options->gptq_v1_zeros;
-  }
-  auto ck = nibble::Checkpoint::Open(path, o);
-  if (!ck.ok()) return FromStatus(ck.status());
-  auto* h = new (std::nothrow) nibble_checkpoint{std::move(*ck)};
-  if (!h) return Fail(nibble::kOutOfMemory);
-  *out = h;
-  return nullptr;
+  return nibble::c_api::Wrap(
+      nibble::Checkpoint::Open(path, nibble::c_api::ToCheckpointOptions(options)), out);
 } catch (const std::bad_alloc&) {
   return Fail(std::string(nibble::kOutOfMemory) + " in nibble_checkpoint_open");
 } catch (const std::exception& e) {

@@ -72,6 +72,20 @@ DType DTypeOfGgml(uint32_t type) {
 
 }  // namespace
 
+Checkpoint Checkpoint::FromParts(std::string description,
+                                 std::vector<std::pair<std::string, std::string>> properties,
+                                 std::vector<CheckpointTensor> tensors,
+                                 std::vector<std::shared_ptr<void>> keep_alive, InputFiles inputs) {
+  Checkpoint c;
+  c.description_ = std::move(description);
+  c.props_ = std::move(properties);
+  c.tensors_ = std::move(tensors);
+  c.keep_alive_ = std::move(keep_alive);
+  c.inputs_ = std::move(inputs);
+  c.default_dtype_ = DType::kFloat32;
+  return c;
+}
+
 bool Checkpoint::Recognizes(const std::string& path) {
   return IsDir(path) || EndsWith(path, ".safetensors") || EndsWith(path, ".gguf") ||
          HasGgufMagic(path);
@@ -91,6 +105,12 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path,
         options.gptq_v1_zeros + "')");
   }
   Checkpoint c;
+  if (!IsDir(path) && EndsWith(path, ".onnx")) {
+    return Status::Error("'" + EscapeBytes(path) +
+                         "' is an ONNX model: open it with OpenAnyCheckpoint / "
+                         "OpenOnnxCheckpoint (op/onnx_checkpoint.h, library nibble) or "
+                         "nibble_checkpoint_open_any (C)");
+  }
   if (!IsDir(path) && HasGgufMagic(path)) {
     auto g = GgufFile::Open(path, &c.inputs_);
     if (!g.ok()) return g.status();
@@ -123,8 +143,8 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path,
         ct.quantized = true;
         ct.detail = GgmlBlockDescription(t.type);
         ct.prepare = [tp, fp](DType out, CheckpointTensor::Buffers* bufs) -> StatusOr<Dequantizer> {
-          bufs->emplace_back();
-          auto d = fp->Load(*tp, &bufs->back());
+          bufs->bytes.emplace_back();
+          auto d = fp->Load(*tp, &bufs->bytes.back());
           if (!d.ok()) return d.status();
           return PrepareGgml(tp->type, tp->ne, *d, static_cast<size_t>(tp->bytes), out, tp->name);
         };
@@ -205,7 +225,12 @@ StatusOr<uint64_t> Checkpoint::OutputBytes(const CheckpointTensor& t, DType requ
     const uint64_t row_bytes = rows == 0 ? 0 : t.stored_bytes / static_cast<uint64_t>(rows);
     return row_bytes * static_cast<uint64_t>(row1 - row0);
   }
-  return static_cast<uint64_t>(per_row * (row1 - row0)) * static_cast<uint64_t>(DTypeBits(to) / 8);
+  const auto elements = static_cast<uint64_t>(per_row * (row1 - row0));
+  if (elements > (uint64_t{1} << 60)) {
+    return Status::Error("tensor '" + t.name + "': " + std::to_string(elements) +
+                         " elements are too many to read at once");
+  }
+  return elements * static_cast<uint64_t>(DTypeBits(to) / 8);
 }
 
 Status Checkpoint::Read(const CheckpointTensor& t, DType requested, int64_t row0, int64_t row1,
@@ -464,15 +489,25 @@ Status DequantCheckpoint(const std::string& in, const std::string& out,
   if (options.hf && gguf) return DequantGgufToHf(in, out, options, report);
   auto ck = Checkpoint::Open(in, options.open);
   if (!ck.ok()) return ck.status();
-  if (!gguf && (options.hf || !EndsWith(out, ".safetensors"))) {
+  return DequantOpenCheckpoint(*ck, in, out, options, report);
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("DequantCheckpoint");
+}
+
+Status DequantOpenCheckpoint(const Checkpoint& ck, const std::string& in, const std::string& out,
+                             const DequantOptions& options, DequantReport* report) try {
+  if (!ck.hf_dir().empty() && (options.hf || !EndsWith(out, ".safetensors"))) {
     // A new (or empty) folder: it can be none of the inputs.
-    return DequantHfToFolder(*ck, in, out, options, report);
+    return DequantHfToFolder(ck, in, out, options, report);
   }
-  NIBBLE_RETURN_IF_ERROR(CheckOutputPath(out, ck->inputs()));
+  if (options.hf) {
+    return Status::Error("--hf (a Hugging Face model folder) needs a GGUF or Hugging Face input");
+  }
+  NIBBLE_RETURN_IF_ERROR(CheckOutputPath(out, ck.inputs()));
   std::vector<const CheckpointTensor*> chosen;
-  NIBBLE_RETURN_IF_ERROR(internal::SelectTensors(*ck, options, in, report, &chosen));
+  NIBBLE_RETURN_IF_ERROR(internal::SelectTensors(ck, options, in, report, &chosen));
   std::vector<SafetensorsOutput> outs;
-  const Checkpoint* c = &*ck;
+  const Checkpoint* c = &ck;
   for (const CheckpointTensor* t : chosen) {
     SafetensorsOutput o;
     o.name = t->name;

@@ -41,7 +41,13 @@ struct CheckpointTensor {
   // Quantized: reads the tensor's inputs into `*buffers` (they must outlive
   // the result) and builds the Dequantizer for an output type; its Run()
   // writes `shape`.
-  using Buffers = std::vector<std::vector<uint8_t>>;
+  // What a prepared Dequantizer references (kept by the caller until the
+  // Dequantizer is gone): bytes read from files, and tensors (filled in
+  // place, never resized after the Dequantizer is built).
+  struct Buffers {
+    std::vector<std::vector<uint8_t>> bytes;
+    std::vector<Tensor> tensors;
+  };
   std::function<StatusOr<Dequantizer>(DType, Buffers*)> prepare;
   // Not quantized: writes the stored bytes [offset, offset + n) to dst
   // (thread-safe: positioned reads).
@@ -107,6 +113,13 @@ class Checkpoint {
   const InputFiles& inputs() const { return inputs_; }
   // `t` as float32 values (for the group-size study).
   StatusOr<std::vector<float>> LoadFloat(const CheckpointTensor& t, int threads) const;
+  // For other checkpoint readers (op/onnx_checkpoint.h): a checkpoint of
+  // `tensors`, whose functions may reference what `keep_alive` owns;
+  // `inputs` are the files read.
+  static Checkpoint FromParts(std::string description,
+                              std::vector<std::pair<std::string, std::string>> properties,
+                              std::vector<CheckpointTensor> tensors,
+                              std::vector<std::shared_ptr<void>> keep_alive, InputFiles inputs);
   // Hugging Face checkpoints: the folder holding config.json etc. ("" for
   // GGUF), and config.json's text ("" when there is none).
   const std::string& hf_dir() const { return hf_dir_; }
@@ -167,6 +180,11 @@ Status SelectTensors(const Checkpoint& ck, const DequantOptions& options, const 
 // copied (DequantHfToFolder); GGUF with options.hf: DequantGgufToHf.
 Status DequantCheckpoint(const std::string& in, const std::string& out,
                          const DequantOptions& options, DequantReport* report);
+// The same for a checkpoint already open (read from `in`): a Hugging Face
+// checkpoint may become a folder; others (GGUF without --hf, an ONNX model:
+// op/onnx_checkpoint.h) become one safetensors file.
+Status DequantOpenCheckpoint(const Checkpoint& ck, const std::string& in, const std::string& out,
+                             const DequantOptions& options, DequantReport* report);
 
 }  // namespace nibble
 

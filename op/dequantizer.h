@@ -91,6 +91,13 @@ class Dequantizer {
               int64_t cols = -1);
   // Marks output() as the transpose of the view (see output_transposed()).
   void set_output_transposed(bool t) { output_transposed_ = t; }
+  // Makes output() the transpose of the 2-D view, shape (cols(), rows()):
+  // e.g. a MatMulNBits [N, K] weight as its [K, N] MatMul operand.
+  // Precondition: !output_transposed().
+  void TransposeOutput() {
+    output_.shape = {cols_, plan_.rows()};
+    output_transposed_ = true;
+  }
 
  private:
   // View columns [c_begin, c_end) written as output rows.

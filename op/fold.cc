@@ -16,6 +16,7 @@
 #include "op/matmulnbits.h"
 #include "op/onnx.h"
 #include "op/onnx_node.h"
+#include "op/onnx_weights.h"
 #include "op/pmx.h"
 
 namespace nibble {
@@ -28,17 +29,6 @@ std::string DirOf(const std::string& p) {
 }
 
 bool IsDefaultDomain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
-bool IsDequantize(const nibble_onnx::NodeProto& n) {
-  return n.op_type() == "DequantizeLinear" &&
-         (IsDefaultDomain(n.domain()) || n.domain() == kPmxDomain);
-}
-bool IsMatMulNBits(const nibble_onnx::NodeProto& n) {
-  return n.op_type() == "MatMulNBits" && n.domain() == "com.microsoft";
-}
-std::string NodeLabel(const nibble_onnx::NodeProto& n) {
-  const std::string name = n.name().empty() ? (n.output_size() ? n.output(0) : "") : n.name();
-  return NodeKind(n) + " '" + name + "'";
-}
 
 // Counts every use of a value name: node inputs (also inside subgraphs,
 // which may reference outer-scope initializers) and graph outputs.
@@ -53,48 +43,6 @@ void CountUses(const nibble_onnx::GraphProto& g, std::map<std::string, int>* use
     }
   }
   for (const auto& o : g.output()) ++(*uses)[o.name()];
-}
-
-// The checks ONNX Runtime makes when it loads a graph and that folding
-// relies on: unique initializer / graph input / node output names, and
-// every node input defined (by a graph input, an initializer or a node
-// output). Subgraphs may use outer-scope names and are not checked here.
-Status ValidateGraph(const nibble_onnx::GraphProto& g, const std::string& model) {
-  const std::string who = "'" + EscapeBytes(model) + "'";
-  std::set<std::string> inits, graph_inputs, defined;
-  for (const auto& t : g.initializer()) {
-    if (!inits.insert(t.name()).second) {
-      return Status::Error(who + ": initializer '" + EscapeBytes(t.name()) +
-                           "' is defined twice (ONNX names must be unique)");
-    }
-  }
-  for (const auto& vi : g.input()) {
-    if (!graph_inputs.insert(vi.name()).second) {
-      return Status::Error(who + ": graph input '" + EscapeBytes(vi.name()) + "' is listed twice");
-    }
-  }
-  defined = inits;
-  defined.insert(graph_inputs.begin(), graph_inputs.end());
-  for (const auto& n : g.node()) {
-    for (const auto& o : n.output()) {
-      if (o.empty()) continue;
-      if (!defined.insert(o).second) {
-        return Status::Error(who + ": " + NodeLabel(n) + " output '" + EscapeBytes(o) +
-                             "' is already defined (by a graph input, an initializer or another "
-                             "node)");
-      }
-    }
-  }
-  for (const auto& n : g.node()) {
-    for (const auto& i : n.input()) {
-      if (!i.empty() && !defined.count(i)) {
-        return Status::Error(who + ": " + NodeLabel(n) + " input '" + EscapeBytes(i) +
-                             "' is not defined (no graph input, initializer or node output has "
-                             "that name)");
-      }
-    }
-  }
-  return Status::Ok();
 }
 
 // One folding action, prepared (validated) before anything is written.
@@ -121,24 +69,14 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
     return Status::Error("'" + EscapeBytes(in) + "' has no graph (not an ONNX model?)");
   }
   nibble_onnx::GraphProto* sg = src.mutable_graph();
-  NIBBLE_RETURN_IF_ERROR(ValidateGraph(*sg, in));
+  NIBBLE_RETURN_IF_ERROR(internal::ValidateGraph(*sg, in));
   TensorResolver resolver(DirOf(in), &inputs);
   // Every file this fold reads is open (and known) before the output is
   // checked against them.
   for (const auto& t : sg->initializer()) NIBBLE_RETURN_IF_ERROR(resolver.OpenExternal(t));
   NIBBLE_RETURN_IF_ERROR(CheckOutputPath(out, inputs));
-  const int64_t model_opset = ModelOpset(src, "");
 
-  std::map<std::string, int> init_index;
-  for (int i = 0; i < sg->initializer_size(); ++i) init_index[sg->initializer(i).name()] = i;
-  // From IR version 4 on, an initializer that is also a graph input is a
-  // default the caller may override: not a constant, never folded.
-  std::set<std::string> overridable;
-  if (src.ir_version() >= 4) {
-    for (const auto& vi : sg->input()) {
-      if (init_index.count(vi.name())) overridable.insert(vi.name());
-    }
-  }
+  const internal::OnnxGraphView view = internal::MakeGraphView(src);
   std::set<std::string> names;  // every value name, for unique new names
   for (const auto& n : sg->node()) {
     for (const auto& o : n.output()) names.insert(o);
@@ -151,59 +89,11 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
     names.insert(s);
     return s;
   };
-  auto is_const = [&](const std::string& name) {
-    return name.empty() || (init_index.count(name) && !overridable.count(name));
-  };
 
-  // Reads node n's constant inputs (into *storage where they are not
-  // inline) and builds its Dequantizer: every check happens here.
+  // Reads node n's constant inputs and builds its Dequantizer.
   auto prepare = [&](const nibble_onnx::NodeProto& n,
                      std::vector<Tensor>* storage) -> StatusOr<Dequantizer> {
-    const bool dq = IsDequantize(n);
-    const int need = dq ? n.input_size() : std::min(n.input_size(), 5);
-    StatusOr<MatMulNBitsAttributes> mm_attrs = MatMulNBitsAttributes();
-    if (!dq) {  // attributes before any input is read or sized
-      mm_attrs = MatMulNBitsAttributesFromNode(n);
-      if (!mm_attrs.ok()) return mm_attrs.status();
-    }
-    storage->assign(static_cast<size_t>(n.input_size()), Tensor());
-    std::vector<TensorView> views(static_cast<size_t>(n.input_size()));
-    std::vector<const TensorView*> inputs_v(static_cast<size_t>(n.input_size()), nullptr);
-    for (int k = dq ? 0 : 1; k < need; ++k) {
-      const std::string& name = n.input(k);
-      if (name.empty()) continue;
-      const size_t ku = static_cast<size_t>(k);
-      auto v = resolver.Resolve(sg->initializer(init_index[name]), &(*storage)[ku]);
-      if (!v.ok()) return v.status().WithPrefix(NodeLabel(n));
-      views[ku] = *v;
-      inputs_v[ku] = &views[ku];
-    }
-    const std::string label = n.name().empty() ? n.output(0) : n.name();
-    if (dq) {
-      if (n.output_size() != 1) return Status::Error(NodeLabel(n) + ": expected one output");
-      if (inputs_v.size() < 2 || !inputs_v[0] || !inputs_v[1]) {
-        return Status::Error(NodeLabel(n) + ": needs inputs x (X) and scale");
-      }
-      const TensorView* zp = inputs_v.size() > 2 ? inputs_v[2] : nullptr;
-      DequantizeOptions o;
-      o.name = label;
-      if (n.domain() == kPmxDomain) {
-        auto attrs = PmxAttributesFromNode(n);
-        if (!attrs.ok()) return attrs.status();
-        return PreparePmx(*attrs, *inputs_v[0], *inputs_v[1], zp, o);
-      }
-      auto attrs = OnnxAttributesFromNode(n, model_opset);
-      if (!attrs.ok()) return attrs.status();
-      return PrepareOnnx(*attrs, *inputs_v[0], *inputs_v[1], zp, o);
-    }
-    if (n.input_size() < 3) return Status::Error(NodeLabel(n) + ": needs inputs A, B, scales");
-    if (n.input_size() > 4 && !n.input(4).empty()) {
-      return Status::Error(NodeLabel(n) +
-                           ": input g_idx (act-order) is not supported; refusing to fold");
-    }
-    if (n.output_size() != 1) return Status::Error(NodeLabel(n) + ": expected one output");
-    const TensorView* zp = n.input_size() > 3 && !n.input(3).empty() ? &views[3] : nullptr;
-    return PrepareMatMulNBits(*mm_attrs, views[1], views[2], zp, label);
+    return internal::PrepareWeightNode(view, n, &resolver, DType::kUndefined, storage);
   };
 
   // Pass 1: find and validate every fold (nothing is kept but its shape).
@@ -211,17 +101,10 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
   std::map<size_t, std::vector<nibble_onnx::NodeProto>> replacement;
   for (int ni = 0; ni < sg->node_size(); ++ni) {
     const nibble_onnx::NodeProto& n = sg->node(ni);
-    const bool dq = IsDequantize(n), mm = IsMatMulNBits(n);
+    const bool dq = internal::IsDequantizeNode(n), mm = internal::IsMatMulNBitsNode(n);
     if (!dq && !mm) continue;
-    // Inputs that must be constant: DequantizeLinear all; MatMulNBits B,
-    // scales, zero_points, g_idx.
-    const int need = dq ? n.input_size() : std::min(n.input_size(), 5);
-    bool all_const = true, reads_overridable = false;
-    for (int k = dq ? 0 : 1; k < need; ++k) {
-      all_const = all_const && is_const(n.input(k));
-      reads_overridable = reads_overridable || overridable.count(n.input(k)) > 0;
-    }
-    if (!all_const) {
+    bool reads_overridable = false;
+    if (!internal::HasConstantWeight(view, n, &reads_overridable)) {
       if (reads_overridable) ++report->overridable_nodes;
       continue;
     }
@@ -433,7 +316,7 @@ StatusOr<std::vector<QuantizedWeightInfo>> InspectModel(const std::string& path)
   auto is_init = [&](const std::string& name) { return inits.count(name) > 0; };
   std::vector<QuantizedWeightInfo> out;
   for (const auto& n : g.node()) {
-    const bool dq = IsDequantize(n), mm = IsMatMulNBits(n);
+    const bool dq = internal::IsDequantizeNode(n), mm = internal::IsMatMulNBitsNode(n);
     if (!dq && !mm) continue;
     if (n.input_size() < (mm ? 3 : 2)) continue;
     QuantizedWeightInfo w;
@@ -447,14 +330,14 @@ StatusOr<std::vector<QuantizedWeightInfo>> InspectModel(const std::string& path)
       if (!mm_attrs.ok()) return mm_attrs.status();
     }
     auto x = describe(x_name);
-    if (!x.ok()) return x.status().WithPrefix(NodeLabel(n));
+    if (!x.ok()) return x.status().WithPrefix(internal::NodeLabel(n));
     auto scale = describe(s_name);
-    if (!scale.ok()) return scale.status().WithPrefix(NodeLabel(n));
+    if (!scale.ok()) return scale.status().WithPrefix(internal::NodeLabel(n));
     const int zi = mm ? 3 : 2;
     StatusOr<TensorView> zp = Status::Error("absent");
     if (n.input_size() > zi && !n.input(zi).empty()) {
       zp = describe(n.input(zi));
-      if (!zp.ok() && is_init(n.input(zi))) return zp.status().WithPrefix(NodeLabel(n));
+      if (!zp.ok() && is_init(n.input(zi))) return zp.status().WithPrefix(internal::NodeLabel(n));
     }
     w.name = x_name;
     w.packed_bytes = x->size_bytes + scale->size_bytes + (zp.ok() ? zp->size_bytes : 0);

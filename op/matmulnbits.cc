@@ -39,9 +39,13 @@ Status ValidateMatMulNBitsAttributes(const MatMulNBitsAttributes& a, const std::
 
 StatusOr<Dequantizer> PrepareMatMulNBits(const MatMulNBitsAttributes& a, const TensorView& b,
                                          const TensorView& scales, const TensorView* zp,
-                                         const std::string& name) try {
+                                         const std::string& name, DType out) try {
   const std::string who = internal::Who("com.microsoft::MatMulNBits", name);
   auto fail = [&](const std::string& m) { return Status::Error(who + ": " + m); };
+  if (out != DType::kUndefined && out != DType::kFloat32 && out != DType::kFloat16 &&
+      out != DType::kBFloat16) {
+    return fail("output type must be float32, float16 or bfloat16 (got " + DTypeName(out) + ")");
+  }
   NIBBLE_RETURN_IF_ERROR(ValidateMatMulNBitsAttributes(a, who));
   const int64_t kb = (a.K + a.block_size - 1) / a.block_size;
   const int64_t blob = a.block_size * a.bits / 8;
@@ -68,7 +72,8 @@ StatusOr<Dequantizer> PrepareMatMulNBits(const MatMulNBitsAttributes& a, const T
   Dequantizer::Storage storage;
   plan.code = a.bits == 4 ? CodeKind::kU4 : CodeKind::kU8;
   plan.codes = static_cast<const uint8_t*>(b.data);
-  plan.out = *internal::OutTypeFor(scales.dtype, "output type");
+  const DType out_dtype = out == DType::kUndefined ? scales.dtype : out;
+  plan.out = *internal::OutTypeFor(out_dtype, "output type");
   plan.outer = a.N;
   plan.axis = kb * a.block_size;  // padded row length in memory
   plan.inner = 1;
@@ -115,7 +120,7 @@ StatusOr<Dequantizer> PrepareMatMulNBits(const MatMulNBitsAttributes& a, const T
         internal::WidenFloatZeroPoint(*zp, "input zero_points", &storage.zp_float, &plan.zp_float)
             .WithPrefix(who));
   }
-  return Dequantizer(plan, std::move(storage), OutputInfo{scales.dtype, {a.N, a.K}}, name, a.K);
+  return Dequantizer(plan, std::move(storage), OutputInfo{out_dtype, {a.N, a.K}}, name, a.K);
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("PrepareMatMulNBits");
 }

@@ -35,9 +35,11 @@ Status ValidateMatMulNBitsAttributes(const MatMulNBitsAttributes& attrs, const s
 // A Dequantizer whose 2-D view is the [N, K] weight (cols() == K); use
 // RunTransposed for MatMul's [K, N]. `zero_points` may be null; `g_idx`
 // must be handled by the caller (rejected).
+// `out`: the output type (kUndefined: the scales' type, as the operator).
 StatusOr<Dequantizer> PrepareMatMulNBits(const MatMulNBitsAttributes& attrs, const TensorView& b,
                                          const TensorView& scales, const TensorView* zero_points,
-                                         const std::string& name = "");
+                                         const std::string& name = "",
+                                         DType out = DType::kUndefined);
 
 }  // namespace nibble
 

@@ -147,6 +147,13 @@ typedef struct {
 /* options may be NULL. On success *out owns the handle. */
 nibble_status* nibble_checkpoint_open(const char* path, const nibble_checkpoint_options* options,
                                       nibble_checkpoint** out);
+/* The same, and ONNX models (a path ending in ".onnx", external data beside
+ * it): their constant DequantizeLinear / MatMulNBits weights dequantized,
+ * other initializers as stored. In library nibble only (it needs
+ * protobuf); nibble_checkpoint_open (nibble-core) refuses ONNX models. */
+nibble_status* nibble_checkpoint_open_any(const char* path,
+                                          const nibble_checkpoint_options* options,
+                                          nibble_checkpoint** out);
 void nibble_checkpoint_free(nibble_checkpoint* ck);
 /* e.g. "GGUF v3, 291 tensors, 24 metadata keys". */
 const char* nibble_checkpoint_description(const nibble_checkpoint* ck);

@@ -241,7 +241,15 @@ StatusOr<Dequantizer> PrepareOnnx(const OnnxDequantizeAttributes& attrs, const T
   const std::string who = Who("DequantizeLinear", options.name);
   auto analysis = Analyze(attrs, x, scale, zero_point);
   if (!analysis.ok()) return analysis.status().WithPrefix(who);
-  const Analysis& a = *analysis;
+  Analysis a = *analysis;
+  if (options.convert_output != DType::kUndefined) {
+    if (options.convert_output != DType::kFloat32 && options.convert_output != DType::kFloat16 &&
+        options.convert_output != DType::kBFloat16) {
+      return Status::Error(who + ": output type must be float32, float16 or bfloat16 (got " +
+                           DTypeName(options.convert_output) + ")");
+    }
+    a.output.dtype = options.convert_output;
+  }
   if (options.output_dtype != DType::kUndefined && options.output_dtype != a.output.dtype) {
     return Status::Error(who + ": requested output type " + DTypeName(options.output_dtype) +
                          " differs from the node's " + DTypeName(a.output.dtype));

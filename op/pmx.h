@@ -32,6 +32,11 @@ struct DequantizeOptions {
   std::string name;
   // 0 = OpenMP's default, 1 = the caller's thread, n = n threads.
   int threads = 0;
+  // ONNX DequantizeLinear only: produce this type (float32, float16 or
+  // bfloat16) instead of the node's output type — for checkpoint readers
+  // whose caller chooses; each value is still computed in float32 and
+  // rounded once. kUndefined: the node's type.
+  DType convert_output = DType::kUndefined;
 };
 
 // Shape/type inference: validates attributes, types and shapes (not data

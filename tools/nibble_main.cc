@@ -22,6 +22,7 @@
 #include "op/checkpoint_file.h"
 #include "op/dequantizer.h"
 #include "op/fold.h"
+#include "op/onnx_checkpoint.h"
 #include "op/pmx.h"
 #include "op/quantize.h"
 #include "op/version.h"
@@ -368,7 +369,7 @@ int RunDequant(const std::string& in, const std::string& out, const std::string&
   if (!quiet) options.progress = [&printer](const nibble::Progress& p) { printer(p); };
   nibble::DequantReport r;
   const auto t0 = std::chrono::steady_clock::now();
-  const nibble::Status st = nibble::DequantCheckpoint(in, out, options, &r);
+  const nibble::Status st = nibble::DequantAnyCheckpoint(in, out, options, &r);
   printer.Finish();
   const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!st.ok()) {
@@ -516,7 +517,8 @@ int Main(int argc, char** argv) {
   std::string dq_in, dq_out, dq_dtype;
   nibble::DequantOptions dq_opts;
   bool dq_quiet = false;
-  dequant->add_option("input", dq_in, "checkpoint folder, FILE.safetensors or FILE.gguf")
+  dequant
+      ->add_option("input", dq_in, "checkpoint folder, FILE.safetensors, FILE.gguf or MODEL.onnx")
       ->required();
   dequant
       ->add_option("output", dq_out,

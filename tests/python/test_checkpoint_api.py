@@ -64,6 +64,11 @@ def read_safetensors(path):
 
 
 paths = [os.path.join(ck_dir, p) for p in ("model.gguf", "gptq", "awq", "llama_tiny.gguf")]
+fold_dir = sys.argv[3] if len(sys.argv) > 3 else ""
+onnx_models = ["qdq_int4.onnx", "qdq_uint4_f16.onnx", "qdq_external.onnx", "opmx_int4.onnx",
+               "mmnb_zp.onnx", "mmnb8.onnx", "mmnb_nozp_bias.onnx"]
+if fold_dir:
+    paths += [os.path.join(fold_dir, m) for m in onnx_models]
 for path in paths:
     label = os.path.basename(path)
     with nibble.open(path) as f:
@@ -199,8 +204,22 @@ hf = os.path.join(work, "hf")
 rep = nibble.dequant(os.path.join(ck_dir, "gptq"), hf, dtype="f16")
 check("dequant to a model folder", os.path.exists(os.path.join(hf, "config.json")) or
       os.path.exists(os.path.join(hf, "model.safetensors")))
-fold_dir = sys.argv[3] if len(sys.argv) > 3 else ""
 if fold_dir:
+    # An ONNX model's weights == the float initializers `fold` writes (read
+    # back through nibble.open as copies): two independent paths.
+    for m in onnx_models:
+        folded_m = os.path.join(work, "folded_" + m)
+        nibble.fold(os.path.join(fold_dir, m), folded_m)
+        with nibble.open(os.path.join(fold_dir, m)) as f, nibble.open(folded_m) as g:
+            q = [k for k in f.keys() if f.info(k)["quantized"]]
+            check(m + ": weights listed", len(q) >= 1)
+            for k in q:
+                a, b = f.get_tensor(k), g.get_tensor(k)
+                check(m + ": " + k + " == fold's", a.dtype == b.dtype and a.shape == b.shape and
+                      np.array_equal(a.view(np.uint8), b.view(np.uint8)))
+    with nibble.open(os.path.join(fold_dir, "qdq_overridable.onnx")) as f:
+        why = [f.info(k)["why_not"] for k in f.keys() if not f.info(k)["supported"]]
+        check("overridable codes explained: " + str(why), why and all("override" in w for w in why))
     folded = os.path.join(work, "folded.onnx")
     rep = nibble.fold(os.path.join(fold_dir, "qdq_int4.onnx"), folded, threads=2)
     check("fold report " + str(rep), rep["dequantize_nodes"] >= 1 and not rep["external"])

@@ -28,6 +28,7 @@
 #include "op/checkpoint_file.h"
 #include "op/fold.h"
 #include "op/onnx.h"
+#include "op/onnx_checkpoint.h"
 #include "op/pmx.h"
 #include "op/quantize.h"
 #include "op/version.h"
@@ -309,7 +310,7 @@ class PyCheckpoint {
     nibble::StatusOr<nibble::Checkpoint> ck = nibble::Status::Error("not opened");
     {
       py::gil_scoped_release release;
-      ck = nibble::Checkpoint::Open(path, o);
+      ck = nibble::OpenAnyCheckpoint(path, o);
     }
     Check(ck.status());
     ck_ = std::make_shared<nibble::Checkpoint>(std::move(*ck));
@@ -559,7 +560,7 @@ PYBIND11_MODULE(_nibble, m) {
         nibble::Status st;
         {
           py::gil_scoped_release release;
-          st = nibble::DequantCheckpoint(in, out, o, &r);
+          st = nibble::DequantAnyCheckpoint(in, out, o, &r);
         }
         Check(st);
         py::dict d;

@@ -13,9 +13,12 @@ Open a checkpoint the way ``safetensors.safe_open`` does::
 Checkpoints: GGUF files (llama.cpp block types), Hugging Face folders or
 .safetensors files quantized with GPTQ (v1/v2, 2/4/8-bit, act-order), AWQ,
 compressed-tensors (pack-quantized, int-quantized) and bitsandbytes 4-bit
-(NF4/FP4, double quantization); float tensors are copied (converted to the
-requested type). Tensors are returned under their dequantized names
-(``<prefix>.weight``, PyTorch's [out_features, in_features] order).
+(NF4/FP4, double quantization), and ONNX models (constant DequantizeLinear
+weights under their output names, MatMulNBits weights as "<B>_dequantized"
+in [K, N] as ``nibble fold`` writes them); float tensors are copied
+(converted to the requested type). Hugging Face tensors are returned under
+their dequantized names (``<prefix>.weight``, PyTorch's [out_features,
+in_features] order).
 
 Output types: ``dtype=None`` (the checkpoint's default: the scales' type
 for Hugging Face checkpoints, float32 for GGUF), ``"float32"``
@@ -222,8 +225,8 @@ def _wrap(array, dtype, fw):
 
 def open(path, framework="np", device="cpu", *, gptq_format=None, gptq_v1_zeros=None,
          threads=0):
-    """Open a checkpoint: a GGUF file, a .safetensors file, or a Hugging Face
-    model folder (config.json + safetensors shards).
+    """Open a checkpoint: a GGUF file, a .safetensors file, a Hugging Face
+    model folder (config.json + safetensors shards) or an ONNX model.
 
     framework: "np" (numpy arrays) or "pt" (torch tensors, zero-copy).
     device: "cpu" only (tensors are decoded on the CPU).
