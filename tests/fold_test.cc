@@ -6,11 +6,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -20,6 +23,7 @@
 #include "doctest/doctest.h"
 #include "formats/external_data.h"
 #include "formats/onnx_tensor.h"
+#include "op/onnx_checkpoint.h"
 
 namespace nibble {
 namespace {
@@ -338,6 +342,66 @@ TEST_CASE("inspect lists every kind with totals") {
   REQUIRE(d.ok());  // metadata only: external data is not read
   CHECK((*d)[0].granularity == "block 32");
   CHECK(InspectModel((Models() / "nothing.onnx").string())->empty());
+}
+
+TEST_CASE("ONNX checkpoint: weights == fold's initializers; any rows, type, threads == the whole") {
+  std::mt19937 rng(3);
+  for (const char* m : {"qdq_int4", "qdq_uint4_f16", "qdq_external", "opmx_int4", "mmnb_zp",
+                        "mmnb8", "mmnb_nozp_bias"}) {
+    CAPTURE(m);
+    const std::string in = (Models() / (std::string(m) + ".onnx")).string();
+    const fs::path dir = Scratch(std::string("ck_") + m);
+    const std::string folded = (dir / "folded.onnx").string();
+    FoldReport rep;
+    REQUIRE(FoldModel(in, folded, {}, &rep).ok());
+    auto ck = OpenAnyCheckpoint(in);
+    REQUIRE_MESSAGE(ck.ok(), ck.status().message());
+    auto fk = OpenOnnxCheckpoint(folded);
+    REQUIRE(fk.ok());
+    int weights = 0;
+    for (const CheckpointTensor& t : ck->tensors()) {
+      if (!t.quantized) continue;
+      ++weights;
+      CAPTURE(t.name);
+      const CheckpointTensor* f = fk->Find(t.name);
+      REQUIRE(f != nullptr);
+      CHECK(!f->quantized);
+      CHECK(f->shape == t.shape);
+      auto a = ck->Read(t, DType::kUndefined);
+      auto b = fk->Read(*f, DType::kUndefined);
+      REQUIRE(a.ok());
+      REQUIRE(b.ok());
+      CHECK(a->dtype() == b->dtype());
+      REQUIRE(a->size_bytes() == b->size_bytes());
+      CHECK(std::memcmp(a->data(), b->data(), a->size_bytes()) == 0);
+      for (DType d : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+        auto whole = ck->Read(t, d);
+        REQUIRE(whole.ok());
+        const int64_t rows = Checkpoint::Rows(t);
+        const size_t row_bytes = whole->size_bytes() / static_cast<size_t>(rows);
+        for (int k = 0; k < 5; ++k) {
+          int64_t r0 = static_cast<int64_t>(rng() % static_cast<uint32_t>(rows + 1));
+          int64_t r1 = static_cast<int64_t>(rng() % static_cast<uint32_t>(rows + 1));
+          if (r0 > r1) std::swap(r0, r1);
+          for (int threads : {1, 2}) {
+            std::vector<uint8_t> got(row_bytes * static_cast<size_t>(r1 - r0) + 1, 0xA5);
+            const Status st = ck->Read(t, d, r0, r1, threads, got.data(), got.size() - 1);
+            REQUIRE_MESSAGE(st.ok(), st.message());
+            CHECK(got.back() == 0xA5);
+            CHECK(std::memcmp(got.data(),
+                              static_cast<const uint8_t*>(whole->data()) +
+                                  row_bytes * static_cast<size_t>(r0),
+                              got.size() - 1) == 0);
+          }
+        }
+      }
+    }
+    CHECK(weights >= 1);
+  }
+  // The core library's Checkpoint::Open names the way to open ONNX models.
+  auto core = Checkpoint::Open((Models() / "qdq_int4.onnx").string());
+  REQUIRE(!core.ok());
+  CHECK(core.status().message().find("OpenAnyCheckpoint") != std::string::npos);
 }
 
 }  // namespace
