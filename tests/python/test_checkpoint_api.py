@@ -190,8 +190,22 @@ check("inspect", info["description"].startswith("safetensors") and
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
 out = os.path.join(work, "gguf.safetensors")
-rep = nibble.dequant(g, out, dtype="bf16", threads=2)
+calls = []
+rep = nibble.dequant(g, out, dtype="bf16", threads=2, progress=lambda *a: calls.append(a))
 check("dequant report", rep["dequantized"] >= 1 and rep["bytes"] > 0)
+check("progress calls " + str(calls[-1:]), len(calls) == rep["dequantized"] + rep["copied"] and
+      calls[-1][0] == calls[-1][1] and calls[-1][2] == calls[-1][3] == rep["bytes"])
+
+
+def bad_callback(*a):
+    raise RuntimeError("callback failure")
+
+
+out2 = os.path.join(work, "gguf_f16.safetensors")
+rep2 = nibble.dequant(g, out2, dtype="f16", progress=bad_callback)  # reported, not fatal
+check("a failing progress callback does not stop dequant", rep2["bytes"] > 0)
+raises("progress not callable", TypeError, lambda: nibble.dequant(g, out2, progress=3),
+       "callable")
 got = read_safetensors(out)
 with nibble.open(g) as f:
     for n in f.keys():

@@ -298,6 +298,28 @@ py::array TensorToNumpy(const nibble::Tensor& t) {
   return a;
 }
 
+// A Python callable as a progress callback: called with (tensors_done,
+// tensors_total, bytes_done, bytes_total) under the GIL; an exception it
+// raises is reported as unraisable and does not stop the work. The object
+// is held through a shared_ptr whose deleter takes the GIL, so copies of
+// the callback made while the GIL is released never touch refcounts.
+nibble::ProgressCallback PyProgress(const py::object& cb) {
+  if (cb.is_none()) return {};
+  if (!PyCallable_Check(cb.ptr())) throw py::type_error("progress must be callable or None");
+  std::shared_ptr<py::object> held(new py::object(cb), [](py::object* o) {
+    py::gil_scoped_acquire gil;
+    delete o;
+  });
+  return [held](const nibble::Progress& p) {
+    py::gil_scoped_acquire gil;
+    try {
+      (*held)(p.tensors_done, p.tensors_total, p.bytes_done, p.bytes_total);
+    } catch (py::error_already_set& e) {
+      e.discard_as_unraisable("nibble progress callback");
+    }
+  };
+}
+
 // An open checkpoint (nibble::Checkpoint); reads release the GIL, and one
 // object may be read from several Python threads at once.
 class PyCheckpoint {
@@ -543,8 +565,9 @@ PYBIND11_MODULE(_nibble, m) {
       [](const std::string& in, const std::string& out, std::optional<std::string> dtype,
          const std::string& tensors, const std::string& exclude, bool skip_unsupported, int threads,
          bool hf, int64_t max_shard_bytes, const std::string& gptq_format,
-         const std::string& gptq_v1_zeros) {
+         const std::string& gptq_v1_zeros, const py::object& progress) {
         nibble::DequantOptions o;
+        o.progress = PyProgress(progress);
         o.dtype = ParseOutputDType(dtype);
         o.tensors = tensors;
         o.exclude = exclude;
@@ -574,11 +597,13 @@ PYBIND11_MODULE(_nibble, m) {
       py::arg("tensors") = "", py::arg("exclude") = "", py::arg("skip_unsupported") = false,
       py::arg("threads") = 0, py::arg("hf") = false,
       py::arg("max_shard_bytes") = int64_t{5'000'000'000}, py::arg("gptq_format") = "",
-      py::arg("gptq_v1_zeros") = "");
+      py::arg("gptq_v1_zeros") = "", py::arg("progress") = py::none());
   m.def(
       "fold",
-      [](const std::string& in, const std::string& out, int threads, const std::string& external) {
+      [](const std::string& in, const std::string& out, int threads, const std::string& external,
+         const py::object& progress) {
         nibble::FoldOptions o;
+        o.progress = PyProgress(progress);
         Check(nibble::CheckThreads(threads));
         o.threads = threads;
         o.external_name = external;
@@ -600,5 +625,5 @@ PYBIND11_MODULE(_nibble, m) {
         return d;
       },
       py::arg("input"), py::arg("output"), py::kw_only(), py::arg("threads") = 0,
-      py::arg("external_data") = "");
+      py::arg("external_data") = "", py::arg("progress") = py::none());
 }

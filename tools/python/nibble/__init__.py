@@ -244,23 +244,28 @@ def open(path, framework="np", device="cpu", *, gptq_format=None, gptq_v1_zeros=
 
 def dequant(input, output, *, dtype=None, tensors="", exclude="", skip_unsupported=False,
             threads=0, hf=False, max_shard_bytes=5_000_000_000, gptq_format=None,
-            gptq_v1_zeros=None):
-    """``nibble dequant``: convert a checkpoint to float safetensors.
+            gptq_v1_zeros=None, progress=None):
+    """``nibble dequant``: convert a checkpoint (GGUF, Hugging Face, ONNX) to
+    float safetensors.
 
     A Hugging Face input with ``output`` not ending in ".safetensors" (or
     ``hf=True``) becomes a loadable model folder. Written atomically: nothing
-    is left at ``output`` on error. Returns a dict: dequantized, copied,
+    is left at ``output`` on error. ``progress``: a callable receiving
+    (tensors_done, tensors_total, bytes_done, bytes_total) after each tensor
+    (bytes_total 0 when unknown). Returns a dict: dequantized, copied,
     bytes, skipped."""
     return _nibble.dequant(str(input), str(output), dtype=_dtype_name(dtype), tensors=tensors,
                            exclude=exclude, skip_unsupported=skip_unsupported, threads=threads,
                            hf=hf, max_shard_bytes=max_shard_bytes, gptq_format=gptq_format or "",
-                           gptq_v1_zeros=gptq_v1_zeros or "")
+                           gptq_v1_zeros=gptq_v1_zeros or "", progress=progress)
 
 
-def fold(input, output, *, threads=0, external_data=""):
+def fold(input, output, *, threads=0, external_data="", progress=None):
     """``nibble fold``: an ONNX model with every constant DequantizeLinear /
-    MatMulNBits weight replaced by its float value. Returns a dict report."""
-    return _nibble.fold(str(input), str(output), threads=threads, external_data=external_data)
+    MatMulNBits weight replaced by its float value. ``progress`` as for
+    :func:`dequant`. Returns a dict report."""
+    return _nibble.fold(str(input), str(output), threads=threads, external_data=external_data,
+                        progress=progress)
 
 
 def inspect(path, *, gptq_format=None, gptq_v1_zeros=None):

@@ -1,5 +1,5 @@
 # Type stubs for the nibble package (see nibble/__init__.py for the docs).
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -38,9 +38,10 @@ def open(path: str, framework: str = ..., device: Optional[str] = ..., *,
 def dequant(input: str, output: str, *, dtype: DTypeLike = ..., tensors: str = ...,
             exclude: str = ..., skip_unsupported: bool = ..., threads: int = ..., hf: bool = ...,
             max_shard_bytes: int = ..., gptq_format: Optional[str] = ...,
-            gptq_v1_zeros: Optional[str] = ...) -> Dict[str, Any]: ...
-def fold(input: str, output: str, *, threads: int = ...,
-         external_data: str = ...) -> Dict[str, Any]: ...
+            gptq_v1_zeros: Optional[str] = ...,
+            progress: Optional[Callable[[int, int, int, int], None]] = ...) -> Dict[str, Any]: ...
+def fold(input: str, output: str, *, threads: int = ..., external_data: str = ...,
+         progress: Optional[Callable[[int, int, int, int], None]] = ...) -> Dict[str, Any]: ...
 def inspect(path: str, *, gptq_format: Optional[str] = ...,
             gptq_v1_zeros: Optional[str] = ...) -> Dict[str, Any]: ...
 
