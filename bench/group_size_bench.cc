@@ -49,7 +49,36 @@ double MedianSeconds(int reps, const std::function<void()>& fn) {
   return t[t.size() / 2];
 }
 
+std::vector<std::vector<double>> InterleavedSeconds(int reps,
+                                                    const std::vector<std::function<void()>>& fns) {
+  for (const auto& fn : fns) fn();  // warm-up: pages touched, caches and clocks settled
+  std::vector<std::vector<double>> t(fns.size());
+  for (int r = 0; r < reps; ++r) {
+    for (size_t i = 0; i < fns.size(); ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      fns[i]();
+      t[i].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+  for (auto& v : t) std::sort(v.begin(), v.end());
+  return t;
+}
+
 namespace {
+
+double Median(const std::vector<double>& sorted) { return sorted[sorted.size() / 2]; }
+
+// The spread of sorted run times: half the 10th-90th percentile range,
+// relative to the median (one outlier among 9 runs does not count; a load
+// that comes and goes does).
+double Spread(const std::vector<double>& sorted) {
+  const size_t n = sorted.size();
+  const size_t lo = static_cast<size_t>(0.1 * static_cast<double>(n - 1) + 0.5), hi = n - 1 - lo;
+  return (sorted[hi] - sorted[lo]) / 2 / Median(sorted);
+}
+
+// Above this yardstick spread a row prints no ratio.
+constexpr double kMaxYardstickSpread = 0.10;
 
 int AllThreads() {
 #ifdef _OPENMP
@@ -99,6 +128,11 @@ struct Row {
   int64_t elements = 0;
   double seconds = 0, out_gbps = 0, gelems = 0, stream_gbps = 0, memcpy_gbps = 0;
   double ratio_stream = 0, ratio_memcpy = 0;
+  // min / max over the interleaved runs (GB/s of output), and the fill's
+  // spread; ratio_valid is false when the spread exceeds kMaxYardstickSpread.
+  double out_gbps_min = 0, out_gbps_max = 0, stream_gbps_min = 0, stream_gbps_max = 0;
+  double yardstick_spread = 0;
+  bool ratio_valid = true;
   double rmse = 0, max_abs = 0, sqnr_db = 0;
   bool accuracy = true;  // false: synthetic codes, rmse / max_abs / sqnr_db not measured
   std::string note;
@@ -238,6 +272,14 @@ std::vector<float> ToFloat(const Tensor& y) {
   return f;
 }
 
+// ratio_stream as text, or `none` when the yardstick was too unsteady.
+std::string Ratio(const Row& r, const char* none) {
+  if (!r.ratio_valid) return none;
+  char b[32];
+  std::snprintf(b, sizeof b, "%.4f", r.ratio_stream);
+  return b;
+}
+
 // `s` as the inside of a JSON string.
 std::string JsonEscape(const std::string& s) {
   std::string o;
@@ -270,19 +312,23 @@ void PrintRows(const std::vector<Row>& rows, const std::string& format, std::ost
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       char buf[1024];
-      std::snprintf(
-          buf, sizeof buf,
-          "  {\"layout\": \"%s\", \"group_size\": %lld, \"dtype\": \"%s\", "
-          "\"threads\": %d, \"elements\": %lld, \"seconds\": %.9g, "
-          "\"out_gbps\": %.4f, \"gelems_per_s\": %.4f, \"stream_gbps\": %.4f, "
-          "\"memcpy_gbps\": %.4f, \"ratio_stream\": %.4f, \"ratio_memcpy\": %.4f, "
-          "\"rmse\": %s, \"max_abs_err\": %s, \"sqnr_db\": %s, "
-          "\"note\": \"%s\"}%s\n",
-          r.layout.c_str(), static_cast<long long>(r.group_size), r.dtype.c_str(), r.threads,
-          static_cast<long long>(r.elements), r.seconds, r.out_gbps, r.gelems, r.stream_gbps,
-          r.memcpy_gbps, r.ratio_stream, r.ratio_memcpy, Acc(r, r.rmse, "%.6g", "null").c_str(),
-          Acc(r, r.max_abs, "%.6g", "null").c_str(), Acc(r, r.sqnr_db, "%.3f", "null").c_str(),
-          JsonEscape(r.note).c_str(), i + 1 < rows.size() ? "," : "");
+      std::snprintf(buf, sizeof buf,
+                    "  {\"layout\": \"%s\", \"group_size\": %lld, \"dtype\": \"%s\", "
+                    "\"threads\": %d, \"elements\": %lld, \"seconds\": %.9g, "
+                    "\"out_gbps\": %.4f, \"gelems_per_s\": %.4f, \"stream_gbps\": %.4f, "
+                    "\"memcpy_gbps\": %.4f, \"ratio_stream\": %s, \"ratio_memcpy\": %.4f, "
+                    "\"out_gbps_min\": %.4f, \"out_gbps_max\": %.4f, \"stream_gbps_min\": %.4f, "
+                    "\"stream_gbps_max\": %.4f, \"yardstick_spread\": %.4f, "
+                    "\"rmse\": %s, \"max_abs_err\": %s, \"sqnr_db\": %s, "
+                    "\"note\": \"%s\"}%s\n",
+                    r.layout.c_str(), static_cast<long long>(r.group_size), r.dtype.c_str(),
+                    r.threads, static_cast<long long>(r.elements), r.seconds, r.out_gbps, r.gelems,
+                    r.stream_gbps, r.memcpy_gbps, Ratio(r, "null").c_str(), r.ratio_memcpy,
+                    r.out_gbps_min, r.out_gbps_max, r.stream_gbps_min, r.stream_gbps_max,
+                    r.yardstick_spread, Acc(r, r.rmse, "%.6g", "null").c_str(),
+                    Acc(r, r.max_abs, "%.6g", "null").c_str(),
+                    Acc(r, r.sqnr_db, "%.3f", "null").c_str(), JsonEscape(r.note).c_str(),
+                    i + 1 < rows.size() ? "," : "");
       out << buf;
     }
     out << "]\n";
@@ -290,33 +336,44 @@ void PrintRows(const std::vector<Row>& rows, const std::string& format, std::ost
   }
   if (format == "csv") {
     out << "layout,group_size,dtype,threads,elements,seconds,out_gbps,gelems_per_s,"
-           "stream_gbps,memcpy_gbps,ratio_stream,ratio_memcpy,rmse,max_abs_err,sqnr_db,note\n";
+           "stream_gbps,memcpy_gbps,ratio_stream,ratio_memcpy,out_gbps_min,out_gbps_max,"
+           "stream_gbps_min,stream_gbps_max,yardstick_spread,rmse,max_abs_err,sqnr_db,note\n";
     for (const Row& r : rows) {
       char buf[1024];
       std::snprintf(buf, sizeof buf,
-                    "%s,%lld,%s,%d,%lld,%.9g,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%s,%s,%s,%s\n",
+                    "%s,%lld,%s,%d,%lld,%.9g,%.4f,%.4f,%.4f,%.4f,%s,%.4f,%.4f,%.4f,%.4f,%.4f,"
+                    "%.4f,%s,%s,%s,%s\n",
                     r.layout.c_str(), static_cast<long long>(r.group_size), r.dtype.c_str(),
                     r.threads, static_cast<long long>(r.elements), r.seconds, r.out_gbps, r.gelems,
-                    r.stream_gbps, r.memcpy_gbps, r.ratio_stream, r.ratio_memcpy,
-                    Acc(r, r.rmse, "%.6g", "").c_str(), Acc(r, r.max_abs, "%.6g", "").c_str(),
-                    Acc(r, r.sqnr_db, "%.3f", "").c_str(), CsvField(r.note).c_str());
+                    r.stream_gbps, r.memcpy_gbps, Ratio(r, "").c_str(), r.ratio_memcpy,
+                    r.out_gbps_min, r.out_gbps_max, r.stream_gbps_min, r.stream_gbps_max,
+                    r.yardstick_spread, Acc(r, r.rmse, "%.6g", "").c_str(),
+                    Acc(r, r.max_abs, "%.6g", "").c_str(), Acc(r, r.sqnr_db, "%.3f", "").c_str(),
+                    CsvField(r.note).c_str());
       out << buf;
     }
     return;
   }
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%-15s %5s %5s %3s %9s %8s %7s %8s %6s %8s %6s %9s %9s %7s\n",
-                "layout", "G", "dtype", "thr", "ms", "out GB/s", "Gel/s", "strm GB/s", "x strm",
-                "cpy GB/s", "x cpy", "rmse", "max err", "SQNR dB");
+  std::snprintf(buf, sizeof buf,
+                "%-15s %5s %5s %3s %9s %8s %13s %7s %8s %5s %6s %8s %6s %9s %9s %7s\n", "layout",
+                "G", "dtype", "thr", "ms", "out GB/s", "(min-max)", "Gel/s", "strm GB/s", "+-%",
+                "x strm", "cpy GB/s", "x cpy", "rmse", "max err", "SQNR dB");
   out << buf;
   for (const Row& r : rows) {
     const std::string g = r.group_size == 0 ? "chan" : std::to_string(r.group_size);
-    std::snprintf(buf, sizeof buf,
-                  "%-15s %5s %5s %3d %9.3f %8.2f %7.3f %8.2f %6.2f %8.2f %6.2f %9s %9s %7s\n",
-                  r.layout.c_str(), g.c_str(), r.dtype.c_str(), r.threads, r.seconds * 1e3,
-                  r.out_gbps, r.gelems, r.stream_gbps, r.ratio_stream, r.memcpy_gbps,
-                  r.ratio_memcpy, Acc(r, r.rmse, "%.3g", "-").c_str(),
-                  Acc(r, r.max_abs, "%.3g", "-").c_str(), Acc(r, r.sqnr_db, "%.2f", "-").c_str());
+    char range[32] = "-", spread[16] = "-";
+    if (r.out_gbps_max > 0) {
+      std::snprintf(range, sizeof range, "%.1f-%.1f", r.out_gbps_min, r.out_gbps_max);
+    }
+    if (r.stream_gbps > 0) std::snprintf(spread, sizeof spread, "%.0f", r.yardstick_spread * 100);
+    std::snprintf(
+        buf, sizeof buf,
+        "%-15s %5s %5s %3d %9.3f %8.2f %13s %7.3f %8.2f %5s %6s %8.2f %6.2f %9s %9s %7s\n",
+        r.layout.c_str(), g.c_str(), r.dtype.c_str(), r.threads, r.seconds * 1e3, r.out_gbps, range,
+        r.gelems, r.stream_gbps, spread, Ratio(r, "-").c_str(), r.memcpy_gbps, r.ratio_memcpy,
+        Acc(r, r.rmse, "%.3g", "-").c_str(), Acc(r, r.max_abs, "%.3g", "-").c_str(),
+        Acc(r, r.sqnr_db, "%.2f", "-").c_str());
     out << buf;
   }
 }
@@ -537,27 +594,44 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
           r.elements = n * k;
           char* d = dst.data.get();
           const char* s = src.data.get();
-          const double fill = MedianSeconds(opt.reps, [&] {
-            Parallel(t, bytes, [&](size_t a, size_t b) { StreamFill(d + a, b - a); });
-          });
-          const double cpy = MedianSeconds(opt.reps, [&] {
-            Parallel(t, bytes, [&](size_t a, size_t b) { std::memcpy(d + a, s + a, b - a); });
-          });
           // The whole path from the stored bytes to floats: preparing the
           // request (validation, lowering, any scale / zero-point
-          // widening) and running it, as a loader does per tensor.
+          // widening) and running it, as a loader does per tensor. Timed
+          // interleaved with the yardsticks (fill, kernel, memcpy, fill,
+          // kernel, ...) on the same buffers with the same threads, so a
+          // neighbour's load hits all of them alike.
           const DType want = ParseDType(dname);
-          r.seconds = MedianSeconds(opt.reps, [&] {
-            auto p = bw.Prepare(want, lname);
-            if (p.ok()) (void)bw.Run(*p, &*y, t);
-          });
+          const auto times = InterleavedSeconds(
+              opt.reps,
+              {[&] { Parallel(t, bytes, [&](size_t a, size_t b) { StreamFill(d + a, b - a); }); },
+               [&] {
+                 auto p = bw.Prepare(want, lname);
+                 if (p.ok()) (void)bw.Run(*p, &*y, t);
+               },
+               [&] {
+                 Parallel(t, bytes, [&](size_t a, size_t b) { std::memcpy(d + a, s + a, b - a); });
+               }});
+          const double fill = Median(times[0]), cpy = Median(times[2]);
+          r.seconds = Median(times[1]);
           const double gb = static_cast<double>(bytes) / 1e9;
           r.out_gbps = gb / r.seconds;
+          r.out_gbps_min = gb / times[1].back();
+          r.out_gbps_max = gb / times[1].front();
           r.gelems = static_cast<double>(r.elements) / r.seconds / 1e9;
           r.stream_gbps = gb / fill;
+          r.stream_gbps_min = gb / times[0].back();
+          r.stream_gbps_max = gb / times[0].front();
+          r.yardstick_spread = Spread(times[0]);
           r.memcpy_gbps = gb / cpy;
           r.ratio_stream = r.out_gbps / r.stream_gbps;
           r.ratio_memcpy = r.out_gbps / r.memcpy_gbps;
+          if (r.yardstick_spread > kMaxYardstickSpread) {
+            r.ratio_valid = false;
+            char why[96];
+            std::snprintf(why, sizeof why, "fill spread +-%.0f%% > 10%%: no ratio",
+                          r.yardstick_spread * 100);
+            r.note += (r.note.empty() ? "" : "; ") + std::string(why);
+          }
           r.rmse = acc.rmse;
           r.max_abs = acc.max_abs;
           r.sqnr_db = acc.sqnr_db;
@@ -625,6 +699,7 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
         r.memcpy_gbps = gb / cpy;
         r.ratio_memcpy = r.out_gbps / r.memcpy_gbps;
         r.note = "in-cache " + std::to_string(tr) + "x" + std::to_string(tc) + " tile";
+        r.ratio_valid = false;  // no fill yardstick in cache; see ratio_memcpy
         rows.push_back(r);
       }
     }

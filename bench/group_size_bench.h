@@ -52,6 +52,13 @@ struct BenchOptions {
 // warm-up run: the timing every nibble measurement uses.
 double MedianSeconds(int reps, const std::function<void()>& fn);
 
+// Each of `fns` once (warm-up), then `reps` rounds of all of them in turn
+// (A B C A B C ...): each one's wall times in seconds, sorted. How the
+// bench times a kernel against its yardsticks, so that a load that comes
+// and goes hits all of them alike.
+std::vector<std::vector<double>> InterleavedSeconds(int reps,
+                                                    const std::vector<std::function<void()>>& fns);
+
 // Registers the options on a CLI11 (sub)command.
 void AddBenchOptions(CLI::App* app, BenchOptions* options);
 

@@ -30,8 +30,13 @@ def check(name, cond):
 rows = study.load_rows(result)
 check("rows", len(rows) > 0 and {r["layout"] for r in rows} >= {"pmx-q1", "gptq", "q4_k"})
 check("per-channel rows", any(r["group_size"] == 0 for r in rows))
-check("numbers are numbers", all(isinstance(r["ratio_stream"], (int, float)) and
+check("numbers are numbers", all(isinstance(r["ratio_stream"], (int, float, type(None))) and
+                                 isinstance(r["out_gbps"], (int, float)) and
                                  isinstance(r["group_size"], int) for r in rows))
+check("yardstick fields", all(r["stream_gbps_min"] <= r["stream_gbps"] <= r["stream_gbps_max"] and
+                              (abs(r["yardstick_spread"] - 0.10) < 1e-3 or
+                               (r["ratio_stream"] is None) == (r["yardstick_spread"] > 0.10))
+                              for r in rows))
 r = subprocess.run([sys.executable, "-m", "nibble.study", result, "-o", png],
                    capture_output=True, text=True)
 check("exit 0: " + r.stderr, r.returncode == 0)
