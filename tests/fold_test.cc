@@ -344,7 +344,8 @@ TEST_CASE("inspect lists every kind with totals") {
   CHECK(InspectModel((Models() / "nothing.onnx").string())->empty());
 }
 
-TEST_CASE("ONNX checkpoint: weights == fold's initializers; any rows, type, threads == the whole") {
+TEST_CASE(
+    "ONNX checkpoint: weights == fold's initializers, and any rows, type, threads == the whole") {
   std::mt19937 rng(3);
   for (const char* m : {"qdq_int4", "qdq_uint4_f16", "qdq_external", "opmx_int4", "mmnb_zp",
                         "mmnb8", "mmnb_nozp_bias"}) {
