@@ -306,51 +306,74 @@ std::string CsvField(const std::string& s) {
   return o + "\"";
 }
 
+// One row's machine-readable fields, in output order: name, value as text
+// (empty = null), and whether it is a string.
+struct Field {
+  const char* name;
+  std::string value;
+  bool text = false;
+};
+
+std::string Num(const char* fmt, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, fmt, v);
+  return b;
+}
+
+std::vector<Field> Fields(const Row& r) {
+  return {{"layout", r.layout, true},
+          {"group_size", std::to_string(r.group_size)},
+          {"dtype", r.dtype, true},
+          {"threads", std::to_string(r.threads)},
+          {"elements", std::to_string(r.elements)},
+          {"seconds", Num("%.9g", r.seconds)},
+          {"out_gbps", Num("%.4f", r.out_gbps)},
+          {"gelems_per_s", Num("%.4f", r.gelems)},
+          {"stream_gbps", Num("%.4f", r.stream_gbps)},
+          {"memcpy_gbps", Num("%.4f", r.memcpy_gbps)},
+          {"ratio_stream", Ratio(r, "")},
+          {"ratio_memcpy", Num("%.4f", r.ratio_memcpy)},
+          {"out_gbps_min", Num("%.4f", r.out_gbps_min)},
+          {"out_gbps_max", Num("%.4f", r.out_gbps_max)},
+          {"stream_gbps_min", Num("%.4f", r.stream_gbps_min)},
+          {"stream_gbps_max", Num("%.4f", r.stream_gbps_max)},
+          {"yardstick_spread", Num("%.4f", r.yardstick_spread)},
+          {"rmse", Acc(r, r.rmse, "%.6g", "")},
+          {"max_abs_err", Acc(r, r.max_abs, "%.6g", "")},
+          {"sqnr_db", Acc(r, r.sqnr_db, "%.3f", "")},
+          {"note", r.note, true}};
+}
+
 void PrintRows(const std::vector<Row>& rows, const std::string& format, std::ostream& out) {
   if (format == "json") {
     out << "[\n";
     for (size_t i = 0; i < rows.size(); ++i) {
-      const Row& r = rows[i];
-      char buf[1024];
-      std::snprintf(buf, sizeof buf,
-                    "  {\"layout\": \"%s\", \"group_size\": %lld, \"dtype\": \"%s\", "
-                    "\"threads\": %d, \"elements\": %lld, \"seconds\": %.9g, "
-                    "\"out_gbps\": %.4f, \"gelems_per_s\": %.4f, \"stream_gbps\": %.4f, "
-                    "\"memcpy_gbps\": %.4f, \"ratio_stream\": %s, \"ratio_memcpy\": %.4f, "
-                    "\"out_gbps_min\": %.4f, \"out_gbps_max\": %.4f, \"stream_gbps_min\": %.4f, "
-                    "\"stream_gbps_max\": %.4f, \"yardstick_spread\": %.4f, "
-                    "\"rmse\": %s, \"max_abs_err\": %s, \"sqnr_db\": %s, "
-                    "\"note\": \"%s\"}%s\n",
-                    r.layout.c_str(), static_cast<long long>(r.group_size), r.dtype.c_str(),
-                    r.threads, static_cast<long long>(r.elements), r.seconds, r.out_gbps, r.gelems,
-                    r.stream_gbps, r.memcpy_gbps, Ratio(r, "null").c_str(), r.ratio_memcpy,
-                    r.out_gbps_min, r.out_gbps_max, r.stream_gbps_min, r.stream_gbps_max,
-                    r.yardstick_spread, Acc(r, r.rmse, "%.6g", "null").c_str(),
-                    Acc(r, r.max_abs, "%.6g", "null").c_str(),
-                    Acc(r, r.sqnr_db, "%.3f", "null").c_str(), JsonEscape(r.note).c_str(),
-                    i + 1 < rows.size() ? "," : "");
-      out << buf;
+      const std::vector<Field> fields = Fields(rows[i]);
+      out << "  {";
+      for (size_t f = 0; f < fields.size(); ++f) {
+        const Field& x = fields[f];
+        out << (f ? ", " : "") << '"' << x.name << "\": ";
+        if (x.text) {
+          out << '"' << JsonEscape(x.value) << '"';
+        } else {
+          out << (x.value.empty() ? "null" : x.value);
+        }
+      }
+      out << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
     }
     out << "]\n";
     return;
   }
   if (format == "csv") {
-    out << "layout,group_size,dtype,threads,elements,seconds,out_gbps,gelems_per_s,"
-           "stream_gbps,memcpy_gbps,ratio_stream,ratio_memcpy,out_gbps_min,out_gbps_max,"
-           "stream_gbps_min,stream_gbps_max,yardstick_spread,rmse,max_abs_err,sqnr_db,note\n";
+    const std::vector<Field> header = Fields(Row());
+    for (size_t f = 0; f < header.size(); ++f) out << (f ? "," : "") << header[f].name;
+    out << "\n";
     for (const Row& r : rows) {
-      char buf[1024];
-      std::snprintf(buf, sizeof buf,
-                    "%s,%lld,%s,%d,%lld,%.9g,%.4f,%.4f,%.4f,%.4f,%s,%.4f,%.4f,%.4f,%.4f,%.4f,"
-                    "%.4f,%s,%s,%s,%s\n",
-                    r.layout.c_str(), static_cast<long long>(r.group_size), r.dtype.c_str(),
-                    r.threads, static_cast<long long>(r.elements), r.seconds, r.out_gbps, r.gelems,
-                    r.stream_gbps, r.memcpy_gbps, Ratio(r, "").c_str(), r.ratio_memcpy,
-                    r.out_gbps_min, r.out_gbps_max, r.stream_gbps_min, r.stream_gbps_max,
-                    r.yardstick_spread, Acc(r, r.rmse, "%.6g", "").c_str(),
-                    Acc(r, r.max_abs, "%.6g", "").c_str(), Acc(r, r.sqnr_db, "%.3f", "").c_str(),
-                    CsvField(r.note).c_str());
-      out << buf;
+      const std::vector<Field> fields = Fields(r);
+      for (size_t f = 0; f < fields.size(); ++f) {
+        out << (f ? "," : "") << (fields[f].text ? CsvField(fields[f].value) : fields[f].value);
+      }
+      out << "\n";
     }
     return;
   }

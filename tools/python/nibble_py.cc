@@ -130,16 +130,41 @@ nibble::TensorView View(const py::array& a, const char* what, std::optional<std:
   return v;
 }
 
-py::array NewOutput(DType t, const nibble::Shape& shape) {
-  std::vector<py::ssize_t> dims(shape.begin(), shape.end());
+// The numpy element type holding a nibble type (bfloat16: uint16 bits).
+py::dtype NumpyDType(DType t) {
   switch (t) {
     case DType::kFloat32:
-      return py::array_t<float>(dims);
+      return py::dtype("float32");
     case DType::kFloat16:
-      return py::array(py::dtype("float16"), dims);
+      return py::dtype("float16");
+    case DType::kBFloat16:
+    case DType::kUInt16:
+      return py::dtype("uint16");  // bfloat16 bits
+    case DType::kFloat64:
+      return py::dtype("float64");
+    case DType::kInt8:
+      return py::dtype("int8");
+    case DType::kUInt8:
+      return py::dtype("uint8");
+    case DType::kInt16:
+      return py::dtype("int16");
+    case DType::kInt32:
+      return py::dtype("int32");
+    case DType::kUInt32:
+      return py::dtype("uint32");
+    case DType::kInt64:
+      return py::dtype("int64");
+    case DType::kUInt64:
+      return py::dtype("uint64");
+    case DType::kBool:
+      return py::dtype("bool");
     default:
-      return py::array_t<uint16_t>(dims);  // bfloat16 bits
+      throw py::type_error("no numpy type for " + nibble::DTypeName(t));
   }
+}
+
+py::array NewOutput(DType t, const nibble::Shape& shape) {
+  return py::array(NumpyDType(t), std::vector<py::ssize_t>(shape.begin(), shape.end()));
 }
 
 // Errors become ValueError; allocation failures MemoryError.
@@ -267,33 +292,7 @@ PyDequantizer PrepareOnnx(const py::array& x, const py::array& scale,
 }
 
 py::array TensorToNumpy(const nibble::Tensor& t) {
-  std::vector<py::ssize_t> dims(t.shape().begin(), t.shape().end());
-  py::array a;
-  switch (t.dtype()) {
-    case DType::kFloat32:
-      a = py::array_t<float>(dims);
-      break;
-    case DType::kFloat16:
-      a = py::array(py::dtype("float16"), dims);
-      break;
-    case DType::kInt8:
-      a = py::array_t<int8_t>(dims);
-      break;
-    case DType::kUInt8:
-      a = py::array_t<uint8_t>(dims);
-      break;
-    case DType::kInt16:
-      a = py::array_t<int16_t>(dims);
-      break;
-    case DType::kInt32:
-      a = py::array_t<int32_t>(dims);
-      break;
-    case DType::kBFloat16:
-      a = py::array_t<uint16_t>(dims);
-      break;
-    default:
-      throw py::type_error("no numpy type for " + nibble::DTypeName(t.dtype()));
-  }
+  py::array a = NewOutput(t.dtype(), t.shape());
   std::memcpy(a.mutable_data(), t.data(), t.size_bytes());
   return a;
 }
@@ -402,7 +401,7 @@ class PyCheckpoint {
     nibble::Shape shape = t.shape;
     if (!shape.empty()) shape[0] = r1 - start;
     std::vector<py::ssize_t> dims(shape.begin(), shape.end());
-    py::array y(NumpyType(out), dims);
+    py::array y(NumpyDType(out), dims);
     void* dst = y.mutable_data();
     const size_t n = static_cast<size_t>(y.nbytes());
     nibble::Status st;
@@ -415,38 +414,6 @@ class PyCheckpoint {
   }
 
  private:
-  static py::dtype NumpyType(DType t) {
-    switch (t) {
-      case DType::kFloat32:
-        return py::dtype("float32");
-      case DType::kFloat16:
-        return py::dtype("float16");
-      case DType::kBFloat16:
-      case DType::kUInt16:
-        return py::dtype("uint16");  // bfloat16 bits
-      case DType::kFloat64:
-        return py::dtype("float64");
-      case DType::kInt8:
-        return py::dtype("int8");
-      case DType::kUInt8:
-        return py::dtype("uint8");
-      case DType::kInt16:
-        return py::dtype("int16");
-      case DType::kInt32:
-        return py::dtype("int32");
-      case DType::kUInt32:
-        return py::dtype("uint32");
-      case DType::kInt64:
-        return py::dtype("int64");
-      case DType::kUInt64:
-        return py::dtype("uint64");
-      case DType::kBool:
-        return py::dtype("bool");
-      default:
-        throw py::type_error("no numpy type for " + nibble::DTypeName(t));
-    }
-  }
-
   std::shared_ptr<nibble::Checkpoint> ck_;
 };
 
