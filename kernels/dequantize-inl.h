@@ -500,12 +500,14 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
 #if HWY_TARGET <= HWY_AVX3
   constexpr bool kGptq = std::is_same_v<L, GptqColumns>;
   if constexpr ((kGptq || std::is_same_v<L, AwqColumns>)&&kZp != ZeroPointKind::kFloatSubtract) {
-    ColumnWordTiles<kGptq, kZp, kOut, RowKernel<L, kCode, kZp, kOut>>(
-        plan, r0, r1, c0, c1, base, ld, [&](int64_t r, int64_t ca, int64_t cb) HWY_ATTR {
-          run_row(r, ca, cb, base + ((r - r0) * ld + (ca - c0)) * kOutBytes);
-        });
-    if (stream) hwy::FlushStream();
-    return;
+    if (plan.group % 32 == 0) {
+      ColumnNibbleTiles<kGptq, kZp, kOut>(
+          plan, r0, r1, c0, c1, base, ld, [&](int64_t r, int64_t ca, int64_t cb) HWY_ATTR {
+            run_row(r, ca, cb, base + ((r - r0) * ld + (ca - c0)) * kOutBytes);
+          });
+      if (stream) hwy::FlushStream();
+      return;
+    }
   }
 #endif
   if (std::is_same_v<L, GptqColumns>) {

@@ -47,9 +47,9 @@ HWY_INLINE void DenseNibbleCodes(const Plan& plan, int64_t r0, int64_t r1, int64
   DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
 }
 
-// The zero-point kinds op/checkpoint.cc lowers AWQ (always integer) and
-// GPTQ (none or integer) with.
-constexpr unsigned kAwqZp = ZpBit(ZeroPointKind::kInteger);
+// The zero-point kinds op/checkpoint.cc lowers GPTQ and AWQ with: integer,
+// or none (a constant code offset) when every stored zero point is equal.
+constexpr unsigned kAwqZp = ZpBit(ZeroPointKind::kNone) | ZpBit(ZeroPointKind::kInteger);
 constexpr unsigned kGptqZp = ZpBit(ZeroPointKind::kNone) | ZpBit(ZeroPointKind::kInteger);
 
 #endif  // HWY_TARGET != HWY_SCALAR
@@ -77,7 +77,7 @@ void DequantizeNibblesSimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0,
         }
         return DispatchZpOut<PmxWords<32>, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
       case Layout::kAwqWords:
-        // AWQ always has zero points; GPTQ has them or not (op/checkpoint.cc).
+        // Integer zero points, or none when all are equal (op/checkpoint.cc).
         return DispatchZpOut<AwqWords, CodeKind::kU4, kAwqZp>(plan, r0, r1, c0, c1, out, ld);
       case Layout::kGptqColumns:
         return DispatchZpOut<GptqColumns, CodeKind::kU4, kGptqZp>(plan, r0, r1, c0, c1, out, ld);

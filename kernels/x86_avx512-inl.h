@@ -8,9 +8,10 @@
 //    not detect this extension).
 //  - PermuteHalves: a 32 x 16-bit table lookup (vpermw); Highway 1.0.3's
 //    TableLookupLanes has no 16-bit lanes.
-//  - Transpose16x16 / ColumnWordTiles: the in-register 16 x 16 transposes
-//    of the GPTQ / AWQ [N, K] kernels (Highway 1.0.3 has no 128-bit-block
-//    shuffles of two vectors).
+//  - Transpose16x16 / ColumnNibbleTiles: the in-register transposes and
+//    16-bit table lookups of the GPTQ / AWQ [N, K] kernels (Highway 1.0.3
+//    has no 128-bit-block shuffles of two vectors and no 16-bit
+//    TableLookupLanes).
 // Every path here is checked by the tests that compare each compiled target
 // with the scalar reference (==): on a CPU with AVX512_BF16 that covers
 // StoreBF16x32, on one without, its integer-lane fallback.
@@ -23,10 +24,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "kernels/code_loaders-inl.h"
+#include "kernels/convert-inl.h"
 #include "kernels/plan.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -101,110 +106,249 @@ HWY_INLINE void Transpose16x16(__m512 r[16]) {
   }
 }
 
-// Column-packed checkpoint words (kGptqColumns, kAwqColumns) on AVX-512: tiles of
-// 16 rows (outputs n) x 32 columns (inputs k). The codes of a tile arrive
-// with the 16 rows in the lanes (one 64-byte load per GPTQ word row; two
-// words per AWQ row), are dequantized lane-wise with each row's own scale
-// and zero point (the contract's arithmetic), transposed in registers and
-// stored as whole 64-byte lines. Rows are walked in super-bands of 128 so
-// every loaded cache line is used up before the next column step. Returns
-// the rows [r0, rt) it did not finish entirely (callers run them, and the
-// column edges of the others, through `edge(r, ca, cb)`).
-// K: the row kernel type (its StoreUnit stores 2N outputs).
-template <bool kGptq, ZeroPointKind kZp, OutType kOut, class K, class Edge>
-void ColumnWordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, char* out,
-                     int64_t ld, const Edge& edge) {
+// Per-row 16-entry value tables for 4-bit codes: for the `rows` (<= 16)
+// rows whose scale / zero point indices are idx .. idx+rows-1, writes to
+// tab[i] row i's table T_i[c] = the contract's value of code c (the same
+// float32 operations as the row kernels' Arith, so a lookup equals the
+// arithmetic), as 16 float32 (kF32) or as the 16 rounded output bits twice
+// (32 x u16: lanes c and 16 + c hold T_i[c], so a vpermw index needs only
+// its low 4 bits right). 16 rows are computed at once, lane-wise, then
+// transposed.
+template <ZeroPointKind kZp, OutType kOut>
+HWY_INLINE void RowTables16(const Plan& plan, int64_t idx, int64_t rows, uint8_t (*tab)[64]) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
-  const hn::RebindToUnsigned<decltype(df)> du;
+  const auto m = static_cast<__mmask16>((1u << rows) - 1u);
+  const __m512 s = _mm512_maskz_loadu_ps(m, plan.scale + idx);
+  __m512i z = _mm512_set1_epi32(plan.code_offset);
+  __m512 zf = _mm512_setzero_ps();
+  if (kZp == ZeroPointKind::kInteger) z = _mm512_maskz_loadu_epi32(m, plan.zp_int + idx);
+  if (kZp == ZeroPointKind::kFloat) zf = _mm512_maskz_loadu_ps(m, plan.zp_float + idx);
+  __m512 t[16];
+#pragma GCC unroll 16
+  for (int c = 0; c < 16; ++c) {
+    const auto q = hn::Sub(hn::Set(di, c), hn::Vec<decltype(di)>{z});
+    auto v = hn::Mul(hn::ConvertTo(df, q), hn::Vec<decltype(df)>{s});
+    if (kZp == ZeroPointKind::kFloat) v = hn::Add(v, hn::Vec<decltype(df)>{zf});
+    t[c] = v.raw;
+  }
+  Transpose16x16(t);
+  for (int64_t i = 0; i < rows; ++i) {
+    if constexpr (kOut == OutType::kF32) {
+      _mm512_store_ps(tab[i], t[i]);
+    } else {
+      const hn::Vec<decltype(df)> v{t[i]};
+      const auto h = kOut == OutType::kF16 ? F16Bits(df, v) : BF16Bits(df, v);
+      const __m256i h256 = h.raw;
+      _mm512_store_si512(tab[i], _mm512_inserti64x4(_mm512_castsi256_si512(h256), h256, 1));
+    }
+  }
+}
+
+// Writes one output row's 32 values (codes16: 32 codes in u16 lanes, only
+// the low 4 bits of each are significant; or for kF32 lo / hi: 16 codes in
+// u32 lanes each) through the row's table at dst.
+template <OutType kOut>
+HWY_INLINE void StoreLookup32(const uint8_t* table, __m512i lo, __m512i hi, char* dst,
+                              bool stream) {
+  if constexpr (kOut == OutType::kF32) {
+    const __m512 t = _mm512_load_ps(table);
+    const __m512 a = _mm512_permutexvar_ps(lo, t), b = _mm512_permutexvar_ps(hi, t);
+    float* p = reinterpret_cast<float*>(dst);
+    if (stream) {
+      _mm512_stream_ps(p, a);
+      _mm512_stream_ps(p + 16, b);
+    } else {
+      _mm512_storeu_ps(p, a);
+      _mm512_storeu_ps(p + 16, b);
+    }
+  } else {
+    (void)hi;
+    const __m512i v = _mm512_permutexvar_epi16(lo, _mm512_load_si512(table));
+    if (stream) {
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(dst), v);
+    } else {
+      _mm512_storeu_si512(dst, v);
+    }
+  }
+}
+
+// Column-packed 4-bit checkpoint words (kGptqColumns, kAwqColumns) on
+// AVX-512, written as the [N, K] output: tiles of 32 columns (k) by a band
+// of rows (n) whose codes arrive in lanes along n; the CODES are transposed
+// in registers (4-bit fields, cheap), and each output row's 32 values are
+// one lookup in that row's 16-entry table for the tile's group (RowTables16)
+// and one 64-byte store (f16/bf16; two for f32). A band walks the whole
+// column range, so every output row is written sequentially (scattered
+// rows cost a TLB miss per store: measured 2x slower).
+//  GPTQ: bands of up to 16 rows; a tile is one 64-byte load from each of
+//        the 4 word rows of its 32 columns.
+//  AWQ:  bands of up to 128 rows (16 words of each row k, one cache line);
+//        a tile is 32 such loads, transposed as two 16 x 16 u32 blocks.
+// Needs plan.group % 32 == 0 (a tile has one group) and, for AWQ, bands
+// starting at a word (n % 8 == 0). Columns outside [ka, kb) (32-aligned)
+// and rows outside the bands go through `edge(r, ca, cb)`.
+template <bool kGptq, ZeroPointKind kZp, OutType kOut, class Edge>
+void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, char* out,
+                       int64_t ld, const Edge& edge) {
   constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
+  constexpr int64_t kBand = kGptq ? 16 : 128;
   const bool stream = plan.nontemporal;
-  const int64_t rb0 = std::min(r1, (r0 + 15) / 16 * 16);
-  const int64_t rb1 = rb0 + (r1 - rb0) / 16 * 16;
-  const int64_t ka = std::min(c1, (c0 + 7) / 8 * 8);
+  // Rows in bands: GPTQ any rows; AWQ whole words.
+  const int64_t rb0 = kGptq ? r0 : std::min(r1, (r0 + 7) / 8 * 8);
+  const int64_t rb1 = kGptq ? r1 : rb0 + (r1 - rb0) / 8 * 8;
+  const int64_t ka = std::min(c1, (c0 + 31) / 32 * 32);
   const int64_t kb = ka + (c1 - ka) / 32 * 32;
   for (int64_t r = r0; r < rb0; ++r) edge(r, c0, c1);
   for (int64_t r = rb1; r < r1; ++r) edge(r, c0, c1);
-  if (rb0 >= rb1 || ka >= kb) {
+  if (ka >= kb) {
     for (int64_t r = rb0; r < rb1; ++r) edge(r, c0, c1);
     return;
   }
-  for (int64_t r = rb0; r < rb1; ++r) {
-    if (c0 < ka) edge(r, c0, ka);
-    if (kb < c1) edge(r, kb, c1);
-  }
-  const int64_t S = plan.word_stride, N = plan.s_axis, G = plan.group;
-  const auto mask = hn::Set(du, 0xFu);
-  const auto off = hn::Set(di, plan.code_offset);
-  // Super-bands of 1024 rows: a column step reads 4 KiB runs of each GPTQ
-  // word row (or AWQ row), which the prefetchers follow; measured against
-  // 128 rows and whole tiles (README, "Checkpoint formats").
-  constexpr int64_t kSuperBand = 1024;
-  for (int64_t sb = rb0; sb < rb1; sb += kSuperBand) {
-    const int64_t se = std::min(rb1, sb + kSuperBand);
-    for (int64_t k0 = ka; k0 < kb; k0 += 32) {
-      if (kGptq) {
-        // The word rows two column steps ahead: each run starts a new page
-        // far from the last, where the hardware prefetchers do not look.
-        const int64_t words = plan.axis / 8;
-        for (int64_t w = k0 / 8 + 8; w < std::min(words, k0 / 8 + 12); ++w) {
-          const uint8_t* row = plan.codes + w * S + 4 * sb;
-          for (int64_t l = 0; l < 4 * (se - sb); l += 64) hwy::Prefetch(row + l);
+  const int64_t S = plan.word_stride, G = plan.group;
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  alignas(64) uint8_t tab[kBand][64];
+  // AWQ, streaming: a band's 128 rows would be 128 interleaved store
+  // streams (measured 1.6x slower than sequential runs), so the tiles go
+  // to an L1/L2 staging block of kStageCols columns, streamed out row by
+  // row. Without memory for it, direct stores (same values).
+  constexpr int64_t kStageCols = 32768 / (kBand * kOutBytes);
+  std::unique_ptr<char[]> stage_mem;
+  if (!kGptq && stream)
+    stage_mem.reset(new (std::nothrow) char[kBand * kStageCols * kOutBytes + 64]);
+  char* const stage =
+      stage_mem ? stage_mem.get() + (64 - reinterpret_cast<uintptr_t>(stage_mem.get()) % 64) % 64
+                : nullptr;
+  const bool staging = stage != nullptr;
+  const int64_t KC = staging ? kStageCols : kb - ka;
+  for (int64_t n0 = rb0; n0 < rb1; n0 += kBand) {
+    const int64_t rows = std::min(kBand, rb1 - n0);
+    for (int64_t r = n0; r < n0 + rows; ++r) {
+      if (c0 < ka) edge(r, c0, ka);
+      if (kb < c1) edge(r, kb, c1);
+    }
+    char* const row0 = out + ((n0 - r0) * ld - c0) * kOutBytes;  // + i * ld + k
+    auto dst = [&](int64_t i, int64_t k) { return row0 + (i * ld + k) * kOutBytes; };
+    auto nt = [&](const char* p) { return stream && reinterpret_cast<uintptr_t>(p) % 64 == 0; };
+    int64_t g_cur = -1;
+    for (int64_t kc0 = ka; kc0 < kb; kc0 += KC) {
+      const int64_t kc1 = std::min(kb, kc0 + KC);
+      auto tdst = [&](int64_t i, int64_t k) {
+        return staging ? stage + (i * KC + (k - kc0)) * kOutBytes : dst(i, k);
+      };
+      auto tnt = [&](const char* p) { return !staging && nt(p); };
+      for (int64_t k0 = kc0; k0 < kc1; k0 += 32) {
+        const int64_t g = k0 / G;
+        if (g != g_cur) {
+          for (int64_t i = 0; i < rows; i += 16) {
+            RowTables16<kZp, kOut>(plan, g * plan.s_axis + n0 + i, std::min<int64_t>(16, rows - i),
+                                   tab + i);
+          }
+          g_cur = g;
+        }
+        if constexpr (kGptq) {
+          const auto m = static_cast<__mmask16>((1u << rows) - 1u);
+          const uint8_t* wp = plan.codes + (k0 / 8) * S + 4 * n0;
+          // Two tiles ahead: each word row is a new page the hardware
+          // prefetchers do not follow.
+          if (k0 + 96 <= kb) {
+            for (int q = 8; q < 12; ++q) hwy::Prefetch(wp + q * S);
+          }
+          const __m512i w0 = _mm512_maskz_loadu_epi32(m, wp);
+          const __m512i w1 = _mm512_maskz_loadu_epi32(m, wp + S);
+          const __m512i w2 = _mm512_maskz_loadu_epi32(m, wp + 2 * S);
+          const __m512i w3 = _mm512_maskz_loadu_epi32(m, wp + 3 * S);
+          const __m512i a0 = _mm512_unpacklo_epi32(w0, w1), a1 = _mm512_unpackhi_epi32(w0, w1);
+          const __m512i b0 = _mm512_unpacklo_epi32(w2, w3), b1 = _mm512_unpackhi_epi32(w2, w3);
+          // x[j], 128-bit lane l: the 16 code bytes of row 4l + j (byte m:
+          // columns 2m, 2m + 1 in its low, high nibble).
+          const __m512i x[4] = {_mm512_unpacklo_epi64(a0, b0), _mm512_unpackhi_epi64(a0, b0),
+                                _mm512_unpacklo_epi64(a1, b1), _mm512_unpackhi_epi64(a1, b1)};
+          const __m512i pick_lo = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);
+          const __m512i pick_hi = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
+#pragma GCC unroll 4
+          for (int j = 0; j < 4; ++j) {
+            const __m512i lo = _mm512_and_si512(x[j], low4);
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(x[j], 4), low4);
+            // Lane l: columns 0..15 (e0) and 16..31 (e1) of row 4l + j, a byte each.
+            const __m512i e0 = _mm512_unpacklo_epi8(lo, hi), e1 = _mm512_unpackhi_epi8(lo, hi);
+            // Rows j, 4 + j (y01) and 8 + j, 12 + j (y23): 32 code bytes each.
+            const __m512i y[2] = {_mm512_permutex2var_epi64(e0, pick_lo, e1),
+                                  _mm512_permutex2var_epi64(e0, pick_hi, e1)};
+#pragma GCC unroll 4
+            for (int l = 0; l < 4; ++l) {
+              const int64_t i = 4 * l + j;
+              if (i >= rows) continue;
+              const __m256i codes = l % 2 == 0 ? _mm512_castsi512_si256(y[l / 2])
+                                               : _mm512_extracti64x4_epi64(y[l / 2], 1);
+              char* d = tdst(i, k0);
+              if constexpr (kOut == OutType::kF32) {
+                StoreLookup32<kOut>(tab[i], _mm512_cvtepu8_epi32(_mm256_castsi256_si128(codes)),
+                                    _mm512_cvtepu8_epi32(_mm256_extracti128_si256(codes, 1)), d,
+                                    nt(d));
+              } else {
+                const __m512i c16 = _mm512_cvtepu8_epi16(codes);
+                StoreLookup32<kOut>(tab[i], c16, c16, d, tnt(d));
+              }
+            }
+          }
+        } else {
+          // AWQ: words j0 .. j0+J-1 of rows k0 .. k0+31.
+          const int64_t words = rows / 8;
+          const auto m = static_cast<__mmask16>((1u << words) - 1u);
+          const uint8_t* wp = plan.codes + k0 * S + 4 * (n0 / 8);
+          if (k0 + 64 <= kb) {
+            for (int q = 32; q < 64; ++q) hwy::Prefetch(wp + q * S);
+          }
+          __m512 a[16], b[16];
+#pragma GCC unroll 16
+          for (int q = 0; q < 16; ++q) {
+            a[q] = _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(m, wp + q * S));
+            b[q] = _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(m, wp + (16 + q) * S));
+          }
+          Transpose16x16(a);  // a[j]: word j of rows k0 .. k0+15
+          Transpose16x16(b);  //        and of rows k0+16 .. k0+31 in b[j]
+          // u16 halves: the low half of a word holds AWQ nibbles 0-3, the
+          // high half 4-7.
+          const __m512i half_lo =
+              _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30,
+                               28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+          const __m512i half_hi = _mm512_add_epi16(half_lo, _mm512_set1_epi16(1));
+          for (int64_t j = 0; j < words; ++j) {
+            const __m512i wa = _mm512_castps_si512(a[j]), wb = _mm512_castps_si512(b[j]);
+            __m512i h[2] = {wa, wb};
+            if constexpr (kOut != OutType::kF32) {
+              h[0] = _mm512_permutex2var_epi16(wa, half_lo, wb);
+              h[1] = _mm512_permutex2var_epi16(wa, half_hi, wb);
+            }
+#pragma GCC unroll 8
+            for (int p = 0; p < 8; ++p) {
+              const int nib = kAwqNibbleOrder[p];
+              const int64_t i = 8 * j + p;
+              char* d = tdst(i, k0);
+              if constexpr (kOut == OutType::kF32) {
+                // vpermps reads the low 4 bits of each index.
+                StoreLookup32<kOut>(tab[i], _mm512_srli_epi32(wa, 4 * nib),
+                                    _mm512_srli_epi32(wb, 4 * nib), d, tnt(d));
+              } else {
+                const __m512i codes = _mm512_srli_epi16(h[nib / 4], 4 * (nib % 4));
+                StoreLookup32<kOut>(tab[i], codes, codes, d, tnt(d));
+              }
+            }
+          }
         }
       }
-      for (int64_t n0 = sb; n0 < se; n0 += 16) {
-        // Two halves of 16 columns; the first half's transposed rows wait
-        // in an L1 buffer (explicitly, rather than as register spills).
-        alignas(64) float first[16][16];
-        for (int half = 0; half < 2; ++half) {
-          __m512 v[16];
-          const int64_t kh = k0 + 16 * half;
-          // The group of column kh, and where the next one starts (no
-          // division in the loop).
-          int64_t g = kh / G, g_end = (g + 1) * G;
-          hn::Vec<decltype(df)> s = hn::Zero(df), zf = hn::Zero(df);
-          hn::Vec<decltype(di)> z = off;
-          auto load_group = [&]() HWY_ATTR {
-            s = hn::LoadU(df, plan.scale + g * N + n0);
-            if (kZp == ZeroPointKind::kInteger) z = hn::LoadU(di, plan.zp_int + g * N + n0);
-            if (kZp == ZeroPointKind::kFloat) zf = hn::LoadU(df, plan.zp_float + g * N + n0);
-          };
-          hn::Vec<decltype(du)> words = hn::Zero(du);
-          load_group();
-#pragma GCC unroll 16
-          for (int64_t kk = 0; kk < 16; ++kk) {
-            const int64_t k = kh + kk;
-            if (k == g_end) {
-              ++g;
-              g_end += G;
-              load_group();
+      if (staging) {
+        const int64_t bytes = (kc1 - kc0) * kOutBytes;
+        for (int64_t i = 0; i < rows; ++i) {
+          char* d = dst(i, kc0);
+          const char* src = stage + i * KC * kOutBytes;
+          if (reinterpret_cast<uintptr_t>(d) % 64 == 0) {  // bytes: a multiple of 64
+            for (int64_t b = 0; b < bytes; b += 64) {
+              _mm512_stream_si512(reinterpret_cast<__m512i*>(d + b), _mm512_load_si512(src + b));
             }
-            hn::Vec<decltype(du)> c;
-            if (kGptq) {
-              if (kk % 8 == 0) {
-                words = hn::LoadU(
-                    du, reinterpret_cast<const uint32_t*>(plan.codes + (k / 8) * S + 4 * n0));
-              }
-              c = hn::And(hn::ShiftRightSame(words, static_cast<int>(4 * (kk % 8))), mask);
-            } else {  // row k's two words of columns n0 .. n0+15: the row loader
-              c = hn::BitCast(du,
-                              AwqWords::Load({plan.codes + k * S + 4 * (n0 / 8), 0, false, 0}, 0));
-            }
-            auto val = hn::Mul(hn::ConvertTo(df, hn::Sub(hn::BitCast(di, c), z)), s);
-            if (kZp == ZeroPointKind::kFloat) val = hn::Add(val, zf);
-            v[kk] = val.raw;
-          }
-          Transpose16x16(v);
-          if (half == 0) {
-#pragma GCC unroll 16
-            for (int i = 0; i < 16; ++i) _mm512_store_ps(first[i], v[i]);
           } else {
-#pragma GCC unroll 16
-            for (int i = 0; i < 16; ++i) {
-              char* dst = out + ((n0 + i - r0) * ld + (k0 - c0)) * kOutBytes;
-              const bool nt = stream && reinterpret_cast<uintptr_t>(dst) % 64 == 0;
-              K::StoreUnit(df, hn::Load(df, first[i]), hn::Vec<decltype(df)>{v[i]}, dst, nt);
-            }
+            std::memcpy(d, src, static_cast<size_t>(bytes));
           }
         }
       }

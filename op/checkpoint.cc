@@ -3,6 +3,7 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <optional>
 
 #include "base/numeric.h"
 #include "op/lowering.h"
@@ -92,26 +93,66 @@ StatusOr<LinearShape> CheckLinear(const TensorView& qweight, const TensorView& s
 
 // Zero points packed 32 / bits per int32 word along N ([groups, N * bits /
 // 32]): column f * c + p of group g is field field_of[p] of word (g, c),
-// decoded by `rule`. Into out[g * N + n].
+// decoded by `rule`.
+// The f = 32 / bits zero points of one stored word w, into z[0 .. f).
+void DecodeZeroWord(uint32_t w, int bits, const uint8_t* field_of, GptqZeros rule, int32_t* z) {
+  const int64_t f = 32 / bits;
+  const uint32_t mask = (1u << bits) - 1u;
+  const uint32_t ones = bits == 2 ? 0x55555555u : (bits == 4 ? 0x11111111u : 0x01010101u);
+  if (rule == GptqZeros::kWordCarry) w += ones;  // modulo 2^32
+  for (int64_t p = 0; p < f; ++p) {
+    const int shift = bits * (field_of != nullptr ? field_of[p] : static_cast<int>(p));
+    z[p] = static_cast<int32_t>((w >> shift) & mask) + (rule == GptqZeros::kPlusOne ? 1 : 0);
+  }
+}
+
+// The one zero point of every column and group when they are all equal
+// (symmetric GPTQ checkpoints store the same word everywhere), else none:
+// then the plan subtracts it as a constant and needs no [groups, N] array.
+std::optional<int32_t> UniformZeroPoint(const TensorView& qzeros, int64_t groups, int64_t N,
+                                        int bits, const uint8_t* field_of, GptqZeros rule) {
+  const auto* zb = static_cast<const uint8_t*>(qzeros.data);
+  const int64_t words = groups * (N / (32 / bits));
+  if (words == 0) return std::nullopt;
+  const uint32_t w0 = ReadU32(zb);
+  for (int64_t i = 1; i < words; ++i) {
+    if (ReadU32(zb + 4 * i) != w0) return std::nullopt;
+  }
+  int32_t z[16] = {};
+  DecodeZeroWord(w0, bits, field_of, rule, z);
+  for (int64_t p = 1; p < 32 / bits; ++p) {
+    if (z[p] != z[0]) return std::nullopt;
+  }
+  return z[0];
+}
+
+// Into out[g * N + n].
 void UnpackZeroWords(const TensorView& qzeros, int64_t groups, int64_t N, int bits,
                      const uint8_t* field_of, GptqZeros rule, std::vector<int32_t>* out) {
   const auto* zb = static_cast<const uint8_t*>(qzeros.data);
   const int64_t f = 32 / bits;
-  const uint32_t mask = (1u << bits) - 1u;
-  const uint32_t ones = bits == 2 ? 0x55555555u : (bits == 4 ? 0x11111111u : 0x01010101u);
   out->resize(static_cast<size_t>(groups * N));
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t c = 0; c < N / f; ++c) {
-      uint32_t w = ReadU32(zb + 4 * (g * (N / f) + c));
-      if (rule == GptqZeros::kWordCarry) w += ones;  // modulo 2^32
-      for (int64_t p = 0; p < f; ++p) {
-        const int shift = bits * (field_of != nullptr ? field_of[p] : static_cast<int>(p));
-        int32_t z = static_cast<int32_t>((w >> shift) & mask);
-        if (rule == GptqZeros::kPlusOne) z += 1;
-        (*out)[static_cast<size_t>(g * N + f * c + p)] = z;
-      }
+      DecodeZeroWord(ReadU32(zb + 4 * (g * (N / f) + c)), bits, field_of, rule,
+                     out->data() + g * N + f * c);
     }
   }
+}
+
+// Zero points of a GPTQ / AWQ plan: a constant code offset when uniform,
+// else the unpacked [groups, N] array.
+void SetZeroPoints(const TensorView& qzeros, int64_t groups, int64_t N, int bits,
+                   const uint8_t* field_of, GptqZeros rule, Plan* plan,
+                   std::vector<int32_t>* storage) {
+  if (const auto z = UniformZeroPoint(qzeros, groups, N, bits, field_of, rule)) {
+    plan->zp_kind = ZeroPointKind::kNone;
+    plan->code_offset = *z;
+    return;
+  }
+  UnpackZeroWords(qzeros, groups, N, bits, field_of, rule, storage);
+  plan->zp_kind = ZeroPointKind::kInteger;
+  plan->zp_int = storage->data();
 }
 
 }  // namespace
@@ -172,9 +213,7 @@ StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweigh
                            std::to_string(per_word) + " (the zero points' packing)");
     }
     NIBBLE_RETURN_IF_ERROR(CheckInt32(*qzeros, {groups, N / per_word}, "qzeros", who));
-    UnpackZeroWords(*qzeros, groups, N, o.bits, nullptr, o.zeros, &st.zp_int);
-    plan.zp_kind = ZeroPointKind::kInteger;
-    plan.zp_int = st.zp_int.data();
+    SetZeroPoints(*qzeros, groups, N, o.bits, nullptr, o.zeros, &plan, &st.zp_int);
   } else {
     plan.code_offset = 1 << (o.bits - 1);
   }
@@ -257,9 +296,7 @@ StatusOr<Dequantizer> PrepareAwq(int64_t group_size, const TensorView& qweight,
   NIBBLE_RETURN_IF_ERROR(
       internal::WidenScale(scales, "scales", &st.scale, &plan.scale).WithPrefix(who));
   if (qzeros != nullptr) {
-    UnpackZeroWords(*qzeros, groups, N, 4, kAwqNibbleOrder, GptqZeros::kStored, &st.zp_int);
-    plan.zp_kind = ZeroPointKind::kInteger;
-    plan.zp_int = st.zp_int.data();
+    SetZeroPoints(*qzeros, groups, N, 4, kAwqNibbleOrder, GptqZeros::kStored, &plan, &st.zp_int);
   } else {
     plan.code_offset = 8;
   }

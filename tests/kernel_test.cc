@@ -380,9 +380,13 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
               // The [N rows, K cols] view of a [K, N] checkpoint: groups of
               // G input channels along the row, scales [K / G, N].
               const bool g = kd.layout == Layout::kGptqColumns;
-              rows = 8 * (1 + static_cast<int64_t>(rng() % 6));                    // N
+              // N: a few words, or (units 5) more than one 128-row band of
+              // the AVX-512 column tiles.
+              rows = 8 * (units == 5 ? 16 + static_cast<int64_t>(rng() % 20)
+                                     : 1 + static_cast<int64_t>(rng() % 6));
               cols = (g ? 8 : 1) * (units * 7 + static_cast<int64_t>(rng() % 9));  // K
-              const int64_t group = int64_t{16} << (rng() % 3);
+              // G = 16 takes the row kernels, 32 .. 128 the column tiles.
+              const int64_t group = int64_t{16} << (rng() % 4);
               p.outer = rows;
               p.axis = cols;
               p.group = group;
