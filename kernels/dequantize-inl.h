@@ -177,7 +177,8 @@ class RowKernel {
         StoreUnit(df, at(k, idx), at(k + static_cast<int64_t>(N), idx + step), base + k * kOutBytes,
                   stream);
       }
-    } else {
+    } else if (k + unit <= k1) {  // (no whole unit: no group is read at all;
+      // k may be one past the last scale)
       // Loop invariants in locals: vector stores may alias anything, so
       // members would be reloaded after every store.
       const CodeRef codes = job_.code;
