@@ -401,6 +401,85 @@ void PrintRows(const std::vector<Row>& rows, const std::string& format, std::ost
   }
 }
 
+// The embedding path: one thread (and then every thread, each on its own
+// rows and buffer) dequantizes the same tile of `prep`'s tensor again and
+// again through the tile API: about 256 KiB of output (whole rows where a
+// row fits, else the first 256 KiB of a row), so the codes, scales and
+// output stay in the core's caches and the figure is the kernel's compute
+// rate. Reported against memcpy of the same bytes in cache (no fill
+// yardstick: nothing goes to memory).
+void InCacheRows(const Dequantizer& prep, const std::string& lname, int64_t group,
+                 const std::string& dname, int reps, std::vector<Row>* rows) {
+  const int64_t cols = prep.cols(), nrows = prep.rows();
+  const int64_t out_bytes = DTypeBits(prep.output().dtype) / 8;
+  constexpr int64_t kTileBytes = 256 * 1024;
+  if (nrows == 0 || cols == 0) return;
+  const int64_t tc =
+      std::min<int64_t>(cols, std::max<int64_t>(256, kTileBytes / out_bytes / 256 * 256));
+  const int64_t tr = std::max<int64_t>(1, std::min<int64_t>(nrows, kTileBytes / (tc * out_bytes)));
+  const size_t tile_bytes = static_cast<size_t>(tr * tc * out_bytes);
+  const int inner = std::max<int>(1, static_cast<int>((int64_t{1} << 26) / (tr * tc)));
+  for (int t : {1, AllThreads()}) {
+    if (t > 1 && AllThreads() == 1) break;
+    std::vector<Buffer> tiles, srcs;
+    for (int i = 0; i < t; ++i) {
+      tiles.emplace_back(tile_bytes);
+      srcs.emplace_back(tile_bytes);
+      std::memset(tiles.back().data.get(), 0, tile_bytes);
+      std::memset(srcs.back().data.get(), 1, tile_bytes);
+    }
+    auto on_threads = [&](const std::function<void(int)>& fn) {
+      if (t == 1) return fn(0);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(t)
+#endif
+      for (int i = 0; i < t; ++i) fn(i);
+    };
+    bool ok = true;
+    const auto times = InterleavedSeconds(
+        reps,
+        {[&] {
+           on_threads([&](int i) {
+             const int64_t r0 = (i * tr) % std::max<int64_t>(1, nrows - tr + 1);
+             for (int it = 0; it < inner; ++it) {
+               if (!prep.RunTile(r0, r0 + tr, 0, tc, tiles[static_cast<size_t>(i)].data.get(), tc)
+                        .ok()) {
+                 ok = false;
+               }
+             }
+           });
+         },
+         [&] {
+           on_threads([&](int i) {
+             for (int it = 0; it < inner; ++it) {
+               std::memcpy(tiles[static_cast<size_t>(i)].data.get(),
+                           srcs[static_cast<size_t>(i)].data.get(), tile_bytes);
+               asm volatile("" ::: "memory");
+             }
+           });
+         }});
+    if (!ok) return;
+    Row r;
+    r.layout = lname + "-tile";
+    r.group_size = group;
+    r.dtype = dname;
+    r.threads = t;
+    r.elements = tr * tc * inner * t;
+    r.seconds = Median(times[0]);
+    const double gb = static_cast<double>(tile_bytes) * inner * t / 1e9;
+    r.out_gbps = gb / r.seconds;
+    r.out_gbps_min = gb / times[0].back();
+    r.out_gbps_max = gb / times[0].front();
+    r.gelems = static_cast<double>(r.elements) / r.seconds / 1e9;
+    r.memcpy_gbps = gb / Median(times[1]);
+    r.ratio_memcpy = r.out_gbps / r.memcpy_gbps;
+    r.note = "in-cache " + std::to_string(tr) + "x" + std::to_string(tc) + " tile";
+    r.ratio_valid = false;  // no fill yardstick in cache; see ratio_memcpy
+    r.accuracy = false;
+    rows->push_back(r);
+  }
+}
+
 }  // namespace
 
 void AddBenchOptions(CLI::App* app, BenchOptions* o) {
@@ -660,73 +739,11 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
           r.sqnr_db = acc.sqnr_db;
           rows.push_back(r);
         }
+        if (opt.in_cache) InCacheRows(*prep, lname, rows.back().group_size, dname, opt.reps, &rows);
       }
     }
   }
 
-  if (opt.in_cache) {
-    // In-cache: a 256 KiB float32 tile (tile API) against memcpy of 256 KiB,
-    // on one thread and on every thread (each its own tile and buffer).
-    QuantizeConfig cfg;
-    cfg.group_size = k % 128 == 0 ? 128 : k;
-    auto q = QuantizePmx(w.data(), {n, k}, cfg);
-    if (q.ok()) {
-      auto prep = PreparePmx(q->attrs, q->x.view(), q->scale.view(), nullptr, {});
-      const int64_t tc = std::min<int64_t>(k, 1024);
-      const int64_t tr = std::max<int64_t>(1, std::min<int64_t>(n, 65536 / tc));
-      const size_t tile_bytes = static_cast<size_t>(tr * tc) * 4;
-      const int inner = std::max<int>(1, static_cast<int>((int64_t{1} << 26) / (tr * tc)));
-      for (int t : {1, AllThreads()}) {
-        if (!prep.ok()) break;
-        std::vector<Buffer> tiles, srcs;
-        for (int i = 0; i < t; ++i) {
-          tiles.emplace_back(tile_bytes);
-          srcs.emplace_back(tile_bytes);
-          std::memset(tiles.back().data.get(), 0, tile_bytes);
-          std::memset(srcs.back().data.get(), 1, tile_bytes);
-        }
-        auto on_threads = [&](const std::function<void(int)>& fn) {
-          if (t == 1) return fn(0);
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(t)
-#endif
-          for (int i = 0; i < t; ++i) fn(i);
-        };
-        const double sec = MedianSeconds(opt.reps, [&] {
-          on_threads([&](int i) {
-            const int64_t r0 = (i * tr) % std::max<int64_t>(1, n - tr + 1);
-            for (int it = 0; it < inner; ++it) {
-              (void)prep->RunTile(r0, r0 + tr, 0, tc, tiles[static_cast<size_t>(i)].data.get(), tc);
-            }
-          });
-        });
-        const double cpy = MedianSeconds(opt.reps, [&] {
-          on_threads([&](int i) {
-            for (int it = 0; it < inner; ++it) {
-              std::memcpy(tiles[static_cast<size_t>(i)].data.get(),
-                          srcs[static_cast<size_t>(i)].data.get(), tile_bytes);
-              asm volatile("" ::: "memory");
-            }
-          });
-        });
-        Row r;
-        r.layout = "pmx-q1-tile";
-        r.group_size = cfg.group_size;
-        r.dtype = "f32";
-        r.threads = t;
-        r.elements = tr * tc * inner * t;
-        r.seconds = sec;
-        const double gb = static_cast<double>(tile_bytes) * inner * t / 1e9;
-        r.out_gbps = gb / sec;
-        r.gelems = static_cast<double>(r.elements) / sec / 1e9;
-        r.memcpy_gbps = gb / cpy;
-        r.ratio_memcpy = r.out_gbps / r.memcpy_gbps;
-        r.note = "in-cache " + std::to_string(tr) + "x" + std::to_string(tc) + " tile";
-        r.ratio_valid = false;  // no fill yardstick in cache; see ratio_memcpy
-        rows.push_back(r);
-      }
-    }
-  }
   if (tty) err << "\r" << std::string(60, ' ') << "\r" << std::flush;
   err << "kernel target: " << ActiveTarget() << ", threads available: " << AllThreads() << "\n";
   PrintRows(rows, opt.format, out);

@@ -13,7 +13,8 @@
 //   Phase(c)        see Align (non-zero only for odd-start dense nibbles)
 //   Scalar(c, k)    raw code of element k of the row
 //   Load(c, k)      raw codes of elements k .. k+N-1 (int32 lanes)
-//   Load16(c, k)    (kNibbles) raw codes of elements k .. k+2N-1 (u16 lanes)
+//   Load16(c, k)    (kNibbles) raw codes of elements k .. k+2N-1 (u16 lanes,
+//                   each < 16: a 16-entry table lookup needs no masking)
 // Inputs are read with unaligned loads only, never beyond the codes of the
 // elements asked for (block layouts: beyond the block holding them).
 #if defined(NIBBLE_KERNELS_CODE_LOADERS_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -453,8 +454,21 @@ struct Blocks : LoaderTypes {
       return hn::And(hn::ShiftRightSame(v, sh), hn::Set(du16, 0xF));
     } else {
       static_assert(kSpan == static_cast<uint32_t>(kMaxLanes), "span N or >= 2N");
+#if HWY_TARGET <= HWY_AVX3
+      // The N bytes in both halves (a broadcast load), widened, then
+      // shifted by 0 (low half) or 4 (high half) per lane: one shuffle
+      // (the widening) instead of two.
+      (void)dh8;
+      static_assert(kMaxLanes == 16, "AVX-512: 16 float lanes");
+      alignas(64) static constexpr uint16_t kShift[32] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                                          0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4,
+                                                          4, 4, 4, 4, 4, 4, 4, 4, 4, 4};
+      const auto v = hn::PromoteTo(du16, hn::LoadDup128(d8, b));
+      return hn::And(v >> hn::Load(du16, kShift), hn::Set(du16, 0xF));
+#else
       const auto v = hn::PromoteTo(dh, hn::LoadU(dh8, b));
       return hn::Combine(du16, hn::ShiftRight<4>(v), hn::And(v, hn::Set(dh, 0xF)));
+#endif
     }
   }
 };

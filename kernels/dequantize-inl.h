@@ -177,6 +177,63 @@ class RowKernel {
         StoreUnit(df, at(k, idx), at(k + static_cast<int64_t>(N), idx + step), base + k * kOutBytes,
                   stream);
       }
+    } else if (job_.group == unit && k % unit == 0) {
+      // Groups of exactly one unit (ggml's 32-element blocks and K-quant
+      // sub-blocks, ONNX / PMX block 2N): no group tracking, no Group
+      // struct. With the table (AVX-512, 4-bit codes), per unit the group's
+      // table is one multiply of the loop-invariant code values (plus the
+      // additive zero), rounded to the output type, then one lookup per
+      // vector; without, the contract's arithmetic per vector.
+      const CodeRef codes = job_.code;
+      const DI di;
+      const int64_t step = job_.step;
+      int64_t idx = ScaleIndex(k);
+      // The float value of each 4-bit code before the scale: Arith's
+      // float32(q - z) (or decode(q)), the same operations lane for lane.
+      auto code_values = [&](int64_t i) HWY_ATTR {
+        if (kFloatCode) return hn::LoadU(df, decode_);
+        const VI z =
+            hn::Set(di, kZp == ZeroPointKind::kInteger ? job_.zp_int[i] : plan_.code_offset);
+        return hn::ConvertTo(df, hn::Sub(Decode(hn::Iota(di, 0)), z));
+      };
+      const VF fixed = kTable ? code_values(idx) : hn::Zero(df);
+      const VI offset = hn::Set(di, plan_.code_offset);
+      // (Locals: the output stores may alias the job's members.)
+      const float* const sp = job_.scale;
+      const float* const zfp = job_.zp_float;
+      auto table_of = [&](int64_t i) HWY_ATTR {
+        const VF q = kZp == ZeroPointKind::kInteger ? code_values(i) : fixed;
+        const VF prod = hn::Mul(q, hn::Set(df, sp[i]));
+        return kZp == ZeroPointKind::kFloat ? hn::Add(prod, hn::Set(df, zfp[i])) : prod;
+      };
+      for (; k + unit <= k1; k += unit, idx += step) {
+        if constexpr (!kTable) {
+          const VF s = hn::Set(df, sp[idx]);
+          const VI z = kZp == ZeroPointKind::kInteger ? hn::Set(di, job_.zp_int[idx]) : offset;
+          const VF zf = hn::Set(df, kZp == ZeroPointKind::kFloat ? zfp[idx] : 0.0f);
+          const VF v0 = Arith(Decode(L::Load(codes, k)), s, z, zf);
+          const VF v1 = Arith(Decode(L::Load(codes, k + static_cast<int64_t>(N))), s, z, zf);
+          StoreUnit(df, v0, v1, base + k * kOutBytes, stream);
+        } else if constexpr (kHalfTable) {
+          const DU16 du16;
+          const VF t = table_of(idx);
+          const auto h = HalfBits(t);
+          // (Load16's codes are < 16: the table's upper half is never read.)
+          const VU16 v = HalfLookup(hn::ZeroExtendVector(du16, h), L::Load16(codes, k));
+          uint16_t* p = reinterpret_cast<uint16_t*>(base + k * kOutBytes);
+          if (stream) {
+            hn::Stream(v, du16, p);
+          } else {
+            hn::StoreU(v, du16, p);
+          }
+        } else {
+          const VF t = table_of(idx);
+          const auto ix0 = hn::IndicesFromVec(df, L::Load(codes, k));
+          const auto ix1 = hn::IndicesFromVec(df, L::Load(codes, k + static_cast<int64_t>(N)));
+          StoreUnit(df, hn::TableLookupLanes(t, ix0), hn::TableLookupLanes(t, ix1),
+                    base + k * kOutBytes, stream);
+        }
+      }
     } else if (k + unit <= k1) {  // (no whole unit: no group is read at all;
       // k may be one past the last scale)
       // Loop invariants in locals: vector stores may alias anything, so
@@ -275,6 +332,16 @@ class RowKernel {
   // Raw codes (unsigned bit fields) of elements k .. k+N-1.
   HWY_INLINE VI LoadCodes(int64_t k) const { return L::Load(job_.code, k); }
 
+  // 16-bit output bits of the N lanes of v (a group's table).
+  static HWY_INLINE auto HalfBits(VF v) {
+#if HWY_TARGET <= HWY_AVX3
+    return OutBits16 < kOut == OutType::kF32 ? OutType::kF16 : kOut > (v);
+#else
+    const DF df;
+    return kOut == OutType::kBF16 ? BF16Bits(df, v) : F16Bits(df, v);
+#endif
+  }
+
   static HWY_INLINE VU16 HalfLookup(VU16 table16, VU16 c) {
 #if HWY_TARGET <= HWY_AVX3
     return PermuteHalves(table16, c);
@@ -329,7 +396,7 @@ class RowKernel {
     }
     if (kHalfTable) {
       const DU16 du16;
-      const auto h = kOut == OutType::kF16 ? F16Bits(df, g.table) : BF16Bits(df, g.table);
+      const auto h = HalfBits(g.table);
       g.table16 = hn::Combine(du16, h, h);
     } else {
       g.table16 = hn::Zero(DU16());
@@ -426,6 +493,49 @@ class RowKernel {
   int64_t cur_idx_ = 0, cur_end_ = 0;
 };
 
+// float32 lanes of the float16 bits in the low 16 bits of each lane of w:
+// F32FromF16's exact conversion lane-wise (subnormals through an integer
+// conversion, not a float32 subnormal, so DAZ does not matter; NaN
+// payloads kept as they are).
+HWY_INLINE hn::Vec<KernelTag> WidenHalfBits(hn::Vec<hn::RebindToSigned<KernelTag>> w) {
+  const KernelTag df;
+  const hn::RebindToSigned<KernelTag> di;
+  const auto em = hn::And(w, hn::Set(di, 0x7FFF));
+  const auto sign = hn::ShiftLeft<16>(hn::And(w, hn::Set(di, 0x8000)));
+  const auto normal = hn::Add(hn::ShiftLeft<13>(em), hn::Set(di, 112 << 23));
+  const auto inf_nan = hn::Or(hn::ShiftLeft<13>(em), hn::Set(di, 0x7F800000));
+  const auto sub = hn::BitCast(di, hn::Mul(hn::ConvertTo(df, em), hn::Set(df, 0x1p-24f)));
+  auto r = hn::IfThenElse(hn::Lt(em, hn::Set(di, 0x400)), sub, normal);
+  r = hn::IfThenElse(hn::Gt(em, hn::Set(di, 0x7BFF)), inf_nan, r);
+  return hn::BitCast(df, hn::Or(r, sign));
+}
+
+// Params of blocks [0, n) from `blocks` into scale[i] (and zero[i]) for a
+// descriptor with a float16 header (kHalfHeader): one 32-bit gather per
+// field for N blocks, widened lane-wise; the last n % N blocks by Params.
+template <class D>
+HWY_INLINE void HalfHeaders(const uint8_t* blocks, int64_t n, float* scale, float* zero) {
+  const KernelTag df;
+  const hn::RebindToSigned<KernelTag> di;
+  constexpr HalfHeader h = D::kHalfHeader;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  alignas(64) int32_t at[hn::MaxLanes(di)];
+  for (int64_t i = 0; i < lanes; ++i) at[i] = static_cast<int32_t>(i * D::kBytes);
+  const auto offsets = hn::Load(di, at);
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const uint8_t* b = blocks + i * D::kBytes;
+    // (Byte offsets: the gather reads 4 unaligned bytes at each.)
+    const auto s = hn::GatherOffset(di, reinterpret_cast<const int32_t*>(b + h.scale_at), offsets);
+    hn::StoreU(WidenHalfBits(s), df, scale + i);
+    if constexpr (h.zero_at >= 0) {
+      const auto z = hn::GatherOffset(di, reinterpret_cast<const int32_t*>(b + h.zero_at), offsets);
+      hn::StoreU(WidenHalfBits(z), df, zero + i);
+    }
+  }
+  for (; i < n; ++i) D::Params(blocks + i * D::kBytes, scale + i, zero + i);
+}
+
 template <class L, CodeKind kCode, ZeroPointKind kZp, OutType kOut>
 void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
              int64_t ld) {
@@ -458,9 +568,14 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
         const int64_t cs = x0 / kChunk * kChunk, x1 = std::min(cb, cs + kChunk);
         const int64_t b0 = x0 / Desc::kBlockElems;
         const int64_t b1 = (x1 + Desc::kBlockElems - 1) / Desc::kBlockElems;
-        for (int64_t b = b0; b < b1; ++b) {
-          const int64_t at = (b - cs / Desc::kBlockElems) * kSubsPerBlock;
-          Desc::Params(job.code.codes + b * Desc::kBytes, sc + at, zf + at);
+        if constexpr (HasHalfHeader<Desc>::value) {
+          const int64_t at = b0 - cs / Desc::kBlockElems;
+          HalfHeaders<Desc>(job.code.codes + b0 * Desc::kBytes, b1 - b0, sc + at, zf + at);
+        } else {
+          for (int64_t b = b0; b < b1; ++b) {
+            const int64_t at = (b - cs / Desc::kBlockElems) * kSubsPerBlock;
+            Desc::Params(job.code.codes + b * Desc::kBytes, sc + at, zf + at);
+          }
         }
         job.base = -(cs / Desc::kSubElems);
         RowKernel<L, kCode, kZp, kOut> kernel(plan, job);

@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "base/numeric.h"
 #include "kernels/codes.h"
@@ -65,6 +66,9 @@ inline constexpr uint8_t kAwqNibbleOrder[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 //                                 scales (and zeros when kZp == kFloat), as
 //                                 the format's reference decoder computes
 //                                 them in float32.
+//   kHalfHeader (optional)        one sub-block per block whose Params
+//                                 only widens float16 header fields
+//                                 (HalfHeader below)
 // Value of element p of a block: SPEC arithmetic of the Plan with the
 // sub-block's scale / zero, e.g. Q4_0: (q - 8) * d.
 
@@ -94,6 +98,19 @@ inline float Half(const uint8_t* block, size_t offset) {
 }
 }  // namespace layout_internal
 
+// The header of the one-sub-block ggml types: a float16 scale at
+// `scale_at` and, for kFloat zeros, a float16 zero at `zero_at` (else -1),
+// which Params only widens (HalfHeaderParams). Declaring it (kHalfHeader)
+// lets the kernels widen 16 blocks' headers at once (bit-identical: the
+// same exact conversion).
+struct HalfHeader {
+  int32_t scale_at, zero_at;
+};
+inline void HalfHeaderParams(const HalfHeader& h, const uint8_t* b, float* scale, float* zero) {
+  scale[0] = layout_internal::Half(b, static_cast<size_t>(h.scale_at));
+  if (h.zero_at >= 0) zero[0] = layout_internal::Half(b, static_cast<size_t>(h.zero_at));
+}
+
 // Q4_0: {f16 d; u8 qs[16]}: (q - 8) * d.
 struct GgufQ4_0 {
   struct Block {
@@ -107,8 +124,9 @@ struct GgufQ4_0 {
   static constexpr CodeKind kCode = CodeKind::kU4;
   static constexpr ZeroPointKind kZp = ZeroPointKind::kNone;
   static constexpr int32_t kCodeOffset = 8;
-  static void Params(const uint8_t* b, float* scale, float* /*zero*/) {
-    scale[0] = layout_internal::Half(b, offsetof(Block, d));
+  static constexpr HalfHeader kHalfHeader = {offsetof(Block, d), -1};
+  static void Params(const uint8_t* b, float* scale, float* zero) {
+    HalfHeaderParams(kHalfHeader, b, scale, zero);
   }
 };
 
@@ -125,9 +143,9 @@ struct GgufQ4_1 {
   static constexpr CodeKind kCode = CodeKind::kU4;
   static constexpr ZeroPointKind kZp = ZeroPointKind::kFloat;
   static constexpr int32_t kCodeOffset = 0;
+  static constexpr HalfHeader kHalfHeader = {offsetof(Block, d), offsetof(Block, m)};
   static void Params(const uint8_t* b, float* scale, float* zero) {
-    scale[0] = layout_internal::Half(b, offsetof(Block, d));
-    zero[0] = layout_internal::Half(b, offsetof(Block, m));
+    HalfHeaderParams(kHalfHeader, b, scale, zero);
   }
 };
 
@@ -147,8 +165,9 @@ struct GgufQ5_0 {
   static constexpr CodeKind kCode = CodeKind::kU8;
   static constexpr ZeroPointKind kZp = ZeroPointKind::kNone;
   static constexpr int32_t kCodeOffset = 16;
-  static void Params(const uint8_t* b, float* scale, float* /*zero*/) {
-    scale[0] = layout_internal::Half(b, offsetof(Block, d));
+  static constexpr HalfHeader kHalfHeader = {offsetof(Block, d), -1};
+  static void Params(const uint8_t* b, float* scale, float* zero) {
+    HalfHeaderParams(kHalfHeader, b, scale, zero);
   }
 };
 
@@ -167,9 +186,9 @@ struct GgufQ5_1 {
   static constexpr CodeKind kCode = CodeKind::kU8;
   static constexpr ZeroPointKind kZp = ZeroPointKind::kFloat;
   static constexpr int32_t kCodeOffset = 0;
+  static constexpr HalfHeader kHalfHeader = {offsetof(Block, d), offsetof(Block, m)};
   static void Params(const uint8_t* b, float* scale, float* zero) {
-    scale[0] = layout_internal::Half(b, offsetof(Block, d));
-    zero[0] = layout_internal::Half(b, offsetof(Block, m));
+    HalfHeaderParams(kHalfHeader, b, scale, zero);
   }
 };
 
@@ -186,8 +205,9 @@ struct GgufQ8_0 {
   static constexpr CodeKind kCode = CodeKind::kS8;
   static constexpr ZeroPointKind kZp = ZeroPointKind::kNone;
   static constexpr int32_t kCodeOffset = 0;
-  static void Params(const uint8_t* b, float* scale, float* /*zero*/) {
-    scale[0] = layout_internal::Half(b, offsetof(Block, d));
+  static constexpr HalfHeader kHalfHeader = {offsetof(Block, d), -1};
+  static void Params(const uint8_t* b, float* scale, float* zero) {
+    HalfHeaderParams(kHalfHeader, b, scale, zero);
   }
 };
 
@@ -389,8 +409,9 @@ struct GgufIQ4_NL {
   static constexpr const float* kValues = kIq4NonLinearGrid;
   static constexpr ZeroPointKind kZp = ZeroPointKind::kNone;
   static constexpr int32_t kCodeOffset = 0;
-  static void Params(const uint8_t* b, float* scale, float* /*zero*/) {
-    scale[0] = layout_internal::Half(b, offsetof(Block, d));
+  static constexpr HalfHeader kHalfHeader = {offsetof(Block, d), -1};
+  static void Params(const uint8_t* b, float* scale, float* zero) {
+    HalfHeaderParams(kHalfHeader, b, scale, zero);
   }
 };
 
@@ -477,9 +498,24 @@ constexpr uint32_t PlaneBits() {
   return bits;
 }
 
+// Whether descriptor D declares kHalfHeader.
+template <class D, class = void>
+struct HasHalfHeader : std::false_type {};
+template <class D>
+struct HasHalfHeader<D, std::void_t<decltype(D::kHalfHeader)>> : std::true_type {};
+
 // Compile-time checks of every registered descriptor's contract.
 template <class D>
 constexpr bool CheckBlockDescriptor() {
+  if constexpr (HasHalfHeader<D>::value) {
+    // The kernels read 4 bytes at each field (a 32-bit gather).
+    constexpr HalfHeader h = D::kHalfHeader;
+    static_assert(D::kSubElems == D::kBlockElems, "kHalfHeader: one sub-block per block");
+    static_assert(h.scale_at >= 0 && h.scale_at + 4 <= D::kBytes, "kHalfHeader: scale_at");
+    static_assert((h.zero_at >= 0) == (D::kZp == ZeroPointKind::kFloat),
+                  "kHalfHeader: a zero field exactly for kFloat zeros");
+    static_assert(h.zero_at + 4 <= D::kBytes, "kHalfHeader: zero_at");
+  }
   static_assert(sizeof(typename D::Block) == D::kBytes, "block struct size != kBytes");
   static_assert(D::kBlockElems > 0 && (D::kBlockElems & (D::kBlockElems - 1)) == 0,
                 "kBlockElems must be a power of two");

@@ -1,11 +1,11 @@
 // Every raw x86 intrinsic of the kernels, in one place, for AVX-512 targets
 // only (HWY_TARGET <= HWY_AVX3), included once per Highway target by
 // kernels/dequantize-inl.h. Why they are not Highway ops:
-//  - StoreBF16x32: Highway 1.0.3 has no AVX512_BF16 target, and its
-//    bfloat16 DemoteTo truncates; vcvtne2ps2bf16 rounds exactly like
-//    BF16FromF32, 2-3x faster than the integer-lane rounding. Chosen at
-//    run time (CpuHasAvx512Bf16, the CPU's own flag: Highway's dispatch does
-//    not detect this extension).
+//  - BF16x32 / BF16x16 / StoreBF16x32: Highway 1.0.3 has no AVX512_BF16
+//    target, and its bfloat16 DemoteTo truncates; vcvtne2ps2bf16 rounds
+//    exactly like BF16FromF32, 2-3x faster than the integer-lane rounding.
+//    Chosen at run time (CpuHasAvx512Bf16, the CPU's own flag: Highway's
+//    dispatch does not detect this extension).
 //  - PermuteHalves: a 32 x 16-bit table lookup (vpermw); Highway 1.0.3's
 //    TableLookupLanes has no 16-bit lanes.
 //  - Transpose16x16 / ColumnNibbleTiles: the in-register transposes and
@@ -50,21 +50,58 @@ inline bool CpuHasAvx512Bf16() {
   return has;
 }
 
-// Stores v0 (16 lanes) then v1 as 32 bfloat16 values at dst with
-// vcvtne2ps2bf16; returns false (storing nothing) if a lane is subnormal,
-// for the caller's exact fallback. Not inlinable into AVX3 code (an extra
-// ISA), so it costs a call per 32 outputs — far less than the integer-lane
-// rounding it replaces.
-__attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx512bf16"), noinline)) inline bool
-StoreBF16x32(__m512 v0, __m512 v1, char* dst, bool stream) {
+// v0 (16 lanes) then v1 as 32 bfloat16 values with vcvtne2ps2bf16 into
+// *r; returns false (leaving *r alone) if a lane is subnormal, for the
+// caller's exact fallback. Only on a CPU with AVX512_BF16
+// (CpuHasAvx512Bf16). Inline assembly, not the intrinsic: the intrinsic
+// needs a function compiled for the extra ISA, which cannot be inlined into
+// AVX3 code, and a call per 32 outputs spills the loop's vector registers.
+HWY_INLINE bool BF16x32(__m512 v0, __m512 v1, __m512i* r) {
   if ((_mm512_fpclass_ps_mask(v0, 0x20) | _mm512_fpclass_ps_mask(v1, 0x20)) != 0) return false;
-  const __m512i r = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(v1, v0));
+  __m512i out;
+  // AT&T operand order: low half from v0, high half from v1.
+  asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(out) : "v"(v1), "v"(v0));
+  *r = out;
+  return true;
+}
+
+// 16 lanes of v as 16 bfloat16 values (vcvtneps2bf16) into *r; the same
+// contract as BF16x32.
+HWY_INLINE bool BF16x16(__m512 v, __m256i* r) {
+  if (_mm512_fpclass_ps_mask(v, 0x20) != 0) return false;
+  __m256i out;
+  asm("vcvtneps2bf16 %1, %0" : "=v"(out) : "v"(v));
+  *r = out;
+  return true;
+}
+
+// Stores BF16x32(v0, v1) at dst (non-temporal when `stream`); false (storing
+// nothing) where BF16x32 is.
+HWY_INLINE bool StoreBF16x32(__m512 v0, __m512 v1, char* dst, bool stream) {
+  __m512i r;
+  if (!BF16x32(v0, v1, &r)) return false;
   if (stream) {
     _mm512_stream_si512(reinterpret_cast<__m512i*>(dst), r);
   } else {
     _mm512_storeu_si512(dst, r);
   }
   return true;
+}
+
+// The output bits (kF16 / kBF16) of the 16 lanes of v, rounded once:
+// vcvtps2ph, or for bfloat16 vcvtneps2bf16 where the CPU has it and no
+// lane is subnormal, else the exact integer-lane rounding.
+template <OutType kOut>
+HWY_INLINE hn::Vec<hn::Rebind<uint16_t, hn::ScalableTag<float>>> OutBits16(
+    hn::Vec<hn::ScalableTag<float>> v) {
+  const hn::ScalableTag<float> df;
+  if constexpr (kOut == OutType::kF16) {
+    return F16Bits(df, v);
+  } else {
+    __m256i r;
+    if (CpuHasAvx512Bf16() && BF16x16(v.raw, &r)) return decltype(BF16Bits(df, v)){r};
+    return BF16Bits(df, v);
+  }
 }
 
 // The 16-bit lanes of `table` selected by the low 5 bits of `idx` (vpermw).
@@ -138,8 +175,7 @@ HWY_INLINE void RowTables16(const Plan& plan, int64_t idx, int64_t rows, uint8_t
       _mm512_store_ps(tab[i], t[i]);
     } else {
       const hn::Vec<decltype(df)> v{t[i]};
-      const auto h = kOut == OutType::kF16 ? F16Bits(df, v) : BF16Bits(df, v);
-      const __m256i h256 = h.raw;
+      const __m256i h256 = OutBits16<kOut>(v).raw;
       _mm512_store_si512(tab[i], _mm512_inserti64x4(_mm512_castsi256_si512(h256), h256, 1));
     }
   }
