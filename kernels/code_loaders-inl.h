@@ -420,9 +420,15 @@ struct Blocks : LoaderTypes {
     }
   }
   static HWY_INLINE VI Load(const CodeRef& c, int64_t k) {
-    const DI di;
     uint64_t p;
     const uint8_t* block = BlockOf(c, k, &p);
+    return LoadIn(block, p);
+  }
+  // Load / Load16 of elements p .. of `block` (the whole-block loops call
+  // these with p a compile-time constant after unrolling, so every offset
+  // and shift folds away).
+  static HWY_INLINE VI LoadIn(const uint8_t* block, uint64_t p) {
+    const DI di;
     if constexpr (D::kCode == CodeKind::kS8) {
       int sh;
       const uint8_t* b = FieldByte<0>(block, p, &sh);
@@ -440,13 +446,16 @@ struct Blocks : LoaderTypes {
   // lanes: with span >= 2N, 2N bytes at one nibble shift; with span == N,
   // the low then the high nibbles of N bytes.
   static HWY_INLINE VU16 Load16(const CodeRef& c, int64_t k) {
+    uint64_t p;
+    const uint8_t* block = BlockOf(c, k, &p);
+    return Load16In(block, p);
+  }
+  static HWY_INLINE VU16 Load16In(const uint8_t* block, uint64_t p) {
     const DU16 du16;
     const hn::Rebind<uint8_t, DU16> d8;  // 2N bytes
     const hn::Half<DU16> dh;
     const hn::Rebind<uint8_t, decltype(dh)> dh8;  // N bytes
     constexpr uint32_t kSpan = D::kPlanes[0].span();
-    uint64_t p;
-    const uint8_t* block = BlockOf(c, k, &p);
     int sh;
     const uint8_t* b = FieldByte<0>(block, p, &sh);
     if constexpr (kSpan >= 2 * static_cast<uint32_t>(kMaxLanes)) {

@@ -139,6 +139,7 @@ class RowKernel {
     k = k < k1 ? k : k1;
     ScalarRange(k0, k, out);
     char* const base = out - k0 * kOutBytes;  // element k at base + k * kOutBytes
+    if constexpr (L::kBlockParams) k = WholeBlocks(k, k1, base, stream);
     if (job_.per_element) {
       // Loop invariants in locals (see below).
       const CodeRef codes = job_.code;
@@ -296,6 +297,88 @@ class RowKernel {
   }
 
  private:
+  // Block layouts: the whole blocks from k (if k is at a block start) up to
+  // k1, block by block, each block's units unrolled so that every code
+  // offset, shift and sub-block index is a constant (no per-vector address
+  // arithmetic). Returns where it stopped (k if it did nothing). Values as
+  // in Run's other paths: the same table or the same arithmetic per lane.
+  HWY_INLINE int64_t WholeBlocks(int64_t k, int64_t k1, char* base, bool stream) {
+    using D = typename L::Desc;
+    const DF df;
+    const DI di;
+    constexpr int64_t kN = static_cast<int64_t>(hn::MaxLanes(DF()));
+    constexpr int64_t kUnit = 2 * kN, kB = D::kBlockElems, kSub = D::kSubElems;
+    constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
+    // Shapes this loop covers: whole units per block, and a group per
+    // table (tables) or per vector (arithmetic).
+    constexpr bool kShapeOk = kB % kUnit == 0 && (kTable ? kSub % kUnit == 0 : kSub % kN == 0);
+    if constexpr (!kShapeOk) {
+      return k;
+    } else {
+      if (hn::Lanes(df) != static_cast<size_t>(kN) || k % kB != 0) return k;
+      const float* const sp = job_.scale;
+      const float* const zfp = job_.zp_float;
+      const int32_t* const zip = job_.zp_int;
+      const VI offset = hn::Set(di, plan_.code_offset);
+      auto zero_of = [&](int64_t g) HWY_ATTR {
+        return kZp == ZeroPointKind::kInteger ? hn::Set(di, zip[g]) : offset;
+      };
+      auto zf_of = [&](int64_t g) HWY_ATTR {
+        return kZp == ZeroPointKind::kFloat ? hn::Set(df, zfp[g]) : hn::Zero(df);
+      };
+      int64_t g0 = ScaleIndex(k);  // the block's first sub-block
+      const uint8_t* block = job_.code.codes + (k / kB) * D::kBytes;
+      for (; k + kB <= k1; k += kB, g0 += kB / kSub, block += D::kBytes) {
+        char* const out = base + k * kOutBytes;
+        if constexpr (kTable) {
+          // One table per sub-block, one lookup per vector.
+          VF t = hn::Zero(df);
+#pragma GCC unroll 16
+          for (int64_t j = 0; j < kB; j += kUnit) {
+            const int64_t g = g0 + j / kSub;
+            if (j % kSub == 0) {
+              const VF q = kFloatCode
+                               ? hn::LoadU(df, decode_)
+                               : hn::ConvertTo(df, hn::Sub(Decode(hn::Iota(di, 0)), zero_of(g)));
+              t = hn::Mul(q, hn::Set(df, sp[g]));
+              if (kZp == ZeroPointKind::kFloat) t = hn::Add(t, zf_of(g));
+            }
+            const uint64_t p = static_cast<uint64_t>(j);
+            if constexpr (kHalfTable) {
+              const DU16 du16;
+              // (Load16's codes are < 16: the table's upper half is never read.)
+              const VU16 v =
+                  HalfLookup(hn::ZeroExtendVector(du16, HalfBits(t)), L::Load16In(block, p));
+              uint16_t* dst = reinterpret_cast<uint16_t*>(out + j * kOutBytes);
+              if (stream) {
+                hn::Stream(v, du16, dst);
+              } else {
+                hn::StoreU(v, du16, dst);
+              }
+            } else {
+              const auto ix0 = hn::IndicesFromVec(df, L::LoadIn(block, p));
+              const auto ix1 = hn::IndicesFromVec(df, L::LoadIn(block, p + kN));
+              StoreUnit(df, hn::TableLookupLanes(t, ix0), hn::TableLookupLanes(t, ix1),
+                        out + j * kOutBytes, stream);
+            }
+          }
+        } else {
+#pragma GCC unroll 16
+          for (int64_t j = 0; j < kB; j += kUnit) {
+            const int64_t ga = g0 + j / kSub, gb = g0 + (j + kN) / kSub;
+            const uint64_t p = static_cast<uint64_t>(j);
+            const VF v0 =
+                Arith(Decode(L::LoadIn(block, p)), hn::Set(df, sp[ga]), zero_of(ga), zf_of(ga));
+            const VF v1 = Arith(Decode(L::LoadIn(block, p + kN)), hn::Set(df, sp[gb]), zero_of(gb),
+                                zf_of(gb));
+            StoreUnit(df, v0, v1, out + j * kOutBytes, stream);
+          }
+        }
+      }
+      return k;
+    }
+  }
+
   // --- Scalar path (prologue, tails) -------------------------------------
   void ScalarRange(int64_t k0, int64_t k1, char* out) const {
     for (int64_t k = k0; k < k1; ++k) {
