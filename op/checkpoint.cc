@@ -128,7 +128,7 @@ std::optional<int32_t> UniformZeroPoint(const TensorView& qzeros, int64_t groups
 
 // Into out[g * N + n].
 void UnpackZeroWords(const TensorView& qzeros, int64_t groups, int64_t N, int bits,
-                     const uint8_t* field_of, GptqZeros rule, std::vector<int32_t>* out) {
+                     const uint8_t* field_of, GptqZeros rule, ParamVector<int32_t>* out) {
   const auto* zb = static_cast<const uint8_t*>(qzeros.data);
   const int64_t f = 32 / bits;
   out->resize(static_cast<size_t>(groups * N));
@@ -144,7 +144,7 @@ void UnpackZeroWords(const TensorView& qzeros, int64_t groups, int64_t N, int bi
 // else the unpacked [groups, N] array.
 void SetZeroPoints(const TensorView& qzeros, int64_t groups, int64_t N, int bits,
                    const uint8_t* field_of, GptqZeros rule, Plan* plan,
-                   std::vector<int32_t>* storage) {
+                   ParamVector<int32_t>* storage) {
   if (const auto z = UniformZeroPoint(qzeros, groups, N, bits, field_of, rule)) {
     plan->zp_kind = ZeroPointKind::kNone;
     plan->code_offset = *z;

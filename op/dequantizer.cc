@@ -11,6 +11,9 @@
 #if NIBBLE_HAVE_OPENMP
 #include <omp.h>
 #endif
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 namespace nibble {
 
@@ -31,6 +34,34 @@ int ResolveThreads(int threads) {
 #endif
 }
 }  // namespace
+
+template <class T>
+void* PopulatedAllocator<T>::AllocatePopulated(size_t bytes) {
+#ifdef __linux__
+  if (bytes >= kPopulateBytes) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (p != MAP_FAILED) return p;
+    throw std::bad_alloc();
+  }
+#endif
+  return ::operator new(bytes);
+}
+
+template <class T>
+void PopulatedAllocator<T>::FreePopulated(void* p, size_t bytes) {
+  if (p == nullptr) return;
+#ifdef __linux__
+  if (bytes >= kPopulateBytes) {
+    munmap(p, bytes);
+    return;
+  }
+#endif
+  ::operator delete(p);
+}
+
+template struct PopulatedAllocator<float>;
+template struct PopulatedAllocator<int32_t>;
 
 Status CheckThreads(int64_t threads, const std::string& who) {
   if (threads < 0 || threads > kMaxThreads) {

@@ -169,8 +169,8 @@ StatusOr<Dequantizer> PrepareBroadcastDequantize(const TensorView& input, const 
   } else {
     // Materialize the broadcast operands to the input's size; one scale per
     // element (rows along the last dim).
-    std::vector<float> s_full(static_cast<size_t>(*n ? *n : 1));
-    std::vector<int32_t> z_full(has_zp ? s_full.size() : 0);
+    ParamVector<float> s_full(static_cast<size_t>(*n ? *n : 1));
+    ParamVector<int32_t> z_full(has_zp ? s_full.size() : 0);
     ForEachBroadcastIndex(
         *sa, d, [&](int64_t e, int64_t off) { s_full[static_cast<size_t>(e)] = scale_f[off]; });
     if (has_zp) {

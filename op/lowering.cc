@@ -33,7 +33,7 @@ uint32_t ReadLE(const uint8_t* p, int bytes) {
 }
 }  // namespace
 
-Status WidenScale(const TensorView& v, const std::string& what, std::vector<float>* store,
+Status WidenScale(const TensorView& v, const std::string& what, ParamVector<float>* store,
                   const float** out) {
   auto n = CheckView(v, what);
   if (!n.ok()) return n.status();
@@ -73,7 +73,7 @@ Status WidenScale(const TensorView& v, const std::string& what, std::vector<floa
 }
 
 Status WidenIntegerZeroPoint(const TensorView& v, const std::string& what,
-                             std::vector<int32_t>* store, const int32_t** out) {
+                             ParamVector<int32_t>* store, const int32_t** out) {
   auto n = CheckView(v, what);
   if (!n.ok()) return n.status();
   const auto* p = static_cast<const uint8_t*>(v.data);
@@ -122,7 +122,7 @@ Status WidenIntegerZeroPoint(const TensorView& v, const std::string& what,
   return Status::Ok();
 }
 
-Status WidenFloatZeroPoint(const TensorView& v, const std::string& what, std::vector<float>* store,
+Status WidenFloatZeroPoint(const TensorView& v, const std::string& what, ParamVector<float>* store,
                            const float** out) {
   if (v.dtype == DType::kFloat8E8M0) {
     return Status::Error(what + " must be float32, float16 or bfloat16 (got " + DTypeName(v.dtype) +

@@ -24,15 +24,15 @@ StatusOr<int64_t> CheckView(const TensorView& v, const std::string& what);
 // Sets *out to float32 scales for `v` (float32, float16, bfloat16 or
 // float8e8m0): a pointer into `v` when it is aligned float32, else widened
 // into `store`.
-Status WidenScale(const TensorView& v, const std::string& what, std::vector<float>* store,
+Status WidenScale(const TensorView& v, const std::string& what, ParamVector<float>* store,
                   const float** out);
 
 // Integer zero point (any integer dtype incl. packed 2/4-bit) -> int32.
 Status WidenIntegerZeroPoint(const TensorView& v, const std::string& what,
-                             std::vector<int32_t>* store, const int32_t** out);
+                             ParamVector<int32_t>* store, const int32_t** out);
 
 // Float zero point (float32, float16, bfloat16) -> float32.
-Status WidenFloatZeroPoint(const TensorView& v, const std::string& what, std::vector<float>* store,
+Status WidenFloatZeroPoint(const TensorView& v, const std::string& what, ParamVector<float>* store,
                            const float** out);
 
 // The DType of a plan output type.

@@ -231,3 +231,28 @@ TEST_CASE("An allocation that cannot succeed is an out-of-memory status") {
 
 }  // namespace
 }  // namespace nibble
+
+namespace nibble {
+namespace {
+TEST_CASE("ParamVector: populated large blocks and small ones hold, copy, grow and free") {
+  // Below and above PopulatedAllocator's mapping threshold, and a vector
+  // that grows across it (each block is freed with the size it had).
+  for (size_t n : {size_t{10}, size_t{1} << 20}) {
+    ParamVector<float> v(n, 1.5f);
+    CHECK(v.size() == n);
+    CHECK(v.front() == 1.5f);
+    CHECK(v.back() == 1.5f);
+    v.back() = 2.0f;
+    ParamVector<float> copy = v;
+    CHECK(copy.back() == 2.0f);
+  }
+  ParamVector<int32_t> grow;
+  for (int32_t i = 0; i < (1 << 18); ++i) grow.push_back(i);
+  CHECK(grow[12345] == 12345);
+  CHECK(grow.back() == (1 << 18) - 1);
+  // An impossible size fails as std::bad_alloc (the front ends turn it into
+  // an out-of-memory error), not a crash.
+  CHECK_THROWS_AS(PopulatedAllocator<float>().allocate(size_t{1} << 60), std::bad_alloc);
+}
+}  // namespace
+}  // namespace nibble
