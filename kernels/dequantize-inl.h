@@ -189,50 +189,25 @@ class RowKernel {
       const DI di;
       const int64_t step = job_.step;
       int64_t idx = ScaleIndex(k);
-      // The float value of each 4-bit code before the scale: Arith's
-      // float32(q - z) (or decode(q)), the same operations lane for lane.
-      auto code_values = [&](int64_t i) HWY_ATTR {
-        if (kFloatCode) return hn::LoadU(df, decode_);
-        const VI z =
-            hn::Set(di, kZp == ZeroPointKind::kInteger ? job_.zp_int[i] : plan_.code_offset);
-        return hn::ConvertTo(df, hn::Sub(Decode(hn::Iota(di, 0)), z));
-      };
-      const VF fixed = kTable ? code_values(idx) : hn::Zero(df);
-      const VI offset = hn::Set(di, plan_.code_offset);
       // (Locals: the output stores may alias the job's members.)
       const float* const sp = job_.scale;
       const float* const zfp = job_.zp_float;
-      auto table_of = [&](int64_t i) HWY_ATTR {
-        const VF q = kZp == ZeroPointKind::kInteger ? code_values(i) : fixed;
-        const VF prod = hn::Mul(q, hn::Set(df, sp[i]));
-        return kZp == ZeroPointKind::kFloat ? hn::Add(prod, hn::Set(df, zfp[i])) : prod;
-      };
+      const int32_t* const zip = job_.zp_int;
+      const VI offset = hn::Set(di, plan_.code_offset);
       for (; k + unit <= k1; k += unit, idx += step) {
+        const VI z = kZp == ZeroPointKind::kInteger ? hn::Set(di, zip[idx]) : offset;
+        const float zf = kZp == ZeroPointKind::kFloat ? zfp[idx] : 0.0f;
+        char* const dst = base + k * kOutBytes;
         if constexpr (!kTable) {
-          const VF s = hn::Set(df, sp[idx]);
-          const VI z = kZp == ZeroPointKind::kInteger ? hn::Set(di, job_.zp_int[idx]) : offset;
-          const VF zf = hn::Set(df, kZp == ZeroPointKind::kFloat ? zfp[idx] : 0.0f);
-          const VF v0 = Arith(Decode(L::Load(codes, k)), s, z, zf);
-          const VF v1 = Arith(Decode(L::Load(codes, k + static_cast<int64_t>(N))), s, z, zf);
-          StoreUnit(df, v0, v1, base + k * kOutBytes, stream);
+          const VF s = hn::Set(df, sp[idx]), zfv = hn::Set(df, zf);
+          const VF v0 = Arith(Decode(L::Load(codes, k)), s, z, zfv);
+          const VF v1 = Arith(Decode(L::Load(codes, k + static_cast<int64_t>(N))), s, z, zfv);
+          StoreUnit(df, v0, v1, dst, stream);
         } else if constexpr (kHalfTable) {
-          const DU16 du16;
-          const VF t = table_of(idx);
-          const auto h = HalfBits(t);
-          // (Load16's codes are < 16: the table's upper half is never read.)
-          const VU16 v = HalfLookup(hn::ZeroExtendVector(du16, h), L::Load16(codes, k));
-          uint16_t* p = reinterpret_cast<uint16_t*>(base + k * kOutBytes);
-          if (stream) {
-            hn::Stream(v, du16, p);
-          } else {
-            hn::StoreU(v, du16, p);
-          }
+          StoreHalfLookup(UnitTable(z, sp[idx], zf), L::Load16(codes, k), dst, stream);
         } else {
-          const VF t = table_of(idx);
-          const auto ix0 = hn::IndicesFromVec(df, L::Load(codes, k));
-          const auto ix1 = hn::IndicesFromVec(df, L::Load(codes, k + static_cast<int64_t>(N)));
-          StoreUnit(df, hn::TableLookupLanes(t, ix0), hn::TableLookupLanes(t, ix1),
-                    base + k * kOutBytes, stream);
+          StoreLookup(UnitTable(z, sp[idx], zf), L::Load(codes, k),
+                      L::Load(codes, k + static_cast<int64_t>(N)), dst, stream);
         }
       }
     } else if (k + unit <= k1) {  // (no whole unit: no group is read at all;
@@ -297,6 +272,40 @@ class RowKernel {
   }
 
  private:
+  // A group's table over the 16 4-bit codes: the contract's arithmetic on
+  // the code values (Arith's float32(q - z), or decode(q)) with scale s and
+  // additive zero zf, lane c = T[c].
+  HWY_INLINE VF UnitTable(VI z, float s, float zf) const {
+    const DF df;
+    const DI di;
+    const VF q = kFloatCode ? hn::LoadU(df, decode_)
+                            : hn::ConvertTo(df, hn::Sub(Decode(hn::Iota(di, 0)), z));
+    const VF prod = hn::Mul(q, hn::Set(df, s));
+    return kZp == ZeroPointKind::kFloat ? hn::Add(prod, hn::Set(df, zf)) : prod;
+  }
+
+  // Stores the 2N values of `codes16` (Load16: each < 16, so the table's
+  // upper half is never read) looked up in table t, rounded to the 16-bit
+  // output type.
+  static HWY_INLINE void StoreHalfLookup(VF t, VU16 codes16, char* dst, bool stream) {
+    const DU16 du16;
+    const VU16 v = HalfLookup(hn::ZeroExtendVector(du16, HalfBits(t)), codes16);
+    uint16_t* p = reinterpret_cast<uint16_t*>(dst);
+    if (stream) {
+      hn::Stream(v, du16, p);
+    } else {
+      hn::StoreU(v, du16, p);
+    }
+  }
+
+  // Stores the 2N values of codes c0, c1 looked up in table t (float32
+  // lanes; StoreUnit rounds to the output type).
+  static HWY_INLINE void StoreLookup(VF t, VI c0, VI c1, char* dst, bool stream) {
+    const DF df;
+    StoreUnit(df, hn::TableLookupLanes(t, hn::IndicesFromVec(df, c0)),
+              hn::TableLookupLanes(t, hn::IndicesFromVec(df, c1)), dst, stream);
+  }
+
   // Block layouts: the whole blocks from k (if k is at a block start) up to
   // k1, block by block, each block's units unrolled so that every code
   // offset, shift and sub-block index is a constant (no per-vector address
@@ -337,29 +346,14 @@ class RowKernel {
           for (int64_t j = 0; j < kB; j += kUnit) {
             const int64_t g = g0 + j / kSub;
             if (j % kSub == 0) {
-              const VF q = kFloatCode
-                               ? hn::LoadU(df, decode_)
-                               : hn::ConvertTo(df, hn::Sub(Decode(hn::Iota(di, 0)), zero_of(g)));
-              t = hn::Mul(q, hn::Set(df, sp[g]));
-              if (kZp == ZeroPointKind::kFloat) t = hn::Add(t, zf_of(g));
+              t = UnitTable(zero_of(g), sp[g], kZp == ZeroPointKind::kFloat ? zfp[g] : 0.0f);
             }
             const uint64_t p = static_cast<uint64_t>(j);
             if constexpr (kHalfTable) {
-              const DU16 du16;
-              // (Load16's codes are < 16: the table's upper half is never read.)
-              const VU16 v =
-                  HalfLookup(hn::ZeroExtendVector(du16, HalfBits(t)), L::Load16In(block, p));
-              uint16_t* dst = reinterpret_cast<uint16_t*>(out + j * kOutBytes);
-              if (stream) {
-                hn::Stream(v, du16, dst);
-              } else {
-                hn::StoreU(v, du16, dst);
-              }
+              StoreHalfLookup(t, L::Load16In(block, p), out + j * kOutBytes, stream);
             } else {
-              const auto ix0 = hn::IndicesFromVec(df, L::LoadIn(block, p));
-              const auto ix1 = hn::IndicesFromVec(df, L::LoadIn(block, p + kN));
-              StoreUnit(df, hn::TableLookupLanes(t, ix0), hn::TableLookupLanes(t, ix1),
-                        out + j * kOutBytes, stream);
+              StoreLookup(t, L::LoadIn(block, p), L::LoadIn(block, p + kN), out + j * kOutBytes,
+                          stream);
             }
           }
         } else {
