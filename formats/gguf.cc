@@ -277,7 +277,7 @@ StatusOr<const uint8_t*> GgufFile::Load(const GgufTensor& t, std::vector<uint8_t
     return Status::Error("GGUF tensor '" + t.name + "': unknown type " + GgmlTypeName(t.type));
   }
   if (!file_) return t.data;
-  storage->resize(static_cast<size_t>(t.bytes));
+  if (storage->size() < t.bytes) storage->resize(static_cast<size_t>(t.bytes));
   if (t.bytes > 0) {
     NIBBLE_RETURN_IF_ERROR(
         file_->Read(data_offset_ + t.offset, static_cast<size_t>(t.bytes), storage->data())

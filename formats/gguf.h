@@ -107,8 +107,10 @@ class GgufFile {
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
   const GgufValue* Find(const std::string& key) const;
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
-  // A known-type tensor's bytes: read from the file into `*storage` (an
-  // error if the file has shrunk), or its view for FromBytes.
+  // A known-type tensor's bytes: read from the file into the first bytes
+  // of `*storage` (grown when smaller, never shrunk, so a reused buffer
+  // costs no allocation; an error if the file has shrunk), or its view for
+  // FromBytes.
   StatusOr<const uint8_t*> Load(const GgufTensor& t, std::vector<uint8_t>* storage) const;
   // Copies a known-type tensor's bytes [offset, offset + n) (default: all,
   // t.bytes of them) straight to `dst`; a range past the tensor is an error.

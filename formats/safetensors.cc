@@ -297,7 +297,7 @@ StatusOr<TensorView> SafetensorsFile::Load(const SafetensorsTensor& t,
     v.data = buffer_ + t.begin;
     return v;
   }
-  storage->resize(v.size_bytes);
+  if (storage->size() < v.size_bytes) storage->resize(v.size_bytes);
   if (v.size_bytes > 0) {
     NIBBLE_RETURN_IF_ERROR(file_->Read(buffer_offset_ + t.begin, v.size_bytes, storage->data())
                                .WithPrefix("tensor '" + t.name + "'"));

@@ -57,8 +57,10 @@ class SafetensorsFile {
   const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }
   const SafetensorsTensor* Find(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
-  // The tensor's bytes: read from the file into `*storage`, or (FromBytes)
-  // a view of the caller's bytes, possibly misaligned.
+  // The tensor's bytes: read from the file into the first bytes of
+  // `*storage` (grown when smaller, never shrunk, so a reused buffer costs
+  // no allocation), or (FromBytes) a view of the caller's bytes, possibly
+  // misaligned.
   StatusOr<TensorView> Load(const SafetensorsTensor& t, std::vector<uint8_t>* storage) const;
   // Copies the tensor's bytes [offset, offset + n) (default: all, end -
   // begin of them) straight to `dst`; a range past the tensor is an error.

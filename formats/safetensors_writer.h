@@ -1,7 +1,9 @@
 // Writes a safetensors file whose tensors are produced one at a time
-// (streamed): memory stays bounded by the largest tensor. Atomic: written
-// to a temporary beside the destination, fsynced, renamed; on any error
-// nothing is left at the destination.
+// (streamed): memory stays bounded by the largest tensor written whole,
+// plus two row chunks for tensors produced in row ranges. Writing a chunk
+// overlaps producing the next one (one I/O thread). Atomic: written to a
+// temporary beside the destination, fsynced, renamed; on any error nothing
+// is left at the destination.
 #ifndef NIBBLE_FORMATS_SAFETENSORS_WRITER_H_
 #define NIBBLE_FORMATS_SAFETENSORS_WRITER_H_
 
@@ -23,12 +25,23 @@ struct SafetensorsOutput {
   // Writes exactly the tensor's bytes (elements x dtype size) to `dst`
   // (4096-byte aligned; called once, in order).
   std::function<Status(uint8_t* dst)> fill;
+  // Writes rows [r0, r1) along the first dimension (row-major bytes) to
+  // dst, which holds dst_bytes >= their size (4096-byte aligned).
+  using RowWriter = std::function<Status(int64_t r0, int64_t r1, void* dst, size_t dst_bytes)>;
+  // Optional, used instead of `fill` when set: called once, in order (after
+  // the previous tensor's last rows were produced), it returns the writer
+  // for this tensor's rows, which is then called for consecutive ranges
+  // covering all rows and dropped before the next tensor's open_rows.
+  std::function<StatusOr<RowWriter>()> open_rows;
 };
 
 struct SafetensorsWriteOptions {
   std::map<std::string, std::string> metadata;  // "__metadata__"
   // Called after each tensor: (index, tensors, bytes so far).
   std::function<void(size_t, size_t, uint64_t)> progress;
+  // Row chunks of tensors with open_rows: at most this many bytes (but at
+  // least one row).
+  uint64_t chunk_bytes = uint64_t{64} << 20;
 };
 
 Status WriteSafetensorsStreaming(const std::string& path,

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <new>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -143,8 +144,7 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path,
         ct.quantized = true;
         ct.detail = GgmlBlockDescription(t.type);
         ct.prepare = [tp, fp](DType out, CheckpointTensor::Buffers* bufs) -> StatusOr<Dequantizer> {
-          bufs->bytes.emplace_back();
-          auto d = fp->Load(*tp, &bufs->bytes.back());
+          auto d = fp->Load(*tp, bufs->NextBytes());
           if (!d.ok()) return d.status();
           return PrepareGgml(tp->type, tp->ne, *d, static_cast<size_t>(tp->bytes), out, tp->name);
         };
@@ -233,8 +233,7 @@ StatusOr<uint64_t> Checkpoint::OutputBytes(const CheckpointTensor& t, DType requ
   return elements * static_cast<uint64_t>(DTypeBits(to) / 8);
 }
 
-Status Checkpoint::Read(const CheckpointTensor& t, DType requested, int64_t row0, int64_t row1,
-                        int threads, void* dst, size_t dst_bytes) const try {
+Status Checkpoint::CheckRequest(const CheckpointTensor& t, DType requested, int threads) {
   if (!t.supported) return Status::Error("tensor '" + t.name + "': " + t.why_not);
   if (requested != DType::kUndefined && requested != DType::kFloat32 &&
       requested != DType::kFloat16 && requested != DType::kBFloat16) {
@@ -243,18 +242,71 @@ Status Checkpoint::Read(const CheckpointTensor& t, DType requested, int64_t row0
                          "bfloat16 (got " +
                          DTypeName(requested) + ")");
   }
-  NIBBLE_RETURN_IF_ERROR(CheckThreads(threads).WithPrefix("tensor '" + t.name + "'"));
-  const int64_t rows = Rows(t);
-  if (row1 < 0) row1 = rows;
-  const auto need = OutputBytes(t, requested, row0, row1);
+  return CheckThreads(threads).WithPrefix("tensor '" + t.name + "'");
+}
+
+StatusOr<uint64_t> Checkpoint::CheckRead(const CheckpointTensor& t, DType requested, int64_t row0,
+                                         int64_t* row1, int threads, const void* dst,
+                                         size_t dst_bytes) const {
+  NIBBLE_RETURN_IF_ERROR(CheckRequest(t, requested, threads));
+  if (*row1 < 0) *row1 = Rows(t);
+  const auto need = OutputBytes(t, requested, row0, *row1);
   if (!need.ok()) return need.status();
   if (dst_bytes < *need) {
     return Status::Error("tensor '" + t.name + "': the output buffer has " +
                          std::to_string(dst_bytes) + " bytes, rows [" + std::to_string(row0) +
-                         ", " + std::to_string(row1) + ") need " + std::to_string(*need));
+                         ", " + std::to_string(*row1) + ") need " + std::to_string(*need));
   }
+  if (*need > 0 && dst == nullptr) {
+    return Status::Error("tensor '" + t.name + "': the output buffer is null");
+  }
+  return *need;
+}
+
+Status Checkpoint::RunPrepared(const Dequantizer& d, const CheckpointTensor& t, int64_t row0,
+                               int64_t row1, void* dst, uint64_t need, int threads) {
+  if (need == 0) return Status::Ok();
+  if (row0 == 0 && row1 == Rows(t)) {
+    MutableTensorView y{d.output().dtype, t.shape, dst, static_cast<size_t>(need)};
+    return d.Run(y, threads);
+  }
+  return d.RunRows(row0, row1, dst, static_cast<size_t>(need), threads);
+}
+
+StatusOr<Checkpoint::RowReader> Checkpoint::PrepareRows(const CheckpointTensor& t, DType requested,
+                                                        int threads,
+                                                        CheckpointTensor::Buffers* scratch) const
+    try {
+  NIBBLE_RETURN_IF_ERROR(CheckRequest(t, requested, threads));
+  if (!t.quantized) {
+    // Copies are positioned reads of their byte range: nothing to prepare.
+    return RowReader(
+        [this, &t, requested, threads](int64_t r0, int64_t r1, void* dst, size_t dst_bytes) {
+          return Read(t, requested, r0, r1, threads, dst, dst_bytes);
+        });
+  }
+  if (scratch == nullptr) return Status::Error("tensor '" + t.name + "': no scratch buffers");
+  scratch->Reuse();
+  auto d = t.prepare(OutputDType(t, requested), scratch);
+  if (!d.ok()) return d.status();
+  auto prepared = std::make_shared<const Dequantizer>(std::move(*d));
+  return RowReader([this, &t, requested, threads, prepared](int64_t r0, int64_t r1, void* dst,
+                                                            size_t dst_bytes) -> Status {
+    const auto need = CheckRead(t, requested, r0, &r1, threads, dst, dst_bytes);
+    if (!need.ok()) return need.status();
+    return RunPrepared(*prepared, t, r0, r1, dst, *need, threads);
+  });
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("Checkpoint::PrepareRows");
+}
+
+Status Checkpoint::Read(const CheckpointTensor& t, DType requested, int64_t row0, int64_t row1,
+                        int threads, void* dst, size_t dst_bytes,
+                        CheckpointTensor::Buffers* scratch) const try {
+  const auto need = CheckRead(t, requested, row0, &row1, threads, dst, dst_bytes);
+  if (!need.ok()) return need.status();
   if (*need == 0) return Status::Ok();
-  if (dst == nullptr) return Status::Error("tensor '" + t.name + "': the output buffer is null");
+  const int64_t rows = Rows(t);
   uint8_t* const out = static_cast<uint8_t*>(dst);
   if (!t.quantized) {
     if (rows > 0 && t.stored_bytes % static_cast<uint64_t>(rows) != 0) {
@@ -283,21 +335,19 @@ Status Checkpoint::Read(const CheckpointTensor& t, DType requested, int64_t row0
     }
     return Status::Ok();
   }
-  CheckpointTensor::Buffers buffers;
-  auto d = t.prepare(OutputDType(t, requested), &buffers);
+  CheckpointTensor::Buffers own;
+  CheckpointTensor::Buffers* buffers = scratch != nullptr ? scratch : &own;
+  buffers->Reuse();
+  auto d = t.prepare(OutputDType(t, requested), buffers);
   if (!d.ok()) return d.status();
-  if (row0 == 0 && row1 == rows) {
-    MutableTensorView y{d->output().dtype, t.shape, dst, static_cast<size_t>(*need)};
-    return d->Run(y, threads);
-  }
-  return d->RunRows(row0, row1, dst, dst_bytes, threads);
+  return RunPrepared(*d, t, row0, row1, dst, *need, threads);
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("Checkpoint::Read");
 }
 
-Status Checkpoint::Fill(const CheckpointTensor& t, DType requested, int threads,
-                        uint8_t* dst) const {
-  return Read(t, requested, 0, -1, threads, dst, SIZE_MAX);
+Status Checkpoint::Fill(const CheckpointTensor& t, DType requested, int threads, uint8_t* dst,
+                        CheckpointTensor::Buffers* scratch) const {
+  return Read(t, requested, 0, -1, threads, dst, SIZE_MAX, scratch);
 }
 
 StatusOr<Tensor> Checkpoint::Read(const CheckpointTensor& t, DType requested, int64_t row0,
@@ -441,6 +491,9 @@ Status DequantHfToFolder(const Checkpoint& ck, const std::string& in, const std:
   NIBBLE_RETURN_IF_ERROR(internal::SelectTensors(ck, options, in, report, &chosen));
   std::vector<HfFolderItem> items;
   DType model_dtype = options.dtype;
+  // The writer prepares tensors one at a time (reading each in row
+  // chunks): they share one set of input buffers.
+  const auto scratch = std::make_shared<CheckpointTensor::Buffers>();
   for (const CheckpointTensor* t : chosen) {
     HfFolderItem it;
     it.out.name = t->name;
@@ -452,7 +505,9 @@ Status DequantHfToFolder(const Checkpoint& ck, const std::string& in, const std:
     const DType req = options.dtype;
     const int threads = options.threads;
     const Checkpoint* c = &ck;
-    it.out.fill = [c, t, req, threads](uint8_t* dst) { return c->Fill(*t, req, threads, dst); };
+    it.out.open_rows = [c, t, req, threads, scratch]() {
+      return c->PrepareRows(*t, req, threads, scratch.get());
+    };
     items.push_back(std::move(it));
     if (t->quantized) {
       ++report->dequantized;
@@ -508,6 +563,9 @@ Status DequantOpenCheckpoint(const Checkpoint& ck, const std::string& in, const 
   NIBBLE_RETURN_IF_ERROR(internal::SelectTensors(ck, options, in, report, &chosen));
   std::vector<SafetensorsOutput> outs;
   const Checkpoint* c = &ck;
+  // The writer prepares tensors one at a time (reading each in row
+  // chunks): they share one set of input buffers.
+  const auto scratch = std::make_shared<CheckpointTensor::Buffers>();
   for (const CheckpointTensor* t : chosen) {
     SafetensorsOutput o;
     o.name = t->name;
@@ -515,7 +573,9 @@ Status DequantOpenCheckpoint(const Checkpoint& ck, const std::string& in, const 
     o.shape = t->shape;
     const DType req = options.dtype;
     const int threads = options.threads;
-    o.fill = [c, t, req, threads](uint8_t* dst) { return c->Fill(*t, req, threads, dst); };
+    o.open_rows = [c, t, req, threads, scratch]() {
+      return c->PrepareRows(*t, req, threads, scratch.get());
+    };
     outs.push_back(std::move(o));
     if (t->quantized) {
       ++report->dequantized;

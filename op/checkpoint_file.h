@@ -43,9 +43,25 @@ struct CheckpointTensor {
   // writes `shape`.
   // What a prepared Dequantizer references (kept by the caller until the
   // Dequantizer is gone): bytes read from files, and tensors (filled in
-  // place, never resized after the Dequantizer is built).
+  // place, never resized after the Dequantizer is built). One Buffers may
+  // serve tensor after tensor (Reuse() between them): its byte buffers keep
+  // their memory, so a sequence of tensors allocates — and touches fresh
+  // pages — only where one needs more than the ones before it.
   struct Buffers {
+    // A byte buffer for the next input read (Load() grows it as needed and
+    // never shrinks it; only its first bytes may belong to this tensor).
+    std::vector<uint8_t>* NextBytes() {
+      if (next_bytes == bytes.size()) bytes.emplace_back();
+      return &bytes[next_bytes++];
+    }
+    // Forgets the previous tensor's inputs, keeping the byte buffers'
+    // memory for the next one.
+    void Reuse() {
+      next_bytes = 0;
+      tensors.clear();
+    }
     std::vector<std::vector<uint8_t>> bytes;
+    size_t next_bytes = 0;
     std::vector<Tensor> tensors;
   };
   std::function<StatusOr<Dequantizer>(DType, Buffers*)> prepare;
@@ -102,13 +118,28 @@ class Checkpoint {
   // may read tensors of one open Checkpoint at once (positioned reads, no
   // shared mutable state). Errors name the tensor; nothing is written past
   // the range's bytes.
+  // `scratch` (optional; one thread's at a time): input buffers reused from
+  // an earlier Read (CheckpointTensor::Buffers) — a caller reading tensor
+  // after tensor passes the same one and saves an allocation per input.
   Status Read(const CheckpointTensor& t, DType requested, int64_t row0, int64_t row1, int threads,
-              void* dst, size_t dst_bytes) const;
-  // Same, into a new tensor of shape t.shape with shape[0] = row1 - row0.
+              void* dst, size_t dst_bytes, CheckpointTensor::Buffers* scratch = nullptr) const;
+  // Reads rows [r0, r1) of one prepared tensor into dst (as Read does).
+  using RowReader = std::function<Status(int64_t r0, int64_t r1, void* dst, size_t dst_bytes)>;
+  // Prepares `t` once (reads its packed inputs into *scratch and lowers
+  // them) for any number of row-range reads: the way to read one large
+  // tensor in pieces (Read() prepares on every call). The result refers to
+  // *this, `t` and *scratch, which must outlive it; scratch serves one
+  // prepared tensor at a time (preparing another reuses it). Same
+  // arguments, errors and bits as Read().
+  StatusOr<RowReader> PrepareRows(const CheckpointTensor& t, DType requested, int threads,
+                                  CheckpointTensor::Buffers* scratch) const;
+  // Same as Read, into a new tensor of shape t.shape with shape[0] = row1 - row0.
   StatusOr<Tensor> Read(const CheckpointTensor& t, DType requested, int64_t row0 = 0,
                         int64_t row1 = -1, int threads = 0) const;
-  // Writes all of `t` to dst, which holds its OutputBytes().
-  Status Fill(const CheckpointTensor& t, DType requested, int threads, uint8_t* dst) const;
+  // Writes all of `t` to dst, which holds its OutputBytes() (scratch: as
+  // for Read).
+  Status Fill(const CheckpointTensor& t, DType requested, int threads, uint8_t* dst,
+              CheckpointTensor::Buffers* scratch = nullptr) const;
   // Every file the checkpoint was read from (outputs must be none of them).
   const InputFiles& inputs() const { return inputs_; }
   // `t` as float32 values (for the group-size study).
@@ -126,6 +157,16 @@ class Checkpoint {
   const std::string& hf_config_json() const { return hf_config_json_; }
 
  private:
+  // The checks of the tensor, the output type and the thread count.
+  static Status CheckRequest(const CheckpointTensor& t, DType requested, int threads);
+  // Read()'s checks of the request and the destination; the bytes it
+  // writes (row1 = -1 resolved).
+  StatusOr<uint64_t> CheckRead(const CheckpointTensor& t, DType requested, int64_t row0,
+                               int64_t* row1, int threads, const void* dst, size_t dst_bytes) const;
+  // Rows [row0, row1) of a prepared quantized tensor into dst (`need`
+  // bytes, checked).
+  static Status RunPrepared(const Dequantizer& d, const CheckpointTensor& t, int64_t row0,
+                            int64_t row1, void* dst, uint64_t need, int threads);
   std::string description_;
   std::vector<std::pair<std::string, std::string>> props_;
   std::vector<CheckpointTensor> tensors_;

@@ -32,8 +32,7 @@ uint64_t BytesOf(const Entry* e) { return e == nullptr ? 0 : e->tensor->end - e-
 // Reads one input tensor (null entry: absent) into a new buffer.
 Status LoadInto(const Entry* x, CheckpointTensor::Buffers* bufs, std::optional<TensorView>* out) {
   if (x == nullptr) return Status::Ok();
-  bufs->bytes.emplace_back();
-  auto v = x->file->Load(*x->tensor, &bufs->bytes.back());
+  auto v = x->file->Load(*x->tensor, bufs->NextBytes());
   if (!v.ok()) return v.status();
   *out = *v;
   return Status::Ok();

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <new>
 #include <set>
 #include <system_error>
@@ -290,6 +291,9 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
   int64_t vocab = 0;
   int dequantized = 0;
   const Checkpoint* c = &*ck;
+  // The writer prepares tensors one at a time: they share one set of
+  // input buffers.
+  const auto scratch = std::make_shared<CheckpointTensor::Buffers>();
   for (const CheckpointTensor* t : chosen) {
     const std::string hf = HfTensorName(arch, t->source);
     if (hf.empty()) {
@@ -336,11 +340,17 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
     const DType req = options.dtype;
     const int threads = options.threads;
     const std::string src = t->source;
-    it.out.fill = [c, t, req, threads, heads, rows, row_bytes, src](uint8_t* dst) -> Status {
-      NIBBLE_RETURN_IF_ERROR(c->Fill(*t, req, threads, dst));
-      if (heads == 0) return Status::Ok();
-      return UnpermuteQkRows(dst, rows, row_bytes, heads).WithPrefix("tensor '" + src + "'");
-    };
+    if (heads == 0) {
+      it.out.open_rows = [c, t, req, threads, scratch]() {
+        return c->PrepareRows(*t, req, threads, scratch.get());
+      };
+    } else {  // rows permuted within each head: the whole tensor at once
+      it.out.fill = [c, t, req, threads, rows, row_bytes, src, heads,
+                     scratch](uint8_t* dst) -> Status {
+        NIBBLE_RETURN_IF_ERROR(c->Fill(*t, req, threads, dst, scratch.get()));
+        return UnpermuteQkRows(dst, rows, row_bytes, heads).WithPrefix("tensor '" + src + "'");
+      };
+    }
     items.push_back(std::move(it));
   }
   if (items.empty()) return Status::Error(who + ": no tensors to write");

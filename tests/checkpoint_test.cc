@@ -1093,6 +1093,9 @@ TEST_CASE("dequant: truncated / corrupted inputs fail cleanly and write nothing"
 // Every row range, output type and thread count of Checkpoint::Read gives
 // exactly the bytes of the same rows of the whole tensor.
 void CheckRowReads(const Checkpoint& ck, std::mt19937* rng) {
+  // One set of input buffers reused by every tensor, type and reader below
+  // (tensors of different sizes one after another, as the file writers do).
+  CheckpointTensor::Buffers scratch;
   for (const CheckpointTensor& t : ck.tensors()) {
     if (!t.supported) continue;
     for (DType d : {DType::kUndefined, DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
@@ -1100,6 +1103,16 @@ void CheckRowReads(const Checkpoint& ck, std::mt19937* rng) {
       CAPTURE(DTypeName(d));
       auto whole = ck.Read(t, d);
       REQUIRE_MESSAGE(whole.ok(), whole.status().message());
+      {  // Whole reads through the reused buffers.
+        std::vector<uint8_t> again(whole->size_bytes() + 1, 0xA5);
+        const Status st = ck.Read(t, d, 0, -1, 1, again.data(), whole->size_bytes(), &scratch);
+        REQUIRE_MESSAGE(st.ok(), st.message());
+        CHECK(again.back() == 0xA5);
+        CHECK(std::memcmp(again.data(), whole->data(), whole->size_bytes()) == 0);
+      }
+      // Prepared once, read in pieces (the file writers' way).
+      auto prepared = ck.PrepareRows(t, d, 0, &scratch);
+      REQUIRE_MESSAGE(prepared.ok(), prepared.status().message());
       CHECK(whole->dtype() == ck.OutputDType(t, d));
       CHECK(whole->shape() == t.shape);
       const int64_t rows = Checkpoint::Rows(t);
@@ -1128,6 +1141,14 @@ void CheckRowReads(const Checkpoint& ck, std::mt19937* rng) {
                             static_cast<const uint8_t*>(whole->data()) +
                                 row_bytes * static_cast<size_t>(r0),
                             static_cast<size_t>(*n)) == 0);
+          std::fill(got.begin(), got.end(), uint8_t{0xA5});
+          const Status sp = (*prepared)(r0, r1, got.data(), *n);
+          REQUIRE_MESSAGE(sp.ok(), sp.message());
+          CHECK(got.back() == 0xA5);
+          CHECK(std::memcmp(got.data(),
+                            static_cast<const uint8_t*>(whole->data()) +
+                                row_bytes * static_cast<size_t>(r0),
+                            static_cast<size_t>(*n)) == 0);
         }
       }
     }
@@ -1149,6 +1170,20 @@ void CheckRowReads(const Checkpoint& ck, std::mt19937* rng) {
       CHECK(!ck.Read(t, DType::kInt8, 0, 1, 1, small.data(), small.size()).ok());
       CHECK(!ck.Read(t, DType::kFloat32, 0, 1, -1, small.data(), small.size()).ok());
       CHECK(!ck.Read(t, DType::kFloat32, 0, 1, 1, nullptr, small.size()).ok());
+      // A prepared reader checks each range and buffer the same way.
+      auto prepared = ck.PrepareRows(t, DType::kFloat32, 1, &scratch);
+      REQUIRE(prepared.ok());
+      for (const auto& [r0, r1] : std::vector<std::pair<int64_t, int64_t>>{
+               {-1, 1}, {1, 0}, {0, rows + 1}, {rows + 1, rows + 2}}) {
+        const Status sp = (*prepared)(r0, r1, buf.data(), buf.size());
+        CHECK(!sp.ok());
+        CHECK(sp.message().find(t.name) != std::string::npos);
+      }
+      CHECK((*prepared)(0, 1, small.data(), small.size() - 1).message().find("need") !=
+            std::string::npos);
+      CHECK(!(*prepared)(0, 1, nullptr, small.size()).ok());
+      CHECK(!ck.PrepareRows(t, DType::kInt8, 1, &scratch).ok());
+      CHECK(!ck.PrepareRows(t, DType::kFloat32, -1, &scratch).ok());
     }
     CHECK(std::all_of(buf.begin(), buf.end(), [](uint8_t b) { return b == 0x5A; }));
   }

@@ -6,7 +6,8 @@
 //   llama_tiny.gguf   a one-layer llama with transformers-mappable names (--hf) (listed by inspect,
 //   refused by dequant) truncated.gguf, truncated/ (a GPTQ folder with a cut safetensors file),
 //   marlin/      a GPTQ folder whose config asks for the marlin format
-// Usage: make_checkpoints OUTDIR [--large N K]  (large: a GPTQ folder of one N x K layer)
+// Usage: make_checkpoints OUTDIR [--large N K [LAYERS]]  (large: a GPTQ folder of LAYERS
+// (default 1) N x K layers, G = 128)
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -31,7 +32,10 @@ int Fail(const Status& s) {
   return 1;
 }
 
-Status WriteGptq(const fs::path& dir, int64_t N, int64_t K, int64_t G, bool act_order) {
+// `layers` > 1: the same quantized weight stored under `layers` names
+// (model.layers.L.self_attn.q_proj), a multi-GB checkpoint made quickly.
+Status WriteGptq(const fs::path& dir, int64_t N, int64_t K, int64_t G, bool act_order,
+                 int layers = 1) {
   fs::create_directories(dir);
   const auto w = MakeLlmLikeWeight(N, K, 21);
   std::vector<int32_t> gidx;
@@ -42,13 +46,16 @@ Status WriteGptq(const fs::path& dir, int64_t N, int64_t K, int64_t G, bool act_
   if (!t.ok()) return t.status();
   auto bias = *Tensor::Allocate(DType::kFloat32, {N});
   for (int64_t n = 0; n < N; ++n) bias.data_as<float>()[n] = 0.25f * static_cast<float>(n);
-  const std::string p = "model.layers.0.self_attn.q_proj";
-  NIBBLE_RETURN_IF_ERROR(
-      WriteSafetensors((dir / "model.safetensors").string(), {{p + ".qweight", &t->qweight},
-                                                              {p + ".qzeros", &t->qzeros},
-                                                              {p + ".scales", &t->scales},
-                                                              {p + ".g_idx", &t->g_idx},
-                                                              {p + ".bias", &bias}}));
+  std::vector<std::pair<std::string, const Tensor*>> tensors;
+  for (int l = 0; l < layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".self_attn.q_proj";
+    tensors.insert(tensors.end(), {{p + ".qweight", &t->qweight},
+                                   {p + ".qzeros", &t->qzeros},
+                                   {p + ".scales", &t->scales},
+                                   {p + ".g_idx", &t->g_idx},
+                                   {p + ".bias", &bias}});
+  }
+  NIBBLE_RETURN_IF_ERROR(WriteSafetensors((dir / "model.safetensors").string(), tensors));
   WriteText(
       (dir / "config.json").string(),
       R"({"model_type":"llama","quantization_config":{"quant_method":"gptq","bits":4,"group_size":)" +
@@ -58,19 +65,25 @@ Status WriteGptq(const fs::path& dir, int64_t N, int64_t K, int64_t G, bool act_
 }
 
 int Main(int argc, char** argv) {
-  if (const int rc = CheckGeneratorArgs(argc, argv, "make_checkpoints OUTDIR [--large N K]");
+  if (const int rc =
+          CheckGeneratorArgs(argc, argv, "make_checkpoints OUTDIR [--large N K [LAYERS]]");
       rc >= 0) {
     return rc;
   }
   if (argc < 2) {
-    std::cerr << "usage: make_checkpoints OUTDIR [--large N K]\n";
+    std::cerr << "usage: make_checkpoints OUTDIR [--large N K [LAYERS]]\n";
     return 2;
   }
   const fs::path out = argv[1];
   fs::create_directories(out);
-  if (argc == 5 && std::string(argv[2]) == "--large") {
+  if ((argc == 5 || argc == 6) && std::string(argv[2]) == "--large") {
+    const int layers = argc == 6 ? std::atoi(argv[5]) : 1;
+    if (layers < 1 || layers > 100000) {
+      std::cerr << "make_checkpoints: LAYERS must be 1..100000\n";
+      return 2;
+    }
     const Status s =
-        WriteGptq(out / "large_gptq", std::atoll(argv[3]), std::atoll(argv[4]), 128, false);
+        WriteGptq(out / "large_gptq", std::atoll(argv[3]), std::atoll(argv[4]), 128, false, layers);
     return s.ok() ? 0 : Fail(s);
   }
   Status s = WriteGptq(out / "gptq", 64, 256, 64, true);

@@ -11,11 +11,14 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/tensor.h"
 #include "formats/atomic_file.h"
 #include "formats/files.h"
 #include "formats/onnx_writer.h"
+#include "formats/safetensors_writer.h"
 #include "op/dequantizer.h"
 #include "op/onnx.h"
 
@@ -148,6 +151,121 @@ TEST_CASE("AtomicFile links straight to a free name and replaces an existing fil
   int n = 0;
   for (const auto& e : fs::directory_iterator(d)) n += e.is_regular_file() ? 1 : 0;
   CHECK(n == 1);  // no temporary left
+  fs::remove_all(d);
+}
+
+// A tensor of `shape` whose byte k is Byte(seed, k), produced whole or in
+// row ranges; row ranges are recorded in *calls.
+uint8_t StreamByte(int seed, uint64_t k) {
+  return static_cast<uint8_t>(static_cast<uint64_t>(seed) * 31 + k * 7 + k / 5);
+}
+
+SafetensorsOutput StreamTensor(const std::string& name, DType dtype, Shape shape, int seed,
+                               bool rows, std::vector<std::pair<int64_t, int64_t>>* calls,
+                               int fail_at_call = -1) {
+  SafetensorsOutput o;
+  o.name = name;
+  o.dtype = dtype;
+  o.shape = shape;
+  uint64_t n = static_cast<uint64_t>(DTypeBits(dtype) / 8);
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+  const int64_t nrows = shape.empty() ? 1 : shape[0];
+  if (!rows) {
+    o.fill = [n, seed](uint8_t* dst) {
+      for (uint64_t k = 0; k < n; ++k) dst[k] = StreamByte(seed, k);
+      return Status::Ok();
+    };
+    return o;
+  }
+  o.open_rows = [=]() -> StatusOr<SafetensorsOutput::RowWriter> {
+    if (fail_at_call == 0) return Status::Error("cannot open " + name);
+    return SafetensorsOutput::RowWriter(
+        [=](int64_t r0, int64_t r1, void* dst, size_t dst_bytes) -> Status {
+          calls->emplace_back(r0, r1);
+          if (static_cast<int>(calls->size()) == fail_at_call) {
+            return Status::Error("rows of " + name + " failed");
+          }
+          const uint64_t row_bytes = n / static_cast<uint64_t>(nrows);
+          const uint64_t begin = row_bytes * static_cast<uint64_t>(r0);
+          const uint64_t count = row_bytes * static_cast<uint64_t>(r1 - r0);
+          REQUIRE(dst_bytes >= count);
+          REQUIRE(reinterpret_cast<uintptr_t>(dst) % 4096 == 0);
+          auto* p = static_cast<uint8_t*>(dst);
+          for (uint64_t k = 0; k < count; ++k) p[k] = StreamByte(seed, begin + k);
+          return Status::Ok();
+        });
+  };
+  return o;
+}
+
+TEST_CASE(
+    "WriteSafetensorsStreaming: row chunks of any size == whole tensors, failures leave nothing") {
+  const fs::path d = FreshDir("stream");
+  struct Spec {
+    const char* name;
+    DType dtype;
+    Shape shape;
+  };
+  const std::vector<Spec> specs = {
+      {"a", DType::kFloat32, {7, 5}},      {"b", DType::kFloat16, {3}},
+      {"empty", DType::kFloat32, {0, 4}},  {"s", DType::kFloat32, {}},
+      {"c", DType::kBFloat16, {13, 3, 2}}, {"d", DType::kFloat16, {1, 9}}};
+  auto outputs = [&](int mode, std::vector<std::pair<int64_t, int64_t>>* calls, int fail_at) {
+    std::vector<SafetensorsOutput> outs;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      // mode 0: all whole; 1: all in rows; 2: alternating.
+      const bool rows = mode == 1 || (mode == 2 && i % 2 == 0);
+      outs.push_back(StreamTensor(specs[i].name, specs[i].dtype, specs[i].shape,
+                                  static_cast<int>(i), rows, calls, fail_at));
+    }
+    return outs;
+  };
+  std::vector<std::pair<int64_t, int64_t>> calls;
+  SafetensorsWriteOptions wo;
+  wo.metadata["format"] = "pt";
+  REQUIRE(WriteSafetensorsStreaming((d / "whole.safetensors").string(), outputs(0, &calls, -1), wo)
+              .ok());
+  CHECK(calls.empty());
+  const std::string want = ReadText(d / "whole.safetensors");
+  for (uint64_t chunk : {uint64_t{1}, uint64_t{20}, uint64_t{64}, uint64_t{1} << 20}) {
+    for (int mode : {1, 2}) {
+      CAPTURE(chunk);
+      CAPTURE(mode);
+      calls.clear();
+      wo.chunk_bytes = chunk;
+      const fs::path p = d / "rows.safetensors";
+      REQUIRE(WriteSafetensorsStreaming(p.string(), outputs(mode, &calls, -1), wo).ok());
+      CHECK(ReadText(p) == want);
+      // Each streamed tensor's ranges are consecutive and cover its rows.
+      CHECK(!calls.empty());
+      for (size_t k = 0; k + 1 < calls.size(); ++k) {
+        CHECK((calls[k + 1].first == calls[k].second || calls[k + 1].first == 0));
+      }
+    }
+  }
+  // A producer failing at its open or at any chunk: an error, no file.
+  fs::remove(d / "rows.safetensors");
+  for (int fail_at : {0, 1, 2, 5}) {
+    CAPTURE(fail_at);
+    calls.clear();
+    wo.chunk_bytes = 20;
+    const fs::path p = d / "fail.safetensors";
+    const Status st = WriteSafetensorsStreaming(p.string(), outputs(1, &calls, fail_at), wo);
+    CHECK(!st.ok());
+    CHECK(st.message().find(fail_at == 0 ? "cannot open a" : "failed") != std::string::npos);
+    CHECK(!fs::exists(p));
+  }
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(d)) files += e.is_regular_file() ? 1 : 0;
+  CHECK(files == 1);  // whole.safetensors only: no temporary left
+  // A tensor that nothing produces is refused before anything is written.
+  std::vector<SafetensorsOutput> none(1);
+  none[0].name = "x";
+  none[0].shape = {2};
+  CHECK(WriteSafetensorsStreaming((d / "none.safetensors").string(), none, wo)
+            .message()
+            .find("nothing produces") != std::string::npos);
+  CHECK(!fs::exists(d / "none.safetensors"));
   fs::remove_all(d);
 }
 
