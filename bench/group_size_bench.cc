@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <random>
 #include <sstream>
 
 #include "CLI/CLI.hpp"
@@ -160,6 +161,7 @@ struct BenchLayout {
   bool onnx;           // ONNX dense int4 (DequantizeLinear) instead of PMX int4x4
   std::string family;  // "" (PMX / ONNX), "gptq", "awq", "gguf"
   uint32_t ggml_type = 0;
+  bool act_order = false;  // gptq: input channels in a random order (g_idx)
 };
 
 bool FindLayout(const std::string& name, BenchLayout* l) {
@@ -175,6 +177,8 @@ bool FindLayout(const std::string& name, BenchLayout* l) {
     *l = {name, 8, 1, false, ""};
   else if (name == "gptq")
     *l = {name, 4, 0, false, "gptq"};
+  else if (name == "gptq-act")
+    *l = {name, 4, 0, false, "gptq", 0, /*act_order=*/true};
   else if (name == "awq")
     *l = {name, 4, 0, false, "awq"};
   else if (const uint32_t t = DequantizableGgmlTypeId(name); t != 0)
@@ -193,13 +197,16 @@ struct BenchWeight {
   std::vector<uint8_t> gguf;
   uint32_t ggml_type = 0;
   bool synthetic = false;  // gguf: random codes, no quantizer (speed only)
+  bool act_order = false;  // gptq: g_idx passed (channels in a random order)
   int64_t n = 0, k = 0, group = 0;
   StatusOr<Dequantizer> Prepare(DType out, const std::string& name) const {
     if (gptq) {
       GptqOptions o;
       o.group_size = group;
       const TensorView z = gptq->qzeros.view();
-      return PrepareGptq(o, gptq->qweight.view(), &z, gptq->scales.view(), nullptr, out, name);
+      const TensorView g = gptq->g_idx.view();
+      return PrepareGptq(o, gptq->qweight.view(), &z, gptq->scales.view(), act_order ? &g : nullptr,
+                         out, name);
     }
     if (awq) {
       const TensorView z = awq->qzeros.view();
@@ -227,7 +234,21 @@ Status QuantizeFor(const BenchLayout& layout, const float* w, int64_t n, int64_t
   bw->k = k;
   bw->group = g == 0 ? -1 : g;
   if (layout.family == "gptq") {
-    auto q = QuantizeGptq(w, n, k, bw->group, /*sym=*/false, /*v2=*/false);
+    std::vector<int32_t> g_idx;
+    if (layout.act_order && g != 0) {
+      // desc_act: channels quantized in a (Hessian-derived) order, the i-th
+      // of which falls in group i / G: a fixed random permutation here.
+      std::vector<int64_t> order(static_cast<size_t>(k));
+      for (int64_t c = 0; c < k; ++c) order[static_cast<size_t>(c)] = c;
+      std::mt19937_64 rng(1234);
+      std::shuffle(order.begin(), order.end(), rng);
+      g_idx.resize(static_cast<size_t>(k));
+      for (int64_t i = 0; i < k; ++i) {
+        g_idx[static_cast<size_t>(order[static_cast<size_t>(i)])] = static_cast<int32_t>(i / g);
+      }
+    }
+    bw->act_order = layout.act_order;
+    auto q = QuantizeGptq(w, n, k, bw->group, /*sym=*/false, /*v2=*/false, g_idx);
     if (!q.ok()) return q.status();
     bw->gptq = std::move(*q);
     return Status::Ok();
@@ -495,8 +516,8 @@ void AddBenchOptions(CLI::App* app, BenchOptions* o) {
       ->delimiter(',')
       ->capture_default_str()
       ->check(CLI::Range(0, kMaxThreads));
-  std::vector<std::string> layouts = {"pmx-q1", "pmx-q0", "onnx-b1", "onnx-b0",
-                                      "int8",   "gptq",   "awq"};
+  std::vector<std::string> layouts = {"pmx-q1", "pmx-q0", "onnx-b1",  "onnx-b0",
+                                      "int8",   "gptq",   "gptq-act", "awq"};
   std::string ggml = DequantizableGgmlTypeNames();
   for (size_t at = 0; at < ggml.size();) {
     const size_t comma = ggml.find(", ", at);
@@ -507,7 +528,8 @@ void AddBenchOptions(CLI::App* app, BenchOptions* o) {
                   "Layouts: pmx-q1 (PMX int4x4, groups along K), pmx-q0 (groups along N), "
                   "onnx-b1 (ONNX int4 blocked along the last axis), onnx-b0 (ONNX int4 "
                   "blocked along axis 0, ONNX Runtime's [K, N]), int8 (PMX int8), gptq, awq "
-                  "(GPTQ / AWQ GEMM, written as the [N, K] weight), and the GGUF types " +
+                  "(GPTQ / AWQ GEMM, written as the [N, K] weight), gptq-act (GPTQ with "
+                  "act-order: g_idx of a random channel order), and the GGUF types " +
                       ggml +
                       " (their own block size, run once; types nibble cannot quantize use "
                       "synthetic codes and report speed only)")

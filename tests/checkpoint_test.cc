@@ -177,6 +177,64 @@ TEST_CASE("GPTQ: a non-monotonic g_idx picks each channel's group - contiguous g
   CHECK(bad.status().message() == "GPTQ 'layer': g_idx[3] = 2 is outside the 2 groups");
 }
 
+TEST_CASE(
+    "act-order GPTQ: the [N, K] output == the scalar reference transposed, any shape, type, "
+    "threads") {
+  // Shapes spanning several 512-column bands and 256-row tiles with partial
+  // ones, view rows (K) whose 64-byte runs are whole (register transpose)
+  // or not (element path), and row ranges read on their own.
+  std::mt19937 rng(5);
+  struct Case {
+    int64_t N, K, G;
+  };
+  for (const Case c : {Case{1032, 544, 32}, Case{40, 136, 8}, Case{600, 64, 16}, Case{8, 40, 8}}) {
+    const std::vector<float> w = MakeLlmLikeWeight(c.N, c.K, 9);
+    std::vector<int32_t> g_idx(static_cast<size_t>(c.K));
+    for (int64_t k = 0; k < c.K; ++k) g_idx[static_cast<size_t>(k)] = static_cast<int32_t>(k / c.G);
+    std::shuffle(g_idx.begin(), g_idx.end(), rng);
+    auto q = QuantizeGptq(w.data(), c.N, c.K, c.G, false, false, g_idx);
+    REQUIRE(q.ok());
+    GptqOptions o;
+    o.group_size = c.G;
+    const TensorView z = q->qzeros.view(), g = q->g_idx.view();
+    for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+      CAPTURE(c.N);
+      CAPTURE(c.K);
+      CAPTURE(DTypeName(dt));
+      auto d = PrepareGptq(o, q->qweight.view(), &z, q->scales.view(), &g, dt, "w");
+      REQUIRE(d.ok());
+      REQUIRE(d->output_transposed());
+      REQUIRE(d->rows() == c.K);
+      REQUIRE(d->cols() == c.N);
+      const size_t eb = static_cast<size_t>(DTypeBits(dt) / 8);
+      std::vector<uint8_t> view(static_cast<size_t>(c.K * c.N) * eb);
+      DequantizeTileReference(d->plan(), 0, c.K, 0, c.N, view.data(), c.N);
+      std::vector<uint8_t> want(view.size());
+      for (int64_t k = 0; k < c.K; ++k) {
+        for (int64_t n = 0; n < c.N; ++n) {
+          std::memcpy(&want[static_cast<size_t>(n * c.K + k) * eb],
+                      &view[static_cast<size_t>(k * c.N + n) * eb], eb);
+        }
+      }
+      for (int threads : {1, 2, 3, 0}) {
+        CAPTURE(threads);
+        auto y = d->Run(threads);
+        REQUIRE(y.ok());
+        REQUIRE(y->size_bytes() == want.size());
+        CHECK(std::memcmp(y->data(), want.data(), want.size()) == 0);
+      }
+      // Output rows [r0, r1) alone, one guard byte after them.
+      const int64_t r0 = static_cast<int64_t>(rng() % static_cast<uint32_t>(c.N));
+      const int64_t r1 = r0 + 1 + static_cast<int64_t>(rng() % static_cast<uint32_t>(c.N - r0));
+      const size_t n = static_cast<size_t>((r1 - r0) * c.K) * eb;
+      std::vector<uint8_t> part(n + 1, 0xA5);
+      REQUIRE(d->RunRows(r0, r1, part.data(), n, 2).ok());
+      CHECK(part.back() == 0xA5);
+      CHECK(std::memcmp(part.data(), &want[static_cast<size_t>(r0 * c.K) * eb], n) == 0);
+    }
+  }
+}
+
 TEST_CASE("AWQ: nibble i of a word holds column 8c + [0,2,4,6,1,3,5,7][i]") {
   std::vector<uint32_t> qweight(1, 0x76543210u);  // K 1, N 8: nibble i = i
   std::vector<uint32_t> qzeros(1, 0);
