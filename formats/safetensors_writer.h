@@ -40,8 +40,10 @@ struct SafetensorsWriteOptions {
   // Called after each tensor: (index, tensors, bytes so far).
   std::function<void(size_t, size_t, uint64_t)> progress;
   // Row chunks of tensors with open_rows: at most this many bytes (but at
-  // least one row).
-  uint64_t chunk_bytes = uint64_t{64} << 20;
+  // least one row). 4, 16 and 64 MiB converted a 3 GiB GPTQ checkpoint in
+  // the same time (within the noise); 16 MiB keeps the two chunk buffers
+  // at 32 MiB.
+  uint64_t chunk_bytes = uint64_t{16} << 20;
 };
 
 Status WriteSafetensorsStreaming(const std::string& path,
