@@ -20,6 +20,7 @@
 #include "formats/hf_config.h"
 #include "formats/safetensors.h"
 #include "formats/safetensors_writer.h"
+#include "kernels/convert.h"
 #include "op/checkpoint.h"
 #include "op/hf_checkpoint.h"
 #include "op/hf_export.h"
@@ -318,20 +319,18 @@ Status Checkpoint::Read(const CheckpointTensor& t, DType requested, int64_t row0
     const uint64_t stored = row_bytes * static_cast<uint64_t>(row1 - row0);
     const DType to = OutputDType(t, requested);
     if (to == t.stored_dtype) return t.read_stored(offset, stored, out);
-    // A float copy in another float type: each value rounded once.
-    std::vector<uint8_t> bytes(static_cast<size_t>(stored));
-    NIBBLE_RETURN_IF_ERROR(t.read_stored(offset, stored, bytes.data()));
-    const int64_t n =
-        static_cast<int64_t>(stored / static_cast<uint64_t>(DTypeBits(t.stored_dtype) / 8));
-    const TensorView v{t.stored_dtype, Shape{n}, bytes.data(), bytes.size()};
-    for (int64_t k = 0; k < n; ++k) {
-      const float x = FloatElement(v, k);
-      if (to == DType::kFloat32) {
-        std::memcpy(out + 4 * k, &x, 4);
-      } else {
-        const uint16_t h = to == DType::kFloat16 ? F16FromF32(x) : BF16FromF32(x);
-        std::memcpy(out + 2 * k, &h, 2);
-      }
+    // A float copy in another float type: each value rounded once. Read in
+    // pieces of at most 4 MiB (a multi-GB embedding is not held twice).
+    const uint64_t in_bytes = static_cast<uint64_t>(DTypeBits(t.stored_dtype) / 8);
+    const uint64_t out_bytes = static_cast<uint64_t>(DTypeBits(to) / 8);
+    const uint64_t n = stored / in_bytes;
+    const uint64_t piece = std::min<uint64_t>(n, uint64_t{1} << 20);
+    std::vector<uint8_t> bytes(static_cast<size_t>(piece * in_bytes));
+    for (uint64_t k = 0; k < n; k += piece) {
+      const uint64_t m = std::min(piece, n - k);
+      NIBBLE_RETURN_IF_ERROR(t.read_stored(offset + k * in_bytes, m * in_bytes, bytes.data()));
+      ConvertFloats(internal::OutTypeOf(t.stored_dtype), bytes.data(), internal::OutTypeOf(to),
+                    out + k * out_bytes, static_cast<int64_t>(m));
     }
     return Status::Ok();
   }

@@ -41,6 +41,13 @@ inline DType OutDTypeOf(OutType t) {
                             : (t == OutType::kF16 ? DType::kFloat16 : DType::kBFloat16);
 }
 
+// The plan output type of float32 / float16 / bfloat16 (others: kF32; the
+// callers have checked the type).
+inline OutType OutTypeOf(DType d) {
+  return d == DType::kFloat16 ? OutType::kF16
+                              : (d == DType::kBFloat16 ? OutType::kBF16 : OutType::kF32);
+}
+
 // The one output-dtype rule of every front end: the requested type, or
 // kUndefined for "the default", which is the scale tensor's type (PMX,
 // ONNX, DirectML, GPTQ, AWQ) or float32 where the format has no scale

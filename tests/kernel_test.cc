@@ -14,6 +14,7 @@
 #include "base/numeric.h"
 #include "doctest/doctest.h"
 #include "hwy/targets.h"
+#include "kernels/convert.h"
 #include "kernels/dequantize.h"
 #include "kernels/reference.h"
 #include "op/dequantizer.h"
@@ -483,6 +484,66 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
     }
   }
   CHECK(compared > 1000);
+}
+
+TEST_CASE(
+    "ConvertFloats: every float16 / bfloat16 pattern and awkward float32 x every target == "
+    "scalar") {
+  TargetGuard guard;
+  // Sources: all 65536 16-bit patterns; float32 around every rounding edge
+  // (ties, subnormals, overflow, NaN payloads, signs) plus random bits.
+  std::vector<uint16_t> halves(65536);
+  for (size_t i = 0; i < halves.size(); ++i) halves[i] = static_cast<uint16_t>(i);
+  std::vector<uint32_t> singles;
+  std::mt19937_64 rng(17);
+  for (uint32_t h = 0; h < 65536; h += 7) {
+    const uint32_t hi = h << 16;
+    for (uint32_t low : {0u, 1u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu, 0x0FFFu, 0x1000u, 0x1001u}) {
+      singles.push_back(hi | low);
+    }
+    singles.push_back(hi | static_cast<uint32_t>(rng() & 0xFFFF));
+  }
+  for (int k = 0; k < 20000; ++k) singles.push_back(static_cast<uint32_t>(rng()));
+  const OutType types[] = {OutType::kF32, OutType::kF16, OutType::kBF16};
+  for (int64_t target : CompiledTargets()) {
+    UseTarget(target);
+    for (OutType from : types) {
+      for (OutType to : types) {
+        CAPTURE(std::string(hwy::TargetName(target)));
+        CAPTURE(static_cast<int>(from));
+        CAPTURE(static_cast<int>(to));
+        const void* src = from == OutType::kF32 ? static_cast<const void*>(singles.data())
+                                                : static_cast<const void*>(halves.data());
+        const size_t count = from == OutType::kF32 ? singles.size() : halves.size();
+        const size_t ob = static_cast<size_t>(OutBytes(to));
+        // Every length up to a few vectors (tails), then everything, at an
+        // odd source and destination offset too.
+        for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{17}, size_t{33}, size_t{65},
+                         count - 1, count}) {
+          for (size_t skew : {size_t{0}, size_t{1}}) {
+            if (n + skew > count) continue;
+            const auto* s =
+                static_cast<const uint8_t*>(src) + skew * static_cast<size_t>(OutBytes(from));
+            std::vector<uint8_t> want(n * ob + 3, 0xA5), got(n * ob + 3, 0xA5);
+            ConvertFloatsReference(from, s, to, want.data(), static_cast<int64_t>(n));
+            ConvertFloats(from, s, to, got.data() + 1, static_cast<int64_t>(n));
+            CHECK(std::memcmp(got.data() + 1, want.data(), n * ob) == 0);
+            CHECK(got[0] == 0xA5);
+            CHECK(got[n * ob + 1] == 0xA5);
+          }
+        }
+      }
+    }
+  }
+  // The reference is the scalar rounding of the exact widening.
+  for (uint16_t h : {uint16_t{0x0001}, uint16_t{0x7C01}, uint16_t{0xFBFF}, uint16_t{0x3555}}) {
+    uint16_t b = 0;
+    ConvertFloatsReference(OutType::kF16, &h, OutType::kBF16, &b, 1);
+    CHECK(b == BF16FromF32(F32FromF16(h)));
+    float f = 0;
+    ConvertFloatsReference(OutType::kBF16, &h, OutType::kF32, &f, 1);
+    CHECK(BitsFromF32(f) == uint32_t{h} << 16);
+  }
 }
 
 TEST_CASE("threaded whole-tensor runs give identical bits for 1, 2, 3 and all threads") {
