@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "base/numeric.h"
+#include "kernels/convert.h"
 
 namespace nibble {
 namespace internal {
@@ -49,14 +50,10 @@ Status WidenScale(const TensorView& v, const std::string& what, ParamVector<floa
       if (count) std::memcpy(store->data(), p, count * 4);
       break;
     case DType::kFloat16:
+    case DType::kBFloat16:  // exact widening, vectorized (any alignment)
       store->resize(count);
-      for (size_t k = 0; k < count; ++k)
-        (*store)[k] = F32FromF16(static_cast<uint16_t>(ReadLE(p + 2 * k, 2)));
-      break;
-    case DType::kBFloat16:
-      store->resize(count);
-      for (size_t k = 0; k < count; ++k)
-        (*store)[k] = F32FromBF16(static_cast<uint16_t>(ReadLE(p + 2 * k, 2)));
+      ConvertFloats(v.dtype == DType::kFloat16 ? OutType::kF16 : OutType::kBF16, p, OutType::kF32,
+                    store->data(), static_cast<int64_t>(count));
       break;
     case DType::kFloat8E8M0:
       store->resize(count);
