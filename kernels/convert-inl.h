@@ -1,7 +1,9 @@
-// Per-target float32 -> float16 / bfloat16 rounding of vectors (the
-// output-dtype step of the kernels), included once per Highway target by
-// kernels/dequantize-inl.h. Every conversion rounds to nearest even
-// exactly as base/numeric.h's F16FromF32 / BF16FromF32 do.
+// Per-target float conversions of vectors: float32 -> float16 / bfloat16
+// rounding (the output-dtype step of the kernels) and the exact float16 ->
+// float32 widening, included once per Highway target by
+// kernels/dequantize-inl.h and kernels/convert.cc. Every conversion gives
+// base/numeric.h's bits (F16FromF32 / BF16FromF32: round to nearest even;
+// F32FromF16).
 #if defined(NIBBLE_KERNELS_CONVERT_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef NIBBLE_KERNELS_CONVERT_INL_H_
 #undef NIBBLE_KERNELS_CONVERT_INL_H_
@@ -21,6 +23,23 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 #if HWY_TARGET != HWY_SCALAR
+
+// float32 lanes of the float16 bits in the low 16 bits of each lane of w:
+// F32FromF16's exact conversion lane-wise (normal numbers rebiased, Inf /
+// NaN payloads kept as they are, subnormals through an integer conversion
+// times 2^-24 — exact, and no float32 subnormal, so DAZ does not matter).
+template <class DF>
+HWY_INLINE hn::Vec<DF> F32FromF16Bits(DF df, hn::Vec<hn::RebindToSigned<DF>> w) {
+  const hn::RebindToSigned<DF> di;
+  const auto em = hn::And(w, hn::Set(di, 0x7FFF));
+  const auto sign = hn::ShiftLeft<16>(hn::And(w, hn::Set(di, 0x8000)));
+  const auto normal = hn::Add(hn::ShiftLeft<13>(em), hn::Set(di, 112 << 23));
+  const auto inf_nan = hn::Or(hn::ShiftLeft<13>(em), hn::Set(di, 0x7F800000));
+  const auto sub = hn::BitCast(di, hn::Mul(hn::ConvertTo(df, em), hn::Set(df, 0x1p-24f)));
+  auto r = hn::IfThenElse(hn::Lt(em, hn::Set(di, 0x400)), sub, normal);
+  r = hn::IfThenElse(hn::Gt(em, hn::Set(di, 0x7BFF)), inf_nan, r);
+  return hn::BitCast(df, hn::Or(r, sign));
+}
 
 // Converts float32 lanes to float16 bits (in the low 16 bits of u32 lanes
 // demoted to u16), round to nearest even. AVX2 and up use F16C (exact RNE);

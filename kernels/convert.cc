@@ -23,22 +23,6 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 #if HWY_TARGET != HWY_SCALAR
 
-// float16 bits (zero-extended in i32 lanes) -> float32, exactly as
-// F32FromF16: normal numbers rebias, Inf / NaN keep their payload,
-// subnormals are mant * 2^-24 (exact in float32).
-template <class DF>
-HWY_INLINE hn::Vec<DF> WidenF16(DF df, hn::Vec<hn::RebindToSigned<DF>> w) {
-  const hn::RebindToSigned<DF> di;
-  const auto em = hn::And(w, hn::Set(di, 0x7FFF));
-  const auto sign = hn::ShiftLeft<16>(hn::And(w, hn::Set(di, 0x8000)));
-  const auto normal = hn::Add(hn::ShiftLeft<13>(em), hn::Set(di, 112 << 23));
-  const auto inf_nan = hn::Or(hn::ShiftLeft<13>(em), hn::Set(di, 0x7F800000));
-  const auto sub = hn::BitCast(di, hn::Mul(hn::ConvertTo(df, em), hn::Set(df, 0x1p-24f)));
-  auto r = hn::IfThenElse(hn::Lt(em, hn::Set(di, 0x400)), sub, normal);
-  r = hn::IfThenElse(hn::Gt(em, hn::Set(di, 0x7BFF)), inf_nan, r);
-  return hn::BitCast(df, hn::Or(r, sign));
-}
-
 template <OutType kFrom, class DF>
 HWY_INLINE hn::Vec<DF> LoadAsF32(DF df, const uint8_t* p) {
   if constexpr (kFrom == OutType::kF32) {
@@ -50,7 +34,7 @@ HWY_INLINE hn::Vec<DF> LoadAsF32(DF df, const uint8_t* p) {
         hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<DF>(),
                                       hn::LoadU(du16, reinterpret_cast<const uint16_t*>(p))));
     if constexpr (kFrom == OutType::kF16) {
-      return WidenF16(df, w);
+      return F32FromF16Bits(df, w);
     } else {
       return hn::BitCast(df, hn::ShiftLeft<16>(w));  // bfloat16: the high half
     }

@@ -570,21 +570,10 @@ class RowKernel {
   int64_t cur_idx_ = 0, cur_end_ = 0;
 };
 
-// float32 lanes of the float16 bits in the low 16 bits of each lane of w:
-// F32FromF16's exact conversion lane-wise (subnormals through an integer
-// conversion, not a float32 subnormal, so DAZ does not matter; NaN
-// payloads kept as they are).
+// float32 lanes of the float16 bits in the low 16 bits of each lane of w
+// (kernels/convert-inl.h's F32FromF16Bits on the kernels' vector type).
 HWY_INLINE hn::Vec<KernelTag> WidenHalfBits(hn::Vec<hn::RebindToSigned<KernelTag>> w) {
-  const KernelTag df;
-  const hn::RebindToSigned<KernelTag> di;
-  const auto em = hn::And(w, hn::Set(di, 0x7FFF));
-  const auto sign = hn::ShiftLeft<16>(hn::And(w, hn::Set(di, 0x8000)));
-  const auto normal = hn::Add(hn::ShiftLeft<13>(em), hn::Set(di, 112 << 23));
-  const auto inf_nan = hn::Or(hn::ShiftLeft<13>(em), hn::Set(di, 0x7F800000));
-  const auto sub = hn::BitCast(di, hn::Mul(hn::ConvertTo(df, em), hn::Set(df, 0x1p-24f)));
-  auto r = hn::IfThenElse(hn::Lt(em, hn::Set(di, 0x400)), sub, normal);
-  r = hn::IfThenElse(hn::Gt(em, hn::Set(di, 0x7BFF)), inf_nan, r);
-  return hn::BitCast(df, hn::Or(r, sign));
+  return F32FromF16Bits(KernelTag(), w);
 }
 
 // Params of blocks [0, n) from `blocks` into scale[i] (and zero[i]) for a
