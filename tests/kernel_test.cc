@@ -386,6 +386,13 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
               rows = 8 * (units == 5 ? 16 + static_cast<int64_t>(rng() % 20)
                                      : 1 + static_cast<int64_t>(rng() % 6));
               cols = (g ? 8 : 1) * (units * 7 + static_cast<int64_t>(rng() % 9));  // K
+              if (units == 5) {
+                // Long rows: K past several of streaming AWQ's staging
+                // chunks (128 / 64 columns), and GPTQ rows of ~100 tiles.
+                cols = g ? 8 * (380 + static_cast<int64_t>(rng() % 24))
+                         : 230 + static_cast<int64_t>(rng() % 80);
+                if (g) rows = 8 * (3 + static_cast<int64_t>(rng() % 3));  // > one 16-row band
+              }
               // G = 16 takes the row kernels, 32 .. 128 the column tiles.
               const int64_t group = int64_t{16} << (rng() % 4);
               p.outer = rows;
