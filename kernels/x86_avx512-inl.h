@@ -223,8 +223,9 @@ HWY_INLINE void StoreLookup32(const uint8_t* table, __m512i lo, __m512i hi, char
 //        a tile is 32 such loads, transposed as two 16 x 16 u32 blocks.
 // Needs plan.group % 32 == 0 (a tile has one group) and, for AWQ, bands
 // starting at a word (n % 8 == 0). Columns outside [ka, kb) (32-aligned)
-// and rows outside the bands go through `edge(r, ca, cb)`.
-template <bool kGptq, ZeroPointKind kZp, OutType kOut, class Edge>
+// and rows outside the bands go through `edge(r, ca, cb)`. kStage: tiles
+// go through a staging block (below); for GPTQ only when not streaming.
+template <bool kGptq, bool kStage, ZeroPointKind kZp, OutType kOut, class Edge>
 void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, char* out,
                        int64_t ld, const Edge& edge) {
   constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
@@ -244,14 +245,18 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
   const int64_t S = plan.word_stride, G = plan.group;
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   alignas(64) uint8_t tab[kBand][64];
-  // AWQ, streaming: a band's 128 rows would be 128 interleaved store
-  // streams (measured 1.6x slower than sequential runs), so the tiles go
-  // to an L1/L2 staging block of kStageCols columns, streamed out row by
-  // row. Without memory for it, direct stores (same values).
-  constexpr int64_t kStageCols = 32768 / (kBand * kOutBytes);
+  // kStage: the tiles go to a staging block of kStageCols columns whose
+  // row pitch is 64 bytes longer than its data (not a power of two),
+  // copied out row by row. A band writes its 16 (GPTQ) / 128 (AWQ) rows
+  // interleaved: at a power-of-two output pitch those stores share L1
+  // sets (measured: a GPTQ float16 tile at an 8 KiB pitch 2-3x slower
+  // than at 8 KiB + 64), and 128 interleaved non-temporal streams are
+  // 1.6x slower than sequential runs. Without memory for the block:
+  // direct stores (same values).
+  constexpr int64_t kStageCols = (kGptq ? 24576 : 32768) / (kBand * kOutBytes);
+  constexpr int64_t kStagePitch = kStageCols * kOutBytes + 64;  // bytes
   std::unique_ptr<char[]> stage_mem;
-  if (!kGptq && stream)
-    stage_mem.reset(new (std::nothrow) char[kBand * kStageCols * kOutBytes + 64]);
+  if (kStage) stage_mem.reset(new (std::nothrow) char[kBand * kStagePitch + 64]);
   char* const stage =
       stage_mem ? stage_mem.get() + (64 - reinterpret_cast<uintptr_t>(stage_mem.get()) % 64) % 64
                 : nullptr;
@@ -270,7 +275,7 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
     for (int64_t kc0 = ka; kc0 < kb; kc0 += KC) {
       const int64_t kc1 = std::min(kb, kc0 + KC);
       auto tdst = [&](int64_t i, int64_t k) {
-        return staging ? stage + (i * KC + (k - kc0)) * kOutBytes : dst(i, k);
+        return staging ? stage + i * kStagePitch + (k - kc0) * kOutBytes : dst(i, k);
       };
       auto tnt = [&](const char* p) { return !staging && nt(p); };
       for (int64_t k0 = kc0; k0 < kc1; k0 += 32) {
@@ -321,7 +326,7 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
               if constexpr (kOut == OutType::kF32) {
                 StoreLookup32<kOut>(tab[i], _mm512_cvtepu8_epi32(_mm256_castsi256_si128(codes)),
                                     _mm512_cvtepu8_epi32(_mm256_extracti128_si256(codes, 1)), d,
-                                    nt(d));
+                                    nt(d));  // staged only when not streaming: nt(d) false
               } else {
                 const __m512i c16 = _mm512_cvtepu8_epi16(codes);
                 StoreLookup32<kOut>(tab[i], c16, c16, d, tnt(d));
@@ -378,8 +383,8 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
         const int64_t bytes = (kc1 - kc0) * kOutBytes;
         for (int64_t i = 0; i < rows; ++i) {
           char* d = dst(i, kc0);
-          const char* src = stage + i * KC * kOutBytes;
-          if (reinterpret_cast<uintptr_t>(d) % 64 == 0) {  // bytes: a multiple of 64
+          const char* src = stage + i * kStagePitch;
+          if (stream && reinterpret_cast<uintptr_t>(d) % 64 == 0) {  // bytes: a multiple of 64
             for (int64_t b = 0; b < bytes; b += 64) {
               _mm512_stream_si512(reinterpret_cast<__m512i*>(d + b), _mm512_load_si512(src + b));
             }
