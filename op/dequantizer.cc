@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <vector>
 
@@ -35,14 +36,117 @@ int ResolveThreads(int threads) {
 }
 }  // namespace
 
+#ifdef __linux__
+namespace {
+// A parameter block of at least kPopulateBytes is one anonymous mapping:
+// a header page that records the mapping's size, then the data (page
+// aligned). The size lets a block be reused for a smaller request and
+// still be unmapped whole.
+constexpr size_t kBlockHeader = 4096;
+
+size_t MappedSize(void* data) {
+  size_t mapped;
+  std::memcpy(&mapped, static_cast<char*>(data) - kBlockHeader, sizeof(mapped));
+  return mapped;
+}
+
+void UnmapBlock(void* data) { munmap(static_cast<char*>(data) - kBlockHeader, MappedSize(data)); }
+
+// Freed parameter blocks kept by one thread for its next preparations (see
+// PopulatedAllocator in dequantizer.h): at most kMaxBlocks blocks and
+// kMaxBytes mapped bytes; a block is reused only for a request of at least
+// half its size; the oldest block is unmapped first. Blocks go back to the
+// system when the thread exits or calls ReleaseCachedParameterBlocks().
+// Trivially destructible, so that a block freed during the thread's exit
+// after the cache was emptied (a thread_local or static vector destroyed
+// late) is still safe to hand to Put: it is unmapped, not kept.
+class ParamBlockCache {
+ public:
+  static constexpr int kMaxBlocks = 8;
+  static constexpr size_t kMaxBytes = size_t{32} << 20;
+
+  // The data of a cached block whose mapping holds `mapped` bytes or more
+  // and at most 2 * mapped (the smallest such), or nullptr.
+  void* Take(size_t mapped) {
+    int best = -1;
+    for (int i = 0; i < count_; ++i) {
+      const size_t m = MappedSize(blocks_[i]);
+      if (m >= mapped && m / 2 <= mapped && (best < 0 || m < MappedSize(blocks_[best]))) best = i;
+    }
+    if (best < 0) return nullptr;
+    void* data = blocks_[best];
+    total_ -= MappedSize(data);
+    for (int i = best; i + 1 < count_; ++i) blocks_[i] = blocks_[i + 1];
+    --count_;
+    return data;
+  }
+
+  // Keeps `data` for reuse, unmapping the oldest blocks to stay within
+  // the limits (or `data` itself when it is larger than kMaxBytes).
+  void Put(void* data);
+
+  void Release() {
+    for (int i = 0; i < count_; ++i) UnmapBlock(blocks_[i]);
+    count_ = 0;
+    total_ = 0;
+  }
+  void set_exited() { exited_ = true; }
+
+ private:
+  void* blocks_[kMaxBlocks];
+  int count_;
+  size_t total_;  // mapped bytes of the cached blocks
+  bool exited_;   // the thread is exiting: keep nothing
+};
+
+// Zero-initialized per thread; Guard empties it when the thread exits.
+thread_local ParamBlockCache t_param_blocks;
+struct ParamBlockCacheGuard {
+  bool armed = false;
+  ~ParamBlockCacheGuard() {
+    t_param_blocks.Release();
+    t_param_blocks.set_exited();
+  }
+};
+thread_local ParamBlockCacheGuard t_param_blocks_guard;
+
+void ParamBlockCache::Put(void* data) {
+  const size_t m = MappedSize(data);
+  if (exited_ || m > kMaxBytes) {
+    UnmapBlock(data);
+    return;
+  }
+  while (count_ == kMaxBlocks || total_ + m > kMaxBytes) {
+    total_ -= MappedSize(blocks_[0]);
+    UnmapBlock(blocks_[0]);
+    for (int i = 0; i + 1 < count_; ++i) blocks_[i] = blocks_[i + 1];
+    --count_;
+  }
+  t_param_blocks_guard.armed = true;  // registers the exit clean-up
+  blocks_[count_++] = data;
+  total_ += m;
+}
+}  // namespace
+#endif
+
+void ReleaseCachedParameterBlocks() {
+#ifdef __linux__
+  t_param_blocks.Release();
+#endif
+}
+
 template <class T>
 void* PopulatedAllocator<T>::AllocatePopulated(size_t bytes) {
 #ifdef __linux__
   if (bytes >= kPopulateBytes) {
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+    if (bytes > std::numeric_limits<size_t>::max() / 2) throw std::bad_alloc();
+    const size_t mapped = kBlockHeader + (bytes + 4095) / 4096 * 4096;
+    if (void* data = t_param_blocks.Take(mapped)) return data;
+    void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (p != MAP_FAILED) return p;
-    throw std::bad_alloc();
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    std::memcpy(p, &mapped, sizeof(mapped));
+    return static_cast<char*>(p) + kBlockHeader;
   }
 #endif
   return ::operator new(bytes);
@@ -53,7 +157,7 @@ void PopulatedAllocator<T>::FreePopulated(void* p, size_t bytes) {
   if (p == nullptr) return;
 #ifdef __linux__
   if (bytes >= kPopulateBytes) {
-    munmap(p, bytes);
+    t_param_blocks.Put(p);
     return;
   }
 #endif

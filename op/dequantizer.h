@@ -26,15 +26,20 @@
 
 namespace nibble {
 
-// Allocator of a dequantizer's widened parameter arrays: blocks of at
-// least kPopulateBytes are mapped with their pages populated in one system
-// call (Linux MAP_POPULATE) instead of one page fault per 4 KiB when they
-// are first written (on virtual machines a fault can cost ~10 us: measured
-// 2.6 ms for a fresh 1 MiB vector against 0.5 ms populated, more than the
-// kernel spends on a 4096 x 4096 GPTQ weight). Smaller blocks, other
-// systems and failed mappings: operator new. Elements are default-
-// initialized (resize(n) writes nothing: every lowering overwrites what it
-// sizes; resize(n, v) and assign still fill).
+// Allocator of a dequantizer's widened parameter arrays. On Linux, blocks
+// of at least kPopulateBytes are mapped with their pages populated in one
+// system call (MAP_POPULATE) instead of one page fault per 4 KiB when
+// first written, and a freed block is kept by the freeing thread for its
+// next preparation (at most 8 blocks and 32 MiB of mappings per thread;
+// reused for requests of at least half its size). Fresh pages are what a
+// whole-path dequantization of a GPTQ / AWQ layer mostly paid for its
+// parameters: on a virtual machine 0.5-0.7 ms of a 4096 x 4096 GPTQ f16
+// layer, 0.08 ms with the block reused (README "Parameter blocks").
+// ReleaseCachedParameterBlocks() unmaps the calling thread's blocks now;
+// a thread's blocks are unmapped when it exits. Smaller blocks and other
+// systems: operator new. Out of memory: std::bad_alloc. Elements are
+// default-initialized (resize(n) writes nothing: every lowering overwrites
+// what it sizes; resize(n, v) and assign still fill).
 template <class T>
 struct PopulatedAllocator {
   using value_type = T;
@@ -67,6 +72,10 @@ struct PopulatedAllocator {
 };
 template <class T>
 using ParamVector = std::vector<T, PopulatedAllocator<T>>;
+
+// Unmaps the parameter blocks the calling thread keeps for reuse (see
+// PopulatedAllocator). Dequantizers that still exist are not affected.
+void ReleaseCachedParameterBlocks();
 
 // The output of a dequantize request: its element type and logical shape.
 struct OutputInfo {

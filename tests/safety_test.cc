@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -371,6 +372,78 @@ TEST_CASE("ParamVector: populated large blocks and small ones hold, copy, grow a
   // An impossible size fails as std::bad_alloc (the front ends turn it into
   // an out-of-memory error), not a crash.
   CHECK_THROWS_AS(PopulatedAllocator<float>().allocate(size_t{1} << 60), std::bad_alloc);
+}
+
+// Fills n floats with a pattern of `seed` and checks it back.
+void FillAndCheck(float* p, size_t n, float seed) {
+  for (size_t i = 0; i < n; ++i) p[i] = seed + static_cast<float>(i % 1000);
+  bool same = true;
+  for (size_t i = 0; i < n; ++i) same = same && p[i] == seed + static_cast<float>(i % 1000);
+  CHECK(same);
+}
+
+TEST_CASE("ParamVector: freed blocks are reused by the freeing thread, within the limits") {
+  ReleaseCachedParameterBlocks();
+  PopulatedAllocator<float> a;
+  const size_t big = size_t{1} << 18;  // 1 MiB of floats
+  float* p = a.allocate(big);
+  FillAndCheck(p, big, 1.0f);
+  a.deallocate(p, big);
+#ifdef __linux__
+  // A request of at least half the block's size reuses it (whole, writable).
+  float* q = a.allocate(big * 3 / 4);
+  CHECK(q == p);
+  FillAndCheck(q, big * 3 / 4, 2.0f);
+  a.deallocate(q, big * 3 / 4);
+  // Less than half: a new block (the cached one stays cached, so the
+  // addresses differ).
+  float* r = a.allocate(big / 4);
+  CHECK(r != p);
+  FillAndCheck(r, big / 4, 3.0f);
+  // The larger block again, while r is live.
+  float* s = a.allocate(big);
+  CHECK(s == p);
+  FillAndCheck(s, big, 4.0f);
+  a.deallocate(r, big / 4);
+  a.deallocate(s, big);
+  // After a release nothing is reused.
+  ReleaseCachedParameterBlocks();
+  float* t = a.allocate(big);
+  FillAndCheck(t, big, 5.0f);
+  a.deallocate(t, big);
+#endif
+  // More blocks than the cache keeps, of many sizes, one larger than the
+  // cache's byte limit: each is freed (kept or unmapped) and the survivors
+  // are still whole when reused.
+  std::vector<std::pair<float*, size_t>> blocks;
+  for (size_t i = 0; i < 12; ++i) {
+    const size_t n = (size_t{1} << 16) * (i + 1) + 7 * i;
+    blocks.emplace_back(a.allocate(n), n);
+    FillAndCheck(blocks.back().first, n, static_cast<float>(i));
+  }
+  const size_t huge = size_t{40} << 18;  // 40 MiB of floats
+  blocks.emplace_back(a.allocate(huge), huge);
+  FillAndCheck(blocks.back().first, huge, 99.0f);
+  for (auto& [b, n] : blocks) a.deallocate(b, n);
+  for (size_t i = 0; i < 12; ++i) {
+    const size_t n = (size_t{1} << 16) * (12 - i);
+    float* b = a.allocate(n);
+    FillAndCheck(b, n, 7.0f);
+    a.deallocate(b, n);
+  }
+  // A block allocated here, freed on another thread, is kept (and unmapped
+  // at that thread's exit); one allocated there is freed here.
+  float* mine = a.allocate(big);
+  float* theirs = nullptr;
+  std::thread other([&] {
+    a.deallocate(mine, big);
+    theirs = a.allocate(big / 2 + 1);
+    FillAndCheck(theirs, big / 2 + 1, 8.0f);
+  });
+  other.join();
+  FillAndCheck(theirs, big / 2 + 1, 9.0f);
+  a.deallocate(theirs, big / 2 + 1);
+  ReleaseCachedParameterBlocks();
 }
 }  // namespace
 }  // namespace nibble
