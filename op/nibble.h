@@ -95,6 +95,11 @@ void nibble_status_free(nibble_status* status);
 const char* nibble_version(void);
 /* The SIMD target the kernels dispatch to on this CPU, e.g. "AVX3". */
 const char* nibble_active_target(void);
+/* Returns to the system the parameter blocks (widened scales / zero points
+ * of 256 KiB or more) that the calling thread keeps after freeing them, for
+ * its next preparations (at most 8 blocks and 32 MiB per thread; they are
+ * also returned when the thread exits). Live handles are not affected. */
+void nibble_release_cached_memory(void);
 
 /* Validate and lower a request. zero_point may be NULL. output_dtype: 0 =
  * the scale's type (PMX), else NIBBLE_FLOAT32/FLOAT16/BFLOAT16. name (may be

@@ -212,6 +212,13 @@ with nibble.open(g) as f:
         if f.info(n)["supported"] and n in got:
             check("dequant == get_tensor " + n,
                   np.array_equal(got[n].view(np.uint16), f.get_tensor(n, "bf16").view(np.uint16)))
+# Cached parameter blocks returned; the tensors read afterwards are unchanged.
+nibble.release_cached_memory()
+with nibble.open(g) as f:
+    for n in f.keys():
+        if f.info(n)["supported"] and n in got:
+            check("after release_cached_memory: " + n,
+                  np.array_equal(got[n].view(np.uint16), f.get_tensor(n, "bf16").view(np.uint16)))
 raises("dequant onto its input", ValueError, lambda: nibble.dequant(g, g), "")
 raises("dequant bad dtype", ValueError, lambda: nibble.dequant(g, out, dtype="q4"), "dtype")
 hf = os.path.join(work, "hf")

@@ -423,6 +423,10 @@ PYBIND11_MODULE(_nibble, m) {
   m.doc() = "nibble: exact, fast dequantization of grouped int4/int8 weights";
   m.attr("__version__") = NIBBLE_VERSION;
   m.def("active_target", [] { return std::string(nibble::ActiveTarget()); });
+  m.def(
+      "release_cached_memory", [] { nibble::ReleaseCachedParameterBlocks(); },
+      "Returns to the system the large parameter blocks (widened scales / zero points) the "
+      "calling thread keeps for its next preparations; live dequantizers are not affected.");
 
   py::class_<PyDequantizer>(m, "Dequantizer")
       .def_static("pmx", &PreparePmx, py::arg("x"), py::arg("scale"),

@@ -43,12 +43,14 @@ from ._nibble import (  # noqa: F401  (re-exported)
     dequantize_onnx,
     dequantize_pmx,
     quantize,
+    release_cached_memory,
 )
 from . import _nibble
 
 __all__ = [
     "open", "Checkpoint", "TensorSlice", "dequant", "fold", "inspect", "Dequantizer",
-    "dequantize_pmx", "dequantize_onnx", "quantize", "active_target", "__version__",
+    "dequantize_pmx", "dequantize_onnx", "quantize", "active_target",
+    "release_cached_memory", "__version__",
 ]
 
 _FRAMEWORKS = {"np": "np", "numpy": "np", "pt": "pt", "torch": "pt", "pytorch": "pt"}
