@@ -73,12 +73,7 @@ class ParamBlockCache {
       const size_t m = MappedSize(blocks_[i]);
       if (m >= mapped && m / 2 <= mapped && (best < 0 || m < MappedSize(blocks_[best]))) best = i;
     }
-    if (best < 0) return nullptr;
-    void* data = blocks_[best];
-    total_ -= MappedSize(data);
-    for (int i = best; i + 1 < count_; ++i) blocks_[i] = blocks_[i + 1];
-    --count_;
-    return data;
+    return best < 0 ? nullptr : RemoveAt(best);
   }
 
   // Keeps `data` for reuse, unmapping the oldest blocks to stay within
@@ -93,6 +88,15 @@ class ParamBlockCache {
   void set_exited() { exited_ = true; }
 
  private:
+  // Takes block i out of the cache (the older blocks keep their order).
+  void* RemoveAt(int i) {
+    void* data = blocks_[i];
+    total_ -= MappedSize(data);
+    for (; i + 1 < count_; ++i) blocks_[i] = blocks_[i + 1];
+    --count_;
+    return data;
+  }
+
   void* blocks_[kMaxBlocks];
   int count_;
   size_t total_;  // mapped bytes of the cached blocks
@@ -116,12 +120,7 @@ void ParamBlockCache::Put(void* data) {
     UnmapBlock(data);
     return;
   }
-  while (count_ == kMaxBlocks || total_ + m > kMaxBytes) {
-    total_ -= MappedSize(blocks_[0]);
-    UnmapBlock(blocks_[0]);
-    for (int i = 0; i + 1 < count_; ++i) blocks_[i] = blocks_[i + 1];
-    --count_;
-  }
+  while (count_ == kMaxBlocks || total_ + m > kMaxBytes) UnmapBlock(RemoveAt(0));
   t_param_blocks_guard.armed = true;  // registers the exit clean-up
   blocks_[count_++] = data;
   total_ += m;
