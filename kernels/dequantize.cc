@@ -17,6 +17,8 @@ namespace HWY_NAMESPACE {
 
 const char* ActiveTargetName() { return hwy::TargetName(HWY_TARGET); }
 
+bool GroupMapColumnTilesHere() { return HWY_TARGET <= HWY_AVX3; }
+
 #if HWY_TARGET != HWY_SCALAR
 // Dense 4-bit codes (ONNX int4 / uint4 / float4; PMX over one column).
 HWY_INLINE void DenseNibbleCodes(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
@@ -52,10 +54,55 @@ HWY_INLINE void DenseNibbleCodes(const Plan& plan, int64_t r0, int64_t r1, int64
 constexpr unsigned kAwqZp = ZpBit(ZeroPointKind::kNone) | ZpBit(ZeroPointKind::kInteger);
 constexpr unsigned kGptqZp = ZpBit(ZeroPointKind::kNone) | ZpBit(ZeroPointKind::kInteger);
 
+#if HWY_TARGET <= HWY_AVX3
+// GPTQ columns with a group map (act-order g_idx): ColumnNibbleTiles' kMap
+// tiles; the columns outside its 32-aligned range, the reference.
+template <ZeroPointKind kZp, OutType kOut>
+void GroupMapColumnsAs(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
+                       int64_t ld) {
+  constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
+  char* const base = static_cast<char*>(out);
+  const auto edge = [&](int64_t r, int64_t ca, int64_t cb) HWY_ATTR {
+    DequantizeTileReference(plan, r, r + 1, ca, cb, base + ((r - r0) * ld + (ca - c0)) * kOutBytes,
+                            ld);
+  };
+  using Edge = decltype(edge);
+  // Staged when the stores are cached (as GPTQ's table tiles).
+  if (plan.nontemporal) {
+    ColumnNibbleTiles<true, false, kZp, kOut, Edge, true>(plan, r0, r1, c0, c1, base, ld, edge);
+    hwy::FlushStream();
+  } else {
+    ColumnNibbleTiles<true, true, kZp, kOut, Edge, true>(plan, r0, r1, c0, c1, base, ld, edge);
+  }
+}
+
+void GroupMapColumns(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
+                     int64_t ld) {
+#define NIBBLE_CASE(ZP, OUT)                                                                  \
+  if (plan.zp_kind == ZeroPointKind::ZP && plan.out == OutType::OUT) {                        \
+    return GroupMapColumnsAs<ZeroPointKind::ZP, OutType::OUT>(plan, r0, r1, c0, c1, out, ld); \
+  }
+  // The zero-point kinds op/checkpoint.cc lowers GPTQ with.
+  NIBBLE_CASE(kNone, kF32)
+  NIBBLE_CASE(kNone, kF16)
+  NIBBLE_CASE(kNone, kBF16)
+  NIBBLE_CASE(kInteger, kF32)
+  NIBBLE_CASE(kInteger, kF16)
+  NIBBLE_CASE(kInteger, kBF16)
+#undef NIBBLE_CASE
+  DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
+}
+#endif  // HWY_TARGET <= HWY_AVX3
+
 #endif  // HWY_TARGET != HWY_SCALAR
 
 void DequantizeNibblesSimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                            void* out, int64_t ld) {
+#if HWY_TARGET <= HWY_AVX3
+  if (plan.layout == Layout::kGptqColumns && plan.axis_group != nullptr && plan.inner == 1) {
+    return GroupMapColumns(plan, r0, r1, c0, c1, out, ld);
+  }
+#endif
 #if HWY_TARGET != HWY_SCALAR
   if (SimdEligible(plan, c0, c1)) {
     switch (plan.layout) {
@@ -103,6 +150,7 @@ namespace nibble {
 
 HWY_EXPORT(DequantizeNibblesSimd);
 HWY_EXPORT(ActiveTargetName);
+HWY_EXPORT(GroupMapColumnTilesHere);
 
 // Defined in kernels/dequantize_bytes.cc.
 void DequantizeBytesDispatch(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
@@ -118,6 +166,8 @@ void DequantizeTile(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
 }
 
 const char* ActiveTarget() { return HWY_DYNAMIC_DISPATCH(ActiveTargetName)(); }
+
+bool HasGroupMapColumnTiles() { return HWY_DYNAMIC_DISPATCH(GroupMapColumnTilesHere)(); }
 
 }  // namespace nibble
 #endif  // HWY_ONCE

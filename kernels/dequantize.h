@@ -19,6 +19,12 @@ void DequantizeTile(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
 // Name of the target the dispatcher selects now (e.g. "AVX3", "SSE4").
 const char* ActiveTarget();
 
+// True if the target the dispatcher selects now has vector tiles for
+// Layout::kGptqColumns with a group map along the row (plan.axis_group,
+// inner == 1); elsewhere such a plan runs the scalar reference (exact,
+// about 10x slower), so op/ lowers act-order GPTQ differently there.
+bool HasGroupMapColumnTiles();
+
 }  // namespace nibble
 
 #endif  // NIBBLE_KERNELS_DEQUANTIZE_H_

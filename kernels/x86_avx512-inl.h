@@ -221,13 +221,21 @@ HWY_INLINE void StoreLookup32(const uint8_t* table, __m512i lo, __m512i hi, char
 //        the 4 word rows of its 32 columns.
 //  AWQ:  bands of up to 128 rows (16 words of each row k, one cache line);
 //        a tile is 32 such loads, transposed as two 16 x 16 u32 blocks.
-// Needs plan.group % 32 == 0 (a tile has one group) and, for AWQ, bands
-// starting at a word (n % 8 == 0). Columns outside [ka, kb) (32-aligned)
-// and rows outside the bands go through `edge(r, ca, cb)`. kStage: tiles
-// go through a staging block (below); for GPTQ only when not streaming.
-template <bool kGptq, bool kStage, ZeroPointKind kZp, OutType kOut, class Edge>
+//  GPTQ with a group map (kMap: act-order g_idx, plan.axis_group, any
+//        group per column): no tables; each column's 16 codes along n are
+//        computed with the contract's arithmetic against that column's
+//        scales (and zero points), which lie contiguously along n (one
+//        load each), and the 32 x 16 floats are transposed in registers
+//        (two Transpose16x16) into the rows' 32 values.
+// Needs plan.group % 32 == 0 (a tile has one group; not with kMap) and,
+// for AWQ, bands starting at a word (n % 8 == 0). Columns outside
+// [ka, kb) (32-aligned) and rows outside the bands go through
+// `edge(r, ca, cb)`. kStage: tiles go through a staging block (below);
+// for GPTQ only when not streaming.
+template <bool kGptq, bool kStage, ZeroPointKind kZp, OutType kOut, class Edge, bool kMap = false>
 void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, char* out,
                        int64_t ld, const Edge& edge) {
+  static_assert(kGptq || !kMap, "group maps: GPTQ columns only");
   constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
   constexpr int64_t kBand = kGptq ? 16 : 128;
   const bool stream = plan.nontemporal;
@@ -262,8 +270,48 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
                 : nullptr;
   const bool staging = stage != nullptr;
   const int64_t KC = staging ? kStageCols : kb - ka;
+  // kMap: each band's scales (and zero points), 16 per group, copied
+  // into `band_params` (scales, then zero points' 32-bit words): the
+  // plan's group rows are s_axis apart, a power of two for real layers, so
+  // a tile's 32 columns' rows would all share one L1 set (measured 2.5x
+  // slower). Without memory for them: read in place (same values).
+  int64_t map_groups = 0;
+  std::unique_ptr<uint32_t[]> band_params;
+  if constexpr (kMap) {
+    for (int64_t k = ka; k < kb; ++k) {
+      map_groups = std::max<int64_t>(map_groups, plan.axis_group[k] + 1);
+    }
+    band_params.reset(new (std::nothrow) uint32_t[static_cast<size_t>(32 * map_groups)]);
+  }
   for (int64_t n0 = rb0; n0 < rb1; n0 += kBand) {
     const int64_t rows = std::min(kBand, rb1 - n0);
+    // kMap: group g's scales for this band at map_s + g * map_stride, its
+    // zero points' words at map_z + g * map_stride.
+    const float* map_s = plan.scale + n0 * plan.s_outer;
+    const void* map_z = kZp == ZeroPointKind::kFloat ? static_cast<const void*>(plan.zp_float)
+                                                     : static_cast<const void*>(plan.zp_int);
+    if (map_z != nullptr) {
+      map_z = static_cast<const uint32_t*>(map_z) + n0 * plan.s_outer;
+    }
+    int64_t map_stride = plan.s_axis;
+    if (kMap && band_params) {
+      const auto m = static_cast<__mmask16>((1u << rows) - 1u);
+      uint32_t* const bs = band_params.get();
+      uint32_t* const bz = bs + 16 * map_groups;
+      for (int64_t g = 0; g < map_groups; ++g) {
+        _mm512_storeu_si512(bs + 16 * g,
+                            _mm512_maskz_loadu_epi32(
+                                m, reinterpret_cast<const uint32_t*>(map_s) + g * plan.s_axis));
+        if (kZp == ZeroPointKind::kInteger || kZp == ZeroPointKind::kFloat) {
+          _mm512_storeu_si512(
+              bz + 16 * g,
+              _mm512_maskz_loadu_epi32(m, static_cast<const uint32_t*>(map_z) + g * plan.s_axis));
+        }
+      }
+      map_s = reinterpret_cast<const float*>(bs);
+      map_z = bz;
+      map_stride = 16;
+    }
     for (int64_t r = n0; r < n0 + rows; ++r) {
       if (c0 < ka) edge(r, c0, ka);
       if (kb < c1) edge(r, kb, c1);
@@ -280,7 +328,7 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
       auto tnt = [&](const char* p) { return !staging && nt(p); };
       for (int64_t k0 = kc0; k0 < kc1; k0 += 32) {
         const int64_t g = k0 / G;
-        if (g != g_cur) {
+        if (!kMap && g != g_cur) {
           for (int64_t i = 0; i < rows; i += 16) {
             RowTables16<kZp, kOut>(plan, g * plan.s_axis + n0 + i, std::min<int64_t>(16, rows - i),
                                    tab + i);
@@ -299,6 +347,66 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
           const __m512i w1 = _mm512_maskz_loadu_epi32(m, wp + S);
           const __m512i w2 = _mm512_maskz_loadu_epi32(m, wp + 2 * S);
           const __m512i w3 = _mm512_maskz_loadu_epi32(m, wp + 3 * S);
+          if constexpr (kMap) {
+            const hn::ScalableTag<float> df;
+            const hn::RebindToSigned<decltype(df)> di;
+            const __m512i w[4] = {w0, w1, w2, w3};
+            const __m512i low4x32 = _mm512_set1_epi32(0x0F);
+            // Column k0 + c of rows n0 .. n0 + 15: the RowTables16
+            // arithmetic with the actual codes.
+            auto column = [&](int c) HWY_ATTR {
+              const int64_t at = plan.axis_group[k0 + c] * map_stride;
+              const __m512i code = _mm512_and_si512(
+                  _mm512_srli_epi32(w[c / 8], static_cast<unsigned>(4 * (c % 8))), low4x32);
+              const auto* zw = static_cast<const uint32_t*>(map_z) + at;
+              __m512i z = _mm512_set1_epi32(plan.code_offset);
+              if (kZp == ZeroPointKind::kInteger) z = _mm512_maskz_loadu_epi32(m, zw);
+              const auto q = hn::Sub(hn::Vec<decltype(di)>{code}, hn::Vec<decltype(di)>{z});
+              auto x = hn::Mul(hn::ConvertTo(df, q),
+                               hn::Vec<decltype(df)>{_mm512_maskz_loadu_ps(m, map_s + at)});
+              if (kZp == ZeroPointKind::kFloat) {
+                x = hn::Add(
+                    x, hn::Vec<decltype(df)>{_mm512_castsi512_ps(_mm512_maskz_loadu_epi32(m, zw))});
+              }
+              return x;
+            };
+            auto put = [&](int64_t i, int64_t k, __m512 v) HWY_ATTR {
+              char* d = tdst(i, k);
+              if (tnt(d)) {
+                _mm512_stream_ps(reinterpret_cast<float*>(d), v);
+              } else {
+                _mm512_storeu_ps(reinterpret_cast<float*>(d), v);
+              }
+            };
+            // Sixteen vectors at a time (32 spill): float32 in two halves
+            // of 16 columns, each a 16 x 16 transpose and one 64-byte store
+            // per row; 16-bit outputs as 16 column pairs (the two columns'
+            // values interleaved in 32-bit lanes), one transpose and one
+            // store per row.
+            __m512 v[16];
+            if constexpr (kOut == OutType::kF32) {
+              for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 16
+                for (int c = 0; c < 16; ++c) v[c] = column(16 * h + c).raw;
+                Transpose16x16(v);  // v[i]: columns k0 + 16h .. + 15 of row n0 + i
+                for (int64_t i = 0; i < rows; ++i) put(i, k0 + 16 * h, v[i]);
+              }
+            } else {
+              const __m512i pair =
+                  _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39,
+                                   7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+#pragma GCC unroll 16
+              for (int c = 0; c < 16; ++c) {
+                const __m256i a = OutBits16<kOut>(column(2 * c)).raw;
+                const __m256i b = OutBits16<kOut>(column(2 * c + 1)).raw;
+                v[c] = _mm512_castsi512_ps(_mm512_permutex2var_epi16(
+                    _mm512_castsi256_si512(a), pair, _mm512_castsi256_si512(b)));
+              }
+              Transpose16x16(v);  // v[i]: columns k0 .. k0 + 31 of row n0 + i
+              for (int64_t i = 0; i < rows; ++i) put(i, k0, v[i]);
+            }
+            continue;
+          }
           const __m512i a0 = _mm512_unpacklo_epi32(w0, w1), a1 = _mm512_unpackhi_epi32(w0, w1);
           const __m512i b0 = _mm512_unpacklo_epi32(w2, w3), b1 = _mm512_unpackhi_epi32(w2, w3);
           // x[j], 128-bit lane l: the 16 code bytes of row 4l + j (byte m:

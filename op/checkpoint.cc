@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "base/numeric.h"
+#include "kernels/dequantize.h"
 #include "op/lowering.h"
 
 namespace nibble {
@@ -195,9 +196,9 @@ StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweigh
   plan.codes = static_cast<const uint8_t*>(qweight.data);
   plan.group = G;
   plan.out = ot;
-  // 4 bits: the [N, K] view reading qweight's columns directly; the g_idx
-  // gather path and the other widths use the [K, N] view, written
-  // transposed (below).
+  // 4 bits: the [N, K] view reading qweight's columns directly (with a
+  // g_idx: where the kernels have tiles for it); the other widths, and a
+  // g_idx elsewhere, use the [K, N] view, written transposed (below).
   plan.layout = Layout::kGptqColumns;
   plan.word_stride = 4 * N;
   plan.outer = N;
@@ -233,7 +234,9 @@ StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweigh
     }
     if (contiguous) st.axis_group.clear();  // fast path: k / G
   }
-  if (st.axis_group.empty() && o.bits == 4) {
+  // 4 bits with a g_idx where the kernels have tiles for it (AVX-512):
+  // the [N, K] view, each column's group from the map.
+  if (o.bits == 4 && (st.axis_group.empty() || HasGroupMapColumnTiles())) {
     return Dequantizer(plan, std::move(st), OutputInfo{internal::OutDTypeOf(ot), {N, K}}, name);
   }
   // The checkpoint's [K, N] order (words of `per_word` fields along K), one

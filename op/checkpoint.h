@@ -7,9 +7,10 @@
 // GPTQ / AWQ: output() is the PyTorch Linear weight [N, K] (N outputs, K
 // input features) and Run() writes it. The 2-D view the tile API addresses
 // is that [N, K] weight too (codes read straight from the checkpoint's
-// column-packed words), except for act-order GPTQ (a non-contiguous g_idx)
-// and misaligned AWQ qweight, whose view is the checkpoint's [K, N] order
-// (output_transposed() is true).
+// column-packed words), except for misaligned AWQ qweight, and act-order
+// GPTQ (a non-contiguous g_idx) on CPUs without AVX-512 (or 2- / 8-bit),
+// whose view is the checkpoint's [K, N] order (output_transposed() is
+// true; HasGroupMapColumnTiles() in kernels/dequantize.h says which).
 // GGUF: the view is [ne[1] * ne[2] * ne[3], ne[0]]; output() has the
 // PyTorch shape (ne reversed).
 #ifndef NIBBLE_OP_CHECKPOINT_H_

@@ -314,7 +314,8 @@ const float* TableValuesOf() {
 }
 
 // Block-structured checkpoint layouts (GGUF Q4_0 / Q4_1 / Q8_0 / Q4_K, AWQ
-// GEMM) and the GPTQ g_idx gather: every target == the reference.
+// GEMM) and the GPTQ g_idx (the [K, N] gather and the [N, K] columns):
+// every target == the reference.
 TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
   TargetGuard guard;
   const auto targets = CompiledTargets();
@@ -333,6 +334,8 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
     bool block = false;
     ZeroPointKind block_zp = ZeroPointKind::kNone;
     int32_t block_offset = 0;
+    // kGptqColumns with a random group per column (act-order g_idx).
+    bool column_map = false;
   };
   const Kind kinds[] = {
   // Every registered block layout (a new one is tested without an edit here).
@@ -354,6 +357,8 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
       {"gptq g_idx", CodeKind::kU4, Layout::kPmxWords, 0, 0, 0, nullptr, true},
       {"gptq [N, K] columns", CodeKind::kU4, Layout::kGptqColumns},
       {"awq [N, K] columns", CodeKind::kU4, Layout::kAwqColumns},
+      {"gptq [N, K] columns g_idx", CodeKind::kU4, Layout::kGptqColumns, 0, 0, 0, nullptr, false,
+       false, ZeroPointKind::kNone, 0, true},
   };
   int64_t compared = 0;
   for (int64_t target : targets) {
@@ -453,6 +458,12 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
             if (kd.gptq_gather) {  // a non-monotonic g_idx over all groups
               const int64_t ng = (rows + p.group - 1) / p.group;
               gidx.resize(static_cast<size_t>(rows));
+              for (auto& g : gidx) g = static_cast<int32_t>(rng() % static_cast<uint64_t>(ng));
+              p.axis_group = gidx.data();
+            }
+            if (kd.column_map) {  // any group for each column, over all groups
+              const int64_t ng = (cols + p.group - 1) / p.group;
+              gidx.resize(static_cast<size_t>(cols));
               for (auto& g : gidx) g = static_cast<int32_t>(rng() % static_cast<uint64_t>(ng));
               p.axis_group = gidx.data();
             }
