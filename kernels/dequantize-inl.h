@@ -73,6 +73,9 @@ struct RowJob {
   // Grouped: scale index of element k = base + (k / group) * step (rows
   // start on a group boundary).
   int64_t base, group, step;
+  // per_element with a group map along the row (plan.axis_group, s_axis
+  // 1): element k's scale index is map[k] instead of k (gathered).
+  const int32_t* map = nullptr;
 };
 
 // L: the code loader of the plan's layout (kernels/code_loaders-inl.h).
@@ -107,6 +110,18 @@ class RowKernel {
     const VF s = hn::LoadU(df, sp + kk);
     const VI z = kZp == ZeroPointKind::kInteger ? hn::LoadU(di, zi + kk) : off;
     const VF zf = kZp == ZeroPointKind::kFloat ? hn::LoadU(df, zfp + kk) : hn::Zero(df);
+    return Arith(Decode(L::Load(codes, kk)), s, z, zf);
+  }
+  // Same through a group map: the parameters of elements kk .. kk+N-1 are
+  // gathered at map[kk ..].
+  HWY_INLINE VF MappedValues(const CodeRef& codes, const float* sp, const int32_t* zi,
+                             const float* zfp, const int32_t* map, VI off, int64_t kk) const {
+    const DF df;
+    const DI di;
+    const VI g = hn::LoadU(di, map + kk);
+    const VF s = hn::GatherIndex(df, sp, g);
+    const VI z = kZp == ZeroPointKind::kInteger ? hn::GatherIndex(di, zi, g) : off;
+    const VF zf = kZp == ZeroPointKind::kFloat ? hn::GatherIndex(df, zfp, g) : hn::Zero(df);
     return Arith(Decode(L::Load(codes, kk)), s, z, zf);
   }
 
@@ -146,18 +161,24 @@ class RowKernel {
       const float* const sp = job_.scale;
       const int32_t* const zi = job_.zp_int;
       const float* const zfp = job_.zp_float;
+      const int32_t* const map = job_.map;
       const DI di;
       const VI off = hn::Set(di, plan_.code_offset);
-      auto at = [&](int64_t kk) HWY_ATTR { return PerElementValues(codes, sp, zi, zfp, off, kk); };
-
-      if (stream) {
-        for (; k + unit <= k1; k += unit) {
-          StoreUnit(df, at(k), at(k + static_cast<int64_t>(N)), base + k * kOutBytes, true);
+      auto units = [&](auto at) HWY_ATTR {
+        if (stream) {
+          for (; k + unit <= k1; k += unit) {
+            StoreUnit(df, at(k), at(k + static_cast<int64_t>(N)), base + k * kOutBytes, true);
+          }
+        } else {
+          for (; k + unit <= k1; k += unit) {
+            StoreUnit(df, at(k), at(k + static_cast<int64_t>(N)), base + k * kOutBytes, false);
+          }
         }
+      };
+      if (map != nullptr) {
+        units([&](int64_t kk) HWY_ATTR { return MappedValues(codes, sp, zi, zfp, map, off, kk); });
       } else {
-        for (; k + unit <= k1; k += unit) {
-          StoreUnit(df, at(k), at(k + static_cast<int64_t>(N)), base + k * kOutBytes, false);
-        }
+        units([&](int64_t kk) HWY_ATTR { return PerElementValues(codes, sp, zi, zfp, off, kk); });
       }
     } else if (!kTable && job_.group == static_cast<int64_t>(N) && k % job_.group == 0) {
       // Groups of exactly one vector (ggml's 16-element sub-blocks on
@@ -390,7 +411,8 @@ class RowKernel {
   uint32_t ScalarCode(int64_t k) const { return L::Scalar(job_.code, k); }
 
   int64_t ScaleIndex(int64_t k) const {
-    return job_.per_element ? k : job_.base + (k / job_.group) * job_.step;
+    if (job_.per_element) return job_.map != nullptr ? job_.map[k] : k;
+    return job_.base + (k / job_.group) * job_.step;
   }
 
   float ScalarValue(int64_t k) const {
@@ -510,11 +532,10 @@ class RowKernel {
     const int64_t n = static_cast<int64_t>(hn::Lanes(df));
     const VI c = LoadCodes(k);
     if (job_.per_element) {
-      const VF s = hn::LoadU(df, job_.scale + k);
-      const VI z = kZp == ZeroPointKind::kInteger ? hn::LoadU(di, job_.zp_int + k)
-                                                  : hn::Set(di, plan_.code_offset);
-      const VF zf = kZp == ZeroPointKind::kFloat ? hn::LoadU(df, job_.zp_float + k) : hn::Zero(df);
-      return Arith(Decode(c), s, z, zf);
+      const VI off = hn::Set(di, plan_.code_offset);
+      return job_.map != nullptr
+                 ? MappedValues(job_.code, job_.scale, job_.zp_int, job_.zp_float, job_.map, off, k)
+                 : PerElementValues(job_.code, job_.scale, job_.zp_int, job_.zp_float, off, k);
     }
     if (k + n <= cur_end_) return GroupValue(cur_, c);
     if (k >= cur_end_) {  // first lane already in a later group
@@ -654,7 +675,10 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
     job.code = L::Row(plan, r);
     // Scales.
     if (plan.inner == 1) {
-      job.per_element = plan.group == 1 && plan.s_axis == 1;
+      // A group map along the row: gathered per element (SimdEligible:
+      // only with s_axis 1).
+      job.map = plan.axis_group;
+      job.per_element = job.map != nullptr || (plan.group == 1 && plan.s_axis == 1);
       job.base = r * plan.s_outer;
       job.group = plan.group;
       job.step = plan.s_axis;
@@ -800,11 +824,13 @@ void RunBlockLayout(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
 HWY_INLINE bool SimdEligible(const Plan& plan, int64_t c0, int64_t c1) {
   const KernelTag df;
   const int64_t n = static_cast<int64_t>(hn::Lanes(df));
-  // A group map along the row (inner == 1, compressed-tensors act-order)
-  // needs a scale per element: the reference.
-  const bool groups_ok = (plan.inner != 1 || plan.axis_group == nullptr) &&
-                         (plan.inner != 1 || plan.group >= n ||
-                          (plan.group == 1 && plan.s_axis == 1) || plan.s_axis == 0);
+  // A group map along the row (inner == 1, compressed-tensors act-order):
+  // parameters gathered per element, at map[c] of the row's own (s_axis
+  // 1; other strides, the reference).
+  const bool mapped = plan.inner == 1 && plan.axis_group != nullptr;
+  const bool groups_ok = mapped ? plan.s_axis == 1
+                                : (plan.inner != 1 || plan.group >= n ||
+                                   (plan.group == 1 && plan.s_axis == 1) || plan.s_axis == 0);
   return groups_ok && c1 - c0 >= 2 * n;
 }
 #endif
