@@ -159,10 +159,13 @@ struct BenchLayout {
   int bits;
   int64_t quant_axis;
   bool onnx;           // ONNX dense int4 (DequantizeLinear) instead of PMX int4x4
-  std::string family;  // "" (PMX / ONNX), "gptq", "awq", "gguf"
+  std::string family;  // "" (PMX / ONNX), "gptq", "awq", "ct", "bnb", "gguf"
   uint32_t ggml_type = 0;
-  bool act_order = false;  // gptq: input channels in a random order (g_idx)
+  bool act_order = false;  // gptq / ct: input channels in a random order (g_idx)
 };
+
+// bitsandbytes' default block (the bench runs NF4 once, at this block).
+constexpr int64_t kBnbBlock = 64;
 
 bool FindLayout(const std::string& name, BenchLayout* l) {
   if (name == "pmx-q1")
@@ -181,6 +184,12 @@ bool FindLayout(const std::string& name, BenchLayout* l) {
     *l = {name, 4, 0, false, "gptq", 0, /*act_order=*/true};
   else if (name == "awq")
     *l = {name, 4, 0, false, "awq"};
+  else if (name == "ct")
+    *l = {name, 4, 1, false, "ct"};
+  else if (name == "ct-act")
+    *l = {name, 4, 1, false, "ct", 0, /*act_order=*/true};
+  else if (name == "bnb-nf4")
+    *l = {name, 4, 1, false, "bnb"};
   else if (const uint32_t t = DequantizableGgmlTypeId(name); t != 0)
     *l = {name, 4, 1, false, "gguf", t};  // every registered ggml block type
   else
@@ -194,6 +203,8 @@ struct BenchWeight {
   std::optional<OnnxQuantizedWeight> onnx;
   std::optional<GptqTensors> gptq;
   std::optional<AwqTensors> awq;
+  std::optional<CompressedTensorsTensors> ct;
+  std::optional<Bnb4Tensors> bnb;
   std::vector<uint8_t> gguf;
   uint32_t ggml_type = 0;
   bool synthetic = false;  // gguf: random codes, no quantizer (speed only)
@@ -211,6 +222,29 @@ struct BenchWeight {
     if (awq) {
       const TensorView z = awq->qzeros.view();
       return PrepareAwq(group, awq->qweight.view(), &z, awq->scales.view(), out, name);
+    }
+    if (ct) {
+      const TensorView wp = ct->weight_packed.view(), sc = ct->weight_scale.view();
+      const TensorView sh = ct->weight_shape.view(), gi = ct->weight_g_idx.view();
+      CompressedTensorsWeight x;
+      x.packed = true;
+      x.bits = 4;
+      x.group_size = act_order ? 0 : group;
+      x.weight = &wp;
+      x.weight_shape = &sh;
+      x.scale = &sc;
+      x.g_idx = act_order ? &gi : nullptr;
+      return PrepareCompressedTensors(x, out, name);
+    }
+    if (bnb) {
+      const TensorView wt = bnb->weight.view(), am = bnb->absmax.view(), qm = bnb->quant_map.view();
+      Bnb4Weight x;
+      x.shape = {n, k};
+      x.blocksize = kBnbBlock;
+      x.weight = &wt;
+      x.absmax = &am;
+      x.quant_map = &qm;
+      return PrepareBnb4(x, out, name);
     }
     if (ggml_type != 0) return PrepareGgml(ggml_type, {k, n}, gguf.data(), gguf.size(), out, name);
     DequantizeOptions o;
@@ -233,21 +267,33 @@ Status QuantizeFor(const BenchLayout& layout, const float* w, int64_t n, int64_t
   bw->n = n;
   bw->k = k;
   bw->group = g == 0 ? -1 : g;
-  if (layout.family == "gptq") {
-    std::vector<int32_t> g_idx;
-    if (layout.act_order && g != 0) {
-      // desc_act: channels quantized in a (Hessian-derived) order, the i-th
-      // of which falls in group i / G: a fixed random permutation here.
-      std::vector<int64_t> order(static_cast<size_t>(k));
-      for (int64_t c = 0; c < k; ++c) order[static_cast<size_t>(c)] = c;
-      std::mt19937_64 rng(1234);
-      std::shuffle(order.begin(), order.end(), rng);
-      g_idx.resize(static_cast<size_t>(k));
-      for (int64_t i = 0; i < k; ++i) {
-        g_idx[static_cast<size_t>(order[static_cast<size_t>(i)])] = static_cast<int32_t>(i / g);
-      }
+  std::vector<int32_t> g_idx;
+  if (layout.act_order && g != 0) {
+    // desc_act: channels quantized in a (Hessian-derived) order, the i-th
+    // of which falls in group i / G: a fixed random permutation here.
+    std::vector<int64_t> order(static_cast<size_t>(k));
+    for (int64_t c = 0; c < k; ++c) order[static_cast<size_t>(c)] = c;
+    std::mt19937_64 rng(1234);
+    std::shuffle(order.begin(), order.end(), rng);
+    g_idx.resize(static_cast<size_t>(k));
+    for (int64_t i = 0; i < k; ++i) {
+      g_idx[static_cast<size_t>(order[static_cast<size_t>(i)])] = static_cast<int32_t>(i / g);
     }
-    bw->act_order = layout.act_order;
+  }
+  bw->act_order = layout.act_order && g != 0;
+  if (layout.family == "ct") {
+    auto q = QuantizeCompressedTensors(w, n, k, bw->group, g_idx);
+    if (!q.ok()) return q.status();
+    bw->ct = std::move(*q);
+    return Status::Ok();
+  }
+  if (layout.family == "bnb") {
+    auto q = QuantizeBnbNf4(w, n, k, kBnbBlock);
+    if (!q.ok()) return q.status();
+    bw->bnb = std::move(*q);
+    return Status::Ok();
+  }
+  if (layout.family == "gptq") {
     auto q = QuantizeGptq(w, n, k, bw->group, /*sym=*/false, /*v2=*/false, g_idx);
     if (!q.ok()) return q.status();
     bw->gptq = std::move(*q);
@@ -516,8 +562,8 @@ void AddBenchOptions(CLI::App* app, BenchOptions* o) {
       ->delimiter(',')
       ->capture_default_str()
       ->check(CLI::Range(0, kMaxThreads));
-  std::vector<std::string> layouts = {"pmx-q1", "pmx-q0", "onnx-b1",  "onnx-b0",
-                                      "int8",   "gptq",   "gptq-act", "awq"};
+  std::vector<std::string> layouts = {"pmx-q1",   "pmx-q0", "onnx-b1", "onnx-b0", "int8",   "gptq",
+                                      "gptq-act", "awq",    "ct",      "ct-act",  "bnb-nf4"};
   std::string ggml = DequantizableGgmlTypeNames();
   for (size_t at = 0; at < ggml.size();) {
     const size_t comma = ggml.find(", ", at);
@@ -529,7 +575,10 @@ void AddBenchOptions(CLI::App* app, BenchOptions* o) {
                   "onnx-b1 (ONNX int4 blocked along the last axis), onnx-b0 (ONNX int4 "
                   "blocked along axis 0, ONNX Runtime's [K, N]), int8 (PMX int8), gptq, awq "
                   "(GPTQ / AWQ GEMM, written as the [N, K] weight), gptq-act (GPTQ with "
-                  "act-order: g_idx of a random channel order), and the GGUF types " +
+                  "act-order: g_idx of a random channel order), ct / ct-act "
+                  "(compressed-tensors pack-quantized 4-bit symmetric, without / with a "
+                  "random-order weight_g_idx), bnb-nf4 (bitsandbytes NF4, blocksize 64, run "
+                  "once), and the GGUF types " +
                       ggml +
                       " (their own block size, run once; types nibble cannot quantize use "
                       "synthetic codes and report speed only)")
@@ -664,8 +713,9 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
       return 2;
     }
     for (int64_t g : opt.group_sizes) {
-      // GGUF layouts have their own block: run once (at the first G).
-      if (layout.family == "gguf" && g != opt.group_sizes.front()) {
+      // GGUF layouts have their own block, bitsandbytes its default one:
+      // run once (at the first G).
+      if ((layout.family == "gguf" || layout.family == "bnb") && g != opt.group_sizes.front()) {
         done += opt.dtypes.size() * opt.threads.size();
         continue;
       }
@@ -710,6 +760,9 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
               r.accuracy = false;
               r.note += "; synthetic codes (no quantizer in nibble): speed only";
             }
+          } else if (layout.family == "bnb") {
+            r.group_size = kBnbBlock;
+            r.note = "NF4, blocksize 64 (bitsandbytes' default; fixed here)";
           } else {
             r.group_size = g;
           }

@@ -174,6 +174,115 @@ StatusOr<AwqTensors> QuantizeAwq(const float* w, int64_t N, int64_t K, int64_t g
   return OutOfMemoryError("QuantizeAwq");
 }
 
+StatusOr<CompressedTensorsTensors> QuantizeCompressedTensors(
+    const float* w, int64_t N, int64_t K, int64_t group_size,
+    const std::vector<int32_t>& g_idx) try {
+  if (N <= 0 || K <= 0 || K % 8 != 0) {
+    return Status::Error(
+        "QuantizeCompressedTensors: N must be positive, K a positive multiple of 8");
+  }
+  const int64_t G = group_size == -1 ? K : group_size;
+  if (G <= 0) return Status::Error("QuantizeCompressedTensors: group_size must be positive or -1");
+  const int64_t groups = (K + G - 1) / G;
+  std::vector<int32_t> gk(static_cast<size_t>(K));
+  for (int64_t k = 0; k < K; ++k) {
+    gk[static_cast<size_t>(k)] =
+        g_idx.empty() ? static_cast<int32_t>(k / G) : g_idx[static_cast<size_t>(k)];
+    if (gk[static_cast<size_t>(k)] < 0 || gk[static_cast<size_t>(k)] >= groups) {
+      return Status::Error("QuantizeCompressedTensors: g_idx out of range");
+    }
+  }
+  const GroupParams p = AsymParams(w, N, K, groups, gk, /*sym=*/true, /*min_zero=*/0);
+  CompressedTensorsTensors t;
+  auto qw = Alloc(DType::kInt32, {N, K / 8});
+  auto sc = Alloc(DType::kFloat16, {N, groups});
+  auto sh = Alloc(DType::kInt64, {2});
+  if (!qw.ok() || !sc.ok() || !sh.ok())
+    return Status::Error("QuantizeCompressedTensors: too large");
+  t.weight_packed = std::move(*qw);
+  t.weight_scale = std::move(*sc);
+  t.weight_shape = std::move(*sh);
+  auto* qwp = t.weight_packed.data_as<uint32_t>();
+  std::fill(qwp, qwp + N * (K / 8), 0u);
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t k = 0; k < K; ++k) {
+      const size_t i = static_cast<size_t>(gk[static_cast<size_t>(k)] * N + n);
+      const auto q = static_cast<uint32_t>(Clamp15(w[n * K + k] / p.scale[i] + 8.0f));
+      qwp[n * (K / 8) + k / 8] |= q << (4 * (k % 8));
+    }
+  }
+  auto* scp = t.weight_scale.data_as<uint16_t>();
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t g = 0; g < groups; ++g) {
+      scp[n * groups + g] = F16FromF32(p.scale[static_cast<size_t>(g * N + n)]);
+    }
+  }
+  const int64_t shape[2] = {N, K};
+  std::memcpy(t.weight_shape.data(), shape, sizeof shape);
+  if (!g_idx.empty()) {
+    auto gi = Alloc(DType::kInt32, {K});
+    if (!gi.ok()) return gi.status();
+    t.weight_g_idx = std::move(*gi);
+    std::memcpy(t.weight_g_idx.data(), gk.data(), gk.size() * 4);
+  }
+  return t;
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("QuantizeCompressedTensors");
+}
+
+StatusOr<Bnb4Tensors> QuantizeBnbNf4(const float* w, int64_t N, int64_t K, int64_t blocksize) try {
+  // bitsandbytes' NF4 levels (float32).
+  static constexpr float kNf4[16] = {-1.0f,
+                                     -0.6961928009986877f,
+                                     -0.5250730514526367f,
+                                     -0.39491748809814453f,
+                                     -0.28444138169288635f,
+                                     -0.18477343022823334f,
+                                     -0.09105003625154495f,
+                                     0.0f,
+                                     0.07958029955625534f,
+                                     0.16093020141124725f,
+                                     0.24611230194568634f,
+                                     0.33791524171829224f,
+                                     0.44070982933044434f,
+                                     0.5626170039176941f,
+                                     0.7229568362236023f,
+                                     1.0f};
+  if (N <= 0 || K <= 0 || blocksize <= 0) {
+    return Status::Error("QuantizeBnbNf4: N, K and blocksize must be positive");
+  }
+  const int64_t n = N * K, blocks = (n + blocksize - 1) / blocksize;
+  Bnb4Tensors t;
+  auto wt = Alloc(DType::kUInt8, {(n + 1) / 2, 1});
+  auto am = Alloc(DType::kFloat32, {blocks});
+  auto qm = Alloc(DType::kFloat32, {16});
+  if (!wt.ok() || !am.ok() || !qm.ok()) return Status::Error("QuantizeBnbNf4: too large");
+  t.weight = std::move(*wt);
+  t.absmax = std::move(*am);
+  t.quant_map = std::move(*qm);
+  std::memcpy(t.quant_map.data(), kNf4, sizeof kNf4);
+  auto* wp = t.weight.data_as<uint8_t>();
+  std::fill(wp, wp + (n + 1) / 2, uint8_t{0});
+  auto* ap = t.absmax.data_as<float>();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t e0 = b * blocksize, e1 = std::min(n, e0 + blocksize);
+    float amax = 0.0f;
+    for (int64_t e = e0; e < e1; ++e) amax = std::max(amax, std::fabs(w[e]));
+    ap[b] = amax;
+    for (int64_t e = e0; e < e1; ++e) {
+      const float x = amax > 0.0f ? w[e] / amax : 0.0f;
+      int best = 0;
+      for (int c = 1; c < 16; ++c) {
+        if (std::fabs(x - kNf4[c]) < std::fabs(x - kNf4[best])) best = c;
+      }
+      wp[e / 2] = static_cast<uint8_t>(wp[e / 2] | (best << (e % 2 == 0 ? 4 : 0)));
+    }
+  }
+  return t;
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("QuantizeBnbNf4");
+}
+
 StatusOr<std::vector<uint8_t>> QuantizeGgml(uint32_t type, const float* w, int64_t rows,
                                             int64_t cols) try {
   const int64_t block = type == 12 ? 256 : 32;

@@ -1,6 +1,7 @@
 // Writers of LLM checkpoint layouts from float32 weights (round to nearest,
 // the producers' simple schemes): GPTQ v1/v2 (optionally act-order g_idx),
-// AWQ GEMM, GGUF Q4_0 / Q4_1 / Q8_0 / Q4_K blocks. For tests, benchmarks
+// AWQ GEMM, compressed-tensors pack-quantized, bitsandbytes NF4, GGUF
+// Q4_0 / Q4_1 / Q8_0 / Q4_K blocks. For tests, benchmarks
 // and group-size studies on real weights; the inverse of op/checkpoint.h.
 // W is the PyTorch Linear weight [N, K] (row-major, N outputs).
 #ifndef NIBBLE_OP_QUANTIZE_CHECKPOINT_H_
@@ -34,6 +35,30 @@ struct AwqTensors {
   Tensor scales;   // float16 [groups, N]
 };
 StatusOr<AwqTensors> QuantizeAwq(const float* w, int64_t N, int64_t K, int64_t group_size);
+
+// compressed-tensors "pack-quantized", 4-bit symmetric (no zero point):
+// code q = round(w / s) clamped to -8..7 with s = absmax / 7 (float16),
+// stored as q + 8. g_idx as for QuantizeGptq (empty: k / G; otherwise
+// written to weight_g_idx). Needs K % 8 == 0.
+struct CompressedTensorsTensors {
+  Tensor weight_packed;  // int32 [N, K / 8]: element k at bits 4 (k % 8) of word k / 8
+  Tensor weight_scale;   // float16 [N, groups]
+  Tensor weight_shape;   // int64 [2] = {N, K}
+  Tensor weight_g_idx;   // int32 [K] (empty without g_idx)
+};
+StatusOr<CompressedTensorsTensors> QuantizeCompressedTensors(
+    const float* w, int64_t N, int64_t K, int64_t group_size,
+    const std::vector<int32_t>& g_idx = {});
+
+// bitsandbytes NF4 of the flattened weight: blocks of `blocksize`
+// elements, absmax per block (float32), code = the NF4 level nearest to
+// w / absmax, two codes per byte, the first in the high nibble.
+struct Bnb4Tensors {
+  Tensor weight;     // uint8 [ceil(N * K / 2), 1]
+  Tensor absmax;     // float32 [blocks]
+  Tensor quant_map;  // float32 [16], the NF4 levels
+};
+StatusOr<Bnb4Tensors> QuantizeBnbNf4(const float* w, int64_t N, int64_t K, int64_t blocksize);
 
 // The bytes of a GGUF tensor of ggml type 2 (Q4_0), 3 (Q4_1), 8 (Q8_0) or
 // 12 (Q4_K) holding w as rows x cols (ne = [cols, rows]); cols must be a

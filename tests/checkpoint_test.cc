@@ -330,6 +330,77 @@ TEST_CASE("GPTQ / AWQ round trips from seeded weights, odd shapes, every output 
   }
 }
 
+TEST_CASE("compressed-tensors / bitsandbytes NF4 writers round trip through their loaders") {
+  struct Case {
+    int64_t N, K, G;
+    bool act_order;
+  };
+  for (const Case c : {Case{8, 8, 8, false}, Case{24, 40, 16, false}, Case{40, 128, 32, true},
+                       Case{17, 256, -1, false}, Case{64, 96, 32, true}}) {
+    CAPTURE(c.N);
+    CAPTURE(c.K);
+    const auto w = MakeLlmLikeWeight(c.N, c.K, 7);
+    const int64_t G = c.G == -1 ? c.K : c.G, groups = (c.K + G - 1) / G;
+    std::vector<int32_t> gidx;
+    if (c.act_order) {  // every group G members, scattered
+      for (int64_t k = 0; k < c.K; ++k) gidx.push_back(static_cast<int32_t>((k * 7 % c.K) / G));
+    }
+    auto t = QuantizeCompressedTensors(w.data(), c.N, c.K, c.G, gidx);
+    REQUIRE(t.ok());
+    const TensorView wp = t->weight_packed.view(), sc = t->weight_scale.view(),
+                     sh = t->weight_shape.view(), gi = t->weight_g_idx.view();
+    CompressedTensorsWeight x;
+    x.weight = &wp;
+    x.weight_shape = &sh;
+    x.scale = &sc;
+    x.g_idx = c.act_order ? &gi : nullptr;
+    x.group_size = G;  // (a ragged last group: the shapes alone do not say G)
+    auto d = PrepareCompressedTensors(x, DType::kFloat32, "ct");
+    REQUIRE_MESSAGE(d.ok(), d.status().message());
+    const auto y = RunF32(*d, true);
+    const auto* words = t->weight_packed.data_as<uint32_t>();
+    const auto* s16 = t->weight_scale.data_as<uint16_t>();
+    for (int64_t n = 0; n < c.N; ++n) {
+      for (int64_t k = 0; k < c.K; ++k) {
+        const int64_t g = c.act_order ? gidx[static_cast<size_t>(k)] : k / G;
+        const float s = F32FromF16(s16[n * groups + g]);
+        const auto q = static_cast<int32_t>((words[n * (c.K / 8) + k / 8] >> (4 * (k % 8))) & 15u);
+        const size_t i = static_cast<size_t>(n * c.K + k);
+        CHECK(y[i] == static_cast<float>(q - 8) * s);  // the format's own rule
+        CHECK(std::fabs(y[i] - w[i]) <= 0.5f * s * 1.001f);
+      }
+    }
+    CHECK(MeasureError(w.data(), y.data(), c.N * c.K).sqnr_db > (c.G == -1 ? 8.0 : 12.0));
+
+    for (int64_t block : {64, 32, 4096}) {
+      auto b = QuantizeBnbNf4(w.data(), c.N, c.K, block);
+      REQUIRE(b.ok());
+      const TensorView bw = b->weight.view(), am = b->absmax.view(), qm = b->quant_map.view();
+      Bnb4Weight bx;
+      bx.shape = {c.N, c.K};
+      bx.blocksize = block;
+      bx.weight = &bw;
+      bx.absmax = &am;
+      bx.quant_map = &qm;
+      auto db = PrepareBnb4(bx, DType::kFloat32, "bnb");
+      REQUIRE_MESSAGE(db.ok(), db.status().message());
+      const auto yb = RunF32(*db, true);
+      const auto* codes = b->weight.data_as<uint8_t>();
+      const auto* amax = b->absmax.data_as<float>();
+      const auto* levels = b->quant_map.data_as<float>();
+      for (int64_t e = 0; e < c.N * c.K; ++e) {
+        const int q = e % 2 == 0 ? codes[e / 2] >> 4 : codes[e / 2] & 15;
+        const size_t i = static_cast<size_t>(e);
+        CHECK(yb[i] == levels[q] * amax[e / block]);
+        // NF4's widest gap between neighbouring levels is under 0.33.
+        CHECK(std::fabs(yb[i] - w[i]) <= 0.165f * amax[e / block]);
+      }
+    }
+  }
+  CHECK(!QuantizeCompressedTensors(nullptr, 8, 12, 8).ok());  // K % 8 != 0
+  CHECK(!QuantizeBnbNf4(nullptr, 8, 8, 0).ok());
+}
+
 TEST_CASE("GGUF round trips: Q4_0 / Q4_1 / Q8_0 / Q4_K, 1-D to 3-D, threads agree") {
   for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0, kGgmlQ4_K}) {
     const int64_t block = type == kGgmlQ4_K ? 256 : 32;
