@@ -53,8 +53,8 @@ struct Plan {
   //     o * s_outer + group_of(a) * s_axis + i * s_inner   (s_inner is 0 or 1)
   //     with group_of(a) = a / group, or axis_group[a] when set
   int64_t s_outer = 0, s_axis = 0, s_inner = 0;
-  // Optional (inner > 1 views only): the group of axis position a is
-  // axis_group[a] instead of a / group (GPTQ act-order g_idx; any order).
+  // Optional: the group of axis position a is axis_group[a] instead of
+  // a / group (GPTQ / compressed-tensors act-order g_idx; any order).
   const int32_t* axis_group = nullptr;
   // Block layouts: unused (nullptr); the kernels and the reference take
   // each element's scale / zero point from its block's header (the
