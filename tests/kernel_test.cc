@@ -2,6 +2,7 @@
 // vector length and the group size, odd nibble starts, every zero-point
 // kind, output type and store mode, tiles at any offset: `==` against the
 // scalar reference (kernels/reference.h), with sentinels around the output.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdlib>
@@ -301,6 +302,82 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
     }
   }
   CHECK(compared > 10000);
+}
+
+// A group map along the row (compressed-tensors act-order weight_g_idx:
+// inner 1, s_axis 1) with 1 to 130 groups per row — around the register
+// tables of at most 64 groups (16 per register) and past them — with every
+// zero-point kind and output type: every target == the reference.
+TEST_CASE("group maps along a row x every target == scalar reference") {
+  TargetGuard guard;
+  const auto targets = CompiledTargets();
+  std::mt19937_64 rng(7);
+  int64_t compared = 0;
+  for (int64_t target : targets) {
+    UseTarget(target);
+    for (int64_t ng : {1, 15, 16, 17, 31, 32, 33, 48, 63, 64, 65, 130}) {
+      for (ZeroPointKind zp :
+           {ZeroPointKind::kNone, ZeroPointKind::kInteger, ZeroPointKind::kFloat}) {
+        for (OutType out : {OutType::kF32, OutType::kF16, OutType::kBF16}) {
+          const int64_t group = ng == 130 ? 4 : 8 + static_cast<int64_t>(rng() % 3) * 8;
+          const int64_t rows = 3, cols = ng * group;
+          // Groups in a random order; one in three maps leaves the last
+          // groups unused (the row's table is then shorter than s_outer).
+          const int64_t used = rng() % 3 == 0 && ng > 1 ? ng - 1 : ng;
+          std::vector<int32_t> map(static_cast<size_t>(cols));
+          for (int64_t c = 0; c < cols; ++c) {
+            map[static_cast<size_t>(c)] = static_cast<int32_t>((c / group) % used);
+          }
+          std::shuffle(map.begin(), map.end(), rng);
+          std::vector<uint8_t> codes(static_cast<size_t>((rows * cols + 1) / 2));
+          for (auto& b : codes) b = static_cast<uint8_t>(rng());
+          std::vector<float> scale(static_cast<size_t>(rows * ng)), zpf(scale.size());
+          std::vector<int32_t> zpi(scale.size());
+          for (auto& v : scale) v = RandomScale(rng);
+          for (auto& v : zpf) v = RandomScale(rng);
+          for (auto& v : zpi) v = static_cast<int32_t>(rng() % 16);
+          Plan p;
+          p.layout = Layout::kDense;
+          p.code = CodeKind::kU4;
+          p.codes = codes.data();
+          p.out = out;
+          p.outer = rows;
+          p.axis = cols;
+          p.inner = 1;
+          p.group = group;
+          p.s_outer = ng;
+          p.s_axis = 1;
+          p.axis_group = map.data();
+          p.scale = scale.data();
+          p.zp_kind = zp;
+          p.code_offset = zp == ZeroPointKind::kInteger ? 0 : 8;
+          if (zp == ZeroPointKind::kInteger) p.zp_int = zpi.data();
+          if (zp == ZeroPointKind::kFloat) p.zp_float = zpf.data();
+          for (bool nt : {false, true}) {
+            p.nontemporal = nt;
+            for (int trial = 0; trial < 3; ++trial) {
+              int64_t c0 = 0, c1 = cols, r0 = 0, r1 = rows;
+              if (trial > 0) {
+                c0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(cols));
+                c1 = c0 + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(cols - c0));
+                r0 = trial - 1;
+              }
+              const std::string diff =
+                  CompareTile(p, r0, r1, c0, c1, c1 - c0, trial == 2 ? OutBytes(out) : 0);
+              CHECK_MESSAGE(diff.empty(),
+                            std::string(hwy::TargetName(target))
+                                << " groups=" << ng << " used=" << used << " group=" << group
+                                << " zp=" << static_cast<int>(zp)
+                                << " out=" << static_cast<int>(out) << " nt=" << nt << " tile=["
+                                << r0 << "," << r1 << ")x[" << c0 << "," << c1 << "): " << diff);
+              ++compared;
+            }
+          }
+        }
+      }
+    }
+  }
+  CHECK(compared > 500);
 }
 
 // A block descriptor's value table (kTable4 codes), else nullptr.
