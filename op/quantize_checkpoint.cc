@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 #include <new>
+#include <string>
+#include <utility>
 
 #include "base/numeric.h"
 
@@ -67,6 +69,27 @@ GroupParams AsymParams(const float* w, int64_t N, int64_t K, int64_t groups,
   return p;
 }
 
+// The group of each of the K input channels: g_idx when given (each entry
+// checked against the group count), else k / G. `who` names the writer in
+// the errors.
+StatusOr<std::vector<int32_t>> ChannelGroups(const char* who, int64_t K, int64_t G,
+                                             const std::vector<int32_t>& g_idx) {
+  if (G <= 0) return Status::Error(std::string(who) + ": group_size must be positive or -1");
+  if (!g_idx.empty() && static_cast<int64_t>(g_idx.size()) != K) {
+    return Status::Error(std::string(who) + ": g_idx must have K entries");
+  }
+  const int64_t groups = (K + G - 1) / G;
+  std::vector<int32_t> gk(static_cast<size_t>(K));
+  for (int64_t k = 0; k < K; ++k) {
+    gk[static_cast<size_t>(k)] =
+        g_idx.empty() ? static_cast<int32_t>(k / G) : g_idx[static_cast<size_t>(k)];
+    if (gk[static_cast<size_t>(k)] < 0 || gk[static_cast<size_t>(k)] >= groups) {
+      return Status::Error(std::string(who) + ": g_idx out of range");
+    }
+  }
+  return gk;
+}
+
 StatusOr<Tensor> Alloc(DType t, Shape s) { return Tensor::Allocate(t, std::move(s)); }
 
 }  // namespace
@@ -77,16 +100,10 @@ StatusOr<GptqTensors> QuantizeGptq(const float* w, int64_t N, int64_t K, int64_t
     return Status::Error("QuantizeGptq: N and K must be positive multiples of 8");
   }
   const int64_t G = group_size == -1 ? K : group_size;
-  if (G <= 0) return Status::Error("QuantizeGptq: group_size must be positive or -1");
+  auto gk_or = ChannelGroups("QuantizeGptq", K, G, g_idx);
+  if (!gk_or.ok()) return gk_or.status();
+  const std::vector<int32_t> gk = std::move(*gk_or);
   const int64_t groups = (K + G - 1) / G;
-  std::vector<int32_t> gk(static_cast<size_t>(K));
-  for (int64_t k = 0; k < K; ++k) {
-    gk[static_cast<size_t>(k)] =
-        g_idx.empty() ? static_cast<int32_t>(k / G) : g_idx[static_cast<size_t>(k)];
-    if (gk[static_cast<size_t>(k)] < 0 || gk[static_cast<size_t>(k)] >= groups) {
-      return Status::Error("QuantizeGptq: g_idx out of range");
-    }
-  }
   const GroupParams p = AsymParams(w, N, K, groups, gk, sym, v2 ? 0 : 1);
   GptqTensors t;
   auto qw = Alloc(DType::kInt32, {K / 8, N});
@@ -182,16 +199,10 @@ StatusOr<CompressedTensorsTensors> QuantizeCompressedTensors(
         "QuantizeCompressedTensors: N must be positive, K a positive multiple of 8");
   }
   const int64_t G = group_size == -1 ? K : group_size;
-  if (G <= 0) return Status::Error("QuantizeCompressedTensors: group_size must be positive or -1");
+  auto gk_or = ChannelGroups("QuantizeCompressedTensors", K, G, g_idx);
+  if (!gk_or.ok()) return gk_or.status();
+  const std::vector<int32_t> gk = std::move(*gk_or);
   const int64_t groups = (K + G - 1) / G;
-  std::vector<int32_t> gk(static_cast<size_t>(K));
-  for (int64_t k = 0; k < K; ++k) {
-    gk[static_cast<size_t>(k)] =
-        g_idx.empty() ? static_cast<int32_t>(k / G) : g_idx[static_cast<size_t>(k)];
-    if (gk[static_cast<size_t>(k)] < 0 || gk[static_cast<size_t>(k)] >= groups) {
-      return Status::Error("QuantizeCompressedTensors: g_idx out of range");
-    }
-  }
   const GroupParams p = AsymParams(w, N, K, groups, gk, /*sym=*/true, /*min_zero=*/0);
   CompressedTensorsTensors t;
   auto qw = Alloc(DType::kInt32, {N, K / 8});

@@ -24,7 +24,8 @@ struct GptqTensors {
 
 // group_size -1: one group. sym: z = 8 (qzeros 0x77777777 in v1). v2: qzeros
 // hold z (v1: z - 1, and z >= 1 so every loader reads the same values).
-// g_idx: group of each input channel (any order, every group used); empty =
+// g_idx: group of each of the K input channels (any order, every group
+// used; an error if not K entries or one out of range); empty =
 // k / G. Needs K % 8 == 0 and N % 8 == 0.
 StatusOr<GptqTensors> QuantizeGptq(const float* w, int64_t N, int64_t K, int64_t group_size,
                                    bool sym, bool v2, const std::vector<int32_t>& g_idx = {});

@@ -401,6 +401,21 @@ TEST_CASE("compressed-tensors / bitsandbytes NF4 writers round trip through thei
   CHECK(!QuantizeBnbNf4(nullptr, 8, 8, 0).ok());
 }
 
+TEST_CASE("GPTQ / compressed-tensors writers refuse a g_idx of the wrong length or range") {
+  const auto w = MakeLlmLikeWeight(8, 16, 3);
+  const std::vector<int32_t> short_idx(15, 0), bad_group(16, 2), ok_idx(16, 1);
+  for (const auto* idx : {&short_idx, &bad_group}) {
+    auto ct = QuantizeCompressedTensors(w.data(), 8, 16, 8, *idx);
+    REQUIRE_FALSE(ct.ok());
+    CHECK(ct.status().message().find("QuantizeCompressedTensors: g_idx") != std::string::npos);
+    auto gq = QuantizeGptq(w.data(), 8, 16, 8, true, false, *idx);
+    REQUIRE_FALSE(gq.ok());
+    CHECK(gq.status().message().find("QuantizeGptq: g_idx") != std::string::npos);
+  }
+  CHECK(QuantizeCompressedTensors(w.data(), 8, 16, 8, ok_idx).ok());
+  CHECK_FALSE(QuantizeCompressedTensors(w.data(), 8, 16, 0).ok());
+}
+
 TEST_CASE("GGUF round trips: Q4_0 / Q4_1 / Q8_0 / Q4_K, 1-D to 3-D, threads agree") {
   for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0, kGgmlQ4_K}) {
     const int64_t block = type == kGgmlQ4_K ? 256 : 32;
