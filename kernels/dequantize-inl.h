@@ -729,6 +729,18 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
         const int64_t cs = x0 / kChunk * kChunk, x1 = std::min(cb, cs + kChunk);
         const int64_t b0 = x0 / Desc::kBlockElems;
         const int64_t b1 = (x1 + Desc::kBlockElems - 1) / Desc::kBlockElems;
+        // The next chunk's blocks, a chunk ahead: the header pass below is
+        // their first reader (a gather) and otherwise waits on memory. The
+        // addresses may lie past the row or the tensor: a prefetch never
+        // faults (integer arithmetic, no out-of-object pointer).
+        {
+          const uintptr_t next = reinterpret_cast<uintptr_t>(job.code.codes) +
+                                 static_cast<uintptr_t>(b1 * Desc::kBytes);
+          const int64_t ahead = (b1 - b0) * Desc::kBytes;
+          for (int64_t o = 0; o < ahead; o += 64) {
+            hwy::Prefetch(reinterpret_cast<const uint8_t*>(next + static_cast<uintptr_t>(o)));
+          }
+        }
         if constexpr (HasHalfHeader<Desc>::value) {
           const int64_t at = b0 - cs / Desc::kBlockElems;
           HalfHeaders<Desc>(job.code.codes + b0 * Desc::kBytes, b1 - b0, sc + at, zf + at);
