@@ -127,6 +127,27 @@ class RowKernel {
     return Arith(Decode(L::Load(codes, kk)), s, z, zf);
   }
 
+  // The per-element units of [k, k1) (scales, zero points per element):
+  // every invariant in a local of this loop (through a lambda capturing by
+  // reference GCC reloaded them from the closure every vector). Returns the
+  // first element not written (whole units only).
+  template <bool kStream>
+  HWY_INLINE int64_t PerElementRow(int64_t k, int64_t k1, char* base) const {
+    const DF df;
+    const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+    constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
+    const CodeRef codes = job_.code;
+    const float* const sp = job_.scale;
+    const int32_t* const zi = job_.zp_int;
+    const float* const zfp = job_.zp_float;
+    const VI off = hn::Set(DI(), plan_.code_offset);
+    for (; k + 2 * n <= k1; k += 2 * n) {
+      StoreUnit(df, PerElementValues(codes, sp, zi, zfp, off, k),
+                PerElementValues(codes, sp, zi, zfp, off, k + n), base + k * kOutBytes, kStream);
+    }
+    return k;
+  }
+
 #if HWY_TARGET <= HWY_AVX3
   // The per-element units of [k, k1) through a group map of at most 64
   // groups (job_.map_groups): the row's scales (and zero points) in four
@@ -244,7 +265,7 @@ class RowKernel {
           units([&](int64_t kk)
                     HWY_ATTR { return MappedValues(codes, sp, zi, zfp, map, off, kk); });
       } else {
-        units([&](int64_t kk) HWY_ATTR { return PerElementValues(codes, sp, zi, zfp, off, kk); });
+        k = stream ? PerElementRow<true>(k, k1, base) : PerElementRow<false>(k, k1, base);
       }
     } else if (!kTable && job_.group == static_cast<int64_t>(N) && k % job_.group == 0) {
       // Groups of exactly one vector (ggml's 16-element sub-blocks on
