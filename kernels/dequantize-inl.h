@@ -13,7 +13,8 @@
 // rounded once to the output type (nearest even; bf16/f16 NaN stay NaN).
 // Exactness: every vector lane performs exactly those float32 operations; a
 // per-group 16-entry table T[c] (AVX-512) holds the same values computed by
-// the same operations, so a lookup equals the arithmetic.
+// the same operations, so a lookup equals the arithmetic; so do the
+// 32-entry block tables of ggml's small-code types (x86_avx512-inl.h).
 // Tails: a row is processed in units of 2N lanes; elements before the first
 // aligned unit (non-temporal mode) and after the last are computed with the
 // scalar formula. Stores never touch memory outside [c0, c1) of each row:
@@ -435,6 +436,16 @@ class RowKernel {
       if (hn::Lanes(df) != static_cast<size_t>(kN) || k % kB != 0) return k;
       const float* const sp = job_.scale;
       const float* const zfp = job_.zp_float;
+#if HWY_TARGET <= HWY_AVX3
+      if constexpr (kOut != OutType::kF32 && BlockTableShape<D>::kOk) {
+        // Codes of at most 5 bits, 16-bit output: block tables.
+        const int64_t n = (k1 - k) / kB, g = ScaleIndex(k);
+        BlockTableRun<D, kZp, kOut>(job_.code.codes + (k / kB) * D::kBytes, n, sp + g,
+                                    kZp == ZeroPointKind::kFloat ? zfp + g : nullptr,
+                                    plan_.code_offset, base + k * kOutBytes, stream);
+        return k + n * kB;
+      }
+#endif
       const int32_t* const zip = job_.zp_int;
       const VI offset = hn::Set(di, plan_.code_offset);
       auto zero_of = [&](int64_t g) HWY_ATTR {

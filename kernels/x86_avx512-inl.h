@@ -8,6 +8,9 @@
 //    dispatch does not detect this extension).
 //  - PermuteHalves: a 32 x 16-bit table lookup (vpermw); Highway 1.0.3's
 //    TableLookupLanes has no 16-bit lanes.
+//  - BlockTable16 / BlockCodes32 / BlockTableRun: 32-entry 16-bit tables
+//    of the small-code ggml block types (vpermw again, byte-mask tests of
+//    bit planes, masked 16-bit adds).
 //  - Transpose16x16 / ColumnNibbleTiles: the in-register transposes and
 //    16-bit table lookups of the GPTQ / AWQ [N, K] kernels (Highway 1.0.3
 //    has no 128-bit-block shuffles of two vectors and no 16-bit
@@ -108,6 +111,190 @@ HWY_INLINE hn::Vec<hn::Rebind<uint16_t, hn::ScalableTag<float>>> OutBits16(
 template <class V>
 HWY_INLINE V PermuteHalves(V table, V idx) {
   return V{_mm512_permutexvar_epi16(idx.raw, table.raw)};
+}
+
+// v0 (16 lanes) then v1 as 32 output bits (kF16 / kBF16), each rounded
+// once as OutBits16 rounds it (bfloat16: one vcvtne2ps2bf16 where the CPU
+// has it and no lane is subnormal).
+template <OutType kOut>
+HWY_INLINE __m512i OutBits32(__m512 v0, __m512 v1) {
+  using VF = hn::Vec<hn::ScalableTag<float>>;
+  if constexpr (kOut == OutType::kBF16) {
+    __m512i r;
+    if (CpuHasAvx512Bf16() && BF16x32(v0, v1, &r)) return r;
+  }
+  const __m256i a = OutBits16<kOut>(VF{v0}).raw, b = OutBits16<kOut>(VF{v1}).raw;
+  return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+}
+
+// ---------------------------------------------------------------------------
+// Block tables: float16 / bfloat16 output of the ggml block types whose
+// integer codes have at most 5 bits (Q2_K, Q3_K, Q5_0, Q5_1, Q5_K, TQ2_0).
+// The contract's values of every code c of kPerTable consecutive
+// sub-blocks (c + kC * sub-block, at most 32) are computed with the
+// contract's float32 operations, rounded to the output type once, and held
+// in one 32 x 16-bit register; then each 32 outputs are one vpermw of
+// their codes (gathered from the block's bit planes in 16-bit lanes) plus
+// their sub-block's offset. A lookup equals the arithmetic: the table entry
+// is that arithmetic on that code. (The arithmetic path spends a widening,
+// a conversion, a multiply and a rounding per 16 outputs; measured 1.4-2.5x
+// slower in cache.)
+template <class D>
+struct BlockTableShape {
+  static constexpr int64_t kC = int64_t{1} << PlaneBits<D>();  // codes per sub-block
+  static constexpr int64_t kSub = D::kSubElems;
+  static constexpr int64_t kSubs = D::kBlockElems / D::kSubElems;
+  // Sub-blocks per table and the elements they cover (whole 32-element
+  // units: with kC <= kSub, 32 / kC sub-blocks span at least 32 elements).
+  static constexpr int64_t kPerTable = 32 / kC < kSubs ? 32 / kC : kSubs;
+  static constexpr int64_t kTableElems = kPerTable * kSub;
+  // Plane shapes BlockCodes32 reads: the low plane as 32 bytes at one
+  // shift (span >= 32) or the two fields of 16 bytes (span 16); a second
+  // plane of one bit, as 32 bytes (span >= 32) or 32 consecutive bits.
+  static constexpr bool PlanesOk() {
+    const CodePlane lo = D::kPlanes[0];
+    if (lo.span() != 16 && lo.span() < 32) return false;
+    if constexpr (PlaneCount<D>() == 2) {
+      const CodePlane hi = D::kPlanes[PlaneCount<D>() - 1];
+      if (hi.bits != 1 || (hi.span() != 1 && hi.span() < 32)) return false;
+    }
+    return true;
+  }
+  static constexpr bool kOk = D::kCode == CodeKind::kU8 && PlaneBits<D>() <= 5 && kC <= kSub &&
+                              (D::kZp == ZeroPointKind::kNone || D::kZp == ZeroPointKind::kFloat) &&
+                              PlanesOk();
+};
+
+// The loop-invariant lane facts of D's tables: lane e of the two halves
+// (e = 0..31) holds code e % kC of sub-block min(e / kC, kPerTable - 1):
+// its float32 code value q - code_offset and its sub-block.
+struct BlockTableLanes {
+  __m512 code_lo, code_hi;
+  __m512i sub_lo, sub_hi;
+};
+template <class D>
+HWY_INLINE BlockTableLanes MakeBlockTableLanes(int32_t code_offset) {
+  using S = BlockTableShape<D>;
+  alignas(64) int32_t code[32], sub[32];
+  for (int64_t e = 0; e < 32; ++e) {
+    code[e] = static_cast<int32_t>(e % S::kC) - code_offset;
+    sub[e] = static_cast<int32_t>(std::min(e / S::kC, S::kPerTable - 1));
+  }
+  return {_mm512_cvtepi32_ps(_mm512_load_si512(code)),
+          _mm512_cvtepi32_ps(_mm512_load_si512(code + 16)), _mm512_load_si512(sub),
+          _mm512_load_si512(sub + 16)};
+}
+
+// The table of sub-blocks s[0 .. kPerTable) (scales; z: their float zero
+// points, kZp == kFloat), as 32 output bits: lane e = the contract's value
+// of code e % kC in sub-block e / kC. Reads exactly kPerTable entries.
+template <class D, ZeroPointKind kZp, OutType kOut>
+HWY_INLINE __m512i BlockTable16(const BlockTableLanes& lanes, const float* s, const float* z) {
+  using S = BlockTableShape<D>;
+  auto pick = [&](const float* p, __m512i sub) HWY_ATTR {
+    if constexpr (S::kPerTable == 1) {
+      (void)sub;
+      return _mm512_set1_ps(p[0]);
+    } else {
+      constexpr auto kMask = static_cast<__mmask16>((1u << S::kPerTable) - 1u);
+      return _mm512_permutexvar_ps(sub, _mm512_maskz_loadu_ps(kMask, p));
+    }
+  };
+  __m512 lo = _mm512_mul_ps(lanes.code_lo, pick(s, lanes.sub_lo));
+  __m512 hi = _mm512_mul_ps(lanes.code_hi, pick(s, lanes.sub_hi));
+  if constexpr (kZp == ZeroPointKind::kFloat) {
+    lo = _mm512_add_ps(lo, pick(z, lanes.sub_lo));
+    hi = _mm512_add_ps(hi, pick(z, lanes.sub_hi));
+  } else {
+    (void)z;
+  }
+  return OutBits32<kOut>(lo, hi);
+}
+
+// The table indices of elements p .. p+31 of `block` (p % 32 == 0): each
+// element's code plus kC times its sub-block's place in the table (`sub0`:
+// that of element p; with 16-element sub-blocks the upper 16 lanes are in
+// the next one). BlockTableShape<D>::kOk.
+template <class D>
+HWY_INLINE __m512i BlockCodes32(const uint8_t* block, uint64_t p, int64_t sub0) {
+  using S = BlockTableShape<D>;
+  using L = Blocks<D>;
+  constexpr CodePlane lo = D::kPlanes[0];
+  int sh;
+  const uint8_t* b = L::template FieldByte<0>(block, p, &sh);
+  __m512i c;
+  if constexpr (lo.span() >= 32) {
+    c = _mm512_srl_epi16(
+        _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b))),
+        _mm_cvtsi32_si128(sh));
+  } else {
+    // Span 16: fields sh (elements p ..) and sh + bits (p + 16 ..) of the
+    // same 16 bytes.
+    const __m512i v = _mm512_cvtepu8_epi16(
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b))));
+    const __m512i shifts = _mm512_mask_blend_epi16(
+        0xFFFF0000u, _mm512_set1_epi16(static_cast<int16_t>(sh)),
+        _mm512_set1_epi16(static_cast<int16_t>(sh + static_cast<int>(lo.bits))));
+    c = _mm512_srlv_epi16(v, shifts);
+  }
+  c = _mm512_and_si512(c, _mm512_set1_epi16(static_cast<int16_t>((1u << lo.bits) - 1u)));
+  if constexpr (PlaneCount<D>() == 2) {
+    constexpr CodePlane hi = D::kPlanes[1];
+    __mmask32 m;
+    if constexpr (hi.span() == 1) {
+      uint32_t w;
+      std::memcpy(&w, block + hi.at + p / 8, 4);
+      m = w;
+    } else {
+      int hsh;
+      const uint8_t* hb = L::template FieldByte<1>(block, p, &hsh);
+      m = _mm256_test_epi8_mask(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(hb)),
+                                _mm256_set1_epi8(static_cast<char>(1 << hsh)));
+    }
+    // (Add: the bit is clear in c; AVX-512 has no 16-bit masked or.)
+    c = _mm512_mask_add_epi16(c, m, c, _mm512_set1_epi16(static_cast<int16_t>(1u << lo.bits)));
+  }
+  const auto base = static_cast<int16_t>(S::kC * sub0);
+  if constexpr (S::kSub >= 32) {
+    return _mm512_or_si512(c, _mm512_set1_epi16(base));
+  } else {
+    static_assert(S::kSub == 16, "sub-blocks of 16 or >= 32 elements");
+    return _mm512_or_si512(
+        c, _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(base),
+                                   _mm512_set1_epi16(static_cast<int16_t>(base + S::kC))));
+  }
+}
+
+// Whole blocks [0, n) of D from `blocks` (scales s / float zero points z,
+// kFloat only, else null: kSubs per block, in order) through block tables to out (n * kBlockElems
+// 16-bit outputs; `stream`: non-temporal, out 64-byte aligned).
+template <class D, ZeroPointKind kZp, OutType kOut>
+HWY_INLINE void BlockTableRun(const uint8_t* blocks, int64_t n, const float* s, const float* z,
+                              int32_t code_offset, char* out, bool stream) {
+  using S = BlockTableShape<D>;
+  const BlockTableLanes lanes = MakeBlockTableLanes<D>(code_offset);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* const block = blocks + i * D::kBytes;
+    const float* const bs = s + i * S::kSubs;
+    const float* const bz = kZp == ZeroPointKind::kFloat ? z + i * S::kSubs : nullptr;
+    char* const dst = out + i * D::kBlockElems * 2;
+    __m512i t = _mm512_setzero_si512();
+#pragma GCC unroll 16
+    for (int64_t j = 0; j < D::kBlockElems; j += 32) {
+      if (j % S::kTableElems == 0) {
+        t = BlockTable16<D, kZp, kOut>(lanes, bs + j / S::kSub,
+                                       kZp == ZeroPointKind::kFloat ? bz + j / S::kSub : nullptr);
+      }
+      const __m512i idx =
+          BlockCodes32<D>(block, static_cast<uint64_t>(j), (j % S::kTableElems) / S::kSub);
+      const __m512i v = _mm512_permutexvar_epi16(idx, t);
+      if (stream) {
+        _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + j * 2), v);
+      } else {
+        _mm512_storeu_si512(dst + j * 2, v);
+      }
+    }
+  }
 }
 
 // 16 x 16 float32 transpose in registers: on return r[i] holds what was
