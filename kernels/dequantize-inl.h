@@ -776,6 +776,11 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
         if constexpr (HasHalfHeader<Desc>::value) {
           const int64_t at = b0 - cs / Desc::kBlockElems;
           HalfHeaders<Desc>(job.code.codes + b0 * Desc::kBytes, b1 - b0, sc + at, zf + at);
+#if HWY_TARGET <= HWY_AVX3
+        } else if constexpr (HasPackedHeader<Desc>::value) {
+          const int64_t at = (b0 - cs / Desc::kBlockElems) * kSubsPerBlock;
+          PackedHeaders<Desc>(job.code.codes + b0 * Desc::kBytes, b1 - b0, sc + at, zf + at);
+#endif
         } else {
           for (int64_t b = b0; b < b1; ++b) {
             const int64_t at = (b - cs / Desc::kBlockElems) * kSubsPerBlock;

@@ -69,6 +69,9 @@ inline constexpr uint8_t kAwqNibbleOrder[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 //   kHalfHeader (optional)        one sub-block per block whose Params
 //                                 only widens float16 header fields
 //                                 (HalfHeader below)
+//   kPackedHeader (optional)      the sub-blocks' scales (and mins) as bit
+//                                 fields of the header (PackedHeader
+//                                 below); Params is PackedHeaderParams
 // Value of element p of a block: SPEC arithmetic of the Plan with the
 // sub-block's scale / zero, e.g. Q4_0: (q - 8) * d.
 
@@ -109,6 +112,56 @@ struct HalfHeader {
 inline void HalfHeaderParams(const HalfHeader& h, const uint8_t* b, float* scale, float* zero) {
   scale[0] = layout_internal::Half(b, static_cast<size_t>(h.scale_at));
   if (h.zero_at >= 0) zero[0] = layout_internal::Half(b, static_cast<size_t>(h.zero_at));
+}
+
+// The header of the K-quant-style types as data: every sub-block's scale
+// (and min) is an unsigned bit field of the header, possibly in two parts
+// (`lo`, then `hi` above its bits), times a float16 multiplier:
+//   scale[j] = d * float32(field_j - bias)    (is_signed: the field is
+//                                              two's complement)
+//   zero[j]  = -(dmin * float32(min_j))        (dmin_at >= 0 only)
+// Declaring it (kPackedHeader) makes Params PackedHeaderParams, and lets
+// the AVX-512 kernels decode a block's header in vector lanes from the
+// same fields (bit-identical: the same float32 operations per value).
+struct HeaderField {
+  uint8_t at = 0, shift = 0, bits = 0;  // bits [shift, shift + bits) of byte at; bits 0: none
+};
+struct HeaderParam {
+  HeaderField lo, hi;
+};
+struct PackedHeader {
+  int32_t d_at = 0, dmin_at = -1;  // float16 fields (dmin_at -1: no mins)
+  int32_t bias = 0;
+  bool is_signed = false;
+  HeaderParam scale[16], min[16];  // one per sub-block
+};
+namespace layout_internal {
+inline constexpr uint32_t HeaderBits(const uint8_t* b, const HeaderField& f) {
+  return f.bits == 0 ? 0u : (uint32_t{b[f.at]} >> f.shift) & ((1u << f.bits) - 1u);
+}
+inline constexpr uint32_t HeaderValue(const uint8_t* b, const HeaderParam& p) {
+  return HeaderBits(b, p.lo) | HeaderBits(b, p.hi) << p.lo.bits;
+}
+}  // namespace layout_internal
+// Params of a packed header of `subs` sub-blocks.
+inline void PackedHeaderParams(const PackedHeader& h, int subs, const uint8_t* b, float* scale,
+                               float* zero) {
+  const float d = layout_internal::Half(b, static_cast<size_t>(h.d_at));
+  for (int j = 0; j < subs; ++j) {
+    const HeaderParam& p = h.scale[j];
+    const uint32_t u = layout_internal::HeaderValue(b, p);
+    const uint32_t width = uint32_t{p.lo.bits} + p.hi.bits;
+    const int32_t v = h.is_signed ? static_cast<int32_t>(u ^ (1u << (width - 1))) -
+                                        static_cast<int32_t>(1u << (width - 1))
+                                  : static_cast<int32_t>(u);
+    scale[j] = d * static_cast<float>(v - h.bias);
+  }
+  if (h.dmin_at >= 0) {
+    const float dmin = layout_internal::Half(b, static_cast<size_t>(h.dmin_at));
+    for (int j = 0; j < subs; ++j) {
+      zero[j] = -(dmin * static_cast<float>(layout_internal::HeaderValue(b, h.min[j])));
+    }
+  }
 }
 
 // Q4_0: {f16 d; u8 qs[16]}: (q - 8) * d.
@@ -212,25 +265,25 @@ struct GgufQ8_0 {
 };
 
 namespace layout_internal {
+constexpr uint8_t U8(size_t v) { return static_cast<uint8_t>(v); }
 // ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j (0..7)
-// of Q4_K / Q5_K, packed in 12 bytes q.
-inline void ScaleMinK4(int j, const uint8_t* q, uint32_t* sc, uint32_t* m) {
-  if (j < 4) {
-    *sc = q[j] & 63u;
-    *m = q[j + 4] & 63u;
-  } else {
-    *sc = (q[j + 4] & 0xFu) | (static_cast<uint32_t>(q[j - 4] >> 6) << 4);
-    *m = static_cast<uint32_t>(q[j + 4] >> 4) | (static_cast<uint32_t>(q[j] >> 6) << 4);
+// of Q4_K / Q5_K, packed in the 12 bytes at q: j < 4: the low 6 bits of
+// q[j] / q[j + 4]; else the low / high nibble of q[j + 4] with the top two
+// bits of q[j - 4] / q[j] above. Scales d * sc_j, zeros -(dmin * m_j).
+constexpr PackedHeader K4Header(size_t d_at, size_t dmin_at, size_t q) {
+  PackedHeader h;
+  h.d_at = static_cast<int32_t>(d_at);
+  h.dmin_at = static_cast<int32_t>(dmin_at);
+  for (size_t j = 0; j < 8; ++j) {
+    if (j < 4) {
+      h.scale[j] = {{U8(q + j), 0, 6}, {}};
+      h.min[j] = {{U8(q + j + 4), 0, 6}, {}};
+    } else {
+      h.scale[j] = {{U8(q + j + 4), 0, 4}, {U8(q + j - 4), 6, 2}};
+      h.min[j] = {{U8(q + j + 4), 4, 4}, {U8(q + j), 6, 2}};
+    }
   }
-}
-// Q4_K / Q5_K: eight (d * sc_j, -(dmin * m_j)).
-inline void ParamsK4(float d, float dmin, const uint8_t* scales, float* scale, float* zero) {
-  for (int j = 0; j < 8; ++j) {
-    uint32_t sc, m;
-    ScaleMinK4(j, scales, &sc, &m);
-    scale[j] = d * static_cast<float>(sc);
-    zero[j] = -(dmin * static_cast<float>(m));
-  }
+  return h;
 }
 }  // namespace layout_internal
 
@@ -251,14 +304,18 @@ struct GgufQ2_K {
   static constexpr CodeKind kCode = CodeKind::kU8;
   static constexpr ZeroPointKind kZp = ZeroPointKind::kFloat;
   static constexpr int32_t kCodeOffset = 0;
-  static void Params(const uint8_t* b, float* scale, float* zero) {
-    const float d = layout_internal::Half(b, offsetof(Block, d));
-    const float dmin = layout_internal::Half(b, offsetof(Block, dmin));
-    const uint8_t* sc = b + offsetof(Block, scales);
-    for (int j = 0; j < 16; ++j) {
-      scale[j] = d * static_cast<float>(sc[j] & 0xFu);
-      zero[j] = -(dmin * static_cast<float>(sc[j] >> 4));
+  static constexpr PackedHeader kPackedHeader = [] {
+    PackedHeader h;
+    h.d_at = static_cast<int32_t>(offsetof(Block, d));
+    h.dmin_at = static_cast<int32_t>(offsetof(Block, dmin));
+    for (size_t j = 0; j < 16; ++j) {
+      h.scale[j] = {{layout_internal::U8(offsetof(Block, scales) + j), 0, 4}, {}};
+      h.min[j] = {{layout_internal::U8(offsetof(Block, scales) + j), 4, 4}, {}};
     }
+    return h;
+  }();
+  static void Params(const uint8_t* b, float* scale, float* zero) {
+    PackedHeaderParams(kPackedHeader, kBlockElems / kSubElems, b, scale, zero);
   }
 };
 
@@ -283,14 +340,19 @@ struct GgufQ3_K {
   static constexpr CodeKind kCode = CodeKind::kU8;
   static constexpr ZeroPointKind kZp = ZeroPointKind::kNone;
   static constexpr int32_t kCodeOffset = 4;
-  static void Params(const uint8_t* b, float* scale, float* /*zero*/) {
-    const float d = layout_internal::Half(b, offsetof(Block, d));
-    const uint8_t* q = b + offsetof(Block, scales);
-    for (int j = 0; j < 16; ++j) {
-      const uint32_t low = (uint32_t{q[j % 8]} >> (4 * (j / 8))) & 0xFu;
-      const uint32_t high = (uint32_t{q[8 + j % 4]} >> (2 * (j / 4))) & 3u;
-      scale[j] = d * static_cast<float>(static_cast<int32_t>(low | high << 4) - 32);
+  static constexpr PackedHeader kPackedHeader = [] {
+    PackedHeader h;
+    h.d_at = static_cast<int32_t>(offsetof(Block, d));
+    h.bias = 32;
+    constexpr size_t q = offsetof(Block, scales);
+    for (size_t j = 0; j < 16; ++j) {
+      h.scale[j] = {{layout_internal::U8(q + j % 8), layout_internal::U8(4 * (j / 8)), 4},
+                    {layout_internal::U8(q + 8 + j % 4), layout_internal::U8(2 * (j / 4)), 2}};
     }
+    return h;
+  }();
+  static void Params(const uint8_t* b, float* scale, float* zero) {
+    PackedHeaderParams(kPackedHeader, kBlockElems / kSubElems, b, scale, zero);
   }
 };
 
@@ -311,10 +373,10 @@ struct GgufQ4_K {
   static constexpr CodeKind kCode = CodeKind::kU4;
   static constexpr ZeroPointKind kZp = ZeroPointKind::kFloat;
   static constexpr int32_t kCodeOffset = 0;
+  static constexpr PackedHeader kPackedHeader =
+      layout_internal::K4Header(offsetof(Block, d), offsetof(Block, dmin), offsetof(Block, scales));
   static void Params(const uint8_t* b, float* scale, float* zero) {
-    layout_internal::ParamsK4(layout_internal::Half(b, offsetof(Block, d)),
-                              layout_internal::Half(b, offsetof(Block, dmin)),
-                              b + offsetof(Block, scales), scale, zero);
+    PackedHeaderParams(kPackedHeader, kBlockElems / kSubElems, b, scale, zero);
   }
 };
 
@@ -336,10 +398,10 @@ struct GgufQ5_K {
   static constexpr CodeKind kCode = CodeKind::kU8;
   static constexpr ZeroPointKind kZp = ZeroPointKind::kFloat;
   static constexpr int32_t kCodeOffset = 0;
+  static constexpr PackedHeader kPackedHeader =
+      layout_internal::K4Header(offsetof(Block, d), offsetof(Block, dmin), offsetof(Block, scales));
   static void Params(const uint8_t* b, float* scale, float* zero) {
-    layout_internal::ParamsK4(layout_internal::Half(b, offsetof(Block, d)),
-                              layout_internal::Half(b, offsetof(Block, dmin)),
-                              b + offsetof(Block, scales), scale, zero);
+    PackedHeaderParams(kPackedHeader, kBlockElems / kSubElems, b, scale, zero);
   }
 };
 
@@ -362,12 +424,17 @@ struct GgufQ6_K {
   static constexpr CodeKind kCode = CodeKind::kU8;
   static constexpr ZeroPointKind kZp = ZeroPointKind::kNone;
   static constexpr int32_t kCodeOffset = 32;
-  static void Params(const uint8_t* b, float* scale, float* /*zero*/) {
-    const float d = layout_internal::Half(b, offsetof(Block, d));
-    for (int j = 0; j < 16; ++j) {
-      const int8_t sc = layout_internal::Field<int8_t>(b, offsetof(Block, scales) + size_t(j));
-      scale[j] = d * static_cast<float>(sc);
+  static constexpr PackedHeader kPackedHeader = [] {
+    PackedHeader h;
+    h.d_at = static_cast<int32_t>(offsetof(Block, d));
+    h.is_signed = true;
+    for (size_t j = 0; j < 16; ++j) {
+      h.scale[j] = {{layout_internal::U8(offsetof(Block, scales) + j), 0, 8}, {}};
     }
+    return h;
+  }();
+  static void Params(const uint8_t* b, float* scale, float* zero) {
+    PackedHeaderParams(kPackedHeader, kBlockElems / kSubElems, b, scale, zero);
   }
 };
 
@@ -434,15 +501,21 @@ struct GgufIQ4_XS {
   static constexpr const float* kValues = kIq4NonLinearGrid;
   static constexpr ZeroPointKind kZp = ZeroPointKind::kNone;
   static constexpr int32_t kCodeOffset = 0;
-  static void Params(const uint8_t* b, float* scale, float* /*zero*/) {
-    const float d = layout_internal::Half(b, offsetof(Block, d));
-    const uint32_t high = layout_internal::Field<uint16_t>(b, offsetof(Block, scales_h));
-    const uint8_t* low = b + offsetof(Block, scales_l);
-    for (int ib = 0; ib < 8; ++ib) {
-      const uint32_t ls =
-          ((uint32_t{low[ib / 2]} >> (4 * (ib % 2))) & 0xFu) | (((high >> (2 * ib)) & 3u) << 4);
-      scale[ib] = d * static_cast<float>(static_cast<int32_t>(ls) - 32);
+  static constexpr PackedHeader kPackedHeader = [] {
+    PackedHeader h;
+    h.d_at = static_cast<int32_t>(offsetof(Block, d));
+    h.bias = 32;
+    for (size_t ib = 0; ib < 8; ++ib) {
+      // (scales_h: a little-endian u16, two bits per sub-block.)
+      h.scale[ib] = {{layout_internal::U8(offsetof(Block, scales_l) + ib / 2),
+                      layout_internal::U8(4 * (ib % 2)), 4},
+                     {layout_internal::U8(offsetof(Block, scales_h) + 2 * ib / 8),
+                      layout_internal::U8(2 * ib % 8), 2}};
     }
+    return h;
+  }();
+  static void Params(const uint8_t* b, float* scale, float* zero) {
+    PackedHeaderParams(kPackedHeader, kBlockElems / kSubElems, b, scale, zero);
   }
 };
 
@@ -504,6 +577,56 @@ struct HasHalfHeader : std::false_type {};
 template <class D>
 struct HasHalfHeader<D, std::void_t<decltype(D::kHalfHeader)>> : std::true_type {};
 
+// Whether descriptor D declares kPackedHeader.
+template <class D, class = void>
+struct HasPackedHeader : std::false_type {};
+template <class D>
+struct HasPackedHeader<D, std::void_t<decltype(D::kPackedHeader)>> : std::true_type {};
+
+// The first byte of the 16-byte window holding every field of D's packed
+// header (the vector decoder loads that window).
+template <class D>
+constexpr int64_t PackedHeaderWindow() {
+  constexpr PackedHeader h = D::kPackedHeader;
+  int64_t lo = D::kBytes - 16;
+  for (int64_t j = 0; j < D::kBlockElems / D::kSubElems; ++j) {
+    const HeaderField fields[4] = {h.scale[j].lo, h.scale[j].hi, h.min[j].lo, h.min[j].hi};
+    for (const HeaderField& f : fields) {
+      if (f.bits != 0 && f.at < lo) lo = f.at;
+    }
+  }
+  return lo;
+}
+
+// The contract of a packed header: every field inside the block and the
+// 16-byte window, at most 8 bits in all per value, mins exactly with
+// float zero points.
+template <class D>
+constexpr bool CheckPackedHeader() {
+  constexpr PackedHeader h = D::kPackedHeader;
+  constexpr int64_t subs = D::kBlockElems / D::kSubElems;
+  if (subs > 16 || D::kBytes < 16) return false;
+  if (h.d_at < 0 || h.d_at + 2 > D::kBytes || h.dmin_at + 2 > D::kBytes) return false;
+  if ((h.dmin_at >= 0) != (D::kZp == ZeroPointKind::kFloat)) return false;
+  const int64_t win = PackedHeaderWindow<D>();
+  if (win < 0) return false;
+  for (int64_t j = 0; j < 2 * subs; ++j) {
+    if (j >= subs && h.dmin_at < 0) break;
+    const HeaderParam& p = j < subs ? h.scale[j] : h.min[j - subs];
+    {
+      if (p.lo.bits == 0 || p.lo.bits + p.hi.bits > 8) return false;
+      const HeaderField fields[2] = {p.lo, p.hi};
+      for (const HeaderField& f : fields) {
+        if (f.bits == 0) continue;
+        if (f.shift + f.bits > 8 || f.at >= D::kBytes || f.at < win || f.at >= win + 16) {
+          return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+
 // Compile-time checks of every registered descriptor's contract.
 template <class D>
 constexpr bool CheckBlockDescriptor() {
@@ -515,6 +638,9 @@ constexpr bool CheckBlockDescriptor() {
     static_assert((h.zero_at >= 0) == (D::kZp == ZeroPointKind::kFloat),
                   "kHalfHeader: a zero field exactly for kFloat zeros");
     static_assert(h.zero_at + 4 <= D::kBytes, "kHalfHeader: zero_at");
+  }
+  if constexpr (HasPackedHeader<D>::value) {
+    static_assert(CheckPackedHeader<D>(), "kPackedHeader: fields, window or mins");
   }
   static_assert(sizeof(typename D::Block) == D::kBytes, "block struct size != kBytes");
   static_assert(D::kBlockElems > 0 && (D::kBlockElems & (D::kBlockElems - 1)) == 0,

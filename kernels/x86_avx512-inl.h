@@ -265,6 +265,120 @@ HWY_INLINE __m512i BlockCodes32(const uint8_t* block, uint64_t p, int64_t sub0) 
   }
 }
 
+// ---------------------------------------------------------------------------
+// Packed headers (kPackedHeader: the K-quants' and IQ4_XS's sub-block
+// scales and mins) decoded in vector lanes, a block at a time: the
+// header's bytes are one 16-byte window, each lane picks its field's bytes
+// with a byte shuffle (pshufb), shifts and masks them per lane, and
+// applies the float32 operations of PackedHeaderParams (d * float32(v -
+// bias), -(dmin * float32(m))), so the values are the scalar decoder's.
+// The scalar loop spent about as long per block as dequantizing its 256
+// elements (perf: 9-19 % of the whole run against 15-34 % for the
+// kernel).
+template <class D>
+struct PackedHeaderLanes {
+  static constexpr PackedHeader kH = D::kPackedHeader;
+  static constexpr int64_t kSubs = D::kBlockElems / D::kSubElems;
+  static constexpr bool kMins = kH.dmin_at >= 0;
+  // Lane plan: vector v, lane l holds parameter p = 16 v + l: the scale of
+  // sub-block p (p < kSubs), else the min of sub-block p - kSubs (kMins).
+  static constexpr int kVectors = kMins && kSubs > 8 ? 2 : 1;
+  static constexpr bool kOk = kMins ? (kSubs == 8 || kSubs == 16) : kSubs <= 16;
+  static constexpr int64_t kWindow = PackedHeaderWindow<D>();
+  struct Table {
+    int8_t lo_idx[2][16] = {}, hi_idx[2][16] = {};  // window bytes (-128: none)
+    uint32_t lo_shift[2][16] = {}, lo_mask[2][16] = {};
+    uint32_t hi_shift[2][16] = {}, hi_mask[2][16] = {}, hi_pos[2][16] = {};
+    uint32_t sext[2][16] = {};  // sign extension: shift left then right by this
+    int32_t bias[2][16] = {};
+    bool has_hi = false;
+  };
+  static constexpr Table Make() {
+    Table t;
+    for (int v = 0; v < 2; ++v) {
+      for (int l = 0; l < 16; ++l) {
+        const int64_t p = 16 * v + l;
+        const bool is_scale = p < kSubs, is_min = kMins && !is_scale && p < 2 * kSubs;
+        t.lo_idx[v][l] = t.hi_idx[v][l] = -128;
+        if (!is_scale && !is_min) continue;
+        const HeaderParam& f = is_scale ? kH.scale[p] : kH.min[p - kSubs];
+        t.lo_idx[v][l] = static_cast<int8_t>(f.lo.at - kWindow);
+        t.lo_shift[v][l] = f.lo.shift;
+        t.lo_mask[v][l] = (1u << f.lo.bits) - 1u;
+        if (f.hi.bits != 0) {
+          t.has_hi = true;
+          t.hi_idx[v][l] = static_cast<int8_t>(f.hi.at - kWindow);
+          t.hi_shift[v][l] = f.hi.shift;
+          t.hi_mask[v][l] = (1u << f.hi.bits) - 1u;
+          t.hi_pos[v][l] = f.lo.bits;
+        }
+        if (is_scale && kH.is_signed) t.sext[v][l] = 32u - f.lo.bits - f.hi.bits;
+        t.bias[v][l] = is_scale ? kH.bias : 0;
+      }
+    }
+    return t;
+  }
+  static constexpr Table kTable = Make();
+};
+
+// Vector v of PackedHeaderLanes<D> for the header window `win`: each
+// lane's field value minus its bias, as float32.
+template <class D>
+HWY_INLINE __m512 PackedHeaderValues(__m128i win, int v) {
+  using P = PackedHeaderLanes<D>;
+  const auto& t = P::kTable;
+  auto widen = [&](const int8_t* idx) HWY_ATTR {
+    return _mm512_cvtepu8_epi32(
+        _mm_shuffle_epi8(win, _mm_loadu_si128(reinterpret_cast<const __m128i*>(idx))));
+  };
+  auto vec = [](const void* p) HWY_ATTR { return _mm512_loadu_si512(p); };
+  __m512i x = _mm512_and_si512(_mm512_srlv_epi32(widen(t.lo_idx[v]), vec(t.lo_shift[v])),
+                               vec(t.lo_mask[v]));
+  if constexpr (P::kTable.has_hi) {
+    const __m512i hi = _mm512_and_si512(_mm512_srlv_epi32(widen(t.hi_idx[v]), vec(t.hi_shift[v])),
+                                        vec(t.hi_mask[v]));
+    x = _mm512_or_si512(x, _mm512_sllv_epi32(hi, vec(t.hi_pos[v])));
+  }
+  if constexpr (P::kH.is_signed) {
+    x = _mm512_srav_epi32(_mm512_sllv_epi32(x, vec(t.sext[v])), vec(t.sext[v]));
+  }
+  return _mm512_cvtepi32_ps(_mm512_sub_epi32(x, vec(t.bias[v])));
+}
+
+// Params of blocks [0, n) from `blocks` (PackedHeaderLanes<D>::kOk): the
+// kSubs scales of block i at scale + i * kSubs (and zeros at zero + ...,
+// kMins only; else zero is not touched).
+template <class D>
+HWY_INLINE void PackedHeaders(const uint8_t* blocks, int64_t n, float* scale, float* zero) {
+  using P = PackedHeaderLanes<D>;
+  static_assert(P::kOk, "packed header lane plan");
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* const b = blocks + i * D::kBytes;
+    float* const s = scale + i * P::kSubs;
+    const __m128i win = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + P::kWindow));
+    const __m512 d = _mm512_set1_ps(layout_internal::Half(b, static_cast<size_t>(P::kH.d_at)));
+    if constexpr (!P::kMins) {
+      (void)zero;
+      constexpr auto kMask = static_cast<__mmask16>((1u << P::kSubs) - 1u);
+      _mm512_mask_storeu_ps(s, kMask, _mm512_mul_ps(d, PackedHeaderValues<D>(win, 0)));
+    } else {
+      float* const z = zero + i * P::kSubs;
+      // zero = -(dmin * m) == (-dmin) * m exactly (negation is exact).
+      const __m512 neg_dmin =
+          _mm512_set1_ps(-layout_internal::Half(b, static_cast<size_t>(P::kH.dmin_at)));
+      if constexpr (P::kSubs == 16) {
+        _mm512_storeu_ps(s, _mm512_mul_ps(d, PackedHeaderValues<D>(win, 0)));
+        _mm512_storeu_ps(z, _mm512_mul_ps(neg_dmin, PackedHeaderValues<D>(win, 1)));
+      } else {
+        const __m512 m = _mm512_mask_blend_ps(0xFF00, d, neg_dmin);
+        const __m512 v = _mm512_mul_ps(m, PackedHeaderValues<D>(win, 0));
+        _mm256_storeu_ps(s, _mm512_castps512_ps256(v));
+        _mm256_storeu_ps(z, _mm512_extractf32x8_ps(v, 1));
+      }
+    }
+  }
+}
+
 // Whole blocks [0, n) of D from `blocks` (scales s / float zero points z,
 // kFloat only, else null: kSubs per block, in order) through block tables to out (n * kBlockElems
 // 16-bit outputs; `stream`: non-temporal, out 64-byte aligned).
