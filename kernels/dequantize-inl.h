@@ -437,8 +437,8 @@ class RowKernel {
       const float* const sp = job_.scale;
       const float* const zfp = job_.zp_float;
 #if HWY_TARGET <= HWY_AVX3
-      if constexpr (kOut != OutType::kF32 && BlockTableShape<D>::kOk) {
-        // Codes of at most 5 bits, 16-bit output: block tables.
+      if constexpr (BlockTableShape<D>::kOk) {
+        // Codes of at most 5 bits: block tables.
         const int64_t n = (k1 - k) / kB, g = ScaleIndex(k);
         BlockTableRun<D, kZp, kOut>(job_.code.codes + (k / kB) * D::kBytes, n, sp + g,
                                     kZp == ZeroPointKind::kFloat ? zfp + g : nullptr,

@@ -186,10 +186,12 @@ HWY_INLINE BlockTableLanes MakeBlockTableLanes(int32_t code_offset) {
 }
 
 // The table of sub-blocks s[0 .. kPerTable) (scales; z: their float zero
-// points, kZp == kFloat), as 32 output bits: lane e = the contract's value
-// of code e % kC in sub-block e / kC. Reads exactly kPerTable entries.
-template <class D, ZeroPointKind kZp, OutType kOut>
-HWY_INLINE __m512i BlockTable16(const BlockTableLanes& lanes, const float* s, const float* z) {
+// points, kZp == kFloat) as float32, entries 0-15 in *lo and 16-31 in *hi:
+// entry e = the contract's value of code e % kC in sub-block e / kC. Reads
+// exactly kPerTable entries.
+template <class D, ZeroPointKind kZp>
+HWY_INLINE void BlockTableF32(const BlockTableLanes& lanes, const float* s, const float* z,
+                              __m512* lo_out, __m512* hi_out) {
   using S = BlockTableShape<D>;
   auto pick = [&](const float* p, __m512i sub) HWY_ATTR {
     if constexpr (S::kPerTable == 1) {
@@ -208,7 +210,8 @@ HWY_INLINE __m512i BlockTable16(const BlockTableLanes& lanes, const float* s, co
   } else {
     (void)z;
   }
-  return OutBits32<kOut>(lo, hi);
+  *lo_out = lo;
+  *hi_out = hi;
 }
 
 // The table indices of elements p .. p+31 of `block` (p % 32 == 0): each
@@ -381,31 +384,51 @@ HWY_INLINE void PackedHeaders(const uint8_t* blocks, int64_t n, float* scale, fl
 
 // Whole blocks [0, n) of D from `blocks` (scales s / float zero points z,
 // kFloat only, else null: kSubs per block, in order) through block tables to out (n * kBlockElems
-// 16-bit outputs; `stream`: non-temporal, out 64-byte aligned).
+// outputs of kOut; `stream`: non-temporal, out 64-byte aligned).
 template <class D, ZeroPointKind kZp, OutType kOut>
 HWY_INLINE void BlockTableRun(const uint8_t* blocks, int64_t n, const float* s, const float* z,
                               int32_t code_offset, char* out, bool stream) {
   using S = BlockTableShape<D>;
   const BlockTableLanes lanes = MakeBlockTableLanes<D>(code_offset);
+  constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
   for (int64_t i = 0; i < n; ++i) {
     const uint8_t* const block = blocks + i * D::kBytes;
     const float* const bs = s + i * S::kSubs;
     const float* const bz = kZp == ZeroPointKind::kFloat ? z + i * S::kSubs : nullptr;
-    char* const dst = out + i * D::kBlockElems * 2;
+    char* const dst = out + i * D::kBlockElems * kOutBytes;
+    __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
     __m512i t = _mm512_setzero_si512();
 #pragma GCC unroll 16
     for (int64_t j = 0; j < D::kBlockElems; j += 32) {
       if (j % S::kTableElems == 0) {
-        t = BlockTable16<D, kZp, kOut>(lanes, bs + j / S::kSub,
-                                       kZp == ZeroPointKind::kFloat ? bz + j / S::kSub : nullptr);
+        BlockTableF32<D, kZp>(lanes, bs + j / S::kSub,
+                              kZp == ZeroPointKind::kFloat ? bz + j / S::kSub : nullptr, &lo, &hi);
+        if constexpr (kOut != OutType::kF32) t = OutBits32<kOut>(lo, hi);
       }
       const __m512i idx =
           BlockCodes32<D>(block, static_cast<uint64_t>(j), (j % S::kTableElems) / S::kSub);
-      const __m512i v = _mm512_permutexvar_epi16(idx, t);
-      if (stream) {
-        _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + j * 2), v);
+      char* const at = dst + j * kOutBytes;
+      if constexpr (kOut == OutType::kF32) {
+        // float32: the 32-entry table in two registers (vpermt2ps).
+        const __m512 v0 =
+            _mm512_permutex2var_ps(lo, _mm512_cvtepu16_epi32(_mm512_castsi512_si256(idx)), hi);
+        const __m512 v1 = _mm512_permutex2var_ps(
+            lo, _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(idx, 1)), hi);
+        float* const p = reinterpret_cast<float*>(at);
+        if (stream) {
+          _mm512_stream_ps(p, v0);
+          _mm512_stream_ps(p + 16, v1);
+        } else {
+          _mm512_storeu_ps(p, v0);
+          _mm512_storeu_ps(p + 16, v1);
+        }
       } else {
-        _mm512_storeu_si512(dst + j * 2, v);
+        const __m512i v = _mm512_permutexvar_epi16(idx, t);
+        if (stream) {
+          _mm512_stream_si512(reinterpret_cast<__m512i*>(at), v);
+        } else {
+          _mm512_storeu_si512(at, v);
+        }
       }
     }
   }
