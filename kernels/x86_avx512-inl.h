@@ -78,16 +78,27 @@ HWY_INLINE bool BF16x16(__m512 v, __m256i* r) {
   return true;
 }
 
+// One 64-byte vector at dst (non-temporal when `stream`: dst 64-byte
+// aligned).
+HWY_INLINE void Store64(__m512i v, char* dst, bool stream) {
+  if (stream) {
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst), v);
+  } else {
+    _mm512_storeu_si512(dst, v);
+  }
+}
+// 32 float32 values, a then b, at dst (as Store64).
+HWY_INLINE void StoreF32x32(__m512 a, __m512 b, char* dst, bool stream) {
+  Store64(_mm512_castps_si512(a), dst, stream);
+  Store64(_mm512_castps_si512(b), dst + 64, stream);
+}
+
 // Stores BF16x32(v0, v1) at dst (non-temporal when `stream`); false (storing
 // nothing) where BF16x32 is.
 HWY_INLINE bool StoreBF16x32(__m512 v0, __m512 v1, char* dst, bool stream) {
   __m512i r;
   if (!BF16x32(v0, v1, &r)) return false;
-  if (stream) {
-    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst), r);
-  } else {
-    _mm512_storeu_si512(dst, r);
-  }
+  Store64(r, dst, stream);
   return true;
 }
 
@@ -414,21 +425,9 @@ HWY_INLINE void BlockTableRun(const uint8_t* blocks, int64_t n, const float* s, 
             _mm512_permutex2var_ps(lo, _mm512_cvtepu16_epi32(_mm512_castsi512_si256(idx)), hi);
         const __m512 v1 = _mm512_permutex2var_ps(
             lo, _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(idx, 1)), hi);
-        float* const p = reinterpret_cast<float*>(at);
-        if (stream) {
-          _mm512_stream_ps(p, v0);
-          _mm512_stream_ps(p + 16, v1);
-        } else {
-          _mm512_storeu_ps(p, v0);
-          _mm512_storeu_ps(p + 16, v1);
-        }
+        StoreF32x32(v0, v1, at, stream);
       } else {
-        const __m512i v = _mm512_permutexvar_epi16(idx, t);
-        if (stream) {
-          _mm512_stream_si512(reinterpret_cast<__m512i*>(at), v);
-        } else {
-          _mm512_storeu_si512(at, v);
-        }
+        Store64(_mm512_permutexvar_epi16(idx, t), at, stream);
       }
     }
   }
@@ -513,23 +512,10 @@ HWY_INLINE void StoreLookup32(const uint8_t* table, __m512i lo, __m512i hi, char
                               bool stream) {
   if constexpr (kOut == OutType::kF32) {
     const __m512 t = _mm512_load_ps(table);
-    const __m512 a = _mm512_permutexvar_ps(lo, t), b = _mm512_permutexvar_ps(hi, t);
-    float* p = reinterpret_cast<float*>(dst);
-    if (stream) {
-      _mm512_stream_ps(p, a);
-      _mm512_stream_ps(p + 16, b);
-    } else {
-      _mm512_storeu_ps(p, a);
-      _mm512_storeu_ps(p + 16, b);
-    }
+    StoreF32x32(_mm512_permutexvar_ps(lo, t), _mm512_permutexvar_ps(hi, t), dst, stream);
   } else {
     (void)hi;
-    const __m512i v = _mm512_permutexvar_epi16(lo, _mm512_load_si512(table));
-    if (stream) {
-      _mm512_stream_si512(reinterpret_cast<__m512i*>(dst), v);
-    } else {
-      _mm512_storeu_si512(dst, v);
-    }
+    Store64(_mm512_permutexvar_epi16(lo, _mm512_load_si512(table)), dst, stream);
   }
 }
 
