@@ -456,6 +456,33 @@ class RowKernel {
       };
       int64_t g0 = ScaleIndex(k);  // the block's first sub-block
       const uint8_t* block = job_.code.codes + (k / kB) * D::kBytes;
+#if HWY_TARGET <= HWY_AVX3
+      if constexpr (!kTable && BlockBytesShape<D>::kOk) {
+        if (BlockBytesShape<D>::OffsetOk(plan_.code_offset)) {
+          // Multi-plane codes: each 64 gathered into bytes as q - offset,
+          // then the same arithmetic (with a zero offset) per 16.
+          const hn::Rebind<int8_t, DI> di8;
+          alignas(64) int8_t qb[kB];
+          for (; k + kB <= k1; k += kB, g0 += kB / kSub, block += D::kBytes) {
+            char* const out = base + k * kOutBytes;
+#pragma GCC unroll 16
+            for (int64_t j = 0; j < kB; j += 64) {
+              BlockBytes64<D>(block, static_cast<uint64_t>(j), plan_.code_offset, qb + j);
+            }
+#pragma GCC unroll 16
+            for (int64_t j = 0; j < kB; j += kUnit) {
+              const int64_t ga = g0 + j / kSub, gb = g0 + (j + kN) / kSub;
+              const VI q0 = hn::PromoteTo(di, hn::Load(di8, qb + j));
+              const VI q1 = hn::PromoteTo(di, hn::Load(di8, qb + j + kN));
+              const VF v0 = Arith(q0, hn::Set(df, sp[ga]), hn::Zero(di), zf_of(ga));
+              const VF v1 = Arith(q1, hn::Set(df, sp[gb]), hn::Zero(di), zf_of(gb));
+              StoreUnit(df, v0, v1, out + j * kOutBytes, stream);
+            }
+          }
+          return k;
+        }
+      }
+#endif
       for (; k + kB <= k1; k += kB, g0 += kB / kSub, block += D::kBytes) {
         char* const out = base + k * kOutBytes;
         if constexpr (kTable) {

@@ -11,6 +11,8 @@
 //  - BlockTable16 / BlockCodes32 / BlockTableRun: 32-entry 16-bit tables
 //    of the small-code ggml block types (vpermw again, byte-mask tests of
 //    bit planes, masked 16-bit adds).
+//  - BlockBytes64: 64 codes of a two-plane block type (Q6_K) assembled in
+//    byte lanes (16-bit variable shifts and byte masks).
 //  - Transpose16x16 / ColumnNibbleTiles: the in-register transposes and
 //    16-bit table lookups of the GPTQ / AWQ [N, K] kernels (Highway 1.0.3
 //    has no 128-bit-block shuffles of two vectors and no 16-bit
@@ -431,6 +433,71 @@ HWY_INLINE void BlockTableRun(const uint8_t* blocks, int64_t n, const float* s, 
       }
     }
   }
+}
+
+// ---------------------------------------------------------------------------
+// Block bytes: the codes of the ggml block types with more than one bit
+// plane that block tables do not cover (6-bit Q6_K), gathered 64 at a time
+// in byte lanes (shifts and masks over 64 bytes at once) and stored as
+// int8 q - code_offset, so that the arithmetic path then reads each 16
+// codes with one sign-extending load instead of assembling them from two
+// planes in 32-bit lanes (two widening loads, shifts, masks and an or per
+// 16 values). The arithmetic on q - code_offset is unchanged: the same
+// integer, converted and multiplied the same way.
+template <class D>
+struct BlockBytesShape {
+  // Plane shapes read: each 64-element run of a plane is either 64 bytes at
+  // one shift (span >= 64) or 32 bytes read at two consecutive shifts (span
+  // 32).
+  static constexpr bool PlanesOk() {
+    uint32_t bits = 0;
+    for (const CodePlane& pl : D::kPlanes) {
+      if (pl.span() != 32 && pl.span() % 64 != 0) return false;
+      if (pl.run % 64 != 0) return false;
+      bits += pl.bits;
+    }
+    return bits <= 8;
+  }
+  static constexpr bool kOk = D::kCode == CodeKind::kU8 && PlaneCount<D>() == 2 &&
+                              !BlockTableShape<D>::kOk && D::kBlockElems % 64 == 0 &&
+                              D::kZp != ZeroPointKind::kInteger && PlanesOk();
+  // q - code_offset fits int8 for every q < 2^bits.
+  static bool OffsetOk(int32_t code_offset) {
+    return code_offset <= 128 && code_offset >= (int32_t{1} << PlaneBits<D>()) - 128;
+  }
+};
+
+// Codes p .. p + 63 (p a multiple of 64) of `block` as int8 q - offset at
+// dst (64 bytes).
+template <class D>
+HWY_INLINE void BlockBytes64(const uint8_t* block, uint64_t p, int32_t code_offset, int8_t* dst) {
+  __m512i code = _mm512_setzero_si512();
+  uint32_t acc = 0;  // bits below this plane's field
+  for (const CodePlane& pl : D::kPlanes) {
+    const uint64_t run = pl.run, span = pl.span();
+    const uint64_t q = p % run;
+    const uint8_t* const at = block + pl.at + (p / run) * span + q % span;
+    const uint32_t sh = pl.bits * static_cast<uint32_t>(q / span);
+    __m512i bytes, shift;
+    if (span >= 64) {
+      bytes = _mm512_loadu_si512(at);
+      shift = _mm512_set1_epi16(static_cast<int16_t>(sh));
+    } else {  // span 32: elements p .. p+31 at shift sh, the next 32 at sh + bits
+      bytes = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
+      shift = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(sh)),
+                                 _mm256_set1_epi16(static_cast<int16_t>(sh + pl.bits)), 1);
+    }
+    // 16-bit shifts (there are no 8-bit ones): a field fits its byte
+    // (sh + bits <= 8 and acc + bits <= 8), so the byte mask removes every
+    // bit the shifts moved across a byte boundary.
+    const auto mask = static_cast<char>(((1u << pl.bits) - 1u) << acc);
+    __m512i field = _mm512_srlv_epi16(bytes, shift);
+    if (acc != 0) field = _mm512_slli_epi16(field, acc);
+    code = _mm512_or_si512(code, _mm512_and_si512(field, _mm512_set1_epi8(mask)));
+    acc += pl.bits;
+  }
+  code = _mm512_sub_epi8(code, _mm512_set1_epi8(static_cast<char>(code_offset)));
+  _mm512_store_si512(dst, code);
 }
 
 // 16 x 16 float32 transpose in registers: on return r[i] holds what was
