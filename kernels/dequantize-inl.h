@@ -456,37 +456,29 @@ class RowKernel {
       };
       int64_t g0 = ScaleIndex(k);  // the block's first sub-block
       const uint8_t* block = job_.code.codes + (k / kB) * D::kBytes;
-#if HWY_TARGET <= HWY_AVX3
-      if constexpr (!kTable && BlockBytesShape<D>::kOk) {
-        if (BlockBytesShape<D>::OffsetOk(plan_.code_offset)) {
-          // Multi-plane codes: each 64 gathered into bytes as q - offset,
-          // then the same arithmetic (with a zero offset) per 16.
-          const hn::Rebind<int8_t, DI> di8;
-          alignas(64) int8_t qb[kB];
-          for (; k + kB <= k1; k += kB, g0 += kB / kSub, block += D::kBytes) {
-            char* const out = base + k * kOutBytes;
+      // The contract's arithmetic on one block's units: q(p) = the N
+      // integer codes at p, z(g) = what is subtracted from them in
+      // sub-block g.
+      auto arith_block = [&](char* out, auto q, auto z) HWY_ATTR {
 #pragma GCC unroll 16
-            for (int64_t j = 0; j < kB; j += 64) {
-              BlockBytes64<D>(block, static_cast<uint64_t>(j), plan_.code_offset, qb + j);
-            }
-#pragma GCC unroll 16
-            for (int64_t j = 0; j < kB; j += kUnit) {
-              const int64_t ga = g0 + j / kSub, gb = g0 + (j + kN) / kSub;
-              const VI q0 = hn::PromoteTo(di, hn::Load(di8, qb + j));
-              const VI q1 = hn::PromoteTo(di, hn::Load(di8, qb + j + kN));
-              const VF v0 = Arith(q0, hn::Set(df, sp[ga]), hn::Zero(di), zf_of(ga));
-              const VF v1 = Arith(q1, hn::Set(df, sp[gb]), hn::Zero(di), zf_of(gb));
-              StoreUnit(df, v0, v1, out + j * kOutBytes, stream);
-            }
-          }
-          return k;
+        for (int64_t j = 0; j < kB; j += kUnit) {
+          const int64_t ga = g0 + j / kSub, gb = g0 + (j + kN) / kSub;
+          const uint64_t p = static_cast<uint64_t>(j);
+          const VF sa = hn::Set(df, sp[ga]), sb = hn::Set(df, sp[gb]);
+          const VF v0 = Arith(q(p), sa, z(ga), zf_of(ga));
+          const VF v1 = Arith(q(p + kN), sb, z(gb), zf_of(gb));
+          StoreUnit(df, v0, v1, out + j * kOutBytes, stream);
         }
-      }
-#endif
-      for (; k + kB <= k1; k += kB, g0 += kB / kSub, block += D::kBytes) {
-        char* const out = base + k * kOutBytes;
-        if constexpr (kTable) {
-          // One table per sub-block, one lookup per vector.
+      };
+      // Every whole block from k through body(out), out = where it goes.
+      auto each_block = [&](auto body) HWY_ATTR {
+        for (; k + kB <= k1; k += kB, g0 += kB / kSub, block += D::kBytes) {
+          body(base + k * kOutBytes);
+        }
+      };
+      if constexpr (kTable) {
+        // One table per sub-block, one lookup per vector.
+        each_block([&](char* out) HWY_ATTR {
           VF t = hn::Zero(df);
 #pragma GCC unroll 16
           for (int64_t j = 0; j < kB; j += kUnit) {
@@ -502,19 +494,33 @@ class RowKernel {
                           stream);
             }
           }
-        } else {
+        });
+        return k;
+      }
+#if HWY_TARGET <= HWY_AVX3
+      if constexpr (BlockBytesShape<D>::kOk) {
+        if (BlockBytesShape<D>::OffsetOk(plan_.code_offset)) {
+          // Multi-plane codes: each 64 gathered into bytes as q - offset
+          // (so a zero offset below), then one sign-extending load per N.
+          const hn::Rebind<int8_t, DI> di8;
+          alignas(64) int8_t qb[kB];
+          each_block([&](char* out) HWY_ATTR {
 #pragma GCC unroll 16
-          for (int64_t j = 0; j < kB; j += kUnit) {
-            const int64_t ga = g0 + j / kSub, gb = g0 + (j + kN) / kSub;
-            const uint64_t p = static_cast<uint64_t>(j);
-            const VF v0 =
-                Arith(Decode(L::LoadIn(block, p)), hn::Set(df, sp[ga]), zero_of(ga), zf_of(ga));
-            const VF v1 = Arith(Decode(L::LoadIn(block, p + kN)), hn::Set(df, sp[gb]), zero_of(gb),
-                                zf_of(gb));
-            StoreUnit(df, v0, v1, out + j * kOutBytes, stream);
-          }
+            for (int64_t j = 0; j < kB; j += 64) {
+              BlockBytes64<D>(block, static_cast<uint64_t>(j), plan_.code_offset, qb + j);
+            }
+            arith_block(
+                out, [&](uint64_t p) HWY_ATTR { return hn::PromoteTo(di, hn::Load(di8, qb + p)); },
+                [&](int64_t) HWY_ATTR { return hn::Zero(di); });
+          });
+          return k;
         }
       }
+#endif
+      each_block([&](char* out) HWY_ATTR {
+        arith_block(
+            out, [&](uint64_t p) HWY_ATTR { return Decode(L::LoadIn(block, p)); }, zero_of);
+      });
       return k;
     }
   }
