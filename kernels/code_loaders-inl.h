@@ -15,6 +15,10 @@
 //   Load(c, k)      raw codes of elements k .. k+N-1 (int32 lanes)
 //   Load16(c, k)    (kNibbles) raw codes of elements k .. k+2N-1 (u16 lanes,
 //                   each < 16: a 16-entry table lookup needs no masking)
+//   LoadLow(c, k)   (optional, kNibbles) raw codes of elements k .. k+N-1 in
+//                   bits 0-3 of int32 lanes, the other bits arbitrary: Load
+//                   without its mask, for a 16-entry permute (which reads
+//                   only those bits)
 // Inputs are read with unaligned loads only, never beyond the codes of the
 // elements asked for (block layouts: beyond the block holding them).
 #if defined(NIBBLE_KERNELS_CODE_LOADERS_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -81,12 +85,15 @@ alignas(64) static constexpr ShiftTable kSeqShift = MakeShiftTable(kSequentialNi
 
 // Two codes per byte (u16 lanes b): lane = (b & 0xF) | (b >> 4) << 8, whose
 // two bytes are the two codes in order (kHighFirst: the high nibble first).
-template <bool kHighFirst = false, class D16, class V16>
+// kLowOnly (not kHighFirst): the first code's byte keeps the second code in
+// its bits 4-7 (LoadLow).
+template <bool kHighFirst = false, bool kLowOnly = false, class D16, class V16>
 HWY_INLINE V16 PairNibbles(D16 d16, V16 b) {
   if constexpr (kHighFirst) {
     return hn::Or(hn::ShiftRight<4>(b), hn::ShiftLeft<8>(hn::And(b, hn::Set(d16, 0xF))));
   }
-  return hn::Or(hn::And(b, hn::Set(d16, 0xF)), hn::ShiftLeft<8>(hn::ShiftRight<4>(b)));
+  const V16 first = kLowOnly ? b : hn::And(b, hn::Set(d16, 0xF));
+  return hn::Or(first, hn::ShiftLeft<8>(hn::ShiftRight<4>(b)));
 }
 
 // Lane i: nibble (shifts[(k + i) % 8]) of 32-bit word (k + i) / 8, the words
@@ -115,15 +122,26 @@ HWY_INLINE LoaderTypes::VI WordNibbles(const uint8_t* w, int64_t step, const uin
   return hn::BitCast(di, hn::And(words >> sh, hn::Set(du, 0xFu)));
 }
 
+// hi:lo (N u16 lanes each) as one full vector of 2N u16 lanes. AVX-512:
+// without Highway's Combine, which zero-extends lo first (one more
+// instruction).
+template <class V>
+HWY_INLINE LoaderTypes::VU16 Concat16(V hi, V lo) {
+#if HWY_TARGET <= HWY_AVX3
+  return LoaderTypes::VU16{_mm512_inserti64x4(_mm512_castsi256_si512(lo.raw), hi.raw, 1)};
+#else
+  return hn::Combine(LoaderTypes::DU16(), hi, lo);
+#endif
+}
+
 // 2N 4-bit codes from two N-code loads (word layouts).
 template <class L>
 HWY_INLINE LoaderTypes::VU16 TwoLoads16(const CodeRef& c, int64_t k) {
   using T = LoaderTypes;
-  const T::DU16 du16;
   const hn::Rebind<uint16_t, T::DU> du16h;
   const auto lo = L::Load(c, k);
   const auto hi = L::Load(c, k + static_cast<int64_t>(hn::Lanes(T::DU())));
-  return hn::Combine(du16, hn::DemoteTo(du16h, hi), hn::DemoteTo(du16h, lo));
+  return Concat16(hn::DemoteTo(du16h, hi), hn::DemoteTo(du16h, lo));
 }
 
 // --- kDense, 4-bit codes (ONNX int4 / uint4 / float4; PMX over one column);
@@ -141,7 +159,10 @@ struct DenseNibblesOf : LoaderTypes {
     const int64_t e = k + (c.odd_start ? 1 : 0);
     return (uint32_t{c.codes[e / 2]} >> (4 * ((e % 2) ^ (kHighFirst ? 1 : 0)))) & 0xFu;
   }
-  static HWY_INLINE VI Load(const CodeRef& c, int64_t k) {
+  static HWY_INLINE VI Load(const CodeRef& c, int64_t k) { return LoadPairs<false>(c, k); }
+  static HWY_INLINE VI LoadLow(const CodeRef& c, int64_t k) { return LoadPairs<!kHighFirst>(c, k); }
+  template <bool kLowOnly>
+  static HWY_INLINE VI LoadPairs(const CodeRef& c, int64_t k) {
     // N codes = N/2 bytes, paired into N bytes, widened to N lanes.
     const DI di;
     const DU du;
@@ -150,7 +171,8 @@ struct DenseNibblesOf : LoaderTypes {
     const hn::Rebind<uint8_t, decltype(du16h)> du8h;        // N/2 x u8
     const int64_t e = k + (c.odd_start ? 1 : 0);            // even by construction
     const auto b = hn::PromoteTo(du16h, hn::LoadU(du8h, c.codes + e / 2));
-    return hn::BitCast(di, hn::PromoteTo(du, hn::BitCast(du8n, PairNibbles<kHighFirst>(du16h, b))));
+    return hn::BitCast(
+        di, hn::PromoteTo(du, hn::BitCast(du8n, PairNibbles<kHighFirst, kLowOnly>(du16h, b))));
   }
   static HWY_INLINE VU16 Load16(const CodeRef& c, int64_t k) {
     const DU16 du16;
@@ -237,16 +259,18 @@ struct PmxWords : LoaderTypes {
     return (w >> c.shift) & 0xFu;
   }
   static HWY_INLINE VI Load(const CodeRef& c, int64_t k) {
+    return hn::BitCast(DI(), hn::And(hn::BitCast(DU(), LoadLow(c, k)), hn::Set(DU(), 0xFu)));
+  }
+  static HWY_INLINE VI LoadLow(const CodeRef& c, int64_t k) {
     const DI di;
     const DU du;
     if (kWordBits == 16) {
       const hn::Rebind<uint16_t, DI> du16;
       const auto w = hn::LoadU(du16, reinterpret_cast<const uint16_t*>(c.codes) + k);
-      const auto u = hn::PromoteTo(du, w);
-      return hn::BitCast(di, hn::And(hn::ShiftRightSame(u, c.shift), hn::Set(du, 0xFu)));
+      return hn::BitCast(di, hn::ShiftRightSame(hn::PromoteTo(du, w), c.shift));
     }
     const auto u = hn::LoadU(du, reinterpret_cast<const uint32_t*>(c.codes) + k);
-    return hn::BitCast(di, hn::And(hn::ShiftRightSame(u, c.shift), hn::Set(du, 0xFu)));
+    return hn::BitCast(di, hn::ShiftRightSame(u, c.shift));
   }
   static HWY_INLINE VU16 Load16(const CodeRef& c, int64_t k) {
     const DU16 du16;
@@ -260,8 +284,8 @@ struct PmxWords : LoaderTypes {
     const auto lo = hn::And(hn::ShiftRightSame(hn::LoadU(du, p), c.shift), hn::Set(du, 0xFu));
     const auto hi =
         hn::And(hn::ShiftRightSame(hn::LoadU(du, p + hn::Lanes(du)), c.shift), hn::Set(du, 0xFu));
-    return hn::Combine(du16, hn::DemoteTo(du16h, hn::BitCast(DI(), hi)),
-                       hn::DemoteTo(du16h, hn::BitCast(DI(), lo)));
+    return Concat16(hn::DemoteTo(du16h, hn::BitCast(DI(), hi)),
+                    hn::DemoteTo(du16h, hn::BitCast(DI(), lo)));
   }
 };
 

@@ -81,6 +81,12 @@ struct RowJob {
   int64_t map_groups = 0;
 };
 
+// Whether loader L has the optional LoadLow.
+template <class L, class = void>
+struct HasLoadLow : std::false_type {};
+template <class L>
+struct HasLoadLow<L, std::void_t<decltype(&L::LoadLow)>> : std::true_type {};
+
 // L: the code loader of the plan's layout (kernels/code_loaders-inl.h).
 template <class L, CodeKind kCode, ZeroPointKind kZp, OutType kOut>
 class RowKernel {
@@ -106,26 +112,28 @@ class RowKernel {
 
   // Values of elements kk .. kk+N-1 when scales / zero points vary per
   // element (pointers already offset to the row's element 0).
+  // vt: ValueTable().
   HWY_INLINE VF PerElementValues(const CodeRef& codes, const float* sp, const int32_t* zi,
-                                 const float* zfp, VI off, int64_t kk) const {
+                                 const float* zfp, VI off, VF vt, int64_t kk) const {
     const DF df;
     const DI di;
     const VF s = hn::LoadU(df, sp + kk);
     const VI z = kZp == ZeroPointKind::kInteger ? hn::LoadU(di, zi + kk) : off;
     const VF zf = kZp == ZeroPointKind::kFloat ? hn::LoadU(df, zfp + kk) : hn::Zero(df);
-    return Arith(Decode(L::Load(codes, kk)), s, z, zf);
+    return LoadArith(codes, kk, vt, s, z, zf);
   }
   // Same through a group map: the parameters of elements kk .. kk+N-1 are
   // gathered at map[kk ..].
   HWY_INLINE VF MappedValues(const CodeRef& codes, const float* sp, const int32_t* zi,
-                             const float* zfp, const int32_t* map, VI off, int64_t kk) const {
+                             const float* zfp, const int32_t* map, VI off, VF vt,
+                             int64_t kk) const {
     const DF df;
     const DI di;
     const VI g = hn::LoadU(di, map + kk);
     const VF s = hn::GatherIndex(df, sp, g);
     const VI z = kZp == ZeroPointKind::kInteger ? hn::GatherIndex(di, zi, g) : off;
     const VF zf = kZp == ZeroPointKind::kFloat ? hn::GatherIndex(df, zfp, g) : hn::Zero(df);
-    return Arith(Decode(L::Load(codes, kk)), s, z, zf);
+    return LoadArith(codes, kk, vt, s, z, zf);
   }
 
   // The per-element units of [k, k1) (scales, zero points per element):
@@ -142,9 +150,11 @@ class RowKernel {
     const int32_t* const zi = job_.zp_int;
     const float* const zfp = job_.zp_float;
     const VI off = hn::Set(DI(), plan_.code_offset);
+    const VF vt = ValueTable();
     for (; k + 2 * n <= k1; k += 2 * n) {
-      StoreUnit(df, PerElementValues(codes, sp, zi, zfp, off, k),
-                PerElementValues(codes, sp, zi, zfp, off, k + n), base + k * kOutBytes, kStream);
+      StoreUnit(df, PerElementValues(codes, sp, zi, zfp, off, vt, k),
+                PerElementValues(codes, sp, zi, zfp, off, vt, k + n), base + k * kOutBytes,
+                kStream);
     }
     return k;
   }
@@ -180,6 +190,7 @@ class RowKernel {
     const __m512 z3 = has_z ? table(3, zp) : _mm512_setzero_ps();
     const __m512i bit5 = _mm512_set1_epi32(32);
     const VI off = hn::Set(DI(), plan_.code_offset);
+    const VF vt = ValueTable();
     auto at = [&](int64_t kk) HWY_ATTR {
       const __m512i g = _mm512_loadu_si512(map + kk);
       const __mmask16 high = _mm512_test_epi32_mask(g, bit5);
@@ -196,7 +207,7 @@ class RowKernel {
           zf = VF{zv};
         }
       }
-      return Arith(Decode(L::Load(codes, kk)), sv, z, zf);
+      return LoadArith(codes, kk, vt, sv, z, zf);
     };
     for (; k + 2 * n <= k1; k += 2 * n) {
       StoreUnit(df, at(k), at(k + n), base + k * kOutBytes, kStream);
@@ -244,6 +255,7 @@ class RowKernel {
       const int32_t* const map = job_.map;
       const DI di;
       const VI off = hn::Set(di, plan_.code_offset);
+      const VF vt = ValueTable();
       auto units = [&](auto at) HWY_ATTR {
         if (stream) {
           for (; k + unit <= k1; k += unit) {
@@ -264,7 +276,7 @@ class RowKernel {
         } else
 #endif
           units([&](int64_t kk)
-                    HWY_ATTR { return MappedValues(codes, sp, zi, zfp, map, off, kk); });
+                    HWY_ATTR { return MappedValues(codes, sp, zi, zfp, map, off, vt, kk); });
       } else {
         k = stream ? PerElementRow<true>(k, k1, base) : PerElementRow<false>(k, k1, base);
       }
@@ -398,7 +410,12 @@ class RowKernel {
   // output type.
   static HWY_INLINE void StoreHalfLookup(VF t, VU16 codes16, char* dst, bool stream) {
     const DU16 du16;
+#if HWY_TARGET <= HWY_AVX3
+    // (The table's upper half is never read: left undefined, not zeroed.)
+    const VU16 v = HalfLookup(VU16{_mm512_castsi256_si512(HalfBits(t).raw)}, codes16);
+#else
     const VU16 v = HalfLookup(hn::ZeroExtendVector(du16, HalfBits(t)), codes16);
+#endif
     uint16_t* p = reinterpret_cast<uint16_t*>(dst);
     if (stream) {
       hn::Stream(v, du16, p);
@@ -601,6 +618,43 @@ class RowKernel {
     return kZp == ZeroPointKind::kFloat ? hn::Add(prod, zf) : prod;
   }
 
+  // Per-element rows on AVX-512 with 4-bit codes and a zero point that is
+  // the same for every element (none, a code offset, or a float zero):
+  // lane c of ValueTable() is float32(q(c) - z) (float codes: decode(c)),
+  // so a vector's code values are one permute of its raw codes instead of
+  // a sign extension, subtraction and conversion (or a gather). Same bits:
+  // each entry is computed by Arith's own operations (a small integer,
+  // exact) or is the decode table's entry.
+  static constexpr bool kValueTable = kTable && kZp != ZeroPointKind::kInteger;
+
+  HWY_INLINE VF ValueTable() const {
+    const DF df;
+    const DI di;
+    if constexpr (!kValueTable) return hn::Zero(df);  // unused
+    if constexpr (kFloatCode) return hn::LoadU(df, decode_);
+    return hn::ConvertTo(df, hn::Sub(Decode(hn::Iota(di, 0)), hn::Set(di, plan_.code_offset)));
+  }
+
+  // Arith of the raw codes of elements kk .. kk+N-1, through the value
+  // table vt where kValueTable (the loader's LoadLow where it has one:
+  // vpermps reads only the index's low 4 bits).
+  HWY_INLINE VF LoadArith(const CodeRef& codes, int64_t kk, VF vt, VF s, VI z, VF zf) const {
+#if HWY_TARGET <= HWY_AVX3
+    if constexpr (kValueTable) {
+      VI c;
+      if constexpr (HasLoadLow<L>::value) {
+        c = L::LoadLow(codes, kk);
+      } else {
+        c = L::Load(codes, kk);
+      }
+      const VF prod = hn::Mul(VF{_mm512_permutexvar_ps(c.raw, vt.raw)}, s);
+      return kZp == ZeroPointKind::kFloat ? hn::Add(prod, zf) : prod;
+    }
+#endif
+    (void)vt;
+    return Arith(Decode(L::Load(codes, kk)), s, z, zf);
+  }
+
   struct Group {
     VF s, zf, table;
     VI z;
@@ -664,9 +718,10 @@ class RowKernel {
     const VI c = LoadCodes(k);
     if (job_.per_element) {
       const VI off = hn::Set(di, plan_.code_offset);
-      return job_.map != nullptr
-                 ? MappedValues(job_.code, job_.scale, job_.zp_int, job_.zp_float, job_.map, off, k)
-                 : PerElementValues(job_.code, job_.scale, job_.zp_int, job_.zp_float, off, k);
+      return job_.map != nullptr ? MappedValues(job_.code, job_.scale, job_.zp_int, job_.zp_float,
+                                                job_.map, off, ValueTable(), k)
+                                 : PerElementValues(job_.code, job_.scale, job_.zp_int,
+                                                    job_.zp_float, off, ValueTable(), k);
     }
     if (k + n <= cur_end_) return GroupValue(cur_, c);
     if (k >= cur_end_) {  // first lane already in a later group
@@ -697,8 +752,9 @@ class RowKernel {
       }
     } else {
 #if HWY_TARGET <= HWY_AVX3
-      if constexpr (kOut == OutType::kBF16 && hn::MaxLanes(DF()) == 16) {
-        if (CpuHasAvx512Bf16() && StoreBF16x32(v0.raw, v1.raw, dst, stream)) return;
+      if constexpr (hn::MaxLanes(DF()) == 16) {
+        Store64(OutBits32<kOut>(v0.raw, v1.raw), dst, stream);
+        return;
       }
 #endif
       const hn::Repartition<uint16_t, DF> du16;  // 2N lanes: one full vector
