@@ -169,8 +169,9 @@ struct DenseNibblesOf : LoaderTypes {
     const hn::Rebind<uint8_t, DI> du8n;                     // N x u8
     const hn::Repartition<uint16_t, decltype(du8n)> du16h;  // N/2 x u16
     const hn::Rebind<uint8_t, decltype(du16h)> du8h;        // N/2 x u8
-    const int64_t e = k + (c.odd_start ? 1 : 0);            // even by construction
-    const auto b = hn::PromoteTo(du16h, hn::LoadU(du8h, c.codes + e / 2));
+    const int64_t e = k + (c.odd_start ? 1 : 0);            // even, >= 0 (a shift below,
+                                                            // not a signed division)
+    const auto b = hn::PromoteTo(du16h, hn::LoadU(du8h, c.codes + (e >> 1)));
     return hn::BitCast(
         di, hn::PromoteTo(du, hn::BitCast(du8n, PairNibbles<kHighFirst, kLowOnly>(du16h, b))));
   }
@@ -180,7 +181,7 @@ struct DenseNibblesOf : LoaderTypes {
     const hn::Rebind<uint8_t, decltype(du16h)> du8h;       // N x u8
     const hn::Repartition<uint8_t, decltype(du16h)> du8f;  // 2N x u8
     const int64_t e = k + (c.odd_start ? 1 : 0);
-    const auto b = hn::PromoteTo(du16h, hn::LoadU(du8h, c.codes + e / 2));
+    const auto b = hn::PromoteTo(du16h, hn::LoadU(du8h, c.codes + (e >> 1)));
     return hn::PromoteTo(du16, hn::BitCast(du8f, PairNibbles<kHighFirst>(du16h, b)));
   }
 };

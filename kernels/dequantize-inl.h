@@ -752,15 +752,14 @@ class RowKernel {
       }
     } else {
 #if HWY_TARGET <= HWY_AVX3
-      if constexpr (hn::MaxLanes(DF()) == 16) {
-        Store64(OutBits32<kOut>(v0.raw, v1.raw), dst, stream);
-        return;
+      if constexpr (kOut == OutType::kBF16 && hn::MaxLanes(DF()) == 16) {
+        if (CpuHasAvx512Bf16() && StoreBF16x32(v0.raw, v1.raw, dst, stream)) return;
       }
 #endif
       const hn::Repartition<uint16_t, DF> du16;  // 2N lanes: one full vector
       const auto h0 = kOut == OutType::kF16 ? F16Bits(df, v0) : BF16Bits(df, v0);
       const auto h1 = kOut == OutType::kF16 ? F16Bits(df, v1) : BF16Bits(df, v1);
-      const auto both = hn::Combine(du16, h1, h0);
+      const auto both = Concat16(h1, h0);
       uint16_t* p = reinterpret_cast<uint16_t*>(dst);
       if (stream) {
         hn::Stream(both, du16, p);

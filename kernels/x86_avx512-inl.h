@@ -1,13 +1,11 @@
 // Every raw x86 intrinsic of the kernels, in one place, for AVX-512 targets
 // only (HWY_TARGET <= HWY_AVX3), included once per Highway target by
 // kernels/dequantize-inl.h. Why they are not Highway ops:
-//  - BF16x32 / BF16x16 / OutBits32: Highway 1.0.3 has no AVX512_BF16
+//  - BF16x32 / BF16x16 / StoreBF16x32: Highway 1.0.3 has no AVX512_BF16
 //    target, and its bfloat16 DemoteTo truncates; vcvtne2ps2bf16 rounds
 //    exactly like BF16FromF32, 2-3x faster than the integer-lane rounding.
 //    Chosen at run time (CpuHasAvx512Bf16, the CPU's own flag: Highway's
-//    dispatch does not detect this extension). OutBits32 also packs two
-//    float16 halves without Highway's Combine (which zero-extends the low
-//    half first: one more instruction per 32 outputs).
+//    dispatch does not detect this extension).
 //  - PermuteHalves: a 32 x 16-bit table lookup (vpermw); Highway 1.0.3's
 //    TableLookupLanes has no 16-bit lanes.
 //  - BlockTable16 / BlockCodes32 / BlockTableRun: 32-entry 16-bit tables
@@ -21,7 +19,7 @@
 //    TableLookupLanes).
 // Every path here is checked by the tests that compare each compiled target
 // with the scalar reference (==): on a CPU with AVX512_BF16 that covers
-// BF16x32, on one without, its integer-lane fallback.
+// StoreBF16x32, on one without, its integer-lane fallback.
 #if defined(NIBBLE_KERNELS_X86_AVX512_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef NIBBLE_KERNELS_X86_AVX512_INL_H_
 #undef NIBBLE_KERNELS_X86_AVX512_INL_H_
@@ -95,6 +93,15 @@ HWY_INLINE void Store64(__m512i v, char* dst, bool stream) {
 HWY_INLINE void StoreF32x32(__m512 a, __m512 b, char* dst, bool stream) {
   Store64(_mm512_castps_si512(a), dst, stream);
   Store64(_mm512_castps_si512(b), dst + 64, stream);
+}
+
+// Stores BF16x32(v0, v1) at dst (non-temporal when `stream`); false (storing
+// nothing) where BF16x32 is.
+HWY_INLINE bool StoreBF16x32(__m512 v0, __m512 v1, char* dst, bool stream) {
+  __m512i r;
+  if (!BF16x32(v0, v1, &r)) return false;
+  Store64(r, dst, stream);
+  return true;
 }
 
 // The output bits (kF16 / kBF16) of the 16 lanes of v, rounded once:
