@@ -534,10 +534,16 @@ class RowKernel {
         }
       }
 #endif
-      each_block([&](char* out) HWY_ATTR {
-        arith_block(
-            out, [&](uint64_t p) HWY_ATTR { return Decode(L::LoadIn(block, p)); }, zero_of);
-      });
+      const auto codes_at = [&](uint64_t p) HWY_ATTR { return Decode(L::LoadIn(block, p)); };
+      if (kZp != ZeroPointKind::kInteger && plan_.code_offset == 0) {
+        // Nothing to subtract (Q8_0's signed codes): a constant zero, so
+        // the subtraction folds away (q - 0 is q: same bits).
+        each_block([&](char* out) HWY_ATTR {
+          arith_block(out, codes_at, [&](int64_t) HWY_ATTR { return hn::Zero(di); });
+        });
+        return k;
+      }
+      each_block([&](char* out) HWY_ATTR { arith_block(out, codes_at, zero_of); });
       return k;
     }
   }
