@@ -356,18 +356,15 @@ class RowKernel {
               hn::StoreU(h, du16, p);
             }
           }
-        } else if (stream) {
-          for (; k + unit <= stop; k += unit) {
-            const VF v0 = GroupValue(g, L::Load(codes, k));
-            const VF v1 = GroupValue(g, L::Load(codes, k + static_cast<int64_t>(N)));
-            StoreUnit(df, v0, v1, base + k * kOutBytes, true);
-          }
+        } else if (!kTable && kZp != ZeroPointKind::kInteger && plan_.code_offset == 0) {
+          // Nothing to subtract (signed codes: PMX / ONNX int8): a
+          // constant zero, so the subtraction folds away (same bits).
+          const VI zero = hn::Zero(DI());
+          k = stream ? GroupUnits<true>(codes, g, zero, k, stop, base)
+                     : GroupUnits<false>(codes, g, zero, k, stop, base);
         } else {
-          for (; k + unit <= stop; k += unit) {
-            const VF v0 = GroupValue(g, L::Load(codes, k));
-            const VF v1 = GroupValue(g, L::Load(codes, k + static_cast<int64_t>(N)));
-            StoreUnit(df, v0, v1, base + k * kOutBytes, false);
-          }
+          k = stream ? GroupUnits<true>(codes, g, g.z, k, stop, base)
+                     : GroupUnits<false>(codes, g, g.z, k, stop, base);
         }
         if (k + unit > k1) break;
         if (k == g_end) {  // groups aligned with units: step to the next
@@ -694,13 +691,32 @@ class RowKernel {
     return g;
   }
 
-  HWY_INLINE VF GroupValue(const Group& g, VI c) const {
+  // The whole units from k up to stop (all in group g), z: what is
+  // subtracted from the codes (g.z, or an equal constant that folds away).
+  // Returns the first element not written.
+  template <bool kStream>
+  HWY_INLINE int64_t GroupUnits(const CodeRef& codes, const Group& g, VI z, int64_t k, int64_t stop,
+                                char* base) const {
+    const DF df;
+    const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+    constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
+    for (; k + 2 * n <= stop; k += 2 * n) {
+      const VF v0 = GroupValue(g, L::Load(codes, k), z);
+      const VF v1 = GroupValue(g, L::Load(codes, k + n), z);
+      StoreUnit(df, v0, v1, base + k * kOutBytes, kStream);
+    }
+    return k;
+  }
+
+  // z: what is subtracted from the codes, g.z or an equal constant.
+  HWY_INLINE VF GroupValue(const Group& g, VI c, VI z) const {
     if (kTable) {
       const DF df;
       return hn::TableLookupLanes(g.table, hn::IndicesFromVec(df, c));
     }
-    return Arith(Decode(c), g.s, g.z, g.zf);
+    return Arith(Decode(c), g.s, z, g.zf);
   }
+  HWY_INLINE VF GroupValue(const Group& g, VI c) const { return GroupValue(g, c, g.z); }
 
   // Grouped rows: current group's parameters and where it ends.
   void SetGroup(int64_t k) {
