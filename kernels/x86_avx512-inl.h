@@ -136,8 +136,7 @@ HWY_INLINE __m512i OutBits32(__m512 v0, __m512 v1) {
     __m512i r;
     if (CpuHasAvx512Bf16() && BF16x32(v0, v1, &r)) return r;
   }
-  const __m256i a = OutBits16<kOut>(VF{v0}).raw, b = OutBits16<kOut>(VF{v1}).raw;
-  return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+  return Concat16(OutBits16<kOut>(VF{v1}), OutBits16<kOut>(VF{v0})).raw;
 }
 
 // ---------------------------------------------------------------------------
