@@ -163,10 +163,11 @@ class RowKernel {
   // The per-element units of [k, k1) through a group map of at most 64
   // groups (job_.map_groups): the row's scales (and zero points) in four
   // registers each, picked by two-table permutes on the map entry's low 5
-  // bits and blended on bit 5 (a gather per vector measured 5x slower).
-  // Table lanes past map_groups are zero and never picked. Returns the
-  // first element not written (whole units only).
-  template <bool kStream>
+  // bits and blended on bit 5 (a gather per vector measured 5x slower);
+  // kUpTo32 (at most 32 groups): one two-table permute, no blend. Table
+  // lanes past map_groups are zero and never picked. Returns the first
+  // element not written (whole units only).
+  template <bool kStream, bool kUpTo32>
   HWY_INLINE int64_t MappedRow64(int64_t k, int64_t k1, char* base) const {
     const DF df;
     const int64_t n = static_cast<int64_t>(hn::Lanes(df));
@@ -193,14 +194,23 @@ class RowKernel {
     const VF vt = ValueTable();
     auto at = [&](int64_t kk) HWY_ATTR {
       const __m512i g = _mm512_loadu_si512(map + kk);
-      const __mmask16 high = _mm512_test_epi32_mask(g, bit5);
-      const VF sv{_mm512_mask_blend_ps(high, _mm512_permutex2var_ps(s0, g, s1),
-                                       _mm512_permutex2var_ps(s2, g, s3))};
+      // Group g's entry of the four registers t0..t3.
+      auto pick = [&](__m512 t0, __m512 t1, __m512 t2, __m512 t3) HWY_ATTR {
+        if constexpr (kUpTo32) {
+          (void)t2;
+          (void)t3;
+          return _mm512_permutex2var_ps(t0, g, t1);
+        } else {
+          return _mm512_mask_blend_ps(_mm512_test_epi32_mask(g, bit5),
+                                      _mm512_permutex2var_ps(t0, g, t1),
+                                      _mm512_permutex2var_ps(t2, g, t3));
+        }
+      };
+      const VF sv{pick(s0, s1, s2, s3)};
       VI z = off;
       VF zf = hn::Zero(df);
       if constexpr (kZp == ZeroPointKind::kInteger || kZp == ZeroPointKind::kFloat) {
-        const __m512 zv = _mm512_mask_blend_ps(high, _mm512_permutex2var_ps(z0, g, z1),
-                                               _mm512_permutex2var_ps(z2, g, z3));
+        const __m512 zv = pick(z0, z1, z2, z3);
         if constexpr (kZp == ZeroPointKind::kInteger) {
           z = VI{_mm512_castps_si512(zv)};
         } else {
@@ -271,8 +281,11 @@ class RowKernel {
 #if HWY_TARGET <= HWY_AVX3
         // At most 64 groups: their parameters in registers.
         const int64_t ng = job_.map_groups;
-        if (ng > 0 && ng <= 64) {
-          k = stream ? MappedRow64<true>(k, k1, base) : MappedRow64<false>(k, k1, base);
+        if (ng > 0 && ng <= 32) {
+          k = stream ? MappedRow64<true, true>(k, k1, base) : MappedRow64<false, true>(k, k1, base);
+        } else if (ng > 32 && ng <= 64) {
+          k = stream ? MappedRow64<true, false>(k, k1, base)
+                     : MappedRow64<false, false>(k, k1, base);
         } else
 #endif
           units([&](int64_t kk)
