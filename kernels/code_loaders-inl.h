@@ -19,6 +19,9 @@
 //                   bits 0-3 of int32 lanes, the other bits arbitrary: Load
 //                   without its mask, for a 16-entry permute (which reads
 //                   only those bits)
+//   LoadLow2(c, k, lo, hi) (optional, AVX-512, kNibbles) LoadLow of
+//                   elements k .. k+N-1 into *lo and k+N .. k+2N-1 into *hi,
+//                   from one load
 // Inputs are read with unaligned loads only, never beyond the codes of the
 // elements asked for (block layouts: beyond the block holding them).
 #if defined(NIBBLE_KERNELS_CODE_LOADERS_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -161,6 +164,20 @@ struct DenseNibblesOf : LoaderTypes {
   }
   static HWY_INLINE VI Load(const CodeRef& c, int64_t k) { return LoadPairs<false>(c, k); }
   static HWY_INLINE VI LoadLow(const CodeRef& c, int64_t k) { return LoadPairs<!kHighFirst>(c, k); }
+#if HWY_TARGET <= HWY_AVX3
+  // The 2N = 32 codes' 16 bytes in one load; each byte's codes side by side
+  // in two bytes by two byte interleaves (the second code of a byte: its
+  // high nibble shifted down; bits 4-7 arbitrary), widened to 32 bits.
+  static HWY_INLINE void LoadLow2(const CodeRef& c, int64_t k, VI* lo, VI* hi) {
+    const int64_t e = k + (c.odd_start ? 1 : 0);  // even, >= 0
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(c.codes + (e >> 1)));
+    const __m128i y = _mm_srli_epi16(x, 4);  // byte j: bits 4-7 of x's byte j in bits 0-3
+    const __m128i a = kHighFirst ? _mm_unpacklo_epi8(y, x) : _mm_unpacklo_epi8(x, y);
+    const __m128i b = kHighFirst ? _mm_unpackhi_epi8(y, x) : _mm_unpackhi_epi8(x, y);
+    *lo = VI{_mm512_cvtepu8_epi32(a)};
+    *hi = VI{_mm512_cvtepu8_epi32(b)};
+  }
+#endif
   template <bool kLowOnly>
   static HWY_INLINE VI LoadPairs(const CodeRef& c, int64_t k) {
     // N codes = N/2 bytes, paired into N bytes, widened to N lanes.

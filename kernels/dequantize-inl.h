@@ -86,6 +86,11 @@ template <class L, class = void>
 struct HasLoadLow : std::false_type {};
 template <class L>
 struct HasLoadLow<L, std::void_t<decltype(&L::LoadLow)>> : std::true_type {};
+// Whether loader L has the optional LoadLow2.
+template <class L, class = void>
+struct HasLoadLow2 : std::false_type {};
+template <class L>
+struct HasLoadLow2<L, std::void_t<decltype(&L::LoadLow2)>> : std::true_type {};
 
 // L: the code loader of the plan's layout (kernels/code_loaders-inl.h).
 template <class L, CodeKind kCode, ZeroPointKind kZp, OutType kOut>
@@ -115,12 +120,17 @@ class RowKernel {
   // vt: ValueTable().
   HWY_INLINE VF PerElementValues(const CodeRef& codes, const float* sp, const int32_t* zi,
                                  const float* zfp, VI off, VF vt, int64_t kk) const {
+    return PerElementValuesOf(UnitCodesAt(codes, kk), sp, zi, zfp, off, vt, kk);
+  }
+  // Same from the codes c of those elements (UnitCodesAt).
+  HWY_INLINE VF PerElementValuesOf(VI c, const float* sp, const int32_t* zi, const float* zfp,
+                                   VI off, VF vt, int64_t kk) const {
     const DF df;
     const DI di;
     const VF s = hn::LoadU(df, sp + kk);
     const VI z = kZp == ZeroPointKind::kInteger ? hn::LoadU(di, zi + kk) : off;
     const VF zf = kZp == ZeroPointKind::kFloat ? hn::LoadU(df, zfp + kk) : hn::Zero(df);
-    return LoadArith(codes, kk, vt, s, z, zf);
+    return CodeArith(c, vt, s, z, zf);
   }
   // Same through a group map: the parameters of elements kk .. kk+N-1 are
   // gathered at map[kk ..].
@@ -152,9 +162,10 @@ class RowKernel {
     const VI off = hn::Set(DI(), plan_.code_offset);
     const VF vt = ValueTable();
     for (; k + 2 * n <= k1; k += 2 * n) {
-      StoreUnit(df, PerElementValues(codes, sp, zi, zfp, off, vt, k),
-                PerElementValues(codes, sp, zi, zfp, off, vt, k + n), base + k * kOutBytes,
-                kStream);
+      VI lo, hi;
+      UnitCodes(codes, k, &lo, &hi);
+      StoreUnit(df, PerElementValuesOf(lo, sp, zi, zfp, off, vt, k),
+                PerElementValuesOf(hi, sp, zi, zfp, off, vt, k + n), base + k * kOutBytes, kStream);
     }
     return k;
   }
@@ -192,7 +203,7 @@ class RowKernel {
     const __m512i bit5 = _mm512_set1_epi32(32);
     const VI off = hn::Set(DI(), plan_.code_offset);
     const VF vt = ValueTable();
-    auto at = [&](int64_t kk) HWY_ATTR {
+    auto at = [&](VI c, int64_t kk) HWY_ATTR {
       const __m512i g = _mm512_loadu_si512(map + kk);
       // Group g's entry of the four registers t0..t3.
       auto pick = [&](__m512 t0, __m512 t1, __m512 t2, __m512 t3) HWY_ATTR {
@@ -217,10 +228,12 @@ class RowKernel {
           zf = VF{zv};
         }
       }
-      return LoadArith(codes, kk, vt, sv, z, zf);
+      return CodeArith(c, vt, sv, z, zf);
     };
     for (; k + 2 * n <= k1; k += 2 * n) {
-      StoreUnit(df, at(k), at(k + n), base + k * kOutBytes, kStream);
+      VI lo, hi;
+      UnitCodes(codes, k, &lo, &hi);
+      StoreUnit(df, at(lo, k), at(hi, k + n), base + k * kOutBytes, kStream);
     }
     return k;
   }
@@ -651,24 +664,41 @@ class RowKernel {
     return hn::ConvertTo(df, hn::Sub(Decode(hn::Iota(di, 0)), hn::Set(di, plan_.code_offset)));
   }
 
-  // Arith of the raw codes of elements kk .. kk+N-1, through the value
-  // table vt where kValueTable (the loader's LoadLow where it has one:
-  // vpermps reads only the index's low 4 bits).
-  HWY_INLINE VF LoadArith(const CodeRef& codes, int64_t kk, VF vt, VF s, VI z, VF zf) const {
+  // The codes of elements kk .. kk+N-1 as CodeArith takes them: where
+  // kValueTable, the loader's LoadLow where it has one (vpermps reads only
+  // the index's low 4 bits); else L::Load.
+  HWY_INLINE VI UnitCodesAt(const CodeRef& codes, int64_t kk) const {
+#if HWY_TARGET <= HWY_AVX3
+    if constexpr (kValueTable && HasLoadLow<L>::value) return L::LoadLow(codes, kk);
+#endif
+    return L::Load(codes, kk);
+  }
+  // UnitCodesAt of kk (lo) and kk + N (hi): one load where kValueTable and
+  // the loader has LoadLow2.
+  HWY_INLINE void UnitCodes(const CodeRef& codes, int64_t kk, VI* lo, VI* hi) const {
+#if HWY_TARGET <= HWY_AVX3
+    if constexpr (kValueTable && HasLoadLow2<L>::value) {
+      L::LoadLow2(codes, kk, lo, hi);
+      return;
+    }
+#endif
+    *lo = UnitCodesAt(codes, kk);
+    *hi = UnitCodesAt(codes, kk + static_cast<int64_t>(hn::Lanes(DF())));
+  }
+  // Values of codes c (UnitCodesAt): through the value table vt where
+  // kValueTable, else Arith.
+  HWY_INLINE VF CodeArith(VI c, VF vt, VF s, VI z, VF zf) const {
 #if HWY_TARGET <= HWY_AVX3
     if constexpr (kValueTable) {
-      VI c;
-      if constexpr (HasLoadLow<L>::value) {
-        c = L::LoadLow(codes, kk);
-      } else {
-        c = L::Load(codes, kk);
-      }
       const VF prod = hn::Mul(VF{_mm512_permutexvar_ps(c.raw, vt.raw)}, s);
       return kZp == ZeroPointKind::kFloat ? hn::Add(prod, zf) : prod;
     }
 #endif
     (void)vt;
-    return Arith(Decode(L::Load(codes, kk)), s, z, zf);
+    return Arith(Decode(c), s, z, zf);
+  }
+  HWY_INLINE VF LoadArith(const CodeRef& codes, int64_t kk, VF vt, VF s, VI z, VF zf) const {
+    return CodeArith(UnitCodesAt(codes, kk), vt, s, z, zf);
   }
 
   struct Group {
