@@ -19,6 +19,10 @@
 //                   bits 0-3 of int32 lanes, the other bits arbitrary: Load
 //                   without its mask, for a 16-entry permute (which reads
 //                   only those bits)
+//   Load16Low(c, k) (optional, AVX-512, kNibbles) Load16 with bits 4-15 of
+//                   each lane arbitrary: for a 32-entry permute of a table
+//                   whose two 16-entry halves are equal (which reads only
+//                   bits 0-4)
 //   LoadLow2(c, k, lo, hi) (optional, AVX-512, kNibbles) LoadLow of
 //                   elements k .. k+N-1 into *lo and k+N .. k+2N-1 into *hi,
 //                   from one load
@@ -176,6 +180,19 @@ struct DenseNibblesOf : LoaderTypes {
     const __m128i b = kHighFirst ? _mm_unpackhi_epi8(y, x) : _mm_unpackhi_epi8(x, y);
     *lo = VI{_mm512_cvtepu8_epi32(a)};
     *hi = VI{_mm512_cvtepu8_epi32(b)};
+  }
+  // The 16 bytes widened to 16-bit lanes, each lane copied to the two lanes
+  // of its byte's codes (one word permute), the second shifted down by 4.
+  static HWY_INLINE VU16 Load16Low(const CodeRef& c, int64_t k) {
+    const int64_t e = k + (c.odd_start ? 1 : 0);  // even, >= 0
+    const __m256i w =
+        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c.codes + (e >> 1))));
+    const __m512i dup = _mm512_permutexvar_epi16(
+        _mm512_set_epi16(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8, 7, 7, 6, 6, 5,
+                         5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0),
+        _mm512_castsi256_si512(w));
+    const __m512i shift = kHighFirst ? _mm512_set1_epi32(4) : _mm512_set1_epi32(4 << 16);
+    return VU16{_mm512_srlv_epi16(dup, shift)};
   }
 #endif
   template <bool kLowOnly>

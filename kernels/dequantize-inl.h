@@ -86,6 +86,11 @@ template <class L, class = void>
 struct HasLoadLow : std::false_type {};
 template <class L>
 struct HasLoadLow<L, std::void_t<decltype(&L::LoadLow)>> : std::true_type {};
+// Whether loader L has the optional Load16Low.
+template <class L, class = void>
+struct HasLoad16Low : std::false_type {};
+template <class L>
+struct HasLoad16Low<L, std::void_t<decltype(&L::Load16Low)>> : std::true_type {};
 // Whether loader L has the optional LoadLow2.
 template <class L, class = void>
 struct HasLoadLow2 : std::false_type {};
@@ -374,7 +379,7 @@ class RowKernel {
         if constexpr (kHalfTable) {
           const DU16 du16;
           for (; k + unit <= stop; k += unit) {
-            const VU16 h = HalfLookup(g.table16, L::Load16(codes, k));
+            const VU16 h = HalfLookup(g.table16, GroupCodes16(codes, k));
             uint16_t* p = reinterpret_cast<uint16_t*>(base + k * kOutBytes);
             if (stream) {
               hn::Stream(h, du16, p);
@@ -618,6 +623,15 @@ class RowKernel {
 #endif
   }
 
+  // Codes of elements k .. k+2N-1 for HalfLookup in a group's table16
+  // (whose halves are equal: Load16Low where the loader has it).
+  static HWY_INLINE VU16 GroupCodes16(const CodeRef& codes, int64_t k) {
+#if HWY_TARGET <= HWY_AVX3
+    if constexpr (HasLoad16Low<L>::value) return L::Load16Low(codes, k);
+#endif
+    return L::Load16(codes, k);
+  }
+
   static HWY_INLINE VU16 HalfLookup(VU16 table16, VU16 c) {
 #if HWY_TARGET <= HWY_AVX3
     return PermuteHalves(table16, c);
@@ -744,6 +758,16 @@ class RowKernel {
     const int64_t n = static_cast<int64_t>(hn::Lanes(df));
     constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
     for (; k + 2 * n <= stop; k += 2 * n) {
+#if HWY_TARGET <= HWY_AVX3
+      if constexpr (kTable && HasLoadLow2<L>::value) {
+        // vpermps reads only the codes' low 4 bits.
+        VI c0, c1;
+        L::LoadLow2(codes, k, &c0, &c1);
+        StoreUnit(df, VF{_mm512_permutexvar_ps(c0.raw, g.table.raw)},
+                  VF{_mm512_permutexvar_ps(c1.raw, g.table.raw)}, base + k * kOutBytes, kStream);
+        continue;
+      }
+#endif
       const VF v0 = GroupValue(g, L::Load(codes, k), z);
       const VF v1 = GroupValue(g, L::Load(codes, k + n), z);
       StoreUnit(df, v0, v1, base + k * kOutBytes, kStream);
