@@ -176,15 +176,16 @@ class RowKernel {
   }
 
 #if HWY_TARGET <= HWY_AVX3
-  // The per-element units of [k, k1) through a group map of at most 64
-  // groups (job_.map_groups): the row's scales (and zero points) in four
-  // registers each, picked by two-table permutes on the map entry's low 5
-  // bits and blended on bit 5 (a gather per vector measured 5x slower);
-  // kUpTo32 (at most 32 groups): one two-table permute, no blend. Table
-  // lanes past map_groups are zero and never picked. Returns the first
-  // element not written (whole units only).
-  template <bool kStream, bool kUpTo32>
-  HWY_INLINE int64_t MappedRow64(int64_t k, int64_t k1, char* base) const {
+  // The per-element units of [k, k1) through a group map of at most
+  // 16 * kRegs groups (job_.map_groups; kRegs 2, 4 or 8): the row's scales
+  // (and zero points) in kRegs registers each, picked by two-table permutes
+  // on the map entry's low 5 bits, blended on bit 5 (kRegs >= 4) and bit 6
+  // (kRegs 8) — a gather per vector measured 5x slower. Table lanes past
+  // map_groups are zero and never picked. Returns the first element not
+  // written (whole units only).
+  template <bool kStream, int kRegs>
+  HWY_INLINE int64_t MappedRow(int64_t k, int64_t k1, char* base) const {
+    static_assert(kRegs == 2 || kRegs == 4 || kRegs == 8, "2, 4 or 8 table registers");
     const DF df;
     const int64_t n = static_cast<int64_t>(hn::Lanes(df));
     constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
@@ -198,35 +199,40 @@ class RowKernel {
     };
     const void* zp = kZp == ZeroPointKind::kInteger ? static_cast<const void*>(job_.zp_int)
                                                     : static_cast<const void*>(job_.zp_float);
-    const bool has_z = kZp == ZeroPointKind::kInteger || kZp == ZeroPointKind::kFloat;
-    const __m512 s0 = table(0, job_.scale), s1 = table(1, job_.scale), s2 = table(2, job_.scale),
-                 s3 = table(3, job_.scale);
-    const __m512 z0 = has_z ? table(0, zp) : _mm512_setzero_ps();
-    const __m512 z1 = has_z ? table(1, zp) : _mm512_setzero_ps();
-    const __m512 z2 = has_z ? table(2, zp) : _mm512_setzero_ps();
-    const __m512 z3 = has_z ? table(3, zp) : _mm512_setzero_ps();
-    const __m512i bit5 = _mm512_set1_epi32(32);
+    constexpr bool kHasZ = kZp == ZeroPointKind::kInteger || kZp == ZeroPointKind::kFloat;
+    __m512 st[kRegs], zt[kRegs];
+#pragma GCC unroll 8
+    for (int j = 0; j < kRegs; ++j) {
+      st[j] = table(j, job_.scale);
+      zt[j] = kHasZ ? table(j, zp) : _mm512_setzero_ps();
+    }
+    const __m512i bit5 = _mm512_set1_epi32(32), bit6 = _mm512_set1_epi32(64);
     const VI off = hn::Set(DI(), plan_.code_offset);
     const VF vt = ValueTable();
     auto at = [&](VI c, int64_t kk) HWY_ATTR {
       const __m512i g = _mm512_loadu_si512(map + kk);
-      // Group g's entry of the four registers t0..t3.
-      auto pick = [&](__m512 t0, __m512 t1, __m512 t2, __m512 t3) HWY_ATTR {
-        if constexpr (kUpTo32) {
-          (void)t2;
-          (void)t3;
-          return _mm512_permutex2var_ps(t0, g, t1);
+      // Group g's entry of the tables t[0 .. kRegs-1].
+      auto pick = [&](const __m512* t) HWY_ATTR {
+        const __m512 r01 = _mm512_permutex2var_ps(t[0], g, t[1]);
+        if constexpr (kRegs == 2) {
+          return r01;
         } else {
-          return _mm512_mask_blend_ps(_mm512_test_epi32_mask(g, bit5),
-                                      _mm512_permutex2var_ps(t0, g, t1),
-                                      _mm512_permutex2var_ps(t2, g, t3));
+          const __mmask16 b5 = _mm512_test_epi32_mask(g, bit5);
+          const __m512 r03 = _mm512_mask_blend_ps(b5, r01, _mm512_permutex2var_ps(t[2], g, t[3]));
+          if constexpr (kRegs == 4) {
+            return r03;
+          } else {
+            const __m512 r47 = _mm512_mask_blend_ps(b5, _mm512_permutex2var_ps(t[4], g, t[5]),
+                                                    _mm512_permutex2var_ps(t[6], g, t[7]));
+            return _mm512_mask_blend_ps(_mm512_test_epi32_mask(g, bit6), r03, r47);
+          }
         }
       };
-      const VF sv{pick(s0, s1, s2, s3)};
+      const VF sv{pick(st)};
       VI z = off;
       VF zf = hn::Zero(df);
-      if constexpr (kZp == ZeroPointKind::kInteger || kZp == ZeroPointKind::kFloat) {
-        const __m512 zv = pick(z0, z1, z2, z3);
+      if constexpr (kHasZ) {
+        const __m512 zv = pick(zt);
         if constexpr (kZp == ZeroPointKind::kInteger) {
           z = VI{_mm512_castps_si512(zv)};
         } else {
@@ -297,13 +303,14 @@ class RowKernel {
       };
       if (map != nullptr) {
 #if HWY_TARGET <= HWY_AVX3
-        // At most 64 groups: their parameters in registers.
+        // At most 128 groups: their parameters in registers.
         const int64_t ng = job_.map_groups;
         if (ng > 0 && ng <= 32) {
-          k = stream ? MappedRow64<true, true>(k, k1, base) : MappedRow64<false, true>(k, k1, base);
+          k = stream ? MappedRow<true, 2>(k, k1, base) : MappedRow<false, 2>(k, k1, base);
         } else if (ng > 32 && ng <= 64) {
-          k = stream ? MappedRow64<true, false>(k, k1, base)
-                     : MappedRow64<false, false>(k, k1, base);
+          k = stream ? MappedRow<true, 4>(k, k1, base) : MappedRow<false, 4>(k, k1, base);
+        } else if (ng > 64 && ng <= 128) {
+          k = stream ? MappedRow<true, 8>(k, k1, base) : MappedRow<false, 8>(k, k1, base);
         } else
 #endif
           units([&](int64_t kk)

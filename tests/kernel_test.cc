@@ -310,7 +310,8 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
 
 // A group map along the row (compressed-tensors act-order weight_g_idx:
 // inner 1, s_axis 1) with 1 to 130 groups per row — around the register
-// tables of at most 64 groups (16 per register) and past them — with every
+// tables of at most 32, 64 and 128 groups (16 per register) and past them —
+// with every
 // zero-point kind and output type: every target == the reference.
 TEST_CASE("group maps along a row x every target == scalar reference") {
   TargetGuard guard;
@@ -319,7 +320,7 @@ TEST_CASE("group maps along a row x every target == scalar reference") {
   int64_t compared = 0;
   for (int64_t target : targets) {
     UseTarget(target);
-    for (int64_t ng : {1, 15, 16, 17, 31, 32, 33, 48, 63, 64, 65, 130}) {
+    for (int64_t ng : {1, 15, 16, 17, 31, 32, 33, 48, 63, 64, 65, 100, 127, 128, 129, 130}) {
       for (ZeroPointKind zp :
            {ZeroPointKind::kNone, ZeroPointKind::kInteger, ZeroPointKind::kFloat}) {
         for (OutType out : {OutType::kF32, OutType::kF16, OutType::kBF16}) {
