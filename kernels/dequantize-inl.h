@@ -384,6 +384,13 @@ class RowKernel {
       while (k + unit <= k1) {
         const int64_t stop = g_end < k1 ? g_end : k1;
         if constexpr (kHalfTable) {
+#if HWY_TARGET <= HWY_AVX3
+          if (job_.group % unit == 0 && (g_end - k) % unit == 0) {  // no unit straddles
+            k = stream ? HalfTableGroups<true>(codes, g.table16, g_idx, g_end, k, k1, base)
+                       : HalfTableGroups<false>(codes, g.table16, g_idx, g_end, k, k1, base);
+            break;
+          }
+#endif
           const DU16 du16;
           for (; k + unit <= stop; k += unit) {
             const VU16 h = HalfLookup(g.table16, GroupCodes16(codes, k));
@@ -754,6 +761,66 @@ class RowKernel {
     }
     return g;
   }
+
+#if HWY_TARGET <= HWY_AVX3
+  // The whole units of [k, k1) through their groups' 16-bit tables (kHalfTable),
+  // where every group holds whole units: from group idx (table t16, ending
+  // at g_end, a whole number of units after k) on. Each next table is
+  // MakeGroup's, by the same operations, with what does not change along
+  // the row (the pointers, the code values q - z for a constant z, the
+  // CPU's bfloat16 flag) in locals: MakeGroup reloads them from members
+  // every group, since the output stores may alias them, and with 128-element
+  // groups that is as many instructions as the group's four units.
+  // Returns the first element not written (k + 2N > k1).
+  template <bool kStream>
+  HWY_INLINE int64_t HalfTableGroups(const CodeRef& codes, VU16 t16, int64_t idx, int64_t g_end,
+                                     int64_t k, int64_t k1, char* base) const {
+    const DF df;
+    const DI di;
+    const DU16 du16;
+    const int64_t unit = 2 * static_cast<int64_t>(hn::Lanes(df));
+    const int64_t step = job_.step, group = job_.group;
+    const float* const sp = job_.scale;
+    const int32_t* const zip = job_.zp_int;
+    const float* const zfp = job_.zp_float;
+    const bool bf16_hw = kOut == OutType::kBF16 && CpuHasAvx512Bf16();
+    const VI iota = Decode(hn::Iota(di, 0));
+    // kFloatCode: decode(c); else without a per-group integer zero point,
+    // float32(q(c) - code_offset), as Arith computes it.
+    const VF q = kFloatCode ? hn::LoadU(df, decode_)
+                            : hn::ConvertTo(df, hn::Sub(iota, hn::Set(di, plan_.code_offset)));
+    auto table16 = [&](int64_t i) HWY_ATTR {
+      const VF s = hn::Set(df, sp[i]);
+      VF t;
+      if constexpr (kFloatCode) {
+        t = hn::Mul(q, s);
+      } else if constexpr (kZp == ZeroPointKind::kInteger) {
+        t = Arith(iota, s, hn::Set(di, zip[i]), hn::Zero(df));
+      } else {
+        t = hn::Mul(q, s);
+        if constexpr (kZp == ZeroPointKind::kFloat) t = hn::Add(t, hn::Set(df, zfp[i]));
+      }
+      const auto h = OutBits16<kOut>(t, bf16_hw);
+      return hn::Combine(du16, h, h);
+    };
+    for (;;) {
+      const int64_t stop = g_end < k1 ? g_end : k1;
+      for (; k + unit <= stop; k += unit) {
+        const VU16 h = HalfLookup(t16, GroupCodes16(codes, k));
+        uint16_t* p = reinterpret_cast<uint16_t*>(base + k * 2);
+        if (kStream) {
+          hn::Stream(h, du16, p);
+        } else {
+          hn::StoreU(h, du16, p);
+        }
+      }
+      if (k + unit > k1) return k;
+      idx += step;
+      g_end += group;
+      t16 = table16(idx);
+    }
+  }
+#endif
 
   // The whole units from k up to stop (all in group g), z: what is
   // subtracted from the codes (g.z, or an equal constant that folds away).

@@ -108,17 +108,25 @@ HWY_INLINE bool StoreBF16x32(__m512 v0, __m512 v1, char* dst, bool stream) {
 // The output bits (kF16 / kBF16) of the 16 lanes of v, rounded once:
 // vcvtps2ph, or for bfloat16 vcvtneps2bf16 where the CPU has it and no
 // lane is subnormal, else the exact integer-lane rounding.
+// bf16_hw: CpuHasAvx512Bf16(), hoisted by loops that round once per few
+// stores.
 template <OutType kOut>
 HWY_INLINE hn::Vec<hn::Rebind<uint16_t, hn::ScalableTag<float>>> OutBits16(
-    hn::Vec<hn::ScalableTag<float>> v) {
+    hn::Vec<hn::ScalableTag<float>> v, bool bf16_hw) {
   const hn::ScalableTag<float> df;
   if constexpr (kOut == OutType::kF16) {
+    (void)bf16_hw;
     return F16Bits(df, v);
   } else {
     __m256i r;
-    if (CpuHasAvx512Bf16() && BF16x16(v.raw, &r)) return decltype(BF16Bits(df, v)){r};
+    if (bf16_hw && BF16x16(v.raw, &r)) return decltype(BF16Bits(df, v)){r};
     return BF16Bits(df, v);
   }
+}
+template <OutType kOut>
+HWY_INLINE hn::Vec<hn::Rebind<uint16_t, hn::ScalableTag<float>>> OutBits16(
+    hn::Vec<hn::ScalableTag<float>> v) {
+  return OutBits16<kOut>(v, kOut == OutType::kBF16 && CpuHasAvx512Bf16());
 }
 
 // The 16-bit lanes of `table` selected by the low 5 bits of `idx` (vpermw).
