@@ -138,14 +138,19 @@ HWY_INLINE V PermuteHalves(V table, V idx) {
 // v0 (16 lanes) then v1 as 32 output bits (kF16 / kBF16), each rounded
 // once as OutBits16 rounds it (bfloat16: one vcvtne2ps2bf16 where the CPU
 // has it and no lane is subnormal).
+// bf16_hw: CpuHasAvx512Bf16() (see OutBits16).
 template <OutType kOut>
-HWY_INLINE __m512i OutBits32(__m512 v0, __m512 v1) {
+HWY_INLINE __m512i OutBits32(__m512 v0, __m512 v1, bool bf16_hw) {
   using VF = hn::Vec<hn::ScalableTag<float>>;
   if constexpr (kOut == OutType::kBF16) {
     __m512i r;
-    if (CpuHasAvx512Bf16() && BF16x32(v0, v1, &r)) return r;
+    if (bf16_hw && BF16x32(v0, v1, &r)) return r;
   }
-  return Concat16(OutBits16<kOut>(VF{v1}), OutBits16<kOut>(VF{v0})).raw;
+  return Concat16(OutBits16<kOut>(VF{v1}, bf16_hw), OutBits16<kOut>(VF{v0}, bf16_hw)).raw;
+}
+template <OutType kOut>
+HWY_INLINE __m512i OutBits32(__m512 v0, __m512 v1) {
+  return OutBits32<kOut>(v0, v1, kOut == OutType::kBF16 && CpuHasAvx512Bf16());
 }
 
 // ---------------------------------------------------------------------------
@@ -640,6 +645,9 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
   }
   const int64_t S = plan.word_stride, G = plan.group;
   const __m512i low4 = _mm512_set1_epi8(0x0F);
+  // (In a local: the output stores may alias the flag's static.)
+  const bool bf16_hw = kOut == OutType::kBF16 && CpuHasAvx512Bf16();
+  (void)bf16_hw;
   alignas(64) uint8_t tab[kBand][64];
   // kStage: the tiles go to a staging block of kStageCols columns whose
   // row pitch is 64 bytes longer than its data (not a power of two),
@@ -893,12 +901,24 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
               const __m512i pair =
                   _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39,
                                    7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+              const __m512i pair1 =  // the same from one register: b at 16
+                  _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23,
+                                   7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
 #pragma GCC unroll 16
               for (int c = 0; c < 16; ++c) {
-                const __m256i a = OutBits16<kOut>(column(2 * c)).raw;
-                const __m256i b = OutBits16<kOut>(column(2 * c + 1)).raw;
-                v[c] = _mm512_castsi512_ps(_mm512_permutex2var_epi16(
-                    _mm512_castsi256_si512(a), pair, _mm512_castsi256_si512(b)));
+                if constexpr (kOut == OutType::kBF16) {
+                  // Both columns rounded by one vcvtne2ps2bf16 (column
+                  // 2c in lanes 0-15, 2c + 1 in 16-31), then interleaved:
+                  // one check and conversion per pair instead of two.
+                  const __m512i ab =
+                      OutBits32<kOut>(column(2 * c).raw, column(2 * c + 1).raw, bf16_hw);
+                  v[c] = _mm512_castsi512_ps(_mm512_permutexvar_epi16(pair1, ab));
+                } else {
+                  const __m256i a = OutBits16<kOut>(column(2 * c)).raw;
+                  const __m256i b = OutBits16<kOut>(column(2 * c + 1)).raw;
+                  v[c] = _mm512_castsi512_ps(_mm512_permutex2var_epi16(
+                      _mm512_castsi256_si512(a), pair, _mm512_castsi256_si512(b)));
+                }
               }
               Transpose16x16(v);  // v[i]: columns k0 .. k0 + 31 of row n0 + i
               for (int64_t i = 0; i < rows; ++i) put(i, k0, v[i]);
