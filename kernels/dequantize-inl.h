@@ -365,8 +365,8 @@ class RowKernel {
         } else if constexpr (kHalfTable) {
 #if HWY_TARGET <= HWY_AVX3
           if constexpr (!(kFloatCode && kZp == ZeroPointKind::kFloat)) {  // (UnitTable adds zf)
-            k = stream ? HalfTableGroups<true>(codes, idx, k + unit, k, k1, base)
-                       : HalfTableGroups<false>(codes, idx, k + unit, k, k1, base);
+            k = stream ? TableGroups<true>(codes, idx, k + unit, k, k1, base)
+                       : TableGroups<false>(codes, idx, k + unit, k, k1, base);
             break;
           }
 #endif
@@ -390,11 +390,20 @@ class RowKernel {
       int64_t g_idx = cur_idx_, g_end = cur_end_;
       while (k + unit <= k1) {
         const int64_t stop = g_end < k1 ? g_end : k1;
+#if HWY_TARGET <= HWY_AVX3
+        if constexpr (kTable && kOut == OutType::kF32 && HasLoadLow2<L>::value) {
+          if (job_.group % unit == 0 && (g_end - k) % unit == 0) {  // (as the 16-bit tables)
+            k = stream ? TableGroups<true>(codes, g_idx, g_end, k, k1, base)
+                       : TableGroups<false>(codes, g_idx, g_end, k, k1, base);
+            break;
+          }
+        }
+#endif
         if constexpr (kHalfTable) {
 #if HWY_TARGET <= HWY_AVX3
           if (job_.group % unit == 0 && (g_end - k) % unit == 0) {  // no unit straddles
-            k = stream ? HalfTableGroups<true>(codes, g_idx, g_end, k, k1, base)
-                       : HalfTableGroups<false>(codes, g_idx, g_end, k, k1, base);
+            k = stream ? TableGroups<true>(codes, g_idx, g_end, k, k1, base)
+                       : TableGroups<false>(codes, g_idx, g_end, k, k1, base);
             break;
           }
 #endif
@@ -770,15 +779,15 @@ class RowKernel {
   }
 
 #if HWY_TARGET <= HWY_AVX3
-  // A group's 16-bit table (kHalfTable: its 16 output values in lanes c and
-  // 16 + c), MakeGroup's (and UnitTable's) by the same operations, with
+  // A group's table (float32, or kHalfTable: its 16 output values in lanes
+  // c and 16 + c), MakeGroup's (and UnitTable's) by the same operations, with
   // what does not change along the row in members of this local object
   // (the pointers, the code values q - z for a constant z, the CPU's
   // bfloat16 flag): MakeGroup reloads them from the kernel's members every
   // group, since the output stores may alias them, and with 128-element
   // groups that was as many instructions as the group's four units.
-  struct HalfTables {
-    explicit HWY_INLINE HalfTables(const RowKernel& rk)
+  struct GroupTables {
+    explicit HWY_INLINE GroupTables(const RowKernel& rk)
         : sp(rk.job_.scale),
           zip(rk.job_.zp_int),
           zfp(rk.job_.zp_float),
@@ -786,8 +795,8 @@ class RowKernel {
           iota(rk.Decode(hn::Iota(DI(), 0))),
           q(kFloatCode ? hn::LoadU(DF(), rk.decode_)
                        : hn::ConvertTo(DF(), hn::Sub(iota, hn::Set(DI(), rk.plan_.code_offset)))) {}
-    // Group i's 16 output values (the upper 16 bits of each lane zero).
-    HWY_INLINE auto Half(const RowKernel& rk, int64_t i) const {
+    // Group i's 16 values, float32 (lane c: code c).
+    HWY_INLINE VF Values(const RowKernel& rk, int64_t i) const {
       const DF df;
       const VF s = hn::Set(df, sp[i]);
       VF t;
@@ -799,7 +808,11 @@ class RowKernel {
         t = hn::Mul(q, s);
         if constexpr (kZp == ZeroPointKind::kFloat) t = hn::Add(t, hn::Set(df, zfp[i]));
       }
-      return OutBits16<kOut>(t, bf16_hw);
+      return t;
+    }
+    // Group i's 16 output values (the upper 16 bits of each lane zero).
+    HWY_INLINE auto Half(const RowKernel& rk, int64_t i) const {
+      return OutBits16 < kOut == OutType::kF32 ? OutType::kF16 : kOut > (Values(rk, i), bf16_hw);
     }
     // Group i's table, the values in lanes c and 16 + c (any index whose
     // low 4 bits are the code: GroupCodes16).
@@ -832,39 +845,62 @@ class RowKernel {
     }
   }
 
-  // The whole units of [k, k1) through their groups' 16-bit tables
-  // (HalfTables), where every group holds whole units: from group idx
-  // (ending at g_end, a whole number of units after k) on. Returns the
-  // first element not written (k + 2N > k1).
+  // The whole units of [k, k1) through their groups' tables (GroupTables:
+  // 16-bit outputs, or float32 where the loader has LoadLow2), where every
+  // group holds whole units: from group idx (ending at g_end, a whole
+  // number of units after k) on. Returns the first element not written
+  // (k + 2N > k1).
   template <bool kStream>
-  HWY_INLINE int64_t HalfTableGroups(const CodeRef& codes, int64_t idx, int64_t g_end, int64_t k,
-                                     int64_t k1, char* base) const {
+  HWY_INLINE int64_t TableGroups(const CodeRef& codes, int64_t idx, int64_t g_end, int64_t k,
+                                 int64_t k1, char* base) const {
     const int64_t unit = 2 * static_cast<int64_t>(hn::Lanes(DF()));
     const int64_t step = job_.step, group = job_.group;
-    const HalfTables tables(*this);
-    if (group == unit) {
-      // One unit per group: no group bookkeeping; the table in one half
-      // and clean codes (measured: a full table and GroupCodes16 4-13 %
-      // slower here for float16, one more instruction per unit).
-      for (; k + unit <= k1; k += unit, idx += step) {
-        const VU16 h = HalfLookup(tables.Low(*this, idx), L::Load16(codes, k));
-        uint16_t* p = reinterpret_cast<uint16_t*>(base + k * 2);
-        if (kStream) {
-          hn::Stream(h, DU16(), p);
-        } else {
-          hn::StoreU(h, DU16(), p);
+    const GroupTables tables(*this);
+    if constexpr (kOut == OutType::kF32) {
+      if constexpr (HasLoadLow2<L>::value) {
+        // float32: the table in one register, vpermps on the codes' low 4
+        // bits (LoadLow2), as GroupUnits.
+        VF t = tables.Values(*this, idx);
+        for (;;) {
+          const int64_t stop = g_end < k1 ? g_end : k1;
+          for (; k + unit <= stop; k += unit) {
+            VI c0, c1;
+            L::LoadLow2(codes, k, &c0, &c1);
+            StoreUnit(DF(), VF{_mm512_permutexvar_ps(c0.raw, t.raw)},
+                      VF{_mm512_permutexvar_ps(c1.raw, t.raw)}, base + k * 4, kStream);
+          }
+          if (k + unit > k1) return k;
+          idx += step;
+          g_end += group;
+          t = tables.Values(*this, idx);
         }
       }
-      return k;
-    }
-    VU16 t16 = tables(*this, idx);
-    for (;;) {
-      const int64_t stop = g_end < k1 ? g_end : k1;
-      for (; k + unit <= stop; k += unit) HalfTableUnit<kStream>(codes, t16, k, base);
-      if (k + unit > k1) return k;
-      idx += step;
-      g_end += group;
-      t16 = tables(*this, idx);
+      return k;  // (loaders without LoadLow2 never come here)
+    } else {
+      if (group == unit) {
+        // One unit per group: no group bookkeeping; the table in one half
+        // and clean codes (measured: a full table and GroupCodes16 4-13 %
+        // slower here for float16, one more instruction per unit).
+        for (; k + unit <= k1; k += unit, idx += step) {
+          const VU16 h = HalfLookup(tables.Low(*this, idx), L::Load16(codes, k));
+          uint16_t* p = reinterpret_cast<uint16_t*>(base + k * 2);
+          if (kStream) {
+            hn::Stream(h, DU16(), p);
+          } else {
+            hn::StoreU(h, DU16(), p);
+          }
+        }
+        return k;
+      }
+      VU16 t16 = tables(*this, idx);
+      for (;;) {
+        const int64_t stop = g_end < k1 ? g_end : k1;
+        for (; k + unit <= stop; k += unit) HalfTableUnit<kStream>(codes, t16, k, base);
+        if (k + unit > k1) return k;
+        idx += step;
+        g_end += group;
+        t16 = tables(*this, idx);
+      }
     }
   }
 #endif
