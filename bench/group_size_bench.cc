@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -81,6 +82,9 @@ double Spread(const std::vector<double>& sorted) {
 // Above this yardstick spread a row prints no ratio.
 constexpr double kMaxYardstickSpread = 0.10;
 
+// Where the read + write yardstick's loads end up (so none is dead code).
+std::atomic<uint32_t> rw_sink{0};
+
 int AllThreads() {
 #ifdef _OPENMP
   return omp_get_max_threads();
@@ -134,6 +138,11 @@ struct Row {
   double out_gbps_min = 0, out_gbps_max = 0, stream_gbps_min = 0, stream_gbps_max = 0;
   double yardstick_spread = 0;
   bool ratio_valid = true;
+  // The read + write yardstick (StreamReadWrite of the layout's input and
+  // output bytes): its output GB/s, spread, and the kernel's ratio to it.
+  int64_t in_bytes = 0;
+  double rw_gbps = 0, rw_spread = 0, ratio_rw = 0;
+  bool ratio_rw_valid = false;
   double rmse = 0, max_abs = 0, sqnr_db = 0;
   bool accuracy = true;  // false: synthetic codes, rmse / max_abs / sqnr_db not measured
   std::string note;
@@ -255,6 +264,24 @@ struct BenchWeight {
     a.output_dtype = static_cast<int32_t>(out);
     a.has_output_dtype = true;
     return PrepareOnnx(a, onnx->x.view(), onnx->scale.view(), nullptr, o);
+  }
+  // The bytes a dequantization reads: every stored tensor it is prepared
+  // from (codes, scales, zero points, g_idx; a GGUF tensor's blocks).
+  size_t InputBytes() const {
+    if (gptq) {
+      return gptq->qweight.size_bytes() + gptq->qzeros.size_bytes() + gptq->scales.size_bytes() +
+             (act_order ? gptq->g_idx.size_bytes() : 0);
+    }
+    if (awq) return awq->qweight.size_bytes() + awq->qzeros.size_bytes() + awq->scales.size_bytes();
+    if (ct) {
+      return ct->weight_packed.size_bytes() + ct->weight_scale.size_bytes() +
+             (act_order ? ct->weight_g_idx.size_bytes() : 0);
+    }
+    if (bnb)
+      return bnb->weight.size_bytes() + bnb->absmax.size_bytes() + bnb->quant_map.size_bytes();
+    if (ggml_type != 0) return gguf.size();
+    if (pmx) return pmx->x.size_bytes() + pmx->scale.size_bytes() + pmx->zero_point.size_bytes();
+    return onnx->x.size_bytes() + onnx->scale.size_bytes() + onnx->zero_point.size_bytes();
   }
   Status Run(const Dequantizer& d, Tensor* y, int threads) const {
     return d.Run(y->mutable_view(), threads);
@@ -405,6 +432,10 @@ std::vector<Field> Fields(const Row& r) {
           {"stream_gbps_min", Num("%.4f", r.stream_gbps_min)},
           {"stream_gbps_max", Num("%.4f", r.stream_gbps_max)},
           {"yardstick_spread", Num("%.4f", r.yardstick_spread)},
+          {"in_bytes", std::to_string(r.in_bytes)},
+          {"rw_gbps", Num("%.4f", r.rw_gbps)},
+          {"rw_spread", Num("%.4f", r.rw_spread)},
+          {"ratio_rw", r.ratio_rw_valid ? Num("%.4f", r.ratio_rw) : std::string()},
           {"rmse", Acc(r, r.rmse, "%.6g", "")},
           {"max_abs_err", Acc(r, r.max_abs, "%.6g", "")},
           {"sqnr_db", Acc(r, r.sqnr_db, "%.3f", "")},
@@ -446,9 +477,9 @@ void PrintRows(const std::vector<Row>& rows, const std::string& format, std::ost
   }
   char buf[512];
   std::snprintf(buf, sizeof buf,
-                "%-15s %5s %5s %3s %9s %8s %13s %7s %8s %5s %6s %8s %6s %9s %9s %7s\n", "layout",
-                "G", "dtype", "thr", "ms", "out GB/s", "(min-max)", "Gel/s", "strm GB/s", "+-%",
-                "x strm", "cpy GB/s", "x cpy", "rmse", "max err", "SQNR dB");
+                "%-15s %5s %5s %3s %9s %8s %13s %7s %8s %5s %6s %8s %6s %6s %9s %9s %7s\n",
+                "layout", "G", "dtype", "thr", "ms", "out GB/s", "(min-max)", "Gel/s", "strm GB/s",
+                "+-%", "x strm", "cpy GB/s", "x cpy", "x r+w", "rmse", "max err", "SQNR dB");
   out << buf;
   for (const Row& r : rows) {
     const std::string g = r.group_size == 0 ? "chan" : std::to_string(r.group_size);
@@ -459,9 +490,10 @@ void PrintRows(const std::vector<Row>& rows, const std::string& format, std::ost
     if (r.stream_gbps > 0) std::snprintf(spread, sizeof spread, "%.0f", r.yardstick_spread * 100);
     std::snprintf(
         buf, sizeof buf,
-        "%-15s %5s %5s %3d %9.3f %8.2f %13s %7.3f %8.2f %5s %6s %8.2f %6.2f %9s %9s %7s\n",
+        "%-15s %5s %5s %3d %9.3f %8.2f %13s %7.3f %8.2f %5s %6s %8.2f %6.2f %6s %9s %9s %7s\n",
         r.layout.c_str(), g.c_str(), r.dtype.c_str(), r.threads, r.seconds * 1e3, r.out_gbps, range,
         r.gelems, r.stream_gbps, spread, Ratio(r, "-").c_str(), r.memcpy_gbps, r.ratio_memcpy,
+        r.ratio_rw_valid ? Num("%.2f", r.ratio_rw).c_str() : "-",
         Acc(r, r.rmse, "%.3g", "-").c_str(), Acc(r, r.max_abs, "%.3g", "-").c_str(),
         Acc(r, r.sqnr_db, "%.2f", "-").c_str());
     out << buf;
@@ -743,6 +775,12 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
         Buffer src(bytes), dst(bytes);
         std::memset(src.data.get(), 1, bytes);
         std::memset(dst.data.get(), 0, bytes);
+        // The read + write yardstick's own input (the same size as the
+        // layout's, never the kernel's: reading that would warm the cache
+        // for the kernel's next run).
+        const size_t in_bytes = bw.InputBytes();
+        Buffer rw_in(std::max<size_t>(in_bytes, 1));
+        std::memset(rw_in.data.get(), 1, in_bytes);
         (void)bw.Run(*prep, &*y, 1);
         const auto acc = MeasureError(w.data(), ToFloat(*y).data(), n * k);
         for (int th : opt.threads) {
@@ -787,6 +825,19 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
                },
                [&] {
                  Parallel(t, bytes, [&](size_t a, size_t b) { std::memcpy(d + a, s + a, b - a); });
+               },
+               [&] {
+                 // Each thread reads the share of the input that goes with
+                 // its share of the output.
+                 const auto at = [&](size_t o) {
+                   return static_cast<size_t>(static_cast<double>(in_bytes) *
+                                              static_cast<double>(o) / static_cast<double>(bytes));
+                 };
+                 Parallel(t, bytes, [&](size_t a, size_t b) {
+                   rw_sink.fetch_xor(
+                       StreamReadWrite(rw_in.data.get() + at(a), at(b) - at(a), d + a, b - a),
+                       std::memory_order_relaxed);
+                 });
                }});
           const double fill = Median(times[0]), cpy = Median(times[2]);
           r.seconds = Median(times[1]);
@@ -802,6 +853,17 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
           r.memcpy_gbps = gb / cpy;
           r.ratio_stream = r.out_gbps / r.stream_gbps;
           r.ratio_memcpy = r.out_gbps / r.memcpy_gbps;
+          r.in_bytes = static_cast<int64_t>(in_bytes);
+          r.rw_gbps = gb / Median(times[3]);
+          r.rw_spread = Spread(times[3]);
+          r.ratio_rw = r.out_gbps / r.rw_gbps;
+          r.ratio_rw_valid = r.rw_spread <= kMaxYardstickSpread;
+          if (!r.ratio_rw_valid) {
+            char why[96];
+            std::snprintf(why, sizeof why, "read+write spread +-%.0f%% > 10%%: no ratio_rw",
+                          r.rw_spread * 100);
+            r.note += (r.note.empty() ? "" : "; ") + std::string(why);
+          }
           if (r.yardstick_spread > kMaxYardstickSpread) {
             r.ratio_valid = false;
             char why[96];

@@ -18,6 +18,7 @@
 #include "kernels/convert.h"
 #include "kernels/dequantize.h"
 #include "kernels/reference.h"
+#include "kernels/stream_fill.h"
 #include "op/dequantizer.h"
 
 namespace nibble {
@@ -49,6 +50,47 @@ TEST_CASE("dispatch follows SetSupportedTargetsForTest for every compiled target
     for (int64_t t : targets) s += std::string(hwy::TargetName(t)) + " ";
     return s;
   }());
+}
+
+TEST_CASE("bench yardsticks: StreamReadWrite writes what StreamFill writes and reads every byte") {
+  TargetGuard guard;
+  std::mt19937_64 rng(7);
+  std::vector<unsigned char> src(70000 + 64);
+  for (auto& b : src) b = static_cast<unsigned char>(rng());
+  for (int64_t t : CompiledTargets()) {
+    UseTarget(t);
+    for (size_t out_bytes : {size_t{0}, size_t{5}, size_t{64}, size_t{1000}, size_t{65537}}) {
+      for (size_t out_at : {size_t{0}, size_t{3}}) {
+        // Both outputs at the same address modulo 64 (the fill's pattern
+        // starts at the first whole vector).
+        std::vector<unsigned char> want_buf(out_bytes + 128, 0xEE), got_buf(out_bytes + 128, 0xEE);
+        const auto at64 = [&](std::vector<unsigned char>& v) {
+          const size_t pad = (64 - reinterpret_cast<uintptr_t>(v.data()) % 64) % 64;
+          return v.data() + pad + out_at;
+        };
+        unsigned char* const want = at64(want_buf);
+        unsigned char* const got = at64(got_buf);
+        StreamFill(want, out_bytes);
+        for (size_t in_bytes :
+             {size_t{0}, size_t{1}, size_t{7}, size_t{64}, size_t{4099}, size_t{70000}}) {
+          for (size_t in_at : {size_t{0}, size_t{5}}) {
+            CAPTURE(out_bytes);
+            CAPTURE(out_at);
+            CAPTURE(in_bytes);
+            CAPTURE(in_at);
+            std::fill(got_buf.begin(), got_buf.end(), static_cast<unsigned char>(0xEE));
+            // Every input byte, as the little-endian 32-bit words it is part of.
+            uint32_t x = 0;
+            for (size_t i = 0; i < in_bytes; ++i) {
+              x ^= static_cast<uint32_t>(src[in_at + i]) << (8 * (i % 4));
+            }
+            CHECK(StreamReadWrite(src.data() + in_at, in_bytes, got, out_bytes) == x);
+            CHECK(std::memcmp(got - out_at, want - out_at, out_bytes + 64) == 0);
+          }
+        }
+      }
+    }
+  }
 }
 
 // Awkward scale values: the arithmetic is plain IEEE, including the
