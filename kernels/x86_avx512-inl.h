@@ -30,8 +30,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <memory>
-#include <new>
 #include <type_traits>
 
 #include "hwy/cache_control.h"
@@ -654,28 +652,28 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
   // copied out row by row. A band writes its 16 rows interleaved: at a
   // power-of-two output pitch those stores share L1 sets (measured: a
   // GPTQ float16 tile at an 8 KiB pitch 2-3x slower than at 8 KiB + 64).
-  // Without memory for the block: direct stores (same values).
+  // On the stack (about 25 KiB): tiles run allocation-free.
   constexpr int64_t kStageCols = 24576 / (kBand * kOutBytes);
   constexpr int64_t kStagePitch = kStageCols * kOutBytes + 64;  // bytes
-  std::unique_ptr<char[]> stage_mem;
-  if (kStage) stage_mem.reset(new (std::nothrow) char[kBand * kStagePitch + 64]);
-  char* const stage =
-      stage_mem ? stage_mem.get() + (64 - reinterpret_cast<uintptr_t>(stage_mem.get()) % 64) % 64
-                : nullptr;
-  const bool staging = stage != nullptr;
+  alignas(64) char stage_block[kStage ? kBand * kStagePitch : 64];
+  char* const stage = kStage ? stage_block : nullptr;
+  const bool staging = kStage;
   const int64_t KC = staging ? kStageCols : kb - ka;
   // kMap: each band's scales (and zero points), 16 per group, copied
   // into `band_params` (scales, then zero points' 32-bit words): the
   // plan's group rows are s_axis apart, a power of two for real layers, so
   // a tile's 32 columns' rows would all share one L1 set (measured 2.5x
-  // slower). Without memory for them: read in place (same values).
+  // slower). On the stack (32 KiB) for up to kMapGroups groups; more are
+  // read in place (same values).
+  constexpr int64_t kMapGroups = 256;
   int64_t map_groups = 0;
-  std::unique_ptr<uint32_t[]> band_params;
+  alignas(64) uint32_t band_block[kMap ? 32 * kMapGroups : 16];
+  uint32_t* band_params = nullptr;
   if constexpr (kMap) {
     for (int64_t k = ka; k < kb; ++k) {
       map_groups = std::max<int64_t>(map_groups, plan.axis_group[k] + 1);
     }
-    band_params.reset(new (std::nothrow) uint32_t[static_cast<size_t>(32 * map_groups)]);
+    if (map_groups <= kMapGroups) band_params = band_block;
   }
   for (int64_t n0 = rb0; n0 < rb1; n0 += kBand) {
     const int64_t rows = std::min(kBand, rb1 - n0);
@@ -690,7 +688,7 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
     int64_t map_stride = plan.s_axis;
     if (kMap && band_params) {
       const auto m = static_cast<__mmask16>((1u << rows) - 1u);
-      uint32_t* const bs = band_params.get();
+      uint32_t* const bs = band_params;
       uint32_t* const bz = bs + 16 * map_groups;
       for (int64_t g = 0; g < map_groups; ++g) {
         _mm512_storeu_si512(bs + 16 * g,

@@ -121,8 +121,10 @@ class Dequantizer {
 
   // Dequantizes rows [r0, r1) x cols [c0, c1) of the 2-D view into `out`,
   // element (r, c) at out[(r - r0) * ld + (c - c0)] in the output type.
-  // Single-threaded, allocation-free, any offsets (mid-group, mid-word);
-  // the same bits as Run(). Errors only for out-of-range arguments.
+  // Single-threaded, allocation-free (it uses up to about 64 KiB of the
+  // calling thread's stack: GPTQ tiles stage their rows there), any offsets
+  // (mid-group, mid-word); the same bits as Run(). Errors only for
+  // out-of-range arguments.
   Status RunTile(int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out, int64_t ld) const;
 
   // Writes rows [r0, r1) of the output along its first dimension (a rank-0

@@ -125,7 +125,8 @@ int64_t nibble_dequantizer_cols(const nibble_dequantizer* d);
 nibble_status* nibble_dequantize(const nibble_dequantizer* d, void* out, size_t out_bytes,
                                  int32_t threads);
 /* Rows [r0, r1) x cols [c0, c1) into out, element (r, c) at
- * out[(r - r0) * ld + (c - c0)]. Calling thread, no allocation. */
+ * out[(r - r0) * ld + (c - c0)]. Calling thread, no allocation (up to about
+ * 64 KiB of its stack). */
 nibble_status* nibble_dequantize_tile(const nibble_dequantizer* d, int64_t r0, int64_t r1,
                                       int64_t c0, int64_t c1, void* out, int64_t ld);
 
