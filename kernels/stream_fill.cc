@@ -15,24 +15,6 @@ namespace nibble {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-void StreamFillImpl(void* p, size_t bytes) {
-  const hn::ScalableTag<float> df;
-  const size_t vec = hn::Lanes(df) * sizeof(float);
-  auto* b = static_cast<unsigned char*>(p);
-  const size_t head = (vec - reinterpret_cast<uintptr_t>(b) % vec) % vec;
-  if (head >= bytes) {
-    std::memset(b, 0, bytes);
-    return;
-  }
-  std::memset(b, 0, head);
-  float* f = reinterpret_cast<float*>(b + head);
-  const size_t n = (bytes - head) / vec;
-  const auto v = hn::Set(df, 1.0f);
-  for (size_t i = 0; i < n; ++i) hn::Stream(v, df, f + i * hn::Lanes(df));
-  std::memset(b + head + n * vec, 0, bytes - head - n * vec);
-  hwy::FlushStream();
-}
-
 uint32_t StreamReadWriteImpl(const void* in, size_t in_bytes, void* out, size_t out_bytes) {
   const hn::ScalableTag<float> df;
   const hn::RebindToUnsigned<decltype(df)> du;
@@ -70,6 +52,9 @@ uint32_t StreamReadWriteImpl(const void* in, size_t in_bytes, void* out, size_t 
   hwy::FlushStream();
   return x;
 }
+
+// The fill: the same stores with nothing to read.
+void StreamFillImpl(void* p, size_t bytes) { (void)StreamReadWriteImpl(nullptr, 0, p, bytes); }
 
 }  // namespace HWY_NAMESPACE
 }  // namespace nibble

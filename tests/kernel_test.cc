@@ -52,7 +52,8 @@ TEST_CASE("dispatch follows SetSupportedTargetsForTest for every compiled target
   }());
 }
 
-TEST_CASE("bench yardsticks: StreamReadWrite writes what StreamFill writes and reads every byte") {
+TEST_CASE(
+    "bench yardsticks: StreamFill / StreamReadWrite write the fill pattern, read every byte") {
   TargetGuard guard;
   std::mt19937_64 rng(7);
   std::vector<unsigned char> src(70000 + 64);
@@ -63,14 +64,31 @@ TEST_CASE("bench yardsticks: StreamReadWrite writes what StreamFill writes and r
       for (size_t out_at : {size_t{0}, size_t{3}}) {
         // Both outputs at the same address modulo 64 (the fill's pattern
         // starts at the first whole vector).
-        std::vector<unsigned char> want_buf(out_bytes + 128, 0xEE), got_buf(out_bytes + 128, 0xEE);
+        std::vector<unsigned char> want_buf(out_bytes + 192, 0xEE), got_buf(out_bytes + 192, 0xEE);
         const auto at64 = [&](std::vector<unsigned char>& v) {
           const size_t pad = (64 - reinterpret_cast<uintptr_t>(v.data()) % 64) % 64;
-          return v.data() + pad + out_at;
+          return v.data() + 64 + pad + out_at;
         };
         unsigned char* const want = at64(want_buf);
         unsigned char* const got = at64(got_buf);
         StreamFill(want, out_bytes);
+        // The fill pattern: zeros where no whole vector fits at the ends,
+        // float 1.0 in every 4-byte word of the vector-aligned body (which
+        // covers every whole 64-byte-aligned line), nothing outside.
+        const float one = 1.0f;
+        unsigned char one_bytes[4];
+        std::memcpy(one_bytes, &one, 4);
+        size_t bad = 0;
+        for (size_t i = 0; i < out_bytes; ++i) {
+          const auto a = reinterpret_cast<uintptr_t>(want + i);
+          const unsigned char one_byte = one_bytes[a % 4];
+          const bool line = (a & ~uintptr_t{63}) >= reinterpret_cast<uintptr_t>(want) &&
+                            (a | 63) + 1 <= reinterpret_cast<uintptr_t>(want + out_bytes);
+          if (line ? want[i] != one_byte : (want[i] != 0 && want[i] != one_byte)) ++bad;
+        }
+        CHECK(bad == 0);
+        CHECK(want[out_bytes] == 0xEE);
+        CHECK(*(want - 1) == 0xEE);
         for (size_t in_bytes :
              {size_t{0}, size_t{1}, size_t{7}, size_t{64}, size_t{4099}, size_t{70000}}) {
           for (size_t in_at : {size_t{0}, size_t{5}}) {
