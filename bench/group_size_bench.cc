@@ -7,8 +7,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iomanip>
 #include <memory>
@@ -16,6 +18,7 @@
 #include <ostream>
 #include <random>
 #include <sstream>
+#include <string>
 
 #include "CLI/CLI.hpp"
 #include "base/numeric.h"
@@ -52,11 +55,13 @@ double MedianSeconds(int reps, const std::function<void()>& fn) {
 }
 
 std::vector<std::vector<double>> InterleavedSeconds(int reps,
-                                                    const std::vector<std::function<void()>>& fns) {
+                                                    const std::vector<std::function<void()>>& fns,
+                                                    const std::function<void(size_t)>& untimed) {
   for (const auto& fn : fns) fn();  // warm-up: pages touched, caches and clocks settled
   std::vector<std::vector<double>> t(fns.size());
   for (int r = 0; r < reps; ++r) {
     for (size_t i = 0; i < fns.size(); ++i) {
+      if (untimed) untimed(i);
       const auto t0 = std::chrono::steady_clock::now();
       fns[i]();
       t[i].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -64,6 +69,34 @@ std::vector<std::vector<double>> InterleavedSeconds(int reps,
   }
   for (auto& v : t) std::sort(v.begin(), v.end());
   return t;
+}
+
+size_t LastLevelCacheBytes() {
+  // sysfs: index0, index1, ... of cpu0, each with a level and a size such
+  // as "32768K"; the largest level wins.
+  size_t best = 0;
+  int best_level = 0;
+  for (int i = 0; i < 16; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::ifstream level_file(dir + "level"), size_file(dir + "size");
+    int level = 0;
+    std::string size_text;
+    if (!(level_file >> level) || !(size_file >> size_text) || size_text.empty()) continue;
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(size_text.c_str(), &end, 10);
+    const unsigned long long unit = *end == 'K' ? 1ull << 10 : *end == 'M' ? 1ull << 20 : 1;
+    if (level > best_level) {
+      best_level = level;
+      best = static_cast<size_t>(v * unit);
+    }
+  }
+#ifdef _SC_LEVEL3_CACHE_SIZE
+  if (best == 0) {
+    const long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (v > 0) best = static_cast<size_t>(v);
+  }
+#endif
+  return best;
 }
 
 namespace {
@@ -124,6 +157,36 @@ void Parallel(int threads, size_t bytes, const std::function<void(size_t, size_t
     fn(a, b);
   }
 }
+
+// Pushes whatever a timed run left in the last-level cache out of it: the
+// kernel's input (its codes and scales) would otherwise stay there from
+// one run to the next on a machine whose last-level cache holds them
+// (hundreds of MiB on large servers), and the whole path would be timed
+// reading from cache rather than from memory, as a loader reads a
+// tensor it has not touched. Reads 1.5x the cache's size (at least
+// 64 MiB, at most 1 GiB) with all threads; untimed.
+class CacheEvictor {
+ public:
+  CacheEvictor()
+      : bytes_(std::min<size_t>(size_t{1} << 30,
+                                std::max<size_t>(size_t{64} << 20, LastLevelCacheBytes() / 2 * 3))),
+        buffer_(bytes_) {
+    if (buffer_.data) std::memset(buffer_.data.get(), 1, bytes_);
+  }
+  size_t bytes() const { return buffer_.data ? bytes_ : 0; }
+  void Evict() const {
+    if (!buffer_.data) return;
+    static char sink_out[64];  // StreamReadWrite writes nothing here (0 bytes)
+    Parallel(AllThreads(), bytes_, [&](size_t a, size_t b) {
+      rw_sink.fetch_xor(StreamReadWrite(buffer_.data.get() + a, b - a, sink_out, 0),
+                        std::memory_order_relaxed);
+    });
+  }
+
+ private:
+  size_t bytes_;
+  Buffer buffer_;
+};
 
 struct Row {
   std::string layout;
@@ -500,15 +563,18 @@ void PrintRows(const std::vector<Row>& rows, const std::string& format, std::ost
   }
 }
 
-// The embedding path: one thread (and then every thread, each on its own
-// rows and buffer) dequantizes the same tile of `prep`'s tensor again and
-// again through the tile API: about 256 KiB of output (whole rows where a
-// row fits, else the first 256 KiB of a row), so the codes, scales and
-// output stay in the core's caches and the figure is the kernel's compute
-// rate. Reported against memcpy of the same bytes in cache (no fill
-// yardstick: nothing goes to memory).
+// The embedding path: at each of `thread_counts`, every thread (each on
+// its own rows and buffer) dequantizes the same tile of `prep`'s tensor
+// again and again through the tile API: about 256 KiB of output (whole
+// rows where a row fits, else the first 256 KiB of a row), so the codes,
+// scales and output stay in the core's caches and the figure is the
+// kernel's compute rate. Reported against memcpy of the same bytes in
+// cache at the same thread count (no fill yardstick: nothing goes to
+// memory), which is also what the machine's cores give together: the
+// kernel's scaling from 1 to T threads is judged against memcpy's.
 void InCacheRows(const Dequantizer& prep, const std::string& lname, int64_t group,
-                 const std::string& dname, int reps, std::vector<Row>* rows) {
+                 const std::string& dname, int reps, const std::vector<int>& thread_counts,
+                 std::vector<Row>* rows) {
   const int64_t cols = prep.cols(), nrows = prep.rows();
   const int64_t out_bytes = DTypeBits(prep.output().dtype) / 8;
   constexpr int64_t kTileBytes = 256 * 1024;
@@ -518,8 +584,7 @@ void InCacheRows(const Dequantizer& prep, const std::string& lname, int64_t grou
   const int64_t tr = std::max<int64_t>(1, std::min<int64_t>(nrows, kTileBytes / (tc * out_bytes)));
   const size_t tile_bytes = static_cast<size_t>(tr * tc * out_bytes);
   const int inner = std::max<int>(1, static_cast<int>((int64_t{1} << 26) / (tr * tc)));
-  for (int t : {1, AllThreads()}) {
-    if (t > 1 && AllThreads() == 1) break;
+  for (const int t : thread_counts) {
     std::vector<Buffer> tiles, srcs;
     for (int i = 0; i < t; ++i) {
       tiles.emplace_back(tile_bytes);
@@ -733,9 +798,18 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
   } else {
     w = MakeLlmLikeWeight(n, k, opt.seed);
   }
+  // Thread counts as run (0 = all cores), each once, in the order given.
+  std::vector<int> thread_counts;
+  for (const int th : opt.threads) {
+    const int t = th == 0 ? AllThreads() : th;
+    if (std::find(thread_counts.begin(), thread_counts.end(), t) == thread_counts.end()) {
+      thread_counts.push_back(t);
+    }
+  }
+  const CacheEvictor evictor;
   std::vector<Row> rows;
   const size_t total =
-      opt.layouts.size() * opt.group_sizes.size() * opt.dtypes.size() * opt.threads.size();
+      opt.layouts.size() * opt.group_sizes.size() * opt.dtypes.size() * thread_counts.size();
   size_t done = 0;
   int failures = 0;
   for (const auto& lname : opt.layouts) {
@@ -756,7 +830,7 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
       if (!qs.ok()) {
         err << "nibble bench: " << lname << " G=" << g << ": " << qs.message() << "\n";
         ++failures;
-        done += opt.dtypes.size() * opt.threads.size();
+        done += opt.dtypes.size() * thread_counts.size();
         continue;
       }
       for (const auto& dname : opt.dtypes) {
@@ -783,8 +857,7 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
         std::memset(rw_in.data.get(), 1, in_bytes);
         (void)bw.Run(*prep, &*y, 1);
         const auto acc = MeasureError(w.data(), ToFloat(*y).data(), n * k);
-        for (int th : opt.threads) {
-          const int t = th == 0 ? AllThreads() : th;
+        for (const int t : thread_counts) {
           ++done;
           err << (tty ? "\r" : "") << "[" << done << "/" << total << "] " << lname << " G=" << g
               << " " << dname << " threads=" << t << (tty ? "   " : "\n") << std::flush;
@@ -838,7 +911,12 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
                        StreamReadWrite(rw_in.data.get() + at(a), at(b) - at(a), d + a, b - a),
                        std::memory_order_relaxed);
                  });
-               }});
+               }},
+              // Every run that reads starts with its input out of the
+              // last-level cache (the fill reads nothing).
+              [&](size_t i) {
+                if (i != 0) evictor.Evict();
+              });
           const double fill = Median(times[0]), cpy = Median(times[2]);
           r.seconds = Median(times[1]);
           const double gb = static_cast<double>(bytes) / 1e9;
@@ -876,13 +954,17 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
           r.sqnr_db = acc.sqnr_db;
           rows.push_back(r);
         }
-        if (opt.in_cache) InCacheRows(*prep, lname, rows.back().group_size, dname, opt.reps, &rows);
+        if (opt.in_cache) {
+          InCacheRows(*prep, lname, rows.back().group_size, dname, opt.reps, thread_counts, &rows);
+        }
       }
     }
   }
 
   if (tty) err << "\r" << std::string(60, ' ') << "\r" << std::flush;
-  err << "kernel target: " << ActiveTarget() << ", threads available: " << AllThreads() << "\n";
+  err << "kernel target: " << ActiveTarget() << ", threads available: " << AllThreads()
+      << ", last-level cache " << (LastLevelCacheBytes() >> 20) << " MiB ("
+      << (evictor.bytes() >> 20) << " MiB read before each timed run that reads)\n";
   PrintRows(rows, opt.format, out);
   if (!opt.out.empty()) {
     for (const char* format : {"json", "csv"}) {

@@ -55,9 +55,16 @@ double MedianSeconds(int reps, const std::function<void()>& fn);
 // Each of `fns` once (warm-up), then `reps` rounds of all of them in turn
 // (A B C A B C ...): each one's wall times in seconds, sorted. How the
 // bench times a kernel against its yardsticks, so that a load that comes
-// and goes hits all of them alike.
-std::vector<std::vector<double>> InterleavedSeconds(int reps,
-                                                    const std::vector<std::function<void()>>& fns);
+// and goes hits all of them alike. `untimed(i)`, when given, runs right
+// before every call of fns[i] and is not timed (the bench evicts the
+// last-level cache there).
+std::vector<std::vector<double>> InterleavedSeconds(
+    int reps, const std::vector<std::function<void()>>& fns,
+    const std::function<void(size_t)>& untimed = nullptr);
+
+// The last-level cache's size in bytes as the system reports it (the
+// largest cache level in sysfs, else sysconf), or 0 when it does not.
+size_t LastLevelCacheBytes();
 
 // Registers the options on a CLI11 (sub)command.
 void AddBenchOptions(CLI::App* app, BenchOptions* options);

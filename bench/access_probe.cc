@@ -1,0 +1,317 @@
+// What a layout's memory access pattern costs by itself: each pattern
+// below moves exactly the bytes a 4096 x 4096 (by default) float16
+// dequantization moves, in the order the kernel moves them, with no
+// arithmetic, on T threads each owning the share of output rows the
+// kernel would give it; timed interleaved (A B C ... A B C ...) with the
+// streaming fill of the same output, medians reported as a ratio to it.
+// Not a test: a measurement tool (the README's speed section uses it to
+// tell what limits the column-packed layouts on many cores).
+//
+//   nibble_access_probe [THREADS,...] [N K] [REPS]   (default: 1 and all, 4096 4096, 15)
+//
+// Patterns (out: float16 [N, K], row pitch 2K bytes; every store a
+// 64-byte aligned streaming store of a whole line):
+//   fill        each thread writes its rows front to back (the yardstick)
+//   seq r+w     ... while reading its share of a K*N/2-byte input in order
+//   gptq-w      GPTQ's writes: bands of 16 rows, a line of each row in turn
+//               (16 interleaved row streams per thread)
+//   gptq-r      GPTQ's reads alone: qweight [K/8, N] int32, a band reads
+//               the 64-byte line of its 16 columns from each word row
+//               (word rows 4N bytes apart), band after band
+//   gptq r+w    both, as the kernel interleaves them (4 lines in, 16 out)
+//   gptq64      the same in bands of 64 rows (4 adjacent lines of a word row)
+//   gptq-pf     gptq r+w, also prefetching word rows 8 tiles ahead into L2
+//   gptq-st     gptq r+w, the writes staged (runs of 24 lines per row)
+//   gptq-pst    both
+//   awq r+w     AWQ: qweight [K, N/8] int32, bands of 128 rows; per chunk
+//               of 128 columns it reads 128 lines (word rows N/2 bytes
+//               apart) and writes 4 lines to each of its 128 rows
+//   awq512      the same in bands of 512 rows (4 adjacent lines)
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench/group_size_bench.h"
+
+namespace {
+
+struct Geometry {
+  int64_t n = 4096, k = 4096;  // output rows (N) and columns (K)
+};
+
+// 64-byte aligned buffer, pages touched.
+struct Buf {
+  explicit Buf(size_t bytes) : size(bytes) {
+    void* p = nullptr;
+    if (posix_memalign(&p, 64, bytes) != 0) std::abort();
+    data = static_cast<char*>(p);
+    std::memset(data, 1, bytes);
+  }
+  ~Buf() { std::free(data); }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+  char* data;
+  size_t size;
+};
+
+// Rows [r0, r1) of thread t of T, in bands of `band` rows.
+void Share(int64_t rows, int64_t band, int t, int threads, int64_t* r0, int64_t* r1) {
+  const int64_t bands = (rows + band - 1) / band;
+  *r0 = std::min(rows, bands * t / threads * band);
+  *r1 = std::min(rows, bands * (t + 1) / threads * band);
+}
+
+__attribute__((target("avx512f"))) inline void Put(char* p, __m512i v) {
+  _mm512_stream_si512(reinterpret_cast<__m512i*>(p), v);
+}
+__attribute__((target("avx512f"))) inline __m512i Get(const char* p) {
+  return _mm512_loadu_si512(p);
+}
+
+uint64_t g_sink = 0;
+
+__attribute__((target("avx512f"))) void Fill(const Geometry& g, char* out, int t, int threads,
+                                             const char* in, bool read) {
+  int64_t r0, r1;
+  Share(g.n, 16, t, threads, &r0, &r1);
+  const int64_t pitch = 2 * g.k, in_per_row = g.k / 2;  // int4 codes: K/2 bytes a row
+  __m512i acc = _mm512_setzero_si512();
+  const __m512i v = _mm512_set1_epi32(0x3C003C00);
+  for (int64_t r = r0; r < r1; ++r) {
+    char* row = out + r * pitch;
+    const char* src = in + r * in_per_row;
+    for (int64_t b = 0; b < pitch; b += 256) {
+      if (read) acc = _mm512_xor_si512(acc, Get(src + b / 4));
+      Put(row + b, v);
+      Put(row + b + 64, v);
+      Put(row + b + 128, v);
+      Put(row + b + 192, v);
+    }
+  }
+  _mm_sfence();
+  alignas(64) uint64_t lanes[8];
+  _mm512_store_si512(lanes, acc);
+  __atomic_fetch_xor(&g_sink, lanes[0], __ATOMIC_RELAXED);
+}
+
+// GPTQ: bands of `band` rows (the kernel: 16), each tile of 32 columns
+// (4 word rows) done 16 rows at a time; band 64 reads 4 adjacent lines of
+// each word row per tile instead of one. `deep`: also prefetch into L2 the
+// word rows 8 tiles ahead (32 lines); `staged`: the writes go to a block
+// of 768 columns first (plain stores, in cache) that is then streamed out
+// row by row (runs of 24 lines per row instead of 16 interleaved lines).
+__attribute__((target("avx512f"))) void Gptq(const Geometry& g, char* out, int t, int threads,
+                                             const char* qweight, bool read, bool write,
+                                             int64_t band, bool deep = false, bool staged = false) {
+  constexpr int64_t kStageCols = 768, kStagePitch = 2 * kStageCols + 64;
+  alignas(64) static thread_local char stage[16 * kStagePitch];
+  int64_t r0, r1;
+  Share(g.n, band, t, threads, &r0, &r1);
+  const int64_t pitch = 2 * g.k, stride = 4 * g.n;
+  __m512i acc = _mm512_setzero_si512();
+  const __m512i v = _mm512_set1_epi32(0x3C003C00);
+  for (int64_t nb = r0; nb < r1; nb += band) {
+    for (int64_t k0 = 0; k0 < g.k; k0 += 32) {
+      for (int64_t n0 = nb; n0 < std::min(r1, nb + band); n0 += 16) {
+        const char* wp = qweight + (k0 / 8) * stride + 4 * n0;
+        if (read) {
+          if (deep && k0 + 288 <= g.k) {
+            for (int q = 32; q < 36; ++q) _mm_prefetch(wp + q * stride, _MM_HINT_T1);
+          }
+          if (k0 + 96 <= g.k) {
+            for (int q = 8; q < 12; ++q) _mm_prefetch(wp + q * stride, _MM_HINT_T0);
+          }
+          acc = _mm512_xor_si512(acc, Get(wp));
+          acc = _mm512_xor_si512(acc, Get(wp + stride));
+          acc = _mm512_xor_si512(acc, Get(wp + 2 * stride));
+          acc = _mm512_xor_si512(acc, Get(wp + 3 * stride));
+        }
+        if (write && staged) {
+          const int64_t at = k0 % kStageCols;  // staging block column
+          for (int i = 0; i < 16; ++i) {
+            _mm512_store_si512(reinterpret_cast<__m512i*>(stage + i * kStagePitch + 2 * at), v);
+          }
+          if (at + 32 == kStageCols || k0 + 32 == g.k) {  // the block is full: out
+            const int64_t c0 = k0 - at;
+            for (int i = 0; i < 16; ++i) {
+              char* row = out + (n0 + i) * pitch + 2 * c0;
+              for (int64_t b = 0; b < 2 * (at + 32); b += 64) {
+                Put(row + b, _mm512_load_si512(stage + i * kStagePitch + b));
+              }
+            }
+          }
+        } else if (write) {
+          char* d = out + n0 * pitch + 2 * k0;
+          for (int i = 0; i < 16; ++i) Put(d + i * pitch, v);
+        }
+      }
+    }
+  }
+  _mm_sfence();
+  alignas(64) uint64_t lanes[8];
+  _mm512_store_si512(lanes, acc);
+  __atomic_fetch_xor(&g_sink, lanes[0], __ATOMIC_RELAXED);
+}
+
+// AWQ: bands of `band` rows (the kernel: 128), each chunk of 128 columns
+// (128 word rows of one line per 128 rows) done 128 rows at a time; band
+// 512 reads 4 adjacent lines of each word row per chunk instead of one.
+__attribute__((target("avx512f"))) void Awq(const Geometry& g, char* out, int t, int threads,
+                                            const char* qweight, int64_t band) {
+  int64_t r0, r1;
+  Share(g.n, band, t, threads, &r0, &r1);
+  const int64_t pitch = 2 * g.k, stride = g.n / 2;
+  __m512i acc = _mm512_setzero_si512();
+  const __m512i v = _mm512_set1_epi32(0x3C003C00);
+  for (int64_t nb = r0; nb < r1; nb += band) {
+    for (int64_t k0 = 0; k0 < g.k; k0 += 128) {
+      for (int64_t n0 = nb; n0 < std::min(r1, nb + band); n0 += 128) {
+        const char* wp = qweight + k0 * stride + n0 / 2;
+        for (int q = 0; q < 128; ++q) {
+          if (q % 32 == 0 && k0 + 256 <= g.k) {
+            for (int p = 128; p < 160; ++p) _mm_prefetch(wp + (q + p) * stride, _MM_HINT_T1);
+          }
+          acc = _mm512_xor_si512(acc, Get(wp + q * stride));
+        }
+        const int64_t rows = std::min<int64_t>(128, r1 - n0);
+        for (int64_t i = 0; i < rows; ++i) {
+          char* d = out + (n0 + i) * pitch + 2 * k0;
+          Put(d, v);
+          Put(d + 64, v);
+          Put(d + 128, v);
+          Put(d + 192, v);
+        }
+      }
+    }
+  }
+  _mm_sfence();
+  alignas(64) uint64_t lanes[8];
+  _mm512_store_si512(lanes, acc);
+  __atomic_fetch_xor(&g_sink, lanes[0], __ATOMIC_RELAXED);
+}
+
+// Reads `bytes` (all threads) so that no input stays in the last-level
+// cache from one timed run to the next.
+__attribute__((target("avx512f"))) void Evict(const Buf& b) {
+#pragma omp parallel
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const size_t a = b.size * static_cast<size_t>(t) / static_cast<size_t>(nt) / 64 * 64;
+    const size_t e = b.size * static_cast<size_t>(t + 1) / static_cast<size_t>(nt) / 64 * 64;
+    __m512i acc = _mm512_setzero_si512();
+    for (size_t o = a; o < e; o += 64) acc = _mm512_xor_si512(acc, Get(b.data + o));
+    alignas(64) uint64_t lanes[8];
+    _mm512_store_si512(lanes, acc);
+    __atomic_fetch_xor(&g_sink, lanes[0], __ATOMIC_RELAXED);
+  }
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!__builtin_cpu_supports("avx512f")) {
+    std::printf("nibble_access_probe: needs AVX-512 (the patterns are written with it)\n");
+    return 0;
+  }
+  std::vector<int> thread_counts;
+  Geometry g;
+  int reps = 15;
+  if (argc > 1) {
+    const std::string list = argv[1];
+    for (size_t at = 0; at < list.size();) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      thread_counts.push_back(std::atoi(list.substr(at, comma - at).c_str()));
+      at = comma + 1;
+    }
+  } else {
+    thread_counts = {1, omp_get_max_threads()};
+  }
+  if (argc > 3) {
+    g.n = std::atoll(argv[2]);
+    g.k = std::atoll(argv[3]);
+  }
+  if (argc > 4) reps = std::atoi(argv[4]);
+  if (g.n < 512 || g.k < 256 || g.n % 512 != 0 || g.k % 256 != 0 || reps < 1) {
+    std::fprintf(stderr,
+                 "usage: nibble_access_probe [THREADS,...] [N K] [REPS] (N %% 512 == 0, "
+                 "K %% 256 == 0)\n");
+    return 2;
+  }
+  for (const int t : thread_counts) {
+    if (t < 1 || t > 1024) {
+      std::fprintf(stderr, "nibble_access_probe: thread counts are 1 to 1024\n");
+      return 2;
+    }
+  }
+  const size_t out_bytes = static_cast<size_t>(g.n * g.k * 2), in_bytes = out_bytes / 4;
+  Buf out(out_bytes), in(in_bytes);
+  // As the bench: 1.5x the last-level cache, at least 64 MiB, at most 1 GiB.
+  Buf evict(std::max<size_t>(
+      size_t{64} << 20, std::min<size_t>(size_t{1} << 30, nibble::LastLevelCacheBytes() / 2 * 3)));
+  std::printf("float16 [%lld, %lld]: %lld MiB out, %lld MiB in; %zu MiB read before each run\n",
+              static_cast<long long>(g.n), static_cast<long long>(g.k),
+              static_cast<long long>(out_bytes >> 20), static_cast<long long>(in_bytes >> 20),
+              evict.size >> 20);
+  struct Pattern {
+    const char* name;
+    std::function<void(int, int)> run;  // (thread, threads)
+  };
+  const Pattern patterns[] = {
+      {"fill", [&](int t, int nt) { Fill(g, out.data, t, nt, in.data, false); }},
+      {"seq r+w", [&](int t, int nt) { Fill(g, out.data, t, nt, in.data, true); }},
+      {"gptq-w", [&](int t, int nt) { Gptq(g, out.data, t, nt, in.data, false, true, 16); }},
+      {"gptq-r", [&](int t, int nt) { Gptq(g, out.data, t, nt, in.data, true, false, 16); }},
+      {"gptq r+w", [&](int t, int nt) { Gptq(g, out.data, t, nt, in.data, true, true, 16); }},
+      {"gptq64", [&](int t, int nt) { Gptq(g, out.data, t, nt, in.data, true, true, 64); }},
+      {"gptq-pf", [&](int t, int nt) { Gptq(g, out.data, t, nt, in.data, true, true, 16, true); }},
+      {"gptq-st",
+       [&](int t, int nt) { Gptq(g, out.data, t, nt, in.data, true, true, 16, false, true); }},
+      {"gptq-pst",
+       [&](int t, int nt) { Gptq(g, out.data, t, nt, in.data, true, true, 16, true, true); }},
+      {"awq r+w", [&](int t, int nt) { Awq(g, out.data, t, nt, in.data, 128); }},
+      {"awq512", [&](int t, int nt) { Awq(g, out.data, t, nt, in.data, 512); }},
+  };
+  constexpr size_t kPatterns = sizeof(patterns) / sizeof(patterns[0]);
+  std::printf("%-8s %7s %9s %9s %9s %9s\n", "pattern", "threads", "ms", "out GB/s", "x fill",
+              "spread %");
+  for (const int t : thread_counts) {
+    std::vector<std::vector<double>> times(kPatterns);
+    for (int r = -1; r < reps; ++r) {  // r = -1: warm-up, not kept
+      for (size_t p = 0; p < kPatterns; ++p) {
+        Evict(evict);
+        const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel num_threads(t)
+        patterns[p].run(omp_get_thread_num(), omp_get_num_threads());
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (r >= 0) times[p].push_back(s);
+      }
+    }
+    const double fill = Median(times[0]);
+    for (size_t p = 0; p < kPatterns; ++p) {
+      std::vector<double> v = times[p];
+      std::sort(v.begin(), v.end());
+      const size_t lo = static_cast<size_t>(0.1 * static_cast<double>(v.size() - 1) + 0.5);
+      const double med = Median(v);
+      const double spread = (v[v.size() - 1 - lo] - v[lo]) / 2 / med;
+      const double gbps = static_cast<double>(out_bytes) / med / 1e9;
+      std::printf("%-8s %7d %9.3f %9.2f %9.3f %9.1f\n", patterns[p].name, t, med * 1e3,
+                  p == 3 ? 0.0 : gbps, fill / med, spread * 100);
+    }
+  }
+  return g_sink == 0x5a5a5a5a ? 3 : 0;  // a use of every load (never that value)
+}

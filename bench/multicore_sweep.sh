@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The many-core speed run behind the README's 16-thread figures, in one go:
+# what the machine is, the access-pattern probe (nibble_access_probe), then
+# `nibble bench` over every layout and output type at each thread count
+# (threads pinned one per core), then `nibble dequant` of a 3 GiB checkpoint
+# against `cp` of its output, then a second sweep of the two ends.
+#
+#   bench/multicore_sweep.sh BUILD OUTDIR [THREADS] [SECONDS]
+#
+# BUILD: a build folder (nibble, nibble_access_probe, tests/make_checkpoints;
+# a missing one skips its step); OUTDIR: where machine.txt, probe.txt,
+# sweep1.{json,txt}, dequant.txt and sweep2.{json,txt} go; THREADS: thread
+# counts (default 1,2,4,8,16); SECONDS: the time the whole run may take
+# (default 480): a step starts only if the time left allows it.
+# STEPS (environment): the steps to run, default "probe sweep1 dequant sweep2".
+# SWEEP_LAYOUTS (environment): layouts of the sweeps (default: all 25).
+set -uo pipefail
+build=$1 out=$2 threads=${3:-1,2,4,8,16} budget=${4:-480}
+steps=" ${STEPS:-probe sweep1 dequant sweep2} "
+start=$(date +%s)
+left() { echo $((budget - ($(date +%s) - start))); }
+log() { echo "$* after $(($(date +%s) - start)) s" | tee -a "$out/log.txt"; }
+layouts=${SWEEP_LAYOUTS:-pmx-q1,pmx-q0,onnx-b1,onnx-b0,int8,gptq,gptq-act,awq,ct,ct-act,bnb-nf4,q4_0,q4_1,q5_0,q5_1,q8_0,q2_k,q3_k,q4_k,q5_k,q6_k,tq2_0,iq4_nl,iq4_xs,mxfp4}
+maxt=${threads##*,}
+mkck=$build/tests/make_checkpoints
+[ -x "$mkck" ] || mkck=$build/make_checkpoints
+# One thread per core, consecutive cores first (see README, Speed).
+export OMP_PROC_BIND=close OMP_PLACES=cores
+mkdir -p "$out"
+
+{
+  echo "date: $(date -u +%FT%TZ)"
+  echo "nproc: $(nproc)"
+  uname -a
+  lscpu 2>/dev/null || grep -m1 'model name' /proc/cpuinfo
+  grep -E 'MemTotal|MemAvailable' /proc/meminfo
+  echo "transparent hugepages: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
+} >"$out/machine.txt" 2>&1
+
+has() { [[ $steps == *" $1 "* ]]; }
+
+if has probe && [ -x "$build/nibble_access_probe" ]; then
+  timeout $(($(left) - 60)) "$build/nibble_access_probe" "$threads" 4096 4096 15 >"$out/probe.txt" 2>&1
+  log "probe: rc=$?"
+fi
+
+sweep() {  # sweep NAME THREADS SECONDS
+  timeout "$3" "$build/nibble" bench --layout "$layouts" --group-sizes 128 --threads "$2" --reps 9 \
+    --out "$out/$1" >"$out/$1.txt" 2>>"$out/log.txt"
+  log "$1 (threads $2): rc=$?"
+  rm -f "$out/$1.csv"  # the JSON holds the same rows
+}
+
+if has sweep1; then sweep sweep1 "$threads" "$(($(left) - 10))"; fi
+
+if has dequant && [ -x "$mkck" ] && [ "$(left)" -gt 150 ]; then
+  # `nibble dequant` of 96 GPTQ layers of 4096 x 4096 (G = 128) to float16,
+  # input and output on tmpfs (no disk in the figure), against `cp -r` of
+  # its own output; alternated three times.
+  d=/dev/shm/nibble-sweep
+  rm -rf "$d" && mkdir -p "$d"
+  {
+    "$mkck" "$d" --large 4096 4096 96 >/dev/null && du -sh "$d/large_gptq"
+    for round in 1 2 3; do
+      for t in 1 "$maxt"; do
+        a=$(date +%s.%N)
+        "$build/nibble" dequant "$d/large_gptq" "$d/out" --dtype f16 --threads "$t" --quiet
+        rc=$?
+        b=$(date +%s.%N)
+        echo "round $round: nibble dequant --threads $t: rc=$rc $(awk "BEGIN{print $b - $a}") s"
+        [ "$t" = 1 ] && rm -rf "$d/out"
+      done
+      a=$(date +%s.%N)
+      cp -r "$d/out" "$d/copy"
+      b=$(date +%s.%N)
+      echo "round $round: cp -r of the output ($(du -sh "$d/out" | cut -f1)): $(awk "BEGIN{print $b - $a}") s"
+      rm -rf "$d/out" "$d/copy"
+    done
+  } >"$out/dequant.txt" 2>&1
+  rm -rf "$d"
+  log "dequant vs cp: done"
+fi
+
+# A second sample of the two ends, if the rest left time for it.
+if has sweep2 && [ "$(left)" -gt 150 ]; then sweep sweep2 "1,$maxt" "$(($(left) - 10))"; fi
+exit 0
