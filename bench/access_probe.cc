@@ -48,11 +48,15 @@ struct Geometry {
   int64_t n = 4096, k = 4096;  // output rows (N) and columns (K)
 };
 
-// 64-byte aligned buffer, pages touched.
+// 64-byte aligned buffer, pages touched; exits with a message when the
+// memory is not there.
 struct Buf {
   explicit Buf(size_t bytes) : size(bytes) {
     void* p = nullptr;
-    if (posix_memalign(&p, 64, bytes) != 0) std::abort();
+    if (posix_memalign(&p, 64, bytes) != 0) {
+      std::fprintf(stderr, "nibble_access_probe: cannot allocate %zu bytes\n", bytes);
+      std::exit(1);
+    }
     data = static_cast<char*>(p);
     std::memset(data, 1, bytes);
   }
@@ -245,10 +249,14 @@ int main(int argc, char** argv) {
     g.k = std::atoll(argv[3]);
   }
   if (argc > 4) reps = std::atoi(argv[4]);
-  if (g.n < 512 || g.k < 256 || g.n % 512 != 0 || g.k % 256 != 0 || reps < 1) {
+  // Up to 2^20 x 2^20 (a 2 TiB output would not be allocated anyway: the
+  // limit keeps the byte counts far from overflow).
+  constexpr int64_t kMaxDim = int64_t{1} << 20;
+  if (g.n < 512 || g.k < 256 || g.n % 512 != 0 || g.k % 256 != 0 || g.n > kMaxDim ||
+      g.k > kMaxDim || reps < 1 || reps > 100000) {
     std::fprintf(stderr,
                  "usage: nibble_access_probe [THREADS,...] [N K] [REPS] (N %% 512 == 0, "
-                 "K %% 256 == 0)\n");
+                 "K %% 256 == 0, both at most 2^20; REPS 1 to 100000)\n");
     return 2;
   }
   for (const int t : thread_counts) {

@@ -15,7 +15,15 @@
 # STEPS (environment): the steps to run, default "probe sweep1 dequant sweep2".
 # SWEEP_LAYOUTS (environment): layouts of the sweeps (default: all 25).
 set -uo pipefail
+if [ $# -lt 2 ]; then
+  echo "usage: bench/multicore_sweep.sh BUILD OUTDIR [THREADS] [SECONDS]" >&2
+  exit 2
+fi
 build=$1 out=$2 threads=${3:-1,2,4,8,16} budget=${4:-480}
+if [ ! -x "$build/nibble" ] && [ ! -x "$build/nibble_access_probe" ]; then
+  echo "multicore_sweep: no nibble or nibble_access_probe in '$build'" >&2
+  exit 2
+fi
 steps=" ${STEPS:-probe sweep1 dequant sweep2} "
 start=$(date +%s)
 left() { echo $((budget - ($(date +%s) - start))); }

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""The README's speed tables from `nibble bench --out` JSON files.
+
+    python3 bench/sweep_table.py [--threads 1,16] SWEEP.json [SWEEP.json ...]
+
+One markdown row per layout x output type, over every sweep given (ranges
+are min-max across the sweeps; a sweep whose fill spread exceeded +-10 %
+for a row has no ratio there and is left out of that range, "(k/n)" says
+how many of the n sweeps gave one). For the lowest and highest thread
+count asked for (default: those in the files):
+
+  x fill      the kernel's output GB/s over the streaming fill's
+  x r+w       ... over the read + write stream's (the layout's input read
+              while its output is streamed: what memory allows)
+  r+w / fill  the read + write stream over the fill (what the reads cost)
+  G el/s      the kernel's rate
+  in cache    the LAYOUT-tile rows: G el/s at the lowest and the highest
+              thread count, the scaling between them and memcpy's (in
+              cache, same threads) over the same step
+
+Standard library only.
+"""
+import argparse
+import json
+import sys
+from collections import defaultdict
+
+
+def fmt_range(values, digits=2):
+    values = [v for v in values if v is not None]
+    if not values:
+        return "—"
+    lo, hi = min(values), max(values)
+    a, b = f"{lo:.{digits}f}", f"{hi:.{digits}f}"
+    return a if a == b else f"{a}–{b}"
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", help="two thread counts: low,high (default: from the files)")
+    ap.add_argument("sweeps", nargs="+")
+    args = ap.parse_args(argv)
+
+    whole = defaultdict(lambda: defaultdict(list))  # (layout, dtype) -> threads -> rows
+    tile = defaultdict(lambda: defaultdict(list))
+    order = []
+    for path in args.sweeps:
+        try:
+            with open(path) as f:
+                rows = json.load(f)
+            for r in rows:
+                is_tile = r["layout"].endswith("-tile")
+                layout = r["layout"][: -len("-tile")] if is_tile else r["layout"]
+                key = (layout, r["dtype"])
+                for field in ("ratio_stream", "ratio_rw", "rw_gbps", "stream_gbps",
+                              "gelems_per_s", "memcpy_gbps"):
+                    r[field]  # every field the table reads
+                if key not in order:
+                    order.append(key)
+                (tile if is_tile else whole)[key][r["threads"]].append(r)
+        except OSError as e:
+            sys.exit(f"sweep_table: {path}: {e.strerror}")
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            sys.exit(f"sweep_table: {path}: not the JSON of `nibble bench --out` ({e!r})")
+    counts = sorted({t for d in whole.values() for t in d})
+    if args.threads:
+        try:
+            lo, hi = (int(x) for x in args.threads.split(","))
+        except ValueError:
+            sys.exit(f"sweep_table: --threads wants two counts, low,high (got {args.threads!r})")
+    elif counts:
+        lo, hi = counts[0], counts[-1]
+    else:
+        sys.exit("sweep_table: no whole-path rows in the files")
+
+    def cells(rows):
+        ratios = [r["ratio_stream"] for r in rows]
+        ok = sum(v is not None for v in ratios)
+        fill_ratio = fmt_range(ratios)
+        if rows:
+            fill_ratio += f" ({ok}/{len(rows)})"
+        return [
+            fill_ratio,
+            fmt_range([r["ratio_rw"] for r in rows]),
+            fmt_range([r["rw_gbps"] / r["stream_gbps"] for r in rows if r["stream_gbps"] > 0]),
+            fmt_range([r["stream_gbps"] for r in rows], 0),
+            fmt_range([r["gelems_per_s"] for r in rows], 1),
+        ]
+
+    head = ["layout", "out"]
+    names = ["× fill (runs)", "× r+w", "r+w / fill", "fill GB/s", "G el/s"]
+    for t in (lo, hi) if hi != lo else (lo,):
+        head += [f"{t} thr: {n}" for n in names]
+    head.append(f"in cache G el/s, {lo} → {hi} thr (scaling; memcpy's)")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for key in order:
+        if key not in whole:
+            continue
+        row = list(key)
+        for t in (lo, hi) if hi != lo else (lo,):
+            row += cells(whole[key].get(t, []))
+        a, b = tile[key].get(lo, []), tile[key].get(hi, [])
+        if a and b:
+            ga = [r["gelems_per_s"] for r in a]
+            gb = [r["gelems_per_s"] for r in b]
+            ks = [y / x for x, y in zip(ga, gb)]
+            ms = [y["memcpy_gbps"] / x["memcpy_gbps"] for x, y in zip(a, b)]
+            row.append(f"{fmt_range(ga, 1)} → {fmt_range(gb, 1)} ({fmt_range(ks, 1)}×; {fmt_range(ms, 1)}×)")
+        elif a:
+            row.append(fmt_range([r["gelems_per_s"] for r in a], 1))
+        else:
+            row.append("—")
+        print("| " + " | ".join(row) + " |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
