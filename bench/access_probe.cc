@@ -7,7 +7,8 @@
 // Not a test: a measurement tool (the README's speed section uses it to
 // tell what limits the column-packed layouts on many cores).
 //
-//   nibble_access_probe [THREADS,...] [N K] [REPS]   (default: 1 and all, 4096 4096, 15)
+//   nibble_access_probe [THREADS,...] [N K] [REPS] [--huge-pages]
+//                       (default: 1 and all, 4096 4096, 15; 4 KiB pages)
 //
 // Patterns (out: float16 [N, K], row pitch 2K bytes; every store a
 // 64-byte aligned streaming store of a whole line):
@@ -29,6 +30,7 @@
 //   awq512      the same in bands of 512 rows (4 adjacent lines)
 #include <immintrin.h>
 #include <omp.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
@@ -49,14 +51,16 @@ struct Geometry {
 };
 
 // 64-byte aligned buffer, pages touched; exits with a message when the
-// memory is not there.
+// memory is not there. `huge`: 2 MiB aligned and asked for transparent
+// huge pages (madvise) before the first touch.
 struct Buf {
-  explicit Buf(size_t bytes) : size(bytes) {
+  explicit Buf(size_t bytes, bool huge = false) : size(bytes) {
     void* p = nullptr;
-    if (posix_memalign(&p, 64, bytes) != 0) {
+    if (posix_memalign(&p, huge ? size_t{2} << 20 : 64, bytes) != 0) {
       std::fprintf(stderr, "nibble_access_probe: cannot allocate %zu bytes\n", bytes);
       std::exit(1);
     }
+    if (huge) madvise(p, bytes, MADV_HUGEPAGE);  // a hint: ignored where unsupported
     data = static_cast<char*>(p);
     std::memset(data, 1, bytes);
   }
@@ -231,6 +235,19 @@ int main(int argc, char** argv) {
     std::printf("nibble_access_probe: needs AVX-512 (the patterns are written with it)\n");
     return 0;
   }
+  // --huge-pages (anywhere): the input and output buffers on transparent
+  // huge pages, to tell what TLB misses cost a pattern.
+  bool huge = false;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--huge-pages") == 0) {
+      huge = true;
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+  argc = static_cast<int>(args.size());
+  argv = args.data();
   std::vector<int> thread_counts;
   Geometry g;
   int reps = 15;
@@ -254,9 +271,10 @@ int main(int argc, char** argv) {
   constexpr int64_t kMaxDim = int64_t{1} << 20;
   if (g.n < 512 || g.k < 256 || g.n % 512 != 0 || g.k % 256 != 0 || g.n > kMaxDim ||
       g.k > kMaxDim || reps < 1 || reps > 100000) {
-    std::fprintf(stderr,
-                 "usage: nibble_access_probe [THREADS,...] [N K] [REPS] (N %% 512 == 0, "
-                 "K %% 256 == 0, both at most 2^20; REPS 1 to 100000)\n");
+    std::fprintf(
+        stderr,
+        "usage: nibble_access_probe [THREADS,...] [N K] [REPS] [--huge-pages] (N %% 512 == 0, "
+        "K %% 256 == 0, both at most 2^20; REPS 1 to 100000)\n");
     return 2;
   }
   for (const int t : thread_counts) {
@@ -266,14 +284,14 @@ int main(int argc, char** argv) {
     }
   }
   const size_t out_bytes = static_cast<size_t>(g.n * g.k * 2), in_bytes = out_bytes / 4;
-  Buf out(out_bytes), in(in_bytes);
+  Buf out(out_bytes, huge), in(in_bytes, huge);
   // As the bench: 1.5x the last-level cache, at least 64 MiB, at most 1 GiB.
   Buf evict(std::max<size_t>(
       size_t{64} << 20, std::min<size_t>(size_t{1} << 30, nibble::LastLevelCacheBytes() / 2 * 3)));
-  std::printf("float16 [%lld, %lld]: %lld MiB out, %lld MiB in; %zu MiB read before each run\n",
+  std::printf("float16 [%lld, %lld]: %lld MiB out, %lld MiB in%s; %zu MiB read before each run\n",
               static_cast<long long>(g.n), static_cast<long long>(g.k),
               static_cast<long long>(out_bytes >> 20), static_cast<long long>(in_bytes >> 20),
-              evict.size >> 20);
+              huge ? " (huge pages asked for)" : "", evict.size >> 20);
   struct Pattern {
     const char* name;
     std::function<void(int, int)> run;  // (thread, threads)
