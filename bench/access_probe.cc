@@ -3,7 +3,8 @@
 // dequantization moves, in the order the kernel moves them, with no
 // arithmetic, on T threads each owning the share of output rows the
 // kernel would give it; timed interleaved (A B C ... A B C ...) with the
-// streaming fill of the same output, medians reported as a ratio to it.
+// streaming fill of the same output, every run with its bytes flushed
+// from the caches first, medians reported as a ratio to the fill.
 // Not a test: a measurement tool (the README's speed section uses it to
 // tell what limits the column-packed layouts on many cores).
 //
@@ -207,22 +208,6 @@ __attribute__((target("avx512f"))) void Awq(const Geometry& g, char* out, int t,
   __atomic_fetch_xor(&g_sink, lanes[0], __ATOMIC_RELAXED);
 }
 
-// Reads `bytes` (all threads) so that no input stays in the last-level
-// cache from one timed run to the next.
-__attribute__((target("avx512f"))) void Evict(const Buf& b) {
-#pragma omp parallel
-  {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const size_t a = b.size * static_cast<size_t>(t) / static_cast<size_t>(nt) / 64 * 64;
-    const size_t e = b.size * static_cast<size_t>(t + 1) / static_cast<size_t>(nt) / 64 * 64;
-    __m512i acc = _mm512_setzero_si512();
-    for (size_t o = a; o < e; o += 64) acc = _mm512_xor_si512(acc, Get(b.data + o));
-    alignas(64) uint64_t lanes[8];
-    _mm512_store_si512(lanes, acc);
-    __atomic_fetch_xor(&g_sink, lanes[0], __ATOMIC_RELAXED);
-  }
-}
-
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -285,13 +270,12 @@ int main(int argc, char** argv) {
   }
   const size_t out_bytes = static_cast<size_t>(g.n * g.k * 2), in_bytes = out_bytes / 4;
   Buf out(out_bytes, huge), in(in_bytes, huge);
-  // As the bench: 1.5x the last-level cache, at least 64 MiB, at most 1 GiB.
-  Buf evict(std::max<size_t>(
-      size_t{64} << 20, std::min<size_t>(size_t{1} << 30, nibble::LastLevelCacheBytes() / 2 * 3)));
-  std::printf("float16 [%lld, %lld]: %lld MiB out, %lld MiB in%s; %zu MiB read before each run\n",
-              static_cast<long long>(g.n), static_cast<long long>(g.k),
-              static_cast<long long>(out_bytes >> 20), static_cast<long long>(in_bytes >> 20),
-              huge ? " (huge pages asked for)" : "", evict.size >> 20);
+  std::printf(
+      "float16 [%lld, %lld]: %lld MiB out, %lld MiB in%s; both flushed from the caches "
+      "before each run\n",
+      static_cast<long long>(g.n), static_cast<long long>(g.k),
+      static_cast<long long>(out_bytes >> 20), static_cast<long long>(in_bytes >> 20),
+      huge ? " (huge pages asked for)" : "");
   struct Pattern {
     const char* name;
     std::function<void(int, int)> run;  // (thread, threads)
@@ -318,7 +302,8 @@ int main(int argc, char** argv) {
     std::vector<std::vector<double>> times(kPatterns);
     for (int r = -1; r < reps; ++r) {  // r = -1: warm-up, not kept
       for (size_t p = 0; p < kPatterns; ++p) {
-        Evict(evict);
+        nibble::FlushFromCaches(out.data, out.size);  // as the bench: every run cold
+        nibble::FlushFromCaches(in.data, in.size);
         const auto t0 = std::chrono::steady_clock::now();
 #pragma omp parallel num_threads(t)
         patterns[p].run(omp_get_thread_num(), omp_get_num_threads());

@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <iomanip>
 #include <memory>
@@ -25,6 +24,7 @@
 #include "bench/synthetic_weights.h"
 #include "formats/atomic_file.h"
 #include "formats/gguf.h"
+#include "hwy/cache_control.h"
 #include "kernels/dequantize.h"
 #include "kernels/stream_fill.h"
 #include "op/checkpoint.h"
@@ -69,34 +69,6 @@ std::vector<std::vector<double>> InterleavedSeconds(int reps,
   }
   for (auto& v : t) std::sort(v.begin(), v.end());
   return t;
-}
-
-size_t LastLevelCacheBytes() {
-  // sysfs: index0, index1, ... of cpu0, each with a level and a size such
-  // as "32768K"; the largest level wins.
-  size_t best = 0;
-  int best_level = 0;
-  for (int i = 0; i < 16; ++i) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
-    std::ifstream level_file(dir + "level"), size_file(dir + "size");
-    int level = 0;
-    std::string size_text;
-    if (!(level_file >> level) || !(size_file >> size_text) || size_text.empty()) continue;
-    char* end = nullptr;
-    const unsigned long long v = std::strtoull(size_text.c_str(), &end, 10);
-    const unsigned long long unit = *end == 'K' ? 1ull << 10 : *end == 'M' ? 1ull << 20 : 1;
-    if (level > best_level) {
-      best_level = level;
-      best = static_cast<size_t>(v * unit);
-    }
-  }
-#ifdef _SC_LEVEL3_CACHE_SIZE
-  if (best == 0) {
-    const long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    if (v > 0) best = static_cast<size_t>(v);
-  }
-#endif
-  return best;
 }
 
 namespace {
@@ -158,35 +130,21 @@ void Parallel(int threads, size_t bytes, const std::function<void(size_t, size_t
   }
 }
 
-// Pushes whatever a timed run left in the last-level cache out of it: the
-// kernel's input (its codes and scales) would otherwise stay there from
-// one run to the next on a machine whose last-level cache holds them
-// (hundreds of MiB on large servers), and the whole path would be timed
-// reading from cache rather than from memory, as a loader reads a
-// tensor it has not touched. Reads 1.5x the cache's size (at least
-// 64 MiB, at most 1 GiB) with all threads; untimed.
-class CacheEvictor {
- public:
-  CacheEvictor()
-      : bytes_(std::min<size_t>(size_t{1} << 30,
-                                std::max<size_t>(size_t{64} << 20, LastLevelCacheBytes() / 2 * 3))),
-        buffer_(bytes_) {
-    if (buffer_.data) std::memset(buffer_.data.get(), 1, bytes_);
-  }
-  size_t bytes() const { return buffer_.data ? bytes_ : 0; }
-  void Evict() const {
-    if (!buffer_.data) return;
-    static char sink_out[64];  // StreamReadWrite writes nothing here (0 bytes)
-    Parallel(AllThreads(), bytes_, [&](size_t a, size_t b) {
-      rw_sink.fetch_xor(StreamReadWrite(buffer_.data.get() + a, b - a, sink_out, 0),
-                        std::memory_order_relaxed);
-    });
-  }
+}  // namespace
 
- private:
-  size_t bytes_;
-  Buffer buffer_;
-};
+void FlushFromCaches(const void* p, size_t bytes) {
+  if (p == nullptr || bytes == 0) return;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) / 64 * 64;
+  const size_t span = static_cast<size_t>(reinterpret_cast<uintptr_t>(p) + bytes - begin);
+  Parallel(span > (size_t{1} << 20) ? AllThreads() : 1, span, [&](size_t a, size_t b) {
+    for (size_t o = a; o < b; o += 64) {
+      hwy::FlushCacheline(reinterpret_cast<const void*>(begin + o));
+    }
+  });
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // the flushes done before timing
+}
+
+namespace {
 
 struct Row {
   std::string layout;
@@ -328,23 +286,45 @@ struct BenchWeight {
     a.has_output_dtype = true;
     return PrepareOnnx(a, onnx->x.view(), onnx->scale.view(), nullptr, o);
   }
-  // The bytes a dequantization reads: every stored tensor it is prepared
-  // from (codes, scales, zero points, g_idx; a GGUF tensor's blocks).
-  size_t InputBytes() const {
+  // Calls fn(data, bytes) for every stored tensor a dequantization reads
+  // (codes, scales, zero points, g_idx; a GGUF tensor's blocks).
+  template <class Fn>
+  void ForEachInput(const Fn& fn) const {
+    const auto t = [&](const Tensor& x) { fn(x.data(), x.size_bytes()); };
     if (gptq) {
-      return gptq->qweight.size_bytes() + gptq->qzeros.size_bytes() + gptq->scales.size_bytes() +
-             (act_order ? gptq->g_idx.size_bytes() : 0);
+      t(gptq->qweight);
+      t(gptq->qzeros);
+      t(gptq->scales);
+      if (act_order) t(gptq->g_idx);
+    } else if (awq) {
+      t(awq->qweight);
+      t(awq->qzeros);
+      t(awq->scales);
+    } else if (ct) {
+      t(ct->weight_packed);
+      t(ct->weight_scale);
+      if (act_order) t(ct->weight_g_idx);
+    } else if (bnb) {
+      t(bnb->weight);
+      t(bnb->absmax);
+      t(bnb->quant_map);
+    } else if (ggml_type != 0) {
+      fn(gguf.data(), gguf.size());
+    } else if (pmx) {
+      t(pmx->x);
+      t(pmx->scale);
+      t(pmx->zero_point);
+    } else {
+      t(onnx->x);
+      t(onnx->scale);
+      t(onnx->zero_point);
     }
-    if (awq) return awq->qweight.size_bytes() + awq->qzeros.size_bytes() + awq->scales.size_bytes();
-    if (ct) {
-      return ct->weight_packed.size_bytes() + ct->weight_scale.size_bytes() +
-             (act_order ? ct->weight_g_idx.size_bytes() : 0);
-    }
-    if (bnb)
-      return bnb->weight.size_bytes() + bnb->absmax.size_bytes() + bnb->quant_map.size_bytes();
-    if (ggml_type != 0) return gguf.size();
-    if (pmx) return pmx->x.size_bytes() + pmx->scale.size_bytes() + pmx->zero_point.size_bytes();
-    return onnx->x.size_bytes() + onnx->scale.size_bytes() + onnx->zero_point.size_bytes();
+  }
+  // The bytes a dequantization reads.
+  size_t InputBytes() const {
+    size_t n = 0;
+    ForEachInput([&](const void*, size_t bytes) { n += bytes; });
+    return n;
   }
   Status Run(const Dequantizer& d, Tensor* y, int threads) const {
     return d.Run(y->mutable_view(), threads);
@@ -806,7 +786,6 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
       thread_counts.push_back(t);
     }
   }
-  const CacheEvictor evictor;
   std::vector<Row> rows;
   const size_t total =
       opt.layouts.size() * opt.group_sizes.size() * opt.dtypes.size() * thread_counts.size();
@@ -912,10 +891,20 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
                        std::memory_order_relaxed);
                  });
                }},
-              // Every run that reads starts with its input out of the
-              // last-level cache (the fill reads nothing).
+              // Every run starts with the bytes it reads and writes out
+              // of the caches, as a loader meets a tensor it has not
+              // touched (a large last-level cache would otherwise keep
+              // the kernel's codes from one run to the next).
               [&](size_t i) {
-                if (i != 0) evictor.Evict();
+                FlushFromCaches(d, bytes);  // the yardsticks' output
+                if (i == 1) {
+                  bw.ForEachInput(FlushFromCaches);
+                  FlushFromCaches(y->data(), bytes);
+                } else if (i == 2) {
+                  FlushFromCaches(s, bytes);
+                } else if (i == 3) {
+                  FlushFromCaches(rw_in.data.get(), in_bytes);
+                }
               });
           const double fill = Median(times[0]), cpy = Median(times[2]);
           r.seconds = Median(times[1]);
@@ -963,8 +952,7 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
 
   if (tty) err << "\r" << std::string(60, ' ') << "\r" << std::flush;
   err << "kernel target: " << ActiveTarget() << ", threads available: " << AllThreads()
-      << ", last-level cache " << (LastLevelCacheBytes() >> 20) << " MiB ("
-      << (evictor.bytes() >> 20) << " MiB read before each timed run that reads)\n";
+      << "; every timed run starts with its bytes flushed from the caches\n";
   PrintRows(rows, opt.format, out);
   if (!opt.out.empty()) {
     for (const char* format : {"json", "csv"}) {

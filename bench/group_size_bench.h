@@ -56,15 +56,18 @@ double MedianSeconds(int reps, const std::function<void()>& fn);
 // (A B C A B C ...): each one's wall times in seconds, sorted. How the
 // bench times a kernel against its yardsticks, so that a load that comes
 // and goes hits all of them alike. `untimed(i)`, when given, runs right
-// before every call of fns[i] and is not timed (the bench evicts the
-// last-level cache there).
+// before every call of fns[i] and is not timed (the bench flushes the
+// run's bytes from the caches there).
 std::vector<std::vector<double>> InterleavedSeconds(
     int reps, const std::vector<std::function<void()>>& fns,
     const std::function<void(size_t)>& untimed = nullptr);
 
-// The last-level cache's size in bytes as the system reports it (the
-// largest cache level in sysfs, else sysconf), or 0 when it does not.
-size_t LastLevelCacheBytes();
+// Flushes the cache lines of [p, p + bytes) from every cache level (a
+// clflush per line, all threads for more than 1 MiB, then a fence), so
+// that the next access to those bytes goes to memory. How the bench
+// starts every timed run cold; a no-op where the CPU has no such
+// instruction.
+void FlushFromCaches(const void* p, size_t bytes);
 
 // Registers the options on a CLI11 (sub)command.
 void AddBenchOptions(CLI::App* app, BenchOptions* options);
