@@ -896,15 +896,14 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
               // touched (a large last-level cache would otherwise keep
               // the kernel's codes from one run to the next).
               [&](size_t i) {
-                FlushFromCaches(d, bytes);  // the yardsticks' output
-                if (i == 1) {
+                if (i == 1) {  // the kernel: its stored tensors and output
                   bw.ForEachInput(FlushFromCaches);
                   FlushFromCaches(y->data(), bytes);
-                } else if (i == 2) {
-                  FlushFromCaches(s, bytes);
-                } else if (i == 3) {
-                  FlushFromCaches(rw_in.data.get(), in_bytes);
+                  return;
                 }
+                FlushFromCaches(d, bytes);  // the yardsticks' output
+                if (i == 2) FlushFromCaches(s, bytes);
+                if (i == 3) FlushFromCaches(rw_in.data.get(), in_bytes);
               });
           const double fill = Median(times[0]), cpy = Median(times[2]);
           r.seconds = Median(times[1]);
