@@ -29,6 +29,10 @@
 //               of 128 columns it reads 128 lines (word rows N/2 bytes
 //               apart) and writes 4 lines to each of its 128 rows
 //   awq512      the same in bands of 512 rows (4 adjacent lines)
+//   gBxC, aBxC  GPTQ, AWQ in blocks of B rows by C columns: a chunk's word
+//               rows read into a staging block, then each row's C columns
+//               written as one run (GptqBlockTiles' order; Blocked below);
+//   gBxCp, aBxCp  the same, the next chunk prefetched into L2 meanwhile
 #include <immintrin.h>
 #include <omp.h>
 #include <sys/mman.h>
@@ -40,6 +44,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -208,6 +213,67 @@ __attribute__((target("avx512f"))) void Awq(const Geometry& g, char* out, int t,
   __atomic_fetch_xor(&g_sink, lanes[0], __ATOMIC_RELAXED);
 }
 
+// A 2-D blocked traversal of either layout: bands of `band` rows, chunks
+// of `cols` columns. Per chunk it reads the chunk's word rows (GPTQ:
+// cols / 8 word rows of 4 * band bytes each, 4N bytes apart; AWQ: cols
+// word rows of band / 2 bytes, N/2 bytes apart) into a staging block with
+// plain stores (what a kernel would keep: the transposed codes, band *
+// cols / 2 bytes), then writes each of the band's rows as one run of
+// 2 * cols bytes, reading a line of the block per 4 lines written.
+// `prefetch`: the next chunk's word rows into L2 while this one runs.
+__attribute__((target("avx512f"))) void Blocked(const Geometry& g, char* out, int t, int threads,
+                                                const char* qweight, bool gptq, int64_t band,
+                                                int64_t cols, bool prefetch) {
+  static thread_local std::vector<char> stage_vec;
+  stage_vec.resize(static_cast<size_t>(band * cols / 2 + 64));
+  char* const stage =
+      stage_vec.data() + (64 - reinterpret_cast<uintptr_t>(stage_vec.data()) % 64) % 64;
+  int64_t r0, r1;
+  Share(g.n, gptq ? 16 : 128, t, threads, &r0, &r1);
+  const int64_t pitch = 2 * g.k, stride = gptq ? 4 * g.n : g.n / 2;
+  const int64_t word_rows = gptq ? cols / 8 : cols;
+  __m512i acc = _mm512_setzero_si512();
+  const __m512i v = _mm512_set1_epi32(0x3C003C00);
+  for (int64_t nb = r0; nb < r1; nb += band) {
+    const int64_t rows = std::min(band, r1 - nb);
+    const int64_t run = gptq ? 4 * rows : rows / 2;  // bytes of a word row
+    const char* const col0 = qweight + (gptq ? 4 * nb : nb / 2);
+    for (int64_t k0 = 0; k0 < g.k; k0 += cols) {
+      const int64_t q0 = gptq ? k0 / 8 : k0;
+      for (int64_t q = 0; q < word_rows; ++q) {
+        const char* src = col0 + (q0 + q) * stride;
+        char* st = stage + q * run;
+        if (prefetch && k0 + cols < g.k) {
+          for (int64_t b = 0; b < run; b += 64) {
+            _mm_prefetch(src + word_rows * stride + b, _MM_HINT_T1);
+          }
+        }
+        for (int64_t b = 0; b < run; b += 64) {
+          const __m512i x = Get(src + b);
+          acc = _mm512_xor_si512(acc, x);
+          _mm512_storeu_si512(st + b, x);
+        }
+      }
+      const int64_t out_bytes = 2 * cols;
+      for (int64_t i = 0; i < rows; ++i) {
+        char* d = out + (nb + i) * pitch + 2 * k0;
+        const char* st = stage + i * (cols / 2);
+        for (int64_t b = 0; b < out_bytes; b += 256) {
+          const __m512i x = _mm512_xor_si512(v, Get(st + b / 4));
+          Put(d + b, x);
+          Put(d + b + 64, x);
+          Put(d + b + 128, x);
+          Put(d + b + 192, x);
+        }
+      }
+    }
+  }
+  _mm_sfence();
+  alignas(64) uint64_t lanes[8];
+  _mm512_store_si512(lanes, acc);
+  __atomic_fetch_xor(&g_sink, lanes[0], __ATOMIC_RELAXED);
+}
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -280,7 +346,7 @@ int main(int argc, char** argv) {
     const char* name;
     std::function<void(int, int)> run;  // (thread, threads)
   };
-  const Pattern patterns[] = {
+  std::vector<Pattern> patterns = {
       {"fill", [&](int t, int nt) { Fill(g, out.data, t, nt, in.data, false); }},
       {"seq r+w", [&](int t, int nt) { Fill(g, out.data, t, nt, in.data, true); }},
       {"gptq-w", [&](int t, int nt) { Gptq(g, out.data, t, nt, in.data, false, true, 16); }},
@@ -295,7 +361,27 @@ int main(int argc, char** argv) {
       {"awq r+w", [&](int t, int nt) { Awq(g, out.data, t, nt, in.data, 128); }},
       {"awq512", [&](int t, int nt) { Awq(g, out.data, t, nt, in.data, 512); }},
   };
-  constexpr size_t kPatterns = sizeof(patterns) / sizeof(patterns[0]);
+  // Blocked: GPTQ (g) and AWQ (a) as band x chunk, each without and with
+  // (p) the next chunk prefetched.
+  struct Block {
+    bool gptq;
+    int64_t band, cols;
+  };
+  static const Block kBlocks[] = {{true, 64, 256},   {true, 128, 256},  {true, 256, 128},
+                                  {true, 256, 256},  {true, 128, 512},  {true, 64, 1024},
+                                  {false, 256, 256}, {false, 128, 512}, {false, 512, 128}};
+  static std::vector<std::string> names;  // the Patterns' names point here
+  names.reserve(2 * std::size(kBlocks));
+  for (const Block& b : kBlocks) {
+    for (const bool pf : {false, true}) {
+      names.push_back((b.gptq ? "g" : "a") + std::to_string(b.band) + "x" + std::to_string(b.cols) +
+                      (pf ? "p" : ""));
+      patterns.push_back({names.back().c_str(), [&g, &out, &in, b, pf](int t, int nt) {
+                            Blocked(g, out.data, t, nt, in.data, b.gptq, b.band, b.cols, pf);
+                          }});
+    }
+  }
+  const size_t kPatterns = patterns.size();
   std::printf("%-8s %7s %9s %9s %9s %9s\n", "pattern", "threads", "ms", "out GB/s", "x fill",
               "spread %");
   for (const int t : thread_counts) {

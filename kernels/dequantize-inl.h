@@ -1168,13 +1168,11 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
       const auto edge = [&](int64_t r, int64_t ca, int64_t cb) HWY_ATTR {
         run_row(r, ca, cb, base + ((r - r0) * ld + (ca - c0)) * kOutBytes);
       };
-      // GPTQ's 16-row bands staged for cached stores (streamed directly:
-      // measured no faster staged); AWQ stages its codes (see
-      // ColumnNibbleTiles).
-      if (!kGptq || stream) {
-        ColumnNibbleTiles<kGptq, false, kZp, kOut>(plan, r0, r1, c0, c1, base, ld, edge);
-      } else if constexpr (kGptq) {
-        ColumnNibbleTiles<kGptq, true, kZp, kOut>(plan, r0, r1, c0, c1, base, ld, edge);
+      // Both stage codes, not output (GptqBlockTiles, ColumnNibbleTiles).
+      if constexpr (kGptq) {
+        GptqBlockTiles<kZp, kOut>(plan, r0, r1, c0, c1, base, ld, edge);
+      } else {
+        ColumnNibbleTiles<false, false, kZp, kOut>(plan, r0, r1, c0, c1, base, ld, edge);
       }
       if (stream) hwy::FlushStream();
       return;

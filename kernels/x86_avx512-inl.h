@@ -13,8 +13,8 @@
 //    bit planes, masked 16-bit adds).
 //  - BlockBytes64: 64 codes of a two-plane block type (Q6_K) assembled in
 //    byte lanes (16-bit variable shifts and byte masks).
-//  - Transpose16x16 / ColumnNibbleTiles: the in-register transposes and
-//    16-bit table lookups of the GPTQ / AWQ [N, K] kernels (Highway 1.0.3
+//  - Transpose16x16 / ColumnNibbleTiles / GptqBlockTiles: the in-register
+//    transposes and 16-bit table lookups of the GPTQ / AWQ [N, K] kernels (Highway 1.0.3
 //    has no 128-bit-block shuffles of two vectors and no 16-bit
 //    TableLookupLanes).
 // Every path here is checked by the tests that compare each compiled target
@@ -597,35 +597,35 @@ HWY_INLINE void StoreLookup32(const uint8_t* table, __m512i lo, __m512i hi, char
   }
 }
 
-// Column-packed 4-bit checkpoint words (kGptqColumns, kAwqColumns) on
-// AVX-512, written as the [N, K] output: tiles of 32 columns (k) by a band
-// of rows (n) whose codes arrive in lanes along n; the CODES are transposed
-// in registers (4-bit fields, cheap), and each output row's 32 values are
-// one lookup in that row's 16-entry table for the tile's group (RowTables16)
-// and one 64-byte store (f16/bf16; two for f32). A band walks the whole
-// column range, so every output row is written sequentially (scattered
-// rows cost a TLB miss per store: measured 2x slower).
-//  GPTQ: bands of up to 16 rows; a tile is one 64-byte load from each of
-//        the 4 word rows of its 32 columns.
+// Column-packed 4-bit checkpoint words on AVX-512 (AWQ's kAwqColumns, and
+// GPTQ's kGptqColumns with a group map; GPTQ without one: GptqBlockTiles),
+// written as the [N, K] output: tiles of 32 columns (k) by a band of rows
+// (n) whose codes arrive in lanes along n, transposed in registers. A band
+// walks the whole column range, so every output row is written
+// sequentially (scattered rows cost a TLB miss per store: measured 2x
+// slower).
 //  AWQ:  bands of up to 128 rows (16 words of each row k, one cache line);
 //        a tile is 32 such loads, transposed as two 16 x 16 u32 blocks;
 //        the transposed codes of up to 4 tiles are kept (8 KiB) and each
-//        row's values for all of them stored as one run.
+//        row's values for all of them stored as one run: per 32 columns
+//        one lookup in the row's 16-entry table for the tile's group
+//        (RowTables16) and one 64-byte store (f16/bf16; two for f32).
 //  GPTQ with a group map (kMap: act-order g_idx, plan.axis_group, any
-//        group per column): no tables; each column's 16 codes along n are
-//        computed with the contract's arithmetic against that column's
-//        scales (and zero points), which lie contiguously along n (one
-//        load each), and the 32 x 16 floats are transposed in registers
-//        (two Transpose16x16) into the rows' 32 values.
-// Needs plan.group % 32 == 0 (a tile has one group; not with kMap) and,
-// for AWQ, bands starting at a word (n % 8 == 0). Columns outside
-// [ka, kb) (32-aligned) and rows outside the bands go through
-// `edge(r, ca, cb)`. kStage (GPTQ only): tiles go through a staging
-// block (below); used when not streaming.
+//        group per column): bands of up to 16 rows, a tile one 64-byte
+//        load from each of the 4 word rows of its 32 columns; no tables:
+//        each column's 16 codes along n are computed with the contract's
+//        arithmetic against that column's scales (and zero points), which
+//        lie contiguously along n (one load each), and the 32 x 16 floats
+//        are transposed in registers (two Transpose16x16) into the rows'
+//        32 values.
+// AWQ needs plan.group % 32 == 0 (a tile has one group) and bands starting
+// at a word (n % 8 == 0). Columns outside [ka, kb) (32-aligned) and rows
+// outside the bands go through `edge(r, ca, cb)`. kStage (GPTQ only):
+// tiles go through a staging block (below); used when not streaming.
 template <bool kGptq, bool kStage, ZeroPointKind kZp, OutType kOut, class Edge, bool kMap = false>
 void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, char* out,
                        int64_t ld, const Edge& edge) {
-  static_assert(kGptq || !kMap, "group maps: GPTQ columns only");
+  static_assert(kGptq == kMap, "GPTQ columns: with a group map only (else GptqBlockTiles)");
   static_assert(kGptq || !kStage, "AWQ stages codes, not output");
   constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
   constexpr int64_t kBand = kGptq ? 16 : 128;
@@ -642,7 +642,6 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
     return;
   }
   const int64_t S = plan.word_stride, G = plan.group;
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
   // (In a local: the output stores may alias the flag's static.)
   const bool bf16_hw = kOut == OutType::kBF16 && CpuHasAvx512Bf16();
   (void)bf16_hw;
@@ -831,14 +830,6 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
       };
       auto tnt = [&](const char* p) { return !staging && nt(p); };
       for (int64_t k0 = kc0; k0 < kc1; k0 += 32) {
-        const int64_t g = k0 / G;
-        if (!kMap && g != g_cur) {
-          for (int64_t i = 0; i < rows; i += 16) {
-            RowTables16<kZp, kOut>(plan, g * plan.s_axis + n0 + i, std::min<int64_t>(16, rows - i),
-                                   tab + i);
-          }
-          g_cur = g;
-        }
         if constexpr (kGptq) {
           const auto m = static_cast<__mmask16>((1u << rows) - 1u);
           const uint8_t* wp = plan.codes + (k0 / 8) * S + 4 * n0;
@@ -921,41 +912,6 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
               Transpose16x16(v);  // v[i]: columns k0 .. k0 + 31 of row n0 + i
               for (int64_t i = 0; i < rows; ++i) put(i, k0, v[i]);
             }
-            continue;
-          }
-          const __m512i a0 = _mm512_unpacklo_epi32(w0, w1), a1 = _mm512_unpackhi_epi32(w0, w1);
-          const __m512i b0 = _mm512_unpacklo_epi32(w2, w3), b1 = _mm512_unpackhi_epi32(w2, w3);
-          // x[j], 128-bit lane l: the 16 code bytes of row 4l + j (byte m:
-          // columns 2m, 2m + 1 in its low, high nibble).
-          const __m512i x[4] = {_mm512_unpacklo_epi64(a0, b0), _mm512_unpackhi_epi64(a0, b0),
-                                _mm512_unpacklo_epi64(a1, b1), _mm512_unpackhi_epi64(a1, b1)};
-          const __m512i pick_lo = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);
-          const __m512i pick_hi = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
-#pragma GCC unroll 4
-          for (int j = 0; j < 4; ++j) {
-            const __m512i lo = _mm512_and_si512(x[j], low4);
-            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(x[j], 4), low4);
-            // Lane l: columns 0..15 (e0) and 16..31 (e1) of row 4l + j, a byte each.
-            const __m512i e0 = _mm512_unpacklo_epi8(lo, hi), e1 = _mm512_unpackhi_epi8(lo, hi);
-            // Rows j, 4 + j (y01) and 8 + j, 12 + j (y23): 32 code bytes each.
-            const __m512i y[2] = {_mm512_permutex2var_epi64(e0, pick_lo, e1),
-                                  _mm512_permutex2var_epi64(e0, pick_hi, e1)};
-#pragma GCC unroll 4
-            for (int l = 0; l < 4; ++l) {
-              const int64_t i = 4 * l + j;
-              if (i >= rows) continue;
-              const __m256i codes = l % 2 == 0 ? _mm512_castsi512_si256(y[l / 2])
-                                               : _mm512_extracti64x4_epi64(y[l / 2], 1);
-              char* d = tdst(i, k0);
-              if constexpr (kOut == OutType::kF32) {
-                StoreLookup32<kOut>(tab[i], _mm512_cvtepu8_epi32(_mm256_castsi256_si128(codes)),
-                                    _mm512_cvtepu8_epi32(_mm256_extracti128_si256(codes, 1)), d,
-                                    nt(d));  // staged only when not streaming: nt(d) false
-              } else {
-                const __m512i c16 = _mm512_cvtepu8_epi16(codes);
-                StoreLookup32<kOut>(tab[i], c16, c16, d, tnt(d));
-              }
-            }
           }
         }
       }
@@ -973,6 +929,152 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
           }
         }
       }
+    }
+  }
+}
+
+// GPTQ columns (kGptqColumns without a group map) on AVX-512, written as
+// the [N, K] output in blocks: a band of up to 128 rows (n) by a chunk of
+// up to kChunk = 256 columns (k, chunks at multiples of kChunk).
+//  1. Codes: the chunk's word rows (k / 8) are read across the band, 4 *
+//     band bytes of each (512 for 128 rows), 16 rows by 32 columns a tile
+//     (one 64-byte load from each of 4 word rows), transposed in registers
+//     (two rounds of 32- and 64-bit unpacks) into each row's 32 codes as 16
+//     packed bytes, and kept in `stage` (band * chunk / 2 bytes, 16 KiB).
+//  2. Values: each row's chunk is one run of stores (512 bytes for 16-bit
+//     outputs), row after row: per 32 columns one lookup in the row's
+//     16-entry table for that tile's group (RowTables16) and one 64-byte
+//     store (two for float32).
+// While a chunk's codes are read, the next chunk's (the next band's first
+// at a band's end) are prefetched into L2, line for line.
+// Why blocks: reading one 64-byte line of each word row (16 rows at a
+// time, ColumnNibbleTiles' order) while writing 16 row streams kept loads
+// and stores from overlapping on a 16-core Xeon (nibble_access_probe:
+// 0.39-0.47 of the fill against 0.66-0.75 for blocks). The output rows'
+// runs need no staging for cached stores (16 interleaved rows at a
+// power-of-two pitch would share L1 sets).
+// Needs plan.group % 32 == 0 (a tile has one group). The band shrinks for
+// small groups so the chunk's tables (rows x groups) stay at 256 (16 KiB).
+// Columns outside [ka, kb) (32-aligned) go through `edge(r, ca, cb)`.
+template <ZeroPointKind kZp, OutType kOut, class Edge>
+void GptqBlockTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, char* out,
+                    int64_t ld, const Edge& edge) {
+  constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
+  // float32: runs of 2 KiB (512 columns) over 64 rows; 16-bit: 512 bytes
+  // (256 columns) over 128 rows. Either way 16 KiB of codes.
+  constexpr int64_t kChunk = kOut == OutType::kF32 ? 512 : 256;
+  constexpr int64_t kMaxBand = 16384 / (kChunk / 2), kTables = 256;
+  const bool stream = plan.nontemporal;
+  const int64_t ka = std::min(c1, (c0 + 31) / 32 * 32);
+  const int64_t kb = ka + (c1 - ka) / 32 * 32;
+  if (ka >= kb) {
+    for (int64_t r = r0; r < r1; ++r) edge(r, c0, c1);
+    return;
+  }
+  const int64_t S = plan.word_stride, G = plan.group;
+  // The most groups a chunk touches, and the band whose tables fit: at
+  // most kChunk / 32 = 16 groups (G % 32 == 0; a G that neither divides
+  // nor is a multiple of kChunk is >= 96: at most 7), so band >= 16 keeps
+  // band * max_groups <= kTables.
+  const int64_t max_groups =
+      kChunk % G == 0 || G % kChunk == 0 ? std::max<int64_t>(1, kChunk / G) : (kChunk - 1) / G + 2;
+  const int64_t band = std::clamp<int64_t>(kTables / max_groups / 16 * 16, 16, kMaxBand);
+  const int64_t lines_per_row = band / 16;  // of a word row, across the band
+  // tab[gi * band + i]: row n0 + i's table for the chunk's group g0 + gi.
+  alignas(64) uint8_t tab[kTables][64];
+  // The codes of tile t of rows 16 * b .. 16 * b + 15 (256 bytes) at
+  // stage + (b * tiles + t) * 256; row 16b + 4l + j's 16 bytes at + 64 j +
+  // 16 l.
+  alignas(64) uint8_t stage[kMaxBand * kChunk / 2];
+  auto chunk_end = [&](int64_t k) { return std::min(kb, (k / kChunk + 1) * kChunk); };
+  for (int64_t n0 = r0; n0 < r1; n0 += band) {
+    const int64_t rows = std::min(band, r1 - n0);
+    for (int64_t r = n0; r < n0 + rows; ++r) {
+      if (c0 < ka) edge(r, c0, ka);
+      if (kb < c1) edge(r, kb, c1);
+    }
+    for (int64_t kc0 = ka; kc0 < kb;) {
+      const int64_t kc1 = chunk_end(kc0);
+      const int64_t tiles = (kc1 - kc0) / 32;
+      // The next chunk's word rows, as (byte offset from this chunk's, tiles).
+      int64_t next_off = 0, next_tiles = 0;
+      if (kc1 < kb) {
+        next_off = (kc1 - kc0) / 8 * S;
+        next_tiles = (chunk_end(kc1) - kc1) / 32;
+      } else if (n0 + band < r1) {
+        next_off = (ka - kc0) / 8 * S + 4 * band;
+        next_tiles = (chunk_end(ka) - ka) / 32;
+      }
+      const int64_t g0 = kc0 / G, g1 = (kc1 - 1) / G;
+      for (int64_t g = g0; g <= g1; ++g) {
+        for (int64_t i = 0; i < rows; i += 16) {
+          RowTables16<kZp, kOut>(plan, g * plan.s_axis + n0 + i, std::min<int64_t>(16, rows - i),
+                                 tab + (g - g0) * band + i);
+        }
+      }
+      // Tile t's tables: tab[tile_tab[t] + i] (no division per tile).
+      int64_t tile_tab[kChunk / 32];
+      for (int64_t t = 0; t < tiles; ++t) tile_tab[t] = ((kc0 + 32 * t) / G - g0) * band;
+      for (int64_t b = 0; b < (rows + 15) / 16; ++b) {
+        const int64_t sub = std::min<int64_t>(16, rows - 16 * b);
+        const auto m = static_cast<__mmask16>((1u << sub) - 1u);
+        for (int64_t t = 0; t < tiles; ++t) {
+          const uint8_t* wp = plan.codes + ((kc0 + 32 * t) / 8) * S + 4 * (n0 + 16 * b);
+          const __m512i w0 = _mm512_maskz_loadu_epi32(m, wp);
+          const __m512i w1 = _mm512_maskz_loadu_epi32(m, wp + S);
+          const __m512i w2 = _mm512_maskz_loadu_epi32(m, wp + 2 * S);
+          const __m512i w3 = _mm512_maskz_loadu_epi32(m, wp + 3 * S);
+          const __m512i a0 = _mm512_unpacklo_epi32(w0, w1), a1 = _mm512_unpackhi_epi32(w0, w1);
+          const __m512i b0 = _mm512_unpacklo_epi32(w2, w3), b1 = _mm512_unpackhi_epi32(w2, w3);
+          // x[j], 128-bit lane l: the 16 code bytes of row 4l + j (byte
+          // m: columns 2m, 2m + 1 in its low, high nibble).
+          uint8_t* const st = stage + (b * tiles + t) * 256;
+          _mm512_store_si512(st, _mm512_unpacklo_epi64(a0, b0));
+          _mm512_store_si512(st + 64, _mm512_unpackhi_epi64(a0, b0));
+          _mm512_store_si512(st + 128, _mm512_unpacklo_epi64(a1, b1));
+          _mm512_store_si512(st + 192, _mm512_unpackhi_epi64(a1, b1));
+        }
+      }
+      // The next chunk's lines (word row q, line l of the band's 4 * band
+      // bytes), spread over this chunk's rows: reads overlap the stores.
+      // (Counted without divisions: acc / rows lines are due by row i.)
+      const int64_t line_count = 4 * next_tiles * lines_per_row;
+      const uint8_t* next = plan.codes + (kc0 / 8) * S + 4 * n0 + next_off;
+      int64_t acc = 0, line = 0;
+      for (int64_t i = 0; i < rows; ++i) {
+        for (acc += line_count; acc >= rows; acc -= rows) {
+          _mm_prefetch(next + 64 * line, _MM_HINT_T1);
+          if (++line == lines_per_row) {
+            line = 0;
+            next += S;
+          }
+        }
+        char* const d = out + ((n0 + i - r0) * ld + (kc0 - c0)) * kOutBytes;
+        // Aligned at the start, then every 64-byte store of the run is.
+        const bool d_nt = stream && reinterpret_cast<uintptr_t>(d) % 64 == 0;
+        const uint8_t* const st = stage + (i / 16) * tiles * 256 + (i % 4) * 64 + (i % 16) / 4 * 16;
+        for (int64_t t = 0; t < tiles; ++t) {
+          const __m128i p = _mm_load_si128(reinterpret_cast<const __m128i*>(st + t * 256));
+          const uint8_t* table = tab[tile_tab[t] + i];
+          char* const dt = d + 32 * t * kOutBytes;
+          if constexpr (kOut == OutType::kF32) {
+            // u64 lane m = byte m; | << 28: u32 lane 2m's low 4 bits hold
+            // column 2m, lane 2m + 1's column 2m + 1 (vpermps reads 4 bits).
+            const __m512i lo = _mm512_cvtepu8_epi64(p);
+            const __m512i hi = _mm512_cvtepu8_epi64(_mm_unpackhi_epi64(p, p));
+            StoreLookup32<kOut>(table, _mm512_or_si512(lo, _mm512_slli_epi64(lo, 28)),
+                                _mm512_or_si512(hi, _mm512_slli_epi64(hi, 28)), dt, d_nt);
+          } else {
+            // u32 lane m = byte m; | << 12: u16 lane 2m's low 4 bits hold
+            // column 2m, lane 2m + 1's column 2m + 1 (the table is held
+            // twice, so vpermw's fifth index bit does not matter).
+            const __m512i c = _mm512_cvtepu8_epi32(p);
+            const __m512i idx = _mm512_or_si512(c, _mm512_slli_epi32(c, 12));
+            StoreLookup32<kOut>(table, idx, idx, dt, d_nt);
+          }
+        }
+      }
+      kc0 = kc1;
     }
   }
 }

@@ -539,6 +539,12 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
                 cols = g ? 8 * (380 + static_cast<int64_t>(rng() % 24))
                          : 230 + static_cast<int64_t>(rng() % 80);
                 if (g) rows = 8 * (3 + static_cast<int64_t>(rng() % 3));  // > one 16-row band
+                if (g && rng() % 2 == 0) {
+                  // More than one 128-row band of GPTQ's blocks, each row
+                  // over a few of their 256 / 512-column chunks.
+                  rows = 8 * (17 + static_cast<int64_t>(rng() % 6));
+                  cols = 8 * (70 + static_cast<int64_t>(rng() % 20));
+                }
               }
               // G = 16 takes the row kernels, 32 .. 128 the column tiles
               // (96: AWQ's 128-column chunks end at group boundaries).
