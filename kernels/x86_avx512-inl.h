@@ -628,7 +628,7 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
   static_assert(kGptq == kMap, "GPTQ columns: with a group map only (else GptqBlockTiles)");
   static_assert(kGptq || !kStage, "AWQ stages codes, not output");
   constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
-  constexpr int64_t kBand = kGptq ? 16 : 128;
+  constexpr int64_t kBand = kGptq ? 16 : 256;
   const bool stream = plan.nontemporal;
   // Rows in bands: GPTQ any rows; AWQ whole words.
   const int64_t rb0 = kGptq ? r0 : std::min(r1, (r0 + 7) / 8 * 8);
@@ -720,10 +720,17 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
       // saves writing every value to a block and reading it back to copy
       // it out (measured, float16 4096 x 4096: 2.4-2.6 ms with a staged
       // output block, about the fill's 1.25 ms plus the tiles' 1.2 ms).
+      // A band is up to two halves of 128 rows (16 words of a row k, one
+      // cache line each), transposed separately: reading 128 bytes of each
+      // row k rather than 64 (nibble_access_probe on the 16-core Xeon:
+      // a256x256p 0.66-0.71 of the fill against awq r+w's 0.58-0.61).
+      // While a chunk's rows are written, the next chunk's lines (the
+      // next band's first at a band's end) are prefetched into L2.
       constexpr int64_t kAwqChunk = 128;
       const int64_t words = rows / 8;
-      const auto m = static_cast<__mmask16>((1u << words) - 1u);
-      alignas(64) uint32_t codes[kAwqChunk / 32][2][16][16];
+      alignas(64) uint32_t codes[kBand / 128][kAwqChunk / 32][2][16][16];
+      auto chunk_end = [&](int64_t k) { return std::min({kb, k + kAwqChunk, (k / G + 1) * G}); };
+      const int64_t lines_per_row = (rows / 2 + 63) / 64;
       // u16 halves of 32 words (a: rows k0 .. k0+15, b: k0+16 .. k0+31):
       // the low half of a word holds AWQ nibbles 0-3, the high half 4-7.
       const __m512i half_lo =
@@ -732,8 +739,19 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
       const __m512i half_hi = _mm512_add_epi16(half_lo, _mm512_set1_epi16(1));
       for (int64_t kc0 = ka; kc0 < kb;) {
         const int64_t g = kc0 / G;
-        const int64_t kc1 = std::min({kb, kc0 + kAwqChunk, (g + 1) * G});
+        const int64_t kc1 = chunk_end(kc0);
         const int tiles = static_cast<int>((kc1 - kc0) / 32);
+        // The next chunk: its first word row and its row count.
+        const uint8_t* next = nullptr;
+        int64_t next_rows = 0;
+        if (kc1 < kb) {
+          next = plan.codes + kc1 * S + 4 * (n0 / 8);
+          next_rows = chunk_end(kc1) - kc1;
+        } else if (n0 + kBand < rb1) {
+          next = plan.codes + ka * S + 4 * ((n0 + kBand) / 8);
+          next_rows = chunk_end(ka) - ka;
+        }
+        const int64_t line_count = next_rows * lines_per_row;
         if (g != g_cur) {
           for (int64_t i = 0; i < rows; i += 16) {
             RowTables16<kZp, kOut>(plan, g * plan.s_axis + n0 + i, std::min<int64_t>(16, rows - i),
@@ -741,40 +759,45 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
           }
           g_cur = g;
         }
-        for (int t = 0; t < tiles; ++t) {
-          const int64_t k0 = kc0 + 32 * t;
-          // Words of rows k0 .. k0+31 (one cache line each), n0 / 8 on.
-          const uint8_t* wp = plan.codes + k0 * S + 4 * (n0 / 8);
-          // The next tile's 32 lines, into L2 (to L1 they held the load
-          // buffers the tile's own loads wait for: measured slower).
-          if (k0 + 64 <= kb) {
-            for (int q = 32; q < 64; ++q) {
-              _mm_prefetch(reinterpret_cast<const char*>(wp + q * S), _MM_HINT_T1);
+        for (int64_t h = 0; h < (words + 15) / 16; ++h) {
+          const auto m = static_cast<__mmask16>((1u << std::min<int64_t>(16, words - 16 * h)) - 1u);
+          for (int t = 0; t < tiles; ++t) {
+            const int64_t k0 = kc0 + 32 * t;
+            // Words of rows k0 .. k0+31 (one cache line each), n0 / 8 + 16 h on.
+            const uint8_t* wp = plan.codes + k0 * S + 4 * (n0 / 8 + 16 * h);
+            __m512 a[16], b[16];
+#pragma GCC unroll 16
+            for (int q = 0; q < 16; ++q) {
+              a[q] = _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(m, wp + q * S));
+              b[q] = _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(m, wp + (16 + q) * S));
             }
-          }
-          __m512 a[16], b[16];
+            Transpose16x16(a);  // a[j]: word j of rows k0 .. k0+15
+            Transpose16x16(b);  //        and of rows k0+16 .. k0+31 in b[j]
 #pragma GCC unroll 16
-          for (int q = 0; q < 16; ++q) {
-            a[q] = _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(m, wp + q * S));
-            b[q] = _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(m, wp + (16 + q) * S));
-          }
-          Transpose16x16(a);  // a[j]: word j of rows k0 .. k0+15
-          Transpose16x16(b);  //        and of rows k0+16 .. k0+31 in b[j]
-#pragma GCC unroll 16
-          for (int q = 0; q < 16; ++q) {
-            _mm512_store_ps(codes[t][0][q], a[q]);
-            _mm512_store_ps(codes[t][1][q], b[q]);
+            for (int q = 0; q < 16; ++q) {
+              _mm512_store_ps(codes[h][t][0][q], a[q]);
+              _mm512_store_ps(codes[h][t][1][q], b[q]);
+            }
           }
         }
         // Rows 8j .. 8j+7 from word j of each tile, kTiles tiles.
         auto rows_out = [&](auto tiles_c) HWY_ATTR {
           constexpr int kTiles = decltype(tiles_c)::value;
+          // (Counted without divisions: acc / words lines are due by word j.)
+          int64_t acc = 0, line = 0;
           for (int64_t j = 0; j < words; ++j) {
+            for (acc += line_count; acc >= words; acc -= words) {
+              _mm_prefetch(reinterpret_cast<const char*>(next + 64 * line), _MM_HINT_T1);
+              if (++line == lines_per_row) {
+                line = 0;
+                next += S;
+              }
+            }
             __m512i h[kTiles][2];
 #pragma GCC unroll 4
             for (int t = 0; t < kTiles; ++t) {
-              const __m512i wa = _mm512_load_si512(codes[t][0][j]);
-              const __m512i wb = _mm512_load_si512(codes[t][1][j]);
+              const __m512i wa = _mm512_load_si512(codes[j / 16][t][0][j % 16]);
+              const __m512i wb = _mm512_load_si512(codes[j / 16][t][1][j % 16]);
               if constexpr (kOut == OutType::kF32) {
                 h[t][0] = wa;
                 h[t][1] = wb;
