@@ -1168,10 +1168,22 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
       const auto edge = [&](int64_t r, int64_t ca, int64_t cb) HWY_ATTR {
         run_row(r, ca, cb, base + ((r - r0) * ld + (ca - c0)) * kOutBytes);
       };
-      // Both stage codes, not output (GptqBlockTiles, ColumnNibbleTiles).
       if constexpr (kGptq) {
-        GptqBlockTiles<kZp, kOut>(plan, r0, r1, c0, c1, base, ld, edge);
+        // Blocks or 16-row bands (PreferGptqBlocks); the bands stage
+        // their tiles for cached stores (streamed directly: measured no
+        // faster staged).
+        const bool blocks = plan.column_order == Plan::ColumnOrder::kAuto
+                                ? PreferGptqBlocks()
+                                : plan.column_order == Plan::ColumnOrder::kBlocks;
+        if (blocks) {
+          GptqBlockTiles<kZp, kOut>(plan, r0, r1, c0, c1, base, ld, edge);
+        } else if (stream) {
+          ColumnNibbleTiles<true, false, kZp, kOut>(plan, r0, r1, c0, c1, base, ld, edge);
+        } else {
+          ColumnNibbleTiles<true, true, kZp, kOut>(plan, r0, r1, c0, c1, base, ld, edge);
+        }
       } else {
+        // AWQ stages its codes (see ColumnNibbleTiles).
         ColumnNibbleTiles<false, false, kZp, kOut>(plan, r0, r1, c0, c1, base, ld, edge);
       }
       if (stream) hwy::FlushStream();

@@ -72,6 +72,11 @@ struct Plan {
   // cache-resident ones. Set by the threaded whole-tensor runner by size;
   // tiles always use plain stores.
   bool nontemporal = false;
+  // kGptqColumns without a group map, AVX-512: the traversal (same bits
+  // either way). kAuto: the CPU's measured better one (kernels/
+  // x86_avx512-inl.h, PreferGptqBlocks); the others force one (tests).
+  enum class ColumnOrder : uint8_t { kAuto, kBlocks, kBands };
+  ColumnOrder column_order = ColumnOrder::kAuto;
 
   int64_t rows() const { return inner == 1 ? outer : outer * axis; }
   int64_t cols() const { return inner == 1 ? axis : inner; }

@@ -625,7 +625,7 @@ HWY_INLINE void StoreLookup32(const uint8_t* table, __m512i lo, __m512i hi, char
 template <bool kGptq, bool kStage, ZeroPointKind kZp, OutType kOut, class Edge, bool kMap = false>
 void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, char* out,
                        int64_t ld, const Edge& edge) {
-  static_assert(kGptq == kMap, "GPTQ columns: with a group map only (else GptqBlockTiles)");
+  static_assert(kGptq || !kMap, "group maps: GPTQ columns only");
   static_assert(kGptq || !kStage, "AWQ stages codes, not output");
   constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
   constexpr int64_t kBand = kGptq ? 16 : 256;
@@ -642,6 +642,7 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
     return;
   }
   const int64_t S = plan.word_stride, G = plan.group;
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
   // (In a local: the output stores may alias the flag's static.)
   const bool bf16_hw = kOut == OutType::kBF16 && CpuHasAvx512Bf16();
   (void)bf16_hw;
@@ -853,6 +854,14 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
       };
       auto tnt = [&](const char* p) { return !staging && nt(p); };
       for (int64_t k0 = kc0; k0 < kc1; k0 += 32) {
+        const int64_t g = k0 / G;
+        if (!kMap && g != g_cur) {
+          for (int64_t i = 0; i < rows; i += 16) {
+            RowTables16<kZp, kOut>(plan, g * plan.s_axis + n0 + i, std::min<int64_t>(16, rows - i),
+                                   tab + i);
+          }
+          g_cur = g;
+        }
         if constexpr (kGptq) {
           const auto m = static_cast<__mmask16>((1u << rows) - 1u);
           const uint8_t* wp = plan.codes + (k0 / 8) * S + 4 * n0;
@@ -935,6 +944,41 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
               Transpose16x16(v);  // v[i]: columns k0 .. k0 + 31 of row n0 + i
               for (int64_t i = 0; i < rows; ++i) put(i, k0, v[i]);
             }
+            continue;
+          }
+          const __m512i a0 = _mm512_unpacklo_epi32(w0, w1), a1 = _mm512_unpackhi_epi32(w0, w1);
+          const __m512i b0 = _mm512_unpacklo_epi32(w2, w3), b1 = _mm512_unpackhi_epi32(w2, w3);
+          // x[j], 128-bit lane l: the 16 code bytes of row 4l + j (byte m:
+          // columns 2m, 2m + 1 in its low, high nibble).
+          const __m512i x[4] = {_mm512_unpacklo_epi64(a0, b0), _mm512_unpackhi_epi64(a0, b0),
+                                _mm512_unpacklo_epi64(a1, b1), _mm512_unpackhi_epi64(a1, b1)};
+          const __m512i pick_lo = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);
+          const __m512i pick_hi = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
+#pragma GCC unroll 4
+          for (int j = 0; j < 4; ++j) {
+            const __m512i lo = _mm512_and_si512(x[j], low4);
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(x[j], 4), low4);
+            // Lane l: columns 0..15 (e0) and 16..31 (e1) of row 4l + j, a byte each.
+            const __m512i e0 = _mm512_unpacklo_epi8(lo, hi), e1 = _mm512_unpackhi_epi8(lo, hi);
+            // Rows j, 4 + j (y01) and 8 + j, 12 + j (y23): 32 code bytes each.
+            const __m512i y[2] = {_mm512_permutex2var_epi64(e0, pick_lo, e1),
+                                  _mm512_permutex2var_epi64(e0, pick_hi, e1)};
+#pragma GCC unroll 4
+            for (int l = 0; l < 4; ++l) {
+              const int64_t i = 4 * l + j;
+              if (i >= rows) continue;
+              const __m256i codes = l % 2 == 0 ? _mm512_castsi512_si256(y[l / 2])
+                                               : _mm512_extracti64x4_epi64(y[l / 2], 1);
+              char* d = tdst(i, k0);
+              if constexpr (kOut == OutType::kF32) {
+                StoreLookup32<kOut>(tab[i], _mm512_cvtepu8_epi32(_mm256_castsi256_si128(codes)),
+                                    _mm512_cvtepu8_epi32(_mm256_extracti128_si256(codes, 1)), d,
+                                    nt(d));  // staged only when not streaming: nt(d) false
+              } else {
+                const __m512i c16 = _mm512_cvtepu8_epi16(codes);
+                StoreLookup32<kOut>(tab[i], c16, c16, d, tnt(d));
+              }
+            }
           }
         }
       }
@@ -954,6 +998,18 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
       }
     }
   }
+}
+
+// Whether GptqBlockTiles (blocks) or ColumnNibbleTiles (16-row bands)
+// runs GPTQ columns without a group map here. Both were alternated on two
+// machines (README, Speed): on a 16-core Intel Xeon (family 6, model 207)
+// the blocks ran 1.14-1.62x at one thread and 1.03-1.25x at 16; on a
+// 2-core AMD EPYC VM they ran 0.73-0.92x, its memory serving the bands'
+// interleaved strided reads and row stores well. So: blocks on Intel,
+// bands elsewhere, until more machines are measured.
+inline bool PreferGptqBlocks() {
+  static const bool intel = __builtin_cpu_is("intel");
+  return intel;
 }
 
 // GPTQ columns (kGptqColumns without a group map) on AVX-512, written as

@@ -627,8 +627,15 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
               p.zp_float = nullptr;
             }
             const int64_t vr = p.rows(), vc = p.cols();
-            for (bool nt : {false, true}) {
+            // GPTQ columns: both AVX-512 traversals, whichever this CPU
+            // prefers (kernels/plan.h ColumnOrder).
+            const bool orders = kd.layout == Layout::kGptqColumns && !kd.column_map;
+            for (int o = 0; o < (orders ? 4 : 2); ++o) {
+              const bool nt = o % 2 == 1;
               p.nontemporal = nt;
+              p.column_order =
+                  !orders ? Plan::ColumnOrder::kAuto
+                          : (o < 2 ? Plan::ColumnOrder::kBlocks : Plan::ColumnOrder::kBands);
               for (int trial = 0; trial < 4; ++trial) {
                 int64_t r0 = 0, r1 = vr, c0 = 0, c1 = vc;
                 if (trial > 0) {
@@ -644,6 +651,7 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
                                                 << " " << std::string(kd.name) << " rows=" << vr
                                                 << " cols=" << vc << " zp=" << static_cast<int>(zp)
                                                 << " out=" << static_cast<int>(out) << " nt=" << nt
+                                                << " order=" << static_cast<int>(p.column_order)
                                                 << " tile=[" << r0 << "," << r1 << ")x[" << c0
                                                 << "," << c1 << "): " << diff);
                 ++compared;
