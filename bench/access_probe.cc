@@ -93,6 +93,23 @@ __attribute__((target("avx512f"))) inline __m512i Get(const char* p) {
 
 uint64_t g_sink = 0;
 
+// A pattern's end: its streaming stores ordered, its loads' results kept
+// (so no load is optimized away).
+__attribute__((target("avx512f"))) void Finish(__m512i acc) {
+  _mm_sfence();
+  alignas(64) uint64_t lanes[8];
+  _mm512_store_si512(lanes, acc);
+  __atomic_fetch_xor(&g_sink, lanes[0], __ATOMIC_RELAXED);
+}
+
+// 256 bytes of v at p (4 streaming stores).
+__attribute__((target("avx512f"))) inline void Put256(char* p, __m512i v) {
+  Put(p, v);
+  Put(p + 64, v);
+  Put(p + 128, v);
+  Put(p + 192, v);
+}
+
 __attribute__((target("avx512f"))) void Fill(const Geometry& g, char* out, int t, int threads,
                                              const char* in, bool read) {
   int64_t r0, r1;
@@ -105,16 +122,10 @@ __attribute__((target("avx512f"))) void Fill(const Geometry& g, char* out, int t
     const char* src = in + r * in_per_row;
     for (int64_t b = 0; b < pitch; b += 256) {
       if (read) acc = _mm512_xor_si512(acc, Get(src + b / 4));
-      Put(row + b, v);
-      Put(row + b + 64, v);
-      Put(row + b + 128, v);
-      Put(row + b + 192, v);
+      Put256(row + b, v);
     }
   }
-  _mm_sfence();
-  alignas(64) uint64_t lanes[8];
-  _mm512_store_si512(lanes, acc);
-  __atomic_fetch_xor(&g_sink, lanes[0], __ATOMIC_RELAXED);
+  Finish(acc);
 }
 
 // GPTQ: bands of `band` rows (the kernel: 16), each tile of 32 columns
@@ -170,10 +181,7 @@ __attribute__((target("avx512f"))) void Gptq(const Geometry& g, char* out, int t
       }
     }
   }
-  _mm_sfence();
-  alignas(64) uint64_t lanes[8];
-  _mm512_store_si512(lanes, acc);
-  __atomic_fetch_xor(&g_sink, lanes[0], __ATOMIC_RELAXED);
+  Finish(acc);
 }
 
 // AWQ: bands of `band` rows (the kernel: 128), each chunk of 128 columns
@@ -199,18 +207,12 @@ __attribute__((target("avx512f"))) void Awq(const Geometry& g, char* out, int t,
         const int64_t rows = std::min<int64_t>(128, r1 - n0);
         for (int64_t i = 0; i < rows; ++i) {
           char* d = out + (n0 + i) * pitch + 2 * k0;
-          Put(d, v);
-          Put(d + 64, v);
-          Put(d + 128, v);
-          Put(d + 192, v);
+          Put256(d, v);
         }
       }
     }
   }
-  _mm_sfence();
-  alignas(64) uint64_t lanes[8];
-  _mm512_store_si512(lanes, acc);
-  __atomic_fetch_xor(&g_sink, lanes[0], __ATOMIC_RELAXED);
+  Finish(acc);
 }
 
 // A 2-D blocked traversal of either layout: bands of `band` rows, chunks
@@ -259,19 +261,12 @@ __attribute__((target("avx512f"))) void Blocked(const Geometry& g, char* out, in
         char* d = out + (nb + i) * pitch + 2 * k0;
         const char* st = stage + i * (cols / 2);
         for (int64_t b = 0; b < out_bytes; b += 256) {
-          const __m512i x = _mm512_xor_si512(v, Get(st + b / 4));
-          Put(d + b, x);
-          Put(d + b + 64, x);
-          Put(d + b + 128, x);
-          Put(d + b + 192, x);
+          Put256(d + b, _mm512_xor_si512(v, Get(st + b / 4)));
         }
       }
     }
   }
-  _mm_sfence();
-  alignas(64) uint64_t lanes[8];
-  _mm512_store_si512(lanes, acc);
-  __atomic_fetch_xor(&g_sink, lanes[0], __ATOMIC_RELAXED);
+  Finish(acc);
 }
 
 double Median(std::vector<double> v) {
