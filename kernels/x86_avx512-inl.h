@@ -597,6 +597,19 @@ HWY_INLINE void StoreLookup32(const uint8_t* table, __m512i lo, __m512i hi, char
   }
 }
 
+// GPTQ's 4 word rows w[q] of a 32-column tile (lane i: the word of row
+// n0 + i) as each row's 32 codes: x[j], 128-bit lane l, holds the 16 code
+// bytes of row 4l + j (byte m: columns 2m, 2m + 1 in its low, high
+// nibble).
+HWY_INLINE void GptqTileCodes(__m512i w0, __m512i w1, __m512i w2, __m512i w3, __m512i x[4]) {
+  const __m512i a0 = _mm512_unpacklo_epi32(w0, w1), a1 = _mm512_unpackhi_epi32(w0, w1);
+  const __m512i b0 = _mm512_unpacklo_epi32(w2, w3), b1 = _mm512_unpackhi_epi32(w2, w3);
+  x[0] = _mm512_unpacklo_epi64(a0, b0);
+  x[1] = _mm512_unpackhi_epi64(a0, b0);
+  x[2] = _mm512_unpacklo_epi64(a1, b1);
+  x[3] = _mm512_unpackhi_epi64(a1, b1);
+}
+
 // Column-packed 4-bit checkpoint words on AVX-512 (AWQ's kAwqColumns, and
 // GPTQ's kGptqColumns with a group map; GPTQ without one: GptqBlockTiles),
 // written as the [N, K] output: tiles of 32 columns (k) by a band of rows
@@ -946,12 +959,8 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
             }
             continue;
           }
-          const __m512i a0 = _mm512_unpacklo_epi32(w0, w1), a1 = _mm512_unpackhi_epi32(w0, w1);
-          const __m512i b0 = _mm512_unpacklo_epi32(w2, w3), b1 = _mm512_unpackhi_epi32(w2, w3);
-          // x[j], 128-bit lane l: the 16 code bytes of row 4l + j (byte m:
-          // columns 2m, 2m + 1 in its low, high nibble).
-          const __m512i x[4] = {_mm512_unpacklo_epi64(a0, b0), _mm512_unpackhi_epi64(a0, b0),
-                                _mm512_unpacklo_epi64(a1, b1), _mm512_unpackhi_epi64(a1, b1)};
+          __m512i x[4];
+          GptqTileCodes(w0, w1, w2, w3, x);
           const __m512i pick_lo = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);
           const __m512i pick_hi = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
 #pragma GCC unroll 4
@@ -1103,15 +1112,10 @@ void GptqBlockTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
           const __m512i w1 = _mm512_maskz_loadu_epi32(m, wp + S);
           const __m512i w2 = _mm512_maskz_loadu_epi32(m, wp + 2 * S);
           const __m512i w3 = _mm512_maskz_loadu_epi32(m, wp + 3 * S);
-          const __m512i a0 = _mm512_unpacklo_epi32(w0, w1), a1 = _mm512_unpackhi_epi32(w0, w1);
-          const __m512i b0 = _mm512_unpacklo_epi32(w2, w3), b1 = _mm512_unpackhi_epi32(w2, w3);
-          // x[j], 128-bit lane l: the 16 code bytes of row 4l + j (byte
-          // m: columns 2m, 2m + 1 in its low, high nibble).
+          __m512i x[4];
+          GptqTileCodes(w0, w1, w2, w3, x);
           uint8_t* const st = stage + (b * tiles + t) * 256;
-          _mm512_store_si512(st, _mm512_unpacklo_epi64(a0, b0));
-          _mm512_store_si512(st + 64, _mm512_unpackhi_epi64(a0, b0));
-          _mm512_store_si512(st + 128, _mm512_unpacklo_epi64(a1, b1));
-          _mm512_store_si512(st + 192, _mm512_unpackhi_epi64(a1, b1));
+          for (int j = 0; j < 4; ++j) _mm512_store_si512(st + 64 * j, x[j]);
         }
       }
       // The next chunk's lines (word row q, line l of the band's 4 * band
