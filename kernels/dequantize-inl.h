@@ -97,6 +97,14 @@ struct HasLoadLow2 : std::false_type {};
 template <class L>
 struct HasLoadLow2<L, std::void_t<decltype(&L::LoadLow2)>> : std::true_type {};
 
+// Whether loader L reads a block layout whose values are never float32
+// subnormals (BlockNormalValues of its descriptor).
+template <class L, class = void>
+struct LoaderNormalValues : std::false_type {};
+template <class L>
+struct LoaderNormalValues<L, std::void_t<typename L::Desc>>
+    : std::bool_constant<BlockNormalValues<typename L::Desc>()> {};
+
 // L: the code loader of the plan's layout (kernels/code_loaders-inl.h).
 template <class L, CodeKind kCode, ZeroPointKind kZp, OutType kOut>
 class RowKernel {
@@ -112,6 +120,9 @@ class RowKernel {
   // is rounded to 16-bit output bits once, then 2N outputs are one 16-bit
   // permute (vpermw) of 2N codes. Same bits: rounding is per value.
   static constexpr bool kHalfTable = kTable && kOut != OutType::kF32;
+  // No value is a float32 subnormal, whatever the inputs (a block layout's
+  // BlockNormalValues): bfloat16 rounding skips the subnormal test.
+  static constexpr bool kNormalValues = LoaderNormalValues<L>::value;
   using DU16 = hn::Repartition<uint16_t, DF>;  // 2N x u16, a full vector
   using VU16 = hn::Vec<DU16>;
 
@@ -646,7 +657,7 @@ class RowKernel {
   // 16-bit output bits of the N lanes of v (a group's table).
   static HWY_INLINE auto HalfBits(VF v) {
 #if HWY_TARGET <= HWY_AVX3
-    return OutBits16 < kOut == OutType::kF32 ? OutType::kF16 : kOut > (v);
+    return OutBits16<(kOut == OutType::kF32 ? OutType::kF16 : kOut), kNormalValues>(v);
 #else
     const DF df;
     return kOut == OutType::kBF16 ? BF16Bits(df, v) : F16Bits(df, v);
@@ -812,7 +823,8 @@ class RowKernel {
     }
     // Group i's 16 output values (the upper 16 bits of each lane zero).
     HWY_INLINE auto Half(const RowKernel& rk, int64_t i) const {
-      return OutBits16 < kOut == OutType::kF32 ? OutType::kF16 : kOut > (Values(rk, i), bf16_hw);
+      return OutBits16<(kOut == OutType::kF32 ? OutType::kF16 : kOut), kNormalValues>(Values(rk, i),
+                                                                                      bf16_hw);
     }
     // Group i's table, the values in lanes c and 16 + c (any index whose
     // low 4 bits are the code: GroupCodes16).
@@ -999,7 +1011,9 @@ class RowKernel {
     } else {
 #if HWY_TARGET <= HWY_AVX3
       if constexpr (kOut == OutType::kBF16 && hn::MaxLanes(DF()) == 16) {
-        if (CpuHasAvx512Bf16() && StoreBF16x32(v0.raw, v1.raw, dst, stream)) return;
+        if (CpuHasAvx512Bf16() && StoreBF16x32<kNormalValues>(v0.raw, v1.raw, dst, stream)) {
+          return;
+        }
       }
 #endif
       const hn::Repartition<uint16_t, DF> du16;  // 2N lanes: one full vector

@@ -72,6 +72,10 @@ inline constexpr uint8_t kAwqNibbleOrder[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 //   kPackedHeader (optional)      the sub-blocks' scales (and mins) as bit
 //                                 fields of the header (PackedHeader
 //                                 below); Params is PackedHeaderParams
+//   kHalfGrid (optional)          true: Params, without a kHalfHeader or
+//                                 kPackedHeader, only widens float16 header
+//                                 fields or multiplies them by integers
+//                                 (BlockNormalValues below)
 // Value of element p of a block: SPEC arithmetic of the Plan with the
 // sub-block's scale / zero, e.g. Q4_0: (q - 8) * d.
 
@@ -452,6 +456,7 @@ struct GgufTQ2_0 {
   static constexpr CodeKind kCode = CodeKind::kU8;
   static constexpr ZeroPointKind kZp = ZeroPointKind::kNone;
   static constexpr int32_t kCodeOffset = 1;
+  static constexpr bool kHalfGrid = true;  // Params only widens d (BlockNormalValues)
   static void Params(const uint8_t* b, float* scale, float* /*zero*/) {
     scale[0] = layout_internal::Half(b, offsetof(Block, d));
   }
@@ -582,6 +587,48 @@ template <class D, class = void>
 struct HasPackedHeader : std::false_type {};
 template <class D>
 struct HasPackedHeader<D, std::void_t<decltype(D::kPackedHeader)>> : std::true_type {};
+
+// Whether descriptor D declares kHalfGrid (true).
+template <class D, class = void>
+struct DeclaresHalfGrid : std::false_type {};
+template <class D>
+struct DeclaresHalfGrid<D, std::void_t<decltype(D::kHalfGrid)>> : std::bool_constant<D::kHalfGrid> {
+};
+
+// Whether every code value of D is an integer: integer codes, or a
+// kTable4 grid of integers.
+template <class D>
+constexpr bool IntegerCodeValues() {
+  if constexpr (D::kCode == CodeKind::kTable4) {
+    for (int c = 0; c < 16; ++c) {
+      const float v = D::kValues[c];
+      if (!(v >= -16777216.0f && v <= 16777216.0f) ||
+          v != static_cast<float>(static_cast<int32_t>(v))) {
+        return false;
+      }
+    }
+    return true;
+  } else {
+    return !CodeIsFloat(D::kCode);
+  }
+}
+
+// Whether no value of D's blocks is a float32 subnormal, whatever the
+// blocks' bytes: each is zero, NaN, infinite or at least 2^-24 in
+// magnitude. So when the scales and zeros are float16 header fields times
+// integers (kHalfHeader, kPackedHeader, or a descriptor's own
+// `static constexpr bool kHalfGrid = true`) and the code values are
+// integers: every float16 is a multiple of 2^-24; integer multiples and
+// sums of such multiples are too, and float32 rounding keeps them so (a
+// multiple of 2^-24 below 1 is exact in 24 bits; above, it rounds to a
+// multiple of its ulp, >= 2^-23). The bfloat16 kernels then round with
+// vcvtne2ps2bf16, which flushes subnormal inputs, without testing each
+// vector for them (kernels/x86_avx512-inl.h).
+template <class D>
+constexpr bool BlockNormalValues() {
+  return (HasHalfHeader<D>::value || HasPackedHeader<D>::value || DeclaresHalfGrid<D>::value) &&
+         IntegerCodeValues<D>();
+}
 
 // The first byte of the 16-byte window holding every field of D's packed
 // header (the vector decoder loads that window).
