@@ -177,11 +177,13 @@ class RowKernel {
     const float* const zfp = job_.zp_float;
     const VI off = hn::Set(DI(), plan_.code_offset);
     const VF vt = ValueTable();
+    const bool fast = FastBf16();
     for (; k + 2 * n <= k1; k += 2 * n) {
       VI lo, hi;
       UnitCodes(codes, k, &lo, &hi);
       StoreUnit(df, PerElementValuesOf(lo, sp, zi, zfp, off, vt, k),
-                PerElementValuesOf(hi, sp, zi, zfp, off, vt, k + n), base + k * kOutBytes, kStream);
+                PerElementValuesOf(hi, sp, zi, zfp, off, vt, k + n), base + k * kOutBytes, kStream,
+                fast);
     }
     return k;
   }
@@ -252,10 +254,11 @@ class RowKernel {
       }
       return CodeArith(c, vt, sv, z, zf);
     };
+    const bool fast = FastBf16();
     for (; k + 2 * n <= k1; k += 2 * n) {
       VI lo, hi;
       UnitCodes(codes, k, &lo, &hi);
-      StoreUnit(df, at(lo, k), at(hi, k + n), base + k * kOutBytes, kStream);
+      StoreUnit(df, at(lo, k), at(hi, k + n), base + k * kOutBytes, kStream, fast);
     }
     return k;
   }
@@ -269,6 +272,7 @@ class RowKernel {
     const int64_t unit = static_cast<int64_t>(2 * N);
     constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
     char* const out = static_cast<char*>(y);
+    const bool fast = FastBf16();
     // Prologue: reach a loadable element (L::Align, L::Phase) and, when streaming, an
     // output address aligned to a full vector (N * 4 bytes for every output
     // type: 2N f16/bf16 lanes or N f32 lanes per store).
@@ -304,11 +308,12 @@ class RowKernel {
       auto units = [&](auto at) HWY_ATTR {
         if (stream) {
           for (; k + unit <= k1; k += unit) {
-            StoreUnit(df, at(k), at(k + static_cast<int64_t>(N)), base + k * kOutBytes, true);
+            StoreUnit(df, at(k), at(k + static_cast<int64_t>(N)), base + k * kOutBytes, true, fast);
           }
         } else {
           for (; k + unit <= k1; k += unit) {
-            StoreUnit(df, at(k), at(k + static_cast<int64_t>(N)), base + k * kOutBytes, false);
+            StoreUnit(df, at(k), at(k + static_cast<int64_t>(N)), base + k * kOutBytes, false,
+                      fast);
           }
         }
       };
@@ -346,7 +351,7 @@ class RowKernel {
       };
       for (; k + unit <= k1; k += unit, idx += 2 * step) {
         StoreUnit(df, at(k, idx), at(k + static_cast<int64_t>(N), idx + step), base + k * kOutBytes,
-                  stream);
+                  stream, fast);
       }
     } else if (job_.group == unit && k % unit == 0) {
       // Groups of exactly one unit (ggml's 32-element blocks and K-quant
@@ -372,7 +377,7 @@ class RowKernel {
           const VF s = hn::Set(df, sp[idx]), zfv = hn::Set(df, zf);
           const VF v0 = Arith(Decode(L::Load(codes, k)), s, z, zfv);
           const VF v1 = Arith(Decode(L::Load(codes, k + static_cast<int64_t>(N))), s, z, zfv);
-          StoreUnit(df, v0, v1, dst, stream);
+          StoreUnit(df, v0, v1, dst, stream, fast);
         } else if constexpr (kHalfTable) {
 #if HWY_TARGET <= HWY_AVX3
           if constexpr (!(kFloatCode && kZp == ZeroPointKind::kFloat)) {  // (UnitTable adds zf)
@@ -451,7 +456,7 @@ class RowKernel {
         cur_end_ = g_end;
         const VF v0 = Compute(k);
         const VF v1 = Compute(k + static_cast<int64_t>(N));
-        StoreUnit(df, v0, v1, base + k * kOutBytes, stream);
+        StoreUnit(df, v0, v1, base + k * kOutBytes, stream, fast);
         k += unit;
         g = cur_;
         g_idx = cur_idx_;
@@ -498,7 +503,7 @@ class RowKernel {
   static HWY_INLINE void StoreLookup(VF t, VI c0, VI c1, char* dst, bool stream) {
     const DF df;
     StoreUnit(df, hn::TableLookupLanes(t, hn::IndicesFromVec(df, c0)),
-              hn::TableLookupLanes(t, hn::IndicesFromVec(df, c1)), dst, stream);
+              hn::TableLookupLanes(t, hn::IndicesFromVec(df, c1)), dst, stream, false);
   }
 
   // Block layouts: the whole blocks from k (if k is at a block start) up to
@@ -534,6 +539,7 @@ class RowKernel {
 #endif
       const int32_t* const zip = job_.zp_int;
       const VI offset = hn::Set(di, plan_.code_offset);
+      const bool fast = FastBf16();
       auto zero_of = [&](int64_t g) HWY_ATTR {
         return kZp == ZeroPointKind::kInteger ? hn::Set(di, zip[g]) : offset;
       };
@@ -553,7 +559,7 @@ class RowKernel {
           const VF sa = hn::Set(df, sp[ga]), sb = hn::Set(df, sp[gb]);
           const VF v0 = Arith(q(p), sa, z(ga), zf_of(ga));
           const VF v1 = Arith(q(p + kN), sb, z(gb), zf_of(gb));
-          StoreUnit(df, v0, v1, out + j * kOutBytes, stream);
+          StoreUnit(df, v0, v1, out + j * kOutBytes, stream, fast);
         }
       };
       // Every whole block from k through body(out), out = where it goes.
@@ -879,7 +885,8 @@ class RowKernel {
             VI c0, c1;
             L::LoadLow2(codes, k, &c0, &c1);
             StoreUnit(DF(), VF{_mm512_permutexvar_ps(c0.raw, t.raw)},
-                      VF{_mm512_permutexvar_ps(c1.raw, t.raw)}, base + k * 4, kStream);
+                      VF{_mm512_permutexvar_ps(c1.raw, t.raw)}, base + k * 4, kStream,
+                      false);  // (float32)
           }
           if (k + unit > k1) return k;
           idx += step;
@@ -926,6 +933,7 @@ class RowKernel {
     const DF df;
     const int64_t n = static_cast<int64_t>(hn::Lanes(df));
     constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
+    const bool fast = FastBf16();
     for (; k + 2 * n <= stop; k += 2 * n) {
 #if HWY_TARGET <= HWY_AVX3
       if constexpr (kTable && HasLoadLow2<L>::value) {
@@ -933,13 +941,14 @@ class RowKernel {
         VI c0, c1;
         L::LoadLow2(codes, k, &c0, &c1);
         StoreUnit(df, VF{_mm512_permutexvar_ps(c0.raw, g.table.raw)},
-                  VF{_mm512_permutexvar_ps(c1.raw, g.table.raw)}, base + k * kOutBytes, kStream);
+                  VF{_mm512_permutexvar_ps(c1.raw, g.table.raw)}, base + k * kOutBytes, kStream,
+                  fast);
         continue;
       }
 #endif
       const VF v0 = GroupValue(g, L::Load(codes, k), z);
       const VF v1 = GroupValue(g, L::Load(codes, k + n), z);
-      StoreUnit(df, v0, v1, base + k * kOutBytes, kStream);
+      StoreUnit(df, v0, v1, base + k * kOutBytes, kStream, fast);
     }
     return k;
   }
@@ -994,10 +1003,22 @@ class RowKernel {
     return hn::IfThenElse(hn::FirstN(df, in_first), a, b);
   }
 
+  // Whether bfloat16 units round with vcvtne2ps2bf16 without the subnormal
+  // test: no value is subnormal (kNormalValues, Plan::normal_values) and
+  // the CPU has AVX512_BF16. For StoreUnit's `fast`, read once per loop.
+  HWY_INLINE bool FastBf16() const {
+#if HWY_TARGET <= HWY_AVX3
+    return kOut == OutType::kBF16 && (kNormalValues || plan_.normal_values) && CpuHasAvx512Bf16();
+#else
+    return false;
+#endif
+  }
+
   // Stores v0 then v1 (2N outputs) at dst; `stream`: non-temporal (dst
-  // aligned to a full vector).
+  // aligned to a full vector). `fast`: FastBf16() (a local of the caller's
+  // loop: members would be re-read after every store).
  public:
-  static HWY_INLINE void StoreUnit(DF df, VF v0, VF v1, char* dst, bool stream) {
+  static HWY_INLINE void StoreUnit(DF df, VF v0, VF v1, char* dst, bool stream, bool fast) {
     const size_t N = hn::Lanes(df);
     if (kOut == OutType::kF32) {
       float* p = reinterpret_cast<float*>(dst);
@@ -1011,9 +1032,11 @@ class RowKernel {
     } else {
 #if HWY_TARGET <= HWY_AVX3
       if constexpr (kOut == OutType::kBF16 && hn::MaxLanes(DF()) == 16) {
-        if (CpuHasAvx512Bf16() && StoreBF16x32<kNormalValues>(v0.raw, v1.raw, dst, stream)) {
+        if (fast) {
+          (void)StoreBF16x32<true>(v0.raw, v1.raw, dst, stream);  // (always true)
           return;
         }
+        if (CpuHasAvx512Bf16() && StoreBF16x32<false>(v0.raw, v1.raw, dst, stream)) return;
       }
 #endif
       const hn::Repartition<uint16_t, DF> du16;  // 2N lanes: one full vector

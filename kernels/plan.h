@@ -65,6 +65,16 @@ struct Plan {
                                     // (for kU32 codes: the uint32's bits)
   const float* zp_float = nullptr;  // kFloat / kFloatSubtract: same indexing
 
+  // No element's float32 value can be a subnormal, whatever the codes:
+  // integer codes, zero point kNone or kInteger, and every scale zero, NaN,
+  // infinite or at least FLT_MIN in magnitude (a nonzero float32(q - z) is
+  // at least 1 in magnitude, so the product is at least |s|). Set by op/
+  // (Dequantizer, from the front end's WidenScale) and only then: bfloat16
+  // rounding then skips the per-vector subnormal test of vcvtne2ps2bf16,
+  // which flushes subnormal inputs to zero. Block layouts decide by their
+  // descriptor instead (kernels/layouts.h BlockNormalValues).
+  bool normal_values = false;
+
   // --- Output ------------------------------------------------------------
   OutType out = OutType::kF32;
   // Use non-temporal (streaming) stores for the aligned body of each row:
@@ -77,6 +87,13 @@ struct Plan {
   // x86_avx512-inl.h, PreferGptqBlocks); the others force one (tests).
   enum class ColumnOrder : uint8_t { kAuto, kBlocks, kBands };
   ColumnOrder column_order = ColumnOrder::kAuto;
+
+  // Whether the codes and zero points make normal_values follow from the
+  // scales alone (see normal_values).
+  bool NormalWithNormalScales() const {
+    return !CodeIsFloat(code) &&
+           (zp_kind == ZeroPointKind::kNone || zp_kind == ZeroPointKind::kInteger);
+  }
 
   int64_t rows() const { return inner == 1 ? outer : outer * axis; }
   int64_t cols() const { return inner == 1 ? axis : inner; }

@@ -232,7 +232,8 @@ StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweigh
   plan.s_outer = 1;
   plan.s_axis = N;
   NIBBLE_RETURN_IF_ERROR(
-      internal::WidenScale(scales, "scales", &st.scale, &plan.scale).WithPrefix(who));
+      internal::WidenScale(scales, "scales", &st.scale, &plan.scale, &st.scales_normal)
+          .WithPrefix(who));
   if (qzeros != nullptr) {
     if (N % per_word != 0) {
       return Status::Error(who + ": N = " + std::to_string(N) + " is not a multiple of " +
@@ -322,7 +323,8 @@ StatusOr<Dequantizer> PrepareAwq(int64_t group_size, const TensorView& qweight,
     plan.s_inner = 1;
   }
   NIBBLE_RETURN_IF_ERROR(
-      internal::WidenScale(scales, "scales", &st.scale, &plan.scale).WithPrefix(who));
+      internal::WidenScale(scales, "scales", &st.scale, &plan.scale, &st.scales_normal)
+          .WithPrefix(who));
   if (qzeros != nullptr) {
     SetZeroPoints(*qzeros, groups, N, 4, kAwqNibbleOrder, GptqZeros::kStored, &plan, &st.zp_int);
   } else {
@@ -465,7 +467,8 @@ StatusOr<Dequantizer> PrepareCompressedTensors(const CompressedTensorsWeight& w,
   const int32_t offset = w.packed ? (1 << (w.bits - 1)) : 0;
   plan.code = w.packed ? (w.bits == 4 ? CodeKind::kU4 : CodeKind::kU8) : CodeKind::kS8;
   NIBBLE_RETURN_IF_ERROR(
-      internal::WidenScale(sc, "weight_scale", &st.scale, &plan.scale).WithPrefix(who));
+      internal::WidenScale(sc, "weight_scale", &st.scale, &plan.scale, &st.scales_normal)
+          .WithPrefix(who));
   if (w.zero_point != nullptr) {
     const TensorView& z = *w.zero_point;
     const int64_t zn = per_tensor ? 1 : N;

@@ -141,6 +141,8 @@ class Dequantizer {
     ParamVector<float> zp_float;
     ParamVector<int32_t> axis_group;
     ParamVector<float> code_values;  // kTable4 codes read from the checkpoint
+    // Set by WidenScale: no scale is a float32 subnormal (Plan::normal_values).
+    bool scales_normal = false;
   };
   // `cols`: columns of the view that are output (default: all of the
   // plan's; fewer when rows are padded in memory, as MatMulNBits blocks).

@@ -126,7 +126,8 @@ StatusOr<Dequantizer> PrepareBroadcastDequantize(const TensorView& input, const 
   plan.codes = static_cast<const uint8_t*>(input.data);
   plan.out = *out_type;
   const float* scale_f = nullptr;
-  NIBBLE_RETURN_IF_ERROR(fail(internal::WidenScale(scale, "scale", &storage.scale, &scale_f)));
+  NIBBLE_RETURN_IF_ERROR(
+      fail(internal::WidenScale(scale, "scale", &storage.scale, &scale_f, &storage.scales_normal)));
   const int32_t* zp_i = nullptr;
   if (has_zp) {
     NIBBLE_RETURN_IF_ERROR(

@@ -27,6 +27,19 @@ StatusOr<int64_t> CheckView(const TensorView& v, const std::string& what) {
 }
 
 namespace {
+// Whether none of s[0, n) is a float32 subnormal (branch-free: the
+// compiler vectorizes it).
+bool NoSubnormal(const float* s, size_t n) {
+  uint32_t any = 0;
+  for (size_t k = 0; k < n; ++k) {
+    uint32_t u;
+    std::memcpy(&u, s + k, 4);
+    any |=
+        static_cast<uint32_t>((u & 0x7F800000u) == 0) & static_cast<uint32_t>((u & 0x7FFFFFu) != 0);
+  }
+  return any == 0;
+}
+
 uint32_t ReadLE(const uint8_t* p, int bytes) {
   uint32_t v = 0;
   for (int k = bytes - 1; k >= 0; --k) v = (v << 8) | p[k];
@@ -35,15 +48,18 @@ uint32_t ReadLE(const uint8_t* p, int bytes) {
 }  // namespace
 
 Status WidenScale(const TensorView& v, const std::string& what, ParamVector<float>* store,
-                  const float** out) {
+                  const float** out, bool* normal) {
   auto n = CheckView(v, what);
   if (!n.ok()) return n.status();
   const auto* p = static_cast<const uint8_t*>(v.data);
   const size_t count = static_cast<size_t>(*n);
+  // float16 widens to normal float32 (its smallest subnormal is 2^-24).
+  *normal = v.dtype == DType::kFloat16;
   switch (v.dtype) {
     case DType::kFloat32:
       if (reinterpret_cast<uintptr_t>(p) % alignof(float) == 0) {
         *out = reinterpret_cast<const float*>(p);
+        *normal = NoSubnormal(*out, count);
         return Status::Ok();
       }
       store->resize(count);
@@ -63,6 +79,7 @@ Status WidenScale(const TensorView& v, const std::string& what, ParamVector<floa
       return Status::Error(what + " must be float32, float16 or bfloat16 (got " +
                            DTypeName(v.dtype) + ")");
   }
+  if (v.dtype != DType::kFloat16) *normal = NoSubnormal(store->data(), count);
   // An empty vector has no storage; keep a valid pointer for empty tensors.
   if (store->empty()) store->resize(1);
   *out = store->data();
@@ -125,7 +142,8 @@ Status WidenFloatZeroPoint(const TensorView& v, const std::string& what, ParamVe
     return Status::Error(what + " must be float32, float16 or bfloat16 (got " + DTypeName(v.dtype) +
                          ")");
   }
-  return WidenScale(v, what, store, out);
+  bool normal = false;  // (a float zero point makes normal_values false anyway)
+  return WidenScale(v, what, store, out, &normal);
 }
 
 StatusOr<OutType> OutTypeFor(DType t, const std::string& what) {

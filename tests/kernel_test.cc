@@ -4,6 +4,7 @@
 // scalar reference (kernels/reference.h), with sentinels around the output.
 #include <algorithm>
 #include <array>
+#include <cfloat>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -147,6 +148,23 @@ struct PlanData {
   std::vector<float> scale, zpf;
   std::vector<int32_t> zpi, axis_group;
 };
+
+// Plan::normal_values as op/ sets it (Dequantizer): the plan's codes and
+// zero points allow it and none of `scale` (the plan's scales) is a
+// float32 subnormal. With `edge`, subnormal scales first become FLT_MIN,
+// the smallest normal, whose products are the smallest values the flag
+// allows. Returns the flag.
+bool SetNormalValues(Plan* p, std::vector<float>* scale, bool edge) {
+  auto subnormal = [](float v) { return v != 0.0f && std::fabs(v) < FLT_MIN; };
+  if (edge) {
+    for (auto& v : *scale) {
+      if (subnormal(v)) v = std::copysign(FLT_MIN, v);
+    }
+  }
+  p->normal_values =
+      p->NormalWithNormalScales() && std::none_of(scale->begin(), scale->end(), subnormal);
+  return p->normal_values;
+}
 
 // kDenseHigh: kDense's view with kDenseHighNibbles (bitsandbytes order).
 enum class Form { kPmxAxis1, kPmxAxis0, kDense, kDenseHigh };
@@ -309,7 +327,7 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
   const char* seed_env = std::getenv("NIBBLE_TEST_SEED");
   const uint64_t seed = seed_env ? std::strtoull(seed_env, nullptr, 10) : 2026;
   std::mt19937_64 rng(seed);
-  int64_t compared = 0;
+  int64_t compared = 0, normal_plans = 0;
   for (int64_t target : targets) {
     UseTarget(target);
     for (const Layout& l : layouts) {
@@ -333,6 +351,7 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
             }
             PlanData d =
                 MakePlan(rng, l.form, l.code, l.interleave, rows, cols, group, zp, out, per_elem);
+            normal_plans += SetNormalValues(&d.plan, &d.scale, rng() % 2 == 0) ? 1 : 0;
             // The plan's own 2-D view (cols == 1 with scales along the row
             // flips to one row of `rows` elements).
             const int64_t vr = d.plan.rows(), vc = d.plan.cols();
@@ -350,14 +369,14 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
                 const int64_t ld = c1 - c0 + (trial == 3 ? 5 : 0);
                 const int64_t mis = (trial % 2) * OutBytes(out);
                 const std::string diff = CompareTile(d.plan, r0, r1, c0, c1, ld, mis);
-                CHECK_MESSAGE(diff.empty(), std::string(hwy::TargetName(target))
-                                                << " " << std::string(l.name) << " rows=" << rows
-                                                << " cols=" << cols << " group=" << group
-                                                << " per_elem=" << per_elem
-                                                << " zp=" << static_cast<int>(zp)
-                                                << " out=" << static_cast<int>(out) << " nt=" << nt
-                                                << " tile=[" << r0 << "," << r1 << ")x[" << c0
-                                                << "," << c1 << ") ld=" << ld << ": " << diff);
+                CHECK_MESSAGE(
+                    diff.empty(),
+                    std::string(hwy::TargetName(target))
+                        << " " << std::string(l.name) << " rows=" << rows << " cols=" << cols
+                        << " group=" << group << " per_elem=" << per_elem
+                        << " zp=" << static_cast<int>(zp) << " out=" << static_cast<int>(out)
+                        << " nt=" << nt << " normal=" << d.plan.normal_values << " tile=[" << r0
+                        << "," << r1 << ")x[" << c0 << "," << c1 << ") ld=" << ld << ": " << diff);
                 ++compared;
               }
             }
@@ -367,6 +386,7 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
     }
   }
   CHECK(compared > 10000);
+  CHECK(normal_plans > 1000);  // Plan::normal_values: both paths run
 }
 
 // A group map along the row (compressed-tensors act-order weight_g_idx:
@@ -419,6 +439,7 @@ TEST_CASE("group maps along a row x every target == scalar reference") {
           p.code_offset = zp == ZeroPointKind::kInteger ? 0 : 8;
           if (zp == ZeroPointKind::kInteger) p.zp_int = zpi.data();
           if (zp == ZeroPointKind::kFloat) p.zp_float = zpf.data();
+          SetNormalValues(&p, &scale, rng() % 2 == 0);
           for (bool nt : {false, true}) {
             p.nontemporal = nt;
             for (int trial = 0; trial < 3; ++trial) {
@@ -434,8 +455,9 @@ TEST_CASE("group maps along a row x every target == scalar reference") {
                             std::string(hwy::TargetName(target))
                                 << " groups=" << ng << " used=" << used << " group=" << group
                                 << " zp=" << static_cast<int>(zp)
-                                << " out=" << static_cast<int>(out) << " nt=" << nt << " tile=["
-                                << r0 << "," << r1 << ")x[" << c0 << "," << c1 << "): " << diff);
+                                << " out=" << static_cast<int>(out) << " nt=" << nt
+                                << " normal=" << p.normal_values << " tile=[" << r0 << "," << r1
+                                << ")x[" << c0 << "," << c1 << "): " << diff);
               ++compared;
             }
           }
@@ -644,6 +666,8 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
             if (kd.block) {  // the headers are the only source of scales
               p.scale = nullptr;
               p.zp_float = nullptr;
+            } else {
+              SetNormalValues(&p, &d.scale, rng() % 2 == 0);
             }
             const int64_t vr = p.rows(), vc = p.cols();
             // GPTQ columns: both AVX-512 traversals, whichever this CPU

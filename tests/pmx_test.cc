@@ -2,6 +2,7 @@
 // cell by hand) and every validation rule's error text.
 #include "op/pmx.h"
 
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -181,6 +182,52 @@ TEST_CASE("scales may be negative, zero, subnormal, Inf or NaN: plain arithmetic
   CHECK(f[2] == -std::numeric_limits<float>::infinity());
   CHECK(std::isnan(f[3]));
   CHECK(f[4] == 5 * std::numeric_limits<float>::denorm_min());
+}
+
+TEST_CASE("bfloat16: the subnormal test is skipped only when no scale is subnormal") {
+  // 64 int8 codes (two 32-value units, so the vector kernels run) per
+  // group, one group per scale; outputs q * s rounded to bfloat16.
+  std::vector<int8_t> x(128);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<int8_t>(static_cast<int>(i % 7) - 3);
+  PmxAttributes a;
+  a.quant_data_type = "int8";
+  a.quant_axis = 0;
+  a.group_size = 64;
+  DequantizeOptions o;
+  o.output_dtype = DType::kBFloat16;
+  auto run = [&](const TensorView& scale, bool want_normal) {
+    auto d = PreparePmx(a, View(DType::kInt8, {128}, x), scale, nullptr, o);
+    REQUIRE(d.ok());
+    CHECK(d->plan().normal_values == want_normal);
+    auto y = DequantizePmx(a, View(DType::kInt8, {128}, x), scale, nullptr, o);
+    REQUIRE(y.ok());
+    return std::vector<uint16_t>(y->data_as<uint16_t>(), y->data_as<uint16_t>() + 128);
+  };
+  // float32 scales with a subnormal: the products 2 * s, 3 * s are
+  // subnormal and must round to their nonzero bfloat16 (not be flushed).
+  const float sub = F32FromBits(0x00400000u);  // 2^-127
+  const std::vector<float> s_sub = {sub, 1.0f};
+  const auto y = run(View(DType::kFloat32, {2}, s_sub), false);
+  for (size_t i = 0; i < 128; ++i) {
+    CHECK(y[i] == BF16FromF32(static_cast<float>(x[i]) * s_sub[i / 64]));
+  }
+  CHECK(y[0] == BF16FromF32(-3.0f * sub));
+  CHECK(y[0] != 0x8000u);
+  // The smallest normal float32 scale: every product is normal.
+  const std::vector<float> s_min = {FLT_MIN, -FLT_MIN};
+  const auto ym = run(View(DType::kFloat32, {2}, s_min), true);
+  for (size_t i = 0; i < 128; ++i) {
+    CHECK(ym[i] == BF16FromF32(static_cast<float>(x[i]) * s_min[i / 64]));
+  }
+  // float16 scales (even subnormal ones) widen to normal float32.
+  const std::vector<uint16_t> s16 = {0x0001u, 0x3C00u};
+  const auto yh = run(View(DType::kFloat16, {2}, s16), true);
+  for (size_t i = 0; i < 128; ++i) {
+    CHECK(yh[i] == BF16FromF32(static_cast<float>(x[i]) * F32FromF16(s16[i / 64])));
+  }
+  // bfloat16 scales can be subnormal: scanned.
+  const std::vector<uint16_t> sb = {0x0040u, 0x3F80u};
+  run(View(DType::kBFloat16, {2}, sb), false);
 }
 
 TEST_CASE("empty tensors produce empty outputs") {
