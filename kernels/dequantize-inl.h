@@ -1019,6 +1019,7 @@ class RowKernel {
   // loop: members would be re-read after every store).
  public:
   static HWY_INLINE void StoreUnit(DF df, VF v0, VF v1, char* dst, bool stream, bool fast) {
+    (void)fast;  // (AVX-512 bfloat16 only)
     const size_t N = hn::Lanes(df);
     if (kOut == OutType::kF32) {
       float* p = reinterpret_cast<float*>(dst);
