@@ -54,12 +54,12 @@ Status WidenScale(const TensorView& v, const std::string& what, ParamVector<floa
   const auto* p = static_cast<const uint8_t*>(v.data);
   const size_t count = static_cast<size_t>(*n);
   // float16 widens to normal float32 (its smallest subnormal is 2^-24).
-  *normal = v.dtype == DType::kFloat16;
+  if (normal != nullptr) *normal = v.dtype == DType::kFloat16;
   switch (v.dtype) {
     case DType::kFloat32:
       if (reinterpret_cast<uintptr_t>(p) % alignof(float) == 0) {
         *out = reinterpret_cast<const float*>(p);
-        *normal = NoSubnormal(*out, count);
+        if (normal != nullptr) *normal = NoSubnormal(*out, count);
         return Status::Ok();
       }
       store->resize(count);
@@ -79,7 +79,7 @@ Status WidenScale(const TensorView& v, const std::string& what, ParamVector<floa
       return Status::Error(what + " must be float32, float16 or bfloat16 (got " +
                            DTypeName(v.dtype) + ")");
   }
-  if (v.dtype != DType::kFloat16) *normal = NoSubnormal(store->data(), count);
+  if (normal != nullptr && v.dtype != DType::kFloat16) *normal = NoSubnormal(store->data(), count);
   // An empty vector has no storage; keep a valid pointer for empty tensors.
   if (store->empty()) store->resize(1);
   *out = store->data();
@@ -142,8 +142,8 @@ Status WidenFloatZeroPoint(const TensorView& v, const std::string& what, ParamVe
     return Status::Error(what + " must be float32, float16 or bfloat16 (got " + DTypeName(v.dtype) +
                          ")");
   }
-  bool normal = false;  // (a float zero point makes normal_values false anyway)
-  return WidenScale(v, what, store, out, &normal);
+  // (No scan: a float zero point makes normal_values false anyway.)
+  return WidenScale(v, what, store, out, /*normal=*/nullptr);
 }
 
 StatusOr<OutType> OutTypeFor(DType t, const std::string& what) {
