@@ -74,9 +74,6 @@ struct LoaderTypes {
   // Block layouts: scales / zero points come from each block's header
   // (the descriptor's Params), not from Plan::scale.
   static constexpr bool kBlockParams = false;
-  // Several rows share each word (PMX int4x4 / int4x8 / int8 words): the
-  // row loop prefetches their codes (RunRows).
-  static constexpr bool kSharedWordRows = false;
 };
 
 // Shift of the nibble of element k % 8 of a word, repeated so that
@@ -278,7 +275,6 @@ struct DenseHalves : LoaderTypes {
 template <int kWordBits>
 struct PmxWords : LoaderTypes {
   static constexpr bool kNibbles = true;
-  static constexpr bool kSharedWordRows = true;
   static constexpr int64_t Align() { return 1; }
   static CodeRef Row(const Plan& plan, int64_t r) {
     const int64_t e0 = r * plan.cols();
@@ -332,7 +328,6 @@ struct PmxWords : LoaderTypes {
 // in its [K, N] order): element k of the row in word k, byte `shift` / 8.
 struct PmxByteWords : LoaderTypes {
   static constexpr bool kNibbles = false;
-  static constexpr bool kSharedWordRows = true;
   static constexpr int64_t Align() { return 1; }
   static CodeRef Row(const Plan& plan, int64_t r) {
     const int64_t e0 = r * plan.cols();

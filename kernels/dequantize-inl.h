@@ -35,9 +35,6 @@
 #include "base/numeric.h"
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
-#if HWY_ARCH_X86
-#include <xmmintrin.h>  // _mm_prefetch
-#endif
 #include "kernels/code_loaders-inl.h"
 #include "kernels/convert-inl.h"
 #include "kernels/plan.h"
@@ -49,16 +46,6 @@ namespace nibble {
 namespace HWY_NAMESPACE {
 
 namespace hn = hwy::HWY_NAMESPACE;
-
-// Prefetches the cache line holding address `a` into L2 (x86: prefetcht1;
-// elsewhere Highway's Prefetch). Never faults, whatever `a` is.
-HWY_INLINE void PrefetchL2(uintptr_t a) {
-#if HWY_ARCH_X86
-  _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T1);
-#else
-  hwy::Prefetch(reinterpret_cast<const uint8_t*>(a));
-#endif
-}
 
 #if HWY_TARGET != HWY_SCALAR
 
@@ -1261,28 +1248,6 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
           run_row(r, cc, ce, base + ((r - r0) * ld + (cc - c0)) * kOutBytes);
         }
       }
-    }
-  } else if (L::kSharedWordRows && c0 == 0 && c1 == cols) {
-    // PMX words: `interleave` rows share one word row, so the first of
-    // them reads interleave x its share of the codes from memory and the
-    // others none; the hardware prefetchers see a burst, then nothing.
-    // The tile's codes are one run, consumed at cols * bits / 8 bytes per
-    // row: before each row, the run is prefetched into L2 up to a word row
-    // past that row's end (the 16-core Xeon, float16, one thread: pmx-q1
-    // 1.17x, pmx-q0 1.30x, int8 1.13x; the dense layouts, whose rows are
-    // their own, measured 0.89-0.98x with it and are left alone). A
-    // prefetch never faults: addresses past the run are harmless.
-    const uintptr_t run = reinterpret_cast<uintptr_t>(L::Row(plan, r0).codes) & ~uintptr_t{63};
-    const uintptr_t per_row =
-        static_cast<uintptr_t>(cols) * static_cast<uintptr_t>(CodeBits(plan.code)) / 8;
-    const uintptr_t total = static_cast<uintptr_t>(r1 - r0) * per_row;
-    const uintptr_t ahead = static_cast<uintptr_t>(std::max<int64_t>(4, plan.interleave));
-    uintptr_t done = 0;
-    for (int64_t r = r0; r < r1; ++r) {
-      const uintptr_t want =
-          std::min(total, (static_cast<uintptr_t>(r - r0) + 1 + ahead) * per_row);
-      for (; done < want; done += 64) PrefetchL2(run + done);
-      run_row(r, c0, c1, base + (r - r0) * ld * kOutBytes);
     }
   } else {
     for (int64_t r = r0; r < r1; ++r) run_row(r, c0, c1, base + (r - r0) * ld * kOutBytes);
