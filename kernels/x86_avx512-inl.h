@@ -625,8 +625,9 @@ HWY_INLINE void GptqTileCodes(__m512i w0, __m512i w1, __m512i w2, __m512i w3, __
 // walks the whole column range, so every output row is written
 // sequentially (scattered rows cost a TLB miss per store: measured 2x
 // slower).
-//  AWQ:  bands of up to 128 rows (16 words of each row k, one cache line);
-//        a tile is 32 such loads, transposed as two 16 x 16 u32 blocks;
+//  AWQ:  bands of up to 256 rows (32 words of each row k, two cache
+//        lines); a tile is 32 loads of a line, transposed as two 16 x 16
+//        u32 blocks;
 //        the transposed codes of up to 4 tiles are kept (8 KiB) and each
 //        row's values for all of them stored as one run: per 32 columns
 //        one lookup in the row's 16-entry table for the tile's group
@@ -696,8 +697,31 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
     }
     if (map_groups <= kMapGroups) band_params = band_block;
   }
-  for (int64_t n0 = rb0; n0 < rb1; n0 += kBand) {
-    const int64_t rows = std::min(kBand, rb1 - n0);
+  // Where row n's word lies in its 64-byte line (in words), when every
+  // word row puts it at the same offset (S a multiple of 64, the words
+  // 4-byte aligned); else 0 (loads as if aligned). A 64-byte load from
+  // mid-line touches two lines, and the word rows, S apart, do not stay in
+  // L1 between tiles, so:
+  //  - AWQ loads a band a whole line at a time from the line's start
+  //    (masked to its words; a 32-row float16 tile at rows 32-63 ran at
+  //    4.9 G el/s against 8.9 at rows 0-31);
+  //  - GPTQ's 16-row bands load 16 words from where the band starts; over
+  //    ranges of 128 rows or more (an extra band costs less than the
+  //    crossings it saves) the first band ends at a line boundary (codes
+  //    16 bytes past a line: the whole float16 tensor was 1.15x slower).
+  // Either way the first band ends at a line boundary, so the others start
+  // at one.
+  const auto codes_at = reinterpret_cast<uintptr_t>(plan.codes);
+  const bool line_lanes = S % 64 == 0 && codes_at % 4 == 0 && (!kGptq || rb1 - rb0 >= 128);
+  auto lane_of = [&](int64_t n) -> int64_t {
+    const uint64_t word = static_cast<uint64_t>(kGptq ? n : n / 8);
+    return line_lanes ? static_cast<int64_t>((codes_at + 4 * word) % 64 / 4) : 0;
+  };
+  auto band_rows = [&](int64_t n) {
+    return std::min(kBand - (kGptq ? 1 : 8) * lane_of(n), rb1 - n);
+  };
+  for (int64_t n0 = rb0, rows = 0; n0 < rb1; n0 += rows) {
+    rows = band_rows(n0);
     // kMap: group g's scales for this band at map_s + g * map_stride, its
     // zero points' words at map_z + g * map_stride.
     const float* map_s = plan.scale + n0 * plan.s_outer;
@@ -742,17 +766,25 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
       // saves writing every value to a block and reading it back to copy
       // it out (measured, float16 4096 x 4096: 2.4-2.6 ms with a staged
       // output block, about the fill's 1.25 ms plus the tiles' 1.2 ms).
-      // A band is up to two halves of 128 rows (16 words of a row k, one
-      // cache line each), transposed separately: reading 128 bytes of each
+      // A band is up to two lines of words (16 words, 128 rows, each) of
+      // a row k, transposed separately: reading 128 bytes of each
       // row k rather than 64 (nibble_access_probe on the 16-core Xeon:
       // a256x256p 0.66-0.71 of the fill against awq r+w's 0.58-0.61).
       // While a chunk's rows are written, the next chunk's lines (the
       // next band's first at a band's end) are prefetched into L2.
       constexpr int64_t kAwqChunk = 128;
-      const int64_t words = rows / 8;
+      // The band's words are lanes lane0 .. lane0 + words - 1 of `lines`
+      // lines (at most 2) in each word row, the first at line_of(k, n0);
+      // word j of the band is lane (lane0 + j) % 16 of line (lane0 + j) / 16.
+      const int64_t words = rows / 8, lane0 = lane_of(n0);
+      const int64_t lines = (lane0 + words + 15) / 16;
+      // (Through an integer: the line may start before plan.codes.)
+      auto line_of = [&](int64_t k, int64_t n, int64_t lane) {
+        return reinterpret_cast<const uint8_t*>(codes_at + static_cast<uint64_t>(k * S) +
+                                                4 * static_cast<uint64_t>(n / 8 - lane));
+      };
       alignas(64) uint32_t codes[kBand / 128][kAwqChunk / 32][2][16][16];
       auto chunk_end = [&](int64_t k) { return std::min({kb, k + kAwqChunk, (k / G + 1) * G}); };
-      const int64_t lines_per_row = (rows / 2 + 63) / 64;
       // u16 halves of 32 words (a: rows k0 .. k0+15, b: k0+16 .. k0+31):
       // the low half of a word holds AWQ nibbles 0-3, the high half 4-7.
       const __m512i half_lo =
@@ -763,17 +795,21 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
         const int64_t g = kc0 / G;
         const int64_t kc1 = chunk_end(kc0);
         const int tiles = static_cast<int>((kc1 - kc0) / 32);
-        // The next chunk: its first word row and its row count.
+        // The next chunk: its first word row's first line, its lines per
+        // word row and its row count.
         const uint8_t* next = nullptr;
-        int64_t next_rows = 0;
+        int64_t next_rows = 0, next_lines = 1;
         if (kc1 < kb) {
-          next = plan.codes + kc1 * S + 4 * (n0 / 8);
+          next = line_of(kc1, n0, lane0);
           next_rows = chunk_end(kc1) - kc1;
-        } else if (n0 + kBand < rb1) {
-          next = plan.codes + ka * S + 4 * ((n0 + kBand) / 8);
+          next_lines = lines;
+        } else if (n0 + rows < rb1) {
+          const int64_t n1 = n0 + rows;
+          next = line_of(ka, n1, lane_of(n1));
           next_rows = chunk_end(ka) - ka;
+          next_lines = (lane_of(n1) + band_rows(n1) / 8 + 15) / 16;
         }
-        const int64_t line_count = next_rows * lines_per_row;
+        const int64_t line_count = next_rows * next_lines;
         if (g != g_cur) {
           for (int64_t i = 0; i < rows; i += 16) {
             RowTables16<kZp, kOut>(plan, g * plan.s_axis + n0 + i, std::min<int64_t>(16, rows - i),
@@ -781,12 +817,14 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
           }
           g_cur = g;
         }
-        for (int64_t h = 0; h < (words + 15) / 16; ++h) {
-          const auto m = static_cast<__mmask16>((1u << std::min<int64_t>(16, words - 16 * h)) - 1u);
+        for (int64_t h = 0; h < lines; ++h) {
+          const auto lo = static_cast<unsigned>(h == 0 ? lane0 : 0);
+          const auto hi = static_cast<unsigned>(std::min<int64_t>(16, lane0 + words - 16 * h));
+          const auto m = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
           for (int t = 0; t < tiles; ++t) {
             const int64_t k0 = kc0 + 32 * t;
-            // Words of rows k0 .. k0+31 (one cache line each), n0 / 8 + 16 h on.
-            const uint8_t* wp = plan.codes + k0 * S + 4 * (n0 / 8 + 16 * h);
+            // Line h of rows k0 .. k0+31 (one cache line each).
+            const uint8_t* wp = line_of(k0, n0, lane0) + 64 * h;
             __m512 a[16], b[16];
 #pragma GCC unroll 16
             for (int q = 0; q < 16; ++q) {
@@ -810,16 +848,17 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
           for (int64_t j = 0; j < words; ++j) {
             for (acc += line_count; acc >= words; acc -= words) {
               _mm_prefetch(reinterpret_cast<const char*>(next + 64 * line), _MM_HINT_T1);
-              if (++line == lines_per_row) {
+              if (++line == next_lines) {
                 line = 0;
                 next += S;
               }
             }
             __m512i h[kTiles][2];
+            const int64_t lj = lane0 + j;
 #pragma GCC unroll 4
             for (int t = 0; t < kTiles; ++t) {
-              const __m512i wa = _mm512_load_si512(codes[j / 16][t][0][j % 16]);
-              const __m512i wb = _mm512_load_si512(codes[j / 16][t][1][j % 16]);
+              const __m512i wa = _mm512_load_si512(codes[lj / 16][t][0][lj % 16]);
+              const __m512i wb = _mm512_load_si512(codes[lj / 16][t][1][lj % 16]);
               if constexpr (kOut == OutType::kF32) {
                 h[t][0] = wa;
                 h[t][1] = wb;
@@ -1075,7 +1114,6 @@ void GptqBlockTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
   const int64_t max_groups =
       kChunk % G == 0 || G % kChunk == 0 ? std::max<int64_t>(1, kChunk / G) : (kChunk - 1) / G + 2;
   const int64_t band = std::clamp<int64_t>(kTables / max_groups / 16 * 16, 16, kMaxBand);
-  const int64_t lines_per_row = band / 16;  // of a word row, across the band
   // tab[gi * band + i]: row n0 + i's table for the chunk's group g0 + gi.
   alignas(64) uint8_t tab[kTables][64];
   // The codes of tile t of rows 16 * b .. 16 * b + 15 (256 bytes) at
@@ -1083,8 +1121,31 @@ void GptqBlockTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
   // 16 l.
   alignas(64) uint8_t stage[kMaxBand * kChunk / 2];
   auto chunk_end = [&](int64_t k) { return std::min(kb, (k / kChunk + 1) * kChunk); };
-  for (int64_t n0 = r0; n0 < r1; n0 += band) {
-    const int64_t rows = std::min(band, r1 - n0);
+  // Where row n's word lies in its 64-byte line (in words), when every word
+  // row puts it at the same offset (S a multiple of 64, the words 4-byte
+  // aligned); else 0 (loads as if aligned). A band's rows are then taken
+  // as lanes lane0 .. lane0 + rows - 1 of whole lines, each loaded from
+  // the line's start (masked to the band's words): a 64-byte load from
+  // mid-line touches two lines (codes 16 bytes past a line: float16 1.2-1.4x
+  // slower). The first band ends at a line boundary, so the others start at
+  // one.
+  const auto codes_at = reinterpret_cast<uintptr_t>(plan.codes);
+  const bool line_lanes = S % 64 == 0 && codes_at % 4 == 0;
+  auto lane_of = [&](int64_t n) -> int64_t {
+    return line_lanes ? static_cast<int64_t>((codes_at + 4 * static_cast<uint64_t>(n)) % 64 / 4)
+                      : 0;
+  };
+  auto band_rows = [&](int64_t n) { return std::min(band - lane_of(n), r1 - n); };
+  // (Through an integer: the line may start before plan.codes.)
+  auto line_of = [&](int64_t k, int64_t n, int64_t lane) {
+    return reinterpret_cast<const uint8_t*>(codes_at + static_cast<uint64_t>(k / 8 * S) +
+                                            4 * static_cast<uint64_t>(n - lane));
+  };
+  for (int64_t n0 = r0, rows = 0; n0 < r1; n0 += rows) {
+    rows = band_rows(n0);
+    // Row n0 + i is lane (lane0 + i) % 16 of line (lane0 + i) / 16 of the
+    // band's `lines` (at most band / 16) in each word row.
+    const int64_t lane0 = lane_of(n0), lines = (lane0 + rows + 15) / 16;
     for (int64_t r = n0; r < n0 + rows; ++r) {
       if (c0 < ka) edge(r, c0, ka);
       if (kb < c1) edge(r, kb, c1);
@@ -1092,13 +1153,18 @@ void GptqBlockTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
     for (int64_t kc0 = ka; kc0 < kb;) {
       const int64_t kc1 = chunk_end(kc0);
       const int64_t tiles = (kc1 - kc0) / 32;
-      // The next chunk's word rows, as (byte offset from this chunk's, tiles).
-      int64_t next_off = 0, next_tiles = 0;
+      // The next chunk's first word row's first line, its lines per word
+      // row and its tiles.
+      const uint8_t* next = nullptr;
+      int64_t next_lines = 1, next_tiles = 0;
       if (kc1 < kb) {
-        next_off = (kc1 - kc0) / 8 * S;
+        next = line_of(kc1, n0, lane0);
+        next_lines = lines;
         next_tiles = (chunk_end(kc1) - kc1) / 32;
-      } else if (n0 + band < r1) {
-        next_off = (ka - kc0) / 8 * S + 4 * band;
+      } else if (n0 + rows < r1) {
+        const int64_t n1 = n0 + rows;
+        next = line_of(ka, n1, lane_of(n1));
+        next_lines = (lane_of(n1) + band_rows(n1) + 15) / 16;
         next_tiles = (chunk_end(ka) - ka) / 32;
       }
       const int64_t g0 = kc0 / G, g1 = (kc1 - 1) / G;
@@ -1111,11 +1177,12 @@ void GptqBlockTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
       // Tile t's tables: tab[tile_tab[t] + i] (no division per tile).
       int64_t tile_tab[kChunk / 32];
       for (int64_t t = 0; t < tiles; ++t) tile_tab[t] = ((kc0 + 32 * t) / G - g0) * band;
-      for (int64_t b = 0; b < (rows + 15) / 16; ++b) {
-        const int64_t sub = std::min<int64_t>(16, rows - 16 * b);
-        const auto m = static_cast<__mmask16>((1u << sub) - 1u);
+      for (int64_t b = 0; b < lines; ++b) {
+        const auto lo = static_cast<unsigned>(b == 0 ? lane0 : 0);
+        const auto hi = static_cast<unsigned>(std::min<int64_t>(16, lane0 + rows - 16 * b));
+        const auto m = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
         for (int64_t t = 0; t < tiles; ++t) {
-          const uint8_t* wp = plan.codes + ((kc0 + 32 * t) / 8) * S + 4 * (n0 + 16 * b);
+          const uint8_t* wp = line_of(kc0 + 32 * t, n0, lane0) + 64 * b;
           const __m512i w0 = _mm512_maskz_loadu_epi32(m, wp);
           const __m512i w1 = _mm512_maskz_loadu_epi32(m, wp + S);
           const __m512i w2 = _mm512_maskz_loadu_epi32(m, wp + 2 * S);
@@ -1129,13 +1196,12 @@ void GptqBlockTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
       // The next chunk's lines (word row q, line l of the band's 4 * band
       // bytes), spread over this chunk's rows: reads overlap the stores.
       // (Counted without divisions: acc / rows lines are due by row i.)
-      const int64_t line_count = 4 * next_tiles * lines_per_row;
-      const uint8_t* next = plan.codes + (kc0 / 8) * S + 4 * n0 + next_off;
+      const int64_t line_count = 4 * next_tiles * next_lines;
       int64_t acc = 0, line = 0;
       for (int64_t i = 0; i < rows; ++i) {
         for (acc += line_count; acc >= rows; acc -= rows) {
-          _mm_prefetch(next + 64 * line, _MM_HINT_T1);
-          if (++line == lines_per_row) {
+          _mm_prefetch(reinterpret_cast<const char*>(next + 64 * line), _MM_HINT_T1);
+          if (++line == next_lines) {
             line = 0;
             next += S;
           }
@@ -1143,7 +1209,9 @@ void GptqBlockTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
         char* const d = out + ((n0 + i - r0) * ld + (kc0 - c0)) * kOutBytes;
         // Aligned at the start, then every 64-byte store of the run is.
         const bool d_nt = stream && reinterpret_cast<uintptr_t>(d) % 64 == 0;
-        const uint8_t* const st = stage + (i / 16) * tiles * 256 + (i % 4) * 64 + (i % 16) / 4 * 16;
+        const int64_t li = lane0 + i;  // its lane from the band's first line
+        const uint8_t* const st =
+            stage + (li / 16) * tiles * 256 + (li % 4) * 64 + (li % 16) / 4 * 16;
         for (int64_t t = 0; t < tiles; ++t) {
           const __m128i p = _mm_load_si128(reinterpret_cast<const __m128i*>(st + t * 256));
           const uint8_t* table = tab[tile_tab[t] + i];

@@ -708,6 +708,84 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
   CHECK(compared > 1000);
 }
 
+// AWQ's and GPTQ's [N, K] column tiles load each band a 64-byte line at a
+// time from the line's start when every word row has the same line offset
+// (word stride a multiple of 64): codes at every 4-byte offset within a
+// line (and at a 2-byte one, which loads as before), N of one to four
+// 128-row bands, tiles starting at any row, GPTQ in both traversals: every
+// target == the reference.
+TEST_CASE("AWQ / GPTQ column tiles at every line offset x every target == scalar reference") {
+  TargetGuard guard;
+  const auto targets = CompiledTargets();
+  std::mt19937_64 rng(2031);
+  int64_t compared = 0;
+  for (int64_t target : targets) {
+    UseTarget(target);
+    for (int64_t offset = 0; offset <= 64; offset += 4) {
+      const int64_t at = offset == 64 ? 2 : offset;  // bytes past a 64-byte boundary
+      for (int kind = 0; kind < 9; ++kind) {
+        const OutType out = static_cast<OutType>(kind % 3);
+        const bool gptq = kind >= 3;
+        const int64_t rows =
+            128 * (1 + static_cast<int64_t>(rng() % 4)) - (gptq && rng() % 2 == 0 ? 112 : 0);  // N
+        const int64_t group = int64_t{32} << (rng() % 3);
+        const int64_t cols = group * (1 + static_cast<int64_t>(rng() % 3)) + 32;  // K
+        const ZeroPointKind zp = rng() % 2 == 0 ? ZeroPointKind::kNone : ZeroPointKind::kInteger;
+        Plan p;
+        p.code = CodeKind::kU4;
+        p.layout = gptq ? Layout::kGptqColumns : Layout::kAwqColumns;
+        p.column_order = kind >= 6 ? Plan::ColumnOrder::kBands : Plan::ColumnOrder::kBlocks;
+        p.out = out;
+        p.zp_kind = zp;
+        p.code_offset = zp == ZeroPointKind::kNone ? 8 : 0;
+        p.outer = rows;
+        p.axis = cols;
+        p.group = group;
+        p.s_outer = 1;
+        p.s_axis = rows;
+        p.word_stride = gptq ? 4 * rows : rows / 2;
+        const size_t code_bytes = static_cast<size_t>(rows * cols / 2);
+        std::vector<uint8_t> storage(code_bytes + 256);
+        for (auto& b : storage) b = static_cast<uint8_t>(rng());
+        const auto line = (reinterpret_cast<uintptr_t>(storage.data()) + 63) / 64 * 64;
+        p.codes = storage.data() + (line - reinterpret_cast<uintptr_t>(storage.data())) +
+                  static_cast<size_t>(at);
+        const int64_t nscale = ((cols + group - 1) / group) * rows;
+        std::vector<float> scale(static_cast<size_t>(nscale));
+        for (auto& v : scale) v = RandomScale(rng);
+        std::vector<int32_t> zpi(scale.size());
+        for (auto& z : zpi) z = static_cast<int32_t>(rng() % 16);
+        p.scale = scale.data();
+        if (zp == ZeroPointKind::kInteger) p.zp_int = zpi.data();
+        SetNormalValues(&p, &scale, rng() % 2 == 0);
+        for (int trial = 0; trial < 6; ++trial) {
+          p.nontemporal = trial % 2 == 1;
+          // The whole tensor, then tiles from any row (a multiple of 8 or
+          // not) and column, of any height.
+          int64_t r0 = 0, r1 = rows, c0 = 0, c1 = cols;
+          if (trial > 1) {
+            r0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(rows));
+            if (trial < 4) r0 = r0 / 8 * 8;
+            r1 = r0 + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(rows - r0));
+            c0 = static_cast<int64_t>(rng() % 40);
+            c1 = cols - static_cast<int64_t>(rng() % 8);
+          }
+          const std::string diff = CompareTile(p, r0, r1, c0, c1, c1 - c0, 0);
+          CHECK_MESSAGE(diff.empty(), std::string(hwy::TargetName(target))
+                                          << (gptq ? " gptq" : " awq")
+                                          << " order=" << static_cast<int>(p.column_order)
+                                          << " at=" << at << " rows=" << rows << " cols=" << cols
+                                          << " G=" << group << " out=" << static_cast<int>(out)
+                                          << " tile=[" << r0 << "," << r1 << ")x[" << c0 << ","
+                                          << c1 << "): " << diff);
+          ++compared;
+        }
+      }
+    }
+  }
+  CHECK(compared >= 17 * 9 * 6);
+}
+
 TEST_CASE(
     "ConvertFloats: every float16 / bfloat16 pattern and awkward float32 x every target == "
     "scalar") {
