@@ -736,7 +736,8 @@ enum class Layout : uint8_t {
   // word at nibble kAwqNibbleOrder[p]. Rows start at a word.
   kAwqWords,
   // GPTQ / AWQ qweight read directly as the PyTorch [N, K] weight (inner
-  // == 1), Plan::word_stride bytes between consecutive word rows:
+  // == 1), Plan::word_stride bytes between consecutive word rows, the words
+  // 4-byte aligned (Plan::codes and word_stride multiples of 4):
   //   kGptqColumns: element (r, c) is nibble c % 8 of the LE 32-bit word at
   //                 byte (c / 8) * word_stride + 4 * r.
   //   kAwqColumns:  element (r, c) is nibble kAwqNibbleOrder[r % 8] of the

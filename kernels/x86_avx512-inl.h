@@ -697,9 +697,9 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
     }
     if (map_groups <= kMapGroups) band_params = band_block;
   }
-  // Where row n's word lies in its 64-byte line (in words), when every
-  // word row puts it at the same offset (S a multiple of 64, the words
-  // 4-byte aligned); else 0 (loads as if aligned). A 64-byte load from
+  // Where row n's word lies in its 64-byte line (in words; the words are
+  // 4-byte aligned), when every word row puts it at the same offset (S a
+  // multiple of 64); else 0 (loads as if aligned). A 64-byte load from
   // mid-line touches two lines, and the word rows, S apart, do not stay in
   // L1 between tiles, so:
   //  - AWQ loads a band a whole line at a time from the line's start
@@ -712,7 +712,7 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
   // Either way the first band ends at a line boundary, so the others start
   // at one.
   const auto codes_at = reinterpret_cast<uintptr_t>(plan.codes);
-  const bool line_lanes = S % 64 == 0 && codes_at % 4 == 0 && (!kGptq || rb1 - rb0 >= 128);
+  const bool line_lanes = S % 64 == 0 && (!kGptq || rb1 - rb0 >= 128);
   auto lane_of = [&](int64_t n) -> int64_t {
     const uint64_t word = static_cast<uint64_t>(kGptq ? n : n / 8);
     return line_lanes ? static_cast<int64_t>((codes_at + 4 * word) % 64 / 4) : 0;
@@ -1121,16 +1121,16 @@ void GptqBlockTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
   // 16 l.
   alignas(64) uint8_t stage[kMaxBand * kChunk / 2];
   auto chunk_end = [&](int64_t k) { return std::min(kb, (k / kChunk + 1) * kChunk); };
-  // Where row n's word lies in its 64-byte line (in words), when every word
-  // row puts it at the same offset (S a multiple of 64, the words 4-byte
-  // aligned); else 0 (loads as if aligned). A band's rows are then taken
+  // Where row n's word lies in its 64-byte line (in words; the words are
+  // 4-byte aligned), when every word row puts it at the same offset (S a
+  // multiple of 64); else 0 (loads as if aligned). A band's rows are then taken
   // as lanes lane0 .. lane0 + rows - 1 of whole lines, each loaded from
   // the line's start (masked to the band's words): a 64-byte load from
   // mid-line touches two lines (codes 16 bytes past a line: float16 1.2-1.4x
   // slower). The first band ends at a line boundary, so the others start at
   // one.
   const auto codes_at = reinterpret_cast<uintptr_t>(plan.codes);
-  const bool line_lanes = S % 64 == 0 && codes_at % 4 == 0;
+  const bool line_lanes = S % 64 == 0;
   auto lane_of = [&](int64_t n) -> int64_t {
     return line_lanes ? static_cast<int64_t>((codes_at + 4 * static_cast<uint64_t>(n)) % 64 / 4)
                       : 0;
