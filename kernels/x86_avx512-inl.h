@@ -618,6 +618,42 @@ HWY_INLINE void GptqTileCodes(__m512i w0, __m512i w1, __m512i w2, __m512i w3, __
   x[3] = _mm512_unpackhi_epi64(a1, b1);
 }
 
+// Column-packed words (4-byte aligned) in word rows `stride` bytes apart,
+// read a 64-byte line at a time: a load from mid-line touches two lines,
+// and the column tiles' word rows do not stay in L1 between tiles (see
+// ColumnNibbleTiles, GptqBlockTiles). When every word row puts a word at
+// the same line offset (`stride` a multiple of 64), a run of words starting
+// at word w0 is lanes Lane(w0) .. of Lines() whole lines from Line(row, w0)
+// on; otherwise Lane() is 0 and loads start at the word (as if aligned).
+class WordLines {
+ public:
+  WordLines(const uint8_t* codes, int64_t stride, bool use)
+      : codes_(reinterpret_cast<uintptr_t>(codes)), stride_(stride), on_(use && stride % 64 == 0) {}
+  // Word w's lane in its line (0 when the offsets differ).
+  int64_t Lane(int64_t w) const {
+    return on_ ? static_cast<int64_t>((codes_ + 4 * static_cast<uint64_t>(w)) % 64 / 4) : 0;
+  }
+  // Where word w's line starts in word row `row` (through an integer: it
+  // may lie before the codes).
+  const uint8_t* Line(int64_t row, int64_t w) const {
+    return reinterpret_cast<const uint8_t*>(codes_ + static_cast<uint64_t>(row * stride_) +
+                                            4 * static_cast<uint64_t>(w - Lane(w)));
+  }
+  // Lines holding `words` words from lane `lane0`, and the lanes of line h
+  // among them.
+  static int64_t Lines(int64_t lane0, int64_t words) { return (lane0 + words + 15) / 16; }
+  static __mmask16 Mask(int64_t h, int64_t lane0, int64_t words) {
+    const auto lo = static_cast<unsigned>(h == 0 ? lane0 : 0);
+    const auto hi = static_cast<unsigned>(std::min<int64_t>(16, lane0 + words - 16 * h));
+    return static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+  }
+
+ private:
+  uintptr_t codes_;
+  int64_t stride_;
+  bool on_;
+};
+
 // Column-packed 4-bit checkpoint words on AVX-512 (AWQ's kAwqColumns, and
 // GPTQ's kGptqColumns with a group map; GPTQ without one: GptqBlockTiles),
 // written as the [N, K] output: tiles of 32 columns (k) by a band of rows
@@ -697,11 +733,7 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
     }
     if (map_groups <= kMapGroups) band_params = band_block;
   }
-  // Where row n's word lies in its 64-byte line (in words; the words are
-  // 4-byte aligned), when every word row puts it at the same offset (S a
-  // multiple of 64); else 0 (loads as if aligned). A 64-byte load from
-  // mid-line touches two lines, and the word rows, S apart, do not stay in
-  // L1 between tiles, so:
+  // Word lines (WordLines; row n's word: n / 8 for AWQ, n for GPTQ):
   //  - AWQ loads a band a whole line at a time from the line's start
   //    (masked to its words; a 32-row float16 tile at rows 32-63 ran at
   //    4.9 G el/s against 8.9 at rows 0-31);
@@ -711,12 +743,8 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
   //    16 bytes past a line: the whole float16 tensor was 1.15x slower).
   // Either way the first band ends at a line boundary, so the others start
   // at one.
-  const auto codes_at = reinterpret_cast<uintptr_t>(plan.codes);
-  const bool line_lanes = S % 64 == 0 && (!kGptq || rb1 - rb0 >= 128);
-  auto lane_of = [&](int64_t n) -> int64_t {
-    const uint64_t word = static_cast<uint64_t>(kGptq ? n : n / 8);
-    return line_lanes ? static_cast<int64_t>((codes_at + 4 * word) % 64 / 4) : 0;
-  };
+  const WordLines word_lines(plan.codes, S, !kGptq || rb1 - rb0 >= 128);
+  auto lane_of = [&](int64_t n) { return word_lines.Lane(kGptq ? n : n / 8); };
   auto band_rows = [&](int64_t n) {
     return std::min(kBand - (kGptq ? 1 : 8) * lane_of(n), rb1 - n);
   };
@@ -774,15 +802,11 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
       // next band's first at a band's end) are prefetched into L2.
       constexpr int64_t kAwqChunk = 128;
       // The band's words are lanes lane0 .. lane0 + words - 1 of `lines`
-      // lines (at most 2) in each word row, the first at line_of(k, n0);
-      // word j of the band is lane (lane0 + j) % 16 of line (lane0 + j) / 16.
+      // lines (at most 2) in each word row k, the first at
+      // word_lines.Line(k, n0 / 8); word j of the band is lane
+      // (lane0 + j) % 16 of line (lane0 + j) / 16.
       const int64_t words = rows / 8, lane0 = lane_of(n0);
-      const int64_t lines = (lane0 + words + 15) / 16;
-      // (Through an integer: the line may start before plan.codes.)
-      auto line_of = [&](int64_t k, int64_t n, int64_t lane) {
-        return reinterpret_cast<const uint8_t*>(codes_at + static_cast<uint64_t>(k * S) +
-                                                4 * static_cast<uint64_t>(n / 8 - lane));
-      };
+      const int64_t lines = WordLines::Lines(lane0, words);
       alignas(64) uint32_t codes[kBand / 128][kAwqChunk / 32][2][16][16];
       auto chunk_end = [&](int64_t k) { return std::min({kb, k + kAwqChunk, (k / G + 1) * G}); };
       // u16 halves of 32 words (a: rows k0 .. k0+15, b: k0+16 .. k0+31):
@@ -800,14 +824,14 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
         const uint8_t* next = nullptr;
         int64_t next_rows = 0, next_lines = 1;
         if (kc1 < kb) {
-          next = line_of(kc1, n0, lane0);
+          next = word_lines.Line(kc1, n0 / 8);
           next_rows = chunk_end(kc1) - kc1;
           next_lines = lines;
         } else if (n0 + rows < rb1) {
           const int64_t n1 = n0 + rows;
-          next = line_of(ka, n1, lane_of(n1));
+          next = word_lines.Line(ka, n1 / 8);
           next_rows = chunk_end(ka) - ka;
-          next_lines = (lane_of(n1) + band_rows(n1) / 8 + 15) / 16;
+          next_lines = WordLines::Lines(lane_of(n1), band_rows(n1) / 8);
         }
         const int64_t line_count = next_rows * next_lines;
         if (g != g_cur) {
@@ -818,13 +842,11 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
           g_cur = g;
         }
         for (int64_t h = 0; h < lines; ++h) {
-          const auto lo = static_cast<unsigned>(h == 0 ? lane0 : 0);
-          const auto hi = static_cast<unsigned>(std::min<int64_t>(16, lane0 + words - 16 * h));
-          const auto m = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+          const __mmask16 m = WordLines::Mask(h, lane0, words);
           for (int t = 0; t < tiles; ++t) {
             const int64_t k0 = kc0 + 32 * t;
             // Line h of rows k0 .. k0+31 (one cache line each).
-            const uint8_t* wp = line_of(k0, n0, lane0) + 64 * h;
+            const uint8_t* wp = word_lines.Line(k0, n0 / 8) + 64 * h;
             __m512 a[16], b[16];
 #pragma GCC unroll 16
             for (int q = 0; q < 16; ++q) {
@@ -1121,31 +1143,18 @@ void GptqBlockTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
   // 16 l.
   alignas(64) uint8_t stage[kMaxBand * kChunk / 2];
   auto chunk_end = [&](int64_t k) { return std::min(kb, (k / kChunk + 1) * kChunk); };
-  // Where row n's word lies in its 64-byte line (in words; the words are
-  // 4-byte aligned), when every word row puts it at the same offset (S a
-  // multiple of 64); else 0 (loads as if aligned). A band's rows are then taken
-  // as lanes lane0 .. lane0 + rows - 1 of whole lines, each loaded from
-  // the line's start (masked to the band's words): a 64-byte load from
-  // mid-line touches two lines (codes 16 bytes past a line: float16 1.2-1.4x
-  // slower). The first band ends at a line boundary, so the others start at
-  // one.
-  const auto codes_at = reinterpret_cast<uintptr_t>(plan.codes);
-  const bool line_lanes = S % 64 == 0;
-  auto lane_of = [&](int64_t n) -> int64_t {
-    return line_lanes ? static_cast<int64_t>((codes_at + 4 * static_cast<uint64_t>(n)) % 64 / 4)
-                      : 0;
-  };
-  auto band_rows = [&](int64_t n) { return std::min(band - lane_of(n), r1 - n); };
-  // (Through an integer: the line may start before plan.codes.)
-  auto line_of = [&](int64_t k, int64_t n, int64_t lane) {
-    return reinterpret_cast<const uint8_t*>(codes_at + static_cast<uint64_t>(k / 8 * S) +
-                                            4 * static_cast<uint64_t>(n - lane));
-  };
+  // Word lines (WordLines; row n's word is n): a band's rows are lanes
+  // lane0 .. lane0 + rows - 1 of whole lines, each loaded from the line's
+  // start, masked to the band's words (codes 16 bytes past a line, loaded
+  // from there: float16 1.2-1.4x slower). The first band ends at a line
+  // boundary, so the others start at one.
+  const WordLines word_lines(plan.codes, S, true);
+  auto band_rows = [&](int64_t n) { return std::min(band - word_lines.Lane(n), r1 - n); };
   for (int64_t n0 = r0, rows = 0; n0 < r1; n0 += rows) {
     rows = band_rows(n0);
     // Row n0 + i is lane (lane0 + i) % 16 of line (lane0 + i) / 16 of the
     // band's `lines` (at most band / 16) in each word row.
-    const int64_t lane0 = lane_of(n0), lines = (lane0 + rows + 15) / 16;
+    const int64_t lane0 = word_lines.Lane(n0), lines = WordLines::Lines(lane0, rows);
     for (int64_t r = n0; r < n0 + rows; ++r) {
       if (c0 < ka) edge(r, c0, ka);
       if (kb < c1) edge(r, kb, c1);
@@ -1158,13 +1167,13 @@ void GptqBlockTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
       const uint8_t* next = nullptr;
       int64_t next_lines = 1, next_tiles = 0;
       if (kc1 < kb) {
-        next = line_of(kc1, n0, lane0);
+        next = word_lines.Line(kc1 / 8, n0);
         next_lines = lines;
         next_tiles = (chunk_end(kc1) - kc1) / 32;
       } else if (n0 + rows < r1) {
         const int64_t n1 = n0 + rows;
-        next = line_of(ka, n1, lane_of(n1));
-        next_lines = (lane_of(n1) + band_rows(n1) + 15) / 16;
+        next = word_lines.Line(ka / 8, n1);
+        next_lines = WordLines::Lines(word_lines.Lane(n1), band_rows(n1));
         next_tiles = (chunk_end(ka) - ka) / 32;
       }
       const int64_t g0 = kc0 / G, g1 = (kc1 - 1) / G;
@@ -1178,11 +1187,9 @@ void GptqBlockTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
       int64_t tile_tab[kChunk / 32];
       for (int64_t t = 0; t < tiles; ++t) tile_tab[t] = ((kc0 + 32 * t) / G - g0) * band;
       for (int64_t b = 0; b < lines; ++b) {
-        const auto lo = static_cast<unsigned>(b == 0 ? lane0 : 0);
-        const auto hi = static_cast<unsigned>(std::min<int64_t>(16, lane0 + rows - 16 * b));
-        const auto m = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+        const __mmask16 m = WordLines::Mask(b, lane0, rows);
         for (int64_t t = 0; t < tiles; ++t) {
-          const uint8_t* wp = line_of(kc0 + 32 * t, n0, lane0) + 64 * b;
+          const uint8_t* wp = word_lines.Line((kc0 + 32 * t) / 8, n0) + 64 * b;
           const __m512i w0 = _mm512_maskz_loadu_epi32(m, wp);
           const __m512i w1 = _mm512_maskz_loadu_epi32(m, wp + S);
           const __m512i w2 = _mm512_maskz_loadu_epi32(m, wp + 2 * S);
