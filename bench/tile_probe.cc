@@ -22,7 +22,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,14 +34,15 @@ namespace {
 
 constexpr int64_t kN = 4096, kK = 4096, kGroup = 128;
 
-struct AlignedBytes {
-  explicit AlignedBytes(size_t n)
-      : p(static_cast<char*>(std::aligned_alloc(64, (n + 127) / 64 * 64))) {}
-  ~AlignedBytes() { std::free(p); }
-  AlignedBytes(const AlignedBytes&) = delete;
-  AlignedBytes& operator=(const AlignedBytes&) = delete;
-  char* p;
-};
+// `bytes` of 64-byte aligned storage (a Tensor's); exits if it fails.
+Tensor AlignedBytes(int64_t bytes) {
+  auto t = Tensor::Allocate(DType::kUInt8, Shape{bytes});
+  if (!t.ok()) {
+    std::fprintf(stderr, "%s\n", t.status().message().c_str());
+    std::exit(1);
+  }
+  return std::move(*t);
+}
 
 std::vector<int64_t> ParseList(const char* s) {
   std::vector<int64_t> v;
@@ -93,11 +93,11 @@ int Main(int argc, char** argv) {
     g_idx = std::move(q->g_idx);
   }
   const TensorView qv = qweight.view(), zv = qzeros.view(), gv = g_idx.view();
-  AlignedBytes codes(qv.size_bytes + 64);
+  Tensor codes = AlignedBytes(static_cast<int64_t>(qv.size_bytes) + 64);
   auto prepare = [&](int64_t offset) {
     TensorView moved = qv;
-    std::memcpy(codes.p + offset, qv.data, qv.size_bytes);
-    moved.data = codes.p + offset;
+    std::memcpy(codes.data_as<char>() + offset, qv.data, qv.size_bytes);
+    moved.data = codes.data_as<char>() + offset;
     if (layout == "awq") return PrepareAwq(kGroup, moved, &zv, scales.view(), out, "probe");
     GptqOptions o;
     o.group_size = kGroup;
@@ -119,7 +119,7 @@ int Main(int argc, char** argv) {
     auto d = prepare(0);
     if (!d.ok()) return std::fprintf(stderr, "%s\n", d.status().message().c_str()), 1;
     const int64_t rows = 256 * 1024 / (kK * out_bytes), inner = 100;
-    AlignedBytes tile(static_cast<size_t>(rows * kK * out_bytes));
+    Tensor tile = AlignedBytes(rows * kK * out_bytes);
     for (const int64_t r0 : list) {
       if (r0 < 0 || r0 + rows > d->rows()) {
         std::fprintf(stderr, "row %lld: out of range\n", static_cast<long long>(r0));
@@ -128,7 +128,7 @@ int Main(int argc, char** argv) {
       bool ok = true;
       const double s = best_of([&] {
         for (int64_t i = 0; i < inner; ++i)
-          ok = d->RunTile(r0, r0 + rows, 0, kK, tile.p, kK).ok() && ok;
+          ok = d->RunTile(r0, r0 + rows, 0, kK, tile.data(), kK).ok() && ok;
       });
       if (!ok) return std::fprintf(stderr, "RunTile failed\n"), 1;
       std::printf("  tile rows %lld-%lld: %.2f\n", static_cast<long long>(r0),
@@ -137,8 +137,8 @@ int Main(int argc, char** argv) {
     }
     return 0;
   }
-  AlignedBytes y(static_cast<size_t>(kN * kK * out_bytes));
-  std::memset(y.p, 0, static_cast<size_t>(kN * kK * out_bytes));
+  Tensor y = AlignedBytes(kN * kK * out_bytes);
+  std::memset(y.data(), 0, y.size_bytes());
   for (const int64_t offset : list) {
     if (offset < 0 || offset >= 64 || offset % 4 != 0) {
       std::fprintf(stderr, "offset %lld: a multiple of 4 in 0..60\n",
@@ -147,7 +147,7 @@ int Main(int argc, char** argv) {
     }
     auto d = prepare(offset);
     if (!d.ok()) return std::fprintf(stderr, "%s\n", d.status().message().c_str()), 1;
-    MutableTensorView yv{out, d->output().shape, y.p, static_cast<size_t>(kN * kK * out_bytes)};
+    MutableTensorView yv{out, d->output().shape, y.data(), y.size_bytes()};
     bool ok = true;
     const double s = best_of([&] { ok = d->Run(yv, 1).ok() && ok; });
     if (!ok) return std::fprintf(stderr, "Run failed\n"), 1;
