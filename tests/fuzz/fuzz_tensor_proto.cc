@@ -8,14 +8,13 @@
 #include "formats/external_data.h"
 #include "formats/onnx.pb.h"
 #include "formats/onnx_tensor.h"
+#include "tests/fuzz/fuzz_util.h"
 
 namespace {
-// A folder holding "w.data" (64 bytes), made once.
+// A private folder holding "w.data" (64 bytes), made once.
 std::string DataDir() {
   static const std::string dir = [] {
-    std::string d = "/tmp/nibble-fuzz-tensor-proto";
-    std::string cmd = "mkdir -p " + d;
-    if (std::system(cmd.c_str()) != 0) return std::string("/nonexistent");
+    const std::string& d = nibble::fuzz::PrivateDir("tensor-proto");
     if (FILE* f = std::fopen((d + "/w.data").c_str(), "wb")) {
       for (int i = 0; i < 64; ++i) std::fputc(i, f);
       std::fclose(f);

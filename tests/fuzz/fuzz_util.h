@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "kernels/plan.h"
@@ -21,15 +23,33 @@ namespace fuzz {
 
 inline constexpr int64_t kMaxElements = int64_t{1} << 18;
 
-// A private folder /tmp/nibble-fuzz-<tag>-XXXXXX, made once per process,
-// for harnesses that go through files.
+// A private folder nibble-fuzz-<tag>-XXXXXX under $TMPDIR (or /tmp), made
+// once per process for harnesses that go through files, and removed with
+// its contents when the process exits normally (a crash leaves it; the
+// finding is saved elsewhere). "/nonexistent" if it cannot be made.
 inline const std::string& PrivateDir(const char* tag) {
-  static const std::string dir = [tag] {
-    std::string tmpl = std::string("/tmp/nibble-fuzz-") + tag + "-XXXXXX";
-    const char* d = ::mkdtemp(&tmpl[0]);
-    return std::string(d ? d : "/tmp");
-  }();
-  return dir;
+  class Dir {
+   public:
+    explicit Dir(const char* tag) {
+      const char* tmp = std::getenv("TMPDIR");
+      std::string tmpl = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
+                         "/nibble-fuzz-" + tag + "-XXXXXX";
+      made_ = ::mkdtemp(&tmpl[0]) != nullptr;
+      path = made_ ? tmpl : std::string("/nonexistent");
+    }
+    Dir(const Dir&) = delete;
+    Dir& operator=(const Dir&) = delete;
+    ~Dir() {
+      std::error_code ec;
+      if (made_) std::filesystem::remove_all(path, ec);
+    }
+    std::string path;
+
+   private:
+    bool made_ = false;
+  };
+  static const Dir dir(tag);
+  return dir.path;
 }
 
 // Runs `d` whole (1 thread) and through the scalar reference, and aborts
