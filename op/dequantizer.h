@@ -34,7 +34,7 @@ namespace nibble {
 // reused for requests of at least half its size). Fresh pages are what a
 // whole-path dequantization of a GPTQ / AWQ layer mostly paid for its
 // parameters: on a virtual machine 0.5-0.7 ms of a 4096 x 4096 GPTQ f16
-// layer, 0.08 ms with the block reused (README "Parameter blocks").
+// layer, 0.08 ms with the block reused (bench/HISTORY.md, "Parameter blocks").
 // ReleaseCachedParameterBlocks() unmaps the calling thread's blocks now;
 // a thread's blocks are unmapped when it exits. Smaller blocks and other
 // systems: operator new. Out of memory: std::bad_alloc. Elements are
