@@ -10,6 +10,9 @@ how many of the n sweeps gave one). For the lowest and highest thread
 count asked for (default: those in the files):
 
   x fill      the kernel's output GB/s over the streaming fill's
+  fill +-%    the fill's spread in each sweep (half its 10th-90th
+              percentile range over its median, in %): over 10 the
+              sweep gives no ratio
   x r+w       ... over the read + write stream's (the layout's input read
               while its output is streamed: what memory allows)
   r+w / fill  the read + write stream over the fill (what the reads cost)
@@ -53,7 +56,7 @@ def main(argv):
                 layout = r["layout"][: -len("-tile")] if is_tile else r["layout"]
                 key = (layout, r["dtype"])
                 for field in ("ratio_stream", "ratio_rw", "rw_gbps", "stream_gbps",
-                              "gelems_per_s", "memcpy_gbps"):
+                              "yardstick_spread", "gelems_per_s", "memcpy_gbps"):
                     r[field]  # every field the table reads
                 if key not in order:
                     order.append(key)
@@ -81,6 +84,7 @@ def main(argv):
             fill_ratio += f" ({ok}/{len(rows)})"
         return [
             fill_ratio,
+            fmt_range([100 * r["yardstick_spread"] for r in rows], 0),
             fmt_range([r["ratio_rw"] for r in rows]),
             fmt_range([r["rw_gbps"] / r["stream_gbps"] for r in rows if r["stream_gbps"] > 0]),
             fmt_range([r["stream_gbps"] for r in rows], 0),
@@ -88,7 +92,7 @@ def main(argv):
         ]
 
     head = ["layout", "out"]
-    names = ["× fill (runs)", "× r+w", "r+w / fill", "fill GB/s", "G el/s"]
+    names = ["× fill (runs)", "fill ±%", "× r+w", "r+w / fill", "fill GB/s", "G el/s"]
     for t in (lo, hi) if hi != lo else (lo,):
         head += [f"{t} thr: {n}" for n in names]
     head.append(f"in cache G el/s, {lo} → {hi} thr (scaling; memcpy's)")
