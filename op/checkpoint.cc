@@ -263,7 +263,10 @@ StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweigh
   // 4 bits with a g_idx where the kernels have tiles for it (AVX-512):
   // the [N, K] view, each column's group from the map.
   if (o.bits == 4 && (st.axis_group.empty() || HasGroupMapColumnTiles())) {
-    return Dequantizer(plan, std::move(st), OutputInfo{internal::OutDTypeOf(ot), {N, K}}, name);
+    Dequantizer d(plan, std::move(st), OutputInfo{internal::OutDTypeOf(ot), {N, K}}, name);
+    d.set_inputs({Dequantizer::InputOf("qweight", &qweight), Dequantizer::InputOf("qzeros", qzeros),
+                  Dequantizer::InputOf("scales", &scales), Dequantizer::InputOf("g_idx", g_idx)});
+    return d;
   }
   // The checkpoint's [K, N] order (words of `per_word` fields along K), one
   // scale row per input channel k (picked by g_idx[k] when given).
@@ -279,6 +282,8 @@ StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweigh
   plan.s_inner = 1;
   Dequantizer d(plan, std::move(st), OutputInfo{internal::OutDTypeOf(ot), {N, K}}, name);
   d.set_output_transposed(true);
+  d.set_inputs({Dequantizer::InputOf("qweight", &qweight), Dequantizer::InputOf("qzeros", qzeros),
+                Dequantizer::InputOf("scales", &scales), Dequantizer::InputOf("g_idx", g_idx)});
   return d;
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("PrepareGptq");
@@ -332,6 +337,8 @@ StatusOr<Dequantizer> PrepareAwq(int64_t group_size, const TensorView& qweight,
   }
   Dequantizer d(plan, std::move(st), OutputInfo{internal::OutDTypeOf(shape->out), {N, K}}, name);
   d.set_output_transposed(!direct);
+  d.set_inputs({Dequantizer::InputOf("qweight", &qweight), Dequantizer::InputOf("qzeros", qzeros),
+                Dequantizer::InputOf("scales", &scales)});
   return d;
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("PrepareAwq");
@@ -533,7 +540,12 @@ StatusOr<Dequantizer> PrepareCompressedTensors(const CompressedTensorsWeight& w,
       plan.axis_group = st.axis_group.data();
     }
   }
-  return Dequantizer(plan, std::move(st), OutputInfo{internal::OutDTypeOf(*ot), {N, K}}, name);
+  Dequantizer d(plan, std::move(st), OutputInfo{internal::OutDTypeOf(*ot), {N, K}}, name);
+  d.set_inputs({Dequantizer::InputOf(w.packed ? "weight_packed" : "weight", w.weight),
+                Dequantizer::InputOf("weight_scale", w.scale),
+                Dequantizer::InputOf("weight_zero_point", w.zero_point),
+                Dequantizer::InputOf("weight_g_idx", w.g_idx)});
+  return d;
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("PrepareCompressedTensors");
 }
@@ -638,7 +650,12 @@ StatusOr<Dequantizer> PrepareBnb4(const Bnb4Weight& w, DType out, const std::str
     plan.s_outer = 0;
     plan.s_axis = 1;
   }
-  return Dequantizer(plan, std::move(st), OutputInfo{internal::OutDTypeOf(*ot), w.shape}, name);
+  Dequantizer d(plan, std::move(st), OutputInfo{internal::OutDTypeOf(*ot), w.shape}, name);
+  d.set_inputs({Dequantizer::InputOf("weight", w.weight), Dequantizer::InputOf("absmax", w.absmax),
+                Dequantizer::InputOf("quant_map", w.quant_map),
+                Dequantizer::InputOf("nested_absmax", w.nested_absmax),
+                Dequantizer::InputOf("nested_quant_map", w.nested_quant_map)});
+  return d;
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("PrepareBnb4");
 }
@@ -778,7 +795,9 @@ StatusOr<Dequantizer> PrepareGgml(uint32_t type, const std::vector<int64_t>& ne,
   plan.inner = 1;
   plan.out = *ot;
   NIBBLE_RETURN_IF_ERROR(kind->lower(data, *n, &plan, &st).WithPrefix(who));
-  return Dequantizer(plan, std::move(st), OutputInfo{internal::OutDTypeOf(*ot), shape}, name);
+  Dequantizer d(plan, std::move(st), OutputInfo{internal::OutDTypeOf(*ot), shape}, name);
+  d.set_inputs({{"the tensor's blocks", data, bytes}});
+  return d;
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("PrepareGgml");
 }

@@ -1,7 +1,9 @@
 #include "op/dequantizer.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <new>
 #include <vector>
@@ -237,6 +239,39 @@ Dequantizer::Dequantizer(const Plan& plan, Storage storage, OutputInfo output, s
   plan_.normal_values = storage_.scales_normal && plan_.NormalWithNormalScales();
 }
 
+void Dequantizer::set_inputs(const std::vector<Input>& inputs) {
+  inputs_.clear();
+  const void* const read[] = {plan_.codes,    plan_.scale,      plan_.zp_int,
+                              plan_.zp_float, plan_.axis_group, plan_.code_values};
+  for (const Input& in : inputs) {
+    if (in.data == nullptr || in.size_bytes == 0) continue;
+    const uintptr_t b = reinterpret_cast<uintptr_t>(in.data), e = b + in.size_bytes;
+    const bool in_place = std::any_of(std::begin(read), std::end(read), [&](const void* p) {
+      const uintptr_t q = reinterpret_cast<uintptr_t>(p);
+      return p != nullptr && q >= b && q < e;
+    });
+    if (in_place) inputs_.push_back(in);
+  }
+}
+
+Status Dequantizer::CheckNoOverlap(const void* out, uint64_t rows, uint64_t row_bytes,
+                                   uint64_t pitch, const std::string& who) const {
+  if (out == nullptr || rows == 0 || row_bytes == 0) return Status::Ok();
+  const uint64_t b = reinterpret_cast<uintptr_t>(out);
+  for (const Input& in : inputs_) {
+    const uint64_t ib = reinterpret_cast<uintptr_t>(in.data), ie = ib + in.size_bytes;
+    // The first run that ends after ib (run i is [b + i * pitch, + row_bytes)):
+    // it meets the input iff it starts before ie; later runs start later.
+    const uint64_t i = ib < b + row_bytes ? 0 : (ib - b - row_bytes) / pitch + 1;
+    if (i < rows && b + i * pitch < ie) {
+      return Status::Error(who + ": the output overlaps " + in.name +
+                           ", which is read while the output is written (use a separate "
+                           "output buffer)");
+    }
+  }
+  return Status::Ok();
+}
+
 Status Dequantizer::Run(const MutableTensorView& y, int threads) const {
   auto who = [this] { return "DequantizeLinear" + (name_.empty() ? "" : " '" + name_ + "'"); };
   if (y.dtype != output_.dtype) {
@@ -254,6 +289,7 @@ Status Dequantizer::Run(const MutableTensorView& y, int threads) const {
                          " bytes, needs " + std::to_string(need));
   }
   if (need > 0 && y.data == nullptr) return Status::Error(who() + ": output Y data is null");
+  NIBBLE_RETURN_IF_ERROR(CheckNoOverlap(y.data, 1, need, need, who()));
   NIBBLE_RETURN_IF_ERROR(CheckThreads(threads).WithPrefix(who()));
   if (output_transposed_) {
     WriteTransposed(y.data, threads, 0, cols());
@@ -276,6 +312,8 @@ Status Dequantizer::RunTransposed(const MutableTensorView& y, int threads) const
   if (y.size_bytes < static_cast<size_t>(rows * cols) * eb || (rows * cols > 0 && !y.data)) {
     return Status::Error(who() + ": transposed output buffer is too small");
   }
+  const uint64_t bytes = static_cast<uint64_t>(rows * cols) * eb;
+  NIBBLE_RETURN_IF_ERROR(CheckNoOverlap(y.data, 1, bytes, bytes, who()));
   NIBBLE_RETURN_IF_ERROR(CheckThreads(threads).WithPrefix(who()));
   WriteTransposed(y.data, threads, 0, this->cols());
   return Status::Ok();
@@ -352,6 +390,8 @@ Status Dequantizer::RunRows(int64_t r0, int64_t r1, void* y, size_t y_bytes, int
   }
   if (n == 0) return Status::Ok();
   if (y == nullptr) return Status::Error(who() + ": output data is null");
+  const auto bytes = static_cast<uint64_t>(n * eb);
+  NIBBLE_RETURN_IF_ERROR(CheckNoOverlap(y, 1, bytes, bytes, who()));
   if (output_transposed_) {
     // Output rows are columns of the view.
     WriteTransposed(y, threads, r0, r1);
@@ -406,6 +446,10 @@ Status Dequantizer::RunTile(int64_t r0, int64_t r1, int64_t c0, int64_t c1, void
   }
   if (r0 == r1 || c0 == c1) return Status::Ok();
   if (out == nullptr) return Status::Error("RunTile: output pointer is null");
+  const auto eb = static_cast<uint64_t>(OutBytes(plan_.out));
+  NIBBLE_RETURN_IF_ERROR(CheckNoOverlap(out, static_cast<uint64_t>(r1 - r0),
+                                        static_cast<uint64_t>(c1 - c0) * eb,
+                                        static_cast<uint64_t>(ld) * eb, "RunTile"));
   DequantizeTile(plan_, r0, r1, c0, c1, out, ld);
   return Status::Ok();
 }

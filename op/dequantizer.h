@@ -7,6 +7,11 @@
 // those buffers must outlive it. Other scale/zero-point types are widened
 // into storage the Dequantizer owns (exactly: every such value is a float32).
 //
+// The output must not overlap a buffer the Dequantizer reads in place (X's
+// codes; a scale or zero point it did not widen): every output entry point
+// refuses such an output with an error naming the input, instead of
+// overwriting codes it has yet to read.
+//
 // Threading: Run() may use OpenMP threads (see `threads`); RunTile() always
 // runs on the caller's thread and never allocates. A Dequantizer is
 // immutable after construction and safe to use from several threads at once.
@@ -124,7 +129,8 @@ class Dequantizer {
   // Single-threaded, allocation-free (it uses up to about 64 KiB of the
   // calling thread's stack: GPTQ tiles stage their rows there), any offsets
   // (mid-group, mid-word); the same bits as Run(). Errors only for
-  // out-of-range arguments.
+  // out-of-range arguments and an output overlapping an input read in
+  // place.
   Status RunTile(int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out, int64_t ld) const;
 
   // Writes rows [r0, r1) of the output along its first dimension (a rank-0
@@ -148,6 +154,21 @@ class Dequantizer {
   // plan's; fewer when rows are padded in memory, as MatMulNBits blocks).
   Dequantizer(const Plan& plan, Storage storage, OutputInfo output, std::string name,
               int64_t cols = -1);
+  // A caller's buffer given to the front end, for the overlap check: its
+  // name in messages ("input X") and its bytes.
+  struct Input {
+    std::string name;
+    const void* data = nullptr;
+    size_t size_bytes = 0;
+  };
+  // Records the inputs whose bytes the plan reads in place (those holding
+  // one of its pointers); the others were copied, and the caller may free
+  // and reuse their memory. Front ends list every caller buffer.
+  void set_inputs(const std::vector<Input>& inputs);
+  // The Input of view `v` (none when v is null).
+  static Input InputOf(std::string name, const TensorView* v) {
+    return v ? Input{std::move(name), v->data, v->size_bytes} : Input{};
+  }
   // Marks output() as the transpose of the view (see output_transposed()).
   void set_output_transposed(bool t) { output_transposed_ = t; }
   // Makes output() the transpose of the 2-D view, shape (cols(), rows()):
@@ -161,7 +182,13 @@ class Dequantizer {
  private:
   // View columns [c_begin, c_end) written as output rows.
   void WriteTransposed(void* dst, int threads, int64_t c_begin, int64_t c_end) const;
+  // An error prefixed by `who` when an output of `rows` runs of
+  // `row_bytes` bytes, `pitch` bytes apart from `out` (pitch >= row_bytes),
+  // meets an input the plan reads in place.
+  Status CheckNoOverlap(const void* out, uint64_t rows, uint64_t row_bytes, uint64_t pitch,
+                        const std::string& who) const;
   bool output_transposed_ = false;
+  std::vector<Input> inputs_;  // read in place (set_inputs)
   Plan plan_;
   int64_t cols_ = 0;
   Storage storage_;

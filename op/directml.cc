@@ -189,7 +189,10 @@ StatusOr<Dequantizer> PrepareBroadcastDequantize(const TensorView& input, const 
     plan.scale = storage.scale.data();
     plan.zp_int = has_zp ? storage.zp_int.data() : nullptr;
   }
-  return Dequantizer(plan, std::move(storage), OutputInfo{out, d}, name);
+  Dequantizer deq(plan, std::move(storage), OutputInfo{out, d}, name);
+  deq.set_inputs({Dequantizer::InputOf("input", &input), Dequantizer::InputOf("scale", &scale),
+                  Dequantizer::InputOf("zero point", zero_point)});
+  return deq;
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("PrepareBroadcastDequantize");
 }

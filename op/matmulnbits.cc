@@ -121,7 +121,10 @@ StatusOr<Dequantizer> PrepareMatMulNBits(const MatMulNBitsAttributes& a, const T
         internal::WidenFloatZeroPoint(*zp, "input zero_points", &storage.zp_float, &plan.zp_float)
             .WithPrefix(who));
   }
-  return Dequantizer(plan, std::move(storage), OutputInfo{out_dtype, {a.N, a.K}}, name, a.K);
+  Dequantizer d(plan, std::move(storage), OutputInfo{out_dtype, {a.N, a.K}}, name, a.K);
+  d.set_inputs({Dequantizer::InputOf("input B", &b), Dequantizer::InputOf("input scales", &scales),
+                Dequantizer::InputOf("input zero_points", zp)});
+  return d;
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("PrepareMatMulNBits");
 }

@@ -328,7 +328,11 @@ StatusOr<Dequantizer> PrepareOnnx(const OnnxDequantizeAttributes& attrs, const T
                                  .WithPrefix(who));
     }
   }
-  return Dequantizer(plan, std::move(storage), a.output, options.name);
+  Dequantizer deq(plan, std::move(storage), a.output, options.name);
+  deq.set_inputs({Dequantizer::InputOf("input x", &x),
+                  Dequantizer::InputOf("input x_scale", &scale),
+                  Dequantizer::InputOf("input x_zero_point", zero_point)});
+  return deq;
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("PrepareOnnx");
 }

@@ -261,7 +261,10 @@ StatusOr<Dequantizer> PreparePmx(const PmxAttributes& attrs, const TensorView& x
                                                          &storage.zp_float, &plan.zp_float)
                                .WithPrefix(who));
   }
-  return Dequantizer(plan, std::move(storage), a.output, options.name);
+  Dequantizer d(plan, std::move(storage), a.output, options.name);
+  d.set_inputs({Dequantizer::InputOf("input X", &x), Dequantizer::InputOf("input Scale", &scale),
+                Dequantizer::InputOf("input ZeroPoint", zero_point)});
+  return d;
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("PreparePmx");
 }

@@ -62,6 +62,27 @@ int main(void) {
   CHECK(st != NULL && strstr(nibble_status_message(st), "outside") != NULL);
   nibble_status_free(st);
   nibble_dequantizer_free(d);
+  {
+    /* An output over the codes it reads ("in place") is refused; one just
+       after them is not. */
+    union {
+      unsigned char b[64];
+      float f[16];
+    } arena;
+    memset(arena.b, 0, sizeof arena.b);
+    memcpy(arena.b, x_bytes, sizeof x_bytes);
+    nibble_tensor xa = {NIBBLE_INT16, 2, x_shape, arena.b, sizeof x_bytes};
+    nibble_dequantizer* di = NULL;
+    CHECK(nibble_prepare_pmx(&a, &xa, &s, NULL, 0, "in place", &di) == NULL);
+    st = nibble_dequantize(di, arena.f, 32, 1);
+    CHECK(st != NULL && strstr(nibble_status_message(st), "the output overlaps input X") != NULL);
+    CHECK(nibble_status_code(st) == NIBBLE_STATUS_INVALID);
+    nibble_status_free(st);
+    CHECK(memcmp(arena.b, x_bytes, sizeof x_bytes) == 0);
+    CHECK(nibble_dequantize(di, arena.f + 1, 32, 1) == NULL);
+    CHECK(arena.f[1] == -4.0f && arena.f[2] == 3.5f);
+    nibble_dequantizer_free(di);
+  }
 
   a.quant_data_type = "int3";
   st = nibble_prepare_pmx(&a, &x, &s, NULL, 0, "bad", &d);

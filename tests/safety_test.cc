@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -297,6 +298,73 @@ TEST_CASE("A model that cannot be named puts back the data file it replaced") {
   }
   CHECK(entries == 2);  // the folder and the data file, nothing else
   fs::remove_all(d);
+}
+
+TEST_CASE("An output overlapping an input read in place is refused but not one over a copied input") {
+  // int8 x [8, 64] per row (axis 0), float32 output: 2 KiB of output from
+  // 512 bytes of codes, all in one arena so that the output can be placed
+  // over each input.
+  constexpr int64_t kR = 8, kC = 64;
+  alignas(64) static uint8_t arena[1 << 16];
+  uint8_t* const x = arena + 8192;  // codes
+  auto* const s32 = reinterpret_cast<float*>(arena + 16384);
+  auto* const s16 = reinterpret_cast<uint16_t*>(arena + 20480);
+  for (int64_t i = 0; i < kR * kC; ++i) x[i] = static_cast<uint8_t>(i * 7 - 100);
+  for (int64_t r = 0; r < kR; ++r) {
+    s32[r] = 0.25f * static_cast<float>(r + 1);
+    s16[r] = static_cast<uint16_t>(0x3400 + 0x400 * r);  // 0.25, 0.5, 1, ...
+  }
+  OnnxDequantizeAttributes a;
+  a.axis = 0;
+  a.has_axis = true;
+  const TensorView xv{DType::kInt8, {kR, kC}, x, kR * kC};
+  const size_t out_bytes = kR * kC * 4;
+  auto out_at = [&](uint8_t* p) {
+    return MutableTensorView{DType::kFloat32, {kR, kC}, p, out_bytes};
+  };
+  std::vector<float> want(static_cast<size_t>(kR * kC));
+  {  // float32 scales: read in place
+    auto d = PrepareOnnx(a, xv, {DType::kFloat32, {kR}, s32, kR * 4}, nullptr, {});
+    REQUIRE(d.ok());
+    REQUIRE(d->Run(MutableTensorView{DType::kFloat32, {kR, kC}, want.data(), out_bytes}, 1).ok());
+    const Status in_x = d->Run(out_at(x - 100), 1);
+    CHECK(in_x.message() ==
+          "DequantizeLinear: the output overlaps input x, which is read while the output is "
+          "written (use a separate output buffer)");
+    CHECK(d->Run(out_at(arena + 16384 + 4 * kR - out_bytes), 1)
+              .message()
+              .find("overlaps input x_scale") != std::string::npos);
+    REQUIRE(d->Run(out_at(x + kR * kC), 1).ok());  // just past the codes
+    CHECK(std::memcmp(x + kR * kC, want.data(), out_bytes) == 0);
+    CHECK(d->Run(out_at(x - out_bytes), 1).ok());  // just before them
+    CHECK_FALSE(d->RunRows(2, 3, x + 10, 4 * kC, 1).ok());
+    CHECK_FALSE(
+        d->RunTransposed(MutableTensorView{DType::kFloat32, {kC, kR}, x, out_bytes}, 1).ok());
+    // Tiles of 16 floats a row, `ld` apart: the codes between two rows
+    // are allowed; a row over them is refused.
+    uint8_t* const t0 = x - 16 * 4 - 16;                  // row 0 ends 16 bytes before x
+    const int64_t ld = (kR * kC + 16 * 4 + 16 + 16) / 4;  // row 1 starts 16 bytes past the codes
+    CHECK(d->RunTile(0, 2, 0, 16, t0, ld).ok());
+    const Status tile = d->RunTile(0, 2, 0, 16, t0, ld - 8);
+    CHECK(tile.message().rfind("RunTile: the output overlaps input x,", 0) == 0);
+    CHECK(d->RunTile(0, 1, 0, 16, t0, ld - 8).ok());  // one row: ends before x
+    for (int64_t i = 0; i < kR * kC; ++i) {           // the refusals wrote nothing
+      CHECK(x[i] == static_cast<uint8_t>(i * 7 - 100));
+    }
+  }
+  {  // float16 scales (and output) are widened into the Dequantizer: the
+     // caller's scale memory is free to hold the output
+    auto d = PrepareOnnx(a, xv, {DType::kFloat16, {kR}, s16, kR * 2}, nullptr, {});
+    REQUIRE(d.ok());
+    const size_t h_bytes = kR * kC * 2;
+    auto h_at = [&](void* p) { return MutableTensorView{DType::kFloat16, {kR, kC}, p, h_bytes}; };
+    std::vector<uint16_t> sep(static_cast<size_t>(kR * kC));
+    REQUIRE(d->Run(h_at(sep.data()), 1).ok());
+    uint8_t* const over = reinterpret_cast<uint8_t*>(s16) - 64;
+    REQUIRE(d->Run(h_at(over), 1).ok());
+    CHECK(std::memcmp(over, sep.data(), h_bytes) == 0);
+    CHECK_FALSE(d->Run(h_at(x + 1), 1).ok());  // the codes are still read in place
+  }
 }
 
 TEST_CASE("Thread counts are checked") {

@@ -73,6 +73,19 @@ oom = subprocess.run([sys.executable, "-c", textwrap.dedent("""
 check("allocation failure is MemoryError",
       oom.stdout.strip() == "MemoryError: out of memory in PrepareOnnx")
 check("rows/cols", (d.rows, d.cols, tuple(d.shape), d.dtype) == (64, 256, (64, 256), "float32"))
+# Dequantizing "in place" (out over the codes it reads) is refused.
+arena = np.zeros(2 * 64 * 256 * 4, np.uint8)
+codes = arena[: q["x"].nbytes].view(q["x"].dtype).reshape(q["x"].shape)
+codes[...] = q["x"]
+d_in = nibble.Dequantizer.pmx(codes, q["scale"], **q["attrs"])
+try:
+    d_in.run(out=arena[: 64 * 256 * 4].view(np.float32).reshape(64, 256))
+    check("in-place output rejected", False)
+except ValueError as e:
+    check("in-place output message", "the output overlaps input X" in str(e))
+check("codes unchanged", np.array_equal(codes, q["x"]))
+after = arena[q["x"].nbytes:q["x"].nbytes + 64 * 256 * 4].view(np.float32).reshape(64, 256)
+check("output just after the codes", d_in.run(out=after) is not None and np.array_equal(after, whole))
 
 # ONNX: uint8 per-axis with zero point, and packed int4 blocked.
 xu = rng.integers(0, 256, (3, 40), dtype=np.uint8)
