@@ -33,6 +33,7 @@
 #include "op/pmx.h"
 #include "op/quantize.h"
 #include "op/quantize_checkpoint.h"
+#include "tools/cli_checks.h"
 #include "tools/dtype_option.h"
 
 #ifdef _OPENMP
@@ -629,7 +630,8 @@ void InCacheRows(const Dequantizer& prep, const std::string& lname, int64_t grou
 void AddBenchOptions(CLI::App* app, BenchOptions* o) {
   app->add_option("--group-sizes", o->group_sizes, "Group sizes (0 = per-channel)")
       ->delimiter(',')
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(AtLeast(0, "a group size is a positive count, or 0 for per-channel", "SIZE"));
   app->add_option("--dtype", o->dtypes,
                   "Output types: f32,f16,bf16 (also fp16, float16, half, ...)")
       ->delimiter(',')
@@ -665,7 +667,7 @@ void AddBenchOptions(CLI::App* app, BenchOptions* o) {
   app->add_option("--shape", o->shape, "Logical weight shape N,K")->capture_default_str();
   app->add_option("--reps", o->reps, "Timed repetitions per row (median reported)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1000000));
   app->add_option("--format", o->format, "table, json or csv")
       ->capture_default_str()
       ->check(CLI::IsMember({"table", "json", "csv"}));
@@ -740,6 +742,18 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
     if (fs::weakly_canonical(opt.out + ".json", ec).parent_path() == wd) {
       err << "nibble bench: --out '" << opt.out << "' would write into the folder of --weights '"
           << opt.weights << "': choose another folder\n";
+      return 1;
+    }
+  }
+  // ... and its folder exists and is writable before minutes of runs.
+  if (!opt.out.empty()) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::path dir = fs::path(opt.out + ".json").parent_path();
+    if (dir.empty()) dir = ".";
+    if (!fs::is_directory(dir, ec) || ::access(dir.c_str(), W_OK) != 0) {
+      err << "nibble bench: --out '" << opt.out << "': '" << dir.string()
+          << "' is not a folder this process can write to\n";
       return 1;
     }
   }

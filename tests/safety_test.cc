@@ -300,7 +300,7 @@ TEST_CASE("A model that cannot be named puts back the data file it replaced") {
   fs::remove_all(d);
 }
 
-TEST_CASE("An output overlapping an input read in place is refused but not one over a copied input") {
+TEST_CASE("An output over an input read in place is refused (not over a copied one)") {
   // int8 x [8, 64] per row (axis 0), float32 output: 2 KiB of output from
   // 512 bytes of codes, all in one arena so that the output can be placed
   // over each input.

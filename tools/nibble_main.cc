@@ -26,6 +26,7 @@
 #include "op/pmx.h"
 #include "op/quantize.h"
 #include "op/version.h"
+#include "tools/cli_checks.h"
 #include "tools/dtype_option.h"
 #include "tools/node_test_runner.h"
 
@@ -466,7 +467,7 @@ int Main(int argc, char** argv) {
   demo->add_option("--shape", demo_shape, "Logical weight shape N,K")->capture_default_str();
   demo->add_option("--group-size", demo_group, "Group size along K")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(nibble::AtLeast(1, "must be a positive integer", "POSITIVE"));
   demo->add_option("--threads", demo_threads, "0 = all cores, 1 = this thread, n = n threads")
       ->capture_default_str()
       ->check(kThreadRange);
@@ -531,7 +532,7 @@ int Main(int argc, char** argv) {
   dequant
       ->add_option("--max-shard-size", dq_opts.max_shard_bytes,
                    "Model folders: largest shard in bytes (default 5000000000)")
-      ->check(CLI::PositiveNumber);
+      ->check(nibble::AtLeast(1, "must be a positive number of bytes", "POSITIVE"));
   dequant
       ->add_option("--dtype", dq_dtype,
                    "Output type of every float tensor (default: the scales' / model's type for "
