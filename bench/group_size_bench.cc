@@ -636,7 +636,7 @@ void AddBenchOptions(CLI::App* app, BenchOptions* o) {
                   "Output types: f32,f16,bf16 (also fp16, float16, half, ...)")
       ->delimiter(',')
       ->capture_default_str()
-      ->transform(CLI::CheckedTransformer(DTypeSpellings(), CLI::ignore_case));
+      ->transform(DTypeOption());
   app->add_option("--threads", o->threads, "Thread counts (0 = all cores)")
       ->delimiter(',')
       ->capture_default_str()

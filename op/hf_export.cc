@@ -70,6 +70,7 @@ const char* TorchDTypeName(DType d) {
 }
 
 Status CheckHfOutputFolder(const std::string& out_dir, const std::string& who) {
+  if (out_dir.empty()) return Status::Error(who + ": output path is empty");
   struct stat st;
   if (::lstat(out_dir.c_str(), &st) == 0) {
     std::error_code ec;

@@ -45,7 +45,7 @@ struct HfFolderItem {
 // Files copied verbatim into an output folder are at most this large.
 inline constexpr uint64_t kMaxCopiedFileBytes = uint64_t{256} << 20;
 
-// OK when `out_dir` does not exist or is an empty folder.
+// OK when `out_dir` is a path that does not exist or an empty folder.
 Status CheckHfOutputFolder(const std::string& out_dir, const std::string& who);
 
 // Writes a Hugging Face model folder `out_dir` (absent or empty; it

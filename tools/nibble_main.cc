@@ -537,7 +537,7 @@ int Main(int argc, char** argv) {
       ->add_option("--dtype", dq_dtype,
                    "Output type of every float tensor (default: the scales' / model's type for "
                    "Hugging Face checkpoints, f32 for GGUF; float copies keep theirs)")
-      ->transform(CLI::CheckedTransformer(nibble::DTypeSpellings(), CLI::ignore_case));
+      ->transform(nibble::DTypeOption());
   dequant->add_option("--tensors", dq_opts.tensors,
                       "Only tensors whose input name (GGUF name, '<prefix>.qweight', ...) "
                       "matches this regex");
