@@ -1,18 +1,32 @@
-// Files that appear at their destination only when complete.
+// Files and folders that appear at their destination only when complete.
 //
 // AtomicFile writes into an unnamed temporary in the destination's folder
 // (O_TMPFILE): if the process dies at any point — error, crash, SIGKILL,
 // power loss before Publish() — nothing is left behind. Publish() fsyncs
 // and links the data to the destination when nothing is there (one atomic
-// step, no temporary name), or links it as "<dest>.tmp-<pid>" and renames
+// step, no temporary name), or links it under a temporary name and renames
 // that over the existing file (a SIGKILL in that instant can leave the
-// temporary name). On file systems without O_TMPFILE the temporary is
-// named from the start (a SIGKILL can then leave "<dest>.tmp-<pid>"; every
-// error path removes it).
+// temporary name). On file systems without O_TMPFILE (NFS, some FUSE
+// mounts) the temporary is named from the start.
+//
+// AtomicFolder writes a model folder into a temporary sibling folder and
+// renames it into place at the end.
+//
+// Temporary names: "<dest>.nibble-tmp-<host>-<pid>-<6 random characters>",
+// created exclusively (O_EXCL / mkdtemp): two writers — threads or
+// processes — never share or delete each other's temporaries, and nibble
+// never removes anything it did not create, with one exception: a
+// temporary of `dest` left by a nibble process of this host that no longer
+// runs (SIGKILL, power loss, a crash) is removed by the next run writing
+// `dest` (RemoveStaleTemporaries, which returns what it removed so the
+// caller can say so). Errors and interruptions remove the run's own
+// temporaries before it returns.
 #ifndef NIBBLE_FORMATS_ATOMIC_FILE_H_
 #define NIBBLE_FORMATS_ATOMIC_FILE_H_
 
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,15 +37,21 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 
 namespace nibble {
 
-// "<path>.tmp-<pid>": the temporary name beside `path`.
-inline std::string TempNameFor(const std::string& path) {
-  return path + ".tmp-" + std::to_string(::getpid());
-}
+// The prefix of every temporary beside `dest` (trailing slashes dropped):
+// "<dest>.nibble-tmp-<host>-<pid>-"; a temporary adds 6 random characters.
+std::string TempPrefixFor(const std::string& dest);
+
+// Removes the temporaries of `dest` (files or folders named
+// "<dest>.nibble-tmp-<host>-<pid>-XXXXXX") whose host is this one and whose
+// process no longer runs, and returns their paths. Others — another host's,
+// a live process's, this process's own — are left alone.
+std::vector<std::string> RemoveStaleTemporaries(const std::string& dest);
 
 class AtomicFile {
  public:
@@ -43,22 +63,24 @@ class AtomicFile {
     if (!published_ && !temp_.empty()) std::remove(temp_.c_str());
   }
 
-  // Opens the temporary for `dest` (nothing exists at `dest` until Publish).
-  Status Create(const std::string& dest) {
+  // Opens the temporary for `dest` (nothing exists at `dest` until Publish),
+  // after removing `dest`'s stale temporaries (their paths added to
+  // *removed, if given).
+  Status Create(const std::string& dest, std::vector<std::string>* removed = nullptr) {
     dest_ = dest;
+    std::vector<std::string> stale = RemoveStaleTemporaries(dest);
+    if (removed != nullptr) removed->insert(removed->end(), stale.begin(), stale.end());
     const auto slash = dest.rfind('/');
     const std::string dir = slash == std::string::npos ? "." : dest.substr(0, slash + 1);
 #ifdef O_TMPFILE
     fd_ = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
 #endif
     if (fd_ < 0) {  // no O_TMPFILE here: a named temporary
-      temp_ = TempNameFor(dest);
-      fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (fd_ < 0) {
-        const std::string err = std::strerror(errno);
-        temp_.clear();
-        return Status::Error("cannot create '" + dest + "': " + err);
-      }
+      std::string name = TempPrefixFor(dest) + "XXXXXX";
+      fd_ = ::mkostemp(&name[0], O_CLOEXEC);
+      if (fd_ < 0) return Status::Error("cannot create '" + dest + "': " + std::strerror(errno));
+      (void)::fchmod(fd_, 0644 & ~CurrentUmask());
+      temp_ = name;
     }
     return Status::Ok();
   }
@@ -120,12 +142,17 @@ class AtomicFile {
       if (errno != EEXIST) {
         return Status::Error("cannot create '" + dest_ + "': " + std::strerror(errno));
       }
-      temp_ = TempNameFor(dest_);
-      std::remove(temp_.c_str());
-      if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, temp_.c_str(), AT_SYMLINK_FOLLOW) != 0) {
-        const std::string err = std::strerror(errno);
-        temp_.clear();
-        return Status::Error("cannot create '" + dest_ + "': " + err);
+      // A unique temporary name (retried while taken), renamed over the
+      // existing file.
+      for (int attempt = 0;; ++attempt) {
+        std::string name = TempPrefixFor(dest_) + RandomSuffix();
+        if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0) {
+          temp_ = name;
+          break;
+        }
+        if (errno != EEXIST || attempt >= 100) {
+          return Status::Error("cannot create '" + dest_ + "': " + std::strerror(errno));
+        }
       }
     }
     if (std::rename(temp_.c_str(), dest_.c_str()) != 0) {
@@ -137,6 +164,11 @@ class AtomicFile {
 
   uint64_t offset() const { return offset_; }
   const std::string& dest() const { return dest_; }
+
+  // The process's file creation mask (read without changing it).
+  static mode_t CurrentUmask();
+  // 6 random characters for a temporary name.
+  static std::string RandomSuffix();
 
  private:
   // Every kWritebackBytes written, asks the kernel to start writing them to
@@ -168,6 +200,31 @@ class AtomicFile {
   int fd_ = -1;
   uint64_t offset_ = 0;
   uint64_t writeback_ = 0;  // bytes before it: writeback started
+  bool published_ = false;
+};
+
+// A model folder written into a unique temporary sibling folder
+// ("<dest>.nibble-tmp-...", see above) and renamed into place by Publish().
+// Until then nothing exists at `dest`; the destructor removes the
+// temporary folder (and only it) unless it was published.
+class AtomicFolder {
+ public:
+  AtomicFolder() = default;
+  AtomicFolder(const AtomicFolder&) = delete;
+  AtomicFolder& operator=(const AtomicFolder&) = delete;
+  ~AtomicFolder();
+
+  // Removes `dest`'s stale temporaries (their paths in *removed, if given),
+  // then creates this run's temporary folder. `dest` must have been checked
+  // (CheckOutputFolder).
+  Status Create(const std::string& dest, std::vector<std::string>* removed = nullptr);
+  // The temporary folder files are written into.
+  const std::string& path() const { return temp_; }
+  // Renames the temporary folder to `dest` (absent, or an empty folder).
+  Status Publish();
+
+ private:
+  std::string dest_, temp_;
   bool published_ = false;
 };
 

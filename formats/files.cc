@@ -1,5 +1,6 @@
 #include "formats/files.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/stat.h>
@@ -16,6 +17,7 @@ namespace nibble {
 namespace {
 
 const char* KindOf(mode_t m) {
+  if (S_ISREG(m)) return "a regular file";
   if (S_ISDIR(m)) return "a directory";
   if (S_ISFIFO(m)) return "a FIFO";
   if (S_ISCHR(m)) return "a character device";
@@ -212,10 +214,39 @@ StatusOr<std::string> PathInside(const std::string& dir, const std::string& name
   return joined;
 }
 
-Status CheckOutputPath(const std::string& path, const InputFiles& inputs, const std::string& what) {
+namespace {
+
+// The checks every output path shares: not empty, no NUL byte, and its
+// folder exists and is a folder. `path` may end in '/'.
+Status CheckOutputCommon(const std::string& path, const std::string& what) {
   if (path.empty()) return Status::Error(what + " path is empty");
   if (path.find('\0') != std::string::npos) {
     return Status::Error(what + " '" + EscapeBytes(path) + "': the path holds a NUL byte");
+  }
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const auto slash = p.rfind('/');
+  const std::string dir =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : p.substr(0, slash));
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) {
+    return Status::Error("cannot write " + what + " '" + EscapeBytes(path) + "': its folder '" +
+                         EscapeBytes(dir) + "': " + std::strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return Status::Error("cannot write " + what + " '" + EscapeBytes(path) + "': '" +
+                         EscapeBytes(dir) + "' is " + KindOf(st.st_mode) + ", not a folder");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckOutputPath(const std::string& path, const InputFiles& inputs, const std::string& what) {
+  NIBBLE_RETURN_IF_ERROR(CheckOutputCommon(path, what));
+  if (path.back() == '/') {
+    return Status::Error(what + " '" + EscapeBytes(path) +
+                         "' ends in '/' (a folder), but this output is one file");
   }
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) {
@@ -235,6 +266,52 @@ Status CheckOutputPath(const std::string& path, const InputFiles& inputs, const 
   if (const std::string* in = inputs.Find(IdOf(st))) {
     return Status::Error(what + " '" + EscapeBytes(path) + "' is the input file '" +
                          EscapeBytes(*in) + "' (same file); the input is never modified");
+  }
+  return Status::Ok();
+}
+
+Status CheckOutputFolder(const std::string& path, const InputFiles& inputs,
+                         const std::string& what) {
+  NIBBLE_RETURN_IF_ERROR(CheckOutputCommon(path, what));
+  struct stat st;
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  if (::lstat(p.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Status::Ok();
+    return Status::Error("cannot write " + what + " '" + EscapeBytes(path) +
+                         "': " + std::strerror(errno));
+  }
+  if (S_ISLNK(st.st_mode)) {
+    return Status::Error(what + " '" + EscapeBytes(path) +
+                         "' is a symbolic link; a model folder is published by renaming a "
+                         "finished folder into place, which would replace the link itself: give "
+                         "the link's target path");
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    if (const std::string* in = inputs.Find(IdOf(st))) {
+      return Status::Error(what + " '" + EscapeBytes(path) + "' is the input file '" +
+                           EscapeBytes(*in) + "' (same file); the input is never modified");
+    }
+    return Status::Error(what + " '" + EscapeBytes(path) + "' exists and is " + KindOf(st.st_mode) +
+                         ", not a folder (a model folder is written here: give a new path, or "
+                         "an empty folder)");
+  }
+  DIR* d = ::opendir(p.c_str());
+  if (d == nullptr) {
+    return Status::Error("cannot write " + what + " '" + EscapeBytes(path) +
+                         "': " + std::strerror(errno));
+  }
+  bool empty = true;
+  while (const dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
+      empty = false;
+      break;
+    }
+  }
+  ::closedir(d);
+  if (!empty) {
+    return Status::Error(what + " '" + EscapeBytes(path) +
+                         "' is a folder that is not empty (give a new path, or an empty folder)");
   }
   return Status::Ok();
 }

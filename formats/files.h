@@ -94,13 +94,24 @@ bool IsDirectory(const std::string& path);
 StatusOr<std::string> PathInside(const std::string& dir, const std::string& name,
                                  const std::string& what);
 
-// Checks an output path before anything is written: it must not exist, or
-// be a regular file that is none of `inputs`. Symbolic links are refused
-// (nibble replaces outputs atomically by rename, which would replace the
-// link, not its target: name the target instead), and so are FIFOs,
-// devices, sockets and directories. `what` names the option ("output").
+// The output checks of every command (dequant, fold, bench), made before
+// any work. Both refuse an empty path, a NUL byte, and a path whose folder
+// does not exist or is not a folder (the message carries errno's text);
+// `what` names the option ("output", "--out", "external data output").
+//
+// A file output: it must not exist, or be a regular file that is none of
+// `inputs`. Symbolic links are refused (nibble replaces outputs atomically
+// by rename, which would replace the link, not its target: name the
+// target instead), and so are FIFOs, devices, sockets, directories and a
+// path ending in '/'.
 Status CheckOutputPath(const std::string& path, const InputFiles& inputs,
                        const std::string& what = "output");
+// A folder output (a model folder, published by renaming a finished
+// temporary folder into place): it must not exist, or be an empty folder;
+// a symbolic link, a file (an input or not) or a non-empty folder is
+// refused. A trailing '/' is allowed.
+Status CheckOutputFolder(const std::string& path, const InputFiles& inputs,
+                         const std::string& what = "output");
 
 // `s` with every byte that is not printable ASCII or part of valid UTF-8
 // written as \xNN, and control characters escaped: safe to print.

@@ -4,7 +4,8 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
-#include <set>
+#include <string_view>
+#include <unordered_set>
 
 namespace nibble {
 
@@ -253,8 +254,10 @@ StatusOr<std::shared_ptr<GgufFile>> GgufFile::Open(const std::string& path, Inpu
   if (!file.ok()) return file.status();
   const uint64_t size = (*file)->size();
   // Parse a prefix of the file, growing it while the header needs more
-  // (metadata such as tokenizer arrays can be many megabytes).
-  uint64_t prefix = std::min<uint64_t>(size, uint64_t{1} << 20);
+  // (metadata such as tokenizer arrays can be many megabytes), up to
+  // kMaxGgufHeaderBytes.
+  const uint64_t most = std::min<uint64_t>(size, kMaxGgufHeaderBytes);
+  uint64_t prefix = std::min<uint64_t>(most, uint64_t{1} << 20);
   for (;;) {
     std::shared_ptr<GgufFile> f(new GgufFile());
     f->file_ = *file;
@@ -268,7 +271,12 @@ StatusOr<std::shared_ptr<GgufFile>> GgufFile::Open(const std::string& path, Inpu
     const Status st = f->Parse();
     if (st.ok()) return f;
     if (!f->need_more_ || prefix == size) return st;
-    prefix = std::min<uint64_t>(size, prefix * 4);
+    if (prefix == most) {
+      return Status::Error("GGUF '" + EscapeBytes(path) + "': the header (metadata and tensor " +
+                           "infos) is larger than " + std::to_string(kMaxGgufHeaderBytes) +
+                           " bytes, the most nibble reads (a model's is a few MB)");
+    }
+    prefix = std::min<uint64_t>(most, prefix * 4);
   }
 }
 
@@ -343,11 +351,26 @@ Status GgufFile::Parse() {
     return Status::Error(who + ": metadata count " + std::to_string(n_kv) +
                          " cannot fit in the file");
   }
-  std::set<std::string> keys;
+  if (n_kv > kMaxGgufKeys) {
+    return Status::Error(who + ": " + std::to_string(n_kv) + " metadata keys, more than the " +
+                         std::to_string(kMaxGgufKeys) + " nibble reads (models have tens)");
+  }
+  if (n_tensors > kMaxGgufTensors) {
+    return Status::Error(who + ": " + std::to_string(n_tensors) + " tensors, more than the " +
+                         std::to_string(kMaxGgufTensors) +
+                         " nibble reads (models have a few thousand)");
+  }
+  // Reserved up front (bounded above), so the keys and names the duplicate
+  // checks view never move.
+  kv_.reserve(static_cast<size_t>(n_kv));
+  std::unordered_set<std::string_view> keys;
+  keys.reserve(static_cast<size_t>(n_kv));
   for (uint64_t k = 0; k < n_kv; ++k) {
     std::string key;
     NIBBLE_RETURN_IF_ERROR(r.String(&key, "metadata key"));
-    if (!keys.insert(key).second) return Status::Error(who + ": metadata key '" + key + "' twice");
+    if (keys.count(key)) {
+      return Status::Error(who + ": metadata key '" + EscapeBytes(key) + "' twice");
+    }
     uint32_t t;
     NIBBLE_RETURN_IF_ERROR(r.Get(&t, "metadata type"));
     if (t > 12) {
@@ -363,17 +386,24 @@ Status GgufFile::Parse() {
       alignment_ = v.u;
     }
     kv_.emplace_back(std::move(key), std::move(v));
+    keys.insert(kv_.back().first);
   }
   if (n_tensors > r.file_left() / 24) {
     return Status::Error(who + ": tensor count " + std::to_string(n_tensors) +
                          " cannot fit in the file");
   }
-  std::set<std::string> names;
+  tensors_.reserve(static_cast<size_t>(n_tensors));
+  std::unordered_set<std::string_view> names;
+  names.reserve(static_cast<size_t>(n_tensors));
   for (uint64_t k = 0; k < n_tensors; ++k) {
     GgufTensor t;
     NIBBLE_RETURN_IF_ERROR(r.String(&t.name, "tensor name"));
-    const std::string tw = who + ": tensor '" + t.name + "'";
-    if (!names.insert(t.name).second) return Status::Error(tw + " appears twice");
+    const std::string tw = who + ": tensor '" + EscapeBytes(t.name) + "'";
+    if (t.name.size() > kMaxGgufNameBytes) {
+      return Status::Error(tw + ": the name has " + std::to_string(t.name.size()) +
+                           " bytes (ggml's limit is " + std::to_string(kMaxGgufNameBytes) + ")");
+    }
+    if (names.count(t.name)) return Status::Error(tw + " appears twice");
     uint32_t n_dims;
     NIBBLE_RETURN_IF_ERROR(r.Get(&n_dims, "n_dims"));
     if (n_dims < 1 || n_dims > 4) {
@@ -409,6 +439,7 @@ Status GgufFile::Parse() {
       t.bytes = blocks * static_cast<uint64_t>(info->bytes);
     }
     tensors_.push_back(std::move(t));
+    names.insert(tensors_.back().name);
   }
   data_offset_ = (r.pos() + alignment_ - 1) / alignment_ * alignment_;
   if (data_offset_ > file_size_) {

@@ -2,7 +2,12 @@
 // zero-copy views of the tensor data. Bytes only; no arithmetic.
 //
 // Checked before anything is allocated or read: magic "GGUF"; version 2 or
-// 3; tensor and key/value counts bounded by the bytes left in the file;
+// 3; the header (metadata and tensor infos) at most kMaxGgufHeaderBytes, at
+// most kMaxGgufKeys keys and kMaxGgufTensors tensors, tensor names shorter
+// than ggml's GGML_MAX_NAME (64 bytes) — limits far above any model's
+// (tens of keys, a few thousand tensors, a tokenizer of a few MB), which
+// bound the memory and time a hostile header can cost; tensor and
+// key/value counts bounded by the bytes left in the file;
 // every string and array length inside the file; array nesting depth <= 4;
 // general.alignment a non-zero power of two; tensor n_dims 1..4, dims >= 0
 // with a non-overflowing product; a known ggml type's ne[0] a multiple of
@@ -21,6 +26,11 @@
 #include "formats/files.h"
 
 namespace nibble {
+
+inline constexpr uint64_t kMaxGgufHeaderBytes = 100'000'000;
+inline constexpr uint64_t kMaxGgufKeys = 65'536;
+inline constexpr uint64_t kMaxGgufTensors = 131'072;
+inline constexpr size_t kMaxGgufNameBytes = 63;  // ggml: GGML_MAX_NAME - 1
 
 // ggml tensor types nibble dequantizes (others are listed, not converted).
 enum GgmlType : uint32_t {

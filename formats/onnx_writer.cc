@@ -49,13 +49,23 @@ std::string DirName(const std::string& p) {
 
 }  // namespace
 
+std::string OldDataNameFor(const std::string& data_path) {
+  std::string p = TempPrefixFor(data_path);
+  p.replace(p.rfind(".nibble-tmp-"), 12, ".nibble-old-");
+  return p + AtomicFile::RandomSuffix();
+}
+
 StatusOr<std::string> ExternalDataPathFor(const std::string& model_path,
                                           const std::string& external_name) {
   const std::string name = external_name.empty() ? BaseName(model_path) + ".data" : external_name;
   if (name.empty() || name.find('/') != std::string::npos || name == "." || name == ".." ||
       name.find('\0') != std::string::npos) {
     return Status::Error("external data name '" + EscapeBytes(name) +
-                         "' must be a plain file name");
+                         "' must be a plain file name (it is written beside the model)");
+  }
+  if (name == BaseName(model_path)) {
+    return Status::Error("external data name '" + EscapeBytes(name) +
+                         "' is the model's own file name: the data would overwrite the model");
   }
   return DirName(model_path) + name;
 }
@@ -87,9 +97,10 @@ Status WriteModelStreaming(const std::string& path, const nibble_onnx::ModelProt
     data_name = BaseName(data_path);
   }
 
+  NIBBLE_RETURN_IF_ERROR(CheckCancelled(options.cancelled));
   AtomicFile model_file, data_file;
-  NIBBLE_RETURN_IF_ERROR(model_file.Create(path));
-  if (options.external) NIBBLE_RETURN_IF_ERROR(data_file.Create(data_path));
+  NIBBLE_RETURN_IF_ERROR(model_file.Create(path, options.removed_stale));
+  if (options.external) NIBBLE_RETURN_IF_ERROR(data_file.Create(data_path, options.removed_stale));
 
   // Record metadata (and, in external mode, the data placement) first: the
   // graph's length must be known before its bytes.
@@ -151,6 +162,7 @@ Status WriteModelStreaming(const std::string& path, const nibble_onnx::ModelProt
       rec.push_back(static_cast<char>(kTensorRawDataTag));
       PutVarint(&rec, tensors[i].bytes);
     }
+    NIBBLE_RETURN_IF_ERROR(CheckCancelled(options.cancelled));
     NIBBLE_RETURN_IF_ERROR(model_file.Write(rec.data(), rec.size()));
     // Produce the data (one tensor in memory at a time).
     NIBBLE_RETURN_IF_ERROR(tensors[i].fill(buf.get()));
@@ -166,13 +178,18 @@ Status WriteModelStreaming(const std::string& path, const nibble_onnx::ModelProt
   // Both files complete and durable before either gets its name.
   if (options.external) NIBBLE_RETURN_IF_ERROR(data_file.Stage());
   NIBBLE_RETURN_IF_ERROR(model_file.Stage());
+  NIBBLE_RETURN_IF_ERROR(CheckCancelled(options.cancelled));
   if (!options.external) return model_file.Commit();
   // Data first, then the model: a model never points at a missing file. A
-  // data file already at data_path is moved aside and put back if the
-  // model cannot be named, so a failure leaves the folder as it was.
+  // data file already at data_path is kept under a backup name
+  // (OldDataNameFor) and put back if the model cannot be named, so a
+  // failure leaves the folder as it was. Between the two commits (two
+  // renames) the old model sits beside the new data; a process killed in
+  // that instant leaves the backup, and `mv BACKUP DATA` restores the old
+  // pair (README, hardening).
   std::string old;
   if (PathExists(data_path)) {
-    old = data_path + ".old-" + std::to_string(::getpid());
+    old = OldDataNameFor(data_path);
     if (std::rename(data_path.c_str(), old.c_str()) != 0) {
       return Status::Error("cannot replace '" + data_path + "': " + std::strerror(errno));
     }

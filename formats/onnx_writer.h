@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "base/cancel.h"
 #include "base/status.h"
 #include "formats/onnx.pb.h"
 
@@ -35,7 +36,16 @@ struct ModelWriteOptions {
   std::string external_name;  // file name (default: "<model file name>.data")
   // Called after each streamed tensor: (index, tensors, bytes so far).
   std::function<void(size_t, size_t, uint64_t)> progress;
+  // Asked before each streamed tensor and before the commit (base/cancel.h).
+  CancelCallback cancelled;
+  // Stale temporaries of the outputs removed before writing are added here.
+  std::vector<std::string>* removed_stale = nullptr;
 };
+
+// Where an existing external data file waits while it is replaced:
+// "<data>.nibble-old-<host>-<pid>-XXXXXX" beside it (never removed by
+// another run: it is the only copy of the old data during the commit).
+std::string OldDataNameFor(const std::string& data_path);
 
 // Protobuf cannot parse messages of 2 GiB or more: above this, use external data.
 inline constexpr uint64_t kMaxInlineModelBytes = (uint64_t{2} << 30) - (uint64_t{64} << 20);

@@ -63,8 +63,9 @@ Status WriteSafetensorsStreaming(const std::string& path,
   uint8_t len[8];
   for (int k = 0; k < 8; ++k) len[k] = static_cast<uint8_t>(uint64_t{h.size()} >> (8 * k));
 
+  NIBBLE_RETURN_IF_ERROR(CheckCancelled(options.cancelled));
   AtomicFile f;
-  NIBBLE_RETURN_IF_ERROR(f.Create(path));
+  NIBBLE_RETURN_IF_ERROR(f.Create(path, options.removed_stale));
   NIBBLE_RETURN_IF_ERROR(f.Write(len, 8));
   NIBBLE_RETURN_IF_ERROR(f.Write(h.data(), h.size()));
   PageBuffer whole = AllocatePageBuffer(largest_whole);
@@ -89,6 +90,7 @@ Status WriteSafetensorsStreaming(const std::string& path,
   uint64_t done = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const SafetensorsOutput& t = tensors[i];
+    NIBBLE_RETURN_IF_ERROR(CheckCancelled(options.cancelled));
     if (sizes[i] > 0 && chunk_rows[i] == 0) {
       NIBBLE_RETURN_IF_ERROR(wait());  // `whole` may be in flight
       NIBBLE_RETURN_IF_ERROR(t.fill(whole.get()));
@@ -100,6 +102,7 @@ Status WriteSafetensorsStreaming(const std::string& path,
       const uint64_t row_bytes = sizes[i] / static_cast<uint64_t>(rows);
       const auto step = static_cast<int64_t>(chunk_rows[i]);
       for (int64_t r0 = 0; r0 < rows; r0 += step) {
+        if (r0 > 0) NIBBLE_RETURN_IF_ERROR(CheckCancelled(options.cancelled));
         const int64_t r1 = std::min(rows, r0 + step);
         const uint64_t n = static_cast<uint64_t>(r1 - r0) * row_bytes;
         // The other chunk may be in flight; this one was waited for by the
@@ -114,6 +117,7 @@ Status WriteSafetensorsStreaming(const std::string& path,
     if (options.progress) options.progress(i + 1, tensors.size(), done);
   }
   NIBBLE_RETURN_IF_ERROR(wait());
+  NIBBLE_RETURN_IF_ERROR(CheckCancelled(options.cancelled));
   return f.Publish();
 }
 

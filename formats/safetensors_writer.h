@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "base/cancel.h"
 #include "base/status.h"
 #include "base/tensor.h"
 
@@ -44,6 +45,11 @@ struct SafetensorsWriteOptions {
   // the same time (within the noise); 16 MiB keeps the two chunk buffers
   // at 32 MiB.
   uint64_t chunk_bytes = uint64_t{16} << 20;
+  // Asked before each tensor and each row chunk (base/cancel.h).
+  CancelCallback cancelled;
+  // Stale temporaries of `path` removed before writing (AtomicFile::Create)
+  // are added here, if set.
+  std::vector<std::string>* removed_stale = nullptr;
 };
 
 Status WriteSafetensorsStreaming(const std::string& path,

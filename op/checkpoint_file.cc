@@ -25,6 +25,7 @@
 #include "op/hf_checkpoint.h"
 #include "op/hf_export.h"
 #include "op/lowering.h"
+#include "op/onnx.h"
 
 namespace nibble {
 
@@ -85,6 +86,7 @@ Checkpoint Checkpoint::FromParts(std::string description,
   c.keep_alive_ = std::move(keep_alive);
   c.inputs_ = std::move(inputs);
   c.default_dtype_ = DType::kFloat32;
+  c.IndexNames();
   return c;
 }
 
@@ -160,6 +162,7 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path,
       }
       c.tensors_.push_back(std::move(ct));
     }
+    c.IndexNames();
     return c;
   }
 
@@ -186,14 +189,40 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path,
   NIBBLE_RETURN_IF_ERROR(internal::ListHfTensors(*set, *cfg, options, &listing));
   c.tensors_ = std::move(listing.tensors);
   for (auto& p : listing.props) c.props_.push_back(std::move(p));
+  c.IndexNames();
   return c;
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("Checkpoint::Open");
 }
 
 namespace {
-bool IsConvertibleFloat(DType d) {
-  return d == DType::kFloat16 || d == DType::kBFloat16 || d == DType::kFloat32;
+// Stored float types a copy is converted from on request: every value of
+// each is exact in float32, and rounded once to float16 / bfloat16 (the
+// float8 types are exact in both).
+bool IsFloat8(DType d) {
+  return d == DType::kFloat8E4M3FN || d == DType::kFloat8E4M3FNUZ || d == DType::kFloat8E5M2 ||
+         d == DType::kFloat8E5M2FNUZ;
+}
+bool IsConvertibleFloat(DType d) { return IsFloat16Or32(d) || IsFloat8(d); }
+
+// Converts n float8 values at src to `to` (float32 / float16 / bfloat16):
+// the operator's own float8 decoding (ONNX DequantizeLinear, per-tensor
+// scale 1: float32(x) * 1 is x, exactly), single-threaded.
+Status ConvertFloat8(DType from, const uint8_t* src, DType to, uint8_t* dst, int64_t n,
+                     const std::string& name) {
+  const float one = 1.0f;
+  const TensorView x{from, {n}, src, static_cast<size_t>(n)};
+  const TensorView scale{DType::kFloat32, {}, &one, sizeof one};
+  OnnxDequantizeAttributes a;
+  a.output_dtype = static_cast<int32_t>(to);
+  a.has_output_dtype = true;
+  DequantizeOptions o;
+  o.name = name;
+  auto d = PrepareOnnx(a, x, scale, nullptr, o);
+  if (!d.ok()) return d.status();
+  MutableTensorView y{
+      to, {n}, dst, static_cast<size_t>(n) * static_cast<size_t>(DTypeBits(to) / 8)};
+  return d->Run(y, 1);
 }
 }  // namespace
 
@@ -211,7 +240,7 @@ int64_t Checkpoint::Rows(const CheckpointTensor& t) { return t.shape.empty() ? 1
 StatusOr<uint64_t> Checkpoint::OutputBytes(const CheckpointTensor& t, DType requested, int64_t row0,
                                            int64_t row1) const {
   const int64_t rows = Rows(t);
-  if (row1 < 0) row1 = rows;
+  if (row1 == -1) row1 = rows;
   if (row0 < 0 || row0 > row1 || row1 > rows) {
     return Status::Error("tensor '" + t.name + "': rows [" + std::to_string(row0) + ", " +
                          std::to_string(row1) + ") are outside its first dimension (" +
@@ -250,7 +279,7 @@ StatusOr<uint64_t> Checkpoint::CheckRead(const CheckpointTensor& t, DType reques
                                          int64_t* row1, int threads, const void* dst,
                                          size_t dst_bytes) const {
   NIBBLE_RETURN_IF_ERROR(CheckRequest(t, requested, threads));
-  if (*row1 < 0) *row1 = Rows(t);
+  if (*row1 == -1) *row1 = Rows(t);
   const auto need = OutputBytes(t, requested, row0, *row1);
   if (!need.ok()) return need.status();
   if (dst_bytes < *need) {
@@ -329,6 +358,11 @@ Status Checkpoint::Read(const CheckpointTensor& t, DType requested, int64_t row0
     for (uint64_t k = 0; k < n; k += piece) {
       const uint64_t m = std::min(piece, n - k);
       NIBBLE_RETURN_IF_ERROR(t.read_stored(offset + k * in_bytes, m * in_bytes, bytes.data()));
+      if (IsFloat8(t.stored_dtype)) {
+        NIBBLE_RETURN_IF_ERROR(ConvertFloat8(t.stored_dtype, bytes.data(), to, out + k * out_bytes,
+                                             static_cast<int64_t>(m), t.name));
+        continue;
+      }
       ConvertFloats(internal::OutTypeOf(t.stored_dtype), bytes.data(), internal::OutTypeOf(to),
                     out + k * out_bytes, static_cast<int64_t>(m));
     }
@@ -352,7 +386,7 @@ Status Checkpoint::Fill(const CheckpointTensor& t, DType requested, int threads,
 StatusOr<Tensor> Checkpoint::Read(const CheckpointTensor& t, DType requested, int64_t row0,
                                   int64_t row1, int threads) const try {
   const int64_t rows = Rows(t);
-  if (row1 < 0) row1 = rows;
+  if (row1 == -1) row1 = rows;
   const auto need = OutputBytes(t, requested, row0, row1);
   if (!need.ok()) return need.status();
   Shape shape = t.shape;
@@ -366,14 +400,23 @@ StatusOr<Tensor> Checkpoint::Read(const CheckpointTensor& t, DType requested, in
   return OutOfMemoryError("Checkpoint::Read");
 }
 
+void Checkpoint::IndexNames() {
+  by_name_.clear();
+  by_name_.reserve(tensors_.size());
+  by_source_.clear();
+  by_source_.reserve(tensors_.size());
+  // The first of equal names wins, as a scan in order would find.
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    by_name_.emplace(tensors_[i].name, i);
+    by_source_.emplace(tensors_[i].source, i);
+  }
+}
+
 const CheckpointTensor* Checkpoint::Find(const std::string& name) const {
-  for (const auto& t : tensors_) {
-    if (t.name == name) return &t;
-  }
-  for (const auto& t : tensors_) {
-    if (t.source == name) return &t;
-  }
-  return nullptr;
+  auto it = by_name_.find(name);
+  if (it != by_name_.end()) return &tensors_[it->second];
+  it = by_source_.find(name);
+  return it != by_source_.end() ? &tensors_[it->second] : nullptr;
 }
 
 StatusOr<std::vector<float>> Checkpoint::LoadFloat(const CheckpointTensor& t, int threads) const
@@ -471,21 +514,13 @@ std::vector<std::string> FilesToCopy(const std::string& dir) {
 Status DequantHfToFolder(const Checkpoint& ck, const std::string& in, const std::string& out_dir,
                          const DequantOptions& options, DequantReport* report) {
   const std::string who = "dequant to folder '" + EscapeBytes(out_dir) + "'";
-  struct stat st;
-  if (::lstat(out_dir.c_str(), &st) == 0) {
-    if (!S_ISDIR(st.st_mode)) {
-      // A file, link, device...: the single-file checks name what it is.
-      NIBBLE_RETURN_IF_ERROR(CheckOutputPath(out_dir, ck.inputs()));
-      return Status::Error("output '" + EscapeBytes(out_dir) +
-                           "' is an existing file; an output not ending in .safetensors is a new "
-                           "model folder (give OUT.safetensors for one file)");
-    }
+  {
     std::error_code ec;
     if (std::filesystem::equivalent(out_dir, ck.hf_dir(), ec)) {
       return Status::Error("output '" + EscapeBytes(out_dir) + "' is the input folder");
     }
   }
-  NIBBLE_RETURN_IF_ERROR(CheckHfOutputFolder(out_dir, who));
+  NIBBLE_RETURN_IF_ERROR(CheckOutputFolder(out_dir, ck.inputs()));
   std::vector<const CheckpointTensor*> chosen;
   NIBBLE_RETURN_IF_ERROR(internal::SelectTensors(ck, options, in, report, &chosen));
   std::vector<HfFolderItem> items;
@@ -595,7 +630,15 @@ Status DequantOpenCheckpoint(const Checkpoint& ck, const std::string& in, const 
     report->bytes = bytes;
     if (options.progress) options.progress(Progress{i, n, bytes, total});
   };
-  return WriteSafetensorsStreaming(out, outs, wo);
+  wo.cancelled = options.cancelled;
+  std::vector<std::string> stale;
+  wo.removed_stale = &stale;
+  const Status st = WriteSafetensorsStreaming(out, outs, wo);
+  for (const std::string& p : stale) {
+    report->notes.push_back("removed '" + EscapeBytes(p) +
+                            "', left by an earlier nibble run that was killed");
+  }
+  return st;
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("DequantCheckpoint");
 }

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -101,12 +102,14 @@ class Checkpoint {
   // `requested` too (rounded once, to nearest even); other copies and
   // kUndefined keep their stored type.
   DType OutputDType(const CheckpointTensor& t, DType requested) const;
-  // The tensor named `name` (output name first, then input name), or null.
+  // The tensor named `name` (output name first, then input name), or null;
+  // a hash lookup.
   const CheckpointTensor* Find(const std::string& name) const;
   // Rows of `t` along its first dimension (1 for a rank-0 tensor).
   static int64_t Rows(const CheckpointTensor& t);
   // Bytes that Read() writes for rows [row0, row1) (row1 = -1: all rows) in
-  // the type OutputDType(t, requested); an error for a range outside t.
+  // the type OutputDType(t, requested); an error for a range outside t
+  // (another negative row1 included).
   StatusOr<uint64_t> OutputBytes(const CheckpointTensor& t, DType requested, int64_t row0 = 0,
                                  int64_t row1 = -1) const;
   // Writes rows [row0, row1) of `t` along its first dimension (row1 = -1:
@@ -167,9 +170,12 @@ class Checkpoint {
   // bytes, checked).
   static Status RunPrepared(const Dequantizer& d, const CheckpointTensor& t, int64_t row0,
                             int64_t row1, void* dst, uint64_t need, int threads);
+  // Builds the name indexes Find() uses (after tensors_ is final).
+  void IndexNames();
   std::string description_;
   std::vector<std::pair<std::string, std::string>> props_;
   std::vector<CheckpointTensor> tensors_;
+  std::unordered_map<std::string, size_t> by_name_, by_source_;  // -> tensors_
   std::vector<std::shared_ptr<void>> keep_alive_;
   InputFiles inputs_;
   DType default_dtype_ = DType::kFloat16;
@@ -188,6 +194,9 @@ struct DequantOptions {
   bool skip_unsupported = false;
   int threads = 0;
   ProgressCallback progress;  // after each tensor (op/progress.h)
+  // Asked between tensors and row chunks; true stops the conversion with
+  // nothing published (base/cancel.h).
+  CancelCallback cancelled;
   // Write a Hugging Face model folder instead of one safetensors file, in
   // shards of at most max_shard_bytes: always for a Hugging Face input
   // whose output path does not end in ".safetensors"; for GGUF with `hf`
@@ -202,6 +211,9 @@ struct DequantReport {
   uint64_t bytes = 0;
   // skip_unsupported: "<input name>: <why>" of each tensor left out.
   std::vector<std::string> skipped;
+  // Things a user should know that are not errors (e.g. stale temporaries
+  // of an earlier, killed run that were removed).
+  std::vector<std::string> notes;
 };
 
 namespace internal {

@@ -75,6 +75,13 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
   // checked against them.
   for (const auto& t : sg->initializer()) NIBBLE_RETURN_IF_ERROR(resolver.OpenExternal(t));
   NIBBLE_RETURN_IF_ERROR(CheckOutputPath(out, inputs));
+  // The external data output (named, or forced): checked before any work
+  // too (an automatic one, above 2 GB, is checked once the size is known).
+  if (options.external || !options.external_name.empty()) {
+    auto data_path = ExternalDataPathFor(out, options.external_name);
+    if (!data_path.ok()) return data_path.status();
+    NIBBLE_RETURN_IF_ERROR(CheckOutputPath(*data_path, inputs, "external data output"));
+  }
 
   const internal::OnnxGraphView view = internal::MakeGraphView(src);
   std::set<std::string> names;  // every value name, for unique new names
@@ -291,7 +298,15 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
       options.progress(Progress{i, n, bytes, 0});
     };
   }
-  return WriteModelStreaming(out, dst, streamed, wo);
+  wo.cancelled = options.cancelled;
+  std::vector<std::string> stale;
+  wo.removed_stale = &stale;
+  const Status st = WriteModelStreaming(out, dst, streamed, wo);
+  for (const std::string& p : stale) {
+    report->notes.push_back("removed '" + EscapeBytes(p) +
+                            "', left by an earlier nibble run that was killed");
+  }
+  return st;
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("FoldModel");
 }

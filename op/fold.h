@@ -20,6 +20,9 @@ namespace nibble {
 struct FoldOptions {
   int threads = 0;
   ProgressCallback progress;  // after each tensor written (op/progress.h)
+  // Asked between tensors; true stops with nothing published
+  // (base/cancel.h).
+  CancelCallback cancelled;
   bool external = false;      // force external data for the output
   std::string external_name;  // its file name (default "<out>.data")
 };
@@ -32,6 +35,8 @@ struct FoldReport {
   uint64_t dequantized_bytes = 0;
   bool external = false;  // output written with external data
   std::string note;       // e.g. "nothing to fold"
+  // Stale temporaries of an earlier, killed run that were removed.
+  std::vector<std::string> notes;
 };
 
 // Reads `in`, writes `out` atomically (temporary + rename; nothing left at

@@ -140,6 +140,111 @@ const CompressedTensorsGroup* MatchGroup(const HfQuantConfig& q, const std::stri
   return nullptr;
 }
 
+// Decides which of the tensors no method rule consumed may be copied. A
+// copy is only right for a tensor that holds the model's own values; one
+// that holds — or sits beside — quantization parameters no rule read would
+// be written as raw codes (the failure this guards against: an FP8 weight
+// copied unscaled, its scale written as an extra tensor). Refused by name:
+//  - quantization parameters by name (GPTQ/AWQ/compressed-tensors/
+//    bitsandbytes/FP8/MXFP4/HQQ spellings, QuantParamLeaf) and every other
+//    tensor of their module, except a float bias;
+//  - under a quantization_config, any tensor that is not float16,
+//    bfloat16, float32 or float64 (float8, integers: codes of a layout
+//    nibble does not read, or its parameters).
+// Without a quantization_config a float8 tensor with no parameters beside it
+// is a float tensor like any other and is copied (converted on request).
+class CopyGuard {
+ public:
+  CopyGuard(const SafetensorsSet& set, const HfQuantConfig& q,
+            const std::set<std::string>& consumed)
+      : q_(q) {
+    for (const Entry& e : set.entries()) {
+      const std::string& name = e.tensor->name;
+      if (consumed.count(name)) continue;
+      const auto [module, leaf] = Split(name);
+      if (QuantParamLeaf(leaf, q_.method != HfQuantConfig::Method::kNone)) {
+        std::string& list = params_[module];
+        list += (list.empty() ? "'" : ", '") + name + "'";
+      }
+    }
+  }
+
+  // Why `e` (not consumed by any rule) must not be copied, or nothing.
+  std::optional<std::string> Refusal(const Entry& e) const {
+    const std::string& name = e.tensor->name;
+    const auto [module, leaf] = Split(name);
+    const std::string dtype = DTypeName(e.tensor->dtype);
+    const std::string config =
+        q_.method == HfQuantConfig::Method::kNone
+            ? std::string("no quantization_config")
+            : std::string("quantization_config ") + HfMethodName(q_.method) +
+                  (q_.ct_format.empty() ? "" : " (format " + q_.ct_format + ")");
+    const bool plain_float = IsFloatDType(e.tensor->dtype) || e.tensor->dtype == DType::kFloat64;
+    // Parameters in the tensor's own module, or under its name
+    // ("W.weight" beside "W.weight.absmax").
+    auto it = params_.find(module);
+    if (it == params_.end()) it = params_.find(name);
+    if (it != params_.end()) {
+      const bool bias = leaf == "bias" || EndsWith(leaf, "_bias");
+      if (QuantParamLeaf(leaf, q_.method != HfQuantConfig::Method::kNone)) {
+        return "'" + name + "' is a quantization parameter that no rule nibble knows reads (" +
+               config + "); refused rather than copied";
+      }
+      if (!(bias && plain_float)) {
+        return "'" + name + "' (" + dtype + ") has quantization parameters beside it (" +
+               it->second + ") that no rule nibble knows applies (" + config +
+               "): copying it would write its stored codes, not its values";
+      }
+    }
+    if (q_.method != HfQuantConfig::Method::kNone && !plain_float) {
+      return "'" + name + "' is " + dtype + " under a " + config +
+             ", but no rule nibble knows reads it (the codes of a quantized layout nibble does "
+             "not read?); refused rather than copied (leave it out with --exclude if it is not "
+             "a weight)";
+    }
+    return std::nullopt;
+  }
+
+ private:
+  // "<module>.<leaf>" -> {module, leaf} ("" module for a top-level name).
+  static std::pair<std::string, std::string> Split(const std::string& name) {
+    const size_t dot = name.rfind('.');
+    if (dot == std::string::npos) return {"", name};
+    return {name.substr(0, dot), name.substr(dot + 1)};
+  }
+
+  // True for a leaf name that holds quantization parameters or codes in the
+  // layouts of the methods nibble knows of (read or not). `configured`:
+  // under a quantization_config, where the generic spellings ("scale",
+  // "<x>_scale", "<x>_zero_point") mean the same; without one they are
+  // left alone (CLIP's logit_scale is a float parameter).
+  static bool QuantParamLeaf(const std::string& leaf, bool configured) {
+    static const char* const kNames[] = {
+        // GPTQ / AWQ / bitsandbytes / HQQ
+        "qweight", "qzeros", "scales", "g_idx", "SCB", "weight_format", "absmax", "quant_map",
+        "nested_absmax", "nested_quant_map", "W_q",
+        // compressed-tensors, FP8 (transformers / DeepSeek), NVFP4, kv-cache
+        "weight_scale", "weight_scale_inv", "weight_zero_point", "weight_packed", "weight_shape",
+        "weight_g_idx", "weight_global_scale", "input_scale", "input_global_scale",
+        "input_zero_point", "output_scale", "output_zero_point", "k_scale", "v_scale", "q_scale"};
+    for (const char* n : kNames) {
+      if (leaf == n) return true;
+    }
+    // bitsandbytes' quant_state ("weight.quant_state.bitsandbytes__nf4"
+    // splits at its last dot) and MXFP4's "<x>_blocks" / "<x>_scales".
+    if (leaf.rfind("bitsandbytes__", 0) == 0) return true;
+    if (EndsWith(leaf, "_blocks") || EndsWith(leaf, "_scales")) return true;
+    if (!configured) return false;
+    for (const char* s : {"_scale", "_scale_inv", "_zero_point", "_zeros", "_global_scale"}) {
+      if (EndsWith(leaf, s)) return true;
+    }
+    return leaf == "scale" || leaf == "zero" || leaf == "zero_point";
+  }
+
+  const HfQuantConfig& q_;
+  std::map<std::string, std::string> params_;  // module -> its parameters, quoted
+};
+
 class Lister {
  public:
   Lister(const SafetensorsSet& set, const HfQuantConfig& q, const CheckpointOptions& o,
@@ -152,8 +257,11 @@ class Lister {
       const std::string& name = e.tensor->name;
       if (EndsWith(name, ".qweight")) NIBBLE_RETURN_IF_ERROR(GptqOrAwq(e));
       if (EndsWith(name, ".weight_packed")) NIBBLE_RETURN_IF_ERROR(Compressed(e, true));
+      // compressed-tensors' unpacked formats (int-quantized, float-quantized,
+      // naive-quantized, dense with parameters) keep the codes under the
+      // plain name: only the config and the scale beside it tell.
       if (q_.method == HfQuantConfig::Method::kCompressedTensors && EndsWith(name, ".weight") &&
-          e.tensor->dtype == DType::kInt8 && set_.Find(Module(name, ".weight") + ".weight_scale")) {
+          !consumed_.count(name) && set_.Find(Module(name, ".weight") + ".weight_scale")) {
         NIBBLE_RETURN_IF_ERROR(Compressed(e, false));
       }
       if (name.find(".quant_state.bitsandbytes__") != std::string::npos) {
@@ -161,9 +269,27 @@ class Lister {
       }
       if (EndsWith(name, ".SCB")) Int8(e);
     }
-    // Everything else is copied through (names and shapes as stored).
+    // Everything else is copied through (names and shapes as stored) —
+    // unless it is, or belongs with, quantization parameters no rule above
+    // read: those are refused by name (CopyGuard), never copied.
+    const CopyGuard guard(set_, q_, consumed_);
     for (const Entry& e : set_.entries()) {
       if (consumed_.count(e.tensor->name)) continue;
+      if (auto why = guard.Refusal(e)) {
+        CheckpointTensor ct;
+        ct.name = e.tensor->name;
+        ct.source = e.tensor->name;
+        ct.kind = "unknown";
+        ct.detail = e.tensor->dtype_name;
+        ct.shape = e.tensor->shape;
+        ct.stored_dtype = e.tensor->dtype;
+        ct.stored_bytes = BytesOf(&e);
+        ct.quantized = true;
+        ct.supported = false;
+        ct.why_not = *why;
+        out_->tensors.push_back(std::move(ct));
+        continue;
+      }
       CheckpointTensor ct;
       ct.name = e.tensor->name;
       ct.source = e.tensor->name;
@@ -377,7 +503,8 @@ class Lister {
     const Entry* g_idx = Find(prefix + ".weight_g_idx");
     for (const char* s :
          {".weight_packed", ".weight_scale", ".weight_zero_point", ".weight_shape", ".weight_g_idx",
-          ".input_scale", ".input_zero_point", ".output_scale", ".output_zero_point"}) {
+          ".weight_global_scale", ".input_scale", ".input_global_scale", ".input_zero_point",
+          ".output_scale", ".output_zero_point"}) {
       Consume(prefix + s);
     }
     consumed_.insert(name);
@@ -416,6 +543,10 @@ class Lister {
       return refuse("compressed-tensors " + want_format + " with num_bits " +
                     std::to_string(g->bits) + " is not supported (" +
                     (packed ? "4 and 8 are: other widths straddle words" : "8 is") + ")");
+    }
+    if (!packed && e.tensor->dtype != DType::kInt8) {
+      return refuse("compressed-tensors int-quantized weights must be int8 (got " +
+                    DTypeName(e.tensor->dtype) + ")");
     }
     if (!g->symmetric && zp == nullptr) {
       return refuse("asymmetric, but '" + prefix + ".weight_zero_point' is missing");

@@ -15,6 +15,7 @@
 #include <system_error>
 #include <utility>
 
+#include "formats/atomic_file.h"
 #include "formats/files.h"
 #include "formats/gguf.h"
 #include "formats/safetensors_writer.h"
@@ -69,19 +70,6 @@ const char* TorchDTypeName(DType d) {
   }
 }
 
-Status CheckHfOutputFolder(const std::string& out_dir, const std::string& who) {
-  if (out_dir.empty()) return Status::Error(who + ": output path is empty");
-  struct stat st;
-  if (::lstat(out_dir.c_str(), &st) == 0) {
-    std::error_code ec;
-    if (!S_ISDIR(st.st_mode) || !fs::is_empty(out_dir, ec) || ec) {
-      return Status::Error(who + ": output '" + EscapeBytes(out_dir) +
-                           "' exists (give a new folder, or an empty one)");
-    }
-  }
-  return Status::Ok();
-}
-
 Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>& items,
                      const std::string& config_json, const std::vector<std::string>& copy_files,
                      const DequantOptions& options, DequantReport* report) try {
@@ -106,23 +94,16 @@ Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>
     return std::string(buf);
   };
 
-  // Everything goes into a temporary sibling folder, renamed at the end.
-  std::string parent = out_dir;
-  while (parent.size() > 1 && parent.back() == '/') parent.pop_back();
-  const std::string tmp = parent + ".tmp-" + std::to_string(::getpid());
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
-  if (!fs::create_directory(tmp, ec) || ec) {
-    return Status::Error("cannot create '" + EscapeBytes(tmp) + "': " + ec.message());
+  // Everything goes into a temporary sibling folder, renamed at the end
+  // (removed on any error or interruption).
+  AtomicFolder folder;
+  std::vector<std::string> stale;
+  NIBBLE_RETURN_IF_ERROR(folder.Create(out_dir, &stale));
+  for (const std::string& p : stale) {
+    report->notes.push_back("removed '" + EscapeBytes(p) +
+                            "', left by an earlier nibble run that was killed");
   }
-  struct Cleanup {
-    std::string path;
-    bool keep = false;
-    ~Cleanup() {
-      std::error_code e;
-      if (!keep) fs::remove_all(path, e);
-    }
-  } cleanup{tmp};
+  const std::string& tmp = folder.path();
 
   size_t done = 0;
   uint64_t written = 0;
@@ -137,6 +118,7 @@ Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>
         options.progress(Progress{done + i, items.size(), written + bytes, total});
       }
     };
+    wo.cancelled = options.cancelled;
     NIBBLE_RETURN_IF_ERROR(WriteSafetensorsStreaming(tmp + "/" + shard_name(s), outs, wo));
     for (size_t i : shards[s]) written += items[i].bytes;
     done += shards[s].size();
@@ -165,12 +147,8 @@ Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>
   }
 
   // Publish: rename over the absent (or empty) destination.
-  if (::rename(tmp.c_str(), out_dir.c_str()) != 0) {
-    return Status::Error("cannot rename '" + EscapeBytes(tmp) + "' to '" + EscapeBytes(out_dir) +
-                         "': " + std::strerror(errno));
-  }
-  cleanup.keep = true;
-  return Status::Ok();
+  NIBBLE_RETURN_IF_ERROR(CheckCancelled(options.cancelled));
+  return folder.Publish();
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("WriteHfFolder");
 }
@@ -280,7 +258,7 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
     return Status::Error(who + ": '" + arch + ".attention.head_count_kv' must be positive");
   }
 
-  NIBBLE_RETURN_IF_ERROR(CheckHfOutputFolder(out_dir, who));
+  NIBBLE_RETURN_IF_ERROR(CheckOutputFolder(out_dir, meta_inputs, who + " output"));
   auto ck = Checkpoint::Open(in);
   if (!ck.ok()) return ck.status();
   std::vector<const CheckpointTensor*> chosen;

@@ -45,9 +45,6 @@ struct HfFolderItem {
 // Files copied verbatim into an output folder are at most this large.
 inline constexpr uint64_t kMaxCopiedFileBytes = uint64_t{256} << 20;
 
-// OK when `out_dir` is a path that does not exist or an empty folder.
-Status CheckHfOutputFolder(const std::string& out_dir, const std::string& who);
-
 // Writes a Hugging Face model folder `out_dir` (absent or empty; it
 // appears complete or not at all): `items` as model.safetensors, or as
 // shards of at most options.max_shard_bytes (a larger tensor alone) with

@@ -190,10 +190,11 @@ int64_t nibble_checkpoint_find(const nibble_checkpoint* ck, const char* name);
 nibble_status* nibble_checkpoint_tensor_info(const nibble_checkpoint* ck, int64_t index,
                                              nibble_tensor_info* info);
 /* The bytes and element type nibble_checkpoint_read writes for rows
- * [row0, row1) of the first dimension (row1 = -1: to the end). dtype: 0 =
- * the tensor's default, else NIBBLE_FLOAT32, NIBBLE_FLOAT16 or
- * NIBBLE_BFLOAT16 (float copies are converted too, rounded once; other
- * copies keep their type). out_dtype may be NULL. */
+ * [row0, row1) of the first dimension (row1 = -1: to the end; any other
+ * negative row0 or row1 is an error). dtype: 0 = the tensor's default, else
+ * NIBBLE_FLOAT32, NIBBLE_FLOAT16 or NIBBLE_BFLOAT16 (float copies, float8
+ * included, are converted too, rounded once; other copies keep their type).
+ * out_dtype may be NULL. */
 nibble_status* nibble_checkpoint_read_size(const nibble_checkpoint* ck, int64_t index,
                                            int32_t dtype, int64_t row0, int64_t row1, size_t* bytes,
                                            int32_t* out_dtype);

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "base/cancel.h"
+
 namespace nibble {
 
 struct Progress {

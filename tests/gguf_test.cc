@@ -461,9 +461,18 @@ TEST_CASE("dequant --hf: refusals leave nothing behind") {
   WriteText((dir / "full" / "x").string(), "x");
   o.exclude = "mystery";
   st = DequantCheckpoint((dir / "l.gguf").string(), (dir / "full").string(), o, &rep);
-  CHECK(st.message().find("exists (give a new folder, or an empty one)") != std::string::npos);
+  CHECK(st.message() == "--hf output '" + (dir / "full").string() +
+                            "' is a folder that is not empty (give a new path, or an empty "
+                            "folder)");
   st = DequantCheckpoint((dir / "l.gguf").string(), (dir / "l.gguf").string(), o, &rep);
-  CHECK(st.message().find("exists") != std::string::npos);
+  CHECK(st.message() == "--hf output '" + (dir / "l.gguf").string() + "' is the input file '" +
+                            (dir / "l.gguf").string() +
+                            "' (same file); the input is never modified");
+  // A file with a trailing slash is still a file: refused before any work.
+  st = DequantCheckpoint((dir / "l.gguf").string(), (dir / "full" / "x").string() + "/", o, &rep);
+  CHECK(st.message() == "--hf output '" + (dir / "full" / "x").string() +
+                            "/' exists and is a regular file, not a folder (a model folder is "
+                            "written here: give a new path, or an empty folder)");
   // Neither GGUF nor safetensors.
   st = DequantCheckpoint((dir / "full" / "x").string(), (dir / "o2").string(), o, &rep);
   CHECK(!st.ok());

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <regex>
 #include <string>
@@ -47,6 +48,36 @@ bool ParseShape(const std::string& s, int64_t* n, int64_t* k) {
 }
 
 std::string HumanBytes(uint64_t b);
+
+// SIGINT / SIGTERM / SIGHUP during dequant and fold: the handler records
+// the signal; the library, asked between tensors and row chunks, stops and
+// removes its temporaries; the command then says so and dies of the same
+// signal (exit status 128 + n, as shells expect). The handler is one-shot
+// (SA_RESETHAND): a second Ctrl-C kills at once, like SIGKILL, leaving at
+// most the temporaries the next run removes.
+volatile std::sig_atomic_t g_signal = 0;
+
+extern "C" void OnStopSignal(int sig) { g_signal = sig; }
+
+void CatchStopSignals() {
+  struct sigaction sa = {};
+  sa.sa_handler = OnStopSignal;
+  sa.sa_flags = static_cast<int>(SA_RESETHAND | SA_RESTART);
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+}
+
+bool StopRequested() { return g_signal != 0; }
+
+// After a command stopped by a signal: says so and dies of that signal.
+int DieOfSignal(const char* command) {
+  const int sig = g_signal;
+  std::cerr << "nibble " << command << ": interrupted (" << strsignal(sig)
+            << "): nothing was written, temporaries removed\n";
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+  return 128 + sig;
+}
 
 // The built-in example: an LLM-like weight quantized int4 (PMX int4x4,
 // G = 128, quant_axis 1), dequantized by the operator.
@@ -368,11 +399,15 @@ int RunDequant(const std::string& in, const std::string& out, const std::string&
   options.dtype = ParseOutDType(dtype);
   ProgressPrinter printer("nibble dequant");
   if (!quiet) options.progress = [&printer](const nibble::Progress& p) { printer(p); };
+  options.cancelled = StopRequested;
+  CatchStopSignals();
   nibble::DequantReport r;
   const auto t0 = std::chrono::steady_clock::now();
   const nibble::Status st = nibble::DequantAnyCheckpoint(in, out, options, &r);
   printer.Finish();
   const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (const std::string& n : r.notes) std::cerr << "nibble dequant: note: " << n << "\n";
+  if (!st.ok() && StopRequested()) return DieOfSignal("dequant");
   if (!st.ok()) {
     std::cerr << "nibble dequant: " << st.message() << "\n";
     return 1;
@@ -429,11 +464,15 @@ int RunFold(const std::string& in, const std::string& out, nibble::FoldOptions o
             bool quiet) {
   ProgressPrinter printer("nibble fold");
   if (!quiet) options.progress = [&printer](const nibble::Progress& p) { printer(p); };
+  options.cancelled = StopRequested;
+  CatchStopSignals();
   nibble::FoldReport r;
   const auto t0 = std::chrono::steady_clock::now();
   const nibble::Status st = nibble::FoldModel(in, out, options, &r);
   printer.Finish();
   const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (const std::string& n : r.notes) std::cerr << "nibble fold: note: " << n << "\n";
+  if (!st.ok() && StopRequested()) return DieOfSignal("fold");
   if (!st.ok()) {
     std::cerr << "nibble fold: " << st.message() << "\n";
     return 1;

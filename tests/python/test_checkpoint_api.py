@@ -202,8 +202,12 @@ def bad_callback(*a):
 
 
 out2 = os.path.join(work, "gguf_f16.safetensors")
-rep2 = nibble.dequant(g, out2, dtype="f16", progress=bad_callback)  # reported, not fatal
-check("a failing progress callback does not stop dequant", rep2["bytes"] > 0)
+# An exception in the callback stops the conversion and propagates; nothing
+# is published.
+raises("a failing progress callback stops dequant", RuntimeError,
+       lambda: nibble.dequant(g, out2, dtype="f16", progress=bad_callback), "callback failure")
+check("nothing written after a failing callback", not os.path.exists(out2) and
+      sorted(os.listdir(work)) == ["gguf.safetensors"])
 raises("progress not callable", TypeError, lambda: nibble.dequant(g, out2, progress=3),
        "callable")
 got = read_safetensors(out)

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/files.h"
 #include "kernels/dequantize.h"
 #include "op/checkpoint_file.h"
 #include "op/fold.h"
@@ -131,50 +132,93 @@ nibble::TensorView View(const py::array& a, const char* what, std::optional<std:
 }
 
 // The numpy element type holding a nibble type (bfloat16: uint16 bits).
+// Built from numpy's type numbers (py::dtype::of), never from a format
+// string: no Python code runs, so no thread can be switched out while it
+// holds a C++ static's guard (the first reads of several threads at once
+// deadlocked that way). The numpy C API itself is looked up once, at
+// module import (WarmUpNumpy).
 py::dtype NumpyDType(DType t) {
   switch (t) {
     case DType::kFloat32:
-      return py::dtype("float32");
+      return py::dtype::of<float>();
     case DType::kFloat16:
-      return py::dtype("float16");
+      return py::dtype(23);  // NPY_HALF (numpy has no C++ float16 type)
     case DType::kBFloat16:
     case DType::kUInt16:
-      return py::dtype("uint16");  // bfloat16 bits
+      return py::dtype::of<uint16_t>();  // bfloat16 bits
     case DType::kFloat64:
-      return py::dtype("float64");
+      return py::dtype::of<double>();
     case DType::kInt8:
-      return py::dtype("int8");
+      return py::dtype::of<int8_t>();
     case DType::kUInt8:
-      return py::dtype("uint8");
+      return py::dtype::of<uint8_t>();
     case DType::kInt16:
-      return py::dtype("int16");
+      return py::dtype::of<int16_t>();
     case DType::kInt32:
-      return py::dtype("int32");
+      return py::dtype::of<int32_t>();
     case DType::kUInt32:
-      return py::dtype("uint32");
+      return py::dtype::of<uint32_t>();
     case DType::kInt64:
-      return py::dtype("int64");
+      return py::dtype::of<int64_t>();
     case DType::kUInt64:
-      return py::dtype("uint64");
+      return py::dtype::of<uint64_t>();
     case DType::kBool:
-      return py::dtype("bool");
+      return py::dtype::of<bool>();
     default:
-      throw py::type_error("no numpy type for " + nibble::DTypeName(t));
+      throw py::value_error("numpy has no type for " + nibble::DTypeName(t) +
+                            ": ask for dtype='float32', 'float16' or 'bfloat16' (exact)");
   }
+}
+
+// Called once at import, under the import lock: everything NumpyDType and
+// the array casters need from numpy, looked up before any thread can race.
+void WarmUpNumpy() {
+  for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64, DType::kInt8,
+                  DType::kUInt8, DType::kInt16, DType::kInt32, DType::kUInt32, DType::kInt64,
+                  DType::kUInt64, DType::kBool}) {
+    (void)NumpyDType(t);
+  }
+  (void)py::array(py::dtype::of<float>(), std::vector<py::ssize_t>{1});
+  (void)py::dtype("float32");
+}
+
+// Text from nibble for Python. Names (tensors, metadata keys) are bytes
+// that are usually UTF-8: decoded with surrogateescape, like os.fsdecode,
+// so a name that is not valid UTF-8 still round-trips (NameArg encodes
+// it back). Messages: backslashreplace.
+py::str DecodeName(const std::string& s) {
+  PyObject* o =
+      PyUnicode_DecodeUTF8(s.data(), static_cast<py::ssize_t>(s.size()), "surrogateescape");
+  if (o == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(o);
+}
+py::str DecodeMessage(const std::string& s) {
+  PyObject* o =
+      PyUnicode_DecodeUTF8(s.data(), static_cast<py::ssize_t>(s.size()), "backslashreplace");
+  if (o == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(o);
+}
+// A name argument: str (encoded with surrogateescape) or bytes.
+std::string NameArg(const py::handle& h) {
+  if (PyBytes_Check(h.ptr())) return std::string(py::reinterpret_borrow<py::bytes>(h));
+  if (!PyUnicode_Check(h.ptr())) throw py::type_error("a tensor name must be str or bytes");
+  PyObject* b = PyUnicode_AsEncodedString(h.ptr(), "utf-8", "surrogateescape");
+  if (b == nullptr) throw py::error_already_set();
+  return std::string(py::reinterpret_steal<py::bytes>(b));
 }
 
 py::array NewOutput(DType t, const nibble::Shape& shape) {
   return py::array(NumpyDType(t), std::vector<py::ssize_t>(shape.begin(), shape.end()));
 }
 
-// Errors become ValueError; allocation failures MemoryError.
+// Errors become ValueError; allocation failures MemoryError. The message
+// is decoded with backslashreplace (it may quote names that are not
+// UTF-8).
 void Check(const nibble::Status& s) {
   if (s.ok()) return;
-  if (s.message().rfind(nibble::kOutOfMemory, 0) == 0) {
-    PyErr_SetString(PyExc_MemoryError, s.message().c_str());
-    throw py::error_already_set();
-  }
-  throw py::value_error(s.message());
+  const bool oom = s.message().rfind(nibble::kOutOfMemory, 0) == 0;
+  PyErr_SetObject(oom ? PyExc_MemoryError : PyExc_ValueError, DecodeMessage(s.message()).ptr());
+  throw py::error_already_set();
 }
 
 // A prepared request, keeping the arrays it references alive.
@@ -297,24 +341,80 @@ py::array TensorToNumpy(const nibble::Tensor& t) {
   return a;
 }
 
+// How a long conversion (dequant, fold) is stopped from Python: a pending
+// signal's exception (Ctrl-C: KeyboardInterrupt) or an exception raised by
+// the progress callback. The library asks `cancelled` between tensors and
+// row chunks; the first exception is kept and re-raised when the call
+// returns, with nothing published. Lives on the calling frame, which
+// outlives the conversion.
+class PyStop {
+ public:
+  PyStop() = default;
+  PyStop(const PyStop&) = delete;
+  PyStop& operator=(const PyStop&) = delete;
+  ~PyStop() {
+    if (type_ != nullptr || value_ != nullptr || tb_ != nullptr) {
+      py::gil_scoped_acquire gil;
+      Py_XDECREF(type_);
+      Py_XDECREF(value_);
+      Py_XDECREF(tb_);
+    }
+  }
+  // With the GIL: keeps the pending Python error (the first one only).
+  void KeepError() {
+    if (type_ != nullptr) {
+      PyErr_Clear();
+      return;
+    }
+    PyErr_Fetch(&type_, &value_, &tb_);
+  }
+  // Called without the GIL (from the converting thread).
+  bool Cancelled() {
+    py::gil_scoped_acquire gil;
+    if (type_ != nullptr) return true;
+    if (PyErr_CheckSignals() != 0) {
+      KeepError();
+      return true;
+    }
+    return false;
+  }
+  // With the GIL, after the call: re-raises the kept exception, if any.
+  void RaiseIfStopped() {
+    if (type_ == nullptr) return;
+    PyErr_Restore(type_, value_, tb_);
+    type_ = value_ = tb_ = nullptr;
+    throw py::error_already_set();
+  }
+  nibble::CancelCallback Callback() {
+    return [this] { return Cancelled(); };
+  }
+
+ private:
+  PyObject* type_ = nullptr;
+  PyObject* value_ = nullptr;
+  PyObject* tb_ = nullptr;
+};
+
 // A Python callable as a progress callback: called with (tensors_done,
 // tensors_total, bytes_done, bytes_total) under the GIL; an exception it
-// raises is reported as unraisable and does not stop the work. The object
-// is held through a shared_ptr whose deleter takes the GIL, so copies of
-// the callback made while the GIL is released never touch refcounts.
-nibble::ProgressCallback PyProgress(const py::object& cb) {
+// raises stops the conversion (kept in `stop` and re-raised by the
+// caller). The object is held through a shared_ptr whose deleter takes the
+// GIL, so copies of the callback made while the GIL is released never
+// touch refcounts.
+nibble::ProgressCallback PyProgress(const py::object& cb, PyStop* stop) {
   if (cb.is_none()) return {};
   if (!PyCallable_Check(cb.ptr())) throw py::type_error("progress must be callable or None");
   std::shared_ptr<py::object> held(new py::object(cb), [](py::object* o) {
     py::gil_scoped_acquire gil;
     delete o;
   });
-  return [held](const nibble::Progress& p) {
+  return [held, stop](const nibble::Progress& p) {
     py::gil_scoped_acquire gil;
     try {
       (*held)(p.tensors_done, p.tensors_total, p.bytes_done, p.bytes_total);
     } catch (py::error_already_set& e) {
-      e.discard_as_unraisable("nibble progress callback");
+      e.restore();
+      stop->KeepError();
     }
   };
 }
@@ -347,9 +447,16 @@ class PyCheckpoint {
     return ck_;
   }
 
-  std::string Description() const { return ck().description(); }
+  py::str Description() const { return DecodeMessage(ck().description()); }
 
-  std::vector<std::pair<std::string, std::string>> Properties() const { return ck().properties(); }
+  // (key, value) pairs: keys as names (surrogateescape), values as text.
+  py::list Properties() const {
+    py::list out;
+    for (const auto& [k, v] : ck().properties()) {
+      out.append(py::make_tuple(DecodeName(k), DecodeName(v)));
+    }
+    return out;
+  }
 
   py::list Tensors() const {
     py::list out;
@@ -357,16 +464,32 @@ class PyCheckpoint {
     return out;
   }
 
+  // Output names, in checkpoint order.
+  py::list Names() const {
+    py::list out;
+    for (const auto& t : ck().tensors()) out.append(DecodeName(t.name));
+    return out;
+  }
+
+  // The info of the tensor named `name` (output or input name; KeyError).
+  py::dict InfoOf(const py::object& name) const { return Info(Find(NameArg(name))); }
+
+  // The output name of `name` (output or input name), or None.
+  py::object Resolve(const py::object& name) const {
+    const nibble::CheckpointTensor* t = ck().Find(NameArg(name));
+    return t == nullptr ? py::object(py::none()) : py::object(DecodeName(t->name));
+  }
+
   py::dict Info(const nibble::CheckpointTensor& t) const {
     py::dict d;
-    d["name"] = t.name;
-    d["source"] = t.source;
+    d["name"] = DecodeName(t.name);
+    d["source"] = DecodeName(t.source);
     d["kind"] = t.kind;
-    d["detail"] = t.detail;
+    d["detail"] = DecodeMessage(t.detail);
     d["shape"] = py::tuple(py::cast(t.shape));
     d["quantized"] = t.quantized;
     d["supported"] = t.supported;
-    d["why_not"] = t.why_not;
+    d["why_not"] = DecodeMessage(t.why_not);
     d["stored_bytes"] = t.stored_bytes;
     d["stored_dtype"] = t.quantized ? py::object(py::none())
                                     : py::object(py::str(nibble::DTypeName(t.stored_dtype)));
@@ -376,15 +499,20 @@ class PyCheckpoint {
 
   const nibble::CheckpointTensor& Find(const std::string& name) const {
     const nibble::CheckpointTensor* t = ck().Find(name);
-    if (t == nullptr) throw py::key_error("no tensor named '" + name + "'");
+    if (t == nullptr) {
+      PyErr_SetObject(PyExc_KeyError,
+                      DecodeMessage("no tensor named '" + nibble::EscapeBytes(name) + "'").ptr());
+      throw py::error_already_set();
+    }
     return *t;
   }
 
   // Rows [start, stop) of the first dimension (stop None = to the end).
   // Returns (array, nibble's name of the element type): bfloat16 is a
   // uint16 array of its bits.
-  py::tuple Read(const std::string& name, const std::optional<std::string>& dtype, int64_t start,
+  py::tuple Read(const py::object& name_arg, const std::optional<std::string>& dtype, int64_t start,
                  std::optional<int64_t> stop, int threads) const {
+    const std::string name = NameArg(name_arg);
     // Hold the checkpoint: another Python thread may close() it while this
     // read runs without the GIL.
     const std::shared_ptr<const nibble::Checkpoint> hold = Held();
@@ -392,12 +520,21 @@ class PyCheckpoint {
     const nibble::CheckpointTensor& t = Find(name);
     const DType want = ParseOutputDType(dtype);
     Check(nibble::CheckThreads(threads));
-    if (!t.supported) throw py::value_error("tensor '" + t.name + "': " + t.why_not);
+    if (!t.supported) Check(nibble::Status::Error("tensor '" + t.name + "': " + t.why_not));
     const int64_t r1 = stop.value_or(nibble::Checkpoint::Rows(t));
     // Validated before anything is allocated.
     auto bytes = c.OutputBytes(t, want, start, r1);
     Check(bytes.status());
     const DType out = c.OutputDType(t, want);
+    if (want == DType::kUndefined && out != DType::kBFloat16 && out != DType::kFloat16) {
+      try {
+        (void)NumpyDType(out);
+      } catch (py::value_error&) {
+        Check(nibble::Status::Error("tensor '" + t.name + "' is " + nibble::DTypeName(out) +
+                                    ", which numpy has no type for: read it with dtype='float32' "
+                                    "(or 'bfloat16', 'float16'; exact)"));
+      }
+    }
     nibble::Shape shape = t.shape;
     if (!shape.empty()) shape[0] = r1 - start;
     std::vector<py::ssize_t> dims(shape.begin(), shape.end());
@@ -420,6 +557,7 @@ class PyCheckpoint {
 }  // namespace
 
 PYBIND11_MODULE(_nibble, m) {
+  WarmUpNumpy();
   m.doc() = "nibble: exact, fast dequantization of grouped int4/int8 weights";
   m.attr("__version__") = NIBBLE_VERSION;
   m.def("active_target", [] { return std::string(nibble::ActiveTarget()); });
@@ -528,6 +666,9 @@ PYBIND11_MODULE(_nibble, m) {
       .def("description", &PyCheckpoint::Description)
       .def("properties", &PyCheckpoint::Properties)
       .def("tensors", &PyCheckpoint::Tensors)
+      .def("names", &PyCheckpoint::Names)
+      .def("info", &PyCheckpoint::InfoOf, py::arg("name"))
+      .def("resolve", &PyCheckpoint::Resolve, py::arg("name"))
       .def("read", &PyCheckpoint::Read, py::arg("name"), py::arg("dtype") = py::none(),
            py::arg("start") = 0, py::arg("stop") = py::none(), py::arg("threads") = 0);
 
@@ -537,8 +678,10 @@ PYBIND11_MODULE(_nibble, m) {
          const std::string& tensors, const std::string& exclude, bool skip_unsupported, int threads,
          bool hf, int64_t max_shard_bytes, const std::string& gptq_format,
          const std::string& gptq_v1_zeros, const py::object& progress) {
+        PyStop stop;
         nibble::DequantOptions o;
-        o.progress = PyProgress(progress);
+        o.progress = PyProgress(progress, &stop);
+        o.cancelled = stop.Callback();
         o.dtype = ParseOutputDType(dtype);
         o.tensors = tensors;
         o.exclude = exclude;
@@ -556,12 +699,17 @@ PYBIND11_MODULE(_nibble, m) {
           py::gil_scoped_release release;
           st = nibble::DequantAnyCheckpoint(in, out, o, &r);
         }
+        if (!st.ok()) stop.RaiseIfStopped();
         Check(st);
         py::dict d;
         d["dequantized"] = r.dequantized;
         d["copied"] = r.copied;
         d["bytes"] = r.bytes;
-        d["skipped"] = r.skipped;
+        py::list skipped, notes;
+        for (const auto& x : r.skipped) skipped.append(DecodeMessage(x));
+        for (const auto& x : r.notes) notes.append(DecodeMessage(x));
+        d["skipped"] = skipped;
+        d["notes"] = notes;
         return d;
       },
       py::arg("input"), py::arg("output"), py::kw_only(), py::arg("dtype") = py::none(),
@@ -571,19 +719,23 @@ PYBIND11_MODULE(_nibble, m) {
       py::arg("gptq_v1_zeros") = "", py::arg("progress") = py::none());
   m.def(
       "fold",
-      [](const std::string& in, const std::string& out, int threads, const std::string& external,
-         const py::object& progress) {
+      [](const std::string& in, const std::string& out, int threads, bool external,
+         const std::string& external_name, const py::object& progress) {
+        PyStop stop;
         nibble::FoldOptions o;
-        o.progress = PyProgress(progress);
+        o.progress = PyProgress(progress, &stop);
+        o.cancelled = stop.Callback();
         Check(nibble::CheckThreads(threads));
         o.threads = threads;
-        o.external_name = external;
+        o.external = external || !external_name.empty();
+        o.external_name = external_name;
         nibble::FoldReport r;
         nibble::Status st;
         {
           py::gil_scoped_release release;
           st = nibble::FoldModel(in, out, o, &r);
         }
+        if (!st.ok()) stop.RaiseIfStopped();
         Check(st);
         py::dict d;
         d["dequantize_nodes"] = r.dequantize_nodes;
@@ -593,8 +745,11 @@ PYBIND11_MODULE(_nibble, m) {
         d["dequantized_bytes"] = r.dequantized_bytes;
         d["external"] = r.external;
         d["note"] = r.note;
+        py::list notes;
+        for (const auto& x : r.notes) notes.append(DecodeMessage(x));
+        d["notes"] = notes;
         return d;
       },
       py::arg("input"), py::arg("output"), py::kw_only(), py::arg("threads") = 0,
-      py::arg("external_data") = "", py::arg("progress") = py::none());
+      py::arg("external") = false, py::arg("external_name") = "", py::arg("progress") = py::none());
 }

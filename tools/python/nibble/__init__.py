@@ -56,6 +56,12 @@ __all__ = [
 _FRAMEWORKS = {"np": "np", "numpy": "np", "pt": "pt", "torch": "pt", "pytorch": "pt"}
 
 
+def _path(p):
+    """A path argument (str, bytes or os.PathLike) as the bytes the OS sees."""
+    import os
+    return os.fsencode(os.fspath(p))
+
+
 def _dtype_name(dtype):
     """None or a str spelling; numpy and torch dtypes are accepted too."""
     if dtype is None or isinstance(dtype, str):
@@ -133,14 +139,18 @@ class Checkpoint:
         if fw == "pt":
             import torch  # noqa: F401  (fail at open time, not on the first read)
         self._fw, self._threads = fw, threads
-        self._ck = _nibble._Checkpoint(str(path), gptq_format or "", gptq_v1_zeros or "")
-        self._infos = {t["name"]: t for t in self._ck.tensors()}
-        self._sources = {t["source"]: t["name"] for t in self._infos.values()}
+        self._ck = _nibble._Checkpoint(_path(path), gptq_format or "", gptq_v1_zeros or "")
+        # Names only: a tensor's info is built when asked for (a checkpoint
+        # may list a hundred thousand tensors).
+        self._names = self._ck.names()
 
     # --- safetensors.safe_open's interface -------------------------------
     def keys(self):
-        """Output names of every tensor, in checkpoint order."""
-        return list(self._infos)
+        """Output names of every tensor, in checkpoint order. Names that are
+        not valid UTF-8 (a GGUF file may hold them) are decoded with
+        ``surrogateescape``, like ``os.fsdecode``: pass them back as they
+        are."""
+        return list(self._names)
 
     def metadata(self):
         """Format properties and metadata as a dict of str -> str."""
@@ -159,11 +169,11 @@ class Checkpoint:
         """A dict: name, source, kind ("GPTQ", "q4_K", "copy", ...), detail,
         shape, quantized, supported, why_not, stored_bytes, stored_dtype and
         dtype (the default output type)."""
-        return dict(self._infos[self._resolve(name)])
+        return self._ck.info(name)
 
     def tensors(self):
         """:meth:`info` of every tensor."""
-        return [dict(t) for t in self._infos.values()]
+        return self._ck.tensors()
 
     def description(self):
         return self._ck.description()
@@ -183,24 +193,23 @@ class Checkpoint:
         return False
 
     def __contains__(self, name):
-        return name in self._infos or name in self._sources
+        return isinstance(name, (str, bytes)) and self._ck.resolve(name) is not None
 
     def __iter__(self):
         return iter(self.keys())
 
     def __len__(self):
-        return len(self._infos)
+        return len(self._names)
 
     def __repr__(self):
         state = "closed" if self.closed else self._ck.description()
         return f"<nibble.Checkpoint {state}>"
 
     def _resolve(self, name):
-        if name in self._infos:
-            return name
-        if name in self._sources:
-            return self._sources[name]
-        raise KeyError(f"no tensor named {name!r}")
+        out = self._ck.resolve(name) if isinstance(name, (str, bytes)) else None
+        if out is None:
+            raise KeyError(f"no tensor named {name!r}")
+        return out
 
     def _read(self, name, dtype, start, stop):
         name = self._resolve(name)
@@ -254,20 +263,31 @@ def dequant(input, output, *, dtype=None, tensors="", exclude="", skip_unsupport
     ``hf=True``) becomes a loadable model folder. Written atomically: nothing
     is left at ``output`` on error. ``progress``: a callable receiving
     (tensors_done, tensors_total, bytes_done, bytes_total) after each tensor
-    (bytes_total 0 when unknown). Returns a dict: dequantized, copied,
-    bytes, skipped."""
-    return _nibble.dequant(str(input), str(output), dtype=_dtype_name(dtype), tensors=tensors,
+    (bytes_total 0 when unknown); an exception it raises stops the
+    conversion and propagates. Ctrl-C (KeyboardInterrupt) stops it too,
+    between tensors or 16 MiB row chunks: nothing is published, temporaries
+    are removed, and the exception is raised. Paths: str, bytes or
+    os.PathLike. Returns a dict: dequantized, copied, bytes, skipped, notes
+    (e.g. stale temporaries of a killed run that were removed)."""
+    return _nibble.dequant(_path(input), _path(output), dtype=_dtype_name(dtype), tensors=tensors,
                            exclude=exclude, skip_unsupported=skip_unsupported, threads=threads,
                            hf=hf, max_shard_bytes=max_shard_bytes, gptq_format=gptq_format or "",
                            gptq_v1_zeros=gptq_v1_zeros or "", progress=progress)
 
 
-def fold(input, output, *, threads=0, external_data="", progress=None):
+def fold(input, output, *, threads=0, external_data=False, progress=None):
     """``nibble fold``: an ONNX model with every constant DequantizeLinear /
-    MatMulNBits weight replaced by its float value. ``progress`` as for
-    :func:`dequant`. Returns a dict report."""
-    return _nibble.fold(str(input), str(output), threads=threads, external_data=external_data,
-                        progress=progress)
+    MatMulNBits weight replaced by its float value. ``external_data``: False
+    (inline, unless the model exceeds 2 GB), True (a data file
+    "<output name>.data" beside the model) or a file name for it.
+    ``progress`` as for :func:`dequant`. Returns a dict report."""
+    if isinstance(external_data, (str, bytes)):
+        name = external_data.decode() if isinstance(external_data, bytes) else external_data
+        external, external_name = bool(name), name
+    else:
+        external, external_name = bool(external_data), ""
+    return _nibble.fold(_path(input), _path(output), threads=threads, external=external,
+                        external_name=external_name, progress=progress)
 
 
 def inspect(path, *, gptq_format=None, gptq_v1_zeros=None):
