@@ -1,5 +1,6 @@
 #include "bench/group_size_bench.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include "base/numeric.h"
 #include "bench/synthetic_weights.h"
 #include "formats/atomic_file.h"
+#include "formats/files.h"
 #include "formats/gguf.h"
 #include "hwy/cache_control.h"
 #include "kernels/dequantize.h"
@@ -673,7 +675,15 @@ void AddBenchOptions(CLI::App* app, BenchOptions* o) {
       ->check(CLI::IsMember({"table", "json", "csv"}));
   app->add_option("--out", o->out,
                   "Also write the rows to OUT.json and OUT.csv (draw them with "
-                  "`python3 -m nibble.study OUT.json -o study.png`)");
+                  "`python3 -m nibble.study OUT.json -o study.png`)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return v.empty() ? std::string(
+                                   "a name prefix is needed (OUT.json and OUT.csv "
+                                   "are written); got an empty one")
+                             : std::string();
+          },
+          "OUT"));
   app->add_option("--seed", o->seed, "Seed of the synthetic weight")->capture_default_str();
   app->add_option("--weights", o->weights,
                   "Study real weights: a GGUF file, a GPTQ/AWQ folder or a .safetensors file "
@@ -687,6 +697,66 @@ void AddBenchOptions(CLI::App* app, BenchOptions* o) {
 }
 
 namespace {
+
+constexpr const char* kBenchOutFormats[] = {"json", "csv"};
+
+// True if folder `dir` is `root` or inside it (by device and inode, so any
+// spelling of either path — relative, "..", symlinks — compares right).
+bool FolderInside(const std::string& dir, const std::string& root) {
+  struct stat r;
+  if (::stat(root.c_str(), &r) != 0) return false;
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::canonical(dir, ec);
+  if (ec) return false;
+  for (;;) {
+    struct stat st;
+    if (::stat(p.c_str(), &st) == 0 && st.st_dev == r.st_dev && st.st_ino == r.st_ino) return true;
+    if (p == p.parent_path() || p.empty()) return false;
+    p = p.parent_path();
+  }
+}
+
+// --out OUT: OUT is a name prefix; OUT.json and OUT.csv are checked like
+// every output (formats/files.h) and opened now, so a bad --out fails
+// before the runs. Never inside the checkpoint being studied.
+StatusOr<std::vector<std::unique_ptr<AtomicFile>>> OpenBenchOut(const BenchOptions& opt) {
+  const std::string what = "--out '" + EscapeBytes(opt.out) + "'";
+  struct stat st;
+  if (opt.out.back() == '/' || (::stat(opt.out.c_str(), &st) == 0 && !S_ISREG(st.st_mode))) {
+    return Status::Error(what +
+                         " names a folder or a special file; --out takes a name prefix (OUT.json "
+                         "and OUT.csv are written), e.g. results/study");
+  }
+  std::vector<std::unique_ptr<AtomicFile>> files;
+  for (const char* format : kBenchOutFormats) {
+    const std::string path = opt.out + "." + format;
+    InputFiles weights;
+    if (!opt.weights.empty() && !IsDirectory(opt.weights)) {
+      auto f = ReadOnlyFile::Open(opt.weights, &weights);  // identity only
+      (void)f;
+    }
+    NIBBLE_RETURN_IF_ERROR(CheckOutputPath(path, weights, "--out file"));
+    // The checkpoint: a folder, or the folder of a .safetensors file (a
+    // GGUF or ONNX file is a checkpoint of its own: only it is protected).
+    const bool folder = IsDirectory(opt.weights);
+    const bool st_file = opt.weights.size() > 12 &&
+                         opt.weights.compare(opt.weights.size() - 12, 12, ".safetensors") == 0;
+    if (folder || st_file) {
+      const std::string root =
+          folder ? opt.weights : std::filesystem::path(opt.weights).parent_path().string();
+      const auto slash = path.rfind('/');
+      const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+      if (FolderInside(dir, root.empty() ? "." : root)) {
+        return Status::Error(what + " would write '" + EscapeBytes(path) +
+                             "' into the checkpoint studied (--weights '" +
+                             EscapeBytes(opt.weights) + "'): choose another folder");
+      }
+    }
+    files.push_back(std::make_unique<AtomicFile>());
+    NIBBLE_RETURN_IF_ERROR(files.back()->Create(path));
+  }
+  return files;
+}
 
 // Plain vs non-temporal stores for outputs from 64 KiB to 256 MiB, each size
 // dequantized repeatedly into the same buffer (as a runtime reusing a
@@ -732,30 +802,15 @@ int RunStoreSweep(const BenchOptions& opt, std::ostream& out, std::ostream& err)
 }  // namespace
 
 int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& err) {
-  // --out never writes into the checkpoint being studied (its config.json,
-  // say): checked before anything runs.
-  if (!opt.out.empty() && !opt.weights.empty()) {
-    std::error_code ec;
-    namespace fs = std::filesystem;
-    const fs::path w = fs::weakly_canonical(opt.weights, ec);
-    const fs::path wd = fs::is_directory(w, ec) ? w : w.parent_path();
-    if (fs::weakly_canonical(opt.out + ".json", ec).parent_path() == wd) {
-      err << "nibble bench: --out '" << opt.out << "' would write into the folder of --weights '"
-          << opt.weights << "': choose another folder\n";
-      return 1;
-    }
-  }
-  // ... and its folder exists and is writable before minutes of runs.
+  // --out: checked (and its two files opened) before minutes of runs.
+  std::vector<std::unique_ptr<AtomicFile>> out_files;
   if (!opt.out.empty()) {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    fs::path dir = fs::path(opt.out + ".json").parent_path();
-    if (dir.empty()) dir = ".";
-    if (!fs::is_directory(dir, ec) || ::access(dir.c_str(), W_OK) != 0) {
-      err << "nibble bench: --out '" << opt.out << "': '" << dir.string()
-          << "' is not a folder this process can write to\n";
+    auto files = OpenBenchOut(opt);
+    if (!files.ok()) {
+      err << "nibble bench: " << files.status().message() << "\n";
       return 1;
     }
+    out_files = std::move(*files);
   }
   if (opt.store_sweep) return RunStoreSweep(opt, out, err);
   int64_t n = 0, k = 0;
@@ -967,23 +1022,18 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
   err << "kernel target: " << ActiveTarget() << ", threads available: " << AllThreads()
       << "; every timed run starts with its bytes flushed from the caches\n";
   PrintRows(rows, opt.format, out);
-  if (!opt.out.empty()) {
-    for (const char* format : {"json", "csv"}) {
-      const std::string path = opt.out + "." + format;
-
-      std::ostringstream text;
-      PrintRows(rows, format, text);
-      AtomicFile f;
-      const std::string data = text.str();
-      Status st = f.Create(path);
-      if (st.ok()) st = f.Write(data.data(), data.size());
-      if (st.ok()) st = f.Publish();
-      if (!st.ok()) {
-        err << "nibble bench: " << st.message() << "\n";
-        return 1;
-      }
-      err << "wrote " << path << "\n";
+  for (size_t i = 0; i < out_files.size(); ++i) {
+    AtomicFile& f = *out_files[i];
+    std::ostringstream text;
+    PrintRows(rows, kBenchOutFormats[i], text);
+    const std::string data = text.str();
+    Status st = f.Write(data.data(), data.size());
+    if (st.ok()) st = f.Publish();
+    if (!st.ok()) {
+      err << "nibble bench: " << st.message() << "\n";
+      return 1;
     }
+    err << "wrote " << f.dest() << "\n";
   }
   return failures ? 1 : 0;
 }

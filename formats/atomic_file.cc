@@ -70,17 +70,16 @@ std::string AtomicFile::RandomSuffix() {
   return s;
 }
 
-std::vector<std::string> RemoveStaleTemporaries(const std::string& dest) {
-  std::vector<std::string> removed;
+std::vector<std::string> FindStale(const std::string& dest, const std::string& kind) {
+  std::vector<std::string> candidates;
   const std::string d = Trimmed(dest);
   const auto slash = d.rfind('/');
   const std::string dir =
       slash == std::string::npos ? "." : (slash == 0 ? "/" : d.substr(0, slash));
   const std::string base = slash == std::string::npos ? d : d.substr(slash + 1);
-  const std::string prefix = base + ".nibble-tmp-" + HostTag() + "-";
+  const std::string prefix = base + "." + kind + "-" + HostTag() + "-";
   DIR* h = ::opendir(dir.c_str());
-  if (h == nullptr) return removed;
-  std::vector<std::string> candidates;
+  if (h == nullptr) return candidates;
   while (const dirent* e = ::readdir(h)) {
     const std::string name = e->d_name;
     if (name.size() <= prefix.size() + 7 || name.compare(0, prefix.size(), prefix) != 0) continue;
@@ -97,7 +96,12 @@ std::vector<std::string> RemoveStaleTemporaries(const std::string& dest) {
     candidates.push_back(dir + "/" + name);
   }
   ::closedir(h);
-  for (const std::string& path : candidates) {
+  return candidates;
+}
+
+std::vector<std::string> RemoveStaleTemporaries(const std::string& dest) {
+  std::vector<std::string> removed;
+  for (const std::string& path : FindStale(dest, "nibble-tmp")) {
     struct stat st;
     if (::lstat(path.c_str(), &st) != 0 || st.st_uid != ::geteuid()) continue;
     std::error_code ec;

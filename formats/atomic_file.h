@@ -53,6 +53,11 @@ std::string TempPrefixFor(const std::string& dest);
 // a live process's, this process's own — are left alone.
 std::vector<std::string> RemoveStaleTemporaries(const std::string& dest);
 
+// Files beside `dest` named "<dest>.<kind>-<host>-<pid>-XXXXXX" (kind
+// "nibble-tmp" or "nibble-old") whose host is this one and whose process no
+// longer runs. Nothing is removed.
+std::vector<std::string> FindStale(const std::string& dest, const std::string& kind);
+
 class AtomicFile {
  public:
   AtomicFile() = default;
@@ -132,7 +137,7 @@ class AtomicFile {
   // Second half: gives the staged data the destination name. When nothing
   // exists there, the unnamed temporary is linked straight to it (no
   // temporary name is ever visible); otherwise it is linked under
-  // "<dest>.tmp-<pid>" and renamed over the old file.
+  // a unique temporary name and renamed over the old file.
   Status Commit() {
     if (temp_.empty()) {
       const std::string proc = "/proc/self/fd/" + std::to_string(fd_);

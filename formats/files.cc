@@ -234,8 +234,8 @@ Status CheckOutputCommon(const std::string& path, const std::string& what) {
                          EscapeBytes(dir) + "': " + std::strerror(errno));
   }
   if (!S_ISDIR(st.st_mode)) {
-    return Status::Error("cannot write " + what + " '" + EscapeBytes(path) + "': '" +
-                         EscapeBytes(dir) + "' is " + KindOf(st.st_mode) + ", not a folder");
+    return Status::Error("cannot write " + what + " '" + EscapeBytes(path) + "': its folder '" +
+                         EscapeBytes(dir) + "' is " + KindOf(st.st_mode));
   }
   return Status::Ok();
 }

@@ -1,12 +1,9 @@
 #include "formats/onnx_tensor.h"
 
-#include <unistd.h>
-
-#include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <limits>
-#include <sstream>
+
+#include "formats/onnx_writer.h"
 
 namespace nibble {
 
@@ -124,27 +121,9 @@ Status ReadProtoFile(const std::string& path, google::protobuf::MessageLite* msg
 }
 
 Status WriteProtoFile(const std::string& path, const google::protobuf::MessageLite& msg) {
-  const std::string tmp = path + ".tmp-" + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return Status::Error("cannot create '" + tmp + "': " + std::strerror(errno));
-    if (!msg.SerializeToOstream(&out)) {
-      out.close();
-      std::remove(tmp.c_str());
-      return Status::Error("cannot write '" + tmp + "'");
-    }
-    out.close();
-    if (!out) {
-      std::remove(tmp.c_str());
-      return Status::Error("cannot write '" + tmp + "'");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string err = std::strerror(errno);
-    std::remove(tmp.c_str());
-    return Status::Error("cannot rename '" + tmp + "' to '" + path + "': " + err);
-  }
-  return Status::Ok();
+  std::string bytes;
+  if (!msg.SerializeToString(&bytes)) return Status::Error("cannot serialize '" + path + "'");
+  return WriteFileAtomic(path, bytes);
 }
 
 }  // namespace nibble

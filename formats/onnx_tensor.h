@@ -28,8 +28,7 @@ nibble_onnx::TensorProto TensorToProto(const TensorView& view, const std::string
 // under 2 GiB (checked before reading); `inputs`, if given, records it.
 Status ReadProtoFile(const std::string& path, google::protobuf::MessageLite* msg,
                      InputFiles* inputs = nullptr);
-// Writes atomically: to "<path>.tmp-<pid>" then rename; never leaves a
-// half-written `path`.
+// Writes atomically (WriteFileAtomic): never leaves a half-written `path`.
 Status WriteProtoFile(const std::string& path, const google::protobuf::MessageLite& msg);
 
 }  // namespace nibble

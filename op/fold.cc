@@ -9,6 +9,7 @@
 #include <set>
 #include <utility>
 
+#include "formats/atomic_file.h"
 #include "formats/external_data.h"
 #include "formats/files.h"
 #include "formats/onnx_tensor.h"
@@ -301,6 +302,19 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
   wo.cancelled = options.cancelled;
   std::vector<std::string> stale;
   wo.removed_stale = &stale;
+  if (wo.external) {
+    // A run killed between the two commits of an earlier replacement left
+    // the old data under a backup name (formats/onnx_writer.h): say where.
+    auto data_path = ExternalDataPathFor(out, wo.external_name);
+    if (data_path.ok()) {
+      for (const std::string& old : FindStale(*data_path, "nibble-old")) {
+        report->notes.push_back("'" + EscapeBytes(old) +
+                                "' is the external data a run killed while replacing it kept; "
+                                "this run writes the pair anew, so it is no longer needed: "
+                                "remove it");
+      }
+    }
+  }
   const Status st = WriteModelStreaming(out, dst, streamed, wo);
   for (const std::string& p : stale) {
     report->notes.push_back("removed '" + EscapeBytes(p) +

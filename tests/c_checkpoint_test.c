@@ -104,6 +104,10 @@ static void CheckTensor(const nibble_checkpoint* ck, int64_t i) {
     ExpectError(nibble_checkpoint_read(ck, i, NIBBLE_INT8, 0, -1, f32, n32, 1), "dtype");
     ExpectError(nibble_checkpoint_read(ck, i, NIBBLE_FLOAT32, 0, rows + 1, f32, n32, 1), "outside");
     ExpectError(nibble_checkpoint_read(ck, i, NIBBLE_FLOAT32, 1, 0, f32, n32, 1), "outside");
+    /* Only -1 means "to the end": other negative row bounds are errors. */
+    ExpectError(nibble_checkpoint_read(ck, i, NIBBLE_FLOAT32, 0, -2, f32, n32, 1), "outside");
+    ExpectError(nibble_checkpoint_read_size(ck, i, NIBBLE_FLOAT32, 0, -2, &first, NULL), "outside");
+    ExpectError(nibble_checkpoint_read(ck, i, NIBBLE_FLOAT32, -1, -1, f32, n32, 1), "outside");
     ExpectError(nibble_checkpoint_read(ck, i, NIBBLE_FLOAT32, 0, -1, f32, n32, -3), "threads");
     ExpectError(nibble_checkpoint_read(ck, i, NIBBLE_FLOAT32, 0, -1, NULL, n32, 1), "null");
   }

@@ -784,6 +784,63 @@ TEST_CASE("corrupted and truncated GGUF: a clear error, never a crash") {
         "GGUF 't': tensor 'w': ne[0] = 48 is not a multiple of q4_0's block of 32");
 }
 
+TEST_CASE("GGUF header limits: counts, names and size refused at once, by name") {
+  // Counts are refused before anything is allocated or parsed.
+  auto header = [](uint64_t tensors, uint64_t kv) {
+    std::string s = "GGUF";
+    GgufBuilder::Put(&s, uint32_t{3});
+    GgufBuilder::Put(&s, tensors);
+    GgufBuilder::Put(&s, kv);
+    s.append(static_cast<size_t>(kv * 13 + tensors * 24), '\0');  // "fits" the file
+    return s;
+  };
+  const std::string many_keys = header(0, kMaxGgufKeys + 1);
+  auto k = GgufFile::FromBytes(reinterpret_cast<const uint8_t*>(many_keys.data()), many_keys.size(),
+                               "t");
+  REQUIRE(!k.ok());
+  CHECK(k.status().message() ==
+        "GGUF 't': 65537 metadata keys, more than the 65536 nibble "
+        "reads (models have tens)");
+  const std::string many_tensors = header(kMaxGgufTensors + 1, 0);
+  auto n = GgufFile::FromBytes(reinterpret_cast<const uint8_t*>(many_tensors.data()),
+                               many_tensors.size(), "t");
+  REQUIRE(!n.ok());
+  CHECK(n.status().message() ==
+        "GGUF 't': 131073 tensors, more than the 131072 nibble reads "
+        "(models have a few thousand)");
+  GgufBuilder long_name;
+  long_name.Tensor(std::string(64, 'n'), {4}, kGgmlF32, std::vector<uint8_t>(16));
+  const std::string lb = long_name.Bytes();
+  auto l = GgufFile::FromBytes(reinterpret_cast<const uint8_t*>(lb.data()), lb.size(), "t");
+  REQUIRE(!l.ok());
+  CHECK(l.status().message() == "GGUF 't': tensor '" + std::string(64, 'n') +
+                                    "': the name has 64 bytes (ggml's limit is 63)");
+  GgufBuilder twice;
+  twice.KvU32("a", 1);
+  twice.KvU32("a", 2);
+  const std::string tb = twice.Bytes();
+  auto t = GgufFile::FromBytes(reinterpret_cast<const uint8_t*>(tb.data()), tb.size(), "t");
+  REQUIRE(!t.ok());
+  CHECK(t.status().message() == "GGUF 't': metadata key 'a' twice");
+  // A header larger than kMaxGgufHeaderBytes (a string that runs on past
+  // it, in a sparse file): refused once the prefix read reaches the limit.
+  const fs::path dir =
+      fs::temp_directory_path() / ("nibble_gguf_cap_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "big.gguf").string();
+  GgufBuilder big;
+  big.Kv("s", 8, GgufBuilder::Enc<uint64_t>(kMaxGgufHeaderBytes + 10));
+  WriteText(path, big.Bytes());
+  fs::resize_file(path, kMaxGgufHeaderBytes + 4096);
+  auto b = GgufFile::Open(path);
+  REQUIRE(!b.ok());
+  CHECK(b.status().message() == "GGUF '" + path +
+                                    "': the header (metadata and tensor infos) is larger than "
+                                    "100000000 bytes, the most nibble reads (a model's is a few "
+                                    "MB)");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("safetensors reader: validation messages, misaligned data, tiling") {
   auto make = [](const std::string& header, size_t data_bytes) {
     std::string s(8, '\0');

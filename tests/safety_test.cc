@@ -156,6 +156,142 @@ TEST_CASE("AtomicFile links straight to a free name and replaces an existing fil
   fs::remove_all(d);
 }
 
+TEST_CASE("CheckOutputFolder: absent or empty folders only, checked before any work") {
+  const fs::path d = FreshDir("outfolder");
+  InputFiles inputs;
+  WriteText(d / "in.bin", "input");
+  REQUIRE(ReadOnlyFile::Open((d / "in.bin").string(), &inputs).ok());
+  CHECK(CheckOutputFolder((d / "new").string(), inputs).ok());
+  CHECK(CheckOutputFolder((d / "new").string() + "/", inputs).ok());
+  fs::create_directory(d / "empty");
+  CHECK(CheckOutputFolder((d / "empty").string(), inputs).ok());
+  fs::create_directory(d / "full");
+  WriteText(d / "full" / "x", "x");
+  CHECK(CheckOutputFolder((d / "full").string(), inputs).message() ==
+        "output '" + (d / "full").string() +
+            "' is a folder that is not empty (give a new path, or an empty folder)");
+  // A file, with or without a trailing slash (lstat of "file/" fails with
+  // ENOTDIR: not "absent").
+  WriteText(d / "afile", "x");
+  CHECK(CheckOutputFolder((d / "afile").string() + "/", inputs).message() ==
+        "output '" + (d / "afile").string() +
+            "/' exists and is a regular file, not a folder (a model folder is written here: "
+            "give a new path, or an empty folder)");
+  CHECK(CheckOutputFolder((d / "in.bin").string(), inputs).message().find("is the input file") !=
+        std::string::npos);
+  fs::create_directory_symlink("empty", d / "link");
+  CHECK(CheckOutputFolder((d / "link").string(), inputs).message().find("symbolic link") !=
+        std::string::npos);
+  // Parents: missing, or not a folder; empty paths and NUL bytes.
+  CHECK(CheckOutputFolder((d / "no" / "out").string(), inputs).message() ==
+        "cannot write output '" + (d / "no" / "out").string() + "': its folder '" +
+            (d / "no").string() + "': No such file or directory");
+  CHECK(CheckOutputFolder((d / "afile" / "out").string(), inputs).message() ==
+        "cannot write output '" + (d / "afile" / "out").string() + "': its folder '" +
+            (d / "afile").string() + "' is a regular file");
+  CHECK(CheckOutputFolder("", inputs).message() == "output path is empty");
+  CHECK(CheckOutputFolder(std::string("a\0b", 3), inputs).message() ==
+        "output 'a\\x00b': the path holds a NUL byte");
+  CHECK(
+      CheckOutputPath((d / "x.safetensors").string() + "/", inputs).message().find("ends in '/'") !=
+      std::string::npos);
+  fs::remove_all(d);
+}
+
+TEST_CASE("AtomicFolder: unique temporaries, removed on failure, published by rename") {
+  const fs::path d = FreshDir("atomicfolder");
+  const std::string dest = (d / "model").string();
+  auto temporaries = [&] {
+    std::vector<std::string> t;
+    for (const auto& e : fs::directory_iterator(d)) {
+      const std::string n = e.path().filename().string();
+      if (n.find(".nibble-tmp-") != std::string::npos) t.push_back(n);
+    }
+    return t;
+  };
+  {
+    AtomicFolder a, b;  // two writers of one destination never share
+    REQUIRE(a.Create(dest).ok());
+    REQUIRE(b.Create(dest).ok());
+    CHECK(a.path() != b.path());
+    CHECK(a.path().rfind(TempPrefixFor(dest), 0) == 0);
+    CHECK(temporaries().size() == 2);
+    WriteText(fs::path(a.path()) / "f", "a");
+    WriteText(fs::path(b.path()) / "f", "b");
+    REQUIRE(a.Publish().ok());
+    const Status st = b.Publish();  // the destination is no longer empty
+    CHECK(st.message() == "cannot publish '" + dest +
+                              "': something else created it meanwhile (it is not an empty folder "
+                              "now); this run's result is discarded");
+  }
+  CHECK(ReadText(fs::path(dest) / "f") == "a");
+  CHECK(temporaries().empty());  // b's removed when it went out of scope
+  {
+    AtomicFolder c;  // never published: removed
+    REQUIRE(c.Create((d / "other").string()).ok());
+    WriteText(fs::path(c.path()) / "f", "c");
+  }
+  CHECK(temporaries().empty());
+  CHECK_FALSE(fs::exists(d / "other"));
+  fs::remove_all(d);
+}
+
+TEST_CASE("RemoveStaleTemporaries: only a dead process's, of this host, of that destination") {
+  const fs::path d = FreshDir("stale");
+  const std::string dest = (d / "out").string();
+  // A pid that no longer runs: a child that has exited and been reaped.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  REQUIRE(child > 0);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  std::string prefix = TempPrefixFor(dest);  // "<dest>.nibble-tmp-<host>-<pid>-"
+  const std::string mine = std::to_string(::getpid()) + "-";
+  const std::string host_part = prefix.substr(0, prefix.size() - mine.size());
+  const std::string dead = host_part + std::to_string(child) + "-AbC123";
+  const std::string live = host_part + std::to_string(::getppid()) + "-AbC123";
+  const std::string own = prefix + "AbC123";
+  const std::string other_host =
+      dest + ".nibble-tmp-elsewhere-" + std::to_string(child) + "-AbC123";
+  const std::string other_dest = (d / "outx").string() + ".nibble-tmp-" +
+                                 host_part.substr(dest.size() + 12) + std::to_string(child) +
+                                 "-AbC123";
+  const std::string bad_suffix = host_part + std::to_string(child) + "-short";
+  fs::create_directory(dead);
+  WriteText(fs::path(dead) / "shard", "partial");
+  for (const std::string& p : {live, own, other_host, other_dest, bad_suffix}) {
+    fs::create_directory(p);
+  }
+  WriteText(dest + ".unrelated", "keep");
+  const std::vector<std::string> removed = RemoveStaleTemporaries(dest);
+  REQUIRE(removed.size() == 1);
+  CHECK(fs::path(removed[0]).filename() == fs::path(dead).filename());
+  CHECK_FALSE(fs::exists(dead));
+  for (const std::string& p : {live, own, other_host, other_dest, bad_suffix}) {
+    CHECK_MESSAGE(fs::exists(p), p);
+  }
+  CHECK(fs::exists(dest + ".unrelated"));
+  fs::remove_all(d);
+}
+
+TEST_CASE("External data may not take the model's own name") {
+  CHECK(ExternalDataPathFor("d/m.onnx", "m.onnx").status().message() ==
+        "external data name 'm.onnx' is the model's own file name: the data would overwrite the "
+        "model");
+  CHECK(ExternalDataPathFor("m.onnx", "m.onnx").status().message().find("own file name") !=
+        std::string::npos);
+  CHECK(ExternalDataPathFor("d/m.onnx", "./m.onnx")
+            .status()
+            .message()
+            .find("must be a plain file name") != std::string::npos);
+  CHECK(ExternalDataPathFor("d/m.onnx", "/abs/m.onnx")
+            .status()
+            .message()
+            .find("must be a plain file name") != std::string::npos);
+  CHECK(*ExternalDataPathFor("d/m.onnx", "") == "d/m.onnx.data");
+  CHECK(OldDataNameFor("d/m.onnx.data").rfind("d/m.onnx.data.nibble-old-", 0) == 0);
+}
+
 // A tensor of `shape` whose byte k is Byte(seed, k), produced whole or in
 // row ranges; row ranges are recorded in *calls.
 uint8_t StreamByte(int seed, uint64_t k) {
