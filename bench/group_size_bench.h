@@ -12,10 +12,6 @@
 #include <string>
 #include <vector>
 
-namespace CLI {
-class App;
-}
-
 namespace nibble {
 
 struct BenchOptions {
@@ -69,8 +65,9 @@ std::vector<std::vector<double>> InterleavedSeconds(
 // instruction.
 void FlushFromCaches(const void* p, size_t bytes);
 
-// Registers the options on a CLI11 (sub)command.
-void AddBenchOptions(CLI::App* app, BenchOptions* options);
+// The names --layout accepts: the operator's and checkpoint layouts, then
+// every dequantizable ggml type (tools/bench_options.h registers them).
+std::vector<std::string> BenchLayoutNames();
 
 // Runs the sweep; results to `out`, progress and errors to `err`.
 // Returns a process exit code.

@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "bench/synthetic_weights.h"
-#include "op/checkpoint.h"
-#include "op/quantize_checkpoint.h"
+#include "checkpoint/methods/layers.h"
+#include "testing/quantize_checkpoint.h"
 
 namespace nibble {
 namespace {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "op/checkpoint_file.h"
+#include "checkpoint/checkpoint.h"
 
 int main(int argc, char** argv) {
   if (argc < 2 || argc > 3) {

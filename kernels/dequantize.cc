@@ -49,7 +49,7 @@ HWY_INLINE void DenseNibbleCodes(const Plan& plan, int64_t r0, int64_t r1, int64
   DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
 }
 
-// The zero-point kinds op/checkpoint.cc lowers GPTQ and AWQ with: integer,
+// The zero-point kinds checkpoint/methods/layers.cc lowers GPTQ and AWQ with: integer,
 // or none (a constant code offset) when every stored zero point is equal.
 constexpr unsigned kAwqZp = ZpBit(ZeroPointKind::kNone) | ZpBit(ZeroPointKind::kInteger);
 constexpr unsigned kGptqZp = ZpBit(ZeroPointKind::kNone) | ZpBit(ZeroPointKind::kInteger);
@@ -82,7 +82,7 @@ void GroupMapColumns(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64
   if (plan.zp_kind == ZeroPointKind::ZP && plan.out == OutType::OUT) {                        \
     return GroupMapColumnsAs<ZeroPointKind::ZP, OutType::OUT>(plan, r0, r1, c0, c1, out, ld); \
   }
-  // The zero-point kinds op/checkpoint.cc lowers GPTQ with.
+  // The zero-point kinds checkpoint/methods/layers.cc lowers GPTQ with.
   NIBBLE_CASE(kNone, kF32)
   NIBBLE_CASE(kNone, kF16)
   NIBBLE_CASE(kNone, kBF16)
@@ -124,7 +124,7 @@ void DequantizeNibblesSimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0,
         }
         return DispatchZpOut<PmxWords<32>, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
       case Layout::kAwqWords:
-        // Integer zero points, or none when all are equal (op/checkpoint.cc).
+        // Integer zero points, or none when all are equal (checkpoint/methods/layers.cc).
         return DispatchZpOut<AwqWords, CodeKind::kU4, kAwqZp>(plan, r0, r1, c0, c1, out, ld);
       case Layout::kGptqColumns:
         return DispatchZpOut<GptqColumns, CodeKind::kU4, kGptqZp>(plan, r0, r1, c0, c1, out, ld);

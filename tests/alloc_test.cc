@@ -15,10 +15,10 @@
 #include "doctest/doctest.h"
 #include "hwy/targets.h"
 #include "kernels/dequantize.h"
-#include "op/checkpoint.h"
+#include "checkpoint/methods/layers.h"
 #include "op/dequantizer.h"
 #include "op/quantize.h"
-#include "op/quantize_checkpoint.h"
+#include "testing/quantize_checkpoint.h"
 
 namespace {
 

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "op/nibble.h"
+#include "api/nibble.h"
 
 static int failures = 0;
 #define CHECK(cond)                                                            \

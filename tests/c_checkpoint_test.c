@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "op/nibble.h"
+#include "api/nibble.h"
 
 static int failures = 0, checks = 0;
 #define CHECK(cond)                                                            \

@@ -2,7 +2,7 @@
 // computed by hand from the producers' formulas (../shared/FORMATS.md),
 // round trips from seeded float weights written in each format, odd shapes,
 // and corrupted / truncated files (clear error, nothing written).
-#include "op/checkpoint.h"
+#include "checkpoint/methods/layers.h"
 
 #include <unistd.h>
 
@@ -19,13 +19,13 @@
 #include "bench/synthetic_weights.h"
 #include "doctest/doctest.h"
 #include "formats/gguf.h"
-#include "formats/hf_config.h"
+#include "checkpoint/hf_config.h"
 #include "formats/safetensors.h"
 #include "kernels/dequantize.h"
 #include "kernels/layouts.h"
 #include "kernels/reference.h"
-#include "op/checkpoint_file.h"
-#include "op/quantize_checkpoint.h"
+#include "checkpoint/checkpoint.h"
+#include "testing/quantize_checkpoint.h"
 #include "tests/checkpoint_writers.h"
 #include "tests/ggml_oracle.h"
 #include "tests/scratch_dir.h"

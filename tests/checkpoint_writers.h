@@ -13,7 +13,7 @@
 
 #include "base/tensor.h"
 #include "formats/safetensors_writer.h"
-#include "op/quantize_checkpoint.h"
+#include "testing/quantize_checkpoint.h"
 
 namespace nibble {
 namespace testing {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "doctest/doctest.h"
-#include "op/checkpoint.h"
+#include "checkpoint/methods/layers.h"
 #include "op/matmulnbits.h"
 
 namespace nibble {

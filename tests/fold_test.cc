@@ -2,7 +2,7 @@
 // in NIBBLE_FOLD_MODELS): structure of the folded graph, values against an
 // independent decode of the source bytes, external data in and out, and
 // every bad input (clear error, nothing left behind, input untouched).
-#include "op/fold.h"
+#include "onnx/fold.h"
 
 #include <unistd.h>
 
@@ -21,9 +21,9 @@
 
 #include "base/numeric.h"
 #include "doctest/doctest.h"
-#include "formats/external_data.h"
-#include "formats/onnx_tensor.h"
-#include "op/onnx_checkpoint.h"
+#include "onnx/external_data.h"
+#include "onnx/onnx_tensor.h"
+#include "onnx/onnx_checkpoint.h"
 
 namespace nibble {
 namespace {

@@ -7,7 +7,7 @@
 #include "base/numeric.h"
 #include "doctest/doctest.h"
 #include "formats/int4_packing.h"
-#include "formats/onnx_tensor.h"
+#include "onnx/onnx_tensor.h"
 
 namespace nibble {
 namespace {

@@ -1,7 +1,7 @@
 // An independent scalar decoder of ggml's block formats, written from the
 // format's description (ggml-common.h's block structs and the reference
 // dequantize_row_<type> routines), never from nibble's Plan or kernels:
-// what a wrong lowering in op/checkpoint.cc would disagree with.
+// what a wrong lowering in checkpoint/methods/layers.cc would disagree with.
 //
 // Each block's values are computed in float32 with the producers'
 // operations in their order (no fused multiply-add: the build uses

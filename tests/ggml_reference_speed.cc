@@ -22,7 +22,7 @@
 
 #include "bench/group_size_bench.h"
 #include "formats/gguf.h"
-#include "op/checkpoint.h"
+#include "checkpoint/methods/layers.h"
 #include "tests/ggml_oracle.h"
 
 namespace {

@@ -17,7 +17,7 @@
 
 #include "bench/synthetic_weights.h"
 #include "formats/gguf.h"
-#include "op/quantize_checkpoint.h"
+#include "testing/quantize_checkpoint.h"
 #include "tests/checkpoint_writers.h"
 #include "tests/generator_args.h"
 

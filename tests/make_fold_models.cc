@@ -24,7 +24,7 @@
 
 #include "base/numeric.h"
 #include "formats/int4_packing.h"
-#include "formats/onnx_tensor.h"
+#include "onnx/onnx_tensor.h"
 #include "tests/generator_args.h"
 
 namespace nibble {

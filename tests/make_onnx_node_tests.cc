@@ -13,7 +13,7 @@
 #include <random>
 #include <string>
 
-#include "formats/onnx_tensor.h"
+#include "onnx/onnx_tensor.h"
 #include "tests/generator_args.h"
 #include "tests/onnx_oracle.h"
 

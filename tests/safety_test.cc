@@ -19,7 +19,7 @@
 #include "base/tensor.h"
 #include "formats/atomic_file.h"
 #include "formats/files.h"
-#include "formats/onnx_writer.h"
+#include "onnx/onnx_writer.h"
 #include "formats/safetensors_writer.h"
 #include "op/dequantizer.h"
 #include "op/onnx.h"

@@ -10,8 +10,8 @@
 
 #include "base/numeric.h"
 #include "formats/files.h"
-#include "formats/onnx_tensor.h"
-#include "op/onnx_node.h"
+#include "onnx/onnx_tensor.h"
+#include "onnx/onnx_node.h"
 
 namespace nibble {
 

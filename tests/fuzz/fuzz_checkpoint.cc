@@ -10,7 +10,7 @@
 #include <cstring>
 #include <string>
 
-#include "op/checkpoint_file.h"
+#include "checkpoint/checkpoint.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

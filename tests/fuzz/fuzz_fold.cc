@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <string>
 
-#include "op/fold.h"
+#include "onnx/fold.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "formats/gguf.h"
-#include "op/checkpoint.h"
+#include "checkpoint/methods/layers.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "formats/hf_config.h"
+#include "checkpoint/hf_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string all(reinterpret_cast<const char*>(data), size);

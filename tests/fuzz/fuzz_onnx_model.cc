@@ -7,9 +7,9 @@
 #include <map>
 #include <vector>
 
-#include "formats/external_data.h"
-#include "formats/onnx.pb.h"
-#include "op/onnx_node.h"
+#include "onnx/external_data.h"
+#include "onnx/onnx.pb.h"
+#include "onnx/onnx_node.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <string>
 
-#include "formats/external_data.h"
-#include "formats/onnx.pb.h"
-#include "formats/onnx_tensor.h"
+#include "onnx/external_data.h"
+#include "onnx/onnx.pb.h"
+#include "onnx/onnx_tensor.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {

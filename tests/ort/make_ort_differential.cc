@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "base/numeric.h"
-#include "formats/onnx_tensor.h"
+#include "onnx/onnx_tensor.h"
 #include "kernels/reference.h"
 #include "op/onnx.h"
 #include "tests/generator_args.h"

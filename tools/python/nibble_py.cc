@@ -26,10 +26,10 @@
 
 #include "formats/files.h"
 #include "kernels/dequantize.h"
-#include "op/checkpoint_file.h"
-#include "op/fold.h"
+#include "checkpoint/checkpoint.h"
+#include "onnx/fold.h"
 #include "op/onnx.h"
-#include "op/onnx_checkpoint.h"
+#include "onnx/onnx_checkpoint.h"
 #include "op/pmx.h"
 #include "op/quantize.h"
 #include "op/version.h"

@@ -1,0 +1,382 @@
+#include "checkpoint/hf_export.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <new>
+#include <set>
+#include <system_error>
+#include <utility>
+
+#include "formats/atomic_file.h"
+#include "formats/files.h"
+#include "formats/gguf.h"
+#include "formats/safetensors_writer.h"
+#include "op/lowering.h"
+
+namespace nibble {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+bool IsLlamaFamily(const std::string& arch) { return arch == "llama" || arch == "mistral"; }
+
+const char* const kMappedArchs = "llama, mistral, qwen2, qwen3";
+
+bool IsMapped(const std::string& arch) {
+  return IsLlamaFamily(arch) || arch == "qwen2" || arch == "qwen3";
+}
+
+// The shortest decimal that reads back as the same float32 (GGUF keeps
+// float32: 1e-5 stays "1e-05", not "9.99999975e-06").
+std::string JsonFloat(double v) {
+  const float f = static_cast<float>(v);
+  char buf[64];
+  for (int digits = 6; digits <= 9; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, static_cast<double>(f));
+    if (std::strtof(buf, nullptr) == f) break;
+  }
+  std::string s = buf;
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+Status WriteTextFile(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+  f.close();
+  if (!f) return Status::Error("cannot write '" + path + "'");
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* TorchDTypeName(DType d) {
+  switch (d) {
+    case DType::kFloat16:
+      return "float16";
+    case DType::kBFloat16:
+      return "bfloat16";
+    default:
+      return "float32";
+  }
+}
+
+Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>& items,
+                     const std::string& config_json, const std::vector<std::string>& copy_files,
+                     const DequantOptions& options, DequantReport* report) try {
+  if (items.empty()) return Status::Error("no tensors to write");
+  // Shards of at most max_shard_bytes (a larger tensor alone).
+  std::vector<std::vector<size_t>> shards(1);
+  uint64_t in_shard = 0, total = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!shards.back().empty() && in_shard + items[i].bytes > options.max_shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back(i);
+    in_shard += items[i].bytes;
+    total += items[i].bytes;
+  }
+  const size_t ns = shards.size();
+  auto shard_name = [ns](size_t s) {
+    if (ns == 1) return std::string("model.safetensors");
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", s + 1, ns);
+    return std::string(buf);
+  };
+
+  // Everything goes into a temporary sibling folder, renamed at the end
+  // (removed on any error or interruption).
+  AtomicFolder folder;
+  std::vector<std::string> stale;
+  NIBBLE_RETURN_IF_ERROR(folder.Create(out_dir, &stale));
+  for (const std::string& p : stale) {
+    report->notes.push_back("removed '" + EscapeBytes(p) +
+                            "', left by an earlier nibble run that was killed");
+  }
+  const std::string& tmp = folder.path();
+
+  size_t done = 0;
+  uint64_t written = 0;
+  for (size_t s = 0; s < ns; ++s) {
+    std::vector<SafetensorsOutput> outs;
+    for (size_t i : shards[s]) outs.push_back(items[i].out);
+    SafetensorsWriteOptions wo;
+    wo.metadata["format"] = "pt";
+    wo.progress = [&](size_t i, size_t, uint64_t bytes) {
+      report->bytes = written + bytes;
+      if (options.progress) {
+        options.progress(Progress{done + i, items.size(), written + bytes, total});
+      }
+    };
+    wo.cancelled = options.cancelled;
+    NIBBLE_RETURN_IF_ERROR(WriteSafetensorsStreaming(tmp + "/" + shard_name(s), outs, wo));
+    for (size_t i : shards[s]) written += items[i].bytes;
+    done += shards[s].size();
+  }
+  if (ns > 1) {
+    std::string idx = "{\n  \"metadata\": {\"total_size\": " + std::to_string(total) +
+                      "},\n  \"weight_map\": {\n";
+    bool first = true;
+    for (size_t s = 0; s < ns; ++s) {
+      for (size_t i : shards[s]) {
+        idx += std::string(first ? "" : ",\n") + "    \"" + JsonEscape(items[i].out.name) +
+               "\": \"" + shard_name(s) + "\"";
+        first = false;
+      }
+    }
+    idx += "\n  }\n}\n";
+    NIBBLE_RETURN_IF_ERROR(WriteTextFile(tmp + "/model.safetensors.index.json", idx));
+  }
+  if (!config_json.empty())
+    NIBBLE_RETURN_IF_ERROR(WriteTextFile(tmp + "/config.json", config_json));
+  for (const std::string& src : copy_files) {
+    const std::string base = src.substr(src.rfind('/') + 1);
+    auto text = ReadSmallFile(src, kMaxCopiedFileBytes, "file to copy");
+    if (!text.ok()) return text.status();
+    NIBBLE_RETURN_IF_ERROR(WriteTextFile(tmp + "/" + base, *text));
+  }
+
+  // Publish: rename over the absent (or empty) destination.
+  NIBBLE_RETURN_IF_ERROR(CheckCancelled(options.cancelled));
+  return folder.Publish();
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("WriteHfFolder");
+}
+
+std::string HfTensorName(const std::string& arch, const std::string& g) {
+  if (!IsMapped(arch)) return "";
+  if (g == "token_embd.weight") return "model.embed_tokens.weight";
+  if (g == "output_norm.weight") return "model.norm.weight";
+  if (g == "output.weight") return "lm_head.weight";
+  if (g.rfind("blk.", 0) != 0) return "";
+  const size_t dot = g.find('.', 4);
+  if (dot == std::string::npos || dot == 4) return "";
+  const std::string layer = g.substr(4, dot - 4);
+  if (layer.find_first_not_of("0123456789") != std::string::npos) return "";
+  const std::string rest = g.substr(dot + 1);
+  const size_t last = rest.rfind('.');
+  if (last == std::string::npos) return "";
+  const std::string part = rest.substr(0, last), suffix = rest.substr(last);  // ".weight"
+  static const std::pair<const char*, const char*> kBlock[] = {
+      {"attn_norm", "input_layernorm"},    {"attn_q", "self_attn.q_proj"},
+      {"attn_k", "self_attn.k_proj"},      {"attn_v", "self_attn.v_proj"},
+      {"attn_output", "self_attn.o_proj"}, {"attn_q_norm", "self_attn.q_norm"},
+      {"attn_k_norm", "self_attn.k_norm"}, {"ffn_norm", "post_attention_layernorm"},
+      {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},
+      {"ffn_down", "mlp.down_proj"},
+  };
+  if (suffix != ".weight" && suffix != ".bias") return "";
+  for (const auto& [from, to] : kBlock) {
+    if (part == from) return "model.layers." + layer + "." + to + suffix;
+  }
+  return "";
+}
+
+Status UnpermuteQkRows(uint8_t* data, int64_t rows, int64_t row_bytes, int64_t heads) try {
+  if (heads <= 0 || rows % (2 * heads) != 0) {
+    return Status::Error(std::to_string(rows) + " rows do not split into " + std::to_string(heads) +
+                         " heads of an even size");
+  }
+  const int64_t d = rows / heads, half = d / 2;
+  std::vector<uint8_t> head(static_cast<size_t>(d * row_bytes));
+  for (int64_t h = 0; h < heads; ++h) {
+    uint8_t* base = data + h * d * row_bytes;
+    std::memcpy(head.data(), base, head.size());
+    for (int64_t i = 0; i < 2; ++i) {
+      for (int64_t j = 0; j < half; ++j) {
+        std::memcpy(base + (i * half + j) * row_bytes, head.data() + (2 * j + i) * row_bytes,
+                    static_cast<size_t>(row_bytes));
+      }
+    }
+  }
+  return Status::Ok();
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("UnpermuteQkRows");
+}
+
+Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
+                       const DequantOptions& options, DequantReport* report) try {
+  const std::string who = "--hf";
+  InputFiles meta_inputs;
+  auto g = GgufFile::Open(in, &meta_inputs);
+  if (!g.ok()) return g.status().WithPrefix(who + " needs a GGUF file");
+  const GgufFile& gguf = **g;
+  const GgufValue* av = gguf.Find("general.architecture");
+  const std::string arch =
+      av != nullptr && av->type == GgufValueType::kString ? av->s : std::string();
+  if (!IsMapped(arch)) {
+    return Status::Error(who + ": architecture '" + EscapeBytes(arch) +
+                         "' is not mapped to Hugging Face names (" + kMappedArchs +
+                         " are); convert without --hf to keep the GGUF names");
+  }
+  auto uint_key = [&](const std::string& key, int64_t* v) {
+    const GgufValue* x = gguf.Find(arch + "." + key);
+    if (x == nullptr) return false;
+    switch (x->type) {
+      case GgufValueType::kU8:
+      case GgufValueType::kU16:
+      case GgufValueType::kU32:
+      case GgufValueType::kU64:
+      case GgufValueType::kBool:
+        *v = static_cast<int64_t>(x->u);
+        return true;
+      case GgufValueType::kI8:
+      case GgufValueType::kI16:
+      case GgufValueType::kI32:
+      case GgufValueType::kI64:
+        *v = x->i;
+        return true;
+      default:
+        return false;
+    }
+  };
+  auto float_key = [&](const std::string& key, double* v) {
+    const GgufValue* x = gguf.Find(arch + "." + key);
+    if (x == nullptr || (x->type != GgufValueType::kF32 && x->type != GgufValueType::kF64)) {
+      return false;
+    }
+    *v = x->f;
+    return true;
+  };
+  int64_t n_head = 0, n_head_kv = 0;
+  if (!uint_key("attention.head_count", &n_head) || n_head <= 0) {
+    return Status::Error(who + ": GGUF key '" + arch +
+                         ".attention.head_count' is missing or not a positive integer");
+  }
+  if (!uint_key("attention.head_count_kv", &n_head_kv)) n_head_kv = n_head;
+  if (n_head_kv <= 0) {
+    return Status::Error(who + ": '" + arch + ".attention.head_count_kv' must be positive");
+  }
+
+  NIBBLE_RETURN_IF_ERROR(CheckOutputFolder(out_dir, meta_inputs, who + " output"));
+  auto ck = Checkpoint::Open(in);
+  if (!ck.ok()) return ck.status();
+  std::vector<const CheckpointTensor*> chosen;
+  NIBBLE_RETURN_IF_ERROR(internal::SelectTensors(*ck, options, in, report, &chosen));
+
+  std::vector<HfFolderItem> items;
+  std::set<std::string> names;
+  bool has_output = false;
+  int64_t vocab = 0;
+  int dequantized = 0;
+  const Checkpoint* c = &*ck;
+  // The writer prepares tensors one at a time: they share one set of
+  // input buffers.
+  const auto scratch = std::make_shared<CheckpointTensor::Buffers>();
+  for (const CheckpointTensor* t : chosen) {
+    const std::string hf = HfTensorName(arch, t->source);
+    if (hf.empty()) {
+      if (t->source == "rope_freqs.weight") {
+        report->skipped.push_back(t->source +
+                                  ": llama 3 rope factors (transformers derives them from "
+                                  "config.json's rope_scaling, which is not written)");
+        continue;
+      }
+      return Status::Error(who + ": tensor '" + EscapeBytes(t->source) +
+                           "' has no Hugging Face name for architecture " + arch +
+                           " (leave it out with --exclude)");
+    }
+    if (!names.insert(hf).second) {
+      return Status::Error(who + ": two tensors map to '" + hf + "'");
+    }
+    if (t->source == "output.weight") has_output = true;
+    if (t->quantized) ++dequantized;
+    if (t->source == "token_embd.weight" && t->shape.size() == 2) vocab = t->shape[0];
+    int64_t heads = 0;
+    if (IsLlamaFamily(arch) && t->shape.size() >= 1) {
+      // "blk.N.attn_q.weight" -> "attn_q.weight"
+      const size_t second = t->source.find('.', t->source.find('.') + 1);
+      const std::string tail =
+          second == std::string::npos ? std::string() : t->source.substr(second + 1);
+      if (tail == "attn_q.weight" || tail == "attn_q.bias") heads = n_head;
+      if (tail == "attn_k.weight" || tail == "attn_k.bias") heads = n_head_kv;
+      if (heads != 0 && t->shape[0] % (2 * heads) != 0) {
+        return Status::Error(who + ": tensor '" + t->source + "' has " +
+                             std::to_string(t->shape[0]) + " rows, not " + std::to_string(heads) +
+                             " heads of an even size");
+      }
+    }
+    HfFolderItem it;
+    it.out.name = hf;
+    it.out.dtype = c->OutputDType(*t, options.dtype);
+    it.out.shape = t->shape;
+    int64_t n = 1;
+    for (int64_t d : t->shape) n *= d;
+    const int64_t eb = DTypeBits(it.out.dtype) / 8;
+    it.bytes = static_cast<uint64_t>(n * eb);
+    const int64_t rows = t->shape.empty() ? 1 : t->shape[0];
+    const int64_t row_bytes = rows == 0 ? 0 : n / rows * eb;
+    const DType req = options.dtype;
+    const int threads = options.threads;
+    const std::string src = t->source;
+    if (heads == 0) {
+      it.out.open_rows = [c, t, req, threads, scratch]() {
+        return c->PrepareRows(*t, req, threads, scratch.get());
+      };
+    } else {  // rows permuted within each head: the whole tensor at once
+      it.out.fill = [c, t, req, threads, rows, row_bytes, src, heads,
+                     scratch](uint8_t* dst) -> Status {
+        NIBBLE_RETURN_IF_ERROR(c->Fill(*t, req, threads, dst, scratch.get()));
+        return UnpermuteQkRows(dst, rows, row_bytes, heads).WithPrefix("tensor '" + src + "'");
+      };
+    }
+    items.push_back(std::move(it));
+  }
+  if (items.empty()) return Status::Error(who + ": no tensors to write");
+
+  // config.json from the metadata.
+  std::string cls, type = arch;
+  if (arch == "llama") cls = "LlamaForCausalLM";
+  if (arch == "mistral") cls = "MistralForCausalLM";
+  if (arch == "qwen2") cls = "Qwen2ForCausalLM";
+  if (arch == "qwen3") cls = "Qwen3ForCausalLM";
+  std::string cfg = "{\n  \"architectures\": [\"" + cls + "\"],\n  \"model_type\": \"" + type +
+                    "\",\n  \"hidden_act\": \"silu\"";
+  auto add = [&cfg](const std::string& k, const std::string& v) {
+    cfg += ",\n  \"" + k + "\": " + v;
+  };
+  const std::pair<const char*, const char*> ints[] = {
+      {"embedding_length", "hidden_size"},  {"feed_forward_length", "intermediate_size"},
+      {"block_count", "num_hidden_layers"}, {"context_length", "max_position_embeddings"},
+      {"attention.key_length", "head_dim"},
+  };
+  for (const auto& [key, name] : ints) {
+    int64_t v;
+    if (uint_key(key, &v)) add(name, std::to_string(v));
+  }
+  add("num_attention_heads", std::to_string(n_head));
+  add("num_key_value_heads", std::to_string(n_head_kv));
+  double f;
+  if (float_key("attention.layer_norm_rms_epsilon", &f)) add("rms_norm_eps", JsonFloat(f));
+  if (float_key("rope.freq_base", &f)) add("rope_theta", JsonFloat(f));
+  if (vocab > 0) add("vocab_size", std::to_string(vocab));
+  for (const auto& [key, name] :
+       {std::pair<const char*, const char*>{"tokenizer.ggml.bos_token_id", "bos_token_id"},
+        {"tokenizer.ggml.eos_token_id", "eos_token_id"}}) {
+    const GgufValue* x = gguf.Find(key);
+    if (x != nullptr && x->type == GgufValueType::kU32) add(name, std::to_string(x->u));
+  }
+  add("tie_word_embeddings", has_output ? "false" : "true");
+  add("torch_dtype", std::string("\"") +
+                         TorchDTypeName(internal::ResolveOutDType(options.dtype, DType::kFloat32)) +
+                         "\"");
+  cfg += ",\n  \"nibble_source\": \"" + JsonEscape(in.substr(in.rfind('/') + 1)) + "\"\n}\n";
+  NIBBLE_RETURN_IF_ERROR(WriteHfFolder(out_dir, items, cfg, {}, options, report).WithPrefix(who));
+  report->dequantized = dequantized;
+  report->copied = static_cast<int>(items.size()) - dequantized;
+  return Status::Ok();
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("DequantGgufToHf");
+}
+
+}  // namespace nibble

@@ -1,0 +1,77 @@
+// GGUF -> a Hugging Face style model folder (`nibble dequant IN.gguf OUT/
+// --hf`): the llama family (GGUF architectures "llama", "mistral") and
+// qwen2 / qwen3.
+//
+// What is written, into OUT/ (which must not exist, or be an empty folder;
+// it appears complete or not at all: everything is written into a
+// temporary sibling folder that is renamed at the end):
+//  - model.safetensors, or model-0000i-of-0000n.safetensors shards of at
+//    most `max_shard_bytes` each (a larger single tensor gets a shard of its
+//    own) with model.safetensors.index.json;
+//  - config.json built from the GGUF metadata (architectures, model_type,
+//    sizes, heads, rope_theta, rms_norm_eps, vocab_size, torch_dtype,
+//    tie_word_embeddings, bos / eos ids where present).
+// Tensor names are mapped to the transformers names
+// (blk.N.attn_q.weight -> model.layers.N.self_attn.q_proj.weight, ...);
+// for the llama family, llama.cpp's row permutation of attn_q / attn_k
+// (convert_hf_to_gguf's `permute`, for its interleaved rotary layout) is
+// undone, so q_proj / k_proj are in the original checkpoint's row order.
+// Shapes are the GGUF ne reversed ([out_features, in_features]).
+//
+// Not written: tokenizer files (GGUF keeps the vocabulary in its own form;
+// copy tokenizer.json etc. from the original model) and rope_freqs.weight
+// (llama 3's precomputed rope factors, which transformers derives from a
+// rope_scaling entry this exporter does not reconstruct: it is listed in
+// DequantReport::skipped).
+#ifndef NIBBLE_CHECKPOINT_HF_EXPORT_H_
+#define NIBBLE_CHECKPOINT_HF_EXPORT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "formats/safetensors_writer.h"
+#include "checkpoint/checkpoint.h"
+
+namespace nibble {
+
+// One tensor of a Hugging Face folder being written, with its byte size.
+struct HfFolderItem {
+  SafetensorsOutput out;
+  uint64_t bytes = 0;
+};
+
+// Files copied verbatim into an output folder are at most this large.
+inline constexpr uint64_t kMaxCopiedFileBytes = uint64_t{256} << 20;
+
+// Writes a Hugging Face model folder `out_dir` (absent or empty; it
+// appears complete or not at all): `items` as model.safetensors, or as
+// shards of at most options.max_shard_bytes (a larger tensor alone) with
+// model.safetensors.index.json; `config_json` as config.json (unless
+// empty); each of `copy_files` (paths) copied under its own name.
+Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>& items,
+                     const std::string& config_json, const std::vector<std::string>& copy_files,
+                     const DequantOptions& options, DequantReport* report);
+
+// transformers' torch_dtype name of a float type ("float16", "bfloat16",
+// "float32").
+const char* TorchDTypeName(DType d);
+
+// The transformers name of GGUF tensor `gguf_name` for `arch`, or "" when
+// it has none.
+std::string HfTensorName(const std::string& arch, const std::string& gguf_name);
+
+// Undoes llama.cpp's attn_q / attn_k row permutation in place: `rows` rows
+// of `row_bytes` bytes, `heads` heads of rows / heads rows each. HF row
+// h * d + i * d / 2 + j comes from GGUF row h * d + 2 * j + i.
+Status UnpermuteQkRows(uint8_t* data, int64_t rows, int64_t row_bytes, int64_t heads);
+
+// Converts GGUF file `in` into the folder `out_dir` (see above). Selection,
+// dtype, threads and skip_unsupported as for DequantCheckpoint.
+Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
+                       const DequantOptions& options, DequantReport* report);
+
+}  // namespace nibble
+
+#endif  // NIBBLE_CHECKPOINT_HF_EXPORT_H_
