@@ -3,10 +3,10 @@
 #include <new>
 #include <string>
 
-#include "kernels/dequantize.h"
 #include "api/c_api_internal.h"
-#include "checkpoint/checkpoint.h"
 #include "api/nibble.h"
+#include "checkpoint/checkpoint.h"
+#include "kernels/dequantize.h"
 #include "op/onnx.h"
 #include "op/pmx.h"
 #include "op/version.h"

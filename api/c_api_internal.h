@@ -7,9 +7,9 @@
 #include <new>
 #include <string>
 
+#include "api/nibble.h"
 #include "checkpoint/checkpoint.h"
 #include "op/dequantizer.h"
-#include "api/nibble.h"
 
 struct nibble_status {
   std::string message;

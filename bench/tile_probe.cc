@@ -26,7 +26,8 @@
 #include <vector>
 
 #include "bench/synthetic_weights.h"
-#include "checkpoint/methods/layers.h"
+#include "checkpoint/methods/awq.h"
+#include "checkpoint/methods/gptq.h"
 #include "testing/quantize_checkpoint.h"
 
 namespace nibble {

@@ -1,29 +1,13 @@
 #include "checkpoint/checkpoint.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <memory>
 #include <new>
-#include <nlohmann/json.hpp>
-#include <optional>
-#include <regex>
-#include <set>
-#include <tuple>
 
-#include "formats/files.h"
-#include "formats/gguf.h"
-#include "checkpoint/hf_config.h"
-#include "formats/safetensors.h"
-#include "formats/safetensors_writer.h"
-#include "kernels/convert.h"
-#include "checkpoint/methods/layers.h"
+#include "checkpoint/gguf_source.h"
 #include "checkpoint/hf_source.h"
-#include "checkpoint/hf_export.h"
+#include "formats/files.h"
+#include "kernels/convert.h"
 #include "op/lowering.h"
 #include "op/onnx.h"
 
@@ -31,67 +15,29 @@ namespace nibble {
 
 namespace {
 
-bool IsDir(const std::string& p) { return IsDirectory(p); }
-
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-std::string DirOf(const std::string& p) {
-  const auto slash = p.rfind('/');
-  return slash == std::string::npos ? "." : p.substr(0, slash);
-}
-
-// Opens without blocking (a FIFO is not a GGUF file).
-bool HasGgufMagic(const std::string& path) {
-  auto f = ReadOnlyFile::Open(path);
-  uint8_t m[4] = {};
-  return f.ok() && (*f)->size() >= 4 && (*f)->Read(0, 4, m).ok() && GgufFile::HasMagic(m, 4);
-}
-
-DType DTypeOfGgml(uint32_t type) {
-  switch (type) {
-    case 0:
-      return DType::kFloat32;
-    case 1:
-      return DType::kFloat16;
-    case 24:
-      return DType::kInt8;
-    case 25:
-      return DType::kInt16;
-    case 26:
-      return DType::kInt32;
-    case 27:
-      return DType::kInt64;
-    case 28:
-      return DType::kFloat64;
-    case 30:
-      return DType::kBFloat16;
-    default:
-      return DType::kUndefined;
-  }
-}
-
 }  // namespace
 
-Checkpoint Checkpoint::FromParts(std::string description,
-                                 std::vector<std::pair<std::string, std::string>> properties,
-                                 std::vector<CheckpointTensor> tensors,
-                                 std::vector<std::shared_ptr<void>> keep_alive, InputFiles inputs) {
+Checkpoint Checkpoint::FromListing(CheckpointListing listing) {
   Checkpoint c;
-  c.description_ = std::move(description);
-  c.props_ = std::move(properties);
-  c.tensors_ = std::move(tensors);
-  c.keep_alive_ = std::move(keep_alive);
-  c.inputs_ = std::move(inputs);
-  c.default_dtype_ = DType::kFloat32;
+  c.description_ = std::move(listing.description);
+  c.props_ = std::move(listing.properties);
+  c.tensors_ = std::move(listing.tensors);
+  c.keep_alive_ = std::move(listing.keep_alive);
+  c.inputs_ = std::move(listing.inputs);
+  c.default_dtype_ = listing.default_dtype;
+  c.hf_dir_ = std::move(listing.hf_dir);
+  c.hf_config_json_ = std::move(listing.hf_config_json);
   c.IndexNames();
   return c;
 }
 
 bool Checkpoint::Recognizes(const std::string& path) {
-  return IsDir(path) || EndsWith(path, ".safetensors") || EndsWith(path, ".gguf") ||
+  return IsDirectory(path) || EndsWith(path, ".safetensors") || EndsWith(path, ".gguf") ||
          HasGgufMagic(path);
 }
 
@@ -108,89 +54,16 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path,
         "gptqmodel (got '" +
         options.gptq_v1_zeros + "')");
   }
-  Checkpoint c;
-  if (!IsDir(path) && EndsWith(path, ".onnx")) {
+  if (!IsDirectory(path) && EndsWith(path, ".onnx")) {
     return Status::Error("'" + EscapeBytes(path) +
                          "' is an ONNX model: open it with OpenAnyCheckpoint / "
                          "OpenOnnxCheckpoint (onnx/onnx_checkpoint.h, library nibble) or "
                          "nibble_checkpoint_open_any (C)");
   }
-  if (!IsDir(path) && HasGgufMagic(path)) {
-    auto g = GgufFile::Open(path, &c.inputs_);
-    if (!g.ok()) return g.status();
-    std::shared_ptr<GgufFile> f = *g;
-    c.keep_alive_.push_back(f);
-    c.default_dtype_ = DType::kFloat32;
-    c.description_ = "GGUF v" + std::to_string(f->version()) + ", " +
-                     std::to_string(f->tensors().size()) + " tensors, " +
-                     std::to_string(f->metadata().size()) + " metadata keys";
-    c.props_.emplace_back("alignment", std::to_string(f->alignment()));
-    for (const auto& [k, v] : f->metadata()) c.props_.emplace_back(k, v.ToString());
-    for (const GgufTensor& t : f->tensors()) {
-      CheckpointTensor ct;
-      ct.name = t.name;
-      ct.source = t.name;
-      ct.shape.assign(t.ne.rbegin(), t.ne.rend());
-      ct.kind = GgmlTypeName(t.type);
-      ct.stored_bytes = t.bytes;
-      const DType plain = DTypeOfGgml(t.type);
-      const GgufTensor* tp = &t;
-      const GgufFile* fp = f.get();
-      if (plain != DType::kUndefined) {
-        ct.stored_dtype = plain;
-        ct.kind = "copy";
-        ct.detail = GgmlTypeName(t.type);
-        ct.read_stored = [tp, fp](uint64_t offset, uint64_t n, uint8_t* dst) {
-          return fp->ReadInto(*tp, dst, offset, n);
-        };
-      } else if (GgmlTypeIsDequantizable(t.type)) {
-        ct.quantized = true;
-        ct.detail = GgmlBlockDescription(t.type);
-        ct.prepare = [tp, fp](DType out, CheckpointTensor::Buffers* bufs) -> StatusOr<Dequantizer> {
-          auto d = fp->Load(*tp, bufs->NextBytes());
-          if (!d.ok()) return d.status();
-          return PrepareGgml(tp->type, tp->ne, *d, static_cast<size_t>(tp->bytes), out, tp->name);
-        };
-      } else {
-        ct.quantized = true;
-        ct.supported = false;
-        ct.why_not = GgmlTypeTraits(t.type) == nullptr
-                         ? "unknown ggml type id " + std::to_string(t.type) +
-                               " (not a type ggml defines: a newer or a damaged file?)"
-                         : "ggml type " + GgmlTypeName(t.type) + " is not dequantized by nibble (" +
-                               DequantizableGgmlTypeNames() + " are)";
-      }
-      c.tensors_.push_back(std::move(ct));
-    }
-    c.IndexNames();
-    return c;
-  }
-
-  // safetensors: a file or a folder.
-  auto set_or = SafetensorsSet::Open(path, &c.inputs_);
-  if (!set_or.ok()) return set_or.status();
-  auto set = std::make_shared<SafetensorsSet>(std::move(*set_or));
-  c.keep_alive_.push_back(set);
-  c.hf_dir_ = IsDir(path) ? path : DirOf(path);
-  auto cfg = ReadHfQuantConfig(c.hf_dir_, &c.inputs_);
-  if (!cfg.ok()) return cfg.status();
-  {
-    auto cp = PathInside(c.hf_dir_, "config.json", "config file");
-    if (!cp.ok()) return cp.status();
-    if (PathExists(*cp)) {
-      auto text = ReadSmallFile(*cp, kMaxJsonFileBytes, "config file");
-      if (!text.ok()) return text.status();
-      c.hf_config_json_ = std::move(*text);
-    }
-  }
-  c.description_ = "safetensors, " + std::to_string(set->num_files()) + " file(s), " +
-                   std::to_string(set->entries().size()) + " tensors";
-  internal::HfListing listing;
-  NIBBLE_RETURN_IF_ERROR(internal::ListHfTensors(*set, *cfg, options, &listing));
-  c.tensors_ = std::move(listing.tensors);
-  for (auto& p : listing.props) c.props_.push_back(std::move(p));
-  c.IndexNames();
-  return c;
+  auto listing = !IsDirectory(path) && HasGgufMagic(path) ? ListGgufCheckpoint(path)
+                                                          : ListHfCheckpoint(path, options);
+  if (!listing.ok()) return listing.status();
+  return FromListing(std::move(*listing));
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("Checkpoint::Open");
 }
@@ -440,207 +313,6 @@ StatusOr<std::vector<float>> Checkpoint::LoadFloat(const CheckpointTensor& t, in
   return out;
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("Checkpoint::LoadFloat");
-}
-
-namespace internal {
-
-Status SelectTensors(const Checkpoint& ck, const DequantOptions& options, const std::string& in,
-                     DequantReport* report, std::vector<const CheckpointTensor*>* chosen) {
-  std::regex include, exclude;
-  for (const auto& [flag, pattern, re] : {std::tuple<const char*, const std::string&, std::regex&>{
-                                              "--tensors", options.tensors, include},
-                                          {"--exclude", options.exclude, exclude}}) {
-    if (pattern.empty()) continue;
-    try {
-      re = std::regex(pattern, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      return Status::Error(std::string(flag) + " '" + pattern +
-                           "' is not a valid regex: " + e.what());
-    }
-  }
-  chosen->clear();
-  report->skipped.clear();
-  for (const auto& t : ck.tensors()) {
-    if (!options.tensors.empty() && !std::regex_search(t.source, include)) continue;
-    if (!options.exclude.empty() && std::regex_search(t.source, exclude)) continue;
-    if (!t.supported) {
-      if (options.skip_unsupported) {
-        report->skipped.push_back(t.source + ": " + t.why_not);
-        continue;
-      }
-      return Status::Error("tensor '" + t.source + "': " + t.why_not +
-                           " (leave it out with --exclude, or --skip-unsupported)");
-    }
-    chosen->push_back(&t);
-  }
-  if (chosen->empty()) {
-    return Status::Error(
-        "no tensors selected from '" + in + "'" +
-        (report->skipped.empty() ? "" : " (every selected tensor is unsupported)"));
-  }
-  return Status::Ok();
-}
-
-}  // namespace internal
-
-namespace {
-
-// Files of a Hugging Face folder that belong in the dequantized one
-// (tokenizer, generation settings, chat template, model card): regular
-// files other than weights, configs rewritten here, and indexes.
-std::vector<std::string> FilesToCopy(const std::string& dir) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string n = e.path().filename().string();
-    if (!e.is_regular_file(ec)) continue;
-    static const char* const kSkip[] = {"config.json", "quantize_config.json", "quant_config.json",
-                                        "model.safetensors.index.json"};
-    bool skip = false;
-    for (const char* k : kSkip) skip = skip || n == k;
-    for (const char* ext : {".safetensors", ".bin", ".pt", ".pth", ".gguf", ".onnx", ".data"}) {
-      skip = skip || EndsWith(n, ext);
-    }
-    if (!skip && !n.empty() && n[0] != '.') {
-      auto p = PathInside(dir, n, "file to copy");
-      if (p.ok()) out.push_back(*p);
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-// A Hugging Face checkpoint -> a dequantized model folder.
-Status DequantHfToFolder(const Checkpoint& ck, const std::string& in, const std::string& out_dir,
-                         const DequantOptions& options, DequantReport* report) {
-  const std::string who = "dequant to folder '" + EscapeBytes(out_dir) + "'";
-  {
-    std::error_code ec;
-    if (std::filesystem::equivalent(out_dir, ck.hf_dir(), ec)) {
-      return Status::Error("output '" + EscapeBytes(out_dir) + "' is the input folder");
-    }
-  }
-  NIBBLE_RETURN_IF_ERROR(CheckOutputFolder(out_dir, ck.inputs()));
-  std::vector<const CheckpointTensor*> chosen;
-  NIBBLE_RETURN_IF_ERROR(internal::SelectTensors(ck, options, in, report, &chosen));
-  std::vector<HfFolderItem> items;
-  DType model_dtype = options.dtype;
-  // The writer prepares tensors one at a time (reading each in row
-  // chunks): they share one set of input buffers.
-  const auto scratch = std::make_shared<CheckpointTensor::Buffers>();
-  for (const CheckpointTensor* t : chosen) {
-    HfFolderItem it;
-    it.out.name = t->name;
-    it.out.dtype = ck.OutputDType(*t, options.dtype);
-    it.out.shape = t->shape;
-    auto n = CheckedNumElements(t->shape, t->name);
-    if (!n.ok()) return n.status();
-    it.bytes = static_cast<uint64_t>(*n) * static_cast<uint64_t>(DTypeBits(it.out.dtype) / 8);
-    const DType req = options.dtype;
-    const int threads = options.threads;
-    const Checkpoint* c = &ck;
-    it.out.open_rows = [c, t, req, threads, scratch]() {
-      return c->PrepareRows(*t, req, threads, scratch.get());
-    };
-    items.push_back(std::move(it));
-    if (t->quantized) {
-      ++report->dequantized;
-      if (model_dtype == DType::kUndefined) model_dtype = ck.OutputDType(*t, options.dtype);
-    } else {
-      ++report->copied;
-    }
-  }
-  // config.json: the original without quantization_config, torch_dtype set.
-  std::string config;
-  if (!ck.hf_config_json().empty()) {
-    auto j = nlohmann::ordered_json::parse(ck.hf_config_json(), nullptr, false);
-    if (j.is_discarded() || !j.is_object()) {
-      return Status::Error(who + ": config.json is not a JSON object");
-    }
-    j.erase("quantization_config");
-    if (model_dtype != DType::kUndefined) {
-      j["torch_dtype"] = TorchDTypeName(model_dtype);
-      if (j.contains("dtype")) j["dtype"] = TorchDTypeName(model_dtype);
-    }
-    config = j.dump(2) + "\n";
-  } else {
-    report->skipped.push_back("config.json: the input has none (the folder holds weights only)");
-  }
-  return WriteHfFolder(out_dir, items, config, FilesToCopy(ck.hf_dir()), options, report)
-      .WithPrefix(who);
-}
-
-}  // namespace
-
-Status DequantCheckpoint(const std::string& in, const std::string& out,
-                         const DequantOptions& options, DequantReport* report) try {
-  const bool gguf = !IsDir(in) && HasGgufMagic(in);
-  if (options.hf && gguf) return DequantGgufToHf(in, out, options, report);
-  auto ck = Checkpoint::Open(in, options.open);
-  if (!ck.ok()) return ck.status();
-  return DequantOpenCheckpoint(*ck, in, out, options, report);
-} catch (const std::bad_alloc&) {
-  return OutOfMemoryError("DequantCheckpoint");
-}
-
-Status DequantOpenCheckpoint(const Checkpoint& ck, const std::string& in, const std::string& out,
-                             const DequantOptions& options, DequantReport* report) try {
-  if (!ck.hf_dir().empty() && (options.hf || !EndsWith(out, ".safetensors"))) {
-    // A new (or empty) folder: it can be none of the inputs.
-    return DequantHfToFolder(ck, in, out, options, report);
-  }
-  if (options.hf) {
-    return Status::Error("--hf (a Hugging Face model folder) needs a GGUF or Hugging Face input");
-  }
-  NIBBLE_RETURN_IF_ERROR(CheckOutputPath(out, ck.inputs()));
-  std::vector<const CheckpointTensor*> chosen;
-  NIBBLE_RETURN_IF_ERROR(internal::SelectTensors(ck, options, in, report, &chosen));
-  std::vector<SafetensorsOutput> outs;
-  const Checkpoint* c = &ck;
-  // The writer prepares tensors one at a time (reading each in row
-  // chunks): they share one set of input buffers.
-  const auto scratch = std::make_shared<CheckpointTensor::Buffers>();
-  for (const CheckpointTensor* t : chosen) {
-    SafetensorsOutput o;
-    o.name = t->name;
-    o.dtype = c->OutputDType(*t, options.dtype);
-    o.shape = t->shape;
-    const DType req = options.dtype;
-    const int threads = options.threads;
-    o.open_rows = [c, t, req, threads, scratch]() {
-      return c->PrepareRows(*t, req, threads, scratch.get());
-    };
-    outs.push_back(std::move(o));
-    if (t->quantized) {
-      ++report->dequantized;
-    } else {
-      ++report->copied;
-    }
-  }
-  SafetensorsWriteOptions wo;
-  wo.metadata["format"] = "pt";
-  wo.metadata["nibble.source"] =
-      EscapeBytes(in.substr(in.rfind('/') == std::string::npos ? 0 : in.rfind('/') + 1));
-  uint64_t total = 0;
-  for (const SafetensorsOutput& o : outs) {
-    const auto n = CheckedNumElements(o.shape, o.name);
-    if (n.ok()) total += static_cast<uint64_t>(*n) * static_cast<uint64_t>(DTypeBits(o.dtype) / 8);
-  }
-  wo.progress = [&](size_t i, size_t n, uint64_t bytes) {
-    report->bytes = bytes;
-    if (options.progress) options.progress(Progress{i, n, bytes, total});
-  };
-  wo.cancelled = options.cancelled;
-  std::vector<std::string> stale;
-  wo.removed_stale = &stale;
-  const Status st = WriteSafetensorsStreaming(out, outs, wo);
-  for (const std::string& p : stale) {
-    report->notes.push_back("removed '" + EscapeBytes(p) +
-                            "', left by an earlier nibble run that was killed");
-  }
-  return st;
-} catch (const std::bad_alloc&) {
-  return OutOfMemoryError("DequantCheckpoint");
 }
 
 }  // namespace nibble

@@ -1,9 +1,11 @@
-// LLM checkpoint files as a whole — what `nibble dequant`, `nibble inspect`
-// and `nibble bench --weights` use: Hugging Face safetensors checkpoints (a
-// folder, a sharded folder or one .safetensors file) quantized with GPTQ,
-// AWQ, compressed-tensors or bitsandbytes 4-bit, and GGUF files. Formats
-// are read by formats/, lowered by checkpoint/methods/layers.h, run by the shared
-// kernels.
+// LLM checkpoint files as a whole — what `nibble dequant`, `nibble inspect`,
+// `nibble bench --weights`, nibble.open and the C checkpoint API read:
+// Hugging Face safetensors checkpoints (a folder, a sharded folder or one
+// .safetensors file) of every method in checkpoint/methods/, GGUF files,
+// and ONNX models (onnx/onnx_checkpoint.h). A source lists the tensors
+// (checkpoint/gguf_source.h, checkpoint/hf_source.h); the bytes are read by
+// formats/, each layer is lowered by its method to one Plan and run by the
+// shared kernels. Converting a whole checkpoint: checkpoint/convert.h.
 #ifndef NIBBLE_CHECKPOINT_CHECKPOINT_H_
 #define NIBBLE_CHECKPOINT_CHECKPOINT_H_
 
@@ -19,7 +21,6 @@
 #include "base/tensor.h"
 #include "formats/files.h"
 #include "op/dequantizer.h"
-#include "checkpoint/progress.h"
 
 namespace nibble {
 
@@ -82,6 +83,19 @@ struct CheckpointOptions {
   // + 0x11111111 with carries); "" = by the producer the metadata names
   // (GPTQModel -> gptqmodel; AutoGPTQ or unnamed -> autogptq).
   std::string gptq_v1_zeros;
+};
+
+// What a source lists: the tensors and what their functions reference.
+struct CheckpointListing {
+  std::string description;
+  std::vector<std::pair<std::string, std::string>> properties;  // for `inspect`
+  std::vector<CheckpointTensor> tensors;
+  std::vector<std::shared_ptr<void>> keep_alive;  // what the tensors' functions reference
+  InputFiles inputs;                              // every file read
+  // The output type of quantized tensors that have no default of their own.
+  DType default_dtype = DType::kFloat32;
+  // Hugging Face checkpoints: the folder holding config.json, and its text.
+  std::string hf_dir, hf_config_json;
 };
 
 class Checkpoint {
@@ -147,13 +161,9 @@ class Checkpoint {
   const InputFiles& inputs() const { return inputs_; }
   // `t` as float32 values (for the group-size study).
   StatusOr<std::vector<float>> LoadFloat(const CheckpointTensor& t, int threads) const;
-  // For other checkpoint readers (onnx/onnx_checkpoint.h): a checkpoint of
-  // `tensors`, whose functions may reference what `keep_alive` owns;
-  // `inputs` are the files read.
-  static Checkpoint FromParts(std::string description,
-                              std::vector<std::pair<std::string, std::string>> properties,
-                              std::vector<CheckpointTensor> tensors,
-                              std::vector<std::shared_ptr<void>> keep_alive, InputFiles inputs);
+  // A checkpoint of what a source listed (checkpoint/gguf_source.h,
+  // checkpoint/hf_source.h, onnx/onnx_checkpoint.h).
+  static Checkpoint FromListing(CheckpointListing listing);
   // Hugging Face checkpoints: the folder holding config.json etc. ("" for
   // GGUF), and config.json's text ("" when there is none).
   const std::string& hf_dir() const { return hf_dir_; }
@@ -181,63 +191,6 @@ class Checkpoint {
   DType default_dtype_ = DType::kFloat16;
   std::string hf_dir_, hf_config_json_;
 };
-
-struct DequantOptions {
-  DType dtype = DType::kUndefined;  // f32 / f16 / bf16; default per format
-  // Selection by input name (CheckpointTensor::source), ECMAScript regexes
-  // searched anywhere in the name: a tensor is written when it matches
-  // `tensors` ("" = all) and does not match `exclude` ("" = none).
-  std::string tensors;
-  std::string exclude;
-  // Leave out selected tensors nibble cannot dequantize (listed in
-  // DequantReport::skipped) instead of refusing the whole conversion.
-  bool skip_unsupported = false;
-  int threads = 0;
-  ProgressCallback progress;  // after each tensor (checkpoint/progress.h)
-  // Asked between tensors and row chunks; true stops the conversion with
-  // nothing published (base/cancel.h).
-  CancelCallback cancelled;
-  // Write a Hugging Face model folder instead of one safetensors file, in
-  // shards of at most max_shard_bytes: always for a Hugging Face input
-  // whose output path does not end in ".safetensors"; for GGUF with `hf`
-  // (checkpoint/hf_export.h).
-  bool hf = false;
-  uint64_t max_shard_bytes = 5'000'000'000;
-  CheckpointOptions open;
-};
-
-struct DequantReport {
-  int dequantized = 0, copied = 0;
-  uint64_t bytes = 0;
-  // skip_unsupported: "<input name>: <why>" of each tensor left out.
-  std::vector<std::string> skipped;
-  // Things a user should know that are not errors (e.g. stale temporaries
-  // of an earlier, killed run that were removed).
-  std::vector<std::string> notes;
-};
-
-namespace internal {
-// The tensors of `ck` that `options` selects (tensors / exclude by input
-// name); unsupported ones are an error naming them, or are listed in
-// report->skipped with skip_unsupported. An empty selection is an error.
-Status SelectTensors(const Checkpoint& ck, const DequantOptions& options, const std::string& in,
-                     DequantReport* report, std::vector<const CheckpointTensor*>* chosen);
-}  // namespace internal
-
-// Converts `in` to a float safetensors file `out` (atomic; nothing written
-// on error, including when a selected tensor is unsupported and
-// skip_unsupported is off). A Hugging Face input (folder or .safetensors)
-// with `out` not ending in ".safetensors", or options.hf: `out` is a new
-// model folder — safetensors shards (+ index), config.json without
-// quantization_config and with torch_dtype, tokenizer / generation files
-// copied (DequantHfToFolder); GGUF with options.hf: DequantGgufToHf.
-Status DequantCheckpoint(const std::string& in, const std::string& out,
-                         const DequantOptions& options, DequantReport* report);
-// The same for a checkpoint already open (read from `in`): a Hugging Face
-// checkpoint may become a folder; others (GGUF without --hf, an ONNX model:
-// onnx/onnx_checkpoint.h) become one safetensors file.
-Status DequantOpenCheckpoint(const Checkpoint& ck, const std::string& in, const std::string& out,
-                             const DequantOptions& options, DequantReport* report);
 
 }  // namespace nibble
 

@@ -31,32 +31,9 @@
 #include <vector>
 
 #include "base/status.h"
-#include "formats/safetensors_writer.h"
-#include "checkpoint/checkpoint.h"
+#include "checkpoint/convert.h"
 
 namespace nibble {
-
-// One tensor of a Hugging Face folder being written, with its byte size.
-struct HfFolderItem {
-  SafetensorsOutput out;
-  uint64_t bytes = 0;
-};
-
-// Files copied verbatim into an output folder are at most this large.
-inline constexpr uint64_t kMaxCopiedFileBytes = uint64_t{256} << 20;
-
-// Writes a Hugging Face model folder `out_dir` (absent or empty; it
-// appears complete or not at all): `items` as model.safetensors, or as
-// shards of at most options.max_shard_bytes (a larger tensor alone) with
-// model.safetensors.index.json; `config_json` as config.json (unless
-// empty); each of `copy_files` (paths) copied under its own name.
-Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>& items,
-                     const std::string& config_json, const std::vector<std::string>& copy_files,
-                     const DequantOptions& options, DequantReport* report);
-
-// transformers' torch_dtype name of a float type ("float16", "bfloat16",
-// "float32").
-const char* TorchDTypeName(DType d);
 
 // The transformers name of GGUF tensor `gguf_name` for `arch`, or "" when
 // it has none.

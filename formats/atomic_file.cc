@@ -111,6 +111,11 @@ std::vector<std::string> RemoveStaleTemporaries(const std::string& dest) {
   return removed;
 }
 
+std::string StaleTemporaryNote(const std::string& removed_path) {
+  return "removed '" + EscapeBytes(removed_path) +
+         "', left by an earlier nibble run that was killed";
+}
+
 AtomicFolder::~AtomicFolder() {
   if (!published_ && !temp_.empty()) {
     std::error_code ec;

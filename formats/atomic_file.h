@@ -52,6 +52,8 @@ std::string TempPrefixFor(const std::string& dest);
 // process no longer runs, and returns their paths. Others — another host's,
 // a live process's, this process's own — are left alone.
 std::vector<std::string> RemoveStaleTemporaries(const std::string& dest);
+// What to tell a user about one that was removed.
+std::string StaleTemporaryNote(const std::string& removed_path);
 
 // Files beside `dest` named "<dest>.<kind>-<host>-<pid>-XXXXXX" (kind
 // "nibble-tmp" or "nibble-old") whose host is this one and whose process no

@@ -10,14 +10,14 @@
 #include <utility>
 
 #include "formats/atomic_file.h"
-#include "onnx/external_data.h"
 #include "formats/files.h"
+#include "onnx/external_data.h"
+#include "onnx/onnx_node.h"
 #include "onnx/onnx_tensor.h"
+#include "onnx/onnx_weights.h"
 #include "onnx/onnx_writer.h"
 #include "op/matmulnbits.h"
 #include "op/onnx.h"
-#include "onnx/onnx_node.h"
-#include "onnx/onnx_weights.h"
 #include "op/pmx.h"
 
 namespace nibble {
@@ -317,8 +317,7 @@ Status FoldModel(const std::string& in, const std::string& out, const FoldOption
   }
   const Status st = WriteModelStreaming(out, dst, streamed, wo);
   for (const std::string& p : stale) {
-    report->notes.push_back("removed '" + EscapeBytes(p) +
-                            "', left by an earlier nibble run that was killed");
+    report->notes.push_back(StaleTemporaryNote(p));
   }
   return st;
 } catch (const std::bad_alloc&) {

@@ -10,13 +10,13 @@
 #include <utility>
 #include <vector>
 
-#include "onnx/external_data.h"
 #include "formats/files.h"
+#include "onnx/external_data.h"
+#include "onnx/onnx_node.h"
 #include "onnx/onnx_tensor.h"
+#include "onnx/onnx_weights.h"
 #include "op/matmulnbits.h"
 #include "op/onnx.h"
-#include "onnx/onnx_node.h"
-#include "onnx/onnx_weights.h"
 #include "op/pmx.h"
 
 namespace nibble {
@@ -194,9 +194,14 @@ StatusOr<Checkpoint> OpenOnnxCheckpoint(const std::string& path) try {
   std::string description = "ONNX model, " + std::to_string(g.node_size()) + " nodes, " +
                             std::to_string(quantized) + " quantized weights, " +
                             std::to_string(tensors.size()) + " tensors";
-  InputFiles inputs = state->inputs;
-  return Checkpoint::FromParts(std::move(description), std::move(props), std::move(tensors),
-                               {std::shared_ptr<void>(state)}, std::move(inputs));
+  CheckpointListing listing;
+  listing.description = std::move(description);
+  listing.properties = std::move(props);
+  listing.tensors = std::move(tensors);
+  listing.inputs = state->inputs;
+  listing.keep_alive = {std::shared_ptr<void>(state)};
+  listing.default_dtype = DType::kFloat32;
+  return Checkpoint::FromListing(std::move(listing));
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("OpenOnnxCheckpoint");
 }

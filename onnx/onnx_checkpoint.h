@@ -19,6 +19,7 @@
 
 #include "base/status.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/convert.h"
 
 namespace nibble {
 

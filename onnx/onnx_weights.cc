@@ -4,9 +4,9 @@
 #include <new>
 
 #include "formats/files.h"
+#include "onnx/onnx_node.h"
 #include "op/matmulnbits.h"
 #include "op/onnx.h"
-#include "onnx/onnx_node.h"
 #include "op/pmx.h"
 
 namespace nibble {

@@ -160,5 +160,56 @@ StatusOr<OutType> OutTypeFor(DType t, const std::string& what) {
   }
 }
 
+StatusOr<OutType> ResolveOutType(DType requested, DType scale_dtype, const std::string& who) {
+  auto t = OutTypeFor(ResolveOutDType(requested, scale_dtype), "output type");
+  if (!t.ok()) return t.status().WithPrefix(who);
+  return t;
+}
+
+Status CheckInt32(const TensorView& v, const Shape& want, const std::string& what,
+                  const std::string& who) {
+  if (v.dtype != DType::kInt32 && v.dtype != DType::kUInt32) {
+    return Status::Error(who + ": " + what + " must be int32 (got " + DTypeName(v.dtype) + ")");
+  }
+  if (v.shape != want) {
+    return Status::Error(who + ": " + what + " shape " + ShapeToString(v.shape) + ", expected " +
+                         ShapeToString(want));
+  }
+  auto n = CheckView(v, what);
+  return n.ok() ? Status::Ok() : n.status().WithPrefix(who);
+}
+
+bool IsIntegerDType(DType d) {
+  return d == DType::kInt64 || d == DType::kInt32 || d == DType::kInt16 || d == DType::kInt8 ||
+         d == DType::kUInt8;
+}
+
+int64_t IntegerElement(const TensorView& v, int64_t i) {
+  const auto* b = static_cast<const uint8_t*>(v.data);
+  switch (v.dtype) {
+    case DType::kInt64: {
+      int64_t x;
+      std::memcpy(&x, b + 8 * i, 8);
+      return x;
+    }
+    case DType::kInt32: {
+      int32_t x;
+      std::memcpy(&x, b + 4 * i, 4);
+      return x;
+    }
+    case DType::kInt16: {
+      int16_t x;
+      std::memcpy(&x, b + 2 * i, 2);
+      return x;
+    }
+    case DType::kInt8:
+      return static_cast<int8_t>(b[i]);
+    case DType::kUInt8:
+      return b[i];
+    default:
+      return 0;
+  }
+}
+
 }  // namespace internal
 }  // namespace nibble

@@ -4,6 +4,7 @@
 #ifndef NIBBLE_OP_LOWERING_H_
 #define NIBBLE_OP_LOWERING_H_
 
+#include <cstring>
 #include <string>
 
 #include "base/status.h"
@@ -60,6 +61,28 @@ inline DType ResolveOutDType(DType requested, DType scale_dtype) {
 
 // Maps float32 / float16 / bfloat16 to the plan's output type.
 StatusOr<OutType> OutTypeFor(DType t, const std::string& what);
+
+// The plan output type for `requested` (kUndefined: the scales' type
+// `scale_dtype`); errors are prefixed with `who`.
+StatusOr<OutType> ResolveOutType(DType requested, DType scale_dtype, const std::string& who);
+
+// Checks an int32 (or uint32) tensor of shape `want`; errors name `what`
+// and are prefixed with `who`.
+Status CheckInt32(const TensorView& v, const Shape& want, const std::string& what,
+                  const std::string& who);
+
+// True for the integer types IntegerElement reads.
+bool IsIntegerDType(DType d);
+// Element i of an int64 / int32 / int16 / int8 / uint8 view (0 for other
+// types), any alignment.
+int64_t IntegerElement(const TensorView& v, int64_t i);
+
+// A little-endian 32-bit word at p (any alignment).
+inline uint32_t LoadU32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;  // little-endian host (x86-64 / aarch64)
+}
 
 }  // namespace internal
 }  // namespace nibble

@@ -12,10 +12,12 @@
 #include <vector>
 
 #include "bench/synthetic_weights.h"
+#include "checkpoint/methods/awq.h"
+#include "checkpoint/methods/ggml.h"
+#include "checkpoint/methods/gptq.h"
 #include "doctest/doctest.h"
 #include "hwy/targets.h"
 #include "kernels/dequantize.h"
-#include "checkpoint/methods/layers.h"
 #include "op/dequantizer.h"
 #include "op/quantize.h"
 #include "testing/quantize_checkpoint.h"

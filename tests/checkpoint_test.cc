@@ -2,7 +2,7 @@
 // computed by hand from the producers' formulas (../shared/FORMATS.md),
 // round trips from seeded float weights written in each format, odd shapes,
 // and corrupted / truncated files (clear error, nothing written).
-#include "checkpoint/methods/layers.h"
+#include "checkpoint/checkpoint.h"
 
 #include <unistd.h>
 
@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <thread>
@@ -17,14 +18,19 @@
 
 #include "base/numeric.h"
 #include "bench/synthetic_weights.h"
+#include "checkpoint/convert.h"
+#include "checkpoint/hf_config.h"
+#include "checkpoint/methods/awq.h"
+#include "checkpoint/methods/bitsandbytes.h"
+#include "checkpoint/methods/compressed_tensors.h"
+#include "checkpoint/methods/ggml.h"
+#include "checkpoint/methods/gptq.h"
 #include "doctest/doctest.h"
 #include "formats/gguf.h"
-#include "checkpoint/hf_config.h"
 #include "formats/safetensors.h"
 #include "kernels/dequantize.h"
 #include "kernels/layouts.h"
 #include "kernels/reference.h"
-#include "checkpoint/checkpoint.h"
 #include "testing/quantize_checkpoint.h"
 #include "tests/checkpoint_writers.h"
 #include "tests/ggml_oracle.h"
@@ -911,25 +917,58 @@ TEST_CASE("safetensors reader: validation messages, misaligned data, tiling") {
   }
 }
 
-TEST_CASE("HF quantization config: GPTQ / AWQ settings and refused variants") {
-  auto c = ParseHfQuantConfig(
-      R"({"quantization_config":{"quant_method":"gptq","bits":4,"group_size":-1,"desc_act":true,"sym":false,"checkpoint_format":"gptq_v2"}})",
-      "");
-  REQUIRE(c.ok());
-  CHECK(c->method == HfQuantConfig::Method::kGptq);
-  CHECK(c->group_size == -1);
-  CHECK(c->desc_act);
-  CHECK(!c->sym);
-  CHECK(c->checkpoint_format == "gptq_v2");
-  auto q = ParseHfQuantConfig("", R"({"bits":4,"group_size":128,"format":"gptq"})");
-  REQUIRE(q.ok());
-  CHECK(q->method == HfQuantConfig::Method::kGptq);
-  auto a = ParseHfQuantConfig(
-      R"({"quantization_config":{"quant_method":"awq","bits":4,"group_size":64,"version":"GEMM","zero_point":true}})",
-      "");
-  REQUIRE(a.ok());
-  CHECK(a->method == HfQuantConfig::Method::kAwq);
-  CHECK(a->group_size == 64);
+// A config.json / quantize_config.json pair's settings for one method: the
+// files as ParseHfQuantization sees them.
+struct ConfigTexts {
+  nlohmann::json main, side;
+  HfConfigFiles Files() const {
+    HfConfigFiles f;
+    auto it = main.find("quantization_config");
+    if (!main.is_null() && it != main.end()) f.quantization_config = &*it;
+    if (!side.is_null()) f.quantize_config = &side;
+    return f;
+  }
+};
+ConfigTexts Texts(const std::string& config, const std::string& quantize_config) {
+  ConfigTexts t;
+  if (!config.empty()) t.main = nlohmann::json::parse(config);
+  if (!quantize_config.empty()) t.side = nlohmann::json::parse(quantize_config);
+  return t;
+}
+
+TEST_CASE("HF quantization config: each method's settings and refused variants") {
+  // The method a checkpoint states, by config.json or quantize_config.json.
+  auto method = [](const std::string& config, const std::string& side) {
+    auto q = ParseHfQuantization(config, side);
+    REQUIRE_MESSAGE(q.ok(), q.status().message());
+    return q->method == nullptr ? std::string("none") : std::string(q->method->quant_method);
+  };
+  CHECK(method(R"({"quantization_config":{"quant_method":"gptq","bits":4}})", "") == "gptq");
+  CHECK(method("", R"({"bits":4,"group_size":128,"format":"gptq"})") == "gptq");
+  CHECK(method(R"({"quantization_config":{"quant_method":"AWQ","bits":4}})", "") == "awq");
+  CHECK(method(R"({"model_type":"llama"})", "") == "none");
+  CHECK(method("", "") == "none");
+
+  const std::string gptq_who = "config.json quantization_config";
+  {
+    const auto t = Texts(
+        R"({"quantization_config":{"quant_method":"gptq","bits":4,"group_size":-1,"desc_act":true,"sym":false,"checkpoint_format":"gptq_v2"}})",
+        "");
+    auto c = ParseGptqConfig(t.Files(), gptq_who);
+    REQUIRE(c.ok());
+    CHECK(c->group_size == -1);
+    CHECK(c->desc_act);
+    CHECK(!c->sym);
+    CHECK(c->checkpoint_format == "gptq_v2");
+  }
+  {
+    const auto t = Texts(
+        R"({"quantization_config":{"quant_method":"awq","bits":4,"group_size":64,"version":"GEMM","zero_point":true}})",
+        "");
+    auto a = ParseAwqConfig(*t.Files().quantization_config, gptq_who);
+    REQUIRE(a.ok());
+    CHECK(a->group_size == 64);
+  }
   const std::pair<const char*, const char*> refused[] = {
       {R"({"quantization_config":{"quant_method":"gptq","bits":4,"checkpoint_format":"marlin"}})",
        "config.json quantization_config: GPTQ checkpoint_format 'marlin' is not supported (gptq "
@@ -953,64 +992,88 @@ TEST_CASE("HF quantization config: GPTQ / AWQ settings and refused variants") {
        "config.json quantization_config: AWQ version 'gemv_fast' is not supported (only gemm)"},
       {R"({"quantization_config":{"quant_method":"awq","bits":4,"version":"marlin"}})",
        "config.json quantization_config: AWQ version 'marlin' is not supported (only gemm)"},
+      {R"({"quantization_config":{"quant_method":"nonesuch"}})",
+       "config.json quantization_config: quant_method 'nonesuch' is not supported (nibble reads "
+       "gptq, awq, compressed-tensors and bitsandbytes)"},
       {R"({"quantization_config":{"quant_method":"hqq"}})",
-       "config.json quantization_config: quant_method 'hqq' is not supported (nibble reads gptq, "
-       "awq, compressed-tensors and bitsandbytes)"},
+       "config.json quantization_config: quant_method 'hqq' (HQQ) is not supported (nibble reads "
+       "gptq, awq, compressed-tensors and bitsandbytes)"},
+      {R"({"quantization_config":{"quant_method":"fp8","weight_block_size":[128,128]}})",
+       "config.json quantization_config: quant_method 'fp8' (fine-grained FP8: DeepSeek, "
+       "Qwen3-FP8) is not supported: float8 weights are not read yet (nibble reads gptq, awq, "
+       "compressed-tensors and bitsandbytes)"},
+      {R"({"quantization_config":{"bits":4}})", "config.json quantization_config: no quant_method"},
       {R"({"quantization_config":{"quant_method":"gptq","bits":"4"}})",
        "config.json quantization_config: 'bits' must be an integer"},
       {R"({"quantization_config":[1]})", "config.json: quantization_config must be an object"},
       {R"({nope)", "config.json is not valid JSON"},
   };
   for (const auto& [text, msg] : refused) {
-    auto r = ParseHfQuantConfig(text, "");
+    auto r = ParseHfQuantization(text, "");
     REQUIRE_MESSAGE(!r.ok(), text);
     CHECK(r.status().message() == msg);
   }
   // The format and the producer, from every file that states them.
-  auto gm = ParseHfQuantConfig(
-      R"({"quantization_config":{"quant_method":"gptq","bits":4}})",
-      R"({"bits":4,"checkpoint_format":"gptq","meta":{"quantizer":["gptqmodel:2.2.0"]}})");
-  REQUIRE(gm.ok());
-  CHECK(gm->checkpoint_format == "gptq");
-  CHECK(gm->format_source == "quantize_config.json checkpoint_format");
-  CHECK(gm->producer == "gptqmodel:2.2.0");
-  auto plain = ParseHfQuantConfig("", R"({"bits":8,"group_size":128})");
-  REQUIRE(plain.ok());
-  CHECK(plain->bits == 8);
-  CHECK(plain->checkpoint_format == "gptq");
-  CHECK(plain->format_source == "the default of a GPTQ config without checkpoint_format");
-  CHECK(plain->producer.empty());
-  auto clash = ParseHfQuantConfig(
+  {
+    const auto t =
+        Texts(R"({"quantization_config":{"quant_method":"gptq","bits":4}})",
+              R"({"bits":4,"checkpoint_format":"gptq","meta":{"quantizer":["gptqmodel:2.2.0"]}})");
+    auto gm = ParseGptqConfig(t.Files(), gptq_who);
+    REQUIRE(gm.ok());
+    CHECK(gm->checkpoint_format == "gptq");
+    CHECK(gm->format_source == "quantize_config.json checkpoint_format");
+    CHECK(gm->producer == "gptqmodel:2.2.0");
+  }
+  {
+    const auto t = Texts("", R"({"bits":8,"group_size":128})");
+    auto plain = ParseGptqConfig(t.Files(), "quantize_config.json");
+    REQUIRE(plain.ok());
+    CHECK(plain->bits == 8);
+    CHECK(plain->checkpoint_format == "gptq");
+    CHECK(plain->format_source == "the default of a GPTQ config without checkpoint_format");
+    CHECK(plain->producer.empty());
+  }
+  auto clash = ParseHfQuantization(
       R"({"quantization_config":{"quant_method":"gptq","checkpoint_format":"gptq_v2"}})",
       R"({"checkpoint_format":"gptq"})");
   REQUIRE(!clash.ok());
   CHECK(clash.status().message() ==
         "config.json quantization_config says checkpoint_format 'gptq_v2' but "
         "quantize_config.json says 'gptq'");
-  auto awq_sym = ParseHfQuantConfig(
-      R"({"quantization_config":{"quant_method":"awq","bits":4,"version":"gemm","zero_point":false}})",
-      "");
-  REQUIRE(awq_sym.ok());
-  CHECK(!awq_sym->zero_point);
-  auto ct = ParseHfQuantConfig(
-      R"({"quantization_config":{"quant_method":"compressed-tensors","format":"pack-quantized",
+  {
+    const auto t = Texts(
+        R"({"quantization_config":{"quant_method":"awq","bits":4,"version":"gemm","zero_point":false}})",
+        "");
+    auto awq_sym = ParseAwqConfig(*t.Files().quantization_config, gptq_who);
+    REQUIRE(awq_sym.ok());
+    CHECK(!awq_sym->zero_point);
+  }
+  {
+    const auto t = Texts(
+        R"({"quantization_config":{"quant_method":"compressed-tensors","format":"pack-quantized",
           "ignore":["lm_head"],"config_groups":{"group_0":{"targets":["Linear"],
           "weights":{"num_bits":4,"type":"int","symmetric":false,"strategy":"group",
           "group_size":128,"actorder":"group"}}}}})",
-      "");
-  REQUIRE_MESSAGE(ct.ok(), ct.status().message());
-  REQUIRE(ct->ct_groups.size() == 1);
-  CHECK(ct->ct_groups[0].format == "pack-quantized");
-  CHECK(!ct->ct_groups[0].symmetric);
-  CHECK(ct->ct_groups[0].group_size == 128);
-  CHECK(ct->ct_groups[0].actorder == "group");
-  CHECK(ct->ct_ignore == std::vector<std::string>{"lm_head"});
-  auto bnb = ParseHfQuantConfig(
-      R"({"quantization_config":{"quant_method":"bitsandbytes","load_in_4bit":true,"bnb_4bit_quant_type":"nf4"}})",
-      "");
-  REQUIRE(bnb.ok());
-  CHECK(bnb->bnb_4bit);
-  CHECK(bnb->bnb_quant_type == "nf4");
+        "");
+    auto ct = ParseCompressedTensorsConfig(*t.Files().quantization_config, gptq_who);
+    REQUIRE_MESSAGE(ct.ok(), ct.status().message());
+    REQUIRE(ct->groups.size() == 1);
+    CHECK(ct->groups[0].format == "pack-quantized");
+    CHECK(!ct->groups[0].symmetric);
+    CHECK(ct->groups[0].group_size == 128);
+    CHECK(ct->groups[0].actorder == "group");
+    CHECK(ct->ignore == std::vector<std::string>{"lm_head"});
+    CHECK(MatchCompressedTensorsGroup(*ct, "model.layers.0.mlp.up_proj") == &ct->groups[0]);
+  }
+  {
+    const auto t = Texts(
+        R"({"quantization_config":{"quant_method":"bitsandbytes","load_in_4bit":true,"bnb_4bit_quant_type":"NF4"}})",
+        "");
+    auto bnb = ParseBnbConfig(*t.Files().quantization_config, gptq_who);
+    REQUIRE(bnb.ok());
+    CHECK(bnb->load_in_4bit);
+    CHECK(bnb->quant_type == "nf4");
+  }
   auto qs = ParseBnbQuantState(
       R"({"quant_type":"nf4","absmax":[],"blocksize":64,"quant_map":[],"dtype":"bfloat16","shape":[32,64],"nested_blocksize":256,"nested_offset":0.0123456,"nested_dtype":"float32"})",
       "w");
@@ -1018,9 +1081,6 @@ TEST_CASE("HF quantization config: GPTQ / AWQ settings and refused variants") {
   CHECK(qs->nested);
   CHECK(static_cast<float>(qs->nested_offset) == 0.0123456f);
   CHECK(qs->shape == std::vector<int64_t>{32, 64});
-  auto none = ParseHfQuantConfig(R"({"model_type":"llama"})", "");
-  REQUIRE(none.ok());
-  CHECK(none->method == HfQuantConfig::Method::kNone);
 }
 
 // ------------------------------------------------------------ dequant tool --

@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/methods/awq.h"
+#include "checkpoint/methods/ggml.h"
+#include "checkpoint/methods/gptq.h"
 #include "doctest/doctest.h"
-#include "checkpoint/methods/layers.h"
 #include "op/matmulnbits.h"
 
 namespace nibble {

@@ -22,8 +22,8 @@
 #include "base/numeric.h"
 #include "doctest/doctest.h"
 #include "onnx/external_data.h"
-#include "onnx/onnx_tensor.h"
 #include "onnx/onnx_checkpoint.h"
+#include "onnx/onnx_tensor.h"
 
 namespace nibble {
 namespace {

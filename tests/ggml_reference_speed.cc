@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "bench/group_size_bench.h"
+#include "checkpoint/methods/ggml.h"
 #include "formats/gguf.h"
-#include "checkpoint/methods/layers.h"
 #include "tests/ggml_oracle.h"
 
 namespace {

@@ -21,10 +21,11 @@
 
 #include "base/numeric.h"
 #include "bench/synthetic_weights.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/convert.h"
+#include "checkpoint/hf_export.h"
 #include "doctest/doctest.h"
 #include "formats/safetensors.h"
-#include "checkpoint/checkpoint.h"
-#include "checkpoint/hf_export.h"
 #include "testing/quantize_checkpoint.h"
 #include "tests/checkpoint_writers.h"
 #include "tests/ggml_oracle.h"

@@ -19,8 +19,8 @@
 #include "base/tensor.h"
 #include "formats/atomic_file.h"
 #include "formats/files.h"
-#include "onnx/onnx_writer.h"
 #include "formats/safetensors_writer.h"
+#include "onnx/onnx_writer.h"
 #include "op/dequantizer.h"
 #include "op/onnx.h"
 

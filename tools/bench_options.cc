@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/methods/layers.h"
+#include "checkpoint/methods/ggml.h"
 #include "op/dequantizer.h"
 #include "tools/cli_checks.h"
 #include "tools/dtype_option.h"

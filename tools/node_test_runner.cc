@@ -10,8 +10,8 @@
 
 #include "base/numeric.h"
 #include "formats/files.h"
-#include "onnx/onnx_tensor.h"
 #include "onnx/onnx_node.h"
+#include "onnx/onnx_tensor.h"
 
 namespace nibble {
 

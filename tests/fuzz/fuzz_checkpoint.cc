@@ -11,6 +11,7 @@
 #include <string>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/convert.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -3,8 +3,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "checkpoint/methods/ggml.h"
 #include "formats/gguf.h"
-#include "checkpoint/methods/layers.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -11,7 +11,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto nul = all.find('\0');
   const std::string a = all.substr(0, nul);
   const std::string b = nul == std::string::npos ? std::string() : all.substr(nul + 1);
-  auto c = nibble::ParseHfQuantConfig(a, b);
-  if (c.ok()) (void)nibble::HfMethodName(c->method);
+  auto c = nibble::ParseHfQuantization(a, b);
+  if (c.ok() && c->method != nullptr) (void)std::string(c->method->name);
   return 0;
 }

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "base/numeric.h"
-#include "onnx/onnx_tensor.h"
 #include "kernels/reference.h"
+#include "onnx/onnx_tensor.h"
 #include "op/onnx.h"
 #include "tests/generator_args.h"
 

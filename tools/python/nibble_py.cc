@@ -24,12 +24,13 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/convert.h"
 #include "formats/files.h"
 #include "kernels/dequantize.h"
-#include "checkpoint/checkpoint.h"
 #include "onnx/fold.h"
-#include "op/onnx.h"
 #include "onnx/onnx_checkpoint.h"
+#include "op/onnx.h"
 #include "op/pmx.h"
 #include "op/quantize.h"
 #include "op/version.h"

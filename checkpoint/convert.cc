@@ -1,0 +1,332 @@
+#include "checkpoint/convert.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <new>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <tuple>
+
+#include "checkpoint/gguf_source.h"
+#include "checkpoint/hf_export.h"
+#include "formats/atomic_file.h"
+#include "formats/files.h"
+#include "formats/gguf.h"
+
+namespace nibble {
+
+namespace {
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+Status WriteTextFile(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+  f.close();
+  if (!f) return Status::Error("cannot write '" + path + "'");
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* TorchDTypeName(DType d) {
+  switch (d) {
+    case DType::kFloat16:
+      return "float16";
+    case DType::kBFloat16:
+      return "bfloat16";
+    default:
+      return "float32";
+  }
+}
+
+Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>& items,
+                     const std::string& config_json, const std::vector<std::string>& copy_files,
+                     const DequantOptions& options, DequantReport* report) try {
+  if (items.empty()) return Status::Error("no tensors to write");
+  // Shards of at most max_shard_bytes (a larger tensor alone).
+  std::vector<std::vector<size_t>> shards(1);
+  uint64_t in_shard = 0, total = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!shards.back().empty() && in_shard + items[i].bytes > options.max_shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back(i);
+    in_shard += items[i].bytes;
+    total += items[i].bytes;
+  }
+  const size_t ns = shards.size();
+  auto shard_name = [ns](size_t s) {
+    if (ns == 1) return std::string("model.safetensors");
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", s + 1, ns);
+    return std::string(buf);
+  };
+
+  // Everything goes into a temporary sibling folder, renamed at the end
+  // (removed on any error or interruption).
+  AtomicFolder folder;
+  std::vector<std::string> stale;
+  NIBBLE_RETURN_IF_ERROR(folder.Create(out_dir, &stale));
+  for (const std::string& p : stale) {
+    report->notes.push_back(StaleTemporaryNote(p));
+  }
+  const std::string& tmp = folder.path();
+
+  size_t done = 0;
+  uint64_t written = 0;
+  for (size_t s = 0; s < ns; ++s) {
+    std::vector<SafetensorsOutput> outs;
+    for (size_t i : shards[s]) outs.push_back(items[i].out);
+    SafetensorsWriteOptions wo;
+    wo.metadata["format"] = "pt";
+    wo.progress = [&](size_t i, size_t, uint64_t bytes) {
+      report->bytes = written + bytes;
+      if (options.progress) {
+        options.progress(Progress{done + i, items.size(), written + bytes, total});
+      }
+    };
+    wo.cancelled = options.cancelled;
+    NIBBLE_RETURN_IF_ERROR(WriteSafetensorsStreaming(tmp + "/" + shard_name(s), outs, wo));
+    for (size_t i : shards[s]) written += items[i].bytes;
+    done += shards[s].size();
+  }
+  if (ns > 1) {
+    std::string idx = "{\n  \"metadata\": {\"total_size\": " + std::to_string(total) +
+                      "},\n  \"weight_map\": {\n";
+    bool first = true;
+    for (size_t s = 0; s < ns; ++s) {
+      for (size_t i : shards[s]) {
+        idx += std::string(first ? "" : ",\n") + "    \"" + JsonEscape(items[i].out.name) +
+               "\": \"" + shard_name(s) + "\"";
+        first = false;
+      }
+    }
+    idx += "\n  }\n}\n";
+    NIBBLE_RETURN_IF_ERROR(WriteTextFile(tmp + "/model.safetensors.index.json", idx));
+  }
+  if (!config_json.empty())
+    NIBBLE_RETURN_IF_ERROR(WriteTextFile(tmp + "/config.json", config_json));
+  for (const std::string& src : copy_files) {
+    const std::string base = src.substr(src.rfind('/') + 1);
+    auto text = ReadSmallFile(src, kMaxCopiedFileBytes, "file to copy");
+    if (!text.ok()) return text.status();
+    NIBBLE_RETURN_IF_ERROR(WriteTextFile(tmp + "/" + base, *text));
+  }
+
+  // Publish: rename over the absent (or empty) destination.
+  NIBBLE_RETURN_IF_ERROR(CheckCancelled(options.cancelled));
+  return folder.Publish();
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("WriteHfFolder");
+}
+
+namespace internal {
+
+Status SelectTensors(const Checkpoint& ck, const DequantOptions& options, const std::string& in,
+                     DequantReport* report, std::vector<const CheckpointTensor*>* chosen) {
+  std::regex include, exclude;
+  for (const auto& [flag, pattern, re] : {std::tuple<const char*, const std::string&, std::regex&>{
+                                              "--tensors", options.tensors, include},
+                                          {"--exclude", options.exclude, exclude}}) {
+    if (pattern.empty()) continue;
+    try {
+      re = std::regex(pattern, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      return Status::Error(std::string(flag) + " '" + pattern +
+                           "' is not a valid regex: " + e.what());
+    }
+  }
+  chosen->clear();
+  report->skipped.clear();
+  for (const auto& t : ck.tensors()) {
+    if (!options.tensors.empty() && !std::regex_search(t.source, include)) continue;
+    if (!options.exclude.empty() && std::regex_search(t.source, exclude)) continue;
+    if (!t.supported) {
+      if (options.skip_unsupported) {
+        report->skipped.push_back(t.source + ": " + t.why_not);
+        continue;
+      }
+      return Status::Error("tensor '" + t.source + "': " + t.why_not +
+                           " (leave it out with --exclude, or --skip-unsupported)");
+    }
+    chosen->push_back(&t);
+  }
+  if (chosen->empty()) {
+    return Status::Error(
+        "no tensors selected from '" + in + "'" +
+        (report->skipped.empty() ? "" : " (every selected tensor is unsupported)"));
+  }
+  return Status::Ok();
+}
+
+}  // namespace internal
+
+namespace {
+
+// Files of a Hugging Face folder that belong in the dequantized one
+// (tokenizer, generation settings, chat template, model card): regular
+// files other than weights, configs rewritten here, and indexes.
+std::vector<std::string> FilesToCopy(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (!e.is_regular_file(ec)) continue;
+    static const char* const kSkip[] = {"config.json", "quantize_config.json", "quant_config.json",
+                                        "model.safetensors.index.json"};
+    bool skip = false;
+    for (const char* k : kSkip) skip = skip || n == k;
+    for (const char* ext : {".safetensors", ".bin", ".pt", ".pth", ".gguf", ".onnx", ".data"}) {
+      skip = skip || EndsWith(n, ext);
+    }
+    if (!skip && !n.empty() && n[0] != '.') {
+      auto p = PathInside(dir, n, "file to copy");
+      if (p.ok()) out.push_back(*p);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// A Hugging Face checkpoint -> a dequantized model folder.
+Status DequantHfToFolder(const Checkpoint& ck, const std::string& in, const std::string& out_dir,
+                         const DequantOptions& options, DequantReport* report) {
+  const std::string who = "dequant to folder '" + EscapeBytes(out_dir) + "'";
+  {
+    std::error_code ec;
+    if (std::filesystem::equivalent(out_dir, ck.hf_dir(), ec)) {
+      return Status::Error("output '" + EscapeBytes(out_dir) + "' is the input folder");
+    }
+  }
+  NIBBLE_RETURN_IF_ERROR(CheckOutputFolder(out_dir, ck.inputs()));
+  std::vector<const CheckpointTensor*> chosen;
+  NIBBLE_RETURN_IF_ERROR(internal::SelectTensors(ck, options, in, report, &chosen));
+  std::vector<HfFolderItem> items;
+  DType model_dtype = options.dtype;
+  // The writer prepares tensors one at a time (reading each in row
+  // chunks): they share one set of input buffers.
+  const auto scratch = std::make_shared<CheckpointTensor::Buffers>();
+  for (const CheckpointTensor* t : chosen) {
+    HfFolderItem it;
+    it.out.name = t->name;
+    it.out.dtype = ck.OutputDType(*t, options.dtype);
+    it.out.shape = t->shape;
+    auto n = CheckedNumElements(t->shape, t->name);
+    if (!n.ok()) return n.status();
+    it.bytes = static_cast<uint64_t>(*n) * static_cast<uint64_t>(DTypeBits(it.out.dtype) / 8);
+    const DType req = options.dtype;
+    const int threads = options.threads;
+    const Checkpoint* c = &ck;
+    it.out.open_rows = [c, t, req, threads, scratch]() {
+      return c->PrepareRows(*t, req, threads, scratch.get());
+    };
+    items.push_back(std::move(it));
+    if (t->quantized) {
+      ++report->dequantized;
+      if (model_dtype == DType::kUndefined) model_dtype = ck.OutputDType(*t, options.dtype);
+    } else {
+      ++report->copied;
+    }
+  }
+  // config.json: the original without quantization_config, torch_dtype set.
+  std::string config;
+  if (!ck.hf_config_json().empty()) {
+    auto j = nlohmann::ordered_json::parse(ck.hf_config_json(), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+      return Status::Error(who + ": config.json is not a JSON object");
+    }
+    j.erase("quantization_config");
+    if (model_dtype != DType::kUndefined) {
+      j["torch_dtype"] = TorchDTypeName(model_dtype);
+      if (j.contains("dtype")) j["dtype"] = TorchDTypeName(model_dtype);
+    }
+    config = j.dump(2) + "\n";
+  } else {
+    report->skipped.push_back("config.json: the input has none (the folder holds weights only)");
+  }
+  return WriteHfFolder(out_dir, items, config, FilesToCopy(ck.hf_dir()), options, report)
+      .WithPrefix(who);
+}
+
+}  // namespace
+
+Status DequantCheckpoint(const std::string& in, const std::string& out,
+                         const DequantOptions& options, DequantReport* report) try {
+  const bool gguf = !IsDirectory(in) && HasGgufMagic(in);
+  if (options.hf && gguf) return DequantGgufToHf(in, out, options, report);
+  auto ck = Checkpoint::Open(in, options.open);
+  if (!ck.ok()) return ck.status();
+  return DequantOpenCheckpoint(*ck, in, out, options, report);
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("DequantCheckpoint");
+}
+
+Status DequantOpenCheckpoint(const Checkpoint& ck, const std::string& in, const std::string& out,
+                             const DequantOptions& options, DequantReport* report) try {
+  if (!ck.hf_dir().empty() && (options.hf || !EndsWith(out, ".safetensors"))) {
+    // A new (or empty) folder: it can be none of the inputs.
+    return DequantHfToFolder(ck, in, out, options, report);
+  }
+  if (options.hf) {
+    return Status::Error("--hf (a Hugging Face model folder) needs a GGUF or Hugging Face input");
+  }
+  NIBBLE_RETURN_IF_ERROR(CheckOutputPath(out, ck.inputs()));
+  std::vector<const CheckpointTensor*> chosen;
+  NIBBLE_RETURN_IF_ERROR(internal::SelectTensors(ck, options, in, report, &chosen));
+  std::vector<SafetensorsOutput> outs;
+  const Checkpoint* c = &ck;
+  // The writer prepares tensors one at a time (reading each in row
+  // chunks): they share one set of input buffers.
+  const auto scratch = std::make_shared<CheckpointTensor::Buffers>();
+  for (const CheckpointTensor* t : chosen) {
+    SafetensorsOutput o;
+    o.name = t->name;
+    o.dtype = c->OutputDType(*t, options.dtype);
+    o.shape = t->shape;
+    const DType req = options.dtype;
+    const int threads = options.threads;
+    o.open_rows = [c, t, req, threads, scratch]() {
+      return c->PrepareRows(*t, req, threads, scratch.get());
+    };
+    outs.push_back(std::move(o));
+    if (t->quantized) {
+      ++report->dequantized;
+    } else {
+      ++report->copied;
+    }
+  }
+  SafetensorsWriteOptions wo;
+  wo.metadata["format"] = "pt";
+  wo.metadata["nibble.source"] =
+      EscapeBytes(in.substr(in.rfind('/') == std::string::npos ? 0 : in.rfind('/') + 1));
+  uint64_t total = 0;
+  for (const SafetensorsOutput& o : outs) {
+    const auto n = CheckedNumElements(o.shape, o.name);
+    if (n.ok()) total += static_cast<uint64_t>(*n) * static_cast<uint64_t>(DTypeBits(o.dtype) / 8);
+  }
+  wo.progress = [&](size_t i, size_t n, uint64_t bytes) {
+    report->bytes = bytes;
+    if (options.progress) options.progress(Progress{i, n, bytes, total});
+  };
+  wo.cancelled = options.cancelled;
+  std::vector<std::string> stale;
+  wo.removed_stale = &stale;
+  const Status st = WriteSafetensorsStreaming(out, outs, wo);
+  for (const std::string& p : stale) {
+    report->notes.push_back(StaleTemporaryNote(p));
+  }
+  return st;
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("DequantCheckpoint");
+}
+
+}  // namespace nibble

@@ -1,0 +1,103 @@
+// Converting a whole checkpoint (`nibble dequant`, nibble.dequant): to one
+// float safetensors file, or to a Hugging Face model folder (shards, index,
+// config.json without quantization_config, tokenizer files copied). Both
+// are atomic: nothing appears at the output until it is complete, and
+// errors and interruptions (DequantOptions::cancelled) leave nothing.
+#ifndef NIBBLE_CHECKPOINT_CONVERT_H_
+#define NIBBLE_CHECKPOINT_CONVERT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/cancel.h"
+#include "base/status.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/progress.h"
+#include "formats/safetensors_writer.h"
+
+namespace nibble {
+
+struct DequantOptions {
+  DType dtype = DType::kUndefined;  // f32 / f16 / bf16; default per format
+  // Selection by input name (CheckpointTensor::source), ECMAScript regexes
+  // searched anywhere in the name: a tensor is written when it matches
+  // `tensors` ("" = all) and does not match `exclude` ("" = none).
+  std::string tensors;
+  std::string exclude;
+  // Leave out selected tensors nibble cannot dequantize (listed in
+  // DequantReport::skipped) instead of refusing the whole conversion.
+  bool skip_unsupported = false;
+  int threads = 0;
+  ProgressCallback progress;  // after each tensor (checkpoint/progress.h)
+  // Asked between tensors and row chunks; true stops the conversion with
+  // nothing published (base/cancel.h).
+  CancelCallback cancelled;
+  // Write a Hugging Face model folder instead of one safetensors file, in
+  // shards of at most max_shard_bytes: always for a Hugging Face input
+  // whose output path does not end in ".safetensors"; for GGUF with `hf`
+  // (checkpoint/hf_export.h).
+  bool hf = false;
+  uint64_t max_shard_bytes = 5'000'000'000;
+  CheckpointOptions open;
+};
+
+struct DequantReport {
+  int dequantized = 0, copied = 0;
+  uint64_t bytes = 0;
+  // skip_unsupported: "<input name>: <why>" of each tensor left out.
+  std::vector<std::string> skipped;
+  // Things a user should know that are not errors (e.g. stale temporaries
+  // of an earlier, killed run that were removed).
+  std::vector<std::string> notes;
+};
+
+namespace internal {
+// The tensors of `ck` that `options` selects (tensors / exclude by input
+// name); unsupported ones are an error naming them, or are listed in
+// report->skipped with skip_unsupported. An empty selection is an error.
+Status SelectTensors(const Checkpoint& ck, const DequantOptions& options, const std::string& in,
+                     DequantReport* report, std::vector<const CheckpointTensor*>* chosen);
+}  // namespace internal
+
+// Converts `in` to a float safetensors file `out` (atomic; nothing written
+// on error, including when a selected tensor is unsupported and
+// skip_unsupported is off). A Hugging Face input (folder or .safetensors)
+// with `out` not ending in ".safetensors", or options.hf: `out` is a new
+// model folder — safetensors shards (+ index), config.json without
+// quantization_config and with torch_dtype, tokenizer / generation files
+// copied (DequantHfToFolder); GGUF with options.hf: DequantGgufToHf.
+Status DequantCheckpoint(const std::string& in, const std::string& out,
+                         const DequantOptions& options, DequantReport* report);
+// The same for a checkpoint already open (read from `in`): a Hugging Face
+// checkpoint may become a folder; others (GGUF without --hf, an ONNX model:
+// onnx/onnx_checkpoint.h) become one safetensors file.
+Status DequantOpenCheckpoint(const Checkpoint& ck, const std::string& in, const std::string& out,
+                             const DequantOptions& options, DequantReport* report);
+
+// One tensor of a Hugging Face folder being written, with its byte size.
+struct HfFolderItem {
+  SafetensorsOutput out;
+  uint64_t bytes = 0;
+};
+
+// Files copied verbatim into an output folder are at most this large.
+inline constexpr uint64_t kMaxCopiedFileBytes = uint64_t{256} << 20;
+
+// Writes a Hugging Face model folder `out_dir` (absent or empty, checked
+// by the caller; it appears complete or not at all): `items` as
+// model.safetensors, or as shards of at most options.max_shard_bytes (a
+// larger tensor alone) with model.safetensors.index.json; `config_json` as
+// config.json (unless empty); each of `copy_files` (paths) copied under
+// its own name.
+Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>& items,
+                     const std::string& config_json, const std::vector<std::string>& copy_files,
+                     const DequantOptions& options, DequantReport* report);
+
+// transformers' torch_dtype name of a float type ("float16", "bfloat16",
+// "float32").
+const char* TorchDTypeName(DType d);
+
+}  // namespace nibble
+
+#endif  // NIBBLE_CHECKPOINT_CONVERT_H_

@@ -1,0 +1,153 @@
+#include "checkpoint/methods/ggml.h"
+
+#include <limits>
+#include <new>
+
+#include "kernels/layouts.h"
+#include "op/lowering.h"
+
+namespace nibble {
+
+namespace {
+
+// Lowers n elements of ggml block layout D (data: whole blocks, checked).
+// The kernels read each block's scales from its header (no widening pass).
+template <class D>
+Status LowerBlocks(const uint8_t* data, int64_t /*n*/, Plan* plan, Dequantizer::Storage* /*st*/) {
+  plan->layout = BlockLayoutOf<D>::kValue;
+  plan->code = D::kCode;
+  plan->codes = data;
+  plan->code_offset = D::kCodeOffset;
+  plan->zp_kind = D::kZp;
+  plan->group = D::kSubElems;
+  if constexpr (D::kCode == CodeKind::kTable4) plan->code_values = D::kValues;
+  return Status::Ok();
+}
+
+// Synthetic blocks of layout D: random code planes, every header byte 0x3C
+// (f16 scales / mins 1.06, 6-bit scales 60 or 12, int8 scales 60, E8M0
+// 2^-68: finite, normal values).
+template <class D>
+void SyntheticBlocks(uint8_t* blocks, int64_t n, uint64_t seed) {
+  std::vector<bool> code(static_cast<size_t>(D::kBytes), false);
+  for (const CodePlane& pl : D::kPlanes) {
+    for (uint64_t i = 0; i < uint64_t(D::kBlockElems) * pl.bits / 8; ++i) code[pl.at + i] = true;
+  }
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (int64_t b = 0; b < n; ++b) {
+    for (size_t i = 0; i < code.size(); ++i) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift64
+      blocks[b * D::kBytes + static_cast<int64_t>(i)] =
+          code[i] ? static_cast<uint8_t>(x >> 24) : uint8_t{0x3C};
+    }
+  }
+}
+
+// The registered block layouts, by ggml type id.
+struct BlockKind {
+  uint32_t type;
+  const char* name;
+  int64_t block_elems, bytes, sub_elems;
+  Status (*lower)(const uint8_t*, int64_t, Plan*, Dequantizer::Storage*);
+  void (*synthetic)(uint8_t*, int64_t, uint64_t);
+};
+constexpr BlockKind kBlockKinds[] = {
+#define NIBBLE_BLOCK_KIND(D)                                     \
+  {D::kGgmlType, D::kName,        D::kBlockElems,     D::kBytes, \
+   D::kSubElems, &LowerBlocks<D>, &SyntheticBlocks<D>},
+    NIBBLE_BLOCK_LAYOUTS(NIBBLE_BLOCK_KIND)
+#undef NIBBLE_BLOCK_KIND
+};
+
+const BlockKind* FindBlockKind(uint32_t type) {
+  for (const BlockKind& k : kBlockKinds) {
+    if (k.type == type) return &k;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::string DequantizableGgmlTypeNames() {
+  std::string names;
+  for (const BlockKind& k : kBlockKinds) names += std::string(names.empty() ? "" : ", ") + k.name;
+  return names;
+}
+
+bool GgmlTypeIsDequantizable(uint32_t type) { return FindBlockKind(type) != nullptr; }
+
+uint32_t DequantizableGgmlTypeId(const std::string& name) {
+  for (const BlockKind& k : kBlockKinds) {
+    if (name == k.name) return k.type;
+  }
+  return 0;
+}
+
+StatusOr<std::vector<uint8_t>> SyntheticGgmlBlocks(uint32_t type, int64_t rows, int64_t cols,
+                                                   uint64_t seed) try {
+  const BlockKind* k = FindBlockKind(type);
+  if (k == nullptr) return Status::Error("SyntheticGgmlBlocks: type " + std::to_string(type));
+  if (rows < 0 || cols < 0 || cols % k->block_elems != 0) {
+    return Status::Error("SyntheticGgmlBlocks: cols must be a multiple of " +
+                         std::to_string(k->block_elems));
+  }
+  const int64_t n = rows * (cols / k->block_elems);
+  std::vector<uint8_t> out(static_cast<size_t>(n * k->bytes));
+  k->synthetic(out.data(), n, seed);
+  return out;
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("SyntheticGgmlBlocks");
+}
+
+std::string GgmlBlockDescription(uint32_t type) {
+  const BlockKind* k = FindBlockKind(type);
+  if (k == nullptr) return "";
+  if (k->sub_elems == k->block_elems) return "blocks of " + std::to_string(k->block_elems);
+  return "super-blocks of " + std::to_string(k->block_elems) + ", sub-blocks of " +
+         std::to_string(k->sub_elems);
+}
+
+StatusOr<Dequantizer> PrepareGgml(uint32_t type, const std::vector<int64_t>& ne,
+                                  const uint8_t* data, size_t bytes, DType out,
+                                  const std::string& name) try {
+  const std::string who = "GGUF tensor '" + name + "'";
+  const BlockKind* kind = FindBlockKind(type);
+  if (kind == nullptr) {
+    return Status::Error(who + ": ggml type " + std::to_string(type) +
+                         " is not dequantized by nibble (" + DequantizableGgmlTypeNames() +
+                         " are)");
+  }
+  if (ne.empty() || ne.size() > 4) return Status::Error(who + ": needs 1 to 4 dims");
+  Shape shape(ne.rbegin(), ne.rend());
+  auto n = CheckedNumElements(shape, who);
+  if (!n.ok()) return n.status();
+  const int64_t cols = ne[0], rows = cols == 0 ? 0 : *n / cols;
+  const int64_t block = kind->block_elems, bb = kind->bytes;
+  if (cols % block != 0) {
+    return Status::Error(who + ": ne[0] = " + std::to_string(cols) + " is not a multiple of " +
+                         std::to_string(block));
+  }
+  const int64_t blocks = *n / block;
+  if (static_cast<uint64_t>(blocks) > std::numeric_limits<uint64_t>::max() / 1024 ||
+      bytes != static_cast<size_t>(blocks * bb)) {
+    return Status::Error(who + ": has " + std::to_string(bytes) + " bytes, expected " +
+                         std::to_string(blocks * bb));
+  }
+  auto ot = internal::OutTypeFor(internal::ResolveOutDType(out, DType::kFloat32), "output type");
+  if (!ot.ok()) return ot.status().WithPrefix(who);
+
+  Plan plan;
+  Dequantizer::Storage st;
+  plan.outer = rows;
+  plan.axis = cols;
+  plan.inner = 1;
+  plan.out = *ot;
+  NIBBLE_RETURN_IF_ERROR(kind->lower(data, *n, &plan, &st).WithPrefix(who));
+  Dequantizer d(plan, std::move(st), OutputInfo{internal::OutDTypeOf(*ot), shape}, name);
+  d.set_inputs({{"the tensor's blocks", data, bytes}});
+  return d;
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("PrepareGgml");
+}
+
+}  // namespace nibble
