@@ -8,45 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "base/dtype.h"
 #include "base/status.h"
 
 namespace nibble {
-
-// Element types. The numeric values are ONNX's TensorProto.DataType codes, so
-// the ONNX adapter maps them one to one.
-enum class DType : int32_t {
-  kUndefined = 0,
-  kFloat32 = 1,
-  kUInt8 = 2,
-  kInt8 = 3,
-  kUInt16 = 4,
-  kInt16 = 5,
-  kInt32 = 6,
-  kInt64 = 7,
-  kBool = 9,
-  kFloat16 = 10,
-  kFloat64 = 11,
-  kUInt32 = 12,
-  kUInt64 = 13,
-  kBFloat16 = 16,
-  kFloat8E4M3FN = 17,
-  kFloat8E4M3FNUZ = 18,
-  kFloat8E5M2 = 19,
-  kFloat8E5M2FNUZ = 20,
-  kUInt4 = 21,
-  kInt4 = 22,
-  kFloat4E2M1 = 23,
-  kFloat8E8M0 = 24,
-  kUInt2 = 25,
-  kInt2 = 26,
-};
-
-// Lower-case ONNX-style name ("float32", "int4", ...); "dtype(<n>)" if unknown.
-std::string DTypeName(DType t);
-// Bits per element (2, 4, 8, 16, 32, 64); 0 for kUndefined/unknown codes.
-int DTypeBits(DType t);
-// True for codes this library knows (any listed above).
-bool IsKnownDType(int32_t code);
 
 using Shape = std::vector<int64_t>;
 

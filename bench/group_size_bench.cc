@@ -181,13 +181,6 @@ std::string Acc(const Row& r, double v, const char* fmt, const char* none) {
   return buf;
 }
 
-DType ParseDType(const std::string& s) {
-  if (s == "f32") return DType::kFloat32;
-  if (s == "f16") return DType::kFloat16;
-  if (s == "bf16") return DType::kBFloat16;
-  return DType::kUndefined;
-}
-
 struct BenchLayout {
   std::string name;
   int bits;
@@ -828,7 +821,7 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
         continue;
       }
       for (const auto& dname : opt.dtypes) {
-        auto prep = bw.Prepare(ParseDType(dname), lname);
+        auto prep = bw.Prepare(ParseOutputDType(dname), lname);
         if (!prep.ok()) {
           err << "nibble bench: " << prep.status().message() << "\n";
           ++failures;
@@ -882,7 +875,7 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
           // interleaved with the yardsticks (fill, kernel, memcpy, fill,
           // kernel, ...) on the same buffers with the same threads, so a
           // neighbour's load hits all of them alike.
-          const DType want = ParseDType(dname);
+          const DType want = ParseOutputDType(dname);
           const auto times = InterleavedSeconds(
               opt.reps,
               {[&] { Parallel(t, bytes, [&](size_t a, size_t b) { StreamFill(d + a, b - a); }); },

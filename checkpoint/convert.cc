@@ -36,17 +36,6 @@ Status WriteTextFile(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-const char* TorchDTypeName(DType d) {
-  switch (d) {
-    case DType::kFloat16:
-      return "float16";
-    case DType::kBFloat16:
-      return "bfloat16";
-    default:
-      return "float32";
-  }
-}
-
 Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>& items,
                      const std::string& config_json, const std::vector<std::string>& copy_files,
                      const DequantOptions& options, DequantReport* report) try {

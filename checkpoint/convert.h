@@ -94,10 +94,6 @@ Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>
                      const std::string& config_json, const std::vector<std::string>& copy_files,
                      const DequantOptions& options, DequantReport* report);
 
-// transformers' torch_dtype name of a float type ("float16", "bfloat16",
-// "float32").
-const char* TorchDTypeName(DType d);
-
 }  // namespace nibble
 
 #endif  // NIBBLE_CHECKPOINT_CONVERT_H_

@@ -8,34 +8,6 @@
 
 namespace nibble {
 
-namespace {
-
-// The element type of ggml's plain (unblocked) types, else kUndefined.
-DType DTypeOfGgml(uint32_t type) {
-  switch (type) {
-    case 0:
-      return DType::kFloat32;
-    case 1:
-      return DType::kFloat16;
-    case 24:
-      return DType::kInt8;
-    case 25:
-      return DType::kInt16;
-    case 26:
-      return DType::kInt32;
-    case 27:
-      return DType::kInt64;
-    case 28:
-      return DType::kFloat64;
-    case 30:
-      return DType::kBFloat16;
-    default:
-      return DType::kUndefined;
-  }
-}
-
-}  // namespace
-
 bool HasGgufMagic(const std::string& path) {
   auto f = ReadOnlyFile::Open(path);
   uint8_t m[4] = {};
@@ -62,7 +34,8 @@ StatusOr<CheckpointListing> ListGgufCheckpoint(const std::string& path) {
     ct.shape.assign(t.ne.rbegin(), t.ne.rend());
     ct.kind = GgmlTypeName(t.type);
     ct.stored_bytes = t.bytes;
-    const DType plain = DTypeOfGgml(t.type);
+    const GgmlTypeInfo* info = GgmlTypeTraits(t.type);
+    const DType plain = info != nullptr ? info->plain : DType::kUndefined;
     const GgufTensor* tp = &t;
     const GgufFile* fp = f.get();
     if (plain != DType::kUndefined) {

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/dtype.h"
 #include "base/status.h"
 #include "formats/files.h"
 
@@ -32,7 +33,7 @@ inline constexpr uint64_t kMaxGgufKeys = 65'536;
 inline constexpr uint64_t kMaxGgufTensors = 131'072;
 inline constexpr size_t kMaxGgufNameBytes = 63;  // ggml: GGML_MAX_NAME - 1
 
-// ggml tensor types nibble dequantizes (others are listed, not converted).
+// Named ids of a few ggml types (tests, examples).
 enum GgmlType : uint32_t {
   kGgmlF32 = 0,
   kGgmlF16 = 1,
@@ -43,15 +44,60 @@ enum GgmlType : uint32_t {
   kGgmlBF16 = 30,
 };
 
-// Block geometry of a ggml type: `block` elements in `bytes` bytes; nullptr
-// for types this reader does not know.
+// Every type ggml defines (ggml.h's enum ggml_type, ggml.c's type_traits):
+// the one registry of ggml type ids, names and block geometry — `block`
+// elements in `bytes` bytes — and, for the plain (unblocked) types, their
+// element type. Which block types nibble dequantizes is the kernels'
+// registry (NIBBLE_BLOCK_LAYOUTS in kernels/layouts.h), checked against
+// this one at compile time (checkpoint/methods/ggml.cc).
 struct GgmlTypeInfo {
   uint32_t type;
   const char* name;
   int64_t block;
   int64_t bytes;
+  DType plain;  // kUndefined for block types
 };
-const GgmlTypeInfo* GgmlTypeTraits(uint32_t type);
+inline constexpr GgmlTypeInfo kGgmlTypes[] = {
+    {0, "f32", 1, 4, DType::kFloat32},
+    {1, "f16", 1, 2, DType::kFloat16},
+    {2, "q4_0", 32, 18, DType::kUndefined},
+    {3, "q4_1", 32, 20, DType::kUndefined},
+    {6, "q5_0", 32, 22, DType::kUndefined},
+    {7, "q5_1", 32, 24, DType::kUndefined},
+    {8, "q8_0", 32, 34, DType::kUndefined},
+    {9, "q8_1", 32, 36, DType::kUndefined},
+    {10, "q2_k", 256, 84, DType::kUndefined},
+    {11, "q3_k", 256, 110, DType::kUndefined},
+    {12, "q4_k", 256, 144, DType::kUndefined},
+    {13, "q5_k", 256, 176, DType::kUndefined},
+    {14, "q6_k", 256, 210, DType::kUndefined},
+    {15, "q8_k", 256, 292, DType::kUndefined},
+    {16, "iq2_xxs", 256, 66, DType::kUndefined},
+    {17, "iq2_xs", 256, 74, DType::kUndefined},
+    {18, "iq3_xxs", 256, 98, DType::kUndefined},
+    {19, "iq1_s", 256, 50, DType::kUndefined},
+    {20, "iq4_nl", 32, 18, DType::kUndefined},
+    {21, "iq3_s", 256, 110, DType::kUndefined},
+    {22, "iq2_s", 256, 82, DType::kUndefined},
+    {23, "iq4_xs", 256, 136, DType::kUndefined},
+    {24, "i8", 1, 1, DType::kInt8},
+    {25, "i16", 1, 2, DType::kInt16},
+    {26, "i32", 1, 4, DType::kInt32},
+    {27, "i64", 1, 8, DType::kInt64},
+    {28, "f64", 1, 8, DType::kFloat64},
+    {29, "iq1_m", 256, 56, DType::kUndefined},
+    {30, "bf16", 1, 2, DType::kBFloat16},
+    {34, "tq1_0", 256, 54, DType::kUndefined},
+    {35, "tq2_0", 256, 66, DType::kUndefined},
+    {39, "mxfp4", 32, 17, DType::kUndefined},
+};
+// The entry of `type`, or nullptr for ids this registry does not know.
+constexpr const GgmlTypeInfo* GgmlTypeTraits(uint32_t type) {
+  for (const GgmlTypeInfo& t : kGgmlTypes) {
+    if (t.type == type) return &t;
+  }
+  return nullptr;
+}
 std::string GgmlTypeName(uint32_t type);  // "q4_0", or "type(<n>)"
 
 enum class GgufValueType : uint32_t {

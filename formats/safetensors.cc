@@ -14,29 +14,6 @@ namespace nibble {
 
 namespace {
 
-struct DTypeName {
-  const char* name;
-  DType dtype;
-};
-constexpr DTypeName kDTypes[] = {
-    {"BOOL", DType::kBool},
-    {"U8", DType::kUInt8},
-    {"I8", DType::kInt8},
-    {"U16", DType::kUInt16},
-    {"I16", DType::kInt16},
-    {"F16", DType::kFloat16},
-    {"BF16", DType::kBFloat16},
-    {"U32", DType::kUInt32},
-    {"I32", DType::kInt32},
-    {"F32", DType::kFloat32},
-    {"U64", DType::kUInt64},
-    {"I64", DType::kInt64},
-    {"F64", DType::kFloat64},
-    {"F8_E4M3", DType::kFloat8E4M3FN},
-    {"F8_E5M2", DType::kFloat8E5M2},
-    {"F8_E8M0", DType::kFloat8E8M0},
-};
-
 // A SAX pass that finds the first key repeated within one object. Linear
 // in the text: one hash set per open object.
 class DuplicateKeyFinder {
@@ -123,20 +100,6 @@ bool IsShardPath(const std::string& s) {
 }
 
 }  // namespace
-
-DType SafetensorsDType(const std::string& name) {
-  for (const auto& d : kDTypes) {
-    if (name == d.name) return d.dtype;
-  }
-  return DType::kUndefined;
-}
-
-const char* SafetensorsDTypeName(DType t) {
-  for (const auto& d : kDTypes) {
-    if (t == d.dtype) return d.name;
-  }
-  return nullptr;
-}
 
 StatusOr<std::shared_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path,
                                                                  InputFiles* inputs) {

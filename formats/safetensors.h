@@ -37,11 +37,6 @@ struct SafetensorsTensor {
   uint64_t begin = 0, end = 0;  // relative to the byte buffer
 };
 
-// safetensors dtype name -> DType (kUndefined if unknown), and back
-// (nullptr if the DType has no safetensors name).
-DType SafetensorsDType(const std::string& name);
-const char* SafetensorsDTypeName(DType t);
-
 class SafetensorsFile {
  public:
   // `inputs`, if given, records the file.

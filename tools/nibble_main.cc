@@ -259,13 +259,6 @@ void AddCheckpointOptions(CLI::App* app, nibble::CheckpointOptions* o) {
       ->check(CLI::IsMember({"autogptq", "gptqmodel"}));
 }
 
-nibble::DType ParseOutDType(const std::string& s) {
-  if (s == "f32") return nibble::DType::kFloat32;
-  if (s == "f16") return nibble::DType::kFloat16;
-  if (s == "bf16") return nibble::DType::kBFloat16;
-  return nibble::DType::kUndefined;
-}
-
 // `nibble inspect` of a GGUF file or a safetensors checkpoint.
 int RunInspectCheckpoint(const std::string& path, const std::string& format,
                          const nibble::CheckpointOptions& options) {
@@ -398,7 +391,7 @@ class ProgressPrinter {
 
 int RunDequant(const std::string& in, const std::string& out, const std::string& dtype,
                nibble::DequantOptions options, bool quiet) {
-  options.dtype = ParseOutDType(dtype);
+  options.dtype = nibble::ParseOutputDType(dtype);
   ProgressPrinter printer("nibble dequant");
   if (!quiet) options.progress = [&printer](const nibble::Progress& p) { printer(p); };
   options.cancelled = StopRequested;

@@ -168,15 +168,6 @@ StatusOr<BnbConfig> ParseBnbConfig(const nlohmann::json& q, const std::string& w
 
 namespace {
 
-// "float16" / "bfloat16" / "float32" (as quant_state writes the model's
-// type) -> its DType, else kUndefined.
-DType FloatDTypeNamed(const std::string& name) {
-  if (name == "float16" || name == "half") return DType::kFloat16;
-  if (name == "bfloat16") return DType::kBFloat16;
-  if (name == "float32" || name == "float") return DType::kFloat32;
-  return DType::kUndefined;
-}
-
 // Every layer with a quant_state (4-bit) or an SCB (LLM.int8), whatever
 // the config states: the tensors say how they are read.
 class BnbLister : public HfMethod {
@@ -252,8 +243,9 @@ class BnbLister : public HfMethod {
       return refuse("double quantization, but '" + w + ".nested_absmax' or '" + w +
                     ".nested_quant_map' is missing");
     }
-    const DType dt = FloatDTypeNamed(st->dtype);
-    if (dt == DType::kUndefined) {
+    // The model's type, as torch names it (str(dtype) without "torch.").
+    const DType dt = TorchDType(st->dtype);
+    if (!IsOutputDType(dt)) {
       return refuse("'" + name + "' names dtype '" + st->dtype +
                     "' (float16, bfloat16 or float32 expected)");
     }

@@ -3,6 +3,7 @@
 #include <limits>
 #include <new>
 
+#include "formats/gguf.h"
 #include "kernels/layouts.h"
 #include "op/lowering.h"
 
@@ -58,6 +59,23 @@ constexpr BlockKind kBlockKinds[] = {
     NIBBLE_BLOCK_LAYOUTS(NIBBLE_BLOCK_KIND)
 #undef NIBBLE_BLOCK_KIND
 };
+
+// Each registered block layout is the ggml type of the format registry
+// (formats/gguf.h) it claims to be: id, name and geometry.
+template <class D>
+constexpr bool MatchesGgmlRegistry() {
+  const GgmlTypeInfo* t = GgmlTypeTraits(D::kGgmlType);
+  if (t == nullptr || t->block != D::kBlockElems || t->bytes != D::kBytes) return false;
+  const char* a = t->name;
+  const char* b = D::kName;
+  while (*a != '\0' && *a == *b) ++a, ++b;
+  return *a == *b;
+}
+#define NIBBLE_CHECK_REGISTRY(D)                                                    \
+  static_assert(MatchesGgmlRegistry<D>(), #D ": id, name or geometry differs from " \
+                                             "formats/gguf.h");
+NIBBLE_BLOCK_LAYOUTS(NIBBLE_CHECK_REGISTRY)
+#undef NIBBLE_CHECK_REGISTRY
 
 const BlockKind* FindBlockKind(uint32_t type) {
   for (const BlockKind& k : kBlockKinds) {

@@ -40,62 +40,25 @@ using nibble::DType;
 
 namespace {
 
-const std::map<std::string, DType>& DTypeNames() {
-  static const std::map<std::string, DType> m = {{"float32", DType::kFloat32},
-                                                 {"float16", DType::kFloat16},
-                                                 {"bfloat16", DType::kBFloat16},
-                                                 {"int8", DType::kInt8},
-                                                 {"uint8", DType::kUInt8},
-                                                 {"int16", DType::kInt16},
-                                                 {"uint16", DType::kUInt16},
-                                                 {"int32", DType::kInt32},
-                                                 {"uint32", DType::kUInt32},
-                                                 {"int4", DType::kInt4},
-                                                 {"uint4", DType::kUInt4},
-                                                 {"int2", DType::kInt2},
-                                                 {"uint2", DType::kUInt2},
-                                                 {"float8e4m3fn", DType::kFloat8E4M3FN},
-                                                 {"float8e4m3fnuz", DType::kFloat8E4M3FNUZ},
-                                                 {"float8e5m2", DType::kFloat8E5M2},
-                                                 {"float8e5m2fnuz", DType::kFloat8E5M2FNUZ},
-                                                 {"float4e2m1", DType::kFloat4E2M1},
-                                                 {"float8e8m0", DType::kFloat8E8M0}};
-  return m;
-}
-
-// Output types: every common spelling (as the CLI's --dtype).
-std::optional<DType> ParseOutputAlias(const std::string& s) {
-  static const std::map<std::string, DType> m = {
-      {"f32", DType::kFloat32},      {"fp32", DType::kFloat32}, {"float32", DType::kFloat32},
-      {"float", DType::kFloat32},    {"f16", DType::kFloat16},  {"fp16", DType::kFloat16},
-      {"float16", DType::kFloat16},  {"half", DType::kFloat16}, {"bf16", DType::kBFloat16},
-      {"bfloat16", DType::kBFloat16}};
-  std::string lower = s;
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  auto it = m.find(lower);
-  if (it == m.end()) return std::nullopt;
-  return it->second;
-}
-
+// A type name: an output type in any spelling (base/dtype.h), or nibble's
+// name of any type ("int4", "float8e4m3fn": packed inputs).
 DType ParseDType(const std::string& s) {
-  if (auto alias = ParseOutputAlias(s)) return *alias;
-  auto it = DTypeNames().find(s);
-  if (it == DTypeNames().end()) throw py::value_error("unknown dtype '" + s + "'");
-  return it->second;
+  DType t = nibble::ParseOutputDType(s);
+  if (t == DType::kUndefined) t = nibble::DTypeNamed(s);
+  if (t == DType::kUndefined) throw py::value_error("unknown dtype '" + s + "'");
+  return t;
 }
 
 // An output type: None (the default), or float32 / float16 / bfloat16 in
 // any common spelling.
 DType ParseOutputDType(const std::optional<std::string>& s) {
   if (!s) return DType::kUndefined;
-  auto d = ParseOutputAlias(*s);
-  if (!d) {
-    throw py::value_error(
-        "dtype must be float32 (f32, fp32, float), float16 (f16, fp16, half) "
-        "or bfloat16 (bf16); got '" +
-        *s + "'");
+  const DType d = nibble::ParseOutputDType(*s);
+  if (d == DType::kUndefined) {
+    throw py::value_error("dtype must be an output type: " + nibble::OutputDTypeSpellings() +
+                          "; got '" + *s + "'");
   }
-  return *d;
+  return d;
 }
 
 // The nibble dtype of a numpy array's element type.
