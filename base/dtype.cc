@@ -10,10 +10,10 @@ namespace {
 // spellings, the short one first.
 struct DTypeRow {
   DType dtype;
-  const char* name;         // nibble / ONNX style
+  const char* name;  // nibble / ONNX style
   int bits;
-  const char* safetensors;  // or nullptr
-  const char* torch;        // or nullptr
+  const char* safetensors;              // or nullptr
+  const char* torch;                    // or nullptr
   const char* const* output_spellings;  // null-terminated, or nullptr
 };
 

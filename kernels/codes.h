@@ -1,10 +1,12 @@
-// Code kinds, zero-point kinds and output types: the element-level
+// Code kinds and zero-point kinds (output types: kernels/out_types.h): the element-level
 // vocabulary of the Plan (kernels/plan.h) and the layout descriptors
 // (kernels/layouts.h).
 #ifndef NIBBLE_KERNELS_CODES_H_
 #define NIBBLE_KERNELS_CODES_H_
 
 #include <cstdint>
+
+#include "kernels/out_types.h"
 
 namespace nibble {
 
@@ -63,9 +65,6 @@ constexpr bool CodeIsFloat(CodeKind k) { return k >= CodeKind::kF8E4M3FN; }
 // kFloat: additive (PMX float_zeropoint); kFloatSubtract: subtracted before
 // scaling (ONNX Runtime MatMulNBits with float zero points).
 enum class ZeroPointKind : uint8_t { kNone, kInteger, kFloat, kFloatSubtract };
-enum class OutType : uint8_t { kF32, kF16, kBF16 };
-
-constexpr int OutBytes(OutType t) { return t == OutType::kF32 ? 4 : 2; }
 
 }  // namespace nibble
 

@@ -90,6 +90,20 @@ HWY_INLINE auto BF16Bits(DF df, VF v) {
   return hn::DemoteTo(du16, hn::BitCast(di, r));
 }
 
+// The vector side of the 2-byte output types' descriptors
+// (kernels/out_types.h): float32 lanes narrowed to kOut's bits, the same
+// bits as OutDesc<kOut>::Round.
+template <OutType kOut, class DF, class VF = hn::Vec<DF>>
+HWY_INLINE auto NarrowBits(DF df, VF v) {
+  static_assert(OutDesc<kOut>::kBytes == 2, "NarrowBits: a 2-byte output type");
+  if constexpr (kOut == OutType::kF16) {
+    return F16Bits(df, v);
+  } else {
+    static_assert(kOut == OutType::kBF16, "NarrowBits: add the new output type here");
+    return BF16Bits(df, v);
+  }
+}
+
 #endif  // HWY_TARGET != HWY_SCALAR
 
 }  // namespace HWY_NAMESPACE

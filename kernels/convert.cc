@@ -43,11 +43,11 @@ HWY_INLINE hn::Vec<DF> LoadAsF32(DF df, const uint8_t* p) {
 
 template <OutType kTo, class DF>
 HWY_INLINE void StoreFromF32(DF df, hn::Vec<DF> v, uint8_t* p) {
-  if constexpr (kTo == OutType::kF32) {
+  if constexpr (OutDesc<kTo>::kBytes == 4) {
     hn::StoreU(v, df, reinterpret_cast<float*>(p));
   } else {
     const hn::Rebind<uint16_t, DF> du16;
-    const auto bits = kTo == OutType::kF16 ? F16Bits(df, v) : BF16Bits(df, v);
+    const auto bits = NarrowBits<kTo>(df, v);
     hn::StoreU(bits, du16, reinterpret_cast<uint16_t*>(p));
   }
 }
@@ -74,12 +74,11 @@ HWY_INLINE int64_t ConvertVectors(const uint8_t* src, uint8_t* dst, int64_t n) {
 template <OutType kFrom>
 HWY_INLINE int64_t ConvertFrom(OutType to, const uint8_t* src, uint8_t* dst, int64_t n) {
   switch (to) {
-    case OutType::kF32:
-      return ConvertVectors<kFrom, OutType::kF32>(src, dst, n);
-    case OutType::kF16:
-      return ConvertVectors<kFrom, OutType::kF16>(src, dst, n);
-    case OutType::kBF16:
-      return ConvertVectors<kFrom, OutType::kBF16>(src, dst, n);
+#define NIBBLE_CASE(T) \
+  case OutType::k##T:  \
+    return ConvertVectors<kFrom, OutType::k##T>(src, dst, n);
+    NIBBLE_OUT_TYPES(NIBBLE_CASE)
+#undef NIBBLE_CASE
   }
   return 0;
 }
@@ -92,12 +91,11 @@ int64_t ConvertFloatsSimd(OutType from, const void* src, OutType to, void* dst, 
   const auto* s = static_cast<const uint8_t*>(src);
   auto* d = static_cast<uint8_t*>(dst);
   switch (from) {
-    case OutType::kF32:
-      return ConvertFrom<OutType::kF32>(to, s, d, n);
-    case OutType::kF16:
-      return ConvertFrom<OutType::kF16>(to, s, d, n);
-    case OutType::kBF16:
-      return ConvertFrom<OutType::kBF16>(to, s, d, n);
+#define NIBBLE_CASE(T) \
+  case OutType::k##T:  \
+    return ConvertFrom<OutType::k##T>(to, s, d, n);
+    NIBBLE_OUT_TYPES(NIBBLE_CASE)
+#undef NIBBLE_CASE
   }
 #else
   (void)from, (void)src, (void)to, (void)dst, (void)n;
@@ -125,20 +123,7 @@ void ConvertFloatsReference(OutType from, const void* src, OutType to, void* dst
   const size_t in = static_cast<size_t>(OutBytes(from)), out = static_cast<size_t>(OutBytes(to));
   for (int64_t k = 0; k < n; ++k) {
     const size_t i = static_cast<size_t>(k);
-    float v;
-    if (from == OutType::kF32) {
-      std::memcpy(&v, s + i * in, 4);
-    } else {
-      uint16_t h;
-      std::memcpy(&h, s + i * in, 2);
-      v = from == OutType::kF16 ? F32FromF16(h) : F32FromBF16(h);
-    }
-    if (to == OutType::kF32) {
-      std::memcpy(d + i * out, &v, 4);
-    } else {
-      const uint16_t h = to == OutType::kF16 ? F16FromF32(v) : BF16FromF32(v);
-      std::memcpy(d + i * out, &h, 2);
-    }
+    StoreOut(to, LoadOut(from, s + i * in), d + i * out);
   }
 }
 

@@ -119,7 +119,10 @@ class RowKernel {
   // float16/bfloat16 output from 4-bit codes on AVX-512: the group's table
   // is rounded to 16-bit output bits once, then 2N outputs are one 16-bit
   // permute (vpermw) of 2N codes. Same bits: rounding is per value.
-  static constexpr bool kHalfTable = kTable && kOut != OutType::kF32;
+  static constexpr bool kHalfTable = kTable && OutDesc<kOut>::kBytes == 2;
+  // kOut where it is a 2-byte type (the half-width paths are compiled
+  // for the others too, but never taken).
+  static constexpr OutType kHalfOut = OutDesc<kOut>::kBytes == 2 ? kOut : OutType::kF16;
   // No value is a float32 subnormal, whatever the inputs (a block layout's
   // BlockNormalValues): bfloat16 rounding skips the subnormal test.
   static constexpr bool kNormalValues = LoaderNormalValues<L>::value;
@@ -170,7 +173,7 @@ class RowKernel {
   HWY_INLINE int64_t PerElementRow(int64_t k, int64_t k1, char* base) const {
     const DF df;
     const int64_t n = static_cast<int64_t>(hn::Lanes(df));
-    constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
+    constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
     const CodeRef codes = job_.code;
     const float* const sp = job_.scale;
     const int32_t* const zi = job_.zp_int;
@@ -201,7 +204,7 @@ class RowKernel {
     static_assert(kRegs == 2 || kRegs == 4 || kRegs == 8, "2, 4 or 8 table registers");
     const DF df;
     const int64_t n = static_cast<int64_t>(hn::Lanes(df));
-    constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
+    constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
     const CodeRef codes = job_.code;
     const int32_t* const map = job_.map;
     const int64_t ng = job_.map_groups;
@@ -270,7 +273,7 @@ class RowKernel {
     const DF df;
     const size_t N = hn::Lanes(df);
     const int64_t unit = static_cast<int64_t>(2 * N);
-    constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
+    constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
     char* const out = static_cast<char*>(y);
     const bool fast = FastBf16();
     // Prologue: reach a loadable element (L::Align, L::Phase) and, when streaming, an
@@ -407,7 +410,7 @@ class RowKernel {
       while (k + unit <= k1) {
         const int64_t stop = g_end < k1 ? g_end : k1;
 #if HWY_TARGET <= HWY_AVX3
-        if constexpr (kTable && kOut == OutType::kF32 && HasLoadLow2<L>::value) {
+        if constexpr (kTable && OutDesc<kOut>::kBytes == 4 && HasLoadLow2<L>::value) {
           if (job_.group % unit == 0 && (g_end - k) % unit == 0) {  // (as the 16-bit tables)
             k = stream ? TableGroups<true>(codes, g_idx, g_end, k, k1, base)
                        : TableGroups<false>(codes, g_idx, g_end, k, k1, base);
@@ -517,7 +520,7 @@ class RowKernel {
     const DI di;
     constexpr int64_t kN = static_cast<int64_t>(hn::MaxLanes(DF()));
     constexpr int64_t kUnit = 2 * kN, kB = D::kBlockElems, kSub = D::kSubElems;
-    constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
+    constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
     // Shapes this loop covers: whole units per block, and a group per
     // table (tables) or per vector (arithmetic).
     constexpr bool kShapeOk = kB % kUnit == 0 && (kTable ? kSub % kUnit == 0 : kSub % kN == 0);
@@ -627,13 +630,7 @@ class RowKernel {
   void ScalarRange(int64_t k0, int64_t k1, char* out) const {
     for (int64_t k = k0; k < k1; ++k) {
       const float v = ScalarValue(k);
-      char* dst = out + (k - k0) * (kOut == OutType::kF32 ? 4 : 2);
-      if (kOut == OutType::kF32) {
-        std::memcpy(dst, &v, 4);
-      } else {
-        const uint16_t h = kOut == OutType::kF16 ? F16FromF32(v) : BF16FromF32(v);
-        std::memcpy(dst, &h, 2);
-      }
+      StoreOut<kOut>(v, out + (k - k0) * OutDesc<kOut>::kBytes);
     }
   }
 
@@ -663,10 +660,10 @@ class RowKernel {
   // 16-bit output bits of the N lanes of v (a group's table).
   static HWY_INLINE auto HalfBits(VF v) {
 #if HWY_TARGET <= HWY_AVX3
-    return OutBits16<(kOut == OutType::kF32 ? OutType::kF16 : kOut), kNormalValues>(v);
+    return OutBits16<kHalfOut, kNormalValues>(v);
 #else
     const DF df;
-    return kOut == OutType::kBF16 ? BF16Bits(df, v) : F16Bits(df, v);
+    return NarrowBits<kHalfOut>(df, v);
 #endif
   }
 
@@ -829,8 +826,7 @@ class RowKernel {
     }
     // Group i's 16 output values (the upper 16 bits of each lane zero).
     HWY_INLINE auto Half(const RowKernel& rk, int64_t i) const {
-      return OutBits16<(kOut == OutType::kF32 ? OutType::kF16 : kOut), kNormalValues>(Values(rk, i),
-                                                                                      bf16_hw);
+      return OutBits16<kHalfOut, kNormalValues>(Values(rk, i), bf16_hw);
     }
     // Group i's table, the values in lanes c and 16 + c (any index whose
     // low 4 bits are the code: GroupCodes16).
@@ -874,7 +870,7 @@ class RowKernel {
     const int64_t unit = 2 * static_cast<int64_t>(hn::Lanes(DF()));
     const int64_t step = job_.step, group = job_.group;
     const GroupTables tables(*this);
-    if constexpr (kOut == OutType::kF32) {
+    if constexpr (OutDesc<kOut>::kBytes == 4) {
       if constexpr (HasLoadLow2<L>::value) {
         // float32: the table in one register, vpermps on the codes' low 4
         // bits (LoadLow2), as GroupUnits.
@@ -932,7 +928,7 @@ class RowKernel {
                                 char* base) const {
     const DF df;
     const int64_t n = static_cast<int64_t>(hn::Lanes(df));
-    constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
+    constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
     const bool fast = FastBf16();
     for (; k + 2 * n <= stop; k += 2 * n) {
 #if HWY_TARGET <= HWY_AVX3
@@ -1021,7 +1017,7 @@ class RowKernel {
   static HWY_INLINE void StoreUnit(DF df, VF v0, VF v1, char* dst, bool stream, bool fast) {
     (void)fast;  // (AVX-512 bfloat16 only)
     const size_t N = hn::Lanes(df);
-    if (kOut == OutType::kF32) {
+    if constexpr (OutDesc<kOut>::kBytes == 4) {
       float* p = reinterpret_cast<float*>(dst);
       if (stream) {
         hn::Stream(v0, df, p);
@@ -1041,8 +1037,8 @@ class RowKernel {
       }
 #endif
       const hn::Repartition<uint16_t, DF> du16;  // 2N lanes: one full vector
-      const auto h0 = kOut == OutType::kF16 ? F16Bits(df, v0) : BF16Bits(df, v0);
-      const auto h1 = kOut == OutType::kF16 ? F16Bits(df, v1) : BF16Bits(df, v1);
+      const auto h0 = NarrowBits<kHalfOut>(df, v0);
+      const auto h1 = NarrowBits<kHalfOut>(df, v1);
       const auto both = Concat16(h1, h0);
       uint16_t* p = reinterpret_cast<uint16_t*>(dst);
       if (stream) {
@@ -1097,7 +1093,7 @@ template <class L, CodeKind kCode, ZeroPointKind kZp, OutType kOut>
 void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
              int64_t ld) {
   const int64_t cols = plan.cols();
-  constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
+  constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
   const bool stream = plan.nontemporal;
   // A group map along the rows: the number of groups it reaches (once per
   // slice, not per row).
@@ -1268,21 +1264,21 @@ constexpr unsigned kAllZp =
 template <class L, CodeKind kCode, unsigned kZps = kAllZp>
 void DispatchZpOut(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
                    int64_t ld) {
-#define NIBBLE_CASE(ZP, OUT)                                                                    \
-  if constexpr ((kZps & ZpBit(ZeroPointKind::ZP)) != 0) {                                       \
-    if (plan.zp_kind == ZeroPointKind::ZP && plan.out == OutType::OUT) {                        \
-      return RunRows<L, kCode, ZeroPointKind::ZP, OutType::OUT>(plan, r0, r1, c0, c1, out, ld); \
-    }                                                                                           \
+#define NIBBLE_CASE(ZP, OUT)                                                                       \
+  if constexpr ((kZps & ZpBit(ZeroPointKind::ZP)) != 0) {                                          \
+    if (plan.zp_kind == ZeroPointKind::ZP && plan.out == OutType::k##OUT) {                        \
+      return RunRows<L, kCode, ZeroPointKind::ZP, OutType::k##OUT>(plan, r0, r1, c0, c1, out, ld); \
+    }                                                                                              \
   }
-  NIBBLE_CASE(kNone, kF32)
-  NIBBLE_CASE(kNone, kF16)
-  NIBBLE_CASE(kNone, kBF16)
-  NIBBLE_CASE(kInteger, kF32)
-  NIBBLE_CASE(kInteger, kF16)
-  NIBBLE_CASE(kInteger, kBF16)
-  NIBBLE_CASE(kFloat, kF32)
-  NIBBLE_CASE(kFloat, kF16)
-  NIBBLE_CASE(kFloat, kBF16)
+#define NIBBLE_CASE_NONE(OUT) NIBBLE_CASE(kNone, OUT)
+#define NIBBLE_CASE_INTEGER(OUT) NIBBLE_CASE(kInteger, OUT)
+#define NIBBLE_CASE_FLOAT(OUT) NIBBLE_CASE(kFloat, OUT)
+  NIBBLE_OUT_TYPES(NIBBLE_CASE_NONE)
+  NIBBLE_OUT_TYPES(NIBBLE_CASE_INTEGER)
+  NIBBLE_OUT_TYPES(NIBBLE_CASE_FLOAT)
+#undef NIBBLE_CASE_FLOAT
+#undef NIBBLE_CASE_INTEGER
+#undef NIBBLE_CASE_NONE
 #undef NIBBLE_CASE
   // kFloatSubtract (MatMulNBits float zero points, rare), kinds not in
   // kZps: the reference.
@@ -1295,12 +1291,11 @@ template <class L, CodeKind kCode>
 void DispatchOut(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
                  int64_t ld) {
   switch (plan.out) {
-    case OutType::kF32:
-      return RunRows<L, kCode, ZeroPointKind::kNone, OutType::kF32>(plan, r0, r1, c0, c1, out, ld);
-    case OutType::kF16:
-      return RunRows<L, kCode, ZeroPointKind::kNone, OutType::kF16>(plan, r0, r1, c0, c1, out, ld);
-    case OutType::kBF16:
-      return RunRows<L, kCode, ZeroPointKind::kNone, OutType::kBF16>(plan, r0, r1, c0, c1, out, ld);
+#define NIBBLE_CASE(T) \
+  case OutType::k##T:  \
+    return RunRows<L, kCode, ZeroPointKind::kNone, OutType::k##T>(plan, r0, r1, c0, c1, out, ld);
+    NIBBLE_OUT_TYPES(NIBBLE_CASE)
+#undef NIBBLE_CASE
   }
 }
 

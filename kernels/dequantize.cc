@@ -49,7 +49,7 @@ HWY_INLINE void DenseNibbleCodes(const Plan& plan, int64_t r0, int64_t r1, int64
   DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
 }
 
-// The zero-point kinds checkpoint/methods/layers.cc lowers GPTQ and AWQ with: integer,
+// The zero-point kinds checkpoint/methods/gptq.cc lowers GPTQ and AWQ with: integer,
 // or none (a constant code offset) when every stored zero point is equal.
 constexpr unsigned kAwqZp = ZpBit(ZeroPointKind::kNone) | ZpBit(ZeroPointKind::kInteger);
 constexpr unsigned kGptqZp = ZpBit(ZeroPointKind::kNone) | ZpBit(ZeroPointKind::kInteger);
@@ -60,7 +60,7 @@ constexpr unsigned kGptqZp = ZpBit(ZeroPointKind::kNone) | ZpBit(ZeroPointKind::
 template <ZeroPointKind kZp, OutType kOut>
 void GroupMapColumnsAs(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
                        int64_t ld) {
-  constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
+  constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
   char* const base = static_cast<char*>(out);
   const auto edge = [&](int64_t r, int64_t ca, int64_t cb) HWY_ATTR {
     DequantizeTileReference(plan, r, r + 1, ca, cb, base + ((r - r0) * ld + (ca - c0)) * kOutBytes,
@@ -78,17 +78,17 @@ void GroupMapColumnsAs(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
 
 void GroupMapColumns(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
                      int64_t ld) {
-#define NIBBLE_CASE(ZP, OUT)                                                                  \
-  if (plan.zp_kind == ZeroPointKind::ZP && plan.out == OutType::OUT) {                        \
-    return GroupMapColumnsAs<ZeroPointKind::ZP, OutType::OUT>(plan, r0, r1, c0, c1, out, ld); \
+#define NIBBLE_CASE(ZP, OUT)                                                                     \
+  if (plan.zp_kind == ZeroPointKind::ZP && plan.out == OutType::k##OUT) {                        \
+    return GroupMapColumnsAs<ZeroPointKind::ZP, OutType::k##OUT>(plan, r0, r1, c0, c1, out, ld); \
   }
-  // The zero-point kinds checkpoint/methods/layers.cc lowers GPTQ with.
-  NIBBLE_CASE(kNone, kF32)
-  NIBBLE_CASE(kNone, kF16)
-  NIBBLE_CASE(kNone, kBF16)
-  NIBBLE_CASE(kInteger, kF32)
-  NIBBLE_CASE(kInteger, kF16)
-  NIBBLE_CASE(kInteger, kBF16)
+#define NIBBLE_CASE_NONE(OUT) NIBBLE_CASE(kNone, OUT)
+#define NIBBLE_CASE_INTEGER(OUT) NIBBLE_CASE(kInteger, OUT)
+  // The zero-point kinds checkpoint/methods/gptq.cc lowers GPTQ with.
+  NIBBLE_OUT_TYPES(NIBBLE_CASE_NONE)
+  NIBBLE_OUT_TYPES(NIBBLE_CASE_INTEGER)
+#undef NIBBLE_CASE_INTEGER
+#undef NIBBLE_CASE_NONE
 #undef NIBBLE_CASE
   DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
 }
@@ -124,7 +124,7 @@ void DequantizeNibblesSimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0,
         }
         return DispatchZpOut<PmxWords<32>, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
       case Layout::kAwqWords:
-        // Integer zero points, or none when all are equal (checkpoint/methods/layers.cc).
+        // Integer zero points, or none when all are equal (checkpoint/methods/gptq.cc).
         return DispatchZpOut<AwqWords, CodeKind::kU4, kAwqZp>(plan, r0, r1, c0, c1, out, ld);
       case Layout::kGptqColumns:
         return DispatchZpOut<GptqColumns, CodeKind::kU4, kGptqZp>(plan, r0, r1, c0, c1, out, ld);

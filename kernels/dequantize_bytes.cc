@@ -53,7 +53,7 @@ HWY_INLINE void DenseByteCodes(const Plan& plan, int64_t r0, int64_t r1, int64_t
   DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
 }
 
-// The zero-point kinds checkpoint/methods/layers.cc lowers GPTQ with.
+// The zero-point kinds checkpoint/methods/gptq.cc lowers GPTQ with.
 constexpr unsigned kGptqZp = ZpBit(ZeroPointKind::kNone) | ZpBit(ZeroPointKind::kInteger);
 
 #endif  // HWY_TARGET != HWY_SCALAR

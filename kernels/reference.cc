@@ -216,17 +216,7 @@ void DequantizeTileReference(const Plan& plan, int64_t r0, int64_t r1, int64_t c
     for (int64_t c = c0; c < c1; ++c) {
       const float v = ReferenceValue(plan, r, c);
       const int64_t k = (r - r0) * ld + (c - c0);
-      switch (plan.out) {
-        case OutType::kF32:
-          static_cast<float*>(out)[k] = v;
-          break;
-        case OutType::kF16:
-          static_cast<uint16_t*>(out)[k] = F16FromF32(v);
-          break;
-        case OutType::kBF16:
-          static_cast<uint16_t*>(out)[k] = BF16FromF32(v);
-          break;
-      }
+      StoreOut(plan.out, v, static_cast<char*>(out) + k * OutBytes(plan.out));
     }
   }
 }

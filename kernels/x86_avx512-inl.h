@@ -422,7 +422,7 @@ HWY_INLINE void BlockTableRun(const uint8_t* blocks, int64_t n, const float* s, 
                               int32_t code_offset, char* out, bool stream) {
   using S = BlockTableShape<D>;
   const BlockTableLanes lanes = MakeBlockTableLanes<D>(code_offset);
-  constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
+  constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
   for (int64_t i = 0; i < n; ++i) {
     const uint8_t* const block = blocks + i * D::kBytes;
     const float* const bs = s + i * S::kSubs;
@@ -435,12 +435,13 @@ HWY_INLINE void BlockTableRun(const uint8_t* blocks, int64_t n, const float* s, 
       if (j % S::kTableElems == 0) {
         BlockTableF32<D, kZp>(lanes, bs + j / S::kSub,
                               kZp == ZeroPointKind::kFloat ? bz + j / S::kSub : nullptr, &lo, &hi);
-        if constexpr (kOut != OutType::kF32) t = OutBits32<kOut, BlockNormalValues<D>()>(lo, hi);
+        if constexpr (OutDesc<kOut>::kBytes == 2)
+          t = OutBits32<kOut, BlockNormalValues<D>()>(lo, hi);
       }
       const __m512i idx =
           BlockCodes32<D>(block, static_cast<uint64_t>(j), (j % S::kTableElems) / S::kSub);
       char* const at = dst + j * kOutBytes;
-      if constexpr (kOut == OutType::kF32) {
+      if constexpr (OutDesc<kOut>::kBytes == 4) {
         // float32: the 32-entry table in two registers (vpermt2ps).
         const __m512 v0 =
             _mm512_permutex2var_ps(lo, _mm512_cvtepu16_epi32(_mm512_castsi512_si256(idx)), hi);
@@ -580,7 +581,7 @@ HWY_INLINE void RowTables16(const Plan& plan, int64_t idx, int64_t rows, uint8_t
   }
   Transpose16x16(t);
   for (int64_t i = 0; i < rows; ++i) {
-    if constexpr (kOut == OutType::kF32) {
+    if constexpr (OutDesc<kOut>::kBytes == 4) {
       _mm512_store_ps(tab[i], t[i]);
     } else {
       const hn::Vec<decltype(df)> v{t[i]};
@@ -596,7 +597,7 @@ HWY_INLINE void RowTables16(const Plan& plan, int64_t idx, int64_t rows, uint8_t
 template <OutType kOut>
 HWY_INLINE void StoreLookup32(const uint8_t* table, __m512i lo, __m512i hi, char* dst,
                               bool stream) {
-  if constexpr (kOut == OutType::kF32) {
+  if constexpr (OutDesc<kOut>::kBytes == 4) {
     const __m512 t = _mm512_load_ps(table);
     StoreF32x32(_mm512_permutexvar_ps(lo, t), _mm512_permutexvar_ps(hi, t), dst, stream);
   } else {
@@ -685,7 +686,7 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
                        int64_t ld, const Edge& edge) {
   static_assert(kGptq || !kMap, "group maps: GPTQ columns only");
   static_assert(kGptq || !kStage, "AWQ stages codes, not output");
-  constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
+  constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
   constexpr int64_t kBand = kGptq ? 16 : 256;
   const bool stream = plan.nontemporal;
   // Rows in bands: GPTQ any rows; AWQ whole words.
@@ -881,7 +882,7 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
             for (int t = 0; t < kTiles; ++t) {
               const __m512i wa = _mm512_load_si512(codes[lj / 16][t][0][lj % 16]);
               const __m512i wb = _mm512_load_si512(codes[lj / 16][t][1][lj % 16]);
-              if constexpr (kOut == OutType::kF32) {
+              if constexpr (OutDesc<kOut>::kBytes == 4) {
                 h[t][0] = wa;
                 h[t][1] = wb;
               } else {
@@ -898,7 +899,7 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
 #pragma GCC unroll 4
               for (int t = 0; t < kTiles; ++t) {
                 char* const dt = d + 32 * t * kOutBytes;
-                if constexpr (kOut == OutType::kF32) {
+                if constexpr (OutDesc<kOut>::kBytes == 4) {
                   // vpermps reads the low 4 bits of each index.
                   StoreLookup32<kOut>(tab[i], _mm512_srli_epi32(h[t][0], 4 * nib),
                                       _mm512_srli_epi32(h[t][1], 4 * nib), dt, d_nt);
@@ -993,7 +994,7 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
             // values interleaved in 32-bit lanes), one transpose and one
             // store per row.
             __m512 v[16];
-            if constexpr (kOut == OutType::kF32) {
+            if constexpr (OutDesc<kOut>::kBytes == 4) {
               for (int h = 0; h < 2; ++h) {
 #pragma GCC unroll 16
                 for (int c = 0; c < 16; ++c) v[c] = column(16 * h + c).raw;
@@ -1048,7 +1049,7 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
               const __m256i codes = l % 2 == 0 ? _mm512_castsi512_si256(y[l / 2])
                                                : _mm512_extracti64x4_epi64(y[l / 2], 1);
               char* d = tdst(i, k0);
-              if constexpr (kOut == OutType::kF32) {
+              if constexpr (OutDesc<kOut>::kBytes == 4) {
                 StoreLookup32<kOut>(tab[i], _mm512_cvtepu8_epi32(_mm256_castsi256_si128(codes)),
                                     _mm512_cvtepu8_epi32(_mm256_extracti128_si256(codes, 1)), d,
                                     nt(d));  // staged only when not streaming: nt(d) false
@@ -1116,10 +1117,10 @@ inline bool PreferGptqBlocks() {
 template <ZeroPointKind kZp, OutType kOut, class Edge>
 void GptqBlockTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, char* out,
                     int64_t ld, const Edge& edge) {
-  constexpr int64_t kOutBytes = kOut == OutType::kF32 ? 4 : 2;
+  constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
   // float32: runs of 2 KiB (512 columns) over 64 rows; 16-bit: 512 bytes
   // (256 columns) over 128 rows. Either way 16 KiB of codes.
-  constexpr int64_t kChunk = kOut == OutType::kF32 ? 512 : 256;
+  constexpr int64_t kChunk = OutDesc<kOut>::kBytes == 4 ? 512 : 256;
   constexpr int64_t kMaxBand = 16384 / (kChunk / 2), kTables = 256;
   const bool stream = plan.nontemporal;
   const int64_t ka = std::min(c1, (c0 + 31) / 32 * 32);
@@ -1223,7 +1224,7 @@ void GptqBlockTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
           const __m128i p = _mm_load_si128(reinterpret_cast<const __m128i*>(st + t * 256));
           const uint8_t* table = tab[tile_tab[t] + i];
           char* const dt = d + 32 * t * kOutBytes;
-          if constexpr (kOut == OutType::kF32) {
+          if constexpr (OutDesc<kOut>::kBytes == 4) {
             // u64 lane m = byte m; | << 28: u32 lane 2m's low 4 bits hold
             // column 2m, lane 2m + 1's column 2m + 1 (vpermps reads 4 bits).
             const __m512i lo = _mm512_cvtepu8_epi64(p);

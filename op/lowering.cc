@@ -147,17 +147,11 @@ Status WidenFloatZeroPoint(const TensorView& v, const std::string& what, ParamVe
 }
 
 StatusOr<OutType> OutTypeFor(DType t, const std::string& what) {
-  switch (t) {
-    case DType::kFloat32:
-      return OutType::kF32;
-    case DType::kFloat16:
-      return OutType::kF16;
-    case DType::kBFloat16:
-      return OutType::kBF16;
-    default:
-      return Status::Error(what + " must be float32, float16 or bfloat16 (got " + DTypeName(t) +
-                           ")");
+  OutType out;
+  if (!OutTypeOfDType(t, &out)) {
+    return Status::Error(what + " must be float32, float16 or bfloat16 (got " + DTypeName(t) + ")");
   }
+  return out;
 }
 
 StatusOr<OutType> ResolveOutType(DType requested, DType scale_dtype, const std::string& who) {

@@ -38,17 +38,15 @@ Status WidenIntegerZeroPoint(const TensorView& v, const std::string& what,
 Status WidenFloatZeroPoint(const TensorView& v, const std::string& what, ParamVector<float>* store,
                            const float** out);
 
-// The DType of a plan output type.
-inline DType OutDTypeOf(OutType t) {
-  return t == OutType::kF32 ? DType::kFloat32
-                            : (t == OutType::kF16 ? DType::kFloat16 : DType::kBFloat16);
-}
+// The DType of a plan output type (kernels/out_types.h).
+inline DType OutDTypeOf(OutType t) { return DTypeOfOut(t); }
 
-// The plan output type of float32 / float16 / bfloat16 (others: kF32; the
-// callers have checked the type).
+// The plan output type of an output DType (others: kF32; the callers have
+// checked the type).
 inline OutType OutTypeOf(DType d) {
-  return d == DType::kFloat16 ? OutType::kF16
-                              : (d == DType::kBFloat16 ? OutType::kBF16 : OutType::kF32);
+  OutType t = OutType::kF32;
+  (void)OutTypeOfDType(d, &t);
+  return t;
 }
 
 // The one output-dtype rule of every front end: the requested type, or
@@ -59,7 +57,8 @@ inline DType ResolveOutDType(DType requested, DType scale_dtype) {
   return requested == DType::kUndefined ? scale_dtype : requested;
 }
 
-// Maps float32 / float16 / bfloat16 to the plan's output type.
+// Maps an output DType (float32 / float16 / bfloat16) to the plan's
+// output type; others are an error naming `what`.
 StatusOr<OutType> OutTypeFor(DType t, const std::string& what);
 
 // The plan output type for `requested` (kUndefined: the scales' type

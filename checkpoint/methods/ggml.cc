@@ -71,9 +71,10 @@ constexpr bool MatchesGgmlRegistry() {
   while (*a != '\0' && *a == *b) ++a, ++b;
   return *a == *b;
 }
-#define NIBBLE_CHECK_REGISTRY(D)                                                    \
-  static_assert(MatchesGgmlRegistry<D>(), #D ": id, name or geometry differs from " \
-                                             "formats/gguf.h");
+#define NIBBLE_CHECK_REGISTRY(D)                       \
+  static_assert(MatchesGgmlRegistry<D>(), #D           \
+                ": id, name or geometry differs from " \
+                "formats/gguf.h");
 NIBBLE_BLOCK_LAYOUTS(NIBBLE_CHECK_REGISTRY)
 #undef NIBBLE_CHECK_REGISTRY
 

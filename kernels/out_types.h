@@ -1,0 +1,133 @@
+// Output types as descriptors: what a kernel writes per element. Each is a
+// struct OutDesc<kOut> holding the facts every kernel, the reference and
+// op/ read — bytes per element, its DType, and the scalar rounding of an
+// exact float32 value (once, to nearest even) — so no code spells out
+// "4 bytes for f32, else 2". The vector narrowing of each type is
+// NarrowBits in kernels/convert-inl.h (per Highway target);
+// NIBBLE_OUT_TYPES lists them for the dispatch switches.
+//
+// Adding an output type: its enum value and descriptor here, its vector
+// narrowing in convert-inl.h, its row of spellings in base/dtype.cc; a
+// type of a new width also needs the kernels' store of that width
+// (StoreUnit in kernels/dequantize-inl.h).
+#ifndef NIBBLE_KERNELS_OUT_TYPES_H_
+#define NIBBLE_KERNELS_OUT_TYPES_H_
+
+#include <cstdint>
+#include <cstring>
+
+#include "base/dtype.h"
+#include "base/numeric.h"
+
+namespace nibble {
+
+enum class OutType : uint8_t { kF32, kF16, kBF16 };
+
+// X(OutType enumerator without the k) for every output type.
+#define NIBBLE_OUT_TYPES(X) X(F32) X(F16) X(BF16)
+
+template <OutType kOut>
+struct OutDesc;
+
+template <>
+struct OutDesc<OutType::kF32> {
+  using Bits = float;
+  static constexpr int64_t kBytes = 4;
+  static constexpr DType kDType = DType::kFloat32;
+  static Bits Round(float v) { return v; }
+  static float Widen(Bits b) { return b; }
+};
+
+template <>
+struct OutDesc<OutType::kF16> {
+  using Bits = uint16_t;
+  static constexpr int64_t kBytes = 2;
+  static constexpr DType kDType = DType::kFloat16;
+  static Bits Round(float v) { return F16FromF32(v); }
+  static float Widen(Bits b) { return F32FromF16(b); }
+};
+
+template <>
+struct OutDesc<OutType::kBF16> {
+  using Bits = uint16_t;
+  static constexpr int64_t kBytes = 2;
+  static constexpr DType kDType = DType::kBFloat16;
+  static Bits Round(float v) { return BF16FromF32(v); }
+  static float Widen(Bits b) { return F32FromBF16(b); }
+};
+
+#define NIBBLE_OUT_CHECK(T)                                                           \
+  static_assert(sizeof(OutDesc<OutType::k##T>::Bits) == OutDesc<OutType::k##T>::kBytes, \
+                #T ": Bits and kBytes disagree");
+NIBBLE_OUT_TYPES(NIBBLE_OUT_CHECK)
+#undef NIBBLE_OUT_CHECK
+
+// Bytes per element of `t`.
+constexpr int64_t OutBytes(OutType t) {
+  switch (t) {
+#define NIBBLE_OUT_CASE(T) \
+  case OutType::k##T:      \
+    return OutDesc<OutType::k##T>::kBytes;
+    NIBBLE_OUT_TYPES(NIBBLE_OUT_CASE)
+#undef NIBBLE_OUT_CASE
+  }
+  return 0;
+}
+
+// The DType of `t`, and the output type of a DType (false: none).
+constexpr DType DTypeOfOut(OutType t) {
+  switch (t) {
+#define NIBBLE_OUT_CASE(T) \
+  case OutType::k##T:      \
+    return OutDesc<OutType::k##T>::kDType;
+    NIBBLE_OUT_TYPES(NIBBLE_OUT_CASE)
+#undef NIBBLE_OUT_CASE
+  }
+  return DType::kUndefined;
+}
+inline bool OutTypeOfDType(DType d, OutType* t) {
+#define NIBBLE_OUT_IF(T)                           \
+  if (d == OutDesc<OutType::k##T>::kDType) {       \
+    *t = OutType::k##T;                            \
+    return true;                                   \
+  }
+  NIBBLE_OUT_TYPES(NIBBLE_OUT_IF)
+#undef NIBBLE_OUT_IF
+  return false;
+}
+
+// Writes v (an exact float32 value) rounded once to kOut at dst (any
+// alignment).
+template <OutType kOut>
+inline void StoreOut(float v, void* dst) {
+  const typename OutDesc<kOut>::Bits b = OutDesc<kOut>::Round(v);
+  std::memcpy(dst, &b, sizeof b);
+}
+inline void StoreOut(OutType t, float v, void* dst) {
+  switch (t) {
+#define NIBBLE_OUT_CASE(T)              \
+  case OutType::k##T:                   \
+    return StoreOut<OutType::k##T>(v, dst);
+    NIBBLE_OUT_TYPES(NIBBLE_OUT_CASE)
+#undef NIBBLE_OUT_CASE
+  }
+}
+
+// The value stored at src (exact in float32).
+inline float LoadOut(OutType t, const void* src) {
+  switch (t) {
+#define NIBBLE_OUT_CASE(T)                                  \
+  case OutType::k##T: {                                     \
+    typename OutDesc<OutType::k##T>::Bits b;                \
+    std::memcpy(&b, src, sizeof b);                         \
+    return OutDesc<OutType::k##T>::Widen(b);                \
+  }
+    NIBBLE_OUT_TYPES(NIBBLE_OUT_CASE)
+#undef NIBBLE_OUT_CASE
+  }
+  return 0.0f;
+}
+
+}  // namespace nibble
+
+#endif  // NIBBLE_KERNELS_OUT_TYPES_H_
