@@ -1300,9 +1300,9 @@ void DispatchOut(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c
 }
 
 // Block layout D (kernels/layouts.h), in the translation unit that
-// compiles kBits-wide codes (kernels/dequantize.cc: 4, dequantize_bytes.cc:
-// 8); DequantizeTile routes by code width, so the other branch is never
-// taken.
+// compiles kBits-wide codes (kernels/dequantize_blocks4.cc and
+// dequantize_blocks8.cc); DequantizeTile routes by code width, so the
+// other branch is never taken.
 template <class D, int kBits>
 void RunBlockLayout(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
                     int64_t ld) {
@@ -1313,6 +1313,27 @@ void RunBlockLayout(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
   } else {
     DispatchZpOut<Blocks<D>, D::kCode, ZpBit(D::kZp)>(plan, r0, r1, c0, c1, out, ld);
   }
+}
+
+// Every block layout of kBits-wide codes (the others: the reference).
+template <int kBits>
+void RunBlockLayouts(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
+                     int64_t ld) {
+  switch (plan.layout) {
+#define NIBBLE_BLOCK_CASE(D) \
+  case Layout::k##D:         \
+    return RunBlockLayout<D, kBits>(plan, r0, r1, c0, c1, out, ld);
+    NIBBLE_BLOCK_LAYOUTS(NIBBLE_BLOCK_CASE)
+#undef NIBBLE_BLOCK_CASE
+    case Layout::kDense:  // not block layouts: never routed here
+    case Layout::kDenseHighNibbles:
+    case Layout::kPmxWords:
+    case Layout::kAwqWords:
+    case Layout::kGptqColumns:
+    case Layout::kAwqColumns:
+      break;
+  }
+  DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
 }
 
 #endif  // HWY_TARGET != HWY_SCALAR

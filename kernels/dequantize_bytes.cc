@@ -1,7 +1,8 @@
-// The dequantize kernel family for 8- and 16-bit integer codes and float8
-// codes (see kernels/dequantize.cc for the 4-bit half and the dispatcher).
-// 2-bit and 32-bit codes use the scalar reference.
-#include "kernels/dequantize.h"
+// The dequantize kernels of dense 8- and 16-bit integer and float8 codes and
+// of PMX / GPTQ byte words (kernels/dequantize_families.h): Highway dynamic
+// dispatch over the row kernels of kernels/dequantize-inl.h. 2-bit and
+// 32-bit codes use the scalar reference.
+#include "kernels/dequantize_families.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/dequantize_bytes.cc"
@@ -58,8 +59,8 @@ constexpr unsigned kGptqZp = ZpBit(ZeroPointKind::kNone) | ZpBit(ZeroPointKind::
 
 #endif  // HWY_TARGET != HWY_SCALAR
 
-void DequantizeBytesSimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                         void* out, int64_t ld) {
+void DequantizeByteFamilySimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                              void* out, int64_t ld) {
 #if HWY_TARGET != HWY_SCALAR
   if (SimdEligible(plan, c0, c1)) {
     switch (plan.layout) {
@@ -76,16 +77,8 @@ void DequantizeBytesSimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
           return DispatchZpOut<PmxByteWords, CodeKind::kU8, kGptqZp>(plan, r0, r1, c0, c1, out, ld);
         }
         break;
-      case Layout::kDenseHighNibbles:  // 4-bit layouts: never routed here
-      case Layout::kAwqWords:
-      case Layout::kGptqColumns:
-      case Layout::kAwqColumns:
+      default:  // other families: never routed here
         break;
-#define NIBBLE_BLOCK_CASE(D) \
-  case Layout::k##D:         \
-    return RunBlockLayout<D, 8>(plan, r0, r1, c0, c1, out, ld);
-        NIBBLE_BLOCK_LAYOUTS(NIBBLE_BLOCK_CASE)
-#undef NIBBLE_BLOCK_CASE
     }
   }
 #endif
@@ -98,10 +91,12 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace nibble {
-HWY_EXPORT(DequantizeBytesSimd);
-void DequantizeBytesDispatch(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                             void* out, int64_t ld) {
-  HWY_DYNAMIC_DISPATCH(DequantizeBytesSimd)(plan, r0, r1, c0, c1, out, ld);
+namespace kernels_internal {
+HWY_EXPORT(DequantizeByteFamilySimd);
+void DequantizeByteFamily(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                          void* out, int64_t ld) {
+  HWY_DYNAMIC_DISPATCH(DequantizeByteFamilySimd)(plan, r0, r1, c0, c1, out, ld);
 }
+}  // namespace kernels_internal
 }  // namespace nibble
 #endif  // HWY_ONCE

@@ -56,7 +56,7 @@ struct OutDesc<OutType::kBF16> {
   static float Widen(Bits b) { return F32FromBF16(b); }
 };
 
-#define NIBBLE_OUT_CHECK(T)                                                           \
+#define NIBBLE_OUT_CHECK(T)                                                             \
   static_assert(sizeof(OutDesc<OutType::k##T>::Bits) == OutDesc<OutType::k##T>::kBytes, \
                 #T ": Bits and kBytes disagree");
 NIBBLE_OUT_TYPES(NIBBLE_OUT_CHECK)
@@ -86,10 +86,10 @@ constexpr DType DTypeOfOut(OutType t) {
   return DType::kUndefined;
 }
 inline bool OutTypeOfDType(DType d, OutType* t) {
-#define NIBBLE_OUT_IF(T)                           \
-  if (d == OutDesc<OutType::k##T>::kDType) {       \
-    *t = OutType::k##T;                            \
-    return true;                                   \
+#define NIBBLE_OUT_IF(T)                     \
+  if (d == OutDesc<OutType::k##T>::kDType) { \
+    *t = OutType::k##T;                      \
+    return true;                             \
   }
   NIBBLE_OUT_TYPES(NIBBLE_OUT_IF)
 #undef NIBBLE_OUT_IF
@@ -105,8 +105,8 @@ inline void StoreOut(float v, void* dst) {
 }
 inline void StoreOut(OutType t, float v, void* dst) {
   switch (t) {
-#define NIBBLE_OUT_CASE(T)              \
-  case OutType::k##T:                   \
+#define NIBBLE_OUT_CASE(T) \
+  case OutType::k##T:      \
     return StoreOut<OutType::k##T>(v, dst);
     NIBBLE_OUT_TYPES(NIBBLE_OUT_CASE)
 #undef NIBBLE_OUT_CASE
@@ -116,11 +116,11 @@ inline void StoreOut(OutType t, float v, void* dst) {
 // The value stored at src (exact in float32).
 inline float LoadOut(OutType t, const void* src) {
   switch (t) {
-#define NIBBLE_OUT_CASE(T)                                  \
-  case OutType::k##T: {                                     \
-    typename OutDesc<OutType::k##T>::Bits b;                \
-    std::memcpy(&b, src, sizeof b);                         \
-    return OutDesc<OutType::k##T>::Widen(b);                \
+#define NIBBLE_OUT_CASE(T)                   \
+  case OutType::k##T: {                      \
+    typename OutDesc<OutType::k##T>::Bits b; \
+    std::memcpy(&b, src, sizeof b);          \
+    return OutDesc<OutType::k##T>::Widen(b); \
   }
     NIBBLE_OUT_TYPES(NIBBLE_OUT_CASE)
 #undef NIBBLE_OUT_CASE
