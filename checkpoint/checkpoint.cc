@@ -26,6 +26,7 @@ Checkpoint Checkpoint::FromListing(CheckpointListing listing) {
   Checkpoint c;
   c.description_ = std::move(listing.description);
   c.props_ = std::move(listing.properties);
+  c.metadata_ = std::move(listing.metadata);
   c.tensors_ = std::move(listing.tensors);
   c.keep_alive_ = std::move(listing.keep_alive);
   c.inputs_ = std::move(listing.inputs);
@@ -60,8 +61,17 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path,
                          "OpenOnnxCheckpoint (onnx/onnx_checkpoint.h, library nibble) or "
                          "nibble_checkpoint_open_any (C)");
   }
-  auto listing = !IsDirectory(path) && HasGgufMagic(path) ? ListGgufCheckpoint(path)
-                                                          : ListHfCheckpoint(path, options);
+  const bool dir = IsDirectory(path);
+  if (!dir && !HasGgufMagic(path) && !EndsWith(path, ".safetensors")) {
+    // Neither GGUF bytes nor a safetensors name: say what was expected
+    // (opening it reports a missing file or a FIFO first).
+    auto f = ReadOnlyFile::Open(path);
+    if (!f.ok()) return f.status();
+    return Status::Error("'" + EscapeBytes(path) +
+                         "' is not a GGUF, safetensors or ONNX file (or a model folder)");
+  }
+  auto listing =
+      !dir && HasGgufMagic(path) ? ListGgufCheckpoint(path) : ListHfCheckpoint(path, options);
   if (!listing.ok()) return listing.status();
   return FromListing(std::move(*listing));
 } catch (const std::bad_alloc&) {

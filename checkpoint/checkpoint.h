@@ -89,6 +89,10 @@ struct CheckpointOptions {
 struct CheckpointListing {
   std::string description;
   std::vector<std::pair<std::string, std::string>> properties;  // for `inspect`
+  // The files' own metadata: safetensors' __metadata__ (every shard's,
+  // the first of equal keys kept), GGUF's key / values (strings whole,
+  // other values as text).
+  std::vector<std::pair<std::string, std::string>> metadata;
   std::vector<CheckpointTensor> tensors;
   std::vector<std::shared_ptr<void>> keep_alive;  // what the tensors' functions reference
   InputFiles inputs;                              // every file read
@@ -108,7 +112,10 @@ class Checkpoint {
   static bool Recognizes(const std::string& path);
 
   const std::string& description() const { return description_; }
+  // What `inspect` shows: the format's and the method's settings.
   const std::vector<std::pair<std::string, std::string>>& properties() const { return props_; }
+  // The files' own metadata (CheckpointListing::metadata).
+  const std::vector<std::pair<std::string, std::string>>& metadata() const { return metadata_; }
   const std::vector<CheckpointTensor>& tensors() const { return tensors_; }
   // The output dtype of `t` when `requested` is asked for (kUndefined =
   // default: the scales' type for Hugging Face formats, float32 for GGUF).
@@ -183,7 +190,7 @@ class Checkpoint {
   // Builds the name indexes Find() uses (after tensors_ is final).
   void IndexNames();
   std::string description_;
-  std::vector<std::pair<std::string, std::string>> props_;
+  std::vector<std::pair<std::string, std::string>> props_, metadata_;
   std::vector<CheckpointTensor> tensors_;
   std::unordered_map<std::string, size_t> by_name_, by_source_;  // -> tensors_
   std::vector<std::shared_ptr<void>> keep_alive_;

@@ -186,11 +186,14 @@ std::vector<std::string> FilesToCopy(const std::string& dir) {
   return out;
 }
 
-// A Hugging Face checkpoint -> a dequantized model folder.
-Status DequantHfToFolder(const Checkpoint& ck, const std::string& in, const std::string& out_dir,
-                         const DequantOptions& options, DequantReport* report) {
+// A checkpoint -> a model folder: every selected tensor in safetensors
+// shards with an index; for a Hugging Face input also config.json (without
+// quantization_config) and the tokenizer / generation files.
+Status DequantToFolder(const Checkpoint& ck, const std::string& in, const std::string& out_dir,
+                       const DequantOptions& options, DequantReport* report) {
   const std::string who = "dequant to folder '" + EscapeBytes(out_dir) + "'";
-  {
+  const bool hf = !ck.hf_dir().empty();
+  if (hf) {
     std::error_code ec;
     if (std::filesystem::equivalent(out_dir, ck.hf_dir(), ec)) {
       return Status::Error("output '" + EscapeBytes(out_dir) + "' is the input folder");
@@ -222,13 +225,18 @@ Status DequantHfToFolder(const Checkpoint& ck, const std::string& in, const std:
     if (t->quantized) {
       ++report->dequantized;
       if (model_dtype == DType::kUndefined) model_dtype = ck.OutputDType(*t, options.dtype);
+      if (report->dtype == DType::kUndefined) report->dtype = ck.OutputDType(*t, options.dtype);
     } else {
       ++report->copied;
     }
   }
   // config.json: the original without quantization_config, torch_dtype set.
   std::string config;
-  if (!ck.hf_config_json().empty()) {
+  if (!hf) {
+    report->notes.push_back(
+        "the folder holds the tensors under their stored names and no config.json (a GGUF file "
+        "becomes a Hugging Face model folder with --hf)");
+  } else if (!ck.hf_config_json().empty()) {
     auto j = nlohmann::ordered_json::parse(ck.hf_config_json(), nullptr, false);
     if (j.is_discarded() || !j.is_object()) {
       return Status::Error(who + ": config.json is not a JSON object");
@@ -242,7 +250,8 @@ Status DequantHfToFolder(const Checkpoint& ck, const std::string& in, const std:
   } else {
     report->skipped.push_back("config.json: the input has none (the folder holds weights only)");
   }
-  return WriteHfFolder(out_dir, items, config, FilesToCopy(ck.hf_dir()), options, report)
+  return WriteHfFolder(out_dir, items, config,
+                       hf ? FilesToCopy(ck.hf_dir()) : std::vector<std::string>(), options, report)
       .WithPrefix(who);
 }
 
@@ -250,6 +259,10 @@ Status DequantHfToFolder(const Checkpoint& ck, const std::string& in, const std:
 
 Status DequantCheckpoint(const std::string& in, const std::string& out,
                          const DequantOptions& options, DequantReport* report) try {
+  if (options.hf && EndsWith(out, ".safetensors")) {
+    return Status::Error("--hf writes a model folder: give a folder path, not '" +
+                         EscapeBytes(out) + "' (a name ending in .safetensors is one file)");
+  }
   const bool gguf = !IsDirectory(in) && HasGgufMagic(in);
   if (options.hf && gguf) return DequantGgufToHf(in, out, options, report);
   auto ck = Checkpoint::Open(in, options.open);
@@ -261,12 +274,13 @@ Status DequantCheckpoint(const std::string& in, const std::string& out,
 
 Status DequantOpenCheckpoint(const Checkpoint& ck, const std::string& in, const std::string& out,
                              const DequantOptions& options, DequantReport* report) try {
-  if (!ck.hf_dir().empty() && (options.hf || !EndsWith(out, ".safetensors"))) {
-    // A new (or empty) folder: it can be none of the inputs.
-    return DequantHfToFolder(ck, in, out, options, report);
-  }
-  if (options.hf) {
+  if (options.hf && ck.hf_dir().empty()) {
     return Status::Error("--hf (a Hugging Face model folder) needs a GGUF or Hugging Face input");
+  }
+  // The one rule of every input: a name ending in .safetensors is one
+  // file; anything else (a trailing '/' included) is a model folder.
+  if (options.hf || !EndsWith(out, ".safetensors")) {
+    return DequantToFolder(ck, in, out, options, report);
   }
   NIBBLE_RETURN_IF_ERROR(CheckOutputPath(out, ck.inputs()));
   std::vector<const CheckpointTensor*> chosen;
@@ -289,6 +303,7 @@ Status DequantOpenCheckpoint(const Checkpoint& ck, const std::string& in, const 
     outs.push_back(std::move(o));
     if (t->quantized) {
       ++report->dequantized;
+      if (report->dtype == DType::kUndefined) report->dtype = c->OutputDType(*t, options.dtype);
     } else {
       ++report->copied;
     }

@@ -44,6 +44,9 @@ struct DequantOptions {
 
 struct DequantReport {
   int dequantized = 0, copied = 0;
+  // The output type of the dequantized tensors (the first one's, when no
+  // type was requested and they differ); kUndefined when there are none.
+  DType dtype = DType::kUndefined;
   uint64_t bytes = 0;
   // skip_unsupported: "<input name>: <why>" of each tensor left out.
   std::vector<std::string> skipped;
@@ -60,18 +63,19 @@ Status SelectTensors(const Checkpoint& ck, const DequantOptions& options, const 
                      DequantReport* report, std::vector<const CheckpointTensor*>* chosen);
 }  // namespace internal
 
-// Converts `in` to a float safetensors file `out` (atomic; nothing written
-// on error, including when a selected tensor is unsupported and
-// skip_unsupported is off). A Hugging Face input (folder or .safetensors)
-// with `out` not ending in ".safetensors", or options.hf: `out` is a new
-// model folder — safetensors shards (+ index), config.json without
+// Converts `in` to float safetensors, atomically (nothing is written on
+// error, including when a selected tensor is unsupported and
+// skip_unsupported is off, or on cancellation). One rule for every input:
+// an `out` ending in ".safetensors" is one file; any other `out` (a
+// trailing '/' included) is a model folder, new or empty — safetensors
+// shards (+ index), and for a Hugging Face input config.json without
 // quantization_config and with torch_dtype, tokenizer / generation files
-// copied (DequantHfToFolder); GGUF with options.hf: DequantGgufToHf.
+// copied; for GGUF with options.hf, DequantGgufToHf (transformers names,
+// config.json from the metadata); other inputs keep their tensor names.
 Status DequantCheckpoint(const std::string& in, const std::string& out,
                          const DequantOptions& options, DequantReport* report);
-// The same for a checkpoint already open (read from `in`): a Hugging Face
-// checkpoint may become a folder; others (GGUF without --hf, an ONNX model:
-// onnx/onnx_checkpoint.h) become one safetensors file.
+// The same for a checkpoint already open (read from `in`; an ONNX model:
+// onnx/onnx_checkpoint.h).
 Status DequantOpenCheckpoint(const Checkpoint& ck, const std::string& in, const std::string& out,
                              const DequantOptions& options, DequantReport* report);
 

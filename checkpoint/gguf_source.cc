@@ -25,7 +25,10 @@ StatusOr<CheckpointListing> ListGgufCheckpoint(const std::string& path) {
                   std::to_string(f->tensors().size()) + " tensors, " +
                   std::to_string(f->metadata().size()) + " metadata keys";
   c.properties.emplace_back("alignment", std::to_string(f->alignment()));
-  for (const auto& [k, v] : f->metadata()) c.properties.emplace_back(k, v.ToString());
+  for (const auto& [k, v] : f->metadata()) {
+    c.properties.emplace_back(k, v.ToString());
+    c.metadata.emplace_back(k, v.type == GgufValueType::kString ? v.s : v.ToString());
+  }
   c.tensors.reserve(f->tensors().size());
   for (const GgufTensor& t : f->tensors()) {
     CheckpointTensor ct;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <new>
 #include <set>
@@ -232,6 +233,78 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
   }
   if (items.empty()) return Status::Error(who + ": no tensors to write");
 
+  // A folder transformers loads: every config value its model class needs
+  // and every tensor it expects, in the shape it expects (a missing one
+  // would be initialized at random, a misshapen one fails to load). With
+  // a selection (--tensors, --exclude, --skip-unsupported) what it leaves
+  // out is only noted.
+  {
+    std::vector<std::string> problems;
+    int64_t hidden = 0, ffn = 0, layers = 0, ctx = 0, head_dim = 0;
+    double eps = 0;
+    for (const auto& [key, v] : {std::pair<const char*, int64_t*>{"embedding_length", &hidden},
+                                 {"feed_forward_length", &ffn},
+                                 {"block_count", &layers},
+                                 {"context_length", &ctx}}) {
+      if (!uint_key(key, v) || *v <= 0) problems.push_back("config key " + arch + "." + key);
+    }
+    if (!float_key("attention.layer_norm_rms_epsilon", &eps)) {
+      problems.push_back("config key " + arch + ".attention.layer_norm_rms_epsilon");
+    }
+    if (!uint_key("attention.key_length", &head_dim)) {
+      head_dim = hidden > 0 && hidden % n_head == 0 ? hidden / n_head : 0;
+    }
+    std::map<std::string, Shape> written;
+    for (const HfFolderItem& it : items) written[it.out.name] = it.out.shape;
+    auto expect = [&](const std::string& name, Shape shape) {
+      auto w = written.find(name);
+      if (w == written.end()) {
+        problems.push_back("tensor " + name + " " + ShapeToString(shape));
+      } else if (w->second != shape) {
+        problems.push_back("tensor " + name + " is " + ShapeToString(w->second) + ", expected " +
+                           ShapeToString(shape));
+      }
+    };
+    if (hidden > 0 && ffn > 0 && head_dim > 0) {
+      const int64_t q = n_head * head_dim, kv = n_head_kv * head_dim;
+      expect("model.embed_tokens.weight", {vocab, hidden});
+      expect("model.norm.weight", {hidden});
+      if (has_output) expect("lm_head.weight", {vocab, hidden});
+      for (int64_t l = 0; l < layers; ++l) {
+        const std::string p = "model.layers." + std::to_string(l) + ".";
+        expect(p + "input_layernorm.weight", {hidden});
+        expect(p + "post_attention_layernorm.weight", {hidden});
+        expect(p + "self_attn.q_proj.weight", {q, hidden});
+        expect(p + "self_attn.k_proj.weight", {kv, hidden});
+        expect(p + "self_attn.v_proj.weight", {kv, hidden});
+        expect(p + "self_attn.o_proj.weight", {hidden, q});
+        expect(p + "mlp.gate_proj.weight", {ffn, hidden});
+        expect(p + "mlp.up_proj.weight", {ffn, hidden});
+        expect(p + "mlp.down_proj.weight", {hidden, ffn});
+        if (arch == "qwen2") {  // Qwen2's attention has q / k / v biases
+          expect(p + "self_attn.q_proj.bias", {q});
+          expect(p + "self_attn.k_proj.bias", {kv});
+          expect(p + "self_attn.v_proj.bias", {kv});
+        }
+        if (arch == "qwen3") {  // and Qwen3 q / k norms
+          expect(p + "self_attn.q_norm.weight", {head_dim});
+          expect(p + "self_attn.k_norm.weight", {head_dim});
+        }
+      }
+    }
+    if (!problems.empty()) {
+      std::string list;
+      for (size_t i = 0; i < problems.size() && i < 8; ++i) list += (i ? "; " : "") + problems[i];
+      if (problems.size() > 8) list += "; and " + std::to_string(problems.size() - 8) + " more";
+      const std::string what = "'" + EscapeBytes(in) + "' is not a complete " + arch +
+                               " model for transformers: missing or misshapen " + list;
+      const bool selected =
+          !options.tensors.empty() || !options.exclude.empty() || !report->skipped.empty();
+      if (!selected) return Status::Error(who + ": " + what);
+      report->notes.push_back(what + " (a selection was given: written anyway)");
+    }
+  }
+
   // config.json from the metadata.
   std::string cls, type = arch;
   if (arch == "llama") cls = "LlamaForCausalLM";
@@ -271,6 +344,7 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
   cfg += ",\n  \"nibble_source\": \"" + JsonEscape(in.substr(in.rfind('/') + 1)) + "\"\n}\n";
   NIBBLE_RETURN_IF_ERROR(WriteHfFolder(out_dir, items, cfg, {}, options, report).WithPrefix(who));
   report->dequantized = dequantized;
+  if (dequantized > 0) report->dtype = internal::ResolveOutDType(options.dtype, DType::kFloat32);
   report->copied = static_cast<int>(items.size()) - dequantized;
   return Status::Ok();
 } catch (const std::bad_alloc&) {

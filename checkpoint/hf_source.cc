@@ -150,6 +150,16 @@ StatusOr<CheckpointListing> ListHfCheckpoint(const std::string& path,
       c.hf_config_json = std::move(*text);
     }
   }
+  {
+    std::set<std::string> keys;
+    std::set<const SafetensorsFile*> seen;
+    for (const Entry& e : set->entries()) {
+      if (!seen.insert(e.file).second) continue;
+      for (const auto& [k, v] : e.file->metadata()) {
+        if (keys.insert(k).second) c.metadata.emplace_back(k, v);
+      }
+    }
+  }
   c.description = "safetensors, " + std::to_string(set->num_files()) + " file(s), " +
                   std::to_string(set->entries().size()) + " tensors";
   c.default_dtype = DType::kFloat16;

@@ -366,6 +366,12 @@ StatusOr<SafetensorsSet> SafetensorsSet::Open(const std::string& path, InputFile
           }
         }
       }
+      if (names.empty()) {
+        return Status::Error("'" + EscapeBytes(path) +
+                             "' is not a Hugging Face checkpoint folder: no " +
+                             (PathExists(path + "/config.json") ? "" : "config.json and no ") +
+                             "*.safetensors files");
+      }
       if (names.size() != 1) {
         return Status::Error("'" + EscapeBytes(path) +
                              "' has no model.safetensors(.index.json) and " +

@@ -322,8 +322,10 @@ TEST_CASE("dequant --hf: GGUF back to a Hugging Face folder (names, Q/K order, c
       ws.push_back(
           {h + "self_attn.k_proj.weight", g + "attn_k.weight", 64, kHidden, llama ? kKvHeads : 0});
       ws.push_back({h + "self_attn.v_proj.weight", g + "attn_v.weight", 64, kHidden});
-      if (!llama) {
+      if (!llama) {  // Qwen2: q / k / v biases
         ws.push_back({h + "self_attn.q_proj.bias", g + "attn_q.bias", kHidden, 0, 0, kF32});
+        ws.push_back({h + "self_attn.k_proj.bias", g + "attn_k.bias", 64, 0, 0, kF32});
+        ws.push_back({h + "self_attn.v_proj.bias", g + "attn_v.bias", 64, 0, 0, kF32});
       }
       ws.push_back({h + "self_attn.o_proj.weight", g + "attn_output.weight", kHidden, kHidden});
       ws.push_back(

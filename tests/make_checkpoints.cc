@@ -3,8 +3,8 @@
 //   awq/         AWQ GEMM folder, sharded with model.safetensors.index.json
 //   model.gguf   GGUF v3: Q4_0, Q4_1, Q8_0, Q4_K, F32 tensors
 //   unsupported.gguf  an IQ2_XXS tensor and an F32 one
-//   llama_tiny.gguf   a one-layer llama with transformers-mappable names (--hf) (listed by inspect,
-//   refused by dequant) truncated.gguf, truncated/ (a GPTQ folder with a cut safetensors file),
+//   llama_tiny.gguf   a complete one-layer llama that --hf turns into a transformers folder
+//   truncated.gguf, truncated/ (a GPTQ file and a GPTQ folder cut short: refused by dequant)
 //   marlin/      a GPTQ folder whose config asks for the marlin format
 // Usage: make_checkpoints OUTDIR [--large N K [LAYERS]]  (large: a GPTQ folder of LAYERS
 // (default 1) N x K layers, G = 128)
@@ -129,20 +129,47 @@ int Main(int argc, char** argv) {
     gguf = b.Bytes();
     WriteText((out / "model.gguf").string(), gguf);
     WriteText((out / "truncated.gguf").string(), gguf.substr(0, gguf.size() - 100));
-    GgufBuilder t;  // a tiny llama with transformers-mappable names (--hf)
+    // A complete one-layer llama (hidden 256, 4 heads of 64, 2 KV heads,
+    // FFN 512, vocabulary 64) that --hf turns into a folder transformers
+    // loads.
+    GgufBuilder t;
     t.KvString("general.architecture", "llama");
     t.KvU32("llama.attention.head_count", 4);
-    t.KvU32("llama.embedding_length", 512);
+    t.KvU32("llama.attention.head_count_kv", 2);
+    t.KvU32("llama.embedding_length", 256);
+    t.KvU32("llama.feed_forward_length", 512);
     t.KvU32("llama.block_count", 1);
-    for (const auto& [name, type] :
-         {std::pair<const char*, uint32_t>{"token_embd.weight", kGgmlQ4_K},
-          {"blk.0.attn_q.weight", kGgmlQ8_0},
-          {"blk.0.attn_k.weight", kGgmlQ4_0}}) {
-      auto q = QuantizeGgml(type, w.data(), 32, 512);
+    t.KvU32("llama.context_length", 2048);
+    t.Kv("llama.attention.layer_norm_rms_epsilon", 6, GgufBuilder::Enc(1e-5f));
+    t.Kv("llama.rope.freq_base", 6, GgufBuilder::Enc(10000.0f));
+    struct Part {
+      const char* name;
+      uint32_t type;  // 0: float32 vector
+      int64_t rows, cols;
+    };
+    uint64_t seed = 30;
+    for (const Part& p :
+         {Part{"token_embd.weight", kGgmlQ4_K, 64, 256}, Part{"output_norm.weight", 0, 256, 1},
+          Part{"output.weight", kGgmlQ8_0, 64, 256}, Part{"blk.0.attn_norm.weight", 0, 256, 1},
+          Part{"blk.0.attn_q.weight", kGgmlQ8_0, 256, 256},
+          Part{"blk.0.attn_k.weight", kGgmlQ4_0, 128, 256},
+          Part{"blk.0.attn_v.weight", kGgmlQ4_K, 128, 256},
+          Part{"blk.0.attn_output.weight", kGgmlQ8_0, 256, 256},
+          Part{"blk.0.ffn_norm.weight", 0, 256, 1},
+          Part{"blk.0.ffn_gate.weight", kGgmlQ4_0, 512, 256},
+          Part{"blk.0.ffn_up.weight", kGgmlQ4_1, 512, 256},
+          Part{"blk.0.ffn_down.weight", kGgmlQ4_K, 256, 512}}) {
+      const auto x = MakeLlmLikeWeight(p.rows, p.cols, seed++);
+      if (p.type == 0) {
+        std::vector<uint8_t> bytes(x.size() * 4);
+        std::memcpy(bytes.data(), x.data(), bytes.size());
+        t.Tensor(p.name, {p.rows}, kGgmlF32, bytes);
+        continue;
+      }
+      auto q = QuantizeGgml(p.type, x.data(), p.rows, p.cols);
       if (!q.ok()) return Fail(q.status());
-      t.Tensor(name, {512, 32}, type, *q);
+      t.Tensor(p.name, {p.cols, p.rows}, p.type, *q);
     }
-    t.Tensor("output_norm.weight", {512}, kGgmlF32, norm);
     WriteText((out / "llama_tiny.gguf").string(), t.Bytes());
     GgufBuilder u;
     u.Tensor("output.weight", {256, 2}, 16 /* iq2_xxs */, std::vector<uint8_t>(2 * 66));

@@ -409,8 +409,12 @@ int RunDequant(const std::string& in, const std::string& out, const std::string&
   }
   for (const std::string& s : r.skipped) std::cerr << "skipped (unsupported) " << s << "\n";
   if (!quiet) {
-    std::cerr << "dequantized " << r.dequantized << " and copied " << r.copied << " tensors, wrote "
-              << HumanBytes(r.bytes) << " to " << out << " in " << HumanSeconds(sec) << "\n";
+    std::cerr << "dequantized " << r.dequantized
+              << (r.dtype == nibble::DType::kUndefined
+                      ? std::string()
+                      : std::string(" (to ") + nibble::DTypeName(r.dtype) + ")")
+              << " and copied " << r.copied << " tensors, wrote " << HumanBytes(r.bytes) << " to "
+              << out << " in " << HumanSeconds(sec) << "\n";
   }
   return 0;
 }
@@ -485,11 +489,20 @@ int RunFold(const std::string& in, const std::string& out, nibble::FoldOptions o
 }  // namespace
 
 int Main(int argc, char** argv) {
-  const CLI::Range kThreadRange(0, nibble::kMaxThreads);
+  const CLI::Validator kThreadRange = nibble::InRange(
+      0, nibble::kMaxThreads,
+      "must be 0 (all cores) or a count from 1 to " + std::to_string(nibble::kMaxThreads),
+      "THREADS");
   // A file-size limit (ulimit -f) then makes write() fail with EFBIG, which
   // is reported like any other write error, instead of killing the process.
   std::signal(SIGXFSZ, SIG_IGN);
-  CLI::App app{"nibble: dequantize grouped int4/int8 weights (PMX / ONNX DequantizeLinear)"};
+  CLI::App app{
+      "nibble: quantized LLM weights back to float32 / float16 / bfloat16, exactly as each "
+      "format's producer defines them.\n"
+      "  nibble dequant ./Llama-3-8B-GPTQ/ ./Llama-3-8B-bf16/ --dtype bf16   # a model folder\n"
+      "  nibble dequant model.Q4_K_M.gguf ./model-bf16/ --hf --dtype bf16     # GGUF -> HF folder\n"
+      "Reads GPTQ, AWQ, compressed-tensors, bitsandbytes, GGUF and ONNX; the core operator is "
+      "PMX / ONNX DequantizeLinear."};
   app.set_version_flag("--version", std::string("nibble ") + NIBBLE_VERSION);
   app.require_subcommand(1);
 
@@ -565,12 +578,15 @@ int Main(int argc, char** argv) {
                     "safetensors shards with an index");
   dequant
       ->add_option("--max-shard-size", dq_opts.max_shard_bytes,
-                   "Model folders: largest shard in bytes (default 5000000000)")
-      ->check(nibble::AtLeast(1, "must be a positive number of bytes", "POSITIVE"));
+                   "Model folders: largest shard, in bytes or with a unit as transformers and "
+                   "llama.cpp write it (5GB, 500MB, 5G, 4GiB; default 5GB)")
+      ->transform(nibble::ByteSizeOption("--max-shard-size"));
   dequant
       ->add_option("--dtype", dq_dtype,
-                   "Output type of every float tensor (default: the scales' / model's type for "
-                   "Hugging Face checkpoints, f32 for GGUF; float copies keep theirs)")
+                   "Output type of every float tensor: f32, f16 or bf16; auto (the default): "
+                   "each format's own — the scales' type (bitsandbytes: the model's) for Hugging "
+                   "Face checkpoints, f32 for GGUF, float copies keep theirs; the closing line "
+                   "names the type written")
       ->transform(nibble::DTypeOption());
   dequant->add_option("--tensors", dq_opts.tensors,
                       "Only tensors whose input name (GGUF name, '<prefix>.qweight', ...) "
@@ -589,9 +605,45 @@ int Main(int argc, char** argv) {
   nibble::AddBenchOptions(bench, &bench_opts);
   bench_opts.load_weights = LoadBenchWeight;
 
+  // A first word that is not a command: say which one was meant.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> commands;
+    for (const CLI::App* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
+    if (std::find(commands.begin(), commands.end(), argv[1]) == commands.end()) {
+      const std::string near = nibble::Nearest(argv[1], commands);
+      std::cerr << "nibble: '" << argv[1] << "' is not a command"
+                << (near.empty() ? std::string() : "; did you mean '" + near + "'?")
+                << "\nRun with --help for the commands.\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // An option that is not one of the command's: name the nearest.
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && argc > 1) {
+      const CLI::App* sub = nullptr;
+      for (const CLI::App* s : app.get_subcommands({})) {
+        if (s->get_name() == argv[1]) sub = s;
+      }
+      if (sub != nullptr) {
+        std::vector<std::string> names;
+        for (const CLI::Option* o : sub->get_options({})) {
+          for (const std::string& l : o->get_lnames()) names.push_back("--" + l);
+        }
+        for (int i = 2; i < argc; ++i) {
+          std::string arg = argv[i];
+          if (arg.rfind("--", 0) != 0) continue;
+          arg = arg.substr(0, arg.find('='));
+          if (std::find(names.begin(), names.end(), arg) != names.end()) continue;
+          const std::string near = nibble::Nearest(arg, names);
+          std::cerr << "nibble " << argv[1] << ": unknown option '" << arg << "'"
+                    << (near.empty() ? std::string() : "; did you mean '" + near + "'?")
+                    << "\nRun with --help for the options.\n";
+          return 2;
+        }
+      }
+    }
     // --help / --version: 0; any usage error: 2 (CLI11's own codes are
     // 100+, which scripts read as crashes).
     return app.exit(e) == 0 ? 0 : 2;
@@ -607,6 +659,16 @@ int Main(int argc, char** argv) {
         inspect_path.size() >= 5 && inspect_path.compare(inspect_path.size() - 5, 5, ".onnx") == 0;
     if (!onnx && nibble::Checkpoint::Recognizes(inspect_path)) {
       return RunInspectCheckpoint(inspect_path, inspect_format, inspect_ck);
+    }
+    if (!onnx && !nibble::IsDirectory(inspect_path) && !nibble::InspectModel(inspect_path).ok()) {
+      // Not named .onnx and not an ONNX model either.
+      // (A missing file, a FIFO, ...: the ONNX reader's message names it.)
+      if (!nibble::ReadOnlyFile::Open(inspect_path).ok()) {
+        return RunInspect(inspect_path, inspect_format);
+      }
+      std::cerr << "nibble inspect: '" << nibble::EscapeBytes(inspect_path)
+                << "' is not a GGUF, safetensors or ONNX file (or a model folder)\n";
+      return 1;
     }
     return RunInspect(inspect_path, inspect_format);
   }

@@ -464,7 +464,8 @@ def make(args):
             shutil.copy(os.path.join(src, n), blob)
             os.symlink(os.path.relpath(blob, snap), os.path.join(snap, n))
     c.case("hf_hub_cache_layout", ["dequant", "models--org--m/snapshots/0123abc", "out.safetensors"],
-           0, "dequantized 1 and copied 1", creates=["out.safetensors"], setup=hub_cache)
+           0, "dequantized 1 (to float16) and copied 1", creates=["out.safetensors"],
+           setup=hub_cache)
     c.case("hf_hub_cache_link_leaves_repo", ["dequant", "models--org--m/snapshots/0123abc",
                                               "out.safetensors"], 1, "outside the model folder",
            setup=lambda d: hub_cache(d, escape=True))

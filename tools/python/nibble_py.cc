@@ -413,14 +413,15 @@ class PyCheckpoint {
 
   py::str Description() const { return DecodeMessage(ck().description()); }
 
-  // (key, value) pairs: keys as names (surrogateescape), values as text.
-  py::list Properties() const {
+  // (key, value) pairs, decoded as names (surrogateescape): inspect's
+  // properties, or the files' own metadata.
+  static py::list Pairs(const std::vector<std::pair<std::string, std::string>>& kv) {
     py::list out;
-    for (const auto& [k, v] : ck().properties()) {
-      out.append(py::make_tuple(DecodeName(k), DecodeName(v)));
-    }
+    for (const auto& [k, v] : kv) out.append(py::make_tuple(DecodeName(k), DecodeName(v)));
     return out;
   }
+  py::list Properties() const { return Pairs(ck().properties()); }
+  py::list Metadata() const { return Pairs(ck().metadata()); }
 
   py::list Tensors() const {
     py::list out;
@@ -457,7 +458,10 @@ class PyCheckpoint {
     d["stored_bytes"] = t.stored_bytes;
     d["stored_dtype"] = t.quantized ? py::object(py::none())
                                     : py::object(py::str(nibble::DTypeName(t.stored_dtype)));
-    d["dtype"] = nibble::DTypeName(ck().OutputDType(t, DType::kUndefined));
+    const DType out = ck().OutputDType(t, DType::kUndefined);
+    d["dtype"] = nibble::DTypeName(out);
+    const char* st = nibble::SafetensorsDTypeName(out);
+    d["safetensors_dtype"] = st != nullptr ? std::string(st) : nibble::DTypeName(out);
     return d;
   }
 
@@ -525,6 +529,13 @@ PYBIND11_MODULE(_nibble, m) {
   m.doc() = "nibble: exact, fast dequantization of grouped int4/int8 weights";
   m.attr("__version__") = NIBBLE_VERSION;
   m.def("active_target", [] { return std::string(nibble::ActiveTarget()); });
+  m.def(
+      "safetensors_dtype",
+      [](const std::string& spelling) {
+        const char* st = nibble::SafetensorsDTypeName(ParseOutputDType(spelling));
+        return std::string(st != nullptr ? st : "");
+      },
+      "The safetensors name ('BF16') of an output type in any spelling.");
   m.def(
       "release_cached_memory", [] { nibble::ReleaseCachedParameterBlocks(); },
       "Returns to the system the large parameter blocks (widened scales / zero points) the "
@@ -629,6 +640,7 @@ PYBIND11_MODULE(_nibble, m) {
       .def_property_readonly("closed", &PyCheckpoint::closed)
       .def("description", &PyCheckpoint::Description)
       .def("properties", &PyCheckpoint::Properties)
+      .def("metadata", &PyCheckpoint::Metadata)
       .def("tensors", &PyCheckpoint::Tensors)
       .def("names", &PyCheckpoint::Names)
       .def("info", &PyCheckpoint::InfoOf, py::arg("name"))

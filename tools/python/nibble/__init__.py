@@ -48,7 +48,7 @@ from ._nibble import (  # noqa: F401  (re-exported)
 from . import _nibble
 
 __all__ = [
-    "open", "Checkpoint", "TensorSlice", "dequant", "fold", "inspect", "Dequantizer",
+    "open", "load_file", "Checkpoint", "TensorSlice", "dequant", "fold", "inspect", "Dequantizer",
     "dequantize_pmx", "dequantize_onnx", "quantize", "active_target",
     "release_cached_memory", "__version__",
 ]
@@ -92,7 +92,11 @@ class TensorSlice:
         return list(self._info["shape"])
 
     def get_dtype(self):
-        return self._info["dtype"] if self._dtype is None else self._dtype
+        """The element type as safetensors names it ("F16", "BF16", "F32",
+        ...): the tensor's default output type, or the one requested."""
+        if self._dtype is None:
+            return self._info["safetensors_dtype"]
+        return _nibble.safetensors_dtype(self._dtype)
 
     def __getitem__(self, index):
         rest = ()
@@ -146,14 +150,24 @@ class Checkpoint:
 
     # --- safetensors.safe_open's interface -------------------------------
     def keys(self):
-        """Output names of every tensor, in checkpoint order. Names that are
-        not valid UTF-8 (a GGUF file may hold them) are decoded with
-        ``surrogateescape``, like ``os.fsdecode``: pass them back as they
-        are."""
-        return list(self._names)
+        """Output names of every tensor, sorted (as safetensors' safe_open
+        returns them; :meth:`tensors` keeps the checkpoint's order). Names
+        that are not valid UTF-8 (a GGUF file may hold them) are decoded
+        with ``surrogateescape``, like ``os.fsdecode``: pass them back as
+        they are."""
+        return sorted(self._names)
 
     def metadata(self):
-        """Format properties and metadata as a dict of str -> str."""
+        """The files' own metadata as a dict of str -> str, as safe_open's
+        metadata(): a safetensors file's ``__metadata__`` (every shard's
+        for a folder), a GGUF file's key / values (strings whole, other
+        values as text); ``{}`` when there is none."""
+        return dict(self._ck.metadata())
+
+    def properties(self):
+        """What ``nibble inspect`` shows: the format's and the quantization
+        method's settings (quantization, bits, group_size,
+        checkpoint_format, ...), as a dict of str -> str."""
         return dict(self._ck.properties())
 
     def get_tensor(self, name, dtype=None):
@@ -292,8 +306,19 @@ def fold(input, output, *, threads=0, external_data=False, progress=None):
 
 def inspect(path, *, gptq_format=None, gptq_v1_zeros=None):
     """``nibble inspect`` of a checkpoint, as a dict: description,
-    properties (dict) and tensors (:meth:`Checkpoint.info` of each)."""
+    properties (dict), metadata (dict) and tensors (:meth:`Checkpoint.info`
+    of each)."""
     with Checkpoint(path, gptq_format=gptq_format, gptq_v1_zeros=gptq_v1_zeros) as f:
-        return {"description": f.description(), "properties": f.metadata(),
-                "tensors": f.tensors()}
+        return {"description": f.description(), "properties": f.properties(),
+                "metadata": f.metadata(), "tensors": f.tensors()}
+
+
+def load_file(path, dtype=None, framework="np", *, threads=0, **open_options):
+    """Every tensor of a checkpoint as a dict name -> tensor, like
+    ``safetensors.numpy.load_file`` / ``safetensors.torch.load_file``
+    (``framework="pt"``): quantized layers dequantized to ``dtype`` (see
+    :func:`open`), float tensors converted to it. Tensors nibble cannot
+    read raise ValueError naming them."""
+    with Checkpoint(path, framework, threads=threads, **open_options) as f:
+        return {name: f.get_tensor(name, dtype) for name in f.keys()}
 
