@@ -491,6 +491,37 @@ TEST_CASE("dequant --hf: refusals leave nothing behind") {
   CHECK(std::filesystem::exists(dir / "empty" / "model.safetensors"));
   CHECK(std::filesystem::exists(dir / "empty" / "config.json"));
   CHECK(!std::filesystem::exists(dir / "empty" / "model.safetensors.index.json"));
+  // Not a model transformers loads: without a selection, refused naming what
+  // is missing (a config key, the tensors of the layers); with one (the
+  // --exclude above), noted.
+  CHECK(rep.notes.size() == 1);
+  CHECK(rep.notes[0].find("is not a complete llama model for transformers") != std::string::npos);
+  GgufBuilder inc;
+  inc.KvString("general.architecture", "llama");
+  inc.KvU32("llama.attention.head_count", 2);
+  inc.KvU32("llama.embedding_length", 4);
+  inc.KvU32("llama.feed_forward_length", 8);
+  inc.KvU32("llama.block_count", 1);
+  inc.Kv("llama.attention.layer_norm_rms_epsilon", 6, GgufBuilder::Enc(1e-5f));
+  inc.Tensor("token_embd.weight", {4, 3}, kF32, std::vector<uint8_t>(48, 0));
+  inc.Tensor("output_norm.weight", {4}, kF32, std::vector<uint8_t>(16, 0));
+  inc.Tensor("blk.0.attn_q.weight", {4, 8}, kF32, std::vector<uint8_t>(128, 0));
+  WriteText((dir / "inc.gguf").string(), inc.Bytes());
+  DequantOptions all;
+  all.hf = true;
+  DequantReport inc_rep;
+  st = DequantCheckpoint((dir / "inc.gguf").string(), (dir / "inc").string(), all, &inc_rep);
+  CHECK(st.message() ==
+        "--hf: '" + (dir / "inc.gguf").string() +
+            "' is not a complete llama model for transformers: missing or misshapen config key "
+            "llama.context_length; tensor model.layers.0.input_layernorm.weight (4); tensor "
+            "model.layers.0.post_attention_layernorm.weight (4); tensor "
+            "model.layers.0.self_attn.q_proj.weight is (8,4), expected (4,4); tensor "
+            "model.layers.0.self_attn.k_proj.weight (4,4); tensor "
+            "model.layers.0.self_attn.v_proj.weight (4,4); tensor "
+            "model.layers.0.self_attn.o_proj.weight (4,4); tensor "
+            "model.layers.0.mlp.gate_proj.weight (8,4); and 2 more");
+  CHECK(!std::filesystem::exists(dir / "inc"));
 }
 
 }  // namespace

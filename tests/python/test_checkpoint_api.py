@@ -64,6 +64,19 @@ def read_safetensors(path):
 
 
 paths = [os.path.join(ck_dir, p) for p in ("model.gguf", "gptq", "awq", "llama_tiny.gguf")]
+# metadata(): the files' own; properties(): what inspect shows; load_file.
+with nibble.open(os.path.join(ck_dir, "llama_tiny.gguf")) as f:
+    check("GGUF metadata() holds its keys", f.metadata().get("general.architecture") == "llama" and
+          f.metadata().get("llama.block_count") == "1")
+    whole = {n: f.get_tensor(n, dtype="f32") for n in f.keys()}
+with nibble.open(os.path.join(ck_dir, "gptq")) as f:
+    check("GPTQ properties() say the method: %s" % f.properties(),
+          f.properties().get("quantization") == "GPTQ")
+    check("GPTQ metadata() is the safetensors __metadata__: %s" % f.metadata(),
+          "quantization" not in f.metadata())
+loaded = nibble.load_file(os.path.join(ck_dir, "llama_tiny.gguf"), dtype="f32")
+check("load_file: every tensor, as get_tensor reads it",
+      sorted(loaded) == sorted(whole) and all(np.array_equal(loaded[n], whole[n]) for n in whole))
 fold_dir = sys.argv[3] if len(sys.argv) > 3 else ""
 onnx_models = ["qdq_int4.onnx", "qdq_uint4_f16.onnx", "qdq_external.onnx", "opmx_int4.onnx",
                "mmnb_zp.onnx", "mmnb8.onnx", "mmnb_nozp_bias.onnx"]
@@ -75,6 +88,14 @@ for path in paths:
         check(label + ": keys", len(f.keys()) > 0 and list(f) == f.keys() and len(f) == len(f.keys()))
         check(label + ": metadata is str -> str",
               all(isinstance(k, str) and isinstance(v, str) for k, v in f.metadata().items()))
+        # As safetensors' safe_open: keys sorted, dtypes in its spelling.
+        check(label + ": keys sorted", f.keys() == sorted(f.keys()))
+        for name in f.keys()[:3]:
+            if f.info(name)["supported"] and f.info(name)["dtype"] in ("float32", "float16",
+                                                                        "bfloat16"):
+                check(label + ": get_dtype " + name,
+                      f.get_slice(name).get_dtype() in ("F32", "F16", "BF16") and
+                      f.get_slice(name, dtype="bfloat16").get_dtype() == "BF16")
         for name in f.keys():
             info = f.info(name)
             check(label + ": " + name + " in f", name in f and info["source"] in f)
