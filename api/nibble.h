@@ -147,7 +147,8 @@ typedef struct nibble_checkpoint nibble_checkpoint;
 /* How to read what a checkpoint does not state. NULL or "" = as stated. */
 typedef struct {
   const char* gptq_format;   /* "v1" (qzeros hold z - 1) or "v2" (z) */
-  const char* gptq_v1_zeros; /* "autogptq" (stored + 1) or "gptqmodel" (word carry) */
+  const char* gptq_v1_zeros; /* "autogptq" ((stored + 1) mod 2^bits), "autogptq-cuda"
+                                (stored + 1) or "gptqmodel" (word carry) */
 } nibble_checkpoint_options;
 
 /* options may be NULL. On success *out owns the handle. */

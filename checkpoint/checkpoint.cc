@@ -49,9 +49,9 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path,
                          options.gptq_format + "')");
   }
   if (!options.gptq_v1_zeros.empty() && options.gptq_v1_zeros != "autogptq" &&
-      options.gptq_v1_zeros != "gptqmodel") {
+      options.gptq_v1_zeros != "autogptq-cuda" && options.gptq_v1_zeros != "gptqmodel") {
     return Status::Error(
-        "GPTQ v1 zero-point option (--gptq-v1-zeros) must be autogptq or "
+        "GPTQ v1 zero-point option (--gptq-v1-zeros) must be autogptq, autogptq-cuda or "
         "gptqmodel (got '" +
         options.gptq_v1_zeros + "')");
   }

@@ -9,8 +9,10 @@
 #define HWY_TARGET_INCLUDE "kernels/dequantize.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "kernels/convert.h"
 #include "kernels/dequantize_families.h"
 #include "kernels/layouts.h"
+#include "kernels/staged.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace nibble {
@@ -28,6 +30,9 @@ HWY_EXPORT(ActiveTargetName);
 void DequantizeTile(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
                     int64_t ld) {
   using namespace kernels_internal;  // NOLINT: the family entries
+  if (plan.Staged()) {
+    return DequantizeTileStaged(plan, r0, r1, c0, c1, out, ld, &DequantizeTile, &ConvertFloats);
+  }
   switch (plan.layout) {
     case Layout::kDense:
     case Layout::kPmxWords:

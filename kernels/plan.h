@@ -17,7 +17,8 @@
 //                                      (float32(q) - z) * s
 //   float8/float4 codes:               decode(q) * s   (ONNX: zero point 0)
 //   table codes (kTable4):             code_values[q] * s
-// rounded once (nearest even) to the output type.
+// rounded once (nearest even) to the output type — unless the plan carries
+// a producer's extra roundings (post_scale / product, below).
 #ifndef NIBBLE_KERNELS_PLAN_H_
 #define NIBBLE_KERNELS_PLAN_H_
 
@@ -87,6 +88,21 @@ struct Plan {
   // x86_avx512-inl.h, PreferGptqBlocks); the others force one (tests).
   enum class ColumnOrder : uint8_t { kAuto, kBlocks, kBands };
   ColumnOrder column_order = ColumnOrder::kAuto;
+
+  // --- A producer's extra roundings -------------------------------------
+  // Checkpoint formats whose producer computes a value in steps. After the
+  // float32 value v above, when set, in this order:
+  //   v = float32(v * post_scale)   (bitsandbytes LLM.int8: q * SCB, then
+  //                                  * 7.874015718698502e-3, two roundings)
+  //   v = v rounded to `product` (nearest even) and widened back
+  //                                 (compressed-tensors FP8: the product is
+  //                                  taken in the scale's bf16 / f16)
+  // and v is then rounded to `out`. The kernel families never see these
+  // fields: DequantizeTile stages such a plan through float32 tiles
+  // (kernels/staged.h); the reference applies them per element.
+  float post_scale = 1.0f;
+  OutType product = OutType::kF32;  // kF32: no intermediate rounding
+  bool Staged() const { return post_scale != 1.0f || (product != OutType::kF32 && product != out); }
 
   // Whether the codes and zero points make normal_values follow from the
   // scales alone (see normal_values).

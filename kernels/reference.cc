@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "base/numeric.h"
+#include "kernels/convert.h"
 
 namespace nibble {
 
@@ -214,7 +215,13 @@ void DequantizeTileReference(const Plan& plan, int64_t r0, int64_t r1, int64_t c
                              void* out, int64_t ld) {
   for (int64_t r = r0; r < r1; ++r) {
     for (int64_t c = c0; c < c1; ++c) {
-      const float v = ReferenceValue(plan, r, c);
+      float v = ReferenceValue(plan, r, c);
+      if (plan.post_scale != 1.0f) v = v * plan.post_scale;
+      if (plan.product != OutType::kF32 && plan.product != plan.out) {
+        char mid[4];
+        StoreOut(plan.product, v, mid);
+        ConvertFloatsReference(plan.product, mid, OutType::kF32, &v, 1);
+      }
       const int64_t k = (r - r0) * ld + (c - c0);
       StoreOut(plan.out, v, static_cast<char*>(out) + k * OutBytes(plan.out));
     }

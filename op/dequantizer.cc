@@ -292,7 +292,7 @@ Status Dequantizer::Run(const MutableTensorView& y, int threads) const {
   NIBBLE_RETURN_IF_ERROR(CheckNoOverlap(y.data, 1, need, need, who()));
   NIBBLE_RETURN_IF_ERROR(CheckThreads(threads).WithPrefix(who()));
   if (output_transposed_) {
-    WriteTransposed(y.data, threads, 0, cols());
+    WriteTransposed(y.data, threads, 0, transpose_batches_, 0, cols());
   } else {
     RunPlanThreaded(plan_, y.data, threads, cols_);
   }
@@ -315,12 +315,13 @@ Status Dequantizer::RunTransposed(const MutableTensorView& y, int threads) const
   const uint64_t bytes = static_cast<uint64_t>(rows * cols) * eb;
   NIBBLE_RETURN_IF_ERROR(CheckNoOverlap(y.data, 1, bytes, bytes, who()));
   NIBBLE_RETURN_IF_ERROR(CheckThreads(threads).WithPrefix(who()));
-  WriteTransposed(y.data, threads, 0, this->cols());
+  WriteTransposed(y.data, threads, 0, 1, 0, this->cols());
   return Status::Ok();
 }
 
-void Dequantizer::WriteTransposed(void* y, int threads, int64_t c_begin, int64_t c_end) const {
-  const int64_t rows = this->rows();
+void Dequantizer::WriteTransposed(void* y, int threads, int64_t b_begin, int64_t b_end,
+                                  int64_t c_begin, int64_t c_end) const {
+  const int64_t rows = this->rows() / transpose_batches_;
   const int64_t cols = c_end - c_begin;
   const size_t eb = static_cast<size_t>(OutBytes(plan_.out));
   if (rows == 0 || cols <= 0) return;
@@ -345,7 +346,19 @@ void Dequantizer::WriteTransposed(void* y, int threads, int64_t c_begin, int64_t
                  block * block);
   const int64_t bands = (cols + tile_cols - 1) / tile_cols;
   const size_t row_bytes = static_cast<size_t>(rows) * eb;
-  uint8_t* const dst = static_cast<uint8_t*>(y);
+  for (int64_t b = b_begin; b < b_end; ++b) {
+    WriteTransposedBatch(
+        static_cast<uint8_t*>(y) + static_cast<size_t>((b - b_begin) * cols) * row_bytes, t,
+        b * rows, rows, c_begin, cols, tile_rows, tile_cols, bands);
+  }
+}
+
+void Dequantizer::WriteTransposedBatch(uint8_t* dst, int t, int64_t row_base, int64_t rows,
+                                       int64_t c_begin, int64_t cols, int64_t tile_rows,
+                                       int64_t tile_cols, int64_t bands) const {
+  const size_t eb = static_cast<size_t>(OutBytes(plan_.out));
+  const int64_t block = static_cast<int64_t>(64 / eb);
+  const size_t row_bytes = static_cast<size_t>(rows) * eb;
   (void)t;  // unused without OpenMP
 #if NIBBLE_HAVE_OPENMP
 #pragma omp parallel num_threads(t) if (t > 1)
@@ -360,7 +373,8 @@ void Dequantizer::WriteTransposed(void* y, int threads, int64_t c_begin, int64_t
       uint8_t* const band_dst = dst + static_cast<size_t>(b0) * row_bytes;
       for (int64_t r0 = 0; r0 < rows; r0 += tile_rows) {
         const int64_t r1 = std::min(rows, r0 + tile_rows);
-        DequantizeTile(plan_, r0, r1, c_begin + b0, c_begin + b0 + nc, buf.data(), nc);
+        DequantizeTile(plan_, row_base + r0, row_base + r1, c_begin + b0, c_begin + b0 + nc,
+                       buf.data(), nc);
         for (int64_t j = r0; j < r1; j += block) {
           TransposeBlockToColumns(buf.data() + static_cast<size_t>((j - r0) * nc) * eb,
                                   std::min(block, r1 - j), nc, eb, band_dst, rows, j);
@@ -393,8 +407,12 @@ Status Dequantizer::RunRows(int64_t r0, int64_t r1, void* y, size_t y_bytes, int
   const auto bytes = static_cast<uint64_t>(n * eb);
   NIBBLE_RETURN_IF_ERROR(CheckNoOverlap(y, 1, bytes, bytes, who()));
   if (output_transposed_) {
-    // Output rows are columns of the view.
-    WriteTransposed(y, threads, r0, r1);
+    // Output rows are columns of the view, or whole transposed batches.
+    if (transpose_batches_ > 1) {
+      WriteTransposed(y, threads, r0, r1, 0, cols());
+    } else {
+      WriteTransposed(y, threads, 0, 1, r0, r1);
+    }
     return Status::Ok();
   }
   // Output rows [r0, r1) are flat elements [f, f1) of the view: a partial

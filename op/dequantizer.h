@@ -178,16 +178,33 @@ class Dequantizer {
     output_.shape = {cols_, plan_.rows()};
     output_transposed_ = true;
   }
+  // Makes output() [batches, cols(), rows() / batches]: the transpose of
+  // each of `batches` equal blocks of view rows (gpt-oss MXFP4 experts:
+  // codes [E * R, K] stored, weight [E, K, R] loaded). Run() and RunRows()
+  // (whole batches) handle it; tiles address the view. Preconditions:
+  // !output_transposed(), batches >= 1 divides rows().
+  void TransposeOutputBatches(int64_t batches) {
+    output_.shape = {batches, cols_, plan_.rows() / batches};
+    output_transposed_ = true;
+    transpose_batches_ = batches;
+  }
 
  private:
-  // View columns [c_begin, c_end) written as output rows.
-  void WriteTransposed(void* dst, int threads, int64_t c_begin, int64_t c_end) const;
+  // Batches [b_begin, b_end) (see TransposeOutputBatches; 0, 1 when not
+  // batched), view columns [c_begin, c_end) of each, written as output rows.
+  void WriteTransposed(void* dst, int threads, int64_t b_begin, int64_t b_end, int64_t c_begin,
+                       int64_t c_end) const;
+  // One batch: view rows [row_base, row_base + rows) on t threads.
+  void WriteTransposedBatch(uint8_t* dst, int t, int64_t row_base, int64_t rows, int64_t c_begin,
+                            int64_t cols, int64_t tile_rows, int64_t tile_cols,
+                            int64_t bands) const;
   // An error prefixed by `who` when an output of `rows` runs of
   // `row_bytes` bytes, `pitch` bytes apart from `out` (pitch >= row_bytes),
   // meets an input the plan reads in place.
   Status CheckNoOverlap(const void* out, uint64_t rows, uint64_t row_bytes, uint64_t pitch,
                         const std::string& who) const;
   bool output_transposed_ = false;
+  int64_t transpose_batches_ = 1;
   std::vector<Input> inputs_;  // read in place (set_inputs)
   Plan plan_;
   int64_t cols_ = 0;

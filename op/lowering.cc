@@ -75,6 +75,10 @@ Status WidenScale(const TensorView& v, const std::string& what, ParamVector<floa
       store->resize(count);
       for (size_t k = 0; k < count; ++k) (*store)[k] = DecodeF8E8M0(p[k]);
       break;
+    case DType::kFloat8E4M3FN:  // NVFP4 block scales
+      store->resize(count);
+      for (size_t k = 0; k < count; ++k) (*store)[k] = DecodeF8E4M3FN(p[k]);
+      break;
     default:
       return Status::Error(what + " must be float32, float16 or bfloat16 (got " +
                            DTypeName(v.dtype) + ")");

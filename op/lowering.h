@@ -22,9 +22,9 @@ std::string Who(const std::string& op, const std::string& name);
 // Returns the element count.
 StatusOr<int64_t> CheckView(const TensorView& v, const std::string& what);
 
-// Sets *out to float32 scales for `v` (float32, float16, bfloat16 or
-// float8e8m0): a pointer into `v` when it is aligned float32, else widened
-// into `store`. *normal (unless null): whether no scale is a float32
+// Sets *out to float32 scales for `v` (float32, float16, bfloat16,
+// float8e8m0 or float8e4m3fn; every one widens exactly): a pointer into `v` when it is aligned
+// float32, else widened into `store`. *normal (unless null): whether no scale is a float32
 // subnormal (float16 scales never are; the others are scanned), for
 // Plan::normal_values.
 Status WidenScale(const TensorView& v, const std::string& what, ParamVector<float>* store,

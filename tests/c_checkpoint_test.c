@@ -166,7 +166,8 @@ int main(int argc, char** argv) {
   ExpectError(nibble_checkpoint_open(argv[1], &bad, &ck), "v1 or v2");
   CHECK(ck == NULL);
   nibble_checkpoint_options bad_zeros = {NULL, "mine"};
-  ExpectError(nibble_checkpoint_open(argv[1], &bad_zeros, &ck), "autogptq or gptqmodel");
+  ExpectError(nibble_checkpoint_open(argv[1], &bad_zeros, &ck),
+              "autogptq, autogptq-cuda or gptqmodel");
   nibble_checkpoint_free(NULL);
   printf("%d passed, %d failed\n", checks - failures, failures);
   return failures == 0 ? 0 : 1;

@@ -994,14 +994,13 @@ TEST_CASE("HF quantization config: each method's settings and refused variants")
        "config.json quantization_config: AWQ version 'marlin' is not supported (only gemm)"},
       {R"({"quantization_config":{"quant_method":"nonesuch"}})",
        "config.json quantization_config: quant_method 'nonesuch' is not supported (nibble reads "
-       "gptq, awq, compressed-tensors and bitsandbytes)"},
+       "gptq, awq, compressed-tensors, bitsandbytes, fp8 and mxfp4)"},
       {R"({"quantization_config":{"quant_method":"hqq"}})",
        "config.json quantization_config: quant_method 'hqq' (HQQ) is not supported (nibble reads "
-       "gptq, awq, compressed-tensors and bitsandbytes)"},
-      {R"({"quantization_config":{"quant_method":"fp8","weight_block_size":[128,128]}})",
-       "config.json quantization_config: quant_method 'fp8' (fine-grained FP8: DeepSeek, "
-       "Qwen3-FP8) is not supported: float8 weights are not read yet (nibble reads gptq, awq, "
-       "compressed-tensors and bitsandbytes)"},
+       "gptq, awq, compressed-tensors, bitsandbytes, fp8 and mxfp4)"},
+      {R"({"quantization_config":{"quant_method":"fp8","weight_block_size":[128]}})",
+       "config.json quantization_config: 'weight_block_size' must be two positive integers "
+       "[bn, bk] (got [128])"},
       {R"({"quantization_config":{"bits":4}})", "config.json quantization_config: no quant_method"},
       {R"({"quantization_config":{"quant_method":"gptq","bits":"4"}})",
        "config.json quantization_config: 'bits' must be an integer"},

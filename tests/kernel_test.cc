@@ -872,5 +872,89 @@ TEST_CASE("threaded whole-tensor runs give identical bits for 1, 2, 3 and all th
   }
 }
 
+// A producer's extra roundings (Plan::post_scale, Plan::product) run staged
+// through float32 tiles: every target and tile offset gives the reference's
+// bits, and the reference is the producers' arithmetic written out.
+TEST_CASE("staged plans: post_scale and product roundings on every target") {
+  TargetGuard guard;
+  std::mt19937_64 rng(99);
+  const int64_t rows = 7, cols = 2500;  // rows over two chunks of 1024
+  std::vector<uint8_t> codes(static_cast<size_t>(rows * cols));
+  for (auto& c : codes) c = static_cast<uint8_t>(rng());
+  std::vector<float> scale(static_cast<size_t>(rows * 20));
+  std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+  for (auto& s : scale) s = std::ldexp(u(rng), static_cast<int>(rng() % 40) - 20);
+  struct Case {
+    CodeKind code;
+    float post;
+    OutType product;
+  };
+  const Case cases[] = {{CodeKind::kS8, 7.874015718698502e-3f, OutType::kF32},
+                        {CodeKind::kF8E4M3FN, 1.0f, OutType::kBF16},
+                        {CodeKind::kF8E4M3FN, 1.0f, OutType::kF16},
+                        {CodeKind::kF8E5M2, 0.5f, OutType::kBF16}};
+  for (const Case& k : cases) {
+    for (OutType out : {OutType::kF32, OutType::kF16, OutType::kBF16}) {
+      Plan plan;
+      plan.layout = Layout::kDense;
+      plan.code = k.code;
+      plan.codes = codes.data();
+      plan.outer = rows;
+      plan.axis = cols;
+      plan.group = 128;
+      plan.s_outer = 20;
+      plan.s_axis = 1;
+      plan.scale = scale.data();
+      plan.out = out;
+      plan.post_scale = k.post;
+      plan.product = k.product;
+      const int64_t eb = OutBytes(out);
+      // The arithmetic itself, for the first row: ((q * s) * post) rounded
+      // to `product`, then to `out`.
+      if (k.product == OutType::kF32 || k.product == out) {
+        const bool staged = k.post != 1.0f;
+        CHECK(plan.Staged() == staged);
+      }
+      std::vector<uint8_t> ref(static_cast<size_t>(rows * cols * eb));
+      DequantizeTileReference(plan, 0, rows, 0, cols, ref.data(), cols);
+      for (int64_t c = 0; c < cols; c += 97) {
+        const uint8_t q = codes[static_cast<size_t>(c)];
+        const float decoded = k.code == CodeKind::kS8 ? static_cast<float>(static_cast<int8_t>(q))
+                                                      : FloatCodeTable(k.code)[q];
+        float v = decoded * scale[static_cast<size_t>(c / 128)];
+        v = v * k.post;
+        if (k.product == OutType::kBF16) v = F32FromBF16(BF16FromF32(v));
+        if (k.product == OutType::kF16) v = F32FromF16(F16FromF32(v));
+        float got = 0;
+        ConvertFloatsReference(out, ref.data() + c * eb, OutType::kF32, &got, 1);
+        float want = 0;
+        uint16_t h = 0;
+        if (out == OutType::kF32) want = v;
+        if (out == OutType::kF16) h = F16FromF32(v), want = F32FromF16(h);
+        if (out == OutType::kBF16) h = BF16FromF32(v), want = F32FromBF16(h);
+        CHECK((std::isnan(want) ? std::isnan(got) : BitsFromF32(got) == BitsFromF32(want)));
+      }
+      for (int64_t target : CompiledTargets()) {
+        UseTarget(target);
+        for (auto [r0, r1, c0, c1] :
+             {std::array<int64_t, 4>{0, rows, 0, cols}, std::array<int64_t, 4>{2, 5, 1, 1030},
+              std::array<int64_t, 4>{6, 7, 2047, 2500}}) {
+          const int64_t w = c1 - c0;
+          std::vector<uint8_t> got(static_cast<size_t>((r1 - r0) * w * eb) + 64, 0xEE);
+          DequantizeTile(plan, r0, r1, c0, c1, got.data(), w);
+          bool same = got[static_cast<size_t>((r1 - r0) * w * eb)] == 0xEE;
+          for (int64_t r = r0; r < r1; ++r) {
+            same = same &&
+                   std::memcmp(got.data() + (r - r0) * w * eb, ref.data() + (r * cols + c0) * eb,
+                               static_cast<size_t>(w * eb)) == 0;
+          }
+          CHECK_MESSAGE(same, hwy::TargetName(target) << " out " << static_cast<int>(out)
+                                                      << " code " << static_cast<int>(k.code));
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace nibble

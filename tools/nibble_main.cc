@@ -253,10 +253,11 @@ void AddCheckpointOptions(CLI::App* app, nibble::CheckpointOptions* o) {
                   "metadata state (required when nothing states it)")
       ->check(CLI::IsMember({"v1", "v2"}));
   app->add_option("--gptq-v1-zeros", o->gptq_v1_zeros,
-                  "GPTQ v1: decode zero points as AutoGPTQ's loaders do (stored + 1, no wrap) or "
-                  "as GPTQModel's (word + 0x11111111 with carries); default: by the producer named "
-                  "in the config's meta.quantizer (unnamed: autogptq)")
-      ->check(CLI::IsMember({"autogptq", "gptqmodel"}));
+                  "GPTQ v1: decode zero points as AutoGPTQ's default loader does ((stored + 1) "
+                  "mod 2^bits), as its qlinear_cuda path does (autogptq-cuda: stored + 1, no "
+                  "wrap) or as GPTQModel's (word + 0x11111111 with carries); default: by the "
+                  "producer named in the config's meta.quantizer (unnamed: autogptq)")
+      ->check(CLI::IsMember({"autogptq", "autogptq-cuda", "gptqmodel"}));
 }
 
 // `nibble inspect` of a GGUF file or a safetensors checkpoint.

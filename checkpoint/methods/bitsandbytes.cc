@@ -292,24 +292,87 @@ class BnbLister : public HfMethod {
     return Status::Ok();
   }
 
-  // LLM.int8: listed, refused by name.
+  // LLM.int8 (load_in_8bit): int8 `weight` [N, K], `SCB` float32 [N] (each
+  // row's absmax), `weight_format` (0 = row-major). Value as bitsandbytes'
+  // int8_vectorwise_dequant computes it: A * SCB.view(-1, 1) *
+  // 7.874015718698502e-3 in float32 — two multiplications, in that order,
+  // each rounded (Plan::post_scale) — then `.to(dtype)`. Default output:
+  // float16 (the type transformers loads these models in).
   void Int8(const SafetensorsSet::Entry& e, HfLayers* L) const {
     const std::string prefix = internal::ModuleOf(e.tensor->name, ".SCB");
     const SafetensorsSet::Entry* weight = L->Find(prefix + ".weight");
     if (weight == nullptr || weight->tensor->dtype != DType::kInt8) return;
+    const SafetensorsSet::Entry* format = L->Find(prefix + ".weight_format");
     CheckpointTensor ct;
     ct.name = prefix + ".weight";
     ct.source = prefix + ".weight";
     ct.quantized = true;
     ct.kind = "bitsandbytes";
-    ct.detail = "LLM.int8";
+    ct.detail = "LLM.int8, row scales (SCB)";
     ct.shape = weight->tensor->shape;
+    ct.stored_dtype = DType::kFloat16;
+    ct.out_default = DType::kFloat16;
     ct.stored_bytes = internal::BytesOf(weight) + internal::BytesOf(&e);
-    ct.supported = false;
-    ct.why_not =
-        "bitsandbytes LLM.int8 (load_in_8bit) is not supported (its value q * SCB / 127 takes "
-        "two float32 roundings)";
     for (const char* s : {".weight", ".SCB", ".weight_format"}) L->Consume(prefix + s);
+    auto refuse = [&](const std::string& why) {
+      ct.supported = false;
+      ct.why_not = why;
+      L->Add(std::move(ct));
+    };
+    const Shape& ws = weight->tensor->shape;
+    if (ws.size() != 2) {
+      return refuse("'" + ct.name + "' has shape " + ShapeToString(ws) + " ([N, K] expected)");
+    }
+    if (e.tensor->dtype != DType::kFloat32 ||
+        (e.tensor->shape != Shape{ws[0]} && e.tensor->shape != Shape{ws[0], 1})) {
+      return refuse("'" + e.tensor->name + "' is " + DTypeName(e.tensor->dtype) + " " +
+                    ShapeToString(e.tensor->shape) + " (float32 [" + std::to_string(ws[0]) +
+                    "] expected: one absmax per row)");
+    }
+    if (format != nullptr) {
+      CheckpointTensor::Buffers bufs;
+      std::optional<TensorView> fv;
+      if (internal::BytesOf(format) > 8 || !internal::IsIntegerDType(format->tensor->dtype) ||
+          !internal::LoadInto(format, &bufs, &fv).ok() || fv->size_bytes == 0 ||
+          internal::IntegerElement(*fv, 0) != 0) {
+        return refuse("'" + format->tensor->name +
+                      "' is not 0 (row-major): the tiled int8 layouts of old bitsandbytes "
+                      "(col_turing, col_ampere) are not read");
+      }
+    }
+    const SafetensorsSet::Entry scb = e;
+    const std::string name = ct.name;
+    ct.prepare = [weight, scb, name](DType out,
+                                     CheckpointTensor::Buffers* bufs) -> StatusOr<Dequantizer> {
+      const std::string who = "bitsandbytes LLM.int8 '" + name + "'";
+      std::optional<TensorView> wv, sv;
+      NIBBLE_RETURN_IF_ERROR(internal::LoadInto(weight, bufs, &wv));
+      NIBBLE_RETURN_IF_ERROR(internal::LoadInto(&scb, bufs, &sv));
+      auto ot = internal::ResolveOutType(out, DType::kFloat16, who);
+      if (!ot.ok()) return ot.status();
+      auto n = internal::CheckView(*wv, "weight");
+      if (!n.ok()) return n.status().WithPrefix(who);
+      const int64_t N = wv->shape[0], K = wv->shape[1];
+      Plan plan;
+      Dequantizer::Storage st;
+      plan.layout = Layout::kDense;
+      plan.code = CodeKind::kS8;
+      plan.codes = static_cast<const uint8_t*>(wv->data);
+      plan.out = *ot;
+      plan.outer = N;
+      plan.axis = K;
+      plan.inner = 1;
+      plan.group = K > 0 ? K : 1;
+      plan.s_outer = 1;
+      plan.s_axis = 0;
+      plan.post_scale = 7.874015718698502e-3f;
+      NIBBLE_RETURN_IF_ERROR(
+          internal::WidenScale(*sv, "SCB", &st.scale, &plan.scale, nullptr).WithPrefix(who));
+      Dequantizer d(plan, std::move(st), OutputInfo{internal::OutDTypeOf(*ot), {N, K}}, name);
+      d.set_inputs({Dequantizer::InputOf("weight", internal::Ptr(wv)),
+                    Dequantizer::InputOf("SCB", internal::Ptr(sv))});
+      return d;
+    };
     L->Add(std::move(ct));
   }
 

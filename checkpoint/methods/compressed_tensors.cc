@@ -7,6 +7,7 @@
 #include <regex>
 #include <utility>
 
+#include "checkpoint/methods/scale_grid.h"
 #include "op/lowering.h"
 
 namespace nibble {
@@ -213,6 +214,28 @@ StatusOr<CompressedTensorsConfig> ParseCompressedTensorsConfig(const nlohmann::j
     NIBBLE_RETURN_IF_ERROR(internal::JsonBool(*w, "symmetric", ww, &cg.symmetric));
     NIBBLE_RETURN_IF_ERROR(internal::JsonString(*w, "strategy", ww, &cg.strategy));
     NIBBLE_RETURN_IF_ERROR(internal::JsonInt(*w, "group_size", ww, &cg.group_size));
+    auto bs = w->find("block_structure");
+    if (bs != w->end() && !bs->is_null()) {
+      // [bn, bk]; early releases wrote the string "BNxBK".
+      std::vector<int64_t> b;
+      if (bs->is_array()) {
+        for (const auto& x : *bs) b.push_back(x.is_number_integer() ? x.get<int64_t>() : 0);
+      } else if (bs->is_string()) {
+        const std::string t = bs->get<std::string>();
+        const size_t x = t.find('x');
+        try {
+          if (x != std::string::npos) b = {std::stoll(t.substr(0, x)), std::stoll(t.substr(x + 1))};
+        } catch (const std::exception&) {
+          b.clear();
+        }
+      }
+      if (b.size() != 2 || b[0] <= 0 || b[1] <= 0 || b[0] > (int64_t{1} << 30) ||
+          b[1] > (int64_t{1} << 30)) {
+        return Status::Error(ww + ": 'block_structure' must be two positive integers (got " +
+                             bs->dump() + ")");
+      }
+      cg.block = b;
+    }
     auto ao = w->find("actorder");
     if (ao != w->end() && ao->is_string()) cg.actorder = internal::Lower(ao->get<std::string>());
     if (ao != w->end() && ao->is_boolean() && ao->get<bool>()) cg.actorder = "group";
@@ -323,12 +346,17 @@ class CompressedTensorsLister : public HfMethod {
     ct.detail = g->format + ", " + g->type + std::to_string(g->bits) + ", " + g->strategy +
                 (g->symmetric ? ", symmetric" : ", asymmetric") + (g_idx ? ", g_idx" : "");
     if (scale == nullptr) return refuse("'" + prefix + ".weight_scale' is missing");
+    if (g->type == "float") {
+      return FloatLayer(e, packed, prefix, *g, scale, zp, shape, std::move(ct), L);
+    }
     ct.stored_dtype = scale->tensor->dtype;
     if (internal::IsFloatDType(scale->tensor->dtype)) ct.out_default = scale->tensor->dtype;
-    const std::string want_format = packed ? "pack-quantized" : "int-quantized";
+    const std::string want_format =
+        packed ? "pack-quantized" : (g->format == "naive-quantized" ? g->format : "int-quantized");
     if (g->format != want_format) {
       return refuse("compressed-tensors format '" + g->format + "' is not supported for '" + name +
-                    "' (pack-quantized and int-quantized are)");
+                    "' (pack-quantized, int-quantized, naive-quantized, float-quantized and "
+                    "nvfp4-pack-quantized are)");
     }
     if (g->type != "int") {
       return refuse("compressed-tensors weights of type '" + g->type +
@@ -389,6 +417,142 @@ class CompressedTensorsLister : public HfMethod {
       x.weight_shape = internal::Ptr(hv);
       x.g_idx = internal::Ptr(gv);
       return PrepareCompressedTensors(x, out, prefix);
+    };
+    L->Add(std::move(ct));
+    return Status::Ok();
+  }
+
+  // A float-typed group's layer: float-quantized (float8 `.weight`) or
+  // nvfp4-pack-quantized (`.weight_packed` uint8).
+  Status FloatLayer(const SafetensorsSet::Entry& e, bool packed, const std::string& prefix,
+                    const CompressedTensorsGroup& g, const SafetensorsSet::Entry* scale,
+                    const SafetensorsSet::Entry* zp, const SafetensorsSet::Entry* shape,
+                    CheckpointTensor ct, HfLayers* L) const {
+    const std::string& name = e.tensor->name;
+    const SafetensorsSet::Entry* global = L->Find(prefix + ".weight_global_scale");
+    ct.stored_bytes += internal::BytesOf(global);
+    auto refuse = [&](const std::string& why) {
+      ct.supported = false;
+      ct.why_not = why;
+      if (ct.shape.empty()) ct.shape = e.tensor->shape;
+      L->Add(std::move(ct));
+      return Status::Ok();
+    };
+    const bool nvfp4 = g.format == "nvfp4-pack-quantized";
+    if (g.format != (packed ? "nvfp4-pack-quantized" : "float-quantized")) {
+      return refuse("compressed-tensors format '" + g.format +
+                    "' with type float is not supported"
+                    " for '" +
+                    name + "' (float-quantized and nvfp4-pack-quantized are)");
+    }
+    if (g.bits != (nvfp4 ? 4 : 8)) {
+      return refuse("compressed-tensors " + g.format + " with num_bits " + std::to_string(g.bits) +
+                    " is not supported (" + (nvfp4 ? "4" : "8") + " is)");
+    }
+    if (!g.symmetric) {
+      return refuse(
+          "compressed-tensors float weights with asymmetric zero points are not "
+          "supported");
+    }
+    const DType wd = e.tensor->dtype;
+    const Shape& ws = e.tensor->shape;
+    if (ws.size() != 2) {
+      return refuse("'" + name + "' has shape " + ShapeToString(ws) + " ([N, K] expected)");
+    }
+    int64_t N = ws[0], K = ws[1];
+    const DType sd = scale->tensor->dtype;
+    if (nvfp4) {
+      if (wd != DType::kUInt8) {
+        return refuse("'" + name + "' is " + DTypeName(wd) + " (NVFP4 codes are uint8)");
+      }
+      K = 2 * ws[1];
+      if (sd != DType::kFloat8E4M3FN) {
+        return refuse("'" + scale->tensor->name + "' is " + DTypeName(sd) +
+                      " (NVFP4 scales are float8_e4m3fn)");
+      }
+      if (global == nullptr) return refuse("'" + prefix + ".weight_global_scale' is missing");
+      if (global->tensor->dtype != DType::kFloat32 || internal::BytesOf(global) != 4) {
+        return refuse("'" + global->tensor->name + "' must be one float32 (got " +
+                      DTypeName(global->tensor->dtype) + " " +
+                      ShapeToString(global->tensor->shape) + ")");
+      }
+      if (shape != nullptr) {
+        CheckpointTensor::Buffers bufs;
+        std::optional<TensorView> sv;
+        NIBBLE_RETURN_IF_ERROR(internal::LoadInto(shape, &bufs, &sv));
+        if (sv->shape != Shape{2} || !internal::IsIntegerDType(sv->dtype) ||
+            internal::IntegerElement(*sv, 0) != N || internal::IntegerElement(*sv, 1) != K) {
+          return refuse("'" + prefix + ".weight_shape' does not state [" + std::to_string(N) +
+                        ", " + std::to_string(K) + "], the shape of '" + name + "' unpacked");
+        }
+      }
+    } else {
+      if (wd != DType::kFloat8E4M3FN && wd != DType::kFloat8E5M2) {
+        return refuse("'" + name + "' is " + DTypeName(wd) +
+                      " (float-quantized weights are float8_e4m3fn or float8_e5m2)");
+      }
+      if (!internal::IsFloatDType(sd)) {
+        return refuse("'" + scale->tensor->name + "' is " + DTypeName(sd) +
+                      " (float32, bfloat16 or float16 expected)");
+      }
+    }
+    if (zp != nullptr) {
+      return refuse("'" + zp->tensor->name +
+                    "' is stored, but a symmetric float format has no "
+                    "zero point");
+    }
+    ct.shape = {N, K};
+    int64_t br = 0, bc = 0;
+    std::string what;
+    Status m =
+        MatchScaleGrid(N, K, scale->tensor->shape, g.block,
+                       g.strategy == "group" || g.strategy == "tensor_group" ? g.group_size : 0,
+                       scale->tensor->name, &br, &bc, &what);
+    if (!m.ok()) return refuse(m.message());
+    // The product's type: the scale's (float-quantized), bfloat16 (NVFP4:
+    // the unpacked codes' type).
+    const DType product = nvfp4 ? DType::kBFloat16 : sd;
+    ct.stored_dtype = product;
+    ct.out_default = product;
+    ct.detail = g.format + ", " +
+                (nvfp4                      ? "e2m1"
+                 : wd == DType::kFloat8E5M2 ? "e5m2"
+                                            : "e4m3") +
+                ", " + what + ", product in " + DTypeName(product);
+    const SafetensorsSet::Entry we = e;
+    ct.prepare = [we, scale, global, nvfp4, N, K, br, bc, product, prefix](
+                     DType out, CheckpointTensor::Buffers* bufs) -> StatusOr<Dequantizer> {
+      const std::string who = "compressed-tensors '" + prefix + "'";
+      std::optional<TensorView> wv, sv, gv;
+      NIBBLE_RETURN_IF_ERROR(internal::LoadInto(&we, bufs, &wv));
+      NIBBLE_RETURN_IF_ERROR(internal::LoadInto(scale, bufs, &sv));
+      NIBBLE_RETURN_IF_ERROR(internal::LoadInto(global, bufs, &gv));
+      auto ot = internal::ResolveOutType(out, product, who);
+      if (!ot.ok()) return ot.status();
+      ScaleGridWeight w;
+      w.codes = &*wv;
+      w.code = nvfp4 ? CodeKind::kF4E2M1
+                     : (wv->dtype == DType::kFloat8E5M2 ? CodeKind::kF8E5M2 : CodeKind::kF8E4M3FN);
+      w.N = N;
+      w.K = K;
+      w.block_rows = br;
+      w.block_cols = bc;
+      w.out = *ot;
+      w.product = internal::OutTypeOf(product);
+      const float* s = nullptr;
+      NIBBLE_RETURN_IF_ERROR(
+          internal::WidenScale(*sv, "'" + scale->tensor->name + "'", &w.grid, &s, nullptr)
+              .WithPrefix(who));
+      int64_t count = 1;
+      for (int64_t x : sv->shape) count *= x;
+      if (s != w.grid.data()) w.grid.assign(s, s + count);
+      if (nvfp4) {
+        // _dequantize: scale = scale.to(float32) / global_scale (float32).
+        float gs;
+        std::memcpy(&gs, gv->data, 4);
+        for (float& x : w.grid) x = x / gs;
+      }
+      return PrepareScaleGrid(std::move(w), prefix + ".weight", who);
     };
     L->Add(std::move(ct));
     return Status::Ok();

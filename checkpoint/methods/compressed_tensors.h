@@ -3,10 +3,19 @@
 // they target. Read: "pack-quantized" (`<module>.weight_packed` int32 with
 // `.weight_shape`, 4 and 8 bits, symmetric or with `.weight_zero_point`,
 // optional `.weight_g_idx`) and "int-quantized" (an int8 `.weight`), with
-// `.weight_scale` of strategy tensor, channel or group. Other formats
-// (float-quantized, nvfp4-pack-quantized, dense with parameters, ...) and
-// types are refused by name; activation and output scales of a read layer
-// are dropped (a dequantized model computes in float).
+// `.weight_scale` of strategy tensor, channel or group; "naive-quantized"
+// (the same int8 codes). Float types: "float-quantized" (a float8 e4m3
+// `.weight`, `.weight_scale` per tensor / channel / group / block; the
+// package's `_dequantize` computes `x_q.to(scale.dtype) * scale`, so the
+// product is rounded to the scale's type, Plan::product) and
+// "nvfp4-pack-quantized" (`.weight_packed` uint8 [N, K / 2], two e2m1
+// codes per byte low nibble first, `.weight_scale` e4m3 per 16,
+// `.weight_global_scale` float32: NVFP4PackedCompressor.decompress_weight
+// unpacks to bfloat16 and dequantizes with scale = float32(weight_scale) /
+// global_scale in float32, result bfloat16). Other formats (mxfp4-pack-
+// quantized, dense with parameters, ...) and types are refused by name;
+// activation and output scales of a read layer are dropped (a dequantized
+// model computes in float).
 #ifndef NIBBLE_CHECKPOINT_METHODS_COMPRESSED_TENSORS_H_
 #define NIBBLE_CHECKPOINT_METHODS_COMPRESSED_TENSORS_H_
 
@@ -58,7 +67,8 @@ struct CompressedTensorsGroup {
   bool symmetric = true;
   std::string strategy = "group";  // "tensor", "channel", "group", "block", ...
   int64_t group_size = 0;
-  std::string actorder;  // "", "group", "weight", "static"
+  std::vector<int64_t> block;  // block_structure [bn, bk] (strategy block)
+  std::string actorder;        // "", "group", "weight", "static"
 };
 
 struct CompressedTensorsConfig {

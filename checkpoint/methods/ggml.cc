@@ -64,12 +64,16 @@ constexpr BlockKind kBlockKinds[] = {
 // (formats/gguf.h) it claims to be: id, name and geometry.
 template <class D>
 constexpr bool MatchesGgmlRegistry() {
-  const GgmlTypeInfo* t = GgmlTypeTraits(D::kGgmlType);
-  if (t == nullptr || t->block != D::kBlockElems || t->bytes != D::kBytes) return false;
-  const char* a = t->name;
-  const char* b = D::kName;
-  while (*a != '\0' && *a == *b) ++a, ++b;
-  return *a == *b;
+  // A loop over the table rather than GgmlTypeTraits(): GCC 12 under
+  // -fsanitize=undefined cannot constant-evaluate a pointer compared with null.
+  for (const GgmlTypeInfo& t : kGgmlTypes) {
+    if (t.type != D::kGgmlType) continue;
+    if (t.block != D::kBlockElems || t.bytes != D::kBytes) return false;
+    size_t i = 0;
+    while (t.name[i] != '\0' && t.name[i] == D::kName[i]) ++i;
+    return t.name[i] == D::kName[i];
+  }
+  return false;
 }
 #define NIBBLE_CHECK_REGISTRY(D)                       \
   static_assert(MatchesGgmlRegistry<D>(), #D           \

@@ -234,7 +234,9 @@ StatusOr<GptqRule> ResolveRule(const SafetensorsSet& set, const GptqConfig* q,
   std::set<const SafetensorsFile*> seen;
   for (const SafetensorsSet::Entry& e : set.entries()) {
     if (!seen.insert(e.file).second) continue;
+    // GPTQModel writes "checkpoint_format", AutoGPTQ "gptq_checkpoint_format".
     auto it = e.file->metadata().find("checkpoint_format");
+    if (it == e.file->metadata().end()) it = e.file->metadata().find("gptq_checkpoint_format");
     if (it == e.file->metadata().end()) continue;
     const std::string v = Lower(it->second);
     const std::string where = "the safetensors metadata of '" + e.file->label() + "'";
@@ -263,19 +265,24 @@ StatusOr<GptqRule> ResolveRule(const SafetensorsSet& set, const GptqConfig* q,
     r.zeros = GptqZeros::kStored;
     r.zeros_source = "gptq_v2 stores z";
   } else if (!o.gptq_v1_zeros.empty()) {
-    if (o.gptq_v1_zeros != "autogptq" && o.gptq_v1_zeros != "gptqmodel") {
-      return Status::Error("--gptq-v1-zeros must be autogptq or gptqmodel (got '" +
+    if (o.gptq_v1_zeros == "autogptq") {
+      r.zeros = GptqZeros::kPlusOneWrap;
+    } else if (o.gptq_v1_zeros == "autogptq-cuda") {
+      r.zeros = GptqZeros::kPlusOne;
+    } else if (o.gptq_v1_zeros == "gptqmodel") {
+      r.zeros = GptqZeros::kWordCarry;
+    } else {
+      return Status::Error("--gptq-v1-zeros must be autogptq, autogptq-cuda or gptqmodel (got '" +
                            o.gptq_v1_zeros + "')");
     }
-    r.zeros = o.gptq_v1_zeros == "gptqmodel" ? GptqZeros::kWordCarry : GptqZeros::kPlusOne;
     r.zeros_source = "--gptq-v1-zeros " + o.gptq_v1_zeros;
   } else if (Lower(producer).find("gptqmodel") != std::string::npos) {
     r.zeros = GptqZeros::kWordCarry;
     r.zeros_source = "producer '" + producer + "'";
   } else {
-    r.zeros = GptqZeros::kPlusOne;
-    r.zeros_source =
-        producer.empty() ? "no producer named: AutoGPTQ's loaders" : "producer '" + producer + "'";
+    r.zeros = GptqZeros::kPlusOneWrap;
+    r.zeros_source = producer.empty() ? "no producer named: AutoGPTQ's default loader"
+                                      : "producer '" + producer + "'";
   }
   return r;
 }

@@ -7,10 +7,12 @@
 //  - bits from the zero points' (or g_idx's) shape, else the config;
 //  - the format (v1 / v2) from CheckpointOptions, config.json /
 //    quantize_config.json, or the safetensors metadata
-//    ("checkpoint_format") — layers with zero points are refused when none
+//    ("checkpoint_format"; AutoGPTQ's "gptq_checkpoint_format") — layers
+//    with zero points are refused when none
 //    states it (a lone .safetensors file);
 //  - v1 zero points decoded by the producer's own loader's rule
-//    (GptqZeros: AutoGPTQ or unnamed: + 1, GPTQModel: word + 0x11111111).
+//    (GptqZeros: AutoGPTQ or unnamed: + 1 modulo 2^bits, its default
+//    loader's rule; GPTQModel: word + 0x11111111).
 // Without a GPTQ config, a `.qweight` whose scales are [groups, N] (N =
 // qweight's columns) is read as GPTQ, its group size from the shapes.
 //
@@ -41,7 +43,7 @@ struct GptqOptions {
   // imply is used if it is consistent; otherwise it is an error.
   int64_t group_size = 128;
   int bits = 4;  // 2, 4 or 8 (3 packs across words: refused by name)
-  GptqZeros zeros = GptqZeros::kPlusOne;
+  GptqZeros zeros = GptqZeros::kPlusOneWrap;
 };
 
 // qweight int32 [K * bits / 32, N] (field j of word (r, n) = element

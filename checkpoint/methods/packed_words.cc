@@ -10,8 +10,10 @@ const char* GptqZerosName(GptqZeros z) {
   switch (z) {
     case GptqZeros::kStored:
       return "stored (gptq_v2)";
+    case GptqZeros::kPlusOneWrap:
+      return "v1, AutoGPTQ's default loader: (stored + 1) mod 2^bits";
     case GptqZeros::kPlusOne:
-      return "v1, AutoGPTQ rule: stored + 1, no wrap";
+      return "v1, AutoGPTQ qlinear_cuda rule: stored + 1, no wrap";
     case GptqZeros::kWordCarry:
       return "v1, GPTQModel rule: word + 0x11111111 with carries";
   }
@@ -85,7 +87,10 @@ void DecodeZeroWord(uint32_t w, int bits, const uint8_t* field_of, GptqZeros rul
   if (rule == GptqZeros::kWordCarry) w += ones;  // modulo 2^32
   for (int64_t p = 0; p < f; ++p) {
     const int shift = bits * (field_of != nullptr ? field_of[p] : static_cast<int>(p));
-    z[p] = static_cast<int32_t>((w >> shift) & mask) + (rule == GptqZeros::kPlusOne ? 1 : 0);
+    const uint32_t field = (w >> shift) & mask;
+    z[p] = rule == GptqZeros::kPlusOneWrap
+               ? static_cast<int32_t>((field + 1u) & mask)
+               : static_cast<int32_t>(field) + (rule == GptqZeros::kPlusOne ? 1 : 0);
   }
 }
 
@@ -123,11 +128,15 @@ void DecodeZeroWords(const uint8_t* zb, int64_t words, const uint8_t* field_of, 
   int shift[32u / static_cast<unsigned>(kBits)];
   for (int p = 0; p < kF; ++p) shift[p] = kBits * (field_of != nullptr ? field_of[p] : p);
   const uint32_t carry = rule == GptqZeros::kWordCarry ? kOnes : 0u;  // modulo 2^32
-  const int32_t plus = rule == GptqZeros::kPlusOne ? 1 : 0;
+  const uint32_t plus = rule == GptqZeros::kPlusOne || rule == GptqZeros::kPlusOneWrap ? 1u : 0u;
+  // kPlusOneWrap keeps the sum in the field's bits; kPlusOne does not.
+  const uint32_t wrap = rule == GptqZeros::kPlusOneWrap ? kMask : 0xFFFFFFFFu;
   for (int64_t i = 0; i < words; ++i) {
     const uint32_t w = internal::LoadU32(zb + 4 * i) + carry;
     int32_t* const z = out + kF * i;
-    for (int p = 0; p < kF; ++p) z[p] = static_cast<int32_t>((w >> shift[p]) & kMask) + plus;
+    for (int p = 0; p < kF; ++p) {
+      z[p] = static_cast<int32_t>((((w >> shift[p]) & kMask) + plus) & wrap);
+    }
   }
 }
 

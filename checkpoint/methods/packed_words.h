@@ -22,8 +22,13 @@ namespace nibble {
 enum class GptqZeros {
   // gptq_v2 and AWQ: the fields hold z.
   kStored,
-  // v1, AutoGPTQ's loaders (and any producer not named): field + 1, no
-  // wrap (a stored 15 is z = 16 for 4 bits; 255 is 256 for 8 bits).
+  // v1, AutoGPTQ's default loaders (and any producer not named): field + 1
+  // modulo 2^bits — qlinear_cuda_old (its choice for desc_act=False),
+  // exllama and exllamav2 compute `(zeros + 1) & (2^bits - 1)`, so a
+  // stored 15 is z = 0 for 4 bits.
+  kPlusOneWrap,
+  // v1, AutoGPTQ's qlinear_cuda torch path: field + 1, no wrap (a stored
+  // 15 is z = 16 for 4 bits; 255 is 256 for 8 bits).
   kPlusOne,
   // v1, GPTQModel: the word plus 0x11111111 (4 bits; 8 bits 0x01010101,
   // 2 bits 0x55555555) modulo 2^32, carries included, then the fields (the

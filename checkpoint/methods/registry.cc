@@ -4,8 +4,10 @@
 #include "checkpoint/methods/awq.h"
 #include "checkpoint/methods/bitsandbytes.h"
 #include "checkpoint/methods/compressed_tensors.h"
+#include "checkpoint/methods/fp8.h"
 #include "checkpoint/methods/gptq.h"
 #include "checkpoint/methods/method.h"
+#include "checkpoint/methods/mxfp4.h"
 #include "checkpoint/methods/unsupported.h"
 
 namespace nibble {
@@ -33,6 +35,12 @@ const std::vector<HfMethodInfo>& HfMethods() {
          {"absmax", "quant_map", "nested_absmax", "nested_quant_map", "bitsandbytes__*", "SCB",
           "weight_format"}},
     };
+    m.push_back({"fp8",
+                 "fine-grained FP8 (DeepSeek, Qwen3-FP8)",
+                 &Fp8Configured,
+                 nullptr,
+                 {"weight_scale_inv", "weight_scale", "input_scale", "activation_scale"}});
+    m.push_back({"mxfp4", "MXFP4 (gpt-oss)", &Mxfp4Configured, nullptr, {"*_blocks", "*_scales"}});
     for (const HfMethodInfo& u : UnsupportedHfMethods()) m.push_back(u);
     return m;
   }();

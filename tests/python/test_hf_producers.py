@@ -237,7 +237,7 @@ def unpack_rows(words, bits):
                     axis=1).reshape(-1, words.shape[1]).astype(np.int64)
 
 
-def gptq_case(label, bits, G, producer, v2, sym=False, act_order=False):
+def gptq_case(label, bits, G, producer, v2, sym=False, act_order=False, extra=()):
     mx = (1 << bits) - 1
     groups = K // G
     q = rng.integers(0, mx + 1, (K, N))
@@ -277,18 +277,24 @@ def gptq_case(label, bits, G, producer, v2, sym=False, act_order=False):
     if v2:
         zl = unpack_cols(zq, bits)
     elif producer == "autogptq":
-        zl = unpack_cols(zq, bits) + 1  # no wrap: a stored 15 is 16
+        # AutoGPTQ's default loader (qlinear_cuda_old, exllama):
+        # (zeros + 1) & (2^bits - 1) — a stored 15 (z = 0 written) is 0.
+        zl = (unpack_cols(zq, bits) + 1) & mx
+        if "autogptq-cuda" in extra:
+            zl = unpack_cols(zq, bits) + 1  # its qlinear_cuda path: no wrap, 15 -> 16
     else:
         ones = {2: 0x55555555, 4: 0x11111111, 8: 0x01010101}[bits]
         zl = unpack_cols(((zq.view(np.uint32).astype(np.int64) + ones) & 0xFFFFFFFF)
                          .astype(np.uint32).view(np.int32), bits)
     w = scales.astype(np.float32)[g_idx] * (q - zl[g_idx]).astype(np.float32)  # [K, N]
     want = {p + ".weight": w.T.copy(), p + ".bias": t[p + ".bias"][1].astype(np.float32)}
-    compare_folder(label, d, tensors, want)
+    compare_folder(label, d, tensors, want, extra=extra)
     return d
 
 
 gptq_case("gptq-autogptq-v1", 4, 32, "autogptq", v2=False)
+gptq_case("gptq-autogptq-v1-cuda", 4, 32, "autogptq", v2=False,
+          extra=("--gptq-v1-zeros", "autogptq-cuda"))
 gptq_case("gptq-gptqmodel-v1", 4, 32, "gptqmodel", v2=False)
 gptq_case("gptq-gptqmodel-v2-actorder", 4, 32, "gptqmodel", v2=True, act_order=True)
 gptq_case("gptq-8bit-v1", 8, 64, "autogptq", v2=False, act_order=True)

@@ -114,7 +114,18 @@ METHODS = {
              "num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True}}}},
         {L + "self_attn.q_proj.weight": t("F8_E4M3", rng.integers(0, 0x7e, (N, K), np.uint8)),
          L + "self_attn.q_proj.weight_scale": t("BF16", np.full((N, 1), 0x3c00, np.uint16))},
-        False),
+        True),
+    "fp8 (DeepSeek blocks)": (
+        {"quant_method": "fp8", "weight_block_size": [128, 128], "activation_scheme": "dynamic"},
+        {L + "self_attn.q_proj.weight": t("F8_E4M3", rng.integers(0, 0x7e, (N, K), np.uint8)),
+         L + "self_attn.q_proj.weight_scale_inv": t("F32", np.ones(
+             (-(-N // 128), -(-K // 128)), np.float32))}, True),
+    "mxfp4 (gpt-oss)": (
+        {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn"]},
+        {L + "mlp.experts.gate_up_proj_blocks": t("U8", rng.integers(0, 256, (2, N, 1, 16),
+                                                                       np.uint8)),
+         L + "mlp.experts.gate_up_proj_scales": t("U8", np.full((2, N, 1), 127, np.uint8))},
+        True),
     "bitsandbytes 4-bit": (
         {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"},
         {L + "self_attn.q_proj.weight": t("U8", rng.integers(0, 256, (N * K // 2, 1), np.uint8)),
@@ -127,8 +138,14 @@ METHODS = {
         {"quant_method": "bitsandbytes", "load_in_8bit": True},
         {L + "self_attn.q_proj.weight": t("I8", rng.integers(-128, 128, (N, K), np.int8)),
          L + "self_attn.q_proj.SCB": t("F32", np.ones(N, np.float32)),
-         L + "self_attn.q_proj.weight_format": t("U8", np.zeros((), np.uint8))}, False),
+         L + "self_attn.q_proj.weight_format": t("U8", np.zeros((), np.uint8))}, True),
 }
+
+# Plants a method reads as its own layer (correctly: test_float_formats.py
+# checks the values), not refused under that method's config.
+READ_BY = {("compressed-tensors float-quantized", "a float8 weight with its scale"),
+           ("fp8 (DeepSeek blocks)", "a float8 weight with its scale"),
+           ("mxfp4 (gpt-oss)", "MXFP4 blocks and scales")}
 
 # What is planted, and the names nibble must refuse (per config: True = under
 # a quantization_config; "always" = with or without one).
@@ -180,10 +197,12 @@ def regex_of(names):
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
 for mi, (method, (config, layer, readable)) in enumerate(METHODS.items()):
-    base = L + "self_attn.q_proj"
+    base = L + ("mlp.experts.gate_up_proj" if "mxfp4" in method else "self_attn.q_proj")
     for pi, (plant, (extra, when, refused)) in enumerate(PLANTS.items()):
         case = "%s + %s" % (method, plant)
         expect_refused = refused if (when == "always" or config is not None) else []
+        if (method, plant) in READ_BY:
+            expect_refused = []
         d = make("m%d_p%d" % (mi, pi), config, {**floats(), **layer, **extra})
         out = os.path.join(work, "m%d_p%d.out" % (mi, pi))
         # The listing: every planted tensor to refuse is unsupported (and

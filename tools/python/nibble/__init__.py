@@ -256,7 +256,7 @@ def open(path, framework="np", device="cpu", *, gptq_format=None, gptq_v1_zeros=
     framework: "np" (numpy arrays) or "pt" (torch tensors, zero-copy).
     device: "cpu" only (tensors are decoded on the CPU).
     gptq_format: "v1" or "v2" when a GPTQ checkpoint does not state it.
-    gptq_v1_zeros: "autogptq" or "gptqmodel" to override how v1 zero points
+    gptq_v1_zeros: "autogptq", "autogptq-cuda" or "gptqmodel" to override how v1 zero points
     are decoded (default: by the producer the checkpoint names).
     threads: 0 = all cores, n = at most n threads per read.
     Raises ValueError (with the file and the problem) for what it cannot read.

@@ -1,0 +1,119 @@
+#include "checkpoint/methods/mxfp4.h"
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "checkpoint/methods/scale_grid.h"
+#include "op/lowering.h"
+
+namespace nibble {
+namespace {
+
+class Mxfp4Lister : public HfMethod {
+ public:
+  explicit Mxfp4Lister(std::vector<std::string> not_convert)
+      : not_convert_(std::move(not_convert)) {}
+
+  Status List(HfLayers* L) const override {
+    if (!not_convert_.empty()) {
+      std::string m;
+      for (const auto& s : not_convert_) m += (m.empty() ? "" : ", ") + s;
+      L->Property("modules_to_not_convert", m);
+    }
+    for (const SafetensorsSet::Entry& e : L->set().entries()) {
+      const std::string& name = e.tensor->name;
+      if (L->Consumed(name)) continue;
+      if (internal::EndsWith(name, "_blocks")) Layer(e, L);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  void Layer(const SafetensorsSet::Entry& e, HfLayers* L) const {
+    const std::string& name = e.tensor->name;
+    const std::string base = internal::ModuleOf(name, "_blocks");
+    const SafetensorsSet::Entry* scales = L->Find(base + "_scales");
+    L->Consume(name);
+    L->Consume(base + "_scales");
+    CheckpointTensor ct;
+    ct.name = base;
+    ct.source = name;
+    ct.quantized = true;
+    ct.kind = "MXFP4";
+    ct.stored_dtype = DType::kBFloat16;
+    ct.out_default = DType::kBFloat16;
+    ct.stored_bytes = internal::BytesOf(&e) + internal::BytesOf(scales);
+    const Shape& bs = e.tensor->shape;
+    auto refuse = [&](const std::string& why) {
+      ct.supported = false;
+      ct.why_not = why;
+      if (ct.shape.empty()) ct.shape = bs;
+      L->Add(std::move(ct));
+    };
+    if (e.tensor->dtype != DType::kUInt8 || bs.size() != 4 || bs[3] != 16) {
+      return refuse("'" + name + "' is " + DTypeName(e.tensor->dtype) + " " + ShapeToString(bs) +
+                    " (gpt-oss MXFP4 blocks are uint8 [experts, rows, groups, 16])");
+    }
+    if (scales == nullptr) return refuse("'" + base + "_scales' is missing");
+    const Shape want{bs[0], bs[1], bs[2]};
+    if (scales->tensor->dtype != DType::kUInt8 || scales->tensor->shape != want) {
+      return refuse("'" + scales->tensor->name + "' is " + DTypeName(scales->tensor->dtype) + " " +
+                    ShapeToString(scales->tensor->shape) + "; the blocks need uint8 " +
+                    ShapeToString(want));
+    }
+    const int64_t E = bs[0], R = bs[1], G = bs[2];
+    if (E <= 0 || R <= 0 || G <= 0) return refuse("'" + name + "' is empty");
+    ct.shape = {E, G * 32, R};
+    ct.detail = "e2m1 blocks of 32, e8m0 scales, [E, R, K] transposed to [E, K, R]";
+    const SafetensorsSet::Entry we = e;
+    ct.prepare = [we, scales, E, R, G, base](
+                     DType out, CheckpointTensor::Buffers* bufs) -> StatusOr<Dequantizer> {
+      const std::string who = "MXFP4 '" + base + "'";
+      std::optional<TensorView> wv, sv;
+      NIBBLE_RETURN_IF_ERROR(internal::LoadInto(&we, bufs, &wv));
+      NIBBLE_RETURN_IF_ERROR(internal::LoadInto(scales, bufs, &sv));
+      auto ot = internal::ResolveOutType(out, DType::kBFloat16, who);
+      if (!ot.ok()) return ot.status();
+      ScaleGridWeight w;
+      w.codes = &*wv;
+      w.code = CodeKind::kF4E2M1;
+      w.N = E * R;
+      w.K = G * 32;
+      w.block_rows = 1;
+      w.block_cols = 32;
+      w.out = *ot;
+      const auto* s = static_cast<const uint8_t*>(sv->data);
+      const size_t n = static_cast<size_t>(E * R * G);
+      if (sv->size_bytes != n) return Status::Error(who + ": the scales are truncated");
+      w.grid.resize(n);
+      // torch.ldexp(x, s - 127) = x * pow(2.0, s - 127) in float32.
+      for (size_t i = 0; i < n; ++i) {
+        w.grid[i] = s[i] == 255 ? std::numeric_limits<float>::infinity()
+                                : std::ldexp(1.0f, static_cast<int>(s[i]) - 127);
+      }
+      auto d = PrepareScaleGrid(std::move(w), base, who);
+      if (!d.ok()) return d.status();
+      d->TransposeOutputBatches(E);
+      return d;
+    };
+    L->Add(std::move(ct));
+  }
+
+  std::vector<std::string> not_convert_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<HfMethod>> Mxfp4Configured(const HfConfigFiles& files,
+                                                    const std::string& who) {
+  std::vector<std::string> not_convert;
+  NIBBLE_RETURN_IF_ERROR(
+      internal::JsonStringList(*files.main(), "modules_to_not_convert", who, &not_convert));
+  return std::unique_ptr<HfMethod>(new Mxfp4Lister(std::move(not_convert)));
+}
+
+}  // namespace nibble
