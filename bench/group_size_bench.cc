@@ -25,8 +25,10 @@
 #include "checkpoint/methods/awq.h"
 #include "checkpoint/methods/bitsandbytes.h"
 #include "checkpoint/methods/compressed_tensors.h"
+#include "checkpoint/methods/fp8.h"
 #include "checkpoint/methods/ggml.h"
 #include "checkpoint/methods/gptq.h"
+#include "checkpoint/methods/mxfp4.h"
 #include "formats/atomic_file.h"
 #include "formats/files.h"
 #include "formats/gguf.h"
@@ -193,6 +195,8 @@ struct BenchLayout {
 
 // bitsandbytes' default block (the bench runs NF4 once, at this block).
 constexpr int64_t kBnbBlock = 64;
+// DeepSeek-V3's FP8 block (weight_block_size [128, 128]).
+constexpr int64_t kFp8Block = 128;
 
 bool FindLayout(const std::string& name, BenchLayout* l) {
   if (name == "pmx-q1")
@@ -217,6 +221,10 @@ bool FindLayout(const std::string& name, BenchLayout* l) {
     *l = {name, 4, 1, false, "ct", 0, /*act_order=*/true};
   else if (name == "bnb-nf4")
     *l = {name, 4, 1, false, "bnb"};
+  else if (name == "fp8-block")
+    *l = {name, 8, 1, false, "fp8"};
+  else if (name == "gptoss-mxfp4")
+    *l = {name, 4, 0, false, "mxfp4"};
   else if (const uint32_t t = DequantizableGgmlTypeId(name); t != 0)
     *l = {name, 4, 1, false, "gguf", t};  // every registered ggml block type
   else
@@ -232,6 +240,8 @@ struct BenchWeight {
   std::optional<AwqTensors> awq;
   std::optional<CompressedTensorsTensors> ct;
   std::optional<Bnb4Tensors> bnb;
+  std::optional<Fp8BlockTensors> fp8;
+  std::optional<Mxfp4Tensors> mxfp4;
   std::vector<uint8_t> gguf;
   uint32_t ggml_type = 0;
   bool synthetic = false;  // gguf: random codes, no quantizer (speed only)
@@ -273,6 +283,12 @@ struct BenchWeight {
       x.quant_map = &qm;
       return PrepareBnb4(x, out, name);
     }
+    if (fp8) {
+      TensorView wt = fp8->weight.view();
+      wt.dtype = DType::kFloat8E4M3FN;  // the codes' bits, stored as uint8
+      return PrepareFp8(wt, fp8->scale_inv.view(), {kFp8Block, kFp8Block}, out, name);
+    }
+    if (mxfp4) return PrepareMxfp4Experts(mxfp4->blocks.view(), mxfp4->scales.view(), out, name);
     if (ggml_type != 0) return PrepareGgml(ggml_type, {k, n}, gguf.data(), gguf.size(), out, name);
     DequantizeOptions o;
     o.output_dtype = out;
@@ -305,6 +321,12 @@ struct BenchWeight {
       t(bnb->weight);
       t(bnb->absmax);
       t(bnb->quant_map);
+    } else if (fp8) {
+      t(fp8->weight);
+      t(fp8->scale_inv);
+    } else if (mxfp4) {
+      t(mxfp4->blocks);
+      t(mxfp4->scales);
     } else if (ggml_type != 0) {
       fn(gguf.data(), gguf.size());
     } else if (pmx) {
@@ -358,6 +380,18 @@ Status QuantizeFor(const BenchLayout& layout, const float* w, int64_t n, int64_t
     auto q = QuantizeBnbNf4(w, n, k, kBnbBlock);
     if (!q.ok()) return q.status();
     bw->bnb = std::move(*q);
+    return Status::Ok();
+  }
+  if (layout.family == "fp8") {
+    auto q = QuantizeFp8Blocks(w, n, k, kFp8Block);
+    if (!q.ok()) return q.status();
+    bw->fp8 = std::move(*q);
+    return Status::Ok();
+  }
+  if (layout.family == "mxfp4") {
+    auto q = QuantizeMxfp4Experts(w, n, k);
+    if (!q.ok()) return q.status();
+    bw->mxfp4 = std::move(*q);
     return Status::Ok();
   }
   if (layout.family == "gptq") {
@@ -624,8 +658,9 @@ void InCacheRows(const Dequantizer& prep, const std::string& lname, int64_t grou
 }  // namespace
 
 std::vector<std::string> BenchLayoutNames() {
-  std::vector<std::string> layouts = {"pmx-q1",   "pmx-q0", "onnx-b1", "onnx-b0", "int8",   "gptq",
-                                      "gptq-act", "awq",    "ct",      "ct-act",  "bnb-nf4"};
+  std::vector<std::string> layouts = {"pmx-q1",  "pmx-q0",    "onnx-b1",     "onnx-b0", "int8",
+                                      "gptq",    "gptq-act",  "awq",         "ct",      "ct-act",
+                                      "bnb-nf4", "fp8-block", "gptoss-mxfp4"};
   const std::string ggml = DequantizableGgmlTypeNames();
   for (size_t at = 0; at < ggml.size();) {
     const size_t comma = ggml.find(", ", at);
@@ -808,7 +843,9 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
     for (int64_t g : opt.group_sizes) {
       // GGUF layouts have their own block, bitsandbytes its default one:
       // run once (at the first G).
-      if ((layout.family == "gguf" || layout.family == "bnb") && g != opt.group_sizes.front()) {
+      const bool fixed_block = layout.family == "gguf" || layout.family == "bnb" ||
+                               layout.family == "fp8" || layout.family == "mxfp4";
+      if (fixed_block && g != opt.group_sizes.front()) {
         done += opt.dtypes.size() * opt.threads.size();
         continue;
       }
@@ -861,6 +898,12 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
           } else if (layout.family == "bnb") {
             r.group_size = kBnbBlock;
             r.note = "NF4, blocksize 64 (bitsandbytes' default; fixed here)";
+          } else if (layout.family == "fp8") {
+            r.group_size = kFp8Block;
+            r.note = "e4m3, 128 x 128 blocks of float32 scales (DeepSeek-V3's layout)";
+          } else if (layout.family == "mxfp4") {
+            r.group_size = 32;
+            r.note = "e2m1, e8m0 scale per 32, stored [K, N] and written transposed (gpt-oss)";
           } else {
             r.group_size = g;
           }

@@ -696,6 +696,11 @@ class RowKernel {
   // bit patterns: decode through the table, then x * s).
   HWY_INLINE VF Arith(VI q, VF s, VI z, VF zf) const {
     const DF df;
+    if constexpr (kCode == CodeKind::kF8E4M3FN || kCode == CodeKind::kF8E5M2) {
+      (void)z;
+      (void)zf;
+      return hn::Mul(DecodeFloat8(q), s);
+    }
     if (kFloatCode) {
       (void)z;
       (void)zf;
@@ -703,6 +708,34 @@ class RowKernel {
     }
     const VF prod = hn::Mul(hn::ConvertTo(df, hn::Sub(q, z)), s);
     return kZp == ZeroPointKind::kFloat ? hn::Add(prod, zf) : prod;
+  }
+
+  // float8_e4m3fn / float8_e5m2 bits (one per lane) -> their float32
+  // values, exactly the decode table's (FloatCodeTable) bits, by
+  // arithmetic instead of a gather: the magnitude's exponent and mantissa
+  // bits placed at the top of a float32's and the result scaled by
+  // 2^(127 - bias) (exact: a subnormal float8 is a float32 subnormal
+  // made normal), the sign OR-ed in; e4m3fn's S.1111.111 is NaN, e5m2's
+  // top exponent infinity or NaN (0x7FC00000 with the sign, as the table).
+  HWY_INLINE VF DecodeFloat8(VI q) const {
+    const DF df;
+    const DI di;
+    constexpr bool kE4 = kCode == CodeKind::kF8E4M3FN;
+    constexpr int kMantBits = kE4 ? 3 : 2;
+    const VI mag = hn::And(q, hn::Set(di, 0x7F));
+    const VF value = hn::Mul(hn::BitCast(df, hn::ShiftLeft<23 - kMantBits>(mag)),
+                             hn::Set(df, kE4 ? 0x1p120f : 0x1p112f));
+    const VI sign = hn::ShiftLeft<24>(hn::And(q, hn::Set(di, 0x80)));
+    VI bits = hn::Or(hn::BitCast(di, value), sign);
+    const VI nan = hn::Or(hn::Set(di, 0x7FC00000), sign);
+    if constexpr (kE4) {
+      bits = hn::IfThenElse(hn::Eq(mag, hn::Set(di, 0x7F)), nan, bits);
+    } else {
+      const VI inf = hn::Or(hn::Set(di, 0x7F800000), sign);
+      const VI special = hn::IfThenElse(hn::Eq(mag, hn::Set(di, 0x7C)), inf, nan);
+      bits = hn::IfThenElse(hn::Gt(mag, hn::Set(di, 0x7B)), special, bits);
+    }
+    return hn::BitCast(df, bits);
   }
 
   // Per-element rows on AVX-512 with 4-bit codes and a zero point that is

@@ -389,4 +389,87 @@ StatusOr<std::vector<uint8_t>> QuantizeGgml(uint32_t type, const float* w, int64
   return OutOfMemoryError("QuantizeGgml");
 }
 
+namespace {
+
+// The code of `kind` (float8 e4m3fn: 0..126; e2m1: 0..7) whose value is
+// nearest to |x| (ties to the even code), with x's sign bit.
+uint8_t NearestFloatCode(float x, const float* values, int count, int sign_bit) {
+  const float a = std::fabs(x);
+  int best = 0;
+  for (int c = 1; c < count; ++c) {
+    const float d = std::fabs(values[c] - a), e = std::fabs(values[best] - a);
+    if (d < e || (d == e && c % 2 == 0)) best = c;
+  }
+  return static_cast<uint8_t>(best | (std::signbit(x) ? sign_bit : 0));
+}
+
+}  // namespace
+
+StatusOr<Fp8BlockTensors> QuantizeFp8Blocks(const float* w, int64_t N, int64_t K,
+                                            int64_t block) try {
+  if (N <= 0 || K <= 0 || block <= 0) {
+    return Status::Error("QuantizeFp8Blocks: N, K and block must be positive");
+  }
+  float values[127];
+  for (int c = 0; c < 127; ++c) values[c] = DecodeF8E4M3FN(static_cast<uint8_t>(c));
+  const int64_t gr = (N + block - 1) / block, gc = (K + block - 1) / block;
+  auto wt = Alloc(DType::kUInt8, {N, K});
+  auto sc = Alloc(DType::kFloat32, {gr, gc});
+  if (!wt.ok() || !sc.ok()) return Status::Error("QuantizeFp8Blocks: too large");
+  Fp8BlockTensors t{std::move(*wt), std::move(*sc)};
+  auto* q = t.weight.data_as<uint8_t>();
+  auto* s = t.scale_inv.data_as<float>();
+  for (int64_t bi = 0; bi < gr; ++bi) {
+    for (int64_t bj = 0; bj < gc; ++bj) {
+      const int64_t r1 = std::min(N, (bi + 1) * block), c1 = std::min(K, (bj + 1) * block);
+      float amax = 0.0f;
+      for (int64_t r = bi * block; r < r1; ++r) {
+        for (int64_t c = bj * block; c < c1; ++c) amax = std::max(amax, std::fabs(w[r * K + c]));
+      }
+      const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+      s[bi * gc + bj] = scale;
+      for (int64_t r = bi * block; r < r1; ++r) {
+        for (int64_t c = bj * block; c < c1; ++c) {
+          q[r * K + c] = NearestFloatCode(w[r * K + c] / scale, values, 127, 0x80);
+        }
+      }
+    }
+  }
+  return t;
+} catch (const std::bad_alloc&) {
+  return Status::Error("QuantizeFp8Blocks: out of memory");
+}
+
+StatusOr<Mxfp4Tensors> QuantizeMxfp4Experts(const float* w, int64_t N, int64_t K) try {
+  if (N <= 0 || K <= 0 || N % 32 != 0) {
+    return Status::Error("QuantizeMxfp4Experts: N and K must be positive, N a multiple of 32");
+  }
+  static constexpr float kE2M1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  const int64_t G = N / 32;
+  auto bl = Alloc(DType::kUInt8, {1, K, G, 16});
+  auto sc = Alloc(DType::kUInt8, {1, K, G});
+  if (!bl.ok() || !sc.ok()) return Status::Error("QuantizeMxfp4Experts: too large");
+  Mxfp4Tensors t{std::move(*bl), std::move(*sc)};
+  auto* b = t.blocks.data_as<uint8_t>();
+  auto* s = t.scales.data_as<uint8_t>();
+  for (int64_t k = 0; k < K; ++k) {
+    for (int64_t g = 0; g < G; ++g) {
+      float amax = 0.0f;
+      for (int64_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(w[(g * 32 + i) * K + k]));
+      int e = amax > 0.0f ? static_cast<int>(std::floor(std::log2(amax))) - 2 : -127;
+      e = std::min(127, std::max(-127, e));
+      s[k * G + g] = static_cast<uint8_t>(e + 127);
+      const float scale = std::ldexp(1.0f, e);
+      for (int64_t i = 0; i < 32; i += 2) {
+        const uint8_t lo = NearestFloatCode(w[(g * 32 + i) * K + k] / scale, kE2M1, 8, 8);
+        const uint8_t hi = NearestFloatCode(w[(g * 32 + i + 1) * K + k] / scale, kE2M1, 8, 8);
+        b[(k * G + g) * 16 + i / 2] = static_cast<uint8_t>(lo | (hi << 4));
+      }
+    }
+  }
+  return t;
+} catch (const std::bad_alloc&) {
+  return Status::Error("QuantizeMxfp4Experts: out of memory");
+}
+
 }  // namespace nibble

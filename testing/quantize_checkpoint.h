@@ -61,6 +61,25 @@ struct Bnb4Tensors {
 };
 StatusOr<Bnb4Tensors> QuantizeBnbNf4(const float* w, int64_t N, int64_t K, int64_t blocksize);
 
+// DeepSeek-style FP8: per block of block x block elements s = amax / 448
+// (float32, stored as weight_scale_inv: the value is e4m3 * s), codes the
+// float8_e4m3fn nearest to w / s (ties to even).
+struct Fp8BlockTensors {
+  Tensor weight;     // float8_e4m3fn bits, uint8 [N, K]
+  Tensor scale_inv;  // float32 [ceil(N / block), ceil(K / block)]
+};
+StatusOr<Fp8BlockTensors> QuantizeFp8Blocks(const float* w, int64_t N, int64_t K, int64_t block);
+
+// gpt-oss MXFP4 of one expert whose unquantized parameter is w [N, K]:
+// it is stored transposed, blocks of 32 along N (a column of w): the OCP
+// MX scale 2^(floor(log2 amax) - 2) as e8m0, e2m1 codes nearest to
+// w / scale, low nibble first. Needs N % 32 == 0.
+struct Mxfp4Tensors {
+  Tensor blocks;  // uint8 [1, K, N / 32, 16]
+  Tensor scales;  // uint8 [1, K, N / 32]
+};
+StatusOr<Mxfp4Tensors> QuantizeMxfp4Experts(const float* w, int64_t N, int64_t K);
+
 // The bytes of a GGUF tensor of ggml type 2 (Q4_0), 3 (Q4_1), 8 (Q8_0) or
 // 12 (Q4_K) holding w as rows x cols (ne = [cols, rows]); cols must be a
 // multiple of the block (32, or 256 for Q4_K).

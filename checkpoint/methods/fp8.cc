@@ -34,11 +34,40 @@ StatusOr<Fp8Config> ParseFp8Config(const nlohmann::json& q, const std::string& w
   return c;
 }
 
-namespace {
-
-CodeKind Float8Code(DType d) {
-  return d == DType::kFloat8E5M2 ? CodeKind::kF8E5M2 : CodeKind::kF8E4M3FN;
+StatusOr<Dequantizer> PrepareFp8(const TensorView& weight, const TensorView& scale,
+                                 const std::vector<int64_t>& block, DType out,
+                                 const std::string& name) try {
+  const std::string who = "FP8 '" + name + "'";
+  if ((weight.dtype != DType::kFloat8E4M3FN && weight.dtype != DType::kFloat8E5M2) ||
+      weight.shape.size() != 2) {
+    return Status::Error(who + ": the weight is " + DTypeName(weight.dtype) + " " +
+                         ShapeToString(weight.shape) + " (float8 [N, K] expected)");
+  }
+  const int64_t N = weight.shape[0], K = weight.shape[1];
+  ScaleGridWeight w;
+  std::string what;
+  NIBBLE_RETURN_IF_ERROR(
+      MatchScaleGrid(N, K, scale.shape, block, 0, "the scale", &w.block_rows, &w.block_cols, &what)
+          .WithPrefix(who));
+  auto ot = internal::ResolveOutType(out, DType::kBFloat16, who);
+  if (!ot.ok()) return ot.status();
+  w.codes = &weight;
+  w.code = weight.dtype == DType::kFloat8E5M2 ? CodeKind::kF8E5M2 : CodeKind::kF8E4M3FN;
+  w.N = N;
+  w.K = K;
+  w.out = *ot;
+  const float* s = nullptr;
+  NIBBLE_RETURN_IF_ERROR(
+      internal::WidenScale(scale, "the scale", &w.grid, &s, nullptr).WithPrefix(who));
+  int64_t count = 1;
+  for (int64_t x : scale.shape) count *= x;
+  if (s != w.grid.data()) w.grid.assign(s, s + count);
+  return PrepareScaleGrid(std::move(w), name, who);
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("PrepareFp8");
 }
+
+namespace {
 
 class Fp8Lister : public HfMethod {
  public:
@@ -117,30 +146,13 @@ class Fp8Lister : public HfMethod {
     ct.detail = std::string(d == DType::kFloat8E5M2 ? "e5m2" : "e4m3") + ", " + what + ", " +
                 (inv != nullptr ? "weight_scale_inv" : "weight_scale") + " " + DTypeName(sd);
     const SafetensorsSet::Entry we = e;
-    ct.prepare = [we, scale, N, K, br, bc, prefix](
+    const std::vector<int64_t> block = c_.block;
+    ct.prepare = [we, scale, block, prefix](
                      DType out, CheckpointTensor::Buffers* bufs) -> StatusOr<Dequantizer> {
-      const std::string who = "FP8 '" + prefix + "'";
       std::optional<TensorView> wv, sv;
       NIBBLE_RETURN_IF_ERROR(internal::LoadInto(&we, bufs, &wv));
       NIBBLE_RETURN_IF_ERROR(internal::LoadInto(scale, bufs, &sv));
-      auto ot = internal::ResolveOutType(out, DType::kBFloat16, who);
-      if (!ot.ok()) return ot.status();
-      ScaleGridWeight w;
-      w.codes = &*wv;
-      w.code = Float8Code(wv->dtype);
-      w.N = N;
-      w.K = K;
-      w.block_rows = br;
-      w.block_cols = bc;
-      w.out = *ot;
-      const float* s = nullptr;
-      NIBBLE_RETURN_IF_ERROR(
-          internal::WidenScale(*sv, "'" + scale->tensor->name + "'", &w.grid, &s, nullptr)
-              .WithPrefix(who));
-      int64_t count = 1;
-      for (int64_t x : sv->shape) count *= x;
-      if (s != w.grid.data()) w.grid.assign(s, s + count);
-      return PrepareScaleGrid(std::move(w), prefix + ".weight", who);
+      return PrepareFp8(*wv, *sv, block, out, prefix + ".weight");
     };
     L->Add(std::move(ct));
   }

@@ -21,7 +21,9 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/tensor.h"
 #include "checkpoint/methods/method.h"
+#include "op/dequantizer.h"
 
 namespace nibble {
 
@@ -31,6 +33,13 @@ struct Fp8Config {
   std::vector<std::string> not_convert;  // modules_to_not_convert
 };
 StatusOr<Fp8Config> ParseFp8Config(const nlohmann::json& q, const std::string& who);
+
+// weight float8 (e4m3fn / e5m2) [N, K], scale float32 / bfloat16 /
+// float16 whose shape MatchScaleGrid (scale_grid.h) fits to `block`
+// ({bn, bk} or empty) -> output [N, K] (kUndefined `out`: bfloat16).
+StatusOr<Dequantizer> PrepareFp8(const TensorView& weight, const TensorView& scale,
+                                 const std::vector<int64_t>& block, DType out,
+                                 const std::string& name);
 
 // The registry's hook (registry.cc).
 StatusOr<std::unique_ptr<HfMethod>> Fp8Configured(const HfConfigFiles& files,

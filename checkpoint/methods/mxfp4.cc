@@ -11,6 +11,47 @@
 #include "op/lowering.h"
 
 namespace nibble {
+StatusOr<Dequantizer> PrepareMxfp4Experts(const TensorView& blocks, const TensorView& scales,
+                                          DType out, const std::string& name) try {
+  const std::string who = "MXFP4 '" + name + "'";
+  const Shape& bs = blocks.shape;
+  if (blocks.dtype != DType::kUInt8 || bs.size() != 4 || bs[3] != 16 || bs[0] <= 0 || bs[1] <= 0 ||
+      bs[2] <= 0) {
+    return Status::Error(who + ": the blocks are " + DTypeName(blocks.dtype) + " " +
+                         ShapeToString(bs) + " (uint8 [experts, rows, groups, 16] expected)");
+  }
+  const int64_t E = bs[0], R = bs[1], G = bs[2];
+  if (scales.dtype != DType::kUInt8 || scales.shape != Shape{E, R, G} ||
+      scales.size_bytes != static_cast<size_t>(E * R * G)) {
+    return Status::Error(who + ": the scales are " + DTypeName(scales.dtype) + " " +
+                         ShapeToString(scales.shape) + " (uint8 " + ShapeToString({E, R, G}) +
+                         " expected)");
+  }
+  auto ot = internal::ResolveOutType(out, DType::kBFloat16, who);
+  if (!ot.ok()) return ot.status();
+  ScaleGridWeight w;
+  w.codes = &blocks;
+  w.code = CodeKind::kF4E2M1;
+  w.N = E * R;
+  w.K = G * 32;
+  w.block_rows = 1;
+  w.block_cols = 32;
+  w.out = *ot;
+  const auto* s = static_cast<const uint8_t*>(scales.data);
+  w.grid.resize(static_cast<size_t>(E * R * G));
+  // torch.ldexp(x, s - 127) = x * pow(2.0, s - 127) in float32 (255: inf).
+  for (size_t i = 0; i < w.grid.size(); ++i) {
+    w.grid[i] = s[i] == 255 ? std::numeric_limits<float>::infinity()
+                            : std::ldexp(1.0f, static_cast<int>(s[i]) - 127);
+  }
+  auto d = PrepareScaleGrid(std::move(w), name, who);
+  if (!d.ok()) return d.status();
+  d->TransposeOutputBatches(E);
+  return d;
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("PrepareMxfp4Experts");
+}
+
 namespace {
 
 class Mxfp4Lister : public HfMethod {
@@ -70,35 +111,12 @@ class Mxfp4Lister : public HfMethod {
     ct.shape = {E, G * 32, R};
     ct.detail = "e2m1 blocks of 32, e8m0 scales, [E, R, K] transposed to [E, K, R]";
     const SafetensorsSet::Entry we = e;
-    ct.prepare = [we, scales, E, R, G, base](
-                     DType out, CheckpointTensor::Buffers* bufs) -> StatusOr<Dequantizer> {
-      const std::string who = "MXFP4 '" + base + "'";
+    ct.prepare = [we, scales, base](DType out,
+                                    CheckpointTensor::Buffers* bufs) -> StatusOr<Dequantizer> {
       std::optional<TensorView> wv, sv;
       NIBBLE_RETURN_IF_ERROR(internal::LoadInto(&we, bufs, &wv));
       NIBBLE_RETURN_IF_ERROR(internal::LoadInto(scales, bufs, &sv));
-      auto ot = internal::ResolveOutType(out, DType::kBFloat16, who);
-      if (!ot.ok()) return ot.status();
-      ScaleGridWeight w;
-      w.codes = &*wv;
-      w.code = CodeKind::kF4E2M1;
-      w.N = E * R;
-      w.K = G * 32;
-      w.block_rows = 1;
-      w.block_cols = 32;
-      w.out = *ot;
-      const auto* s = static_cast<const uint8_t*>(sv->data);
-      const size_t n = static_cast<size_t>(E * R * G);
-      if (sv->size_bytes != n) return Status::Error(who + ": the scales are truncated");
-      w.grid.resize(n);
-      // torch.ldexp(x, s - 127) = x * pow(2.0, s - 127) in float32.
-      for (size_t i = 0; i < n; ++i) {
-        w.grid[i] = s[i] == 255 ? std::numeric_limits<float>::infinity()
-                                : std::ldexp(1.0f, static_cast<int>(s[i]) - 127);
-      }
-      auto d = PrepareScaleGrid(std::move(w), base, who);
-      if (!d.ok()) return d.status();
-      d->TransposeOutputBatches(E);
-      return d;
+      return PrepareMxfp4Experts(*wv, *sv, out, base);
     };
     L->Add(std::move(ct));
   }

@@ -16,9 +16,16 @@
 #include <string>
 
 #include "base/status.h"
+#include "base/tensor.h"
 #include "checkpoint/methods/method.h"
+#include "op/dequantizer.h"
 
 namespace nibble {
+
+// blocks uint8 [E, R, G, 16], scales uint8 [E, R, G] -> output [E, G * 32,
+// R] (kUndefined `out`: bfloat16). Reads `blocks` in place.
+StatusOr<Dequantizer> PrepareMxfp4Experts(const TensorView& blocks, const TensorView& scales,
+                                          DType out, const std::string& name);
 
 // The registry's hook (registry.cc).
 StatusOr<std::unique_ptr<HfMethod>> Mxfp4Configured(const HfConfigFiles& files,
