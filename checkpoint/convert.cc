@@ -3,8 +3,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <new>
 #include <nlohmann/json.hpp>
@@ -16,6 +18,8 @@
 #include "formats/atomic_file.h"
 #include "formats/files.h"
 #include "formats/gguf.h"
+#include "formats/safetensors.h"
+#include "op/version.h"
 
 namespace nibble {
 
@@ -36,9 +40,68 @@ Status WriteTextFile(const std::string& path, const std::string& text) {
 
 }  // namespace
 
+namespace {
+
+// 64-bit FNV-1a of `text`, as 16 hex digits.
+std::string Fnv1aHex(const std::string& text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const char c : text) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 0x100000001b3ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+// What makes two runs the same job (WriteHfFolder's resume key).
+std::string ResumeKey(const std::vector<HfFolderItem>& items,
+                      const std::vector<std::vector<size_t>>& shards, const std::string& config,
+                      const std::vector<std::string>& copy_files, const InputFiles& inputs,
+                      const DequantOptions& options) {
+  std::string d = std::string("nibble ") + NIBBLE_VERSION + "\n";
+  for (const auto& [id, path] : inputs.files()) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return "";  // not resumable
+    d += "in " + path + " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) +
+         "." + std::to_string(st.st_mtim.tv_nsec) + "\n";
+  }
+  d += "open " + options.open.gptq_format + " " + options.open.gptq_v1_zeros + "\n";
+  for (size_t s = 0; s < shards.size(); ++s) {
+    d += "shard " + std::to_string(s) + "\n";
+    for (size_t i : shards[s]) {
+      const SafetensorsOutput& o = items[i].out;
+      d += o.name + " " + DTypeName(o.dtype) + " " + ShapeToString(o.shape) + "\n";
+    }
+  }
+  for (const std::string& f : copy_files) d += "copy " + f + "\n";
+  return Fnv1aHex(d + config);
+}
+
+// Whether `path` is the complete shard of `outs` the manifest says it is:
+// `bytes` long, its header naming exactly those tensors, types and shapes.
+bool ShardComplete(const std::string& path, uint64_t bytes,
+                   const std::vector<SafetensorsOutput>& outs) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      static_cast<uint64_t>(st.st_size) != bytes) {
+    return false;
+  }
+  auto f = SafetensorsFile::Open(path);
+  if (!f.ok() || (*f)->tensors().size() != outs.size()) return false;
+  for (const SafetensorsOutput& o : outs) {
+    const SafetensorsTensor* t = (*f)->Find(o.name);
+    if (t == nullptr || t->dtype != o.dtype || t->shape != o.shape) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>& items,
                      const std::string& config_json, const std::vector<std::string>& copy_files,
-                     const DequantOptions& options, DequantReport* report) try {
+                     const InputFiles& inputs, const DequantOptions& options,
+                     DequantReport* report) try {
   if (items.empty()) return Status::Error("no tensors to write");
   // Shards of at most max_shard_bytes (a larger tensor alone).
   std::vector<std::vector<size_t>> shards(1);
@@ -61,20 +124,68 @@ Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>
   };
 
   // Everything goes into a temporary sibling folder, renamed at the end
-  // (removed on any error or interruption).
+  // (removed on an error or interruption before a shard was complete; kept
+  // for the next run of the same job after that, see convert.h).
+  const std::string key =
+      ns > 1 ? ResumeKey(items, shards, config_json, copy_files, inputs, options) : "";
   AtomicFolder folder;
   std::vector<std::string> stale;
-  NIBBLE_RETURN_IF_ERROR(folder.Create(out_dir, &stale));
+  NIBBLE_RETURN_IF_ERROR(folder.Create(out_dir, &stale, key));
   for (const std::string& p : stale) {
     report->notes.push_back(StaleTemporaryNote(p));
   }
   const std::string& tmp = folder.path();
+  const std::string manifest_path = tmp + "/" + AtomicFolder::kResumeManifest;
+  // Shard name -> bytes, of the shards complete in `tmp`.
+  std::map<std::string, uint64_t> complete;
+  if (!folder.adopted().empty()) {
+    auto text = ReadSmallFile(manifest_path, 1 << 20, "resume manifest");
+    auto j = text.ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+    if (j.is_object() && j.contains("shards") && j["shards"].is_object()) {
+      for (const auto& [name, bytes] : j["shards"].items()) {
+        if (bytes.is_number_unsigned()) complete[name] = bytes.get<uint64_t>();
+      }
+    }
+  }
+  auto write_manifest = [&]() -> Status {
+    nlohmann::ordered_json m;
+    m["key"] = key;
+    m["shards"] = complete;
+    const std::string part = manifest_path + ".part";
+    NIBBLE_RETURN_IF_ERROR(WriteTextFile(part, m.dump() + "\n"));
+    if (::rename(part.c_str(), manifest_path.c_str()) != 0) {
+      return Status::Error("cannot update '" + EscapeBytes(manifest_path) + "'");
+    }
+    return Status::Ok();
+  };
+  // An error or interruption once a shard is complete keeps the folder.
+  size_t reused = 0;
+  auto keep_for_resume = [&](const Status& st) {
+    if (!options.resumable || key.empty() || complete.empty()) return st;
+    folder.set_keep(true);
+    return Status::Error(st.message() + " (" + std::to_string(complete.size()) + " of " +
+                         std::to_string(ns) + " shards are kept in '" + EscapeBytes(tmp) +
+                         "': run the same command again to resume, or delete it)");
+  };
 
   size_t done = 0;
   uint64_t written = 0;
   for (size_t s = 0; s < ns; ++s) {
     std::vector<SafetensorsOutput> outs;
     for (size_t i : shards[s]) outs.push_back(items[i].out);
+    uint64_t shard_bytes = 0;
+    for (size_t i : shards[s]) shard_bytes += items[i].bytes;
+    const std::string shard_path = tmp + "/" + shard_name(s);
+    auto c = complete.find(shard_name(s));
+    if (c != complete.end() && ShardComplete(shard_path, c->second, outs)) {
+      ++reused;
+      written += shard_bytes;
+      done += shards[s].size();
+      report->bytes = written;
+      if (options.progress) options.progress(Progress{done, items.size(), written, total});
+      continue;
+    }
+    if (c != complete.end()) complete.erase(c);
     SafetensorsWriteOptions wo;
     wo.metadata["format"] = "pt";
     wo.progress = [&](size_t i, size_t, uint64_t bytes) {
@@ -84,10 +195,25 @@ Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>
       }
     };
     wo.cancelled = options.cancelled;
-    NIBBLE_RETURN_IF_ERROR(WriteSafetensorsStreaming(tmp + "/" + shard_name(s), outs, wo));
-    for (size_t i : shards[s]) written += items[i].bytes;
+    Status w = WriteSafetensorsStreaming(shard_path, outs, wo);
+    if (!w.ok()) return keep_for_resume(w);
+    if (!key.empty()) {
+      struct stat st {};
+      if (::stat(shard_path.c_str(), &st) == 0) {
+        complete[shard_name(s)] = static_cast<uint64_t>(st.st_size);
+        w = write_manifest();
+        if (!w.ok()) return keep_for_resume(w);
+      }
+    }
+    written += shard_bytes;
     done += shards[s].size();
   }
+  if (reused > 0) {
+    report->notes.push_back("resumed the interrupted run in '" + EscapeBytes(folder.adopted()) +
+                            "': " + std::to_string(reused) + " of " + std::to_string(ns) +
+                            " shards were complete and kept");
+  }
+  if (!key.empty()) std::remove(manifest_path.c_str());
   if (ns > 1) {
     std::string idx = "{\n  \"metadata\": {\"total_size\": " + std::to_string(total) +
                       "},\n  \"weight_map\": {\n";
@@ -112,7 +238,8 @@ Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>
   }
 
   // Publish: rename over the absent (or empty) destination.
-  NIBBLE_RETURN_IF_ERROR(CheckCancelled(options.cancelled));
+  Status st = CheckCancelled(options.cancelled);
+  if (!st.ok()) return st;
   return folder.Publish();
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("WriteHfFolder");
@@ -251,7 +378,8 @@ Status DequantToFolder(const Checkpoint& ck, const std::string& in, const std::s
     report->skipped.push_back("config.json: the input has none (the folder holds weights only)");
   }
   return WriteHfFolder(out_dir, items, config,
-                       hf ? FilesToCopy(ck.hf_dir()) : std::vector<std::string>(), options, report)
+                       hf ? FilesToCopy(ck.hf_dir()) : std::vector<std::string>(), ck.inputs(),
+                       options, report)
       .WithPrefix(who);
 }
 

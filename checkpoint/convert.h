@@ -39,6 +39,11 @@ struct DequantOptions {
   // (checkpoint/hf_export.h).
   bool hf = false;
   uint64_t max_shard_bytes = 5'000'000'000;
+  // Keep a sharded folder's complete shards when interrupted, for the next
+  // run of the same job to resume (WriteHfFolder). The CLI sets it; a
+  // library caller that retries in the same process does not need it (a
+  // live process's temporaries are never adopted).
+  bool resumable = false;
   CheckpointOptions open;
 };
 
@@ -94,9 +99,21 @@ inline constexpr uint64_t kMaxCopiedFileBytes = uint64_t{256} << 20;
 // larger tensor alone) with model.safetensors.index.json; `config_json` as
 // config.json (unless empty); each of `copy_files` (paths) copied under
 // its own name.
+//
+// Resumable: shards are written one by one into the temporary folder,
+// each fsynced and renamed into it before its entry is added to the
+// folder's manifest (AtomicFolder::kResumeManifest, itself replaced
+// atomically). An interrupted run — Ctrl-C, an error, or a kill — leaves
+// that folder when it completed a shard; a later run of the same job (the
+// same `inputs` by path, size and modification time, the same tensors,
+// types, shard size, config and nibble version: the manifest's key)
+// adopts it and skips each shard whose manifest entry, size and header
+// (tensor names, types, shapes) match; it writes the rest. Any other run
+// into OUT removes such a folder (a stale temporary).
 Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>& items,
                      const std::string& config_json, const std::vector<std::string>& copy_files,
-                     const DequantOptions& options, DequantReport* report);
+                     const InputFiles& inputs, const DequantOptions& options,
+                     DequantReport* report);
 
 }  // namespace nibble
 

@@ -342,7 +342,8 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
                          TorchDTypeName(internal::ResolveOutDType(options.dtype, DType::kFloat32)) +
                          "\"");
   cfg += ",\n  \"nibble_source\": \"" + JsonEscape(in.substr(in.rfind('/') + 1)) + "\"\n}\n";
-  NIBBLE_RETURN_IF_ERROR(WriteHfFolder(out_dir, items, cfg, {}, options, report).WithPrefix(who));
+  NIBBLE_RETURN_IF_ERROR(
+      WriteHfFolder(out_dir, items, cfg, {}, ck->inputs(), options, report).WithPrefix(who));
   report->dequantized = dequantized;
   if (dequantized > 0) report->dtype = internal::ResolveOutDType(options.dtype, DType::kFloat32);
   report->copied = static_cast<int>(items.size()) - dequantized;

@@ -99,11 +99,11 @@ std::vector<std::string> FindStale(const std::string& dest, const std::string& k
   return candidates;
 }
 
-std::vector<std::string> RemoveStaleTemporaries(const std::string& dest) {
+std::vector<std::string> RemoveStaleTemporaries(const std::string& dest, const std::string& keep) {
   std::vector<std::string> removed;
   for (const std::string& path : FindStale(dest, "nibble-tmp")) {
     struct stat st;
-    if (::lstat(path.c_str(), &st) != 0 || st.st_uid != ::geteuid()) continue;
+    if (path == keep || ::lstat(path.c_str(), &st) != 0 || st.st_uid != ::geteuid()) continue;
     std::error_code ec;
     std::filesystem::remove_all(path, ec);  // symlinks inside are removed, not followed
     if (!ec) removed.push_back(path);
@@ -117,15 +117,43 @@ std::string StaleTemporaryNote(const std::string& removed_path) {
 }
 
 AtomicFolder::~AtomicFolder() {
-  if (!published_ && !temp_.empty()) {
+  if (!published_ && !keep_ && !temp_.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(temp_, ec);
   }
 }
 
-Status AtomicFolder::Create(const std::string& dest, std::vector<std::string>* removed) {
+namespace {
+
+// Whether `folder`'s resume manifest starts with {"key":"<key>" (the
+// writer puts the key first; at most 4 KiB are read).
+bool HasResumeKey(const std::string& folder, const std::string& key) {
+  const std::string want = "{\"key\":\"" + key + "\"";
+  std::FILE* f = std::fopen((folder + "/" + AtomicFolder::kResumeManifest).c_str(), "rb");
+  if (f == nullptr) return false;
+  std::string head(want.size(), '\0');
+  const size_t n = std::fread(&head[0], 1, head.size(), f);
+  std::fclose(f);
+  return n == want.size() && head == want;
+}
+
+}  // namespace
+
+Status AtomicFolder::Create(const std::string& dest, std::vector<std::string>* removed,
+                            const std::string& resume_key) {
   dest_ = Trimmed(dest);
-  std::vector<std::string> stale = RemoveStaleTemporaries(dest_);
+  std::string resumable;
+  if (!resume_key.empty()) {
+    for (const std::string& path : FindStale(dest_, "nibble-tmp")) {
+      struct stat st;
+      if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() &&
+          HasResumeKey(path, resume_key)) {
+        resumable = path;
+        break;
+      }
+    }
+  }
+  const std::vector<std::string> stale = RemoveStaleTemporaries(dest_, resumable);
   if (removed != nullptr) removed->insert(removed->end(), stale.begin(), stale.end());
   std::string name = TempPrefixFor(dest_) + "XXXXXX";
   if (::mkdtemp(&name[0]) == nullptr) {
@@ -133,6 +161,12 @@ Status AtomicFolder::Create(const std::string& dest, std::vector<std::string>* r
                          "': " + std::strerror(errno));
   }
   temp_ = name;
+  // Adopt: our fresh, empty folder is replaced by the interrupted run's
+  // (rename(2) replaces an empty directory). A concurrent run that adopted
+  // it first leaves us ENOENT: then we start empty.
+  if (!resumable.empty() && ::rename(resumable.c_str(), temp_.c_str()) == 0) {
+    adopted_ = resumable;
+  }
   (void)::chmod(temp_.c_str(), 0777 & ~AtomicFile::CurrentUmask());
   return Status::Ok();
 }

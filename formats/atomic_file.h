@@ -50,8 +50,9 @@ std::string TempPrefixFor(const std::string& dest);
 // Removes the temporaries of `dest` (files or folders named
 // "<dest>.nibble-tmp-<host>-<pid>-XXXXXX") whose host is this one and whose
 // process no longer runs, and returns their paths. Others — another host's,
-// a live process's, this process's own — are left alone.
-std::vector<std::string> RemoveStaleTemporaries(const std::string& dest);
+// a live process's, this process's own, `keep` — are left alone.
+std::vector<std::string> RemoveStaleTemporaries(const std::string& dest,
+                                                const std::string& keep = "");
 // What to tell a user about one that was removed.
 std::string StaleTemporaryNote(const std::string& removed_path);
 
@@ -224,15 +225,31 @@ class AtomicFolder {
   // Removes `dest`'s stale temporaries (their paths in *removed, if given),
   // then creates this run's temporary folder. `dest` must have been checked
   // (CheckOutputFolder).
-  Status Create(const std::string& dest, std::vector<std::string>* removed = nullptr);
+  //
+  // Resuming: with a non-empty `resume_key`, a stale temporary folder whose
+  // file kResumeManifest holds {"key": resume_key, ...} (an interrupted
+  // run of the same job) is not removed but adopted: renamed to this run's
+  // temporary (one rename, so two runs never adopt the same folder) with
+  // its files; adopted() says so.
+  Status Create(const std::string& dest, std::vector<std::string>* removed = nullptr,
+                const std::string& resume_key = "");
   // The temporary folder files are written into.
   const std::string& path() const { return temp_; }
+  // The stale temporary this run adopted ("" when it started empty).
+  const std::string& adopted() const { return adopted_; }
+  // Whether the destructor keeps an unpublished temporary (for a later run
+  // to resume) instead of removing it.
+  void set_keep(bool keep) { keep_ = keep; }
   // Renames the temporary folder to `dest` (absent, or an empty folder).
   Status Publish();
 
+  // The manifest file of a resumable temporary folder.
+  static constexpr const char* kResumeManifest = "nibble-resume.json";
+
  private:
-  std::string dest_, temp_;
+  std::string dest_, temp_, adopted_;
   bool published_ = false;
+  bool keep_ = false;
 };
 
 // A 4096-byte aligned, uninitialized buffer (streaming stores and

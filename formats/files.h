@@ -42,6 +42,7 @@ class InputFiles {
   const std::string* Find(const FileId& id) const;
   void Merge(const InputFiles& other);
   size_t size() const { return files_.size(); }
+  const std::vector<std::pair<FileId, std::string>>& files() const { return files_; }
 
  private:
   std::vector<std::pair<FileId, std::string>> files_;

@@ -6,8 +6,12 @@
 //   llama_tiny.gguf   a complete one-layer llama that --hf turns into a transformers folder
 //   truncated.gguf, truncated/ (a GPTQ file and a GPTQ folder cut short: refused by dequant)
 //   marlin/      a GPTQ folder whose config asks for the marlin format
-// Usage: make_checkpoints OUTDIR [--large N K [LAYERS]]  (large: a GPTQ folder of LAYERS
-// (default 1) N x K layers, G = 128)
+//   fp8/         a DeepSeek-style FP8 folder (128 x 128 blocks, partial edge blocks)
+// Usage: make_checkpoints OUTDIR [--large N K [LAYERS] | --large-fp8 N K [LAYERS]]
+// (large: a GPTQ folder of LAYERS (default 1) N x K layers, G = 128; large-fp8:
+// an FP8 folder large_fp8/ of LAYERS N x K layers, one 2 GB shard per ~2 GB).
+// Prints each path it writes.
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -64,18 +68,85 @@ Status WriteGptq(const fs::path& dir, int64_t N, int64_t K, int64_t G, bool act_
   return Status::Ok();
 }
 
+// A DeepSeek-V3-style FP8 folder: `layers` q_proj weights [N, K] in
+// float8_e4m3fn with float32 weight_scale_inv blocks of 128 x 128, a bf16
+// embedding, shards of at most `shard_bytes` with an index when there is
+// more than one.
+Status WriteFp8(const fs::path& dir, int64_t N, int64_t K, int layers, uint64_t shard_bytes) {
+  fs::create_directories(dir);
+  const auto w = MakeLlmLikeWeight(N, K, 41);
+  auto q = QuantizeFp8Blocks(w.data(), N, K, 128);
+  if (!q.ok()) return q.status();
+  auto codes = Tensor::Allocate(DType::kFloat8E4M3FN, {N, K});
+  if (!codes.ok()) return codes.status();
+  std::memcpy(codes->data(), q->weight.data(), q->weight.size_bytes());
+  auto embed = Tensor::Allocate(DType::kBFloat16, {16, K});
+  if (!embed.ok()) return embed.status();
+  for (int64_t i = 0; i < 16 * K; ++i) {
+    embed->data_as<uint16_t>()[i] = static_cast<uint16_t>(0x3C00 + (i % 251));
+  }
+  std::vector<std::vector<std::pair<std::string, const Tensor*>>> shards(1);
+  uint64_t in_shard = embed->size_bytes();
+  shards[0].push_back({"model.embed_tokens.weight", &*embed});
+  std::vector<std::string> names;
+  for (int l = 0; l < layers; ++l) {
+    const uint64_t bytes = codes->size_bytes() + q->scale_inv.size_bytes();
+    if (in_shard > 0 && in_shard + bytes > shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    const std::string p = "model.layers." + std::to_string(l) + ".self_attn.q_proj";
+    shards.back().push_back({p + ".weight", &*codes});
+    shards.back().push_back({p + ".weight_scale_inv", &q->scale_inv});
+    in_shard += bytes;
+  }
+  std::string index = R"({"metadata":{},"weight_map":{)";
+  bool first = true;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    char name[64];
+    std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
+    const std::string file = shards.size() == 1 ? "model.safetensors" : name;
+    NIBBLE_RETURN_IF_ERROR(WriteSafetensors((dir / file).string(), shards[i]));
+    std::cout << (dir / file).string() << "\n";
+    for (const auto& t : shards[i]) {
+      index += std::string(first ? "" : ",") + "\"" + t.first + "\":\"" + file + "\"";
+      first = false;
+    }
+  }
+  if (shards.size() > 1) WriteText((dir / "model.safetensors.index.json").string(), index + "}}");
+  WriteText((dir / "config.json").string(),
+            R"({"architectures":["DeepseekV3ForCausalLM"],"model_type":"deepseek_v3",)"
+            R"("torch_dtype":"bfloat16","quantization_config":{"quant_method":"fp8",)"
+            R"("activation_scheme":"dynamic","fmt":"e4m3","weight_block_size":[128,128]}})");
+  std::cout << dir.string() << "/\n";
+  return Status::Ok();
+}
+
 int Main(int argc, char** argv) {
   if (const int rc =
-          CheckGeneratorArgs(argc, argv, "make_checkpoints OUTDIR [--large N K [LAYERS]]");
+          CheckGeneratorArgs(argc, argv,
+                             "make_checkpoints OUTDIR [--large N K [LAYERS] | --large-fp8 N K "
+                             "[LAYERS]]");
       rc >= 0) {
     return rc;
   }
   if (argc < 2) {
-    std::cerr << "usage: make_checkpoints OUTDIR [--large N K [LAYERS]]\n";
+    std::cerr
+        << "usage: make_checkpoints OUTDIR [--large N K [LAYERS] | --large-fp8 N K [LAYERS]]\n";
     return 2;
   }
   const fs::path out = argv[1];
   fs::create_directories(out);
+  if ((argc == 5 || argc == 6) && std::string(argv[2]) == "--large-fp8") {
+    const int layers = argc == 6 ? std::atoi(argv[5]) : 1;
+    if (layers < 1 || layers > 100000) {
+      std::cerr << "make_checkpoints: LAYERS must be 1..100000\n";
+      return 2;
+    }
+    const Status s = WriteFp8(out / "large_fp8", std::atoll(argv[3]), std::atoll(argv[4]), layers,
+                              uint64_t{2} << 30);
+    return s.ok() ? 0 : Fail(s);
+  }
   if ((argc == 5 || argc == 6) && std::string(argv[2]) == "--large") {
     const int layers = argc == 6 ? std::atoi(argv[5]) : 1;
     if (layers < 1 || layers > 100000) {
@@ -180,11 +251,17 @@ int Main(int argc, char** argv) {
   if (!s.ok()) return Fail(s);
   fs::resize_file(out / "truncated" / "model.safetensors",
                   fs::file_size(out / "truncated" / "model.safetensors") - 7);
+  s = WriteFp8(out / "fp8", 200, 300, 2, uint64_t{1} << 40);
+  if (!s.ok()) return Fail(s);
   s = WriteGptq(out / "marlin", 16, 64, 32, false);
   if (!s.ok()) return Fail(s);
   WriteText(
       (out / "marlin" / "config.json").string(),
       R"({"quantization_config":{"quant_method":"gptq","bits":4,"group_size":32,"checkpoint_format":"marlin"}})");
+  for (const char* name : {"gptq/", "awq/", "model.gguf", "unsupported.gguf", "llama_tiny.gguf",
+                           "truncated.gguf", "truncated/", "marlin/"}) {
+    std::cout << (out / name).string() << "\n";
+  }
   return 0;
 }
 

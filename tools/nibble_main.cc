@@ -72,10 +72,21 @@ void CatchStopSignals() {
 bool StopRequested() { return g_signal != 0; }
 
 // After a command stopped by a signal: says so and dies of that signal.
-int DieOfSignal(const char* command) {
+// `message`: the command's error, which says when completed shards were
+// kept for a later run to resume ("... run the same command again ...").
+int DieOfSignal(const char* command, const std::string& message = "") {
   const int sig = g_signal;
-  std::cerr << "nibble " << command << ": interrupted (" << strsignal(sig)
-            << "): nothing was written, temporaries removed\n";
+  const size_t kept = message.find(" shards are kept in ");
+  std::cerr << "nibble " << command << ": interrupted (" << strsignal(sig) << "): ";
+  if (kept != std::string::npos) {
+    // "(N of M shards are kept in '...': run the same command again ...)"
+    std::string tail = message.substr(message.rfind('(', kept) + 1);
+    if (!tail.empty() && tail.back() == ')') tail.pop_back();
+    std::cerr << "nothing was published; " << tail;
+  } else {
+    std::cerr << "nothing was written, temporaries removed";
+  }
+  std::cerr << "\n";
   std::signal(sig, SIG_DFL);
   std::raise(sig);
   return 128 + sig;
@@ -403,7 +414,7 @@ int RunDequant(const std::string& in, const std::string& out, const std::string&
   printer.Finish();
   const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (const std::string& n : r.notes) std::cerr << "nibble dequant: note: " << n << "\n";
-  if (!st.ok() && StopRequested()) return DieOfSignal("dequant");
+  if (!st.ok() && StopRequested()) return DieOfSignal("dequant", st.message());
   if (!st.ok()) {
     std::cerr << "nibble dequant: " << st.message() << "\n";
     return 1;
@@ -565,6 +576,7 @@ int Main(int argc, char** argv) {
       "Quantized layers become '<module>.weight' [N, K]; float tensors follow --dtype");
   std::string dq_in, dq_out, dq_dtype;
   nibble::DequantOptions dq_opts;
+  dq_opts.resumable = true;  // an interrupted sharded folder resumes on the next run
   bool dq_quiet = false;
   dequant
       ->add_option("input", dq_in, "checkpoint folder, FILE.safetensors, FILE.gguf or MODEL.onnx")
