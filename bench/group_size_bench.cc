@@ -77,6 +77,17 @@ std::vector<std::vector<double>> InterleavedSeconds(int reps,
   return t;
 }
 
+// What the table's columns mean (printed under it, and in --help).
+const char* const kBenchColumns =
+    "columns: G group size (chan: one group per row; GGUF / NF4 / FP8: the format's block); "
+    "thr threads; ms median time per tensor, preparing included; out GB/s output bytes per "
+    "second (min-max over the repetitions); Gel/s elements per second; strm GB/s the machine's "
+    "write stream measured interleaved (+-% its spread), x strm the ratio to it; cpy GB/s memcpy "
+    "of the output's size, x cpy the ratio; x r+w the ratio to reading the layout's stored bytes "
+    "and writing the output: the memory limit of this job (1.0 = at the limit); rmse, max err, "
+    "SQNR dB: error against the float32 weight (- : speed only). Rows '<layout>-tile': the "
+    "in-cache tile API (compute rate, no memory traffic).";
+
 namespace {
 
 double Median(const std::vector<double>& sorted) { return sorted[sorted.size() / 2]; }
@@ -574,6 +585,41 @@ void PrintRows(const std::vector<Row>& rows, const std::string& format, std::ost
   }
 }
 
+// The group-size question answered from the rows: for each layout, type
+// and thread count measured at several group sizes, how much the speed
+// varies across them and the accuracy at each.
+void PrintVerdicts(const std::vector<Row>& rows, std::ostream& out) {
+  std::vector<std::string> seen;
+  for (const Row& a : rows) {
+    const std::string key = a.layout + "/" + a.dtype + "/" + std::to_string(a.threads);
+    if (!a.accuracy || a.layout.find("-tile") != std::string::npos ||
+        std::find(seen.begin(), seen.end(), key) != seen.end()) {
+      continue;
+    }
+    seen.push_back(key);
+    std::vector<const Row*> same;
+    for (const Row& b : rows) {
+      if (b.layout == a.layout && b.dtype == a.dtype && b.threads == a.threads && b.accuracy) {
+        same.push_back(&b);
+      }
+    }
+    if (same.size() < 2) continue;
+    double lo = same[0]->gelems, hi = same[0]->gelems;
+    for (const Row* r : same) lo = std::min(lo, r->gelems), hi = std::max(hi, r->gelems);
+    std::string acc;
+    for (const Row* r : same) {
+      acc += (acc.empty() ? "" : ", ") + Num("%.1f", r->sqnr_db) + " dB " +
+             (r->group_size == 0 ? std::string("per channel")
+                                 : "at G=" + std::to_string(r->group_size));
+    }
+    out << a.layout << " (" << a.dtype << ", " << a.threads << " thread"
+        << (a.threads > 1 ? "s" : "") << "): speed varies "
+        << Num("%.0f", hi > 0 ? (hi - lo) / hi * 100 : 0.0) << " % across the group sizes ("
+        << Num("%.2f", lo) << "-" << Num("%.2f", hi) << " G el/s); "
+        << ((hi - lo) / hi < 0.1 ? "choose by accuracy: " : "accuracy: ") << acc << "\n";
+  }
+}
+
 // The embedding path: at each of `thread_counts`, every thread (each on
 // its own rows and buffer) dequantizes the same tile of `prep`'s tensor
 // again and again through the tile API: about 256 KiB of output (whole
@@ -805,6 +851,7 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
   }
   const bool tty = isatty(STDERR_FILENO);
   std::vector<float> w;
+  std::vector<std::string> layouts = opt.layouts;
   if (!opt.weights.empty()) {
     BenchOptions::LoadedWeight lw;
     std::string error;
@@ -818,6 +865,11 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
     n = lw.rows;
     k = lw.cols;
     w = std::move(lw.values);
+    if (!opt.layouts_given && !lw.layout.empty()) {
+      layouts = {lw.layout};
+      if (lw.layout != "pmx-q1") layouts.push_back("pmx-q1");
+      err << "layouts: " << lw.layout << " (the weight's own) and pmx-q1 (--layout for others)\n";
+    }
   } else {
     w = MakeLlmLikeWeight(n, k, opt.seed);
   }
@@ -830,25 +882,32 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
     }
   }
   std::vector<Row> rows;
-  const size_t total =
-      opt.layouts.size() * opt.group_sizes.size() * opt.dtypes.size() * thread_counts.size();
-  size_t done = 0;
-  int failures = 0;
-  for (const auto& lname : opt.layouts) {
+  // GGUF layouts have their own block, bitsandbytes, FP8 and MXFP4 their
+  // format's: those run once (at the first G).
+  const auto fixed_block = [](const BenchLayout& l) {
+    return l.family == "gguf" || l.family == "bnb" || l.family == "fp8" || l.family == "mxfp4";
+  };
+  size_t total = 0;
+  for (const auto& lname : layouts) {
     BenchLayout layout;
     if (!FindLayout(lname, &layout)) {
       err << "nibble bench: unknown layout '" << lname << "'\n";
       return 2;
     }
+    total += (fixed_block(layout) ? 1 : opt.group_sizes.size()) * opt.dtypes.size() *
+             thread_counts.size();
+  }
+  err << total << " timed runs (" << opt.reps << " repetitions each"
+      << (opt.in_cache ? ", plus as many in-cache tile rows" : "") << ") on a " << n << " x " << k
+      << " weight; the time left is estimated as they go\n";
+  const auto started = std::chrono::steady_clock::now();
+  size_t done = 0;
+  int failures = 0;
+  for (const auto& lname : layouts) {
+    BenchLayout layout;
+    (void)FindLayout(lname, &layout);
     for (int64_t g : opt.group_sizes) {
-      // GGUF layouts have their own block, bitsandbytes its default one:
-      // run once (at the first G).
-      const bool fixed_block = layout.family == "gguf" || layout.family == "bnb" ||
-                               layout.family == "fp8" || layout.family == "mxfp4";
-      if (fixed_block && g != opt.group_sizes.front()) {
-        done += opt.dtypes.size() * opt.threads.size();
-        continue;
-      }
+      if (fixed_block(layout) && g != opt.group_sizes.front()) continue;
       BenchWeight bw;
       const Status qs = QuantizeFor(layout, w.data(), n, k, g, &bw);
       if (!qs.ok()) {
@@ -883,8 +942,15 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
         const auto acc = MeasureError(w.data(), ToFloat(*y).data(), n * k);
         for (const int t : thread_counts) {
           ++done;
+          const double elapsed =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+          const double left = done > 1 ? elapsed / static_cast<double>(done - 1) *
+                                             static_cast<double>(total - done + 1)
+                                       : 0.0;
           err << (tty ? "\r" : "") << "[" << done << "/" << total << "] " << lname << " G=" << g
-              << " " << dname << " threads=" << t << (tty ? "   " : "\n") << std::flush;
+              << " " << dname << " threads=" << t;
+          if (done > 1) err << " (about " << static_cast<int>(left + 0.5) << " s left)";
+          err << (tty ? "   " : "\n") << std::flush;
           Row r;
           r.layout = lname;
           if (layout.family == "gguf") {
@@ -1004,6 +1070,11 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
   err << "kernel target: " << ActiveTarget() << ", threads available: " << AllThreads()
       << "; every timed run starts with its bytes flushed from the caches\n";
   PrintRows(rows, opt.format, out);
+  if (opt.format == "table") {
+    out << "\n";
+    PrintVerdicts(rows, out);
+    out << "\n" << kBenchColumns << "\n";
+  }
   for (size_t i = 0; i < out_files.size(); ++i) {
     AtomicFile& f = *out_files[i];
     std::ostringstream text;

@@ -14,11 +14,18 @@
 
 namespace nibble {
 
+// What the table's columns mean.
+extern const char* const kBenchColumns;
+
 struct BenchOptions {
   std::vector<int64_t> group_sizes{32, 64, 128, 256, 0};  // 0 = per-channel
-  std::vector<std::string> dtypes{"f32", "f16", "bf16"};
+  std::vector<std::string> dtypes{"bf16"};
   std::vector<int> threads{1, 0};  // 0 = all cores
-  std::vector<std::string> layouts{"pmx-q1", "pmx-q0", "onnx-b1", "onnx-b0", "int8"};
+  // A representative few: the operator's own layout, GPTQ, a GGUF k-quant
+  // and FP8. With --weights and no layout given: the weight's own layout
+  // (LoadedWeight::layout) and pmx-q1.
+  std::vector<std::string> layouts{"pmx-q1", "gptq", "q4_k", "fp8-block"};
+  bool layouts_given = false;       // set by the CLI when --layout was used
   std::string shape = "4096,4096";  // logical N,K
   int reps = 9;
   std::string format = "table";  // table | json | csv (standard output)
@@ -38,6 +45,7 @@ struct BenchOptions {
     std::string name;
     int64_t rows = 0, cols = 0;  // [N, K] (leading dims flattened)
     std::vector<float> values;
+    std::string layout;  // the bench layout of its own format ("" if none)
   };
   std::function<bool(const std::string& path, const std::string& regex, LoadedWeight* out,
                      std::string* error)>

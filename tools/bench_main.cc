@@ -11,5 +11,6 @@ int main(int argc, char** argv) {
   nibble::BenchOptions options;
   nibble::AddBenchOptions(&app, &options);
   CLI11_PARSE(app, argc, argv);
+  options.layouts_given = app.count("--layout") > 0;
   return nibble::RunGroupSizeBench(options, std::cout, std::cerr);
 }

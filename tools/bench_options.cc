@@ -34,7 +34,8 @@ void AddBenchOptions(CLI::App* app, BenchOptions* o) {
                   "act-order: g_idx of a random channel order), ct / ct-act "
                   "(compressed-tensors pack-quantized 4-bit symmetric, without / with a "
                   "random-order weight_g_idx), bnb-nf4 (bitsandbytes NF4, blocksize 64, run "
-                  "once), and the GGUF types " +
+                  "once), fp8-block (DeepSeek FP8, 128 x 128 blocks), gptoss-mxfp4 (gpt-oss "
+                  "experts, written transposed), and the GGUF types " +
                       ggml +
                       " (their own block size, run once; types nibble cannot quantize use "
                       "synthetic codes and report speed only)")
@@ -45,7 +46,8 @@ void AddBenchOptions(CLI::App* app, BenchOptions* o) {
   app->add_option("--reps", o->reps, "Timed repetitions per row (median reported)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
-  app->add_option("--format", o->format, "table, json or csv")
+  app->add_option("--format", o->format,
+                  std::string("table, json or csv. The table's ") + kBenchColumns)
       ->capture_default_str()
       ->check(CLI::IsMember({"table", "json", "csv"}));
   app->add_option("--out", o->out,

@@ -465,6 +465,20 @@ bool LoadBenchWeight(const std::string& path, const std::string& regex,
     return false;
   }
   out->name = best->name;
+  // The bench layout of the tensor's own format.
+  const std::string kind = best->kind;
+  if (kind == "GPTQ")
+    out->layout = best->detail.find("act") != std::string::npos ? "gptq-act" : "gptq";
+  if (kind == "AWQ") out->layout = "awq";
+  if (kind == "compressed-tensors") out->layout = "ct";
+  if (kind == "bitsandbytes") out->layout = "bnb-nf4";
+  if (kind == "FP8") out->layout = "fp8-block";
+  if (kind == "MXFP4") out->layout = "gptoss-mxfp4";
+  if (best->quantized && out->layout.empty()) {
+    for (const std::string& l : nibble::BenchLayoutNames()) {
+      if (l == kind) out->layout = l;  // a GGUF type ("q4_k")
+    }
+  }
   out->cols = best->shape.back();
   out->rows = best_n / std::max<int64_t>(1, out->cols);
   out->values = std::move(*v);
@@ -666,7 +680,10 @@ int Main(int argc, char** argv) {
     const auto sum = nibble::RunNodeTests(test_dirs, test_opts, std::cout);
     return sum.failed == 0 && sum.passed + sum.skipped > 0 ? 0 : 1;
   }
-  if (*bench) return nibble::RunGroupSizeBench(bench_opts, std::cout, std::cerr);
+  if (*bench) {
+    bench_opts.layouts_given = bench->count("--layout") > 0;
+    return nibble::RunGroupSizeBench(bench_opts, std::cout, std::cerr);
+  }
   if (*inspect) {
     const bool onnx =
         inspect_path.size() >= 5 && inspect_path.compare(inspect_path.size() - 5, 5, ".onnx") == 0;

@@ -460,6 +460,10 @@ class CompressedTensorsLister : public HfMethod {
       return refuse("'" + name + "' has shape " + ShapeToString(ws) + " ([N, K] expected)");
     }
     int64_t N = ws[0], K = ws[1];
+    if (N <= 0 || K <= 0 || N > (int64_t{1} << 40) || K > (int64_t{1} << 40)) {
+      return refuse("'" + name + "' has shape " + ShapeToString(ws) +
+                    " (an empty or too large weight)");
+    }
     const DType sd = scale->tensor->dtype;
     if (nvfp4) {
       if (wd != DType::kUInt8) {

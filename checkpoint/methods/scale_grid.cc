@@ -9,8 +9,14 @@ namespace nibble {
 Status MatchScaleGrid(int64_t N, int64_t K, const Shape& scale, const std::vector<int64_t>& block,
                       int64_t group, const std::string& scale_name, int64_t* block_rows,
                       int64_t* block_cols, std::string* what) {
-  int64_t elements = 1;
-  for (int64_t d : scale) elements *= d;
+  constexpr int64_t kMaxDim = int64_t{1} << 40;
+  if (N <= 0 || K <= 0 || N > kMaxDim || K > kMaxDim) {
+    return Status::Error("the weight shape [" + std::to_string(N) + ", " + std::to_string(K) +
+                         "] is invalid for '" + scale_name + "'");
+  }
+  auto count = CheckedNumElements(scale, "'" + scale_name + "'");
+  if (!count.ok()) return count.status();
+  const int64_t elements = *count;
   auto cdiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
   if (elements == 1 && scale.size() <= 2) {
     *block_rows = N;
@@ -20,22 +26,23 @@ Status MatchScaleGrid(int64_t N, int64_t K, const Shape& scale, const std::vecto
     *block_rows = 1;
     *block_cols = K;
     *what = "per channel";
-  } else if (group > 0 && scale == Shape{N, cdiv(K, group)}) {
+  } else if (group > 0 && group <= kMaxDim && scale == Shape{N, cdiv(K, group)}) {
     *block_rows = 1;
     *block_cols = group;
     *what = "groups of " + std::to_string(group);
-  } else if (block.size() == 2 && block[0] > 0 && block[1] > 0 &&
-             scale == Shape{cdiv(N, block[0]), cdiv(K, block[1])}) {
+  } else if (block.size() == 2 && block[0] > 0 && block[1] > 0 && block[0] <= kMaxDim &&
+             block[1] <= kMaxDim && scale == Shape{cdiv(N, block[0]), cdiv(K, block[1])}) {
     *block_rows = block[0];
     *block_cols = block[1];
     *what = "blocks " + std::to_string(block[0]) + " x " + std::to_string(block[1]);
   } else {
     std::string fits = "one value, [" + std::to_string(N) + "] or [" + std::to_string(N) + ", 1]";
-    if (group > 0) {
+    if (group > 0 && group <= kMaxDim) {
       fits += ", [" + std::to_string(N) + ", " + std::to_string(cdiv(K, group)) + "] (groups of " +
               std::to_string(group) + ")";
     }
-    if (block.size() == 2 && block[0] > 0 && block[1] > 0) {
+    if (block.size() == 2 && block[0] > 0 && block[1] > 0 && block[0] <= kMaxDim &&
+        block[1] <= kMaxDim) {
       fits += ", [" + std::to_string(cdiv(N, block[0])) + ", " + std::to_string(cdiv(K, block[1])) +
               "] (blocks " + std::to_string(block[0]) + " x " + std::to_string(block[1]) + ")";
     } else {
