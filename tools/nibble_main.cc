@@ -583,11 +583,13 @@ int Main(int argc, char** argv) {
 
   auto* dequant = app.add_subcommand(
       "dequant",
-      "Dequantize a Hugging Face checkpoint (GPTQ, AWQ, compressed-tensors, bitsandbytes 4-bit; "
-      "a folder or a .safetensors file) or a GGUF file. OUT.safetensors: one float safetensors "
-      "file; any other OUT (Hugging Face input, or GGUF with --hf): a new model folder with "
-      "shards, index, config.json (quantization_config removed) and the tokenizer files. "
-      "Quantized layers become '<module>.weight' [N, K]; float tensors follow --dtype");
+      "Dequantize a Hugging Face checkpoint (GPTQ, AWQ, compressed-tensors, FP8, MXFP4, "
+      "bitsandbytes; a folder or a .safetensors file) or a GGUF file. OUT.safetensors: one "
+      "float safetensors file; any other OUT (Hugging Face input, or GGUF with --hf): a new "
+      "model folder with shards, index, config.json (quantization_config removed) and the "
+      "tokenizer files. Quantized layers become '<module>.weight' [N, K]; float tensors follow "
+      "--dtype. An interrupted conversion into a sharded folder keeps its finished shards: "
+      "the same command resumes it");
   std::string dq_in, dq_out, dq_dtype;
   nibble::DequantOptions dq_opts;
   dq_opts.resumable = true;  // an interrupted sharded folder resumes on the next run
