@@ -21,6 +21,9 @@ except ImportError:
     print("SKIP: numpy is not importable by " + sys.executable)
     sys.exit(77)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from safetensors_util import write_st  # noqa: E402
+
 nibble_cli, work = sys.argv[1], sys.argv[2]
 # The Python API is checked too when the module is importable (PYTHONPATH),
 # with torch when Debian's python3-torch is installed.
@@ -49,20 +52,6 @@ def check(name, cond):
 # ---------------------------------------------------------- safetensors --
 ST = {"F32": np.float32, "F16": np.float16, "I32": np.int32, "I64": np.int64, "U8": np.uint8,
       "I8": np.int8}
-
-
-def write_st(path, tensors, metadata=None):
-    header, blobs, off = {}, [], 0
-    for name, (dtype, arr) in tensors.items():
-        b = arr.tobytes()
-        header[name] = {"dtype": dtype, "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    if metadata:
-        header["__metadata__"] = metadata
-    h = json.dumps(header).encode()
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 def read_st(path):
