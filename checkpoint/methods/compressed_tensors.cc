@@ -543,13 +543,8 @@ class CompressedTensorsLister : public HfMethod {
       w.block_cols = bc;
       w.out = *ot;
       w.product = internal::OutTypeOf(product);
-      const float* s = nullptr;
       NIBBLE_RETURN_IF_ERROR(
-          internal::WidenScale(*sv, "'" + scale->tensor->name + "'", &w.grid, &s, nullptr)
-              .WithPrefix(who));
-      int64_t count = 1;
-      for (int64_t x : sv->shape) count *= x;
-      if (s != w.grid.data()) w.grid.assign(s, s + count);
+          ScaleGridFrom(*sv, "'" + scale->tensor->name + "'", &w.grid).WithPrefix(who));
       if (nvfp4) {
         // _dequantize: scale = scale.to(float32) / global_scale (float32).
         float gs;

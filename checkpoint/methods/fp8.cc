@@ -56,12 +56,7 @@ StatusOr<Dequantizer> PrepareFp8(const TensorView& weight, const TensorView& sca
   w.N = N;
   w.K = K;
   w.out = *ot;
-  const float* s = nullptr;
-  NIBBLE_RETURN_IF_ERROR(
-      internal::WidenScale(scale, "the scale", &w.grid, &s, nullptr).WithPrefix(who));
-  int64_t count = 1;
-  for (int64_t x : scale.shape) count *= x;
-  if (s != w.grid.data()) w.grid.assign(s, s + count);
+  NIBBLE_RETURN_IF_ERROR(ScaleGridFrom(scale, "the scale", &w.grid).WithPrefix(who));
   return PrepareScaleGrid(std::move(w), name, who);
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("PrepareFp8");

@@ -54,6 +54,17 @@ Status MatchScaleGrid(int64_t N, int64_t K, const Shape& scale, const std::vecto
   return Status::Ok();
 }
 
+Status ScaleGridFrom(const TensorView& scale, const std::string& what, ParamVector<float>* grid) {
+  const float* s = nullptr;
+  NIBBLE_RETURN_IF_ERROR(internal::WidenScale(scale, what, grid, &s, nullptr));
+  if (s != grid->data()) {  // aligned float32, read in place: copy it
+    auto n = CheckedNumElements(scale.shape, what);
+    if (!n.ok()) return n.status();
+    grid->assign(s, s + *n);
+  }
+  return Status::Ok();
+}
+
 StatusOr<Dequantizer> PrepareScaleGrid(ScaleGridWeight w, const std::string& name,
                                        const std::string& who) try {
   const int64_t N = w.N, K = w.K;

@@ -42,6 +42,11 @@ Status MatchScaleGrid(int64_t N, int64_t K, const Shape& scale, const std::vecto
                       int64_t group, const std::string& scale_name, int64_t* block_rows,
                       int64_t* block_cols, std::string* what);
 
+// The producer's scale tensor `scale` (float32, float16, bfloat16, e4m3 or
+// e8m0; every one widens exactly) as a float32 grid in *grid (a copy:
+// ScaleGridWeight owns its grid). Errors name `what`.
+Status ScaleGridFrom(const TensorView& scale, const std::string& what, ParamVector<float>* grid);
+
 // Value of (n, k): decode(code) * grid[n / block_rows][k / block_cols]
 // in float32 (Plan). Checks the codes' size against N x K and the grid's
 // against the blocks; errors start with `who`. The Dequantizer's output
