@@ -56,7 +56,7 @@ std::string Fnv1aHex(const std::string& text) {
 
 // What makes two runs the same job (WriteHfFolder's resume key).
 std::string ResumeKey(const std::vector<HfFolderItem>& items,
-                      const std::vector<std::vector<size_t>>& shards, const std::string& config,
+                      const std::vector<std::vector<size_t>>& shards, const HfTextFiles& texts,
                       const std::vector<std::string>& copy_files, const InputFiles& inputs,
                       const DequantOptions& options) {
   std::string d = std::string("nibble ") + NIBBLE_VERSION + "\n";
@@ -75,7 +75,8 @@ std::string ResumeKey(const std::vector<HfFolderItem>& items,
     }
   }
   for (const std::string& f : copy_files) d += "copy " + f + "\n";
-  return Fnv1aHex(d + config);
+  for (const auto& [name, text] : texts) d += "text " + name + "\n" + text + "\n";
+  return Fnv1aHex(d);
 }
 
 // Whether `path` is the complete shard of `outs` the manifest says it is:
@@ -99,7 +100,7 @@ bool ShardComplete(const std::string& path, uint64_t bytes,
 }  // namespace
 
 Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>& items,
-                     const std::string& config_json, const std::vector<std::string>& copy_files,
+                     const HfTextFiles& text_files, const std::vector<std::string>& copy_files,
                      const InputFiles& inputs, const DequantOptions& options,
                      DequantReport* report) try {
   if (items.empty()) return Status::Error("no tensors to write");
@@ -127,7 +128,7 @@ Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>
   // (removed on an error or interruption before a shard was complete; kept
   // for the next run of the same job after that, see convert.h).
   const std::string key =
-      ns > 1 ? ResumeKey(items, shards, config_json, copy_files, inputs, options) : "";
+      ns > 1 ? ResumeKey(items, shards, text_files, copy_files, inputs, options) : "";
   AtomicFolder folder;
   std::vector<std::string> stale;
   NIBBLE_RETURN_IF_ERROR(folder.Create(out_dir, &stale, key));
@@ -228,8 +229,9 @@ Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>
     idx += "\n  }\n}\n";
     NIBBLE_RETURN_IF_ERROR(WriteTextFile(tmp + "/model.safetensors.index.json", idx));
   }
-  if (!config_json.empty())
-    NIBBLE_RETURN_IF_ERROR(WriteTextFile(tmp + "/config.json", config_json));
+  for (const auto& [name, text] : text_files) {
+    NIBBLE_RETURN_IF_ERROR(WriteTextFile(tmp + "/" + name, text));
+  }
   for (const std::string& src : copy_files) {
     const std::string base = src.substr(src.rfind('/') + 1);
     auto text = ReadSmallFile(src, kMaxCopiedFileBytes, "file to copy");
@@ -377,7 +379,9 @@ Status DequantToFolder(const Checkpoint& ck, const std::string& in, const std::s
   } else {
     report->skipped.push_back("config.json: the input has none (the folder holds weights only)");
   }
-  return WriteHfFolder(out_dir, items, config,
+  HfTextFiles texts;
+  if (!config.empty()) texts.emplace_back("config.json", std::move(config));
+  return WriteHfFolder(out_dir, items, texts,
                        hf ? FilesToCopy(ck.hf_dir()) : std::vector<std::string>(), ck.inputs(),
                        options, report)
       .WithPrefix(who);

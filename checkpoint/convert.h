@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/cancel.h"
@@ -96,9 +97,9 @@ inline constexpr uint64_t kMaxCopiedFileBytes = uint64_t{256} << 20;
 // Writes a Hugging Face model folder `out_dir` (absent or empty, checked
 // by the caller; it appears complete or not at all): `items` as
 // model.safetensors, or as shards of at most options.max_shard_bytes (a
-// larger tensor alone) with model.safetensors.index.json; `config_json` as
-// config.json (unless empty); each of `copy_files` (paths) copied under
-// its own name.
+// larger tensor alone) with model.safetensors.index.json; each of
+// `text_files` (file name, contents: config.json, tokenizer.json, ...);
+// each of `copy_files` (paths) copied under its own name.
 //
 // Resumable: shards are written one by one into the temporary folder,
 // each fsynced and renamed into it before its entry is added to the
@@ -106,12 +107,13 @@ inline constexpr uint64_t kMaxCopiedFileBytes = uint64_t{256} << 20;
 // atomically). An interrupted run — Ctrl-C, an error, or a kill — leaves
 // that folder when it completed a shard; a later run of the same job (the
 // same `inputs` by path, size and modification time, the same tensors,
-// types, shard size, config and nibble version: the manifest's key)
+// types, shard size, text files and nibble version: the manifest's key)
 // adopts it and skips each shard whose manifest entry, size and header
 // (tensor names, types, shapes) match; it writes the rest. Any other run
 // into OUT removes such a folder (a stale temporary).
+using HfTextFiles = std::vector<std::pair<std::string, std::string>>;  // name, contents
 Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>& items,
-                     const std::string& config_json, const std::vector<std::string>& copy_files,
+                     const HfTextFiles& text_files, const std::vector<std::string>& copy_files,
                      const InputFiles& inputs, const DequantOptions& options,
                      DequantReport* report);
 

@@ -16,6 +16,7 @@
 #include <system_error>
 #include <utility>
 
+#include "checkpoint/hf_tokenizer.h"
 #include "formats/atomic_file.h"
 #include "formats/files.h"
 #include "formats/gguf.h"
@@ -342,8 +343,19 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
                          TorchDTypeName(internal::ResolveOutDType(options.dtype, DType::kFloat32)) +
                          "\"");
   cfg += ",\n  \"nibble_source\": \"" + JsonEscape(in.substr(in.rfind('/') + 1)) + "\"\n}\n";
+  HfTextFiles texts = {{"config.json", cfg}};
+  int64_t ctx = 0;
+  uint_key("context_length", &ctx);
+  HfTokenizerFiles tok = HfTokenizerFromGguf(gguf, ctx);
+  if (tok.not_written.empty()) {
+    texts.emplace_back("tokenizer.json", std::move(tok.tokenizer_json));
+    texts.emplace_back("tokenizer_config.json", std::move(tok.tokenizer_config_json));
+  } else {
+    report->notes.push_back("no tokenizer written: " + tok.not_written +
+                            " (copy tokenizer.json from the original model)");
+  }
   NIBBLE_RETURN_IF_ERROR(
-      WriteHfFolder(out_dir, items, cfg, {}, ck->inputs(), options, report).WithPrefix(who));
+      WriteHfFolder(out_dir, items, texts, {}, ck->inputs(), options, report).WithPrefix(who));
   report->dequantized = dequantized;
   if (dequantized > 0) report->dtype = internal::ResolveOutDType(options.dtype, DType::kFloat32);
   report->copied = static_cast<int>(items.size()) - dequantized;

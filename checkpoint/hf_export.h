@@ -18,8 +18,10 @@
 // undone, so q_proj / k_proj are in the original checkpoint's row order.
 // Shapes are the GGUF ne reversed ([out_features, in_features]).
 //
-// Not written: tokenizer files (GGUF keeps the vocabulary in its own form;
-// copy tokenizer.json etc. from the original model) and rope_freqs.weight
+//  - tokenizer.json and tokenizer_config.json rebuilt from the
+//    tokenizer.ggml.* metadata (hf_tokenizer.h); where that is not
+//    possible, a note in DequantReport::notes says why.
+// Not written: rope_freqs.weight
 // (llama 3's precomputed rope factors, which transformers derives from a
 // rope_scaling entry this exporter does not reconstruct: it is listed in
 // DequantReport::skipped).

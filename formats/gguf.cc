@@ -146,6 +146,7 @@ Status ReadValue(Reader& r, GgufValueType type, GgufValue* v, int depth, const s
       }
       NIBBLE_RETURN_IF_ERROR(r.Get(&v->count, "array length"));
       v->elem = static_cast<GgufValueType>(et);
+      v->array_at = r.pos();
       // Every element takes at least one byte: a count beyond the bytes
       // left is corrupt (and must not drive a loop or an allocation).
       if (v->count > r.file_left()) {
@@ -309,6 +310,65 @@ const GgufValue* GgufFile::Find(const std::string& key) const {
     if (k == key) return &v;
   }
   return nullptr;
+}
+
+Status GgufFile::ReadArray(const std::string& key, const GgufValue& v,
+                           std::vector<std::string>* out) const {
+  const std::string who = "GGUF '" + label_ + "': key '" + EscapeBytes(key) + "'";
+  if (v.type != GgufValueType::kArray || v.elem != GgufValueType::kString) {
+    return Status::Error(who + " is not an array of strings");
+  }
+  // The header parsed from data_ holds the whole array.
+  Reader r(data_, size_, who);
+  NIBBLE_RETURN_IF_ERROR(r.Skip(v.array_at, "array"));
+  out->clear();
+  out->reserve(static_cast<size_t>(v.count));
+  for (uint64_t k = 0; k < v.count; ++k) {
+    out->emplace_back();
+    NIBBLE_RETURN_IF_ERROR(r.String(&out->back(), "array element"));
+  }
+  return Status::Ok();
+}
+
+Status GgufFile::ReadArray(const std::string& key, const GgufValue& v,
+                           std::vector<double>* out) const {
+  const std::string who = "GGUF '" + label_ + "': key '" + EscapeBytes(key) + "'";
+  if (v.type != GgufValueType::kArray || v.elem == GgufValueType::kString ||
+      v.elem == GgufValueType::kArray) {
+    return Status::Error(who + " is not an array of numbers");
+  }
+  Reader r(data_, size_, who);
+  NIBBLE_RETURN_IF_ERROR(r.Skip(v.array_at, "array"));
+  out->clear();
+  out->reserve(static_cast<size_t>(v.count));
+  for (uint64_t k = 0; k < v.count; ++k) {
+    GgufValue x;
+    NIBBLE_RETURN_IF_ERROR(ReadValue(r, v.elem, &x, 1, key));
+    double d = x.f;
+    switch (x.type) {
+      case GgufValueType::kU8:
+      case GgufValueType::kU16:
+      case GgufValueType::kU32:
+      case GgufValueType::kU64:
+      case GgufValueType::kBool:
+        if (x.u > (uint64_t{1} << 53)) return Status::Error(who + ": a value is beyond 2^53");
+        d = static_cast<double>(x.u);
+        break;
+      case GgufValueType::kI8:
+      case GgufValueType::kI16:
+      case GgufValueType::kI32:
+      case GgufValueType::kI64:
+        if (x.i > (int64_t{1} << 53) || x.i < -(int64_t{1} << 53)) {
+          return Status::Error(who + ": a value is beyond 2^53");
+        }
+        d = static_cast<double>(x.i);
+        break;
+      default:
+        break;
+    }
+    out->push_back(d);
+  }
+  return Status::Ok();
 }
 
 Status GgufFile::Parse() {

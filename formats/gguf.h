@@ -127,6 +127,7 @@ struct GgufValue {
   uint64_t count = 0;
   std::vector<GgufValue> items;
   static constexpr size_t kMaxKeptItems = 8;
+  uint64_t array_at = 0;  // arrays: file offset of the first element
 
   // Short human-readable form (arrays: "[n x type] first, items, ...").
   std::string ToString() const;
@@ -162,6 +163,13 @@ class GgufFile {
   uint64_t data_offset() const { return data_offset_; }
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
   const GgufValue* Find(const std::string& key) const;
+  // Every element of a top-level array value `v` (one of metadata()'s; the
+  // header keeps only the first kMaxKeptItems): strings, or numbers of any
+  // integer / float / bool element type (exact in a double for every type
+  // but 64-bit integers beyond 2^53, which are an error). An error names
+  // `key` when the element type is not the one asked for.
+  Status ReadArray(const std::string& key, const GgufValue& v, std::vector<std::string>* out) const;
+  Status ReadArray(const std::string& key, const GgufValue& v, std::vector<double>* out) const;
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
   // A known-type tensor's bytes: read from the file into the first bytes
   // of `*storage` (grown when smaller, never shrunk, so a reused buffer

@@ -494,8 +494,11 @@ TEST_CASE("dequant --hf: refusals leave nothing behind") {
   // Not a model transformers loads: without a selection, refused naming what
   // is missing (a config key, the tensors of the layers); with one (the
   // --exclude above), noted.
-  CHECK(rep.notes.size() == 1);
+  // The file has no tokenizer metadata: the second note says so.
+  REQUIRE(rep.notes.size() == 2);
   CHECK(rep.notes[0].find("is not a complete llama model for transformers") != std::string::npos);
+  CHECK(rep.notes[1].find("no tokenizer written: the GGUF has no tokenizer.ggml.model") !=
+        std::string::npos);
   GgufBuilder inc;
   inc.KvString("general.architecture", "llama");
   inc.KvU32("llama.attention.head_count", 2);

@@ -587,7 +587,8 @@ int Main(int argc, char** argv) {
       "bitsandbytes; a folder or a .safetensors file) or a GGUF file. OUT.safetensors: one "
       "float safetensors file; any other OUT (Hugging Face input, or GGUF with --hf): a new "
       "model folder with shards, index, config.json (quantization_config removed) and the "
-      "tokenizer files. Quantized layers become '<module>.weight' [N, K]; float tensors follow "
+      "tokenizer files (from a GGUF: tokenizer.json rebuilt from its vocabulary). Quantized layers "
+      "become '<module>.weight' [N, K]; float tensors follow "
       "--dtype. An interrupted conversion into a sharded folder keeps its finished shards: "
       "the same command resumes it");
   std::string dq_in, dq_out, dq_dtype;
