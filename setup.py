@@ -33,7 +33,9 @@ class CMakeBuild(build_ext):
     def build_extension(self, ext):
         target = pathlib.Path(self.get_ext_fullpath(ext.name)).resolve()
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
-        prebuilt = os.environ.get("NIBBLE_CMAKE_BUILD_DIR")
+        prebuilt = os.environ.get("NIBBLE_CMAKE_BUILD_DIR") or self._reusable_build()
+        if prebuilt == "none":
+            prebuilt = None
         if prebuilt:
             # An existing CMake build folder configured with
             # -DNIBBLE_BUILD_PYTHON=ON for this interpreter (the test suite
@@ -54,6 +56,33 @@ class CMakeBuild(build_ext):
         subprocess.check_call(["cmake", "--build", str(build), "--target", "nibble_python",
                                "-j", jobs])
         self._copy_module(module_dir, target)
+
+    @staticmethod
+    def _reusable_build():
+        """The source tree's own build/ when it is configured with
+        -DNIBBLE_BUILD_PYTHON=ON for this interpreter (the same real
+        executable: a virtual environment's python is its base's), else
+        None. NIBBLE_CMAKE_BUILD_DIR=none turns this off."""
+        cache = ROOT / "build" / "CMakeCache.txt"
+        if not cache.is_file():
+            return None
+        entries = {}
+        for line in cache.read_text(errors="replace").splitlines():
+            m = re.match(r"([A-Za-z0-9_]+):[A-Z]+=(.*)", line)
+            if m:
+                entries[m.group(1)] = m.group(2)
+        py = entries.get("Python3_EXECUTABLE", "")
+        if entries.get("NIBBLE_BUILD_PYTHON") != "ON" or not py:
+            return None
+        ours = {os.path.realpath(sys.executable),
+                os.path.realpath(getattr(sys, "_base_executable", sys.executable))}
+        if os.path.realpath(py) not in ours:
+            print(f"nibble setup.py: not reusing {ROOT / 'build'}: configured for {py}, "
+                  f"not {sys.executable}", file=sys.stderr)
+            return None
+        print(f"nibble setup.py: reusing the CMake build in {ROOT / 'build'} (same "
+              "interpreter); NIBBLE_CMAKE_BUILD_DIR=none builds from scratch", file=sys.stderr)
+        return str(ROOT / "build")
 
     @staticmethod
     def _copy_module(module_dir, target):

@@ -18,6 +18,14 @@ export NIBBLE_CMAKE_BUILD_DIR="$build" PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CH
 "$pip" install -q "$src"
 "$pip" wheel -q --no-deps -w "$work/wheels" "$src"
 ls "$work"/wheels/nibble-*.whl
+# Without NIBBLE_CMAKE_BUILD_DIR, the source tree's own build/ is reused when
+# it was configured for this interpreter (the Quick start's build is).
+if [ "$(realpath "$build")" = "$(realpath "$src/build")" ]; then
+  NIBBLE_CMAKE_BUILD_DIR= "$pip" install -v --no-deps --force-reinstall "$src" >"$work/reuse.log" 2>&1
+  grep -q "reusing the CMake build" "$work/reuse.log" ||
+    { echo "FAIL: pip install . did not reuse $src/build"; tail -20 "$work/reuse.log"; exit 1; }
+  echo "pip install . reused build/"
+fi
 cd "$work"  # not the source tree: import the installed package
 "$work/venv/bin/python" - "$ck" "$work" <<'PY'
 import os, sys
