@@ -1,9 +1,13 @@
 #include "checkpoint/checkpoint.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <memory>
 #include <new>
+#include <vector>
 
+#include "base/numeric.h"
 #include "checkpoint/gguf_source.h"
 #include "checkpoint/hf_source.h"
 #include "formats/files.h"
@@ -79,14 +83,39 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path,
 }
 
 namespace {
-// Stored float types a copy is converted from on request: every value of
-// each is exact in float32, and rounded once to float16 / bfloat16 (the
-// float8 types are exact in both).
+// Stored float types a copy is converted from on request, each value
+// rounded once (to nearest even) to the requested type: float16 /
+// bfloat16 / float32 and the float8 types are exact in float32 and
+// rounded from there; float64 is rounded directly (Float64To below).
 bool IsFloat8(DType d) {
   return d == DType::kFloat8E4M3FN || d == DType::kFloat8E4M3FNUZ || d == DType::kFloat8E5M2 ||
          d == DType::kFloat8E5M2FNUZ;
 }
-bool IsConvertibleFloat(DType d) { return IsFloat16Or32(d) || IsFloat8(d); }
+bool IsConvertibleFloat(DType d) { return IsFloat16Or32(d) || IsFloat8(d) || d == DType::kFloat64; }
+
+// float64 -> float32 rounded to odd: truncated toward zero, the lowest
+// bit set when inexact. Rounding that to float16 / bfloat16 (to nearest
+// even) gives the same bits as rounding the float64 there directly (the
+// float32 has at least two more bits than either, also among their
+// subnormals), so every value is rounded once. NaN stays NaN.
+float RoundToOddF32(double v) {
+  const float f = static_cast<float>(v);
+  if (v != v || static_cast<double>(f) == v) return f;
+  uint32_t bits = BitsFromF32(f);
+  if (std::fabs(static_cast<double>(f)) > std::fabs(v)) bits -= 1;  // one step toward zero
+  return F32FromBits(bits | 1u);
+}
+
+// n float64 values (little-endian bytes) to `to`, each rounded once.
+void Float64To(const uint8_t* src, DType to, uint8_t* dst, int64_t n) {
+  std::vector<float> f(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) {
+    double v;
+    std::memcpy(&v, src + 8 * k, 8);
+    f[static_cast<size_t>(k)] = to == DType::kFloat32 ? static_cast<float>(v) : RoundToOddF32(v);
+  }
+  ConvertFloats(OutType::kF32, f.data(), internal::OutTypeOf(to), dst, n);
+}
 
 // Converts n float8 values at src to `to` (float32 / float16 / bfloat16):
 // the operator's own float8 decoding (ONNX DequantizeLinear, per-tensor
@@ -244,6 +273,10 @@ Status Checkpoint::Read(const CheckpointTensor& t, DType requested, int64_t row0
       if (IsFloat8(t.stored_dtype)) {
         NIBBLE_RETURN_IF_ERROR(ConvertFloat8(t.stored_dtype, bytes.data(), to, out + k * out_bytes,
                                              static_cast<int64_t>(m), t.name));
+        continue;
+      }
+      if (t.stored_dtype == DType::kFloat64) {
+        Float64To(bytes.data(), to, out + k * out_bytes, static_cast<int64_t>(m));
         continue;
       }
       ConvertFloats(internal::OutTypeOf(t.stored_dtype), bytes.data(), internal::OutTypeOf(to),

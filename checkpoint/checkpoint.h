@@ -119,7 +119,8 @@ class Checkpoint {
   const std::vector<CheckpointTensor>& tensors() const { return tensors_; }
   // The output dtype of `t` when `requested` is asked for (kUndefined =
   // default: the scales' type for Hugging Face formats, float32 for GGUF).
-  // Copies of float tensors (biases, norms, embeddings) are converted to
+  // Copies of float tensors (biases, norms, embeddings; float8 / 16 / 32 /
+  // 64) are converted to
   // `requested` too (rounded once, to nearest even); other copies and
   // kUndefined keep their stored type.
   DType OutputDType(const CheckpointTensor& t, DType requested) const;

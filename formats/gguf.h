@@ -90,6 +90,9 @@ inline constexpr GgmlTypeInfo kGgmlTypes[] = {
     {34, "tq1_0", 256, 54, DType::kUndefined},
     {35, "tq2_0", 256, 66, DType::kUndefined},
     {39, "mxfp4", 32, 17, DType::kUndefined},
+    {40, "nvfp4", 64, 36, DType::kUndefined},
+    {41, "q1_0", 128, 18, DType::kUndefined},
+    {42, "q2_0", 64, 18, DType::kUndefined},
 };
 // The entry of `type`, or nullptr for ids this registry does not know.
 constexpr const GgmlTypeInfo* GgmlTypeTraits(uint32_t type) {

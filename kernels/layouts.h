@@ -462,6 +462,26 @@ struct GgufTQ2_0 {
   }
 };
 
+// Q2_0: {f16 d; u8 qs[16]}, 64 elements, four 2-bit fields per byte from
+// the low bits (element j: bits 2 * (j % 4) of qs[j / 4]): (q - 1) * d.
+struct GgufQ2_0 {
+  struct Block {
+    uint16_t d;
+    uint8_t qs[16];
+  };
+  static constexpr const char* kName = "q2_0";
+  static constexpr uint32_t kGgmlType = 42;
+  static constexpr int64_t kBlockElems = 64, kBytes = 18, kSubElems = 64;
+  static constexpr CodePlane kPlanes[] = {{offsetof(Block, qs), 2, 4}};
+  static constexpr CodeKind kCode = CodeKind::kU8;
+  static constexpr ZeroPointKind kZp = ZeroPointKind::kNone;
+  static constexpr int32_t kCodeOffset = 1;
+  static constexpr HalfHeader kHalfHeader = {offsetof(Block, d), -1};
+  static void Params(const uint8_t* b, float* scale, float* zero) {
+    HalfHeaderParams(kHalfHeader, b, scale, zero);
+  }
+};
+
 // ggml's kvalues_iq4nl: the non-linear 4-bit grid of IQ4_NL and IQ4_XS.
 inline constexpr float kIq4NonLinearGrid[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                                 1,    13,   25,  38,  53,  69,  89,  113};
@@ -560,6 +580,7 @@ struct GgufMXFP4 {
   X(GgufQ5_K)                   \
   X(GgufQ6_K)                   \
   X(GgufTQ2_0)                  \
+  X(GgufQ2_0)                   \
   X(GgufIQ4_NL)                 \
   X(GgufIQ4_XS)                 \
   X(GgufMXFP4)

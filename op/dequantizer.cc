@@ -21,8 +21,17 @@
 namespace nibble {
 
 namespace {
-// Below this many output elements a parallel region costs more than it saves.
-constexpr int64_t kMinElementsForThreads = int64_t{1} << 15;
+// Each thread of a parallel region gets at least this many output elements
+// (tens of microseconds of work), so a small tensor runs on the calling
+// thread alone: an OpenMP region costs more than that to start, and after
+// it ends its worker threads spin-wait (libgomp's default) — on a 16-core
+// machine a small file's conversion burned 0.45 s of CPU that way.
+constexpr int64_t kMinElementsPerThread = int64_t{1} << 18;
+
+// The threads worth using for `elements` output elements, of `t`.
+int64_t ThreadsFor(int64_t elements, int64_t t) {
+  return std::max<int64_t>(1, std::min<int64_t>(t, elements / kMinElementsPerThread));
+}
 // Outputs of at least this many bytes are written with non-temporal stores
 // (see README "Stores" for the measurement behind the threshold).
 constexpr int64_t kMinBytesForStreaming = int64_t{4} << 20;
@@ -187,8 +196,7 @@ void RunPlanThreaded(const Plan& plan_in, void* out, int threads, int64_t cols_l
   const int64_t out_bytes = OutBytes(plan.out);
   plan.nontemporal = elements * out_bytes >= kMinBytesForStreaming;
   char* const y = static_cast<char*>(out);
-  int64_t t = ResolveThreads(threads);
-  if (elements < kMinElementsForThreads) t = 1;
+  const int64_t t = ThreadsFor(elements, ResolveThreads(threads));
   if (t == 1) {
     DequantizeTile(plan, r_begin, r_end, 0, cols, y, cols);
     return;
@@ -335,8 +343,7 @@ void Dequantizer::WriteTransposed(void* y, int threads, int64_t b_begin, int64_t
   // float16, one thread: 45 ms with 32-row blocks of all columns, 5.5 ms
   // with 512 x 256 tiles (64 x 256: 10 ms; 1024 x 256: 5.7 ms).
   const int64_t block = static_cast<int64_t>(64 / eb);  // rows per 64-byte run
-  int t = ResolveThreads(threads);
-  if (rows * cols < kMinElementsForThreads) t = 1;
+  const int t = static_cast<int>(ThreadsFor(rows * cols, ResolveThreads(threads)));
   // 512 columns, fewer when that leaves under two bands per thread (but at
   // least 64: shorter view rows cost more per element than they save).
   int64_t tile_cols = 512;

@@ -601,6 +601,12 @@ TEST_CASE("GGUF golden blocks: hand-computed values of every bit-plane and scale
       // TQ2_0 {qs[64]; d}, d = 2: e0 = (2 - 1) * 2 = 2; e255 = field 3 of
       // qs[63] = 0 -> -2; e32 = field 1 of qs[0] = 3 -> 4.
       {"tq2_0", kOracleTQ2_0, {{0, 0x0E}, {65, 0x40}}, {{0, 2.0f}, {255, -2.0f}, {32, 4.0f}}},
+      // Q2_0 {d; qs[16]}, d = 2, qs[0] = 0b11'10'01'00: e0..e3 = (0, 1, 2, 3)
+      // - 1 times 2 = -2, 0, 2, 4; e63 = bits 6-7 of qs[15] = 0 -> -2.
+      {"q2_0",
+       kOracleQ2_0,
+       {{1, 0x40}, {2, 0xE4}},
+       {{0, -2.0f}, {1, 0.0f}, {2, 2.0f}, {3, 4.0f}, {63, -2.0f}}},
   };
   for (const Golden& g : goldens) {
     CAPTURE(g.name);
@@ -1275,9 +1281,9 @@ TEST_CASE("GGUF: every ggml type is named, an unknown type id is named as such, 
   CHECK(rep.copied == 1);
   // The names of the types ggml defines, as ggml spells them (lower case).
   const std::pair<uint32_t, const char*> names[] = {
-      {9, "q8_1"},   {15, "q8_k"},  {16, "iq2_xxs"}, {17, "iq2_xs"}, {18, "iq3_xxs"},
-      {19, "iq1_s"}, {21, "iq3_s"}, {22, "iq2_s"},   {29, "iq1_m"},  {34, "tq1_0"},
-      {35, "tq2_0"}, {39, "mxfp4"}, {30, "bf16"},    {28, "f64"},    {14, "q6_k"}};
+      {9, "q8_1"},   {15, "q8_k"},  {16, "iq2_xxs"}, {17, "iq2_xs"}, {18, "iq3_xxs"}, {19, "iq1_s"},
+      {21, "iq3_s"}, {22, "iq2_s"}, {29, "iq1_m"},   {34, "tq1_0"},  {35, "tq2_0"},   {39, "mxfp4"},
+      {30, "bf16"},  {28, "f64"},   {14, "q6_k"},    {40, "nvfp4"},  {41, "q1_0"},    {42, "q2_0"}};
   for (const auto& [id, name] : names) CHECK(GgmlTypeName(id) == name);
 }
 
@@ -1550,6 +1556,59 @@ TEST_CASE("Checkpoint: one open checkpoint read from several threads at once") {
   for (size_t i = 0; i < 4; ++i) {
     CHECK(status[i].ok());
     CHECK(std::memcmp(got[i].data(), want->data(), want->size_bytes()) == 0);
+  }
+}
+
+TEST_CASE("float64 copies: converted on request, each value rounded once") {
+  // Values where rounding through float32 first (double rounding) would
+  // give other bits: 1 + 2^-11 + 2^-40 is above the float16 midpoint
+  // between 1 and 1 + 2^-10 (so 1 + 2^-10), but float32 drops the 2^-40
+  // and float16 then ties to even (1); likewise for bfloat16 with 2^-8.
+  const fs::path dir = TempDir("gguf_f64");
+  const double vals[] = {1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40),
+                         1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -40),
+                         -(1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40)),
+                         1e300,
+                         -1e-300,
+                         -0.0,
+                         std::numeric_limits<double>::infinity(),
+                         0.1,
+                         65519.99,
+                         65520.0,
+                         std::ldexp(1.0, -25) + std::ldexp(1.0, -60),
+                         std::ldexp(1.0, -140) * 1.5};
+  const int64_t n = static_cast<int64_t>(std::size(vals));
+  std::vector<uint8_t> bytes(static_cast<size_t>(n) * 8);
+  std::memcpy(bytes.data(), vals, bytes.size());
+  GgufBuilder b;
+  b.Tensor("x", {n}, 28 /* f64 */, bytes);
+  WriteText((dir / "m.gguf").string(), b.Bytes());
+  auto ck = Checkpoint::Open((dir / "m.gguf").string());
+  REQUIRE_MESSAGE(ck.ok(), ck.status().message());
+  const CheckpointTensor& t = ck->tensors()[0];
+  CHECK(ck->OutputDType(t, DType::kUndefined) == DType::kFloat64);  // kept without a request
+  // The expected bits, from exact rational reasoning on each value.
+  const uint16_t want_f16[] = {0x3C01, 0x3C04, 0xBC01, 0x7C00, 0x8000, 0x8000,
+                               0x7C00, 0x2E66, 0x7BFF, 0x7C00, 0x0001, 0x0000};
+  const uint16_t want_bf16[] = {0x3F80, 0x3F81, 0xBF80, 0x7F80, 0x8000, 0x8000,
+                                0x7F80, 0x3DCD, 0x4780, 0x4780, 0x3300, 0x0000};
+  for (DType to : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+    CAPTURE(DTypeName(to));
+    auto y = ck->Read(t, to);
+    REQUIRE_MESSAGE(y.ok(), y.status().message());
+    REQUIRE(y->dtype() == to);
+    for (int64_t k = 0; k < n; ++k) {
+      CAPTURE(k);
+      if (to == DType::kFloat32) {
+        float f;
+        std::memcpy(&f, static_cast<const uint8_t*>(y->data()) + 4 * k, 4);
+        CHECK(BitsFromF32(f) == BitsFromF32(static_cast<float>(vals[k])));
+      } else {
+        uint16_t h;
+        std::memcpy(&h, static_cast<const uint8_t*>(y->data()) + 2 * k, 2);
+        CHECK(h == (to == DType::kFloat16 ? want_f16[k] : want_bf16[k]));
+      }
+    }
   }
 }
 

@@ -40,12 +40,13 @@ enum : uint32_t {
   kOracleIQ4_XS = 23,
   kOracleTQ2_0 = 35,
   kOracleMXFP4 = 39,
+  kOracleQ2_0 = 42,
 };
 // Every type this oracle decodes.
-inline constexpr uint32_t kOracleTypes[] = {kOracleQ4_0,  kOracleQ4_1, kOracleQ5_0,   kOracleQ5_1,
-                                            kOracleQ8_0,  kOracleQ2_K, kOracleQ3_K,   kOracleQ4_K,
-                                            kOracleQ5_K,  kOracleQ6_K, kOracleIQ4_NL, kOracleIQ4_XS,
-                                            kOracleTQ2_0, kOracleMXFP4};
+inline constexpr uint32_t kOracleTypes[] = {
+    kOracleQ4_0,   kOracleQ4_1,   kOracleQ5_0,  kOracleQ5_1,  kOracleQ8_0,
+    kOracleQ2_K,   kOracleQ3_K,   kOracleQ4_K,  kOracleQ5_K,  kOracleQ6_K,
+    kOracleIQ4_NL, kOracleIQ4_XS, kOracleTQ2_0, kOracleMXFP4, kOracleQ2_0};
 
 // ggml's kvalues_iq4nl: the IQ4_NL grid.
 inline constexpr int8_t kOracleIQ4NLGrid[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
@@ -62,6 +63,8 @@ inline int OracleBlockElems(uint32_t t) {
     case kOracleIQ4_NL:
     case kOracleMXFP4:
       return 32;
+    case kOracleQ2_0:
+      return 64;
     default:
       return 256;
   }
@@ -84,6 +87,7 @@ inline int OracleBlockBytes(uint32_t t) {
       return 66;  // u8 qs[64]; half d
     case kOracleQ4_0:
     case kOracleIQ4_NL:
+    case kOracleQ2_0:
       return 18;  // half d; u8 qs[16]
     case kOracleQ4_1:
       return 20;  // half d, m; u8 qs[16]
@@ -280,6 +284,14 @@ inline void OracleDecodeBlock(uint32_t t, const uint8_t* b, float* y) {
           *out++ = static_cast<float>(q - 1) * d;
         }
       }
+    }
+  } else if (t == kOracleQ2_0) {
+    // dequantize_row_q2_0: element j is bits 2 * (j % 4) of qs[j / 4],
+    // ((int)q - 1) * d (00 = -1, 01 = 0, 10 = +1, 11 = +2).
+    const float d = GgmlHalf(b);
+    for (int j = 0; j < 64; ++j) {
+      const int q = (b[2 + j / 4] >> (2 * (j % 4))) & 3;
+      y[j] = static_cast<float>(q - 1) * d;
     }
   } else if (t == kOracleQ4_0 || t == kOracleQ4_1) {
     const float d = GgmlHalf(b);

@@ -486,7 +486,7 @@ TEST_CASE("block layouts whose values can never be float32 subnormals") {
   if (BlockNormalValues<D>()) normal += std::string(D::kName) + " ";
   NIBBLE_BLOCK_LAYOUTS(NIBBLE_TEST_NORMAL)
 #undef NIBBLE_TEST_NORMAL
-  CHECK(normal == "q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k tq2_0 iq4_nl iq4_xs ");
+  CHECK(normal == "q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k tq2_0 q2_0 iq4_nl iq4_xs ");
 }
 
 // Block-structured checkpoint layouts (GGUF Q4_0 / Q4_1 / Q8_0 / Q4_K, AWQ
@@ -851,9 +851,10 @@ TEST_CASE("threaded whole-tensor runs give identical bits for 1, 2, 3 and all th
   for (int64_t target : CompiledTargets()) {
     UseTarget(target);
     for (Form form : {Form::kPmxAxis1, Form::kPmxAxis0}) {
-      // 1.25 MiB+ of f32 output: above the threading threshold; 8 MiB
-      // variant crosses the streaming threshold.
-      for (int64_t rows : {int64_t{64}, int64_t{512}}) {
+      // 160 x 4096: two threads' worth of elements (op/dequantizer.cc's
+      // kMinElementsPerThread); 512 x 4096 (8 MiB) also crosses the
+      // streaming threshold.
+      for (int64_t rows : {int64_t{160}, int64_t{512}}) {
         PlanData d =
             MakePlan(rng, form, CodeKind::kU4, 4, rows, 4096, form == Form::kPmxAxis1 ? 128 : 4,
                      ZeroPointKind::kInteger, OutType::kF32, form == Form::kPmxAxis0 ? 1 : 0);

@@ -281,7 +281,10 @@ int RunInspectCheckpoint(const std::string& path, const std::string& format,
   }
   uint64_t stored = 0, deq = 0;
   int quantized = 0, unsupported = 0;
+  // Bytes `dequant` writes for t: none for an unsupported tensor (it is
+  // refused, or left out with --skip-unsupported).
   auto out_bytes = [&](const nibble::CheckpointTensor& t) -> uint64_t {
+    if (!t.supported) return 0;
     const auto n = nibble::CheckedNumElements(t.shape, t.name);
     if (!n.ok()) return 0;
     const int bits = nibble::DTypeBits(ck->OutputDType(t, nibble::DType::kUndefined));
@@ -335,10 +338,13 @@ int RunInspectCheckpoint(const std::string& path, const std::string& format,
                 t.supported ? "" : ("  UNSUPPORTED: " + nibble::EscapeBytes(t.why_not)).c_str());
   }
   std::printf(
-      "%zu tensors (%d quantized, %d unsupported), %s stored -> %s dequantized (default "
-      "output types)\n",
+      "%zu tensors (%d quantized, %d unsupported), %s stored -> %s written (default output "
+      "types%s)\n",
       ck->tensors().size(), quantized, unsupported, HumanBytes(stored).c_str(),
-      HumanBytes(deq).c_str());
+      HumanBytes(deq).c_str(),
+      unsupported > 0 ? "; unsupported tensors are not written: dequant refuses them, or leaves "
+                        "them out with --skip-unsupported"
+                      : "");
   return 0;
 }
 

@@ -66,14 +66,59 @@ def read_safetensors(path):
 paths = [os.path.join(ck_dir, p) for p in ("model.gguf", "gptq", "awq", "llama_tiny.gguf")]
 # metadata(): the files' own; properties(): what inspect shows; load_file.
 with nibble.open(os.path.join(ck_dir, "llama_tiny.gguf")) as f:
-    check("GGUF metadata() holds its keys", f.metadata().get("general.architecture") == "llama" and
-          f.metadata().get("llama.block_count") == "1")
+    check("GGUF metadata() holds its keys, typed", f.metadata().get("general.architecture") ==
+          "llama" and f.metadata().get("llama.block_count") == 1)
     whole = {n: f.get_tensor(n, dtype="f32") for n in f.keys()}
 with nibble.open(os.path.join(ck_dir, "gptq")) as f:
     check("GPTQ properties() say the method: %s" % f.properties(),
           f.properties().get("quantization") == "GPTQ")
     check("GPTQ metadata() is the safetensors __metadata__: %s" % f.metadata(),
           "quantization" not in f.metadata())
+
+
+# GGUF metadata values are typed as gguf-py reads them; long arrays are read
+# from the file when first used.
+def gguf_kv(key, vtype, payload):
+    k = key.encode()
+    return struct.pack("<Q", len(k)) + k + struct.pack("<I", vtype) + payload
+
+
+def gguf_s(v):
+    b = v.encode("utf-8", "surrogateescape")
+    return struct.pack("<Q", len(b)) + b
+
+
+words = ["w%d" % i for i in range(20)] + ["caf\u00e9"]
+kvs = [gguf_kv("s", 8, gguf_s("llama")), gguf_kv("u32", 4, struct.pack("<I", 7)),
+       gguf_kv("i32", 5, struct.pack("<i", -3)), gguf_kv("f32", 6, struct.pack("<f", 0.5)),
+       gguf_kv("b", 7, b"\x01"), gguf_kv("u64", 10, struct.pack("<Q", 2 ** 40)),
+       gguf_kv("short", 9, struct.pack("<IQ", 8, 3) + b"".join(gguf_s(w) for w in "abc")),
+       gguf_kv("words", 9, struct.pack("<IQ", 8, len(words)) + b"".join(gguf_s(w) for w in words)),
+       gguf_kv("scores", 9, struct.pack("<IQ", 6, 20) + np.arange(20, dtype="<f4").tobytes()),
+       gguf_kv("ids", 9, struct.pack("<IQ", 5, 20) + (-np.arange(20, dtype="<i4")).tobytes()),
+       gguf_kv("flags", 9, struct.pack("<IQ", 7, 10) + bytes([1, 0] * 5)),
+       gguf_kv("nested", 9, struct.pack("<IQ", 9, 10) +
+               b"".join(struct.pack("<IQ", 4, 1) + struct.pack("<I", i) for i in range(10)))]
+head = b"GGUF" + struct.pack("<IQQ", 3, 1, len(kvs)) + b"".join(kvs)
+head += gguf_s("t") + struct.pack("<IQIQ", 1, 4, 0, 0)
+head += b"\0" * (-len(head) % 32)
+typed_path = os.path.join(work, "typed.gguf")
+with open(typed_path, "wb") as fh:
+    fh.write(head + np.ones(4, "<f4").tobytes())
+with nibble.open(typed_path) as f:
+    m = f.metadata()
+    check("GGUF scalars typed: %r" % {k: m[k] for k in ("s", "u32", "i32", "f32", "b", "u64")},
+          m["s"] == "llama" and m["u32"] == 7 and m["i32"] == -3 and m["f32"] == 0.5 and
+          m["b"] is True and m["u64"] == 2 ** 40)
+    check("GGUF short array: a list", m["short"] == ["a", "b", "c"])
+    check("GGUF long array: lazy, len known", isinstance(m["words"], nibble.GgufArray) and
+          len(m["words"]) == 21 and m["words"].elem_type == "string")
+    check("GGUF long array: elements read", list(m["words"]) == words and m["words"][-1] ==
+          "caf\u00e9")
+    check("GGUF float / int / bool arrays", list(m["scores"]) == [float(i) for i in range(20)] and
+          list(m["ids"]) == [-i for i in range(20)] and
+          list(m["flags"]) == [True, False] * 5 and isinstance(m["ids"][1], int))
+    check("GGUF nested array: shown as text", isinstance(m["nested"], str))
 loaded = nibble.load_file(os.path.join(ck_dir, "llama_tiny.gguf"), dtype="f32")
 check("load_file: every tensor, as get_tensor reads it",
       sorted(loaded) == sorted(whole) and all(np.array_equal(loaded[n], whole[n]) for n in whole))
@@ -86,8 +131,10 @@ for path in paths:
     label = os.path.basename(path)
     with nibble.open(path) as f:
         check(label + ": keys", len(f.keys()) > 0 and list(f) == f.keys() and len(f) == len(f.keys()))
-        check(label + ": metadata is str -> str",
-              all(isinstance(k, str) and isinstance(v, str) for k, v in f.metadata().items()))
+        # str -> str as safe_open's; GGUF values typed (checked above).
+        check(label + ": metadata keys str, values str unless GGUF",
+              all(isinstance(k, str) and (isinstance(v, str) or path.endswith(".gguf"))
+                  for k, v in f.metadata().items()))
         # As safetensors' safe_open: keys sorted, dtypes in its spelling.
         check(label + ": keys sorted", f.keys() == sorted(f.keys()))
         for name in f.keys()[:3]:

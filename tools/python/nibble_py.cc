@@ -26,7 +26,9 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/convert.h"
+#include "checkpoint/gguf_source.h"
 #include "formats/files.h"
+#include "formats/gguf.h"
 #include "kernels/dequantize.h"
 #include "onnx/fold.h"
 #include "onnx/onnx_checkpoint.h"
@@ -383,6 +385,89 @@ nibble::ProgressCallback PyProgress(const py::object& cb, PyStop* stop) {
   };
 }
 
+// A GGUF metadata value as a Python object: int, float, bool, str (names'
+// decoding: surrogateescape); an array whose elements the header kept
+// whole (at most GgufValue::kMaxKeptItems) as a list, a longer one as a
+// _GgufArray that reads its elements from the file when asked.
+py::object GgufToPython(const std::shared_ptr<const nibble::GgufFile>& f, const std::string& key,
+                        const nibble::GgufValue& v);
+
+// A long GGUF metadata array, read on request (tokenizer vocabularies hold
+// hundreds of thousands of strings).
+class PyGgufArray {
+ public:
+  PyGgufArray(std::shared_ptr<const nibble::GgufFile> f, std::string key,
+              const nibble::GgufValue* v)
+      : f_(std::move(f)), key_(std::move(key)), v_(v) {}
+  uint64_t count() const { return v_->count; }
+  std::string elem_type() const {
+    static const char* const kNames[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
+                                         "bool", "string", "array", "u64", "i64", "f64"};
+    const auto k = static_cast<uint32_t>(v_->elem);
+    return k < 13 ? kNames[k] : "?";
+  }
+  py::list Load() const {
+    py::list out;
+    using T = nibble::GgufValueType;
+    if (v_->elem == T::kString) {
+      std::vector<std::string> items;
+      Check(f_->ReadArray(key_, *v_, &items));
+      for (const std::string& s : items) out.append(DecodeName(s));
+      return out;
+    }
+    std::vector<double> items;
+    Check(f_->ReadArray(key_, *v_, &items));
+    for (double d : items) {
+      if (v_->elem == T::kF32 || v_->elem == T::kF64) {
+        out.append(py::float_(d));
+      } else if (v_->elem == T::kBool) {
+        out.append(py::bool_(d != 0));
+      } else {
+        out.append(py::int_(static_cast<int64_t>(d)));
+      }
+    }
+    return out;
+  }
+
+ private:
+  std::shared_ptr<const nibble::GgufFile> f_;
+  std::string key_;
+  const nibble::GgufValue* v_;  // owned by *f_
+};
+
+py::object GgufToPython(const std::shared_ptr<const nibble::GgufFile>& f, const std::string& key,
+                        const nibble::GgufValue& v) {
+  using T = nibble::GgufValueType;
+  switch (v.type) {
+    case T::kU8:
+    case T::kU16:
+    case T::kU32:
+    case T::kU64:
+      return py::int_(v.u);
+    case T::kI8:
+    case T::kI16:
+    case T::kI32:
+    case T::kI64:
+      return py::int_(v.i);
+    case T::kF32:
+    case T::kF64:
+      return py::float_(v.f);
+    case T::kBool:
+      return py::bool_(v.u != 0);
+    case T::kString:
+      return DecodeName(v.s);
+    case T::kArray:
+      break;
+  }
+  if (v.count <= v.items.size()) {  // kept whole
+    py::list out;
+    for (const nibble::GgufValue& item : v.items) out.append(GgufToPython(f, key, item));
+    return out;
+  }
+  if (v.elem == T::kArray) return DecodeName(v.ToString());  // nested: shown, not read
+  return py::cast(PyGgufArray(f, key, &v));
+}
+
 // An open checkpoint (nibble::Checkpoint); reads release the GIL, and one
 // object may be read from several Python threads at once.
 class PyCheckpoint {
@@ -399,9 +484,19 @@ class PyCheckpoint {
     }
     Check(ck.status());
     ck_ = std::make_shared<nibble::Checkpoint>(std::move(*ck));
+    if (!nibble::IsDirectory(path) && nibble::HasGgufMagic(path)) {
+      // The typed metadata (GgufMetadata) reads the header once more.
+      py::gil_scoped_release release;
+      auto g = nibble::GgufFile::Open(path);
+      Check(g.status());
+      gguf_ = *g;
+    }
   }
 
-  void Close() { ck_.reset(); }
+  void Close() {
+    ck_.reset();
+    gguf_.reset();
+  }
   bool closed() const { return ck_ == nullptr; }
 
   const nibble::Checkpoint& ck() const { return *Held(); }
@@ -422,6 +517,17 @@ class PyCheckpoint {
   }
   py::list Properties() const { return Pairs(ck().properties()); }
   py::list Metadata() const { return Pairs(ck().metadata()); }
+  // A GGUF file's metadata with typed values (GgufToPython); None for
+  // other checkpoints.
+  py::object GgufMetadata() const {
+    Held();
+    if (!gguf_) return py::none();
+    py::list out;
+    for (const auto& [k, v] : gguf_->metadata()) {
+      out.append(py::make_tuple(DecodeName(k), GgufToPython(gguf_, k, v)));
+    }
+    return out;
+  }
 
   py::list Tensors() const {
     py::list out;
@@ -520,6 +626,7 @@ class PyCheckpoint {
 
  private:
   std::shared_ptr<nibble::Checkpoint> ck_;
+  std::shared_ptr<const nibble::GgufFile> gguf_;  // GGUF files only
 };
 
 }  // namespace
@@ -633,6 +740,11 @@ PYBIND11_MODULE(_nibble, m) {
       "Quantize a float32 weight as PMX DequantizeLinear expects it (round to nearest,\n"
       "ties to even): returns a dict with x, scale, zero_point and attrs.");
 
+  py::class_<PyGgufArray>(m, "_GgufArrayRef")
+      .def_property_readonly("count", &PyGgufArray::count)
+      .def_property_readonly("elem_type", &PyGgufArray::elem_type)
+      .def("load", &PyGgufArray::Load);
+
   py::class_<PyCheckpoint>(m, "_Checkpoint")
       .def(py::init<const std::string&, const std::string&, const std::string&>(), py::arg("path"),
            py::arg("gptq_format") = "", py::arg("gptq_v1_zeros") = "")
@@ -641,6 +753,7 @@ PYBIND11_MODULE(_nibble, m) {
       .def("description", &PyCheckpoint::Description)
       .def("properties", &PyCheckpoint::Properties)
       .def("metadata", &PyCheckpoint::Metadata)
+      .def("gguf_metadata", &PyCheckpoint::GgufMetadata)
       .def("tensors", &PyCheckpoint::Tensors)
       .def("names", &PyCheckpoint::Names)
       .def("info", &PyCheckpoint::InfoOf, py::arg("name"))

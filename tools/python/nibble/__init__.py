@@ -36,6 +36,8 @@ Lower-level pieces: :func:`dequantize_pmx`, :func:`dequantize_onnx`,
 :func:`quantize`, and :func:`dequant`, :func:`fold`, :func:`inspect`, which
 mirror the ``nibble`` command line. The GIL is released while nibble works.
 """
+import collections.abc
+
 from ._nibble import (  # noqa: F401  (re-exported)
     Dequantizer,
     __version__,
@@ -48,7 +50,7 @@ from ._nibble import (  # noqa: F401  (re-exported)
 from . import _nibble
 
 __all__ = [
-    "open", "load_file", "Checkpoint", "TensorSlice", "dequant", "fold", "inspect", "Dequantizer",
+    "open", "load_file", "Checkpoint", "TensorSlice", "GgufArray", "dequant", "fold", "inspect", "Dequantizer",
     "dequantize_pmx", "dequantize_onnx", "quantize", "active_target",
     "release_cached_memory", "__version__",
 ]
@@ -75,6 +77,39 @@ def _dtype_name(dtype):
     except TypeError:
         return text
 
+
+class GgufArray(collections.abc.Sequence):
+    """A GGUF metadata array longer than a few elements, as
+    :meth:`metadata` returns it: ``len()`` is known at once; indexing,
+    iteration or ``list()`` read the whole array from the file the first
+    time (strings, or Python ints / floats / bools)."""
+
+    def __init__(self, ref):
+        self._ref, self._items = ref, None
+
+    @property
+    def elem_type(self):
+        """The GGUF element type: 'string', 'f32', 'i32', 'u32', ..."""
+        return self._ref.elem_type
+
+    def _load(self):
+        if self._items is None:
+            self._items = self._ref.load()
+        return self._items
+
+    def __len__(self):
+        return self._ref.count
+
+    def __getitem__(self, i):
+        return self._load()[i]
+
+    def __eq__(self, other):
+        if isinstance(other, (list, tuple, GgufArray)):
+            return len(self) == len(other) and list(self._load()) == list(other)
+        return NotImplemented
+
+    def __repr__(self):
+        return f"GgufArray({self.elem_type}, {len(self)} elements)"
 
 class TensorSlice:
     """Rows of one tensor, read on indexing: ``f.get_slice(name)[a:b]``.
@@ -158,10 +193,17 @@ class Checkpoint:
         return sorted(self._names)
 
     def metadata(self):
-        """The files' own metadata as a dict of str -> str, as safe_open's
-        metadata(): a safetensors file's ``__metadata__`` (every shard's
-        for a folder), a GGUF file's key / values (strings whole, other
-        values as text); ``{}`` when there is none."""
+        """The files' own metadata as a dict, as safe_open's metadata(): a
+        safetensors file's ``__metadata__`` (str -> str; every shard's for
+        a folder); ``{}`` when there is none. A GGUF file's key / values
+        are typed, as gguf-py reads them: int, float, bool, str, and
+        arrays — a list when short, else a :class:`GgufArray` that reads
+        its elements from the file on first use (a tokenizer's vocabulary
+        costs nothing until it is indexed)."""
+        typed = self._ck.gguf_metadata()
+        if typed is not None:
+            return {k: GgufArray(v) if isinstance(v, _nibble._GgufArrayRef) else v
+                    for k, v in typed}
         return dict(self._ck.metadata())
 
     def properties(self):
