@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <new>
+#include <optional>
 #include <set>
 #include <system_error>
 #include <utility>
@@ -49,6 +50,33 @@ std::string JsonFloat(double v) {
   std::string s = buf;
   if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
   return s;
+}
+
+// Splits "blk.N.<part>.weight" into N and <part> (false for other names).
+bool SplitBlockName(const std::string& g, std::string* layer, std::string* part) {
+  if (g.rfind("blk.", 0) != 0) return false;
+  const size_t dot = g.find('.', 4);
+  if (dot == std::string::npos || dot == 4) return false;
+  *layer = g.substr(4, dot - 4);
+  if (layer->find_first_not_of("0123456789") != std::string::npos) return false;
+  const std::string rest = g.substr(dot + 1);
+  if (rest.size() < 8 || rest.compare(rest.size() - 7, 7, ".weight") != 0) return false;
+  *part = rest.substr(0, rest.size() - 7);
+  return true;
+}
+
+// Mixtral's expert matrices (transformers' MixtralSparseMoeBlock): w1 =
+// gate, w2 = down, w3 = up; "" for other parts.
+const char* MixtralExpertWeight(const std::string& part) {
+  if (part == "ffn_gate") return "w1";
+  if (part == "ffn_down") return "w2";
+  if (part == "ffn_up") return "w3";
+  return "";
+}
+
+std::string MixtralExpertName(const std::string& layer, int64_t expert, const char* w) {
+  return "model.layers." + layer + ".block_sparse_moe.experts." + std::to_string(expert) + "." +
+         w + ".weight";
 }
 
 }  // namespace
@@ -158,6 +186,12 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
     return Status::Error(who + ": '" + arch + ".attention.head_count_kv' must be positive");
   }
 
+  // A llama-family file with experts is Mixtral (llama.cpp's converter
+  // writes MixtralForCausalLM as architecture "llama" with expert_count).
+  int64_t n_expert = 0, n_expert_used = 0;
+  const bool moe = IsLlamaFamily(arch) && uint_key("expert_count", &n_expert) && n_expert > 0;
+  if (moe) uint_key("expert_used_count", &n_expert_used);
+
   NIBBLE_RETURN_IF_ERROR(CheckOutputFolder(out_dir, meta_inputs, who + " output"));
   auto ck = Checkpoint::Open(in);
   if (!ck.ok()) return ck.status();
@@ -174,13 +208,83 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
   // input buffers.
   const auto scratch = std::make_shared<CheckpointTensor::Buffers>();
   for (const CheckpointTensor* t : chosen) {
-    const std::string hf = HfTensorName(arch, t->source);
+    std::string layer, part;
+    const bool blk = SplitBlockName(t->source, &layer, &part);
+    if (moe && blk && part.size() > 5 && part.compare(part.size() - 5, 5, "_exps") == 0 &&
+        *MixtralExpertWeight(part.substr(0, part.size() - 5)) != '\0') {
+      // [E, rows, cols] -> E tensors [rows, cols], one per expert, each
+      // read as its row of the first dimension; the experts of one tensor
+      // are consecutive items and share one prepared reader (made at the
+      // first expert written, dropped after the last).
+      const char* w = MixtralExpertWeight(part.substr(0, part.size() - 5));
+      if (t->shape.size() != 3 || t->shape[0] != n_expert) {
+        return Status::Error(who + ": tensor '" + EscapeBytes(t->source) + "' is " +
+                             ShapeToString(t->shape) + ", not [" + std::to_string(n_expert) +
+                             " experts, rows, cols]");
+      }
+      if (t->quantized) ++dequantized;
+      struct Shared {
+        std::optional<Checkpoint::RowReader> reader;
+        CheckpointTensor::Buffers buffers;
+      };
+      const auto shared = std::make_shared<Shared>();
+      const DType req = options.dtype;
+      const int threads = options.threads;
+      const int64_t experts = n_expert;
+      for (int64_t e = 0; e < experts; ++e) {
+        HfFolderItem it;
+        it.out.name = MixtralExpertName(layer, e, w);
+        if (!names.insert(it.out.name).second) {
+          return Status::Error(who + ": two tensors map to '" + it.out.name + "'");
+        }
+        it.out.dtype = c->OutputDType(*t, options.dtype);
+        it.out.shape = {t->shape[1], t->shape[2]};
+        it.bytes = static_cast<uint64_t>(t->shape[1] * t->shape[2] * DTypeBits(it.out.dtype) / 8);
+        const uint64_t bytes = it.bytes;
+        it.out.fill = [c, t, req, threads, shared, e, experts, bytes](uint8_t* dst) -> Status {
+          if (!shared->reader) {
+            auto r = c->PrepareRows(*t, req, threads, &shared->buffers);
+            if (!r.ok()) return r.status();
+            shared->reader.emplace(std::move(*r));
+          }
+          const Status st = (*shared->reader)(e, e + 1, dst, static_cast<size_t>(bytes));
+          if (e == experts - 1 || !st.ok()) {
+            shared->reader.reset();
+            shared->buffers = CheckpointTensor::Buffers();
+          }
+          return st;
+        };
+        items.push_back(std::move(it));
+      }
+      continue;
+    }
+    std::string hf = HfTensorName(arch, t->source);
+    if (moe && blk && part == "ffn_gate_inp") {
+      hf = "model.layers." + layer + ".block_sparse_moe.gate.weight";
+    }
+    if (moe && blk && hf.empty()) {  // llama.cpp's older per-expert names: ffn_gate.E
+      const size_t dot = part.rfind('.');
+      const std::string base = dot == std::string::npos ? "" : part.substr(0, dot);
+      const std::string num = dot == std::string::npos ? "" : part.substr(dot + 1);
+      if (*MixtralExpertWeight(base) != '\0' && !num.empty() &&
+          num.find_first_not_of("0123456789") == std::string::npos && num.size() < 9) {
+        hf = MixtralExpertName(layer, std::stoll(num), MixtralExpertWeight(base));
+      }
+    }
     if (hf.empty()) {
       if (t->source == "rope_freqs.weight") {
         report->skipped.push_back(t->source +
                                   ": llama 3 rope factors (transformers derives them from "
                                   "config.json's rope_scaling, which is not written)");
         continue;
+      }
+      if (blk && (part == "ffn_gate_inp" || part.find("_exps") != std::string::npos ||
+                  part.find("_shexp") != std::string::npos)) {
+        return Status::Error(who + ": tensor '" + EscapeBytes(t->source) +
+                             "' is a mixture-of-experts tensor, which --hf maps for " +
+                             "llama-family files with " + arch +
+                             ".expert_count (Mixtral) only; convert without --hf to keep " +
+                             "the GGUF names");
       }
       return Status::Error(who + ": tensor '" + EscapeBytes(t->source) +
                            "' has no Hugging Face name for architecture " + arch +
@@ -279,9 +383,21 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
         expect(p + "self_attn.k_proj.weight", {kv, hidden});
         expect(p + "self_attn.v_proj.weight", {kv, hidden});
         expect(p + "self_attn.o_proj.weight", {hidden, q});
-        expect(p + "mlp.gate_proj.weight", {ffn, hidden});
-        expect(p + "mlp.up_proj.weight", {ffn, hidden});
-        expect(p + "mlp.down_proj.weight", {hidden, ffn});
+        if (moe) {  // Mixtral's sparse MoE block
+          int64_t ffn_e = ffn;
+          uint_key("expert_feed_forward_length", &ffn_e);
+          expect(p + "block_sparse_moe.gate.weight", {n_expert, hidden});
+          for (int64_t e = 0; e < n_expert; ++e) {
+            const std::string x = p + "block_sparse_moe.experts." + std::to_string(e) + ".";
+            expect(x + "w1.weight", {ffn_e, hidden});
+            expect(x + "w2.weight", {hidden, ffn_e});
+            expect(x + "w3.weight", {ffn_e, hidden});
+          }
+        } else {
+          expect(p + "mlp.gate_proj.weight", {ffn, hidden});
+          expect(p + "mlp.up_proj.weight", {ffn, hidden});
+          expect(p + "mlp.down_proj.weight", {hidden, ffn});
+        }
         if (arch == "qwen2") {  // Qwen2's attention has q / k / v biases
           expect(p + "self_attn.q_proj.bias", {q});
           expect(p + "self_attn.k_proj.bias", {kv});
@@ -312,6 +428,7 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
   if (arch == "mistral") cls = "MistralForCausalLM";
   if (arch == "qwen2") cls = "Qwen2ForCausalLM";
   if (arch == "qwen3") cls = "Qwen3ForCausalLM";
+  if (moe) cls = "MixtralForCausalLM", type = "mixtral";
   std::string cfg = "{\n  \"architectures\": [\"" + cls + "\"],\n  \"model_type\": \"" + type +
                     "\",\n  \"hidden_act\": \"silu\"";
   auto add = [&cfg](const std::string& k, const std::string& v) {
@@ -325,6 +442,10 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
   for (const auto& [key, name] : ints) {
     int64_t v;
     if (uint_key(key, &v)) add(name, std::to_string(v));
+  }
+  if (moe) {
+    add("num_local_experts", std::to_string(n_expert));
+    if (n_expert_used > 0) add("num_experts_per_tok", std::to_string(n_expert_used));
   }
   add("num_attention_heads", std::to_string(n_head));
   add("num_key_value_heads", std::to_string(n_head_kv));

@@ -1,6 +1,6 @@
 // GGUF -> a Hugging Face style model folder (`nibble dequant IN.gguf OUT/
-// --hf`): the llama family (GGUF architectures "llama", "mistral") and
-// qwen2 / qwen3.
+// --hf`): the llama family (GGUF architectures "llama", "mistral"; with
+// `<arch>.expert_count`, Mixtral) and qwen2 / qwen3.
 //
 // What is written, into OUT/ (which must not exist, or be an empty folder;
 // it appears complete or not at all: everything is written into a
@@ -16,7 +16,13 @@
 // for the llama family, llama.cpp's row permutation of attn_q / attn_k
 // (convert_hf_to_gguf's `permute`, for its interleaved rotary layout) is
 // undone, so q_proj / k_proj are in the original checkpoint's row order.
-// Shapes are the GGUF ne reversed ([out_features, in_features]).
+// Shapes are the GGUF ne reversed ([out_features, in_features]). Mixtral:
+// the stacked experts blk.N.ffn_{gate,down,up}_exps [E, rows, cols] become
+// model.layers.N.block_sparse_moe.experts.E.{w1,w2,w3}.weight (llama.cpp's
+// older per-expert blk.N.ffn_gate.E names too) and ffn_gate_inp the router
+// block_sparse_moe.gate; config.json MixtralForCausalLM with
+// num_local_experts / num_experts_per_tok. Other mixture-of-experts tensors
+// are refused by name.
 //
 //  - tokenizer.json and tokenizer_config.json rebuilt from the
 //    tokenizer.ggml.* metadata (hf_tokenizer.h); where that is not

@@ -1358,7 +1358,10 @@ void RunBlockLayouts(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64
     return RunBlockLayout<D, kBits>(plan, r0, r1, c0, c1, out, ld);
     NIBBLE_BLOCK_LAYOUTS(NIBBLE_BLOCK_CASE)
 #undef NIBBLE_BLOCK_CASE
-    case Layout::kDense:  // not block layouts: never routed here
+#define NIBBLE_DECODED_CASE(D) case Layout::k##D:
+    NIBBLE_DECODED_LAYOUTS(NIBBLE_DECODED_CASE)
+#undef NIBBLE_DECODED_CASE
+    case Layout::kDense:  // not (bit-plane) block layouts: never routed here
     case Layout::kDenseHighNibbles:
     case Layout::kPmxWords:
     case Layout::kAwqWords:

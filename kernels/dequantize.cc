@@ -10,6 +10,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "kernels/convert.h"
+#include "kernels/decoded_blocks.h"
 #include "kernels/dequantize_families.h"
 #include "kernels/layouts.h"
 #include "kernels/staged.h"
@@ -52,6 +53,11 @@ void DequantizeTile(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
     return DequantizeBlock8Family(plan, r0, r1, c0, c1, out, ld);
       NIBBLE_BLOCK_LAYOUTS(NIBBLE_BLOCK_CASE)
 #undef NIBBLE_BLOCK_CASE
+#define NIBBLE_DECODED_CASE(D) \
+  case Layout::k##D:           \
+    return DequantizeDecodedBlocks<D>(plan, r0, r1, c0, c1, out, ld, &ConvertFloats);
+      NIBBLE_DECODED_LAYOUTS(NIBBLE_DECODED_CASE)
+#undef NIBBLE_DECODED_CASE
   }
 }
 

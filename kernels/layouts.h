@@ -567,6 +567,137 @@ struct GgufMXFP4 {
   }
 };
 
+// ---------------------------------------------------------------------------
+// Decoded block layouts (ggml): types whose values are not a bit-plane code
+// times a sub-block scale — base-3 digits (TQ1_0), ±d from one bit (Q1_0),
+// e2m1 codes whose 16-element sub-blocks span 8 bytes (NVFP4); the grid
+// i-quants (a grid entry, a sign mask and a sub-block scale per 8 values)
+// belong here too. Contract of a descriptor D:
+//   struct Block; kName, kGgmlType, kBlockElems (a power of two), kBytes ==
+//   sizeof(Block), as for block layouts;
+//   kSubElems                     elements sharing one scale (descriptions)
+//   kHalfAt                       byte offset of the float16 scale (-1: none;
+//                                 synthetic blocks put a moderate value there)
+//   Decode(block, y)              the block's kBlockElems float32 values,
+//                                 computed as the format's reference decoder
+//                                 computes them (same operations, same order).
+// The kernels decode block by block into float32 and round that to the
+// output type (kernels/decoded_blocks.h): exact on every target; the decode
+// itself is scalar.
+
+namespace layout_internal {
+// ggml's ue4m3_to_fp32: an unsigned E4M3 byte (bit 7 ignored), exponent bias
+// 7, 0x00 and 0x7F (NaN) decoded as 0, times 0.5 (ggml pairs it with its
+// doubled e2m1 grid).
+inline float GgmlUe4m3Half(uint8_t x) {
+  if (x == 0 || x == 0x7F) return 0.0f;
+  const int exp = (x >> 3) & 0xF, man = x & 0x7;
+  const float raw = exp == 0 ? static_cast<float>(man) * 0x1p-9f
+                             : (1.0f + static_cast<float>(man) / 8.0f) *
+                                   F32FromBits(static_cast<uint32_t>(exp - 7 + 127) << 23);
+  return raw * 0.5f;
+}
+}  // namespace layout_internal
+
+// TQ1_0 (ternary, 1.6875 bits): {u8 qs[48]; u8 qh[4]; f16 d}: five base-3
+// digits per byte of qs, four per byte of qh, digit n of byte b read as
+// ggml does: q = uint8(b * 3^n), (q * 3) >> 8 (0, 1, 2); value (digit - 1)
+// * d. Element order: qs[0..31] digit 0..4 (32 elements each), then
+// qs[32..47] digit 0..4 (16 each), then qh[0..3] digit 0..3 (4 each).
+struct GgufTQ1_0 {
+  struct Block {
+    uint8_t qs[48];
+    uint8_t qh[4];
+    uint16_t d;
+  };
+  static constexpr const char* kName = "tq1_0";
+  static constexpr uint32_t kGgmlType = 34;
+  static constexpr int64_t kBlockElems = 256, kBytes = 54, kSubElems = 256;
+  static constexpr int32_t kHalfAt = offsetof(Block, d);
+  static void Decode(const uint8_t* b, float* y) {
+    static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
+    const float d = layout_internal::Half(b, offsetof(Block, d));
+    auto digit = [](uint8_t byte, int n) {
+      const uint8_t q = static_cast<uint8_t>(byte * kPow3[n]);
+      return static_cast<int>((uint32_t{q} * 3u) >> 8);
+    };
+    const uint8_t* qs = b + offsetof(Block, qs);
+    const uint8_t* qh = b + offsetof(Block, qh);
+    for (int n = 0; n < 5; ++n) {
+      for (int m = 0; m < 32; ++m) *y++ = static_cast<float>(digit(qs[m], n) - 1) * d;
+    }
+    for (int n = 0; n < 5; ++n) {
+      for (int m = 0; m < 16; ++m) *y++ = static_cast<float>(digit(qs[32 + m], n) - 1) * d;
+    }
+    for (int n = 0; n < 4; ++n) {
+      for (int j = 0; j < 4; ++j) *y++ = static_cast<float>(digit(qh[j], n) - 1) * d;
+    }
+  }
+};
+
+// Q1_0: {f16 d; u8 qs[16]}, 128 elements: bit j % 8 of qs[j / 8] set: d,
+// clear: -d (ggml negates d: -0.0 for d = 0).
+struct GgufQ1_0 {
+  struct Block {
+    uint16_t d;
+    uint8_t qs[16];
+  };
+  static constexpr const char* kName = "q1_0";
+  static constexpr uint32_t kGgmlType = 41;
+  static constexpr int64_t kBlockElems = 128, kBytes = 18, kSubElems = 128;
+  static constexpr int32_t kHalfAt = offsetof(Block, d);
+  static void Decode(const uint8_t* b, float* y) {
+    const float d = layout_internal::Half(b, offsetof(Block, d)), neg = -d;
+    const uint8_t* qs = b + offsetof(Block, qs);
+    for (int j = 0; j < 128; ++j) y[j] = (qs[j / 8] >> (j % 8)) & 1 ? d : neg;
+  }
+};
+
+// NVFP4 (as ggml stores it): {u8 d[4]; u8 qs[32]}, 64 elements in four
+// 16-element sub-blocks s with the UE4M3 scale d[s] (GgmlUe4m3Half); the
+// sub-block's 8 bytes qs[8s ..] hold its elements 0-7 (low nibbles) and 8-15
+// (high): kValues[q] * scale, ggml's doubled e2m1 grid (kvalues_mxfp4).
+struct GgufNVFP4 {
+  struct Block {
+    uint8_t d[4];
+    uint8_t qs[32];
+  };
+  static constexpr const char* kName = "nvfp4";
+  static constexpr uint32_t kGgmlType = 40;
+  static constexpr int64_t kBlockElems = 64, kBytes = 36, kSubElems = 16;
+  static constexpr int32_t kHalfAt = -1;
+  static void Decode(const uint8_t* b, float* y) {
+    static constexpr int8_t kValues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    for (size_t s = 0; s < 4; ++s) {
+      const float d = layout_internal::GgmlUe4m3Half(b[offsetof(Block, d) + s]);
+      const uint8_t* qs = b + offsetof(Block, qs) + 8 * s;
+      for (size_t j = 0; j < 8; ++j) {
+        y[16 * s + j] = static_cast<float>(kValues[qs[j] & 0xF]) * d;
+        y[16 * s + j + 8] = static_cast<float>(kValues[qs[j] >> 4]) * d;
+      }
+    }
+  }
+};
+
+// The registry of decoded block layouts. X(Descriptor) for each.
+#define NIBBLE_DECODED_LAYOUTS(X) \
+  X(GgufTQ1_0)                    \
+  X(GgufQ1_0)                     \
+  X(GgufNVFP4)
+
+// Compile-time checks of a decoded block descriptor's contract.
+template <class D>
+constexpr bool CheckDecodedDescriptor() {
+  static_assert(sizeof(typename D::Block) == D::kBytes, "block struct size != kBytes");
+  static_assert(D::kBlockElems > 0 && (D::kBlockElems & (D::kBlockElems - 1)) == 0,
+                "kBlockElems must be a power of two");
+  static_assert(D::kHalfAt < 0 || D::kHalfAt + 2 <= D::kBytes, "kHalfAt inside the block");
+  return true;
+}
+#define NIBBLE_CHECK_DECODED(D) static_assert(CheckDecodedDescriptor<D>(), #D);
+NIBBLE_DECODED_LAYOUTS(NIBBLE_CHECK_DECODED)
+#undef NIBBLE_CHECK_DECODED
+
 // The registry: every block layout, once. X(Descriptor) for each.
 #define NIBBLE_BLOCK_LAYOUTS(X) \
   X(GgufQ4_0)                   \
@@ -771,6 +902,9 @@ enum class Layout : uint8_t {
 // at a block.
 #define NIBBLE_LAYOUT_ENUM(D) k##D,
   NIBBLE_BLOCK_LAYOUTS(NIBBLE_LAYOUT_ENUM)
+  // Decoded block layouts (descriptors above): as block layouts, the
+  // values from D::Decode.
+  NIBBLE_DECODED_LAYOUTS(NIBBLE_LAYOUT_ENUM)
 #undef NIBBLE_LAYOUT_ENUM
 };
 
@@ -783,7 +917,17 @@ struct BlockLayoutOf;
     static constexpr Layout kValue = Layout::k##D; \
   };
 NIBBLE_BLOCK_LAYOUTS(NIBBLE_LAYOUT_OF)
+NIBBLE_DECODED_LAYOUTS(NIBBLE_LAYOUT_OF)
 #undef NIBBLE_LAYOUT_OF
+
+// Whether `layout` is a decoded block layout.
+constexpr bool IsDecodedLayout(Layout layout) {
+#define NIBBLE_IS_DECODED(D) \
+  if (layout == Layout::k##D) return true;
+  NIBBLE_DECODED_LAYOUTS(NIBBLE_IS_DECODED)
+#undef NIBBLE_IS_DECODED
+  return false;
+}
 
 // The field of element p (0 <= p < kBlockElems) in plane `pl` of `block`.
 inline uint32_t PlaneField(const uint8_t* block, const CodePlane& pl, int64_t p) {

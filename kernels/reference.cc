@@ -4,6 +4,7 @@
 
 #include "base/numeric.h"
 #include "kernels/convert.h"
+#include "kernels/decoded_blocks.h"
 
 namespace nibble {
 
@@ -55,6 +56,10 @@ bool BlockParams(const Plan& plan, int64_t e, float* s, float* z) {
     return true;
       NIBBLE_BLOCK_LAYOUTS(NIBBLE_BLOCK_CASE)
 #undef NIBBLE_BLOCK_CASE
+#define NIBBLE_DECODED_CASE(D) case Layout::k##D:
+      NIBBLE_DECODED_LAYOUTS(NIBBLE_DECODED_CASE)
+#undef NIBBLE_DECODED_CASE
+      return false;  // (ReferenceValue decodes them)
   }
   return false;
 }
@@ -91,6 +96,10 @@ uint32_t LoadCodeBits(const Plan& plan, int64_t e) {
     return BlockCodeOfElement<D>(plan, e);
       NIBBLE_BLOCK_LAYOUTS(NIBBLE_BLOCK_CASE)
 #undef NIBBLE_BLOCK_CASE
+#define NIBBLE_DECODED_CASE(D) case Layout::k##D:
+      NIBBLE_DECODED_LAYOUTS(NIBBLE_DECODED_CASE)
+#undef NIBBLE_DECODED_CASE
+      return 0;  // no code bits: ReferenceValue decodes the block
   }
   return 0;
 }
@@ -173,6 +182,15 @@ float ReferenceValue(const Plan& plan, int64_t r, int64_t c) {
     o = r / plan.axis, a = r % plan.axis, i = c;
   }
   const int64_t e = r * plan.cols() + c;
+  switch (plan.layout) {
+#define NIBBLE_DECODED_CASE(D) \
+  case Layout::k##D:           \
+    return DecodedBlockValue<D>(plan, e);
+    NIBBLE_DECODED_LAYOUTS(NIBBLE_DECODED_CASE)
+#undef NIBBLE_DECODED_CASE
+    default:
+      break;
+  }
   float s, block_zero = 0.0f;
   int64_t idx = 0;
   const bool block = BlockParams(plan, e, &s, &block_zero);

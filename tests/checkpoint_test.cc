@@ -473,6 +473,7 @@ TEST_CASE(
     names += (names.empty() ? "" : ", ") + std::string(D::kName);                    \
   }
   NIBBLE_BLOCK_LAYOUTS(NIBBLE_TEST_REGISTERED)
+  NIBBLE_DECODED_LAYOUTS(NIBBLE_TEST_REGISTERED)
 #undef NIBBLE_TEST_REGISTERED
   std::vector<uint32_t> oracle(std::begin(kOracleTypes), std::end(kOracleTypes));
   std::sort(registered.begin(), registered.end());
@@ -607,6 +608,41 @@ TEST_CASE("GGUF golden blocks: hand-computed values of every bit-plane and scale
        kOracleQ2_0,
        {{1, 0x40}, {2, 0xE4}},
        {{0, -2.0f}, {1, 0.0f}, {2, 2.0f}, {3, 4.0f}, {63, -2.0f}}},
+      // TQ1_0, d = 2 (bytes 52-53): digit n of byte b = ((uint8)(b * 3^n) * 3)
+      // >> 8; 0xFF has digits 2, 2, 2, 2, 2; 0x33: 0, 1, 2, 1, 0; 86: 1, 0, 0,
+      // 0, 0. qs[0] = 0xFF: e0, e32, e128 = 2; qs[5] = 0x33: e5 -2, e37 0,
+      // e69 2, e101 0; qs[32] = 86: e160 = 0; qh[0] = 0xFF: e240, e244 = 2;
+      // zero bytes: -2 (e1, e161, e241).
+      {"tq1_0",
+       kOracleTQ1_0,
+       {{0, 0xFF}, {5, 0x33}, {32, 86}, {48, 0xFF}, {53, 0x40}},
+       {{0, 2.0f},
+        {32, 2.0f},
+        {128, 2.0f},
+        {1, -2.0f},
+        {5, -2.0f},
+        {37, 0.0f},
+        {69, 2.0f},
+        {101, 0.0f},
+        {160, 0.0f},
+        {161, -2.0f},
+        {240, 2.0f},
+        {244, 2.0f},
+        {241, -2.0f}}},
+      // Q1_0, d = 2: bit 0 of qs[0] -> e0 = 2, e1 = -2; bit 7 of qs[15] ->
+      // e127 = 2, e126 = -2.
+      {"q1_0",
+       kOracleQ1_0,
+       {{1, 0x40}, {2, 0x01}, {17, 0x80}},
+       {{0, 2.0f}, {1, -2.0f}, {127, 2.0f}, {126, -2.0f}}},
+      // NVFP4: d[0] = 0x38 (1.0, halved: 0.5), qs[0] = 0x71: e0 = 1 * 0.5, e8
+      // = 12 * 0.5; d[1] = 0x7F (NaN: 0) -> e16 = -12 * 0 = -0; d[2] = 0x01
+      // (2^-9, halved) and code 14 (-8): e32 = -2^-7; d[3] = 0xFF (bit 7
+      // ignored: 1.875 * 2^8, halved 240) and code 2: e48 = 480.
+      {"nvfp4",
+       kOracleNVFP4,
+       {{0, 0x38}, {1, 0x7F}, {2, 0x01}, {3, 0xFF}, {4, 0x71}, {12, 0x0F}, {20, 0x0E}, {28, 0x02}},
+       {{0, 0.5f}, {8, 6.0f}, {1, 0.0f}, {16, -0.0f}, {32, -0.0078125f}, {48, 480.0f}}},
   };
   for (const Golden& g : goldens) {
     CAPTURE(g.name);
@@ -1260,15 +1296,15 @@ TEST_CASE("dequant: GGUF file - unsupported types refused before anything is wri
 TEST_CASE("GGUF: every ggml type is named, an unknown type id is named as such, both skippable") {
   const fs::path dir = TempDir("gguf_names");
   GgufBuilder b;
-  b.Tensor("a.weight", {256, 2}, 34 /* tq1_0 */, std::vector<uint8_t>(2 * 54));
+  b.Tensor("a.weight", {256, 2}, 16 /* iq2_xxs */, std::vector<uint8_t>(2 * 66));
   b.Tensor("b.weight", {256, 2}, 99, std::vector<uint8_t>(64));
   b.Tensor("c.weight", {4}, kGgmlF32, std::vector<uint8_t>(16, 0));
   WriteText((dir / "m.gguf").string(), b.Bytes());
   auto ck = Checkpoint::Open((dir / "m.gguf").string());
   REQUIRE_MESSAGE(ck.ok(), ck.status().message());
   REQUIRE(ck->tensors().size() == 3);
-  CHECK(ck->tensors()[0].kind == "tq1_0");
-  CHECK(ck->tensors()[0].why_not.rfind("ggml type tq1_0 is not dequantized by nibble", 0) == 0);
+  CHECK(ck->tensors()[0].kind == "iq2_xxs");
+  CHECK(ck->tensors()[0].why_not.rfind("ggml type iq2_xxs is not dequantized by nibble", 0) == 0);
   CHECK(ck->tensors()[1].kind == "type(99)");
   CHECK(ck->tensors()[1].why_not ==
         "unknown ggml type id 99 (not a type ggml defines: a newer or a damaged file?)");

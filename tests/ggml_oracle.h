@@ -9,6 +9,7 @@
 #ifndef NIBBLE_TESTS_GGML_ORACLE_H_
 #define NIBBLE_TESTS_GGML_ORACLE_H_
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -38,15 +39,19 @@ enum : uint32_t {
   kOracleQ6_K = 14,
   kOracleIQ4_NL = 20,
   kOracleIQ4_XS = 23,
+  kOracleTQ1_0 = 34,
   kOracleTQ2_0 = 35,
   kOracleMXFP4 = 39,
+  kOracleNVFP4 = 40,
+  kOracleQ1_0 = 41,
   kOracleQ2_0 = 42,
 };
 // Every type this oracle decodes.
 inline constexpr uint32_t kOracleTypes[] = {
     kOracleQ4_0,   kOracleQ4_1,   kOracleQ5_0,  kOracleQ5_1,  kOracleQ8_0,
     kOracleQ2_K,   kOracleQ3_K,   kOracleQ4_K,  kOracleQ5_K,  kOracleQ6_K,
-    kOracleIQ4_NL, kOracleIQ4_XS, kOracleTQ2_0, kOracleMXFP4, kOracleQ2_0};
+    kOracleIQ4_NL, kOracleIQ4_XS, kOracleTQ2_0, kOracleMXFP4, kOracleQ2_0,
+    kOracleTQ1_0,  kOracleQ1_0,   kOracleNVFP4};
 
 // ggml's kvalues_iq4nl: the IQ4_NL grid.
 inline constexpr int8_t kOracleIQ4NLGrid[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
@@ -64,7 +69,10 @@ inline int OracleBlockElems(uint32_t t) {
     case kOracleMXFP4:
       return 32;
     case kOracleQ2_0:
+    case kOracleNVFP4:
       return 64;
+    case kOracleQ1_0:
+      return 128;
     default:
       return 256;
   }
@@ -88,7 +96,12 @@ inline int OracleBlockBytes(uint32_t t) {
     case kOracleQ4_0:
     case kOracleIQ4_NL:
     case kOracleQ2_0:
+    case kOracleQ1_0:
       return 18;  // half d; u8 qs[16]
+    case kOracleTQ1_0:
+      return 54;  // u8 qs[48]; u8 qh[4]; half d
+    case kOracleNVFP4:
+      return 36;  // u8 d[4] (UE4M3); u8 qs[32]
     case kOracleQ4_1:
       return 20;  // half d, m; u8 qs[16]
     case kOracleQ8_0:
@@ -118,7 +131,10 @@ inline std::vector<int> OracleHalfFields(uint32_t t) {
       return {208};
     case kOracleTQ2_0:
       return {64};
+    case kOracleTQ1_0:
+      return {52};
     case kOracleMXFP4:
+    case kOracleNVFP4:
       return {};
     default:
       return {0};
@@ -283,6 +299,51 @@ inline void OracleDecodeBlock(uint32_t t, const uint8_t* b, float* y) {
           const int8_t q = static_cast<int8_t>((b[j + m] >> (l * 2)) & 3);
           *out++ = static_cast<float>(q - 1) * d;
         }
+      }
+    }
+  } else if (t == kOracleTQ1_0) {
+    // dequantize_row_tq1_0: digit n of a byte is ((uint8)(b * 3^n) * 3) >>
+    // 8; qs[0..31] then qs[32..47] five digits each, digit-major, then qh
+    // four digits, digit-major; (digit - 1) * d.
+    const float d = GgmlHalf(b + 52);
+    static constexpr uint8_t kPow3[6] = {1, 3, 9, 27, 81, 243};
+    float* out = y;
+    auto put = [&](uint8_t byte, int n) {
+      const uint8_t q = static_cast<uint8_t>(byte * kPow3[n]);
+      const int16_t xi = static_cast<int16_t>((static_cast<uint16_t>(q) * 3) >> 8);
+      *out++ = static_cast<float>(xi - 1) * d;
+    };
+    for (int n = 0; n < 5; ++n) {
+      for (int m = 0; m < 32; ++m) put(b[m], n);
+    }
+    for (int n = 0; n < 5; ++n) {
+      for (int m = 0; m < 16; ++m) put(b[32 + m], n);
+    }
+    for (int n = 0; n < 4; ++n) {
+      for (int j = 0; j < 4; ++j) put(b[48 + j], n);
+    }
+  } else if (t == kOracleQ1_0) {
+    // dequantize_row_q1_0: bit j % 8 of qs[j / 8]: d, else -d.
+    const float d = GgmlHalf(b);
+    const float neg_d = -d;
+    for (int j = 0; j < 128; ++j) y[j] = ((b[2 + j / 8] >> (j % 8)) & 1) ? d : neg_d;
+  } else if (t == kOracleNVFP4) {
+    // dequantize_row_nvfp4 with ggml_ue4m3_to_fp32 (ldexpf; 0 and 0x7F are
+    // 0; times 0.5 for the doubled grid).
+    static constexpr int8_t kGrid[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    for (int s = 0; s < 4; ++s) {
+      const uint8_t x = b[s];
+      float d = 0.0f;
+      if (x != 0 && x != 0x7F) {
+        const int exp = (x >> 3) & 0xF, man = x & 0x7;
+        const float raw = exp == 0 ? std::ldexp(static_cast<float>(man), -9)
+                                   : std::ldexp(1.0f + static_cast<float>(man) / 8.0f, exp - 7);
+        d = raw * 0.5f;
+      }
+      for (int j = 0; j < 8; ++j) {
+        const uint8_t q = b[4 + 8 * s + j];
+        y[16 * s + j] = static_cast<float>(kGrid[q & 0x0F]) * d;
+        y[16 * s + j + 8] = static_cast<float>(kGrid[q >> 4]) * d;
       }
     }
   } else if (t == kOracleQ2_0) {

@@ -17,6 +17,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/numeric.h"
@@ -434,6 +435,103 @@ TEST_CASE("dequant --hf: GGUF back to a Hugging Face folder (names, Q/K order, c
       CHECK(err.sqnr_db > 20.0);
     }
   }
+}
+
+TEST_CASE("dequant --hf: a Mixtral GGUF (llama with experts) -> MixtralForCausalLM's layout") {
+  // llama.cpp stacks each layer's experts into [E, rows, cols] tensors
+  // (ffn_{gate,up,down}_exps) and the router into ffn_gate_inp; transformers'
+  // Mixtral wants block_sparse_moe.gate and experts.E.w1 / w2 / w3.
+  constexpr int64_t kHidden = 32, kFfn = 64, kVocab = 48, kExperts = 3;
+  GgufBuilder b;
+  b.KvString("general.architecture", "llama");
+  b.KvU32("llama.attention.head_count", 2);
+  b.KvU32("llama.attention.head_count_kv", 2);
+  b.KvU32("llama.embedding_length", kHidden);
+  b.KvU32("llama.feed_forward_length", kFfn);
+  b.KvU32("llama.block_count", 1);
+  b.KvU32("llama.context_length", 512);
+  b.KvU32("llama.expert_count", kExperts);
+  b.KvU32("llama.expert_used_count", 2);
+  b.Kv("llama.attention.layer_norm_rms_epsilon", 6, GgufBuilder::Enc(1e-5f));
+  int seed = 7;
+  auto f32 = [&](const std::string& name, std::vector<int64_t> ne) {
+    int64_t n = 1;
+    for (int64_t d : ne) n *= d;
+    const std::vector<float> x = MakeLlmLikeWeight(1, n, static_cast<uint64_t>(seed++));
+    std::vector<uint8_t> bytes(x.size() * 4);
+    std::memcpy(bytes.data(), x.data(), bytes.size());
+    b.Tensor(name, ne, kF32, bytes);
+  };
+  f32("token_embd.weight", {kHidden, kVocab});
+  f32("output_norm.weight", {kHidden});
+  f32("blk.0.attn_norm.weight", {kHidden});
+  f32("blk.0.ffn_norm.weight", {kHidden});
+  for (const char* n : {"attn_q", "attn_k", "attn_v", "attn_output"}) {
+    f32(std::string("blk.0.") + n + ".weight", {kHidden, kHidden});
+  }
+  f32("blk.0.ffn_gate_inp.weight", {kHidden, kExperts});
+  std::map<std::string, std::vector<float>> want;  // HF name -> values
+  for (const auto& [part, w, rows, cols] :
+       {std::tuple<const char*, const char*, int64_t, int64_t>{"ffn_gate_exps", "w1", kFfn, kHidden},
+        {"ffn_up_exps", "w3", kFfn, kHidden},
+        {"ffn_down_exps", "w2", kHidden, kFfn}}) {
+    const std::vector<float> x =
+        MakeLlmLikeWeight(kExperts * rows, cols, static_cast<uint64_t>(seed++));
+    auto q = QuantizeGgml(kOracleQ8_0, x.data(), kExperts * rows, cols);
+    REQUIRE(q.ok());
+    b.Tensor(std::string("blk.0.") + part + ".weight", {cols, rows, kExperts}, kOracleQ8_0, *q);
+    const std::vector<float> dec = OracleDecode(kOracleQ8_0, q->data(), kExperts * rows, cols);
+    for (int64_t e = 0; e < kExperts; ++e) {
+      want["model.layers.0.block_sparse_moe.experts." + std::to_string(e) + "." + w + ".weight"] =
+          std::vector<float>(dec.begin() + e * rows * cols, dec.begin() + (e + 1) * rows * cols);
+    }
+  }
+  const auto dir = TempDir("hf_mixtral");
+  WriteText((dir / "m.gguf").string(), b.Bytes());
+  DequantOptions o;
+  o.hf = true;
+  o.dtype = DType::kFloat32;
+  o.max_shard_bytes = 30000;  // the experts spread over several shards
+  DequantReport rep;
+  const Status st = DequantCheckpoint((dir / "m.gguf").string(), (dir / "hf").string(), o, &rep);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  const std::string config = ReadFile(dir / "hf" / "config.json");
+  for (const char* kv : {"\"architectures\": [\"MixtralForCausalLM\"]",
+                         "\"model_type\": \"mixtral\"", "\"num_local_experts\": 3",
+                         "\"num_experts_per_tok\": 2", "\"intermediate_size\": 64"}) {
+    CHECK_MESSAGE(config.find(kv) != std::string::npos, kv);
+  }
+  const std::string index = ReadFile(dir / "hf" / "model.safetensors.index.json");
+  CHECK(index.find("\"model.layers.0.block_sparse_moe.gate.weight\"") != std::string::npos);
+  CHECK(index.find("mlp.") == std::string::npos);
+  for (const auto& [name, values] : want) {
+    CAPTURE(name);
+    const std::string key = "\"" + name + "\": \"";
+    const size_t at = index.find(key);
+    REQUIRE(at != std::string::npos);
+    const std::string shard =
+        index.substr(at + key.size(), index.find('"', at + key.size()) - at - key.size());
+    auto f = SafetensorsFile::Open((dir / "hf" / shard).string());
+    REQUIRE(f.ok());
+    const SafetensorsTensor* t = (*f)->Find(name);
+    REQUIRE(t != nullptr);
+    std::vector<uint8_t> buf;
+    auto v = (*f)->Load(*t, &buf);
+    REQUIRE(v.ok());
+    REQUIRE(v->size_bytes == values.size() * 4);
+    CHECK(std::memcmp(v->data, values.data(), v->size_bytes) == 0);
+  }
+  // Without expert_count the same tensors are refused as MoE tensors, by name.
+  GgufBuilder dense;
+  dense.KvString("general.architecture", "llama");
+  dense.KvU32("llama.attention.head_count", 2);
+  dense.Tensor("blk.0.ffn_gate_exps.weight", {32, 2, 2}, kF32, std::vector<uint8_t>(512));
+  WriteText((dir / "d.gguf").string(), dense.Bytes());
+  const Status refused =
+      DequantCheckpoint((dir / "d.gguf").string(), (dir / "hf2").string(), o, &rep);
+  CHECK(refused.message().find("'blk.0.ffn_gate_exps.weight' is a mixture-of-experts tensor") !=
+        std::string::npos);
+  CHECK(!std::filesystem::exists(dir / "hf2"));
 }
 
 TEST_CASE("dequant --hf: refusals leave nothing behind") {

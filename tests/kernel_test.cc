@@ -529,6 +529,23 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
    D::kCodeOffset},
       NIBBLE_BLOCK_LAYOUTS(NIBBLE_TEST_BLOCK)
 #undef NIBBLE_TEST_BLOCK
+  // Every decoded block layout: decode + rounding per target vs the
+  // reference's per-element decode (the values themselves are checked
+  // against the independent decoder in checkpoint_test.cc).
+#define NIBBLE_TEST_DECODED(D) \
+  {D::kName,                   \
+   CodeKind::kU8,              \
+   BlockLayoutOf<D>::kValue,   \
+   D::kBlockElems,             \
+   D::kBytes,                  \
+   0,                          \
+   nullptr,                    \
+   false,                      \
+   true,                       \
+   ZeroPointKind::kNone,       \
+   0},
+      NIBBLE_DECODED_LAYOUTS(NIBBLE_TEST_DECODED)
+#undef NIBBLE_TEST_DECODED
           {"awq", CodeKind::kU4, Layout::kAwqWords},
       {"gptq g_idx", CodeKind::kU4, Layout::kPmxWords, 0, 0, 0, nullptr, true},
       {"gptq [N, K] columns", CodeKind::kU4, Layout::kGptqColumns},

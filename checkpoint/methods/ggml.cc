@@ -25,6 +25,36 @@ Status LowerBlocks(const uint8_t* data, int64_t /*n*/, Plan* plan, Dequantizer::
   return Status::Ok();
 }
 
+// Lowers n elements of decoded block layout D: the kernels decode each
+// block (D::Decode); no code kind, scale or zero point of their own.
+template <class D>
+Status LowerDecoded(const uint8_t* data, int64_t /*n*/, Plan* plan,
+                    Dequantizer::Storage* /*st*/) {
+  plan->layout = BlockLayoutOf<D>::kValue;
+  plan->code = CodeKind::kU8;  // (unused: the values come from D::Decode)
+  plan->codes = data;
+  plan->zp_kind = ZeroPointKind::kNone;
+  plan->group = D::kBlockElems;
+  return Status::Ok();
+}
+
+// Synthetic blocks of decoded layout D: random bytes, the float16 scale (if
+// any) 0x3C3C (1.06).
+template <class D>
+void SyntheticDecoded(uint8_t* blocks, int64_t n, uint64_t seed) {
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (int64_t i = 0; i < n * D::kBytes; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift64
+    blocks[i] = static_cast<uint8_t>(x >> 24);
+  }
+  if constexpr (D::kHalfAt >= 0) {
+    for (int64_t b = 0; b < n; ++b) {
+      blocks[b * D::kBytes + D::kHalfAt] = 0x3C;
+      blocks[b * D::kBytes + D::kHalfAt + 1] = 0x3C;
+    }
+  }
+}
+
 // Synthetic blocks of layout D: random code planes, every header byte 0x3C
 // (f16 scales / mins 1.06, 6-bit scales 60 or 12, int8 scales 60, E8M0
 // 2^-68: finite, normal values).
@@ -58,6 +88,11 @@ constexpr BlockKind kBlockKinds[] = {
    D::kSubElems, &LowerBlocks<D>, &SyntheticBlocks<D>},
     NIBBLE_BLOCK_LAYOUTS(NIBBLE_BLOCK_KIND)
 #undef NIBBLE_BLOCK_KIND
+#define NIBBLE_DECODED_KIND(D)                                   \
+  {D::kGgmlType, D::kName,          D::kBlockElems,       D::kBytes, \
+   D::kSubElems, &LowerDecoded<D>, &SyntheticDecoded<D>},
+    NIBBLE_DECODED_LAYOUTS(NIBBLE_DECODED_KIND)
+#undef NIBBLE_DECODED_KIND
 };
 
 // Each registered block layout is the ggml type of the format registry
@@ -80,6 +115,7 @@ constexpr bool MatchesGgmlRegistry() {
                 ": id, name or geometry differs from " \
                 "formats/gguf.h");
 NIBBLE_BLOCK_LAYOUTS(NIBBLE_CHECK_REGISTRY)
+NIBBLE_DECODED_LAYOUTS(NIBBLE_CHECK_REGISTRY)
 #undef NIBBLE_CHECK_REGISTRY
 
 const BlockKind* FindBlockKind(uint32_t type) {

@@ -1,0 +1,51 @@
+// The kernel of the decoded block layouts (kernels/layouts.h,
+// NIBBLE_DECODED_LAYOUTS): each block decoded by its descriptor into float32,
+// then rounded to the output type.
+#ifndef NIBBLE_KERNELS_DECODED_BLOCKS_H_
+#define NIBBLE_KERNELS_DECODED_BLOCKS_H_
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/layouts.h"
+#include "kernels/out_types.h"
+#include "kernels/plan.h"
+
+namespace nibble {
+
+// DequantizeTile's contract for decoded block layout D: rows [r0, r1),
+// columns [c0, c1) into `out` (row stride `ld` elements). Each block holding
+// a wanted element is decoded once (D::Decode, float32) and `convert`
+// (ConvertFloats) rounds the wanted part to plan.out — on every SIMD target
+// the reference's rounding, so every target gives the same bits.
+template <class D>
+void DequantizeDecodedBlocks(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                             void* out, int64_t ld,
+                             void (*convert)(OutType, const void*, OutType, void*, int64_t)) {
+  constexpr int64_t kB = D::kBlockElems;
+  const int64_t row_blocks = plan.cols() / kB;
+  const int64_t ob = OutBytes(plan.out);
+  alignas(64) float y[static_cast<size_t>(kB)];
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* const row = plan.codes + r * row_blocks * D::kBytes;
+    char* const dst = static_cast<char*>(out) + (r - r0) * ld * ob;
+    for (int64_t c = c0; c < c1;) {
+      const int64_t p = c % kB, n = std::min(kB - p, c1 - c);
+      D::Decode(row + (c / kB) * D::kBytes, y);
+      convert(OutType::kF32, y + p, plan.out, dst + (c - c0) * ob, n);
+      c += n;
+    }
+  }
+}
+
+// Element e's float32 value (the reference: the element's block decoded).
+template <class D>
+float DecodedBlockValue(const Plan& plan, int64_t e) {
+  float y[static_cast<size_t>(D::kBlockElems)];
+  D::Decode(plan.codes + (e / D::kBlockElems) * D::kBytes, y);
+  return y[e % D::kBlockElems];
+}
+
+}  // namespace nibble
+
+#endif  // NIBBLE_KERNELS_DECODED_BLOCKS_H_
