@@ -647,9 +647,14 @@ struct GgufQ1_0 {
   static constexpr int64_t kBlockElems = 128, kBytes = 18, kSubElems = 128;
   static constexpr int32_t kHalfAt = offsetof(Block, d);
   static void Decode(const uint8_t* b, float* y) {
-    const float d = layout_internal::Half(b, offsetof(Block, d)), neg = -d;
+    // -d is d with its sign bit flipped (IEEE negation, NaN included), so
+    // the choice is an exclusive or, without a branch per random bit.
+    const uint32_t d = BitsFromF32(layout_internal::Half(b, offsetof(Block, d)));
     const uint8_t* qs = b + offsetof(Block, qs);
-    for (int j = 0; j < 128; ++j) y[j] = (qs[j / 8] >> (j % 8)) & 1 ? d : neg;
+    for (int j = 0; j < 128; ++j) {
+      const uint32_t clear = ((uint32_t{qs[j / 8]} >> (j % 8)) & 1u) ^ 1u;
+      y[j] = F32FromBits(d ^ (clear << 31));
+    }
   }
 };
 
