@@ -32,10 +32,10 @@ namespace fs = std::filesystem;
 
 bool IsLlamaFamily(const std::string& arch) { return arch == "llama" || arch == "mistral"; }
 
-const char* const kMappedArchs = "llama, mistral, qwen2, qwen3";
+const char* const kMappedArchs = "llama, mistral, qwen2, qwen3, phi3";
 
 bool IsMapped(const std::string& arch) {
-  return IsLlamaFamily(arch) || arch == "qwen2" || arch == "qwen3";
+  return IsLlamaFamily(arch) || arch == "qwen2" || arch == "qwen3" || arch == "phi3";
 }
 
 // The shortest decimal that reads back as the same float32 (GGUF keeps
@@ -75,8 +75,8 @@ const char* MixtralExpertWeight(const std::string& part) {
 }
 
 std::string MixtralExpertName(const std::string& layer, int64_t expert, const char* w) {
-  return "model.layers." + layer + ".block_sparse_moe.experts." + std::to_string(expert) + "." +
-         w + ".weight";
+  return "model.layers." + layer + ".block_sparse_moe.experts." + std::to_string(expert) + "." + w +
+         ".weight";
 }
 
 }  // namespace
@@ -103,9 +103,18 @@ std::string HfTensorName(const std::string& arch, const std::string& g) {
       {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},
       {"ffn_down", "mlp.down_proj"},
   };
+  // Phi-3 keeps its fused projections (transformers' Phi3Attention.qkv_proj,
+  // Phi3MLP.gate_up_proj), which llama.cpp stores as attn_qkv / ffn_up.
+  static const std::pair<const char*, const char*> kPhi3[] = {
+      {"attn_norm", "input_layernorm"},    {"attn_qkv", "self_attn.qkv_proj"},
+      {"attn_output", "self_attn.o_proj"}, {"ffn_norm", "post_attention_layernorm"},
+      {"ffn_up", "mlp.gate_up_proj"},      {"ffn_down", "mlp.down_proj"},
+  };
   if (suffix != ".weight" && suffix != ".bias") return "";
-  for (const auto& [from, to] : kBlock) {
-    if (part == from) return "model.layers." + layer + "." + to + suffix;
+  const auto* begin = arch == "phi3" ? std::begin(kPhi3) : std::begin(kBlock);
+  const auto* end = arch == "phi3" ? std::end(kPhi3) : std::end(kBlock);
+  for (const auto* m = begin; m != end; ++m) {
+    if (part == m->first) return "model.layers." + layer + "." + m->second + suffix;
   }
   return "";
 }
@@ -200,6 +209,7 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
 
   std::vector<HfFolderItem> items;
   std::set<std::string> names;
+  std::vector<float> rope_long, rope_short;  // Phi-3 LongRoPE factors
   bool has_output = false;
   int64_t vocab = 0;
   int dequantized = 0;
@@ -270,6 +280,15 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
           num.find_first_not_of("0123456789") == std::string::npos && num.size() < 9) {
         hf = MixtralExpertName(layer, std::stoll(num), MixtralExpertWeight(base));
       }
+    }
+    if (hf.empty() && arch == "phi3" &&
+        (t->source == "rope_factors_long.weight" || t->source == "rope_factors_short.weight")) {
+      // Phi-3 LongRoPE: transformers reads these from config.json's
+      // rope_scaling (long_factor / short_factor), where they came from.
+      auto v = c->LoadFloat(*t, options.threads);
+      if (!v.ok()) return v.status().WithPrefix(who);
+      (t->source == "rope_factors_long.weight" ? rope_long : rope_short) = std::move(*v);
+      continue;
     }
     if (hf.empty()) {
       if (t->source == "rope_freqs.weight") {
@@ -379,6 +398,13 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
         const std::string p = "model.layers." + std::to_string(l) + ".";
         expect(p + "input_layernorm.weight", {hidden});
         expect(p + "post_attention_layernorm.weight", {hidden});
+        if (arch == "phi3") {  // fused projections
+          expect(p + "self_attn.qkv_proj.weight", {q + 2 * kv, hidden});
+          expect(p + "self_attn.o_proj.weight", {hidden, q});
+          expect(p + "mlp.gate_up_proj.weight", {2 * ffn, hidden});
+          expect(p + "mlp.down_proj.weight", {hidden, ffn});
+          continue;
+        }
         expect(p + "self_attn.q_proj.weight", {q, hidden});
         expect(p + "self_attn.k_proj.weight", {kv, hidden});
         expect(p + "self_attn.v_proj.weight", {kv, hidden});
@@ -428,6 +454,7 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
   if (arch == "mistral") cls = "MistralForCausalLM";
   if (arch == "qwen2") cls = "Qwen2ForCausalLM";
   if (arch == "qwen3") cls = "Qwen3ForCausalLM";
+  if (arch == "phi3") cls = "Phi3ForCausalLM";
   if (moe) cls = "MixtralForCausalLM", type = "mixtral";
   std::string cfg = "{\n  \"architectures\": [\"" + cls + "\"],\n  \"model_type\": \"" + type +
                     "\",\n  \"hidden_act\": \"silu\"";
@@ -453,6 +480,26 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
   if (float_key("attention.layer_norm_rms_epsilon", &f)) add("rms_norm_eps", JsonFloat(f));
   if (float_key("rope.freq_base", &f)) add("rope_theta", JsonFloat(f));
   if (vocab > 0) add("vocab_size", std::to_string(vocab));
+  if (arch == "phi3") {
+    int64_t v = 0;
+    if (uint_key("attention.sliding_window", &v) && v > 0) add("sliding_window", std::to_string(v));
+    if (uint_key("rope.scaling.original_context_length", &v) && v > 0) {
+      add("original_max_position_embeddings", std::to_string(v));
+    }
+    if (rope_long.empty() != rope_short.empty()) {
+      return Status::Error(who + ": '" + EscapeBytes(in) + "' has only one of " +
+                           "rope_factors_long / rope_factors_short (Phi-3 LongRoPE needs both)");
+    }
+    if (!rope_long.empty()) {
+      auto list = [](const std::vector<float>& x) {
+        std::string out = "[";
+        for (size_t i = 0; i < x.size(); ++i) out += (i ? ", " : "") + JsonFloat(x[i]);
+        return out + "]";
+      };
+      add("rope_scaling", "{\"type\": \"longrope\", \"long_factor\": " + list(rope_long) +
+                              ", \"short_factor\": " + list(rope_short) + "}");
+    }
+  }
   for (const auto& [key, name] :
        {std::pair<const char*, const char*>{"tokenizer.ggml.bos_token_id", "bos_token_id"},
         {"tokenizer.ggml.eos_token_id", "eos_token_id"}}) {

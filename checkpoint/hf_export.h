@@ -1,6 +1,8 @@
 // GGUF -> a Hugging Face style model folder (`nibble dequant IN.gguf OUT/
 // --hf`): the llama family (GGUF architectures "llama", "mistral"; with
-// `<arch>.expert_count`, Mixtral) and qwen2 / qwen3.
+// `<arch>.expert_count`, Mixtral), qwen2 / qwen3 and phi3 (its fused
+// qkv_proj / gate_up_proj kept; LongRoPE's rope_factors_long / _short
+// tensors written back into config.json's rope_scaling).
 //
 // What is written, into OUT/ (which must not exist, or be an empty folder;
 // it appears complete or not at all: everything is written into a

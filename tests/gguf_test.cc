@@ -471,10 +471,10 @@ TEST_CASE("dequant --hf: a Mixtral GGUF (llama with experts) -> MixtralForCausal
   }
   f32("blk.0.ffn_gate_inp.weight", {kHidden, kExperts});
   std::map<std::string, std::vector<float>> want;  // HF name -> values
-  for (const auto& [part, w, rows, cols] :
-       {std::tuple<const char*, const char*, int64_t, int64_t>{"ffn_gate_exps", "w1", kFfn, kHidden},
-        {"ffn_up_exps", "w3", kFfn, kHidden},
-        {"ffn_down_exps", "w2", kHidden, kFfn}}) {
+  for (const auto& [part, w, rows, cols] : {std::tuple<const char*, const char*, int64_t, int64_t>{
+                                                "ffn_gate_exps", "w1", kFfn, kHidden},
+                                            {"ffn_up_exps", "w3", kFfn, kHidden},
+                                            {"ffn_down_exps", "w2", kHidden, kFfn}}) {
     const std::vector<float> x =
         MakeLlmLikeWeight(kExperts * rows, cols, static_cast<uint64_t>(seed++));
     auto q = QuantizeGgml(kOracleQ8_0, x.data(), kExperts * rows, cols);
@@ -496,9 +496,9 @@ TEST_CASE("dequant --hf: a Mixtral GGUF (llama with experts) -> MixtralForCausal
   const Status st = DequantCheckpoint((dir / "m.gguf").string(), (dir / "hf").string(), o, &rep);
   REQUIRE_MESSAGE(st.ok(), st.message());
   const std::string config = ReadFile(dir / "hf" / "config.json");
-  for (const char* kv : {"\"architectures\": [\"MixtralForCausalLM\"]",
-                         "\"model_type\": \"mixtral\"", "\"num_local_experts\": 3",
-                         "\"num_experts_per_tok\": 2", "\"intermediate_size\": 64"}) {
+  for (const char* kv :
+       {"\"architectures\": [\"MixtralForCausalLM\"]", "\"model_type\": \"mixtral\"",
+        "\"num_local_experts\": 3", "\"num_experts_per_tok\": 2", "\"intermediate_size\": 64"}) {
     CHECK_MESSAGE(config.find(kv) != std::string::npos, kv);
   }
   const std::string index = ReadFile(dir / "hf" / "model.safetensors.index.json");
@@ -534,6 +534,77 @@ TEST_CASE("dequant --hf: a Mixtral GGUF (llama with experts) -> MixtralForCausal
   CHECK(!std::filesystem::exists(dir / "hf2"));
 }
 
+TEST_CASE("dequant --hf: a Phi-3 GGUF keeps its fused projections, LongRoPE factors go to config") {
+  constexpr int64_t kHidden = 32, kHeads = 4, kFfn = 48, kVocab = 40;
+  GgufBuilder b;
+  b.KvString("general.architecture", "phi3");
+  b.KvU32("phi3.attention.head_count", kHeads);
+  b.KvU32("phi3.attention.head_count_kv", kHeads);
+  b.KvU32("phi3.embedding_length", kHidden);
+  b.KvU32("phi3.feed_forward_length", kFfn);
+  b.KvU32("phi3.block_count", 1);
+  b.KvU32("phi3.context_length", 131072);
+  b.KvU32("phi3.rope.scaling.original_context_length", 4096);
+  b.KvU32("phi3.attention.sliding_window", 262144);
+  b.Kv("phi3.attention.layer_norm_rms_epsilon", 6, GgufBuilder::Enc(1e-5f));
+  std::map<std::string, std::vector<float>> want;
+  int seed = 3;
+  auto f32 = [&](const std::string& gguf, const std::string& hf, std::vector<int64_t> ne) {
+    int64_t n = 1;
+    for (int64_t d : ne) n *= d;
+    const std::vector<float> x = MakeLlmLikeWeight(1, n, static_cast<uint64_t>(seed++));
+    std::vector<uint8_t> bytes(x.size() * 4);
+    std::memcpy(bytes.data(), x.data(), bytes.size());
+    b.Tensor(gguf, ne, kF32, bytes);
+    if (!hf.empty()) want[hf] = x;
+  };
+  f32("token_embd.weight", "model.embed_tokens.weight", {kHidden, kVocab});
+  f32("output_norm.weight", "model.norm.weight", {kHidden});
+  f32("output.weight", "lm_head.weight", {kHidden, kVocab});
+  f32("blk.0.attn_norm.weight", "model.layers.0.input_layernorm.weight", {kHidden});
+  f32("blk.0.attn_qkv.weight", "model.layers.0.self_attn.qkv_proj.weight", {kHidden, 3 * kHidden});
+  f32("blk.0.attn_output.weight", "model.layers.0.self_attn.o_proj.weight", {kHidden, kHidden});
+  f32("blk.0.ffn_norm.weight", "model.layers.0.post_attention_layernorm.weight", {kHidden});
+  f32("blk.0.ffn_up.weight", "model.layers.0.mlp.gate_up_proj.weight", {kHidden, 2 * kFfn});
+  f32("blk.0.ffn_down.weight", "model.layers.0.mlp.down_proj.weight", {kFfn, kHidden});
+  for (const auto& [name, first] : {std::pair<const char*, float>{"rope_factors_long.weight", 1.5f},
+                                    {"rope_factors_short.weight", 1.0f}}) {
+    const std::vector<float> f = {first, 2.25f, 3.0f, 40.0f};
+    std::vector<uint8_t> bytes(16);
+    std::memcpy(bytes.data(), f.data(), 16);
+    b.Tensor(name, {4}, kF32, bytes);
+  }
+  const auto dir = TempDir("hf_phi3");
+  WriteText((dir / "m.gguf").string(), b.Bytes());
+  DequantOptions o;
+  o.hf = true;
+  DequantReport rep;
+  const Status st = DequantCheckpoint((dir / "m.gguf").string(), (dir / "hf").string(), o, &rep);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  const std::string config = ReadFile(dir / "hf" / "config.json");
+  for (const char* kv :
+       {"\"architectures\": [\"Phi3ForCausalLM\"]", "\"model_type\": \"phi3\"",
+        "\"sliding_window\": 262144", "\"original_max_position_embeddings\": 4096",
+        "\"max_position_embeddings\": 131072",
+        "\"rope_scaling\": {\"type\": \"longrope\", \"long_factor\": [1.5, 2.25, 3.0, 40.0], "
+        "\"short_factor\": [1.0, 2.25, 3.0, 40.0]}"}) {
+    CHECK_MESSAGE(config.find(kv) != std::string::npos, kv);
+  }
+  auto f = SafetensorsFile::Open((dir / "hf" / "model.safetensors").string());
+  REQUIRE(f.ok());
+  CHECK((*f)->tensors().size() == want.size());
+  for (const auto& [name, values] : want) {
+    CAPTURE(name);
+    const SafetensorsTensor* t = (*f)->Find(name);
+    REQUIRE(t != nullptr);
+    std::vector<uint8_t> buf;
+    auto v = (*f)->Load(*t, &buf);
+    REQUIRE(v.ok());
+    REQUIRE(v->size_bytes == values.size() * 4);
+    CHECK(std::memcmp(v->data, values.data(), v->size_bytes) == 0);
+  }
+}
+
 TEST_CASE("dequant --hf: refusals leave nothing behind") {
   const auto dir = TempDir("hf_refuse");
   GgufBuilder b;
@@ -546,7 +617,7 @@ TEST_CASE("dequant --hf: refusals leave nothing behind") {
   Status st = DequantCheckpoint((dir / "gpt2.gguf").string(), (dir / "out").string(), o, &rep);
   CHECK(st.message() ==
         "--hf: architecture 'gpt2' is not mapped to Hugging Face names (llama, mistral, qwen2, "
-        "qwen3 are); convert without --hf to keep the GGUF names");
+        "qwen3, phi3 are); convert without --hf to keep the GGUF names");
   // A llama file with a tensor that has no HF name; an existing output.
   GgufBuilder l;
   l.KvString("general.architecture", "llama");

@@ -608,10 +608,11 @@ int Main(int argc, char** argv) {
       ->add_option("output", dq_out,
                    "OUT.safetensors, or a new (or empty) folder OUT/ for a model folder")
       ->required();
-  dequant->add_flag("--hf", dq_opts.hf,
-                    "GGUF (llama, mistral, qwen2, qwen3): write a Hugging Face style folder: "
-                    "transformers names, llama.cpp's Q/K row permutation undone, config.json, "
-                    "safetensors shards with an index");
+  dequant->add_flag(
+      "--hf", dq_opts.hf,
+      "GGUF (llama, mistral, Mixtral, qwen2, qwen3, phi3): write a Hugging Face style folder: "
+      "transformers names, llama.cpp's Q/K row permutation undone, config.json, "
+      "safetensors shards with an index");
   dequant
       ->add_option("--max-shard-size", dq_opts.max_shard_bytes,
                    "Model folders: largest shard, in bytes or with a unit as transformers and "
