@@ -48,10 +48,9 @@ enum : uint32_t {
 };
 // Every type this oracle decodes.
 inline constexpr uint32_t kOracleTypes[] = {
-    kOracleQ4_0,   kOracleQ4_1,   kOracleQ5_0,  kOracleQ5_1,  kOracleQ8_0,
-    kOracleQ2_K,   kOracleQ3_K,   kOracleQ4_K,  kOracleQ5_K,  kOracleQ6_K,
-    kOracleIQ4_NL, kOracleIQ4_XS, kOracleTQ2_0, kOracleMXFP4, kOracleQ2_0,
-    kOracleTQ1_0,  kOracleQ1_0,   kOracleNVFP4};
+    kOracleQ4_0,  kOracleQ4_1,  kOracleQ5_0, kOracleQ5_1,  kOracleQ8_0,   kOracleQ2_K,
+    kOracleQ3_K,  kOracleQ4_K,  kOracleQ5_K, kOracleQ6_K,  kOracleIQ4_NL, kOracleIQ4_XS,
+    kOracleTQ2_0, kOracleMXFP4, kOracleQ2_0, kOracleTQ1_0, kOracleQ1_0,   kOracleNVFP4};
 
 // ggml's kvalues_iq4nl: the IQ4_NL grid.
 inline constexpr int8_t kOracleIQ4NLGrid[16] = {-127, -104, -83, -65, -49, -35, -22, -10,

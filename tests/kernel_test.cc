@@ -544,9 +544,9 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
    true,                       \
    ZeroPointKind::kNone,       \
    0},
-      NIBBLE_DECODED_LAYOUTS(NIBBLE_TEST_DECODED)
+          NIBBLE_DECODED_LAYOUTS(NIBBLE_TEST_DECODED)
 #undef NIBBLE_TEST_DECODED
-          {"awq", CodeKind::kU4, Layout::kAwqWords},
+              {"awq", CodeKind::kU4, Layout::kAwqWords},
       {"gptq g_idx", CodeKind::kU4, Layout::kPmxWords, 0, 0, 0, nullptr, true},
       {"gptq [N, K] columns", CodeKind::kU4, Layout::kGptqColumns},
       {"awq [N, K] columns", CodeKind::kU4, Layout::kAwqColumns},

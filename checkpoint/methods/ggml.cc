@@ -28,8 +28,7 @@ Status LowerBlocks(const uint8_t* data, int64_t /*n*/, Plan* plan, Dequantizer::
 // Lowers n elements of decoded block layout D: the kernels decode each
 // block (D::Decode); no code kind, scale or zero point of their own.
 template <class D>
-Status LowerDecoded(const uint8_t* data, int64_t /*n*/, Plan* plan,
-                    Dequantizer::Storage* /*st*/) {
+Status LowerDecoded(const uint8_t* data, int64_t /*n*/, Plan* plan, Dequantizer::Storage* /*st*/) {
   plan->layout = BlockLayoutOf<D>::kValue;
   plan->code = CodeKind::kU8;  // (unused: the values come from D::Decode)
   plan->codes = data;
@@ -88,10 +87,10 @@ constexpr BlockKind kBlockKinds[] = {
    D::kSubElems, &LowerBlocks<D>, &SyntheticBlocks<D>},
     NIBBLE_BLOCK_LAYOUTS(NIBBLE_BLOCK_KIND)
 #undef NIBBLE_BLOCK_KIND
-#define NIBBLE_DECODED_KIND(D)                                   \
-  {D::kGgmlType, D::kName,          D::kBlockElems,       D::kBytes, \
+#define NIBBLE_DECODED_KIND(D)                                     \
+  {D::kGgmlType, D::kName,         D::kBlockElems,      D::kBytes, \
    D::kSubElems, &LowerDecoded<D>, &SyntheticDecoded<D>},
-    NIBBLE_DECODED_LAYOUTS(NIBBLE_DECODED_KIND)
+        NIBBLE_DECODED_LAYOUTS(NIBBLE_DECODED_KIND)
 #undef NIBBLE_DECODED_KIND
 };
 
