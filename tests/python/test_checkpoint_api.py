@@ -102,6 +102,7 @@ kvs = [gguf_kv("s", 8, gguf_s("llama")), gguf_kv("u32", 4, struct.pack("<I", 7))
 head = b"GGUF" + struct.pack("<IQQ", 3, 1, len(kvs)) + b"".join(kvs)
 head += gguf_s("t") + struct.pack("<IQIQ", 1, 4, 0, 0)
 head += b"\0" * (-len(head) % 32)
+os.makedirs(work, exist_ok=True)  # (emptied again below, before the fold checks)
 typed_path = os.path.join(work, "typed.gguf")
 with open(typed_path, "wb") as fh:
     fh.write(head + np.ones(4, "<f4").tobytes())
