@@ -158,24 +158,7 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
   }
   auto uint_key = [&](const std::string& key, int64_t* v) {
     const GgufValue* x = gguf.Find(arch + "." + key);
-    if (x == nullptr) return false;
-    switch (x->type) {
-      case GgufValueType::kU8:
-      case GgufValueType::kU16:
-      case GgufValueType::kU32:
-      case GgufValueType::kU64:
-      case GgufValueType::kBool:
-        *v = static_cast<int64_t>(x->u);
-        return true;
-      case GgufValueType::kI8:
-      case GgufValueType::kI16:
-      case GgufValueType::kI32:
-      case GgufValueType::kI64:
-        *v = x->i;
-        return true;
-      default:
-        return false;
-    }
+    return x != nullptr && GgufIntValue(*x, v);
   };
   auto float_key = [&](const std::string& key, double* v) {
     const GgufValue* x = gguf.Find(arch + "." + key);

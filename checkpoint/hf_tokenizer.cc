@@ -121,26 +121,11 @@ class Meta {
     *v = x->s;
     return true;
   }
-  // An integer key (any integer type); absent leaves *v.
+  // An integer key (GgufIntValue); absent leaves *v.
   bool Int(const std::string& key, int64_t* v) {
     const GgufValue* x = g_.Find(key);
     if (x == nullptr) return true;
-    switch (x->type) {
-      case GgufValueType::kU8:
-      case GgufValueType::kU16:
-      case GgufValueType::kU32:
-      case GgufValueType::kU64:
-        *v = x->u > uint64_t{1} << 62 ? -1 : static_cast<int64_t>(x->u);
-        return true;
-      case GgufValueType::kI8:
-      case GgufValueType::kI16:
-      case GgufValueType::kI32:
-      case GgufValueType::kI64:
-        *v = x->i;
-        return true;
-      default:
-        return Fail(key + " is not an integer");
-    }
+    return GgufIntValue(*x, v) || Fail(key + " is not an integer");
   }
   bool Bool(const std::string& key, bool* v) {
     const GgufValue* x = g_.Find(key);

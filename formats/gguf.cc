@@ -219,6 +219,28 @@ std::string GgufValue::ToString() const {
   return "?";
 }
 
+bool GgufIntValue(const GgufValue& v, int64_t* out) {
+  switch (v.type) {
+    case GgufValueType::kU8:
+    case GgufValueType::kU16:
+    case GgufValueType::kU32:
+    case GgufValueType::kU64:
+    case GgufValueType::kBool:
+      *out = v.u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+                 ? std::numeric_limits<int64_t>::max()
+                 : static_cast<int64_t>(v.u);
+      return true;
+    case GgufValueType::kI8:
+    case GgufValueType::kI16:
+    case GgufValueType::kI32:
+    case GgufValueType::kI64:
+      *out = v.i;
+      return true;
+    default:
+      return false;
+  }
+}
+
 int64_t GgufTensor::elements() const {
   int64_t n = 1;
   for (int64_t d : ne) n *= d;  // checked at parse time

@@ -136,6 +136,10 @@ struct GgufValue {
   std::string ToString() const;
 };
 
+// An integer metadata value (any integer type, or bool) as int64 (u64
+// values above INT64_MAX clamp to it); false for other types.
+bool GgufIntValue(const GgufValue& v, int64_t* out);
+
 struct GgufTensor {
   std::string name;
   std::vector<int64_t> ne;  // ne[0] varies fastest

@@ -304,6 +304,30 @@ struct HfWeight {
 // Q4_K / Q6_K, q and k rows permuted for llama) -> `dequant --hf` -> the
 // original weights (to quantization error; bit-exact against the oracle's
 // decoding of the same blocks), in the original layout, with config.json.
+// The shard holding tensor `name`, from a model.safetensors.index.json text.
+std::string ShardOf(const std::string& index, const std::string& name) {
+  const std::string key = "\"" + name + "\": \"";
+  const size_t at = index.find(key);
+  REQUIRE_MESSAGE(at != std::string::npos, name);
+  return index.substr(at + key.size(), index.find('"', at + key.size()) - at - key.size());
+}
+
+// Tensor `name` of the safetensors file `path` holds exactly the float32
+// values `want`.
+void CheckStoredFloats(const std::filesystem::path& path, const std::string& name,
+                       const std::vector<float>& want) {
+  CAPTURE(name);
+  auto f = SafetensorsFile::Open(path.string());
+  REQUIRE(f.ok());
+  const SafetensorsTensor* t = (*f)->Find(name);
+  REQUIRE(t != nullptr);
+  std::vector<uint8_t> buf;
+  auto v = (*f)->Load(*t, &buf);
+  REQUIRE(v.ok());
+  REQUIRE(v->size_bytes == want.size() * 4);
+  CHECK(std::memcmp(v->data, want.data(), v->size_bytes) == 0);
+}
+
 TEST_CASE("dequant --hf: GGUF back to a Hugging Face folder (names, Q/K order, config, shards)") {
   for (const std::string arch : {"llama", "qwen2"}) {
     CAPTURE(arch);
@@ -413,12 +437,7 @@ TEST_CASE("dequant --hf: GGUF back to a Hugging Face folder (names, Q/K order, c
     }
     for (const HfWeight& w : ws) {
       CAPTURE(w.hf);
-      const std::string key = "\"" + w.hf + "\": \"";
-      const size_t at = index.find(key);
-      REQUIRE(at != std::string::npos);
-      const std::string shard =
-          index.substr(at + key.size(), index.find('"', at + key.size()) - at - key.size());
-      auto f = SafetensorsFile::Open((out / shard).string());
+      auto f = SafetensorsFile::Open((out / ShardOf(index, w.hf)).string());
       REQUIRE(f.ok());
       const SafetensorsTensor* t = (*f)->Find(w.hf);
       REQUIRE(t != nullptr);
@@ -505,21 +524,7 @@ TEST_CASE("dequant --hf: a Mixtral GGUF (llama with experts) -> MixtralForCausal
   CHECK(index.find("\"model.layers.0.block_sparse_moe.gate.weight\"") != std::string::npos);
   CHECK(index.find("mlp.") == std::string::npos);
   for (const auto& [name, values] : want) {
-    CAPTURE(name);
-    const std::string key = "\"" + name + "\": \"";
-    const size_t at = index.find(key);
-    REQUIRE(at != std::string::npos);
-    const std::string shard =
-        index.substr(at + key.size(), index.find('"', at + key.size()) - at - key.size());
-    auto f = SafetensorsFile::Open((dir / "hf" / shard).string());
-    REQUIRE(f.ok());
-    const SafetensorsTensor* t = (*f)->Find(name);
-    REQUIRE(t != nullptr);
-    std::vector<uint8_t> buf;
-    auto v = (*f)->Load(*t, &buf);
-    REQUIRE(v.ok());
-    REQUIRE(v->size_bytes == values.size() * 4);
-    CHECK(std::memcmp(v->data, values.data(), v->size_bytes) == 0);
+    CheckStoredFloats(dir / "hf" / ShardOf(index, name), name, values);
   }
   // Without expert_count the same tensors are refused as MoE tensors, by name.
   GgufBuilder dense;
@@ -594,14 +599,7 @@ TEST_CASE("dequant --hf: a Phi-3 GGUF keeps its fused projections, LongRoPE fact
   REQUIRE(f.ok());
   CHECK((*f)->tensors().size() == want.size());
   for (const auto& [name, values] : want) {
-    CAPTURE(name);
-    const SafetensorsTensor* t = (*f)->Find(name);
-    REQUIRE(t != nullptr);
-    std::vector<uint8_t> buf;
-    auto v = (*f)->Load(*t, &buf);
-    REQUIRE(v.ok());
-    REQUIRE(v->size_bytes == values.size() * 4);
-    CHECK(std::memcmp(v->data, values.data(), v->size_bytes) == 0);
+    CheckStoredFloats(dir / "hf" / "model.safetensors", name, values);
   }
 }
 

@@ -289,21 +289,26 @@ def partition(text, tokens, types):
     return frags
 
 
-def spm_session(text, ids, scores):
-    """llm_tokenizer_spm_session::tokenize."""
-    syms = list(text)
+def merge_pairs(syms, key):
+    """Merges the adjacent pair with the smallest key(left, right) (None: not
+    mergeable), the leftmost on a tie, until no pair is left: SentencePiece's
+    bigram loop with key -score, BPE's with key rank."""
     while True:
         best = None
         for i in range(len(syms) - 1):
-            t = syms[i] + syms[i + 1]
-            if t in ids:
-                s = scores[ids[t]]
-                if best is None or s > best[0]:
-                    best = (s, i)
+            k = key(syms[i], syms[i + 1])
+            if k is not None and (best is None or k < best[0]):
+                best = (k, i)
         if best is None:
-            break
+            return syms
         i = best[1]
         syms[i:i + 2] = [syms[i] + syms[i + 1]]
+
+
+def spm_session(text, ids, scores):
+    """llm_tokenizer_spm_session::tokenize."""
+    # The highest-scoring pair that is a vocabulary piece first.
+    syms = merge_pairs(list(text), lambda a, b: -scores[ids[a + b]] if a + b in ids else None)
     out = []
     for s in syms:
         if s in ids:
@@ -317,17 +322,7 @@ def bpe_session(word, ids, ranks, ignore_merges):
     """llm_tokenizer_bpe_session::tokenize for one pre-tokenized word."""
     if ignore_merges and word in ids:
         return [ids[word]]
-    syms = list(word)
-    while True:
-        best = None
-        for i in range(len(syms) - 1):
-            r = ranks.get((syms[i], syms[i + 1]))
-            if r is not None and (best is None or r < best[0]):
-                best = (r, i)
-        if best is None:
-            break
-        i = best[1]
-        syms[i:i + 2] = [syms[i] + syms[i + 1]]
+    syms = merge_pairs(list(word), lambda a, b: ranks.get((a, b)))
     out = []
     for s in syms:
         if s in ids:
@@ -422,16 +417,7 @@ def hf_tokenize(tj, text):
                     syms += ["<0x%02X>" % b for b in c.encode()]
                 else:
                     syms.append(model["unk_token"])
-            while True:
-                best = None
-                for i in range(len(syms) - 1):
-                    r = ranks.get((syms[i], syms[i + 1]))
-                    if r is not None and (best is None or r < best[0]):
-                        best = (r, i)
-                if best is None:
-                    break
-                i = best[1]
-                syms[i:i + 2] = [syms[i] + syms[i + 1]]
+            syms = merge_pairs(syms, lambda a, b: ranks.get((a, b)))
             ids += [vocab[s] for s in syms]
     post = tj["post_processor"]
     if post is None:
