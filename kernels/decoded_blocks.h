@@ -23,15 +23,20 @@ void DequantizeDecodedBlocks(const Plan& plan, int64_t r0, int64_t r1, int64_t c
                              void* out, int64_t ld,
                              void (*convert)(OutType, const void*, OutType, void*, int64_t)) {
   constexpr int64_t kB = D::kBlockElems;
+  // Blocks are decoded into chunks of about 1024 values, each rounded by
+  // one conversion call.
+  constexpr int64_t kChunkBlocks = kB >= 1024 ? 1 : 1024 / kB;
   const int64_t row_blocks = plan.cols() / kB;
   const int64_t ob = OutBytes(plan.out);
-  alignas(64) float y[static_cast<size_t>(kB)];
+  alignas(64) float y[static_cast<size_t>(kChunkBlocks * kB)];
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* const row = plan.codes + r * row_blocks * D::kBytes;
     char* const dst = static_cast<char*>(out) + (r - r0) * ld * ob;
     for (int64_t c = c0; c < c1;) {
-      const int64_t p = c % kB, n = std::min(kB - p, c1 - c);
-      D::Decode(row + (c / kB) * D::kBytes, y);
+      const int64_t b0 = c / kB, p = c % kB;
+      const int64_t blocks = std::min(kChunkBlocks, (c1 - 1) / kB - b0 + 1);
+      for (int64_t k = 0; k < blocks; ++k) D::Decode(row + (b0 + k) * D::kBytes, y + k * kB);
+      const int64_t n = std::min(blocks * kB - p, c1 - c);
       convert(OutType::kF32, y + p, plan.out, dst + (c - c0) * ob, n);
       c += n;
     }
