@@ -59,11 +59,7 @@ StatusOr<CheckpointListing> ListGgufCheckpoint(const std::string& path) {
     } else {
       ct.quantized = true;
       ct.supported = false;
-      ct.why_not = GgmlTypeTraits(t.type) == nullptr
-                       ? "unknown ggml type id " + std::to_string(t.type) +
-                             " (not a type ggml defines: a newer or a damaged file?)"
-                       : "ggml type " + GgmlTypeName(t.type) + " is not dequantized by nibble (" +
-                             DequantizableGgmlTypeNames() + " are)";
+      ct.why_not = GgmlRefusal(t.type);
     }
     c.tensors.push_back(std::move(ct));
   }

@@ -33,6 +33,7 @@
 
 #include "base/numeric.h"
 #include "kernels/codes.h"
+#include "kernels/ggml_grids.h"
 
 namespace nibble {
 
@@ -103,6 +104,11 @@ inline T Field(const uint8_t* block, size_t offset) {
 inline float Half(const uint8_t* block, size_t offset) {
   return F32FromF16(Field<uint16_t>(block, offset));
 }
+inline void SetHalf(uint8_t* block, size_t offset, uint16_t bits) {
+  std::memcpy(block + offset, &bits, 2);
+}
+// A moderate float16 scale for synthetic blocks: 0x3C3C (1.06).
+constexpr uint16_t kModerateHalf = 0x3C3C;
 }  // namespace layout_internal
 
 // The header of the one-sub-block ggml types: a float16 scale at
@@ -576,8 +582,9 @@ struct GgufMXFP4 {
 //   struct Block; kName, kGgmlType, kBlockElems (a power of two), kBytes ==
 //   sizeof(Block), as for block layouts;
 //   kSubElems                     elements sharing one scale (descriptions)
-//   kHalfAt                       byte offset of the float16 scale (-1: none;
-//                                 synthetic blocks put a moderate value there)
+//   ModerateScale(block)          sets the block's scale(s) to a moderate
+//                                 finite value (synthetic blocks of random
+//                                 bytes for the bench and the tests)
 //   Decode(block, y)              the block's kBlockElems float32 values,
 //                                 computed as the format's reference decoder
 //                                 computes them (same operations, same order).
@@ -613,7 +620,9 @@ struct GgufTQ1_0 {
   static constexpr const char* kName = "tq1_0";
   static constexpr uint32_t kGgmlType = 34;
   static constexpr int64_t kBlockElems = 256, kBytes = 54, kSubElems = 256;
-  static constexpr int32_t kHalfAt = offsetof(Block, d);
+  static void ModerateScale(uint8_t* b) {
+    layout_internal::SetHalf(b, offsetof(Block, d), layout_internal::kModerateHalf);
+  }
   static void Decode(const uint8_t* b, float* y) {
     static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
     const float d = layout_internal::Half(b, offsetof(Block, d));
@@ -645,7 +654,9 @@ struct GgufQ1_0 {
   static constexpr const char* kName = "q1_0";
   static constexpr uint32_t kGgmlType = 41;
   static constexpr int64_t kBlockElems = 128, kBytes = 18, kSubElems = 128;
-  static constexpr int32_t kHalfAt = offsetof(Block, d);
+  static void ModerateScale(uint8_t* b) {
+    layout_internal::SetHalf(b, offsetof(Block, d), layout_internal::kModerateHalf);
+  }
   static void Decode(const uint8_t* b, float* y) {
     // -d is d with its sign bit flipped (IEEE negation, NaN included), so
     // the choice is an exclusive or, without a branch per random bit.
@@ -670,7 +681,7 @@ struct GgufNVFP4 {
   static constexpr const char* kName = "nvfp4";
   static constexpr uint32_t kGgmlType = 40;
   static constexpr int64_t kBlockElems = 64, kBytes = 36, kSubElems = 16;
-  static constexpr int32_t kHalfAt = -1;
+  static void ModerateScale(uint8_t* /*b*/) {}  // UE4M3 scales: finite
   static void Decode(const uint8_t* b, float* y) {
     static constexpr int8_t kValues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
     for (size_t s = 0; s < 4; ++s) {
@@ -684,11 +695,283 @@ struct GgufNVFP4 {
   }
 };
 
+// The grid i-quants (ggml-quants.c dequantize_row_iq*): each 8 values are
+// one entry of a grid (kernels/ggml_grids.h) times a sub-block scale, with a
+// sign mask (IQ2 / IQ3) or a shift of +-1/8 (IQ1). The helpers follow ggml's
+// expressions term by term: y = db * grid[j] * (sign bit j ? -1 : 1) (the
+// product with -1.f kept: for a NaN scale it is not a sign flip), and for
+// IQ1 y = dl * (grid[j] + delta).
+namespace layout_internal {
+// Byte j (0 .. 7) of grid entry g.
+inline float GridByte(uint64_t g, int j) { return static_cast<float>((g >> (8 * j)) & 0xFF); }
+// ggml's ksigns_iq2xs[i]: the 7 stored sign bits and their parity as bit 7
+// (an even number of minus signs).
+inline uint32_t SignsOf7(uint32_t i) {
+  return i | ((static_cast<uint32_t>(__builtin_popcount(i)) & 1u) << 7);
+}
+// 8 values db * grid byte j * (+1 / -1 by bit j of signs).
+inline void SignedGrid8(float db, uint64_t g, uint32_t signs, float* y) {
+  for (int j = 0; j < 8; ++j) y[j] = db * GridByte(g, j) * ((signs >> j) & 1u ? -1.0f : 1.0f);
+}
+// 8 values dl * (grid int8 j + delta) of an IQ1 grid entry.
+inline void ShiftedGrid8(float dl, uint64_t g, float delta, float* y) {
+  for (int j = 0; j < 8; ++j) {
+    y[j] = dl * (static_cast<float>(static_cast<int8_t>((g >> (8 * j)) & 0xFF)) + delta);
+  }
+}
+}  // namespace layout_internal
+
+// IQ2_XXS (2.06 bits): {f16 d; u16 qs[32]}, eight 32-value sub-blocks of 8
+// bytes: bytes 0-3 four grid indices (kGgmlIq2xxsGrid), bits 0-27 of the
+// little-endian u32 at bytes 4-7 four 7-bit sign indices, bits 28-31 the
+// scale: db = d * (0.5 + s) * 0.25.
+struct GgufIQ2_XXS {
+  struct Block {
+    uint16_t d;
+    uint16_t qs[32];
+  };
+  static constexpr const char* kName = "iq2_xxs";
+  static constexpr uint32_t kGgmlType = 16;
+  static constexpr int64_t kBlockElems = 256, kBytes = 66, kSubElems = 32;
+  static void ModerateScale(uint8_t* b) {
+    layout_internal::SetHalf(b, offsetof(Block, d), layout_internal::kModerateHalf);
+  }
+  static void Decode(const uint8_t* b, float* y) {
+    using namespace layout_internal;
+    const float d = Half(b, offsetof(Block, d));
+    for (size_t ib = 0; ib < 8; ++ib, y += 32) {
+      const uint8_t* q = b + offsetof(Block, qs) + 8 * ib;
+      const uint32_t aux = Field<uint32_t>(q, 4);
+      const float db = d * (0.5f + static_cast<float>(aux >> 28)) * 0.25f;
+      for (int l = 0; l < 4; ++l) {
+        SignedGrid8(db, kGgmlIq2xxsGrid[q[l]], SignsOf7((aux >> (7 * l)) & 127u), y + 8 * l);
+      }
+    }
+  }
+};
+
+// IQ2_XS (2.31 bits): {f16 d; u16 qs[32]; u8 scales[8]}: qs[4 ib + l] bits
+// 0-8 a grid index (kGgmlIq2xsGrid), bits 9-15 a 7-bit sign index; the
+// sub-block's 16-value halves take nibbles 0 / 1 of scales[ib]: db = d *
+// (0.5 + s) * 0.25.
+struct GgufIQ2_XS {
+  struct Block {
+    uint16_t d;
+    uint16_t qs[32];
+    uint8_t scales[8];
+  };
+  static constexpr const char* kName = "iq2_xs";
+  static constexpr uint32_t kGgmlType = 17;
+  static constexpr int64_t kBlockElems = 256, kBytes = 74, kSubElems = 16;
+  static void ModerateScale(uint8_t* b) {
+    layout_internal::SetHalf(b, offsetof(Block, d), layout_internal::kModerateHalf);
+  }
+  static void Decode(const uint8_t* b, float* y) {
+    using namespace layout_internal;
+    const float d = Half(b, offsetof(Block, d));
+    for (size_t ib = 0; ib < 8; ++ib, y += 32) {
+      const uint32_t s = b[offsetof(Block, scales) + ib];
+      const float db[2] = {d * (0.5f + static_cast<float>(s & 0xF)) * 0.25f,
+                           d * (0.5f + static_cast<float>(s >> 4)) * 0.25f};
+      for (size_t l = 0; l < 4; ++l) {
+        const uint32_t q = Field<uint16_t>(b, offsetof(Block, qs) + 2 * (4 * ib + l));
+        SignedGrid8(db[l / 2], kGgmlIq2xsGrid[q & 511], SignsOf7(q >> 9), y + 8 * l);
+      }
+    }
+  }
+};
+
+// IQ2_S (2.56 bits): {f16 d; u8 qs[32]; u8 signs[32]; u8 qh[8]; u8
+// scales[8]} (ggml's qs[64] is grid bytes then sign bytes): grid index
+// qs[4 ib + l] | bits 2l, 2l+1 of qh[ib] << 8 (kGgmlIq2sGrid), sign byte
+// signs[4 ib + l]; scales as IQ2_XS.
+struct GgufIQ2_S {
+  struct Block {
+    uint16_t d;
+    uint8_t qs[32];
+    uint8_t signs[32];
+    uint8_t qh[8];
+    uint8_t scales[8];
+  };
+  static constexpr const char* kName = "iq2_s";
+  static constexpr uint32_t kGgmlType = 22;
+  static constexpr int64_t kBlockElems = 256, kBytes = 82, kSubElems = 16;
+  static void ModerateScale(uint8_t* b) {
+    layout_internal::SetHalf(b, offsetof(Block, d), layout_internal::kModerateHalf);
+  }
+  static void Decode(const uint8_t* b, float* y) {
+    using namespace layout_internal;
+    const float d = Half(b, offsetof(Block, d));
+    for (size_t ib = 0; ib < 8; ++ib, y += 32) {
+      const uint32_t s = b[offsetof(Block, scales) + ib];
+      const float db[2] = {d * (0.5f + static_cast<float>(s & 0xF)) * 0.25f,
+                           d * (0.5f + static_cast<float>(s >> 4)) * 0.25f};
+      const uint32_t qh = b[offsetof(Block, qh) + ib];
+      for (size_t l = 0; l < 4; ++l) {
+        const uint32_t index = b[offsetof(Block, qs) + 4 * ib + l] | ((qh << (8 - 2 * l)) & 0x300u);
+        SignedGrid8(db[l / 2], kGgmlIq2sGrid[index], b[offsetof(Block, signs) + 4 * ib + l],
+                    y + 8 * l);
+      }
+    }
+  }
+};
+
+// IQ3_XXS (3.06 bits): {f16 d; u8 qs[64]; u8 scales_signs[32]}: per
+// 32-value sub-block ib, qs[8 ib ..] eight grid indices of 4 values
+// (kGgmlIq3xxsGrid) and the little-endian u32 at scales_signs[4 ib]: four
+// 7-bit sign indices (one per 8 values) and the scale in bits 28-31: db =
+// d * (0.5 + s) * 0.5.
+struct GgufIQ3_XXS {
+  struct Block {
+    uint16_t d;
+    uint8_t qs[64];
+    uint8_t scales_signs[32];
+  };
+  static constexpr const char* kName = "iq3_xxs";
+  static constexpr uint32_t kGgmlType = 18;
+  static constexpr int64_t kBlockElems = 256, kBytes = 98, kSubElems = 32;
+  static void ModerateScale(uint8_t* b) {
+    layout_internal::SetHalf(b, offsetof(Block, d), layout_internal::kModerateHalf);
+  }
+  static void Decode(const uint8_t* b, float* y) {
+    using namespace layout_internal;
+    const float d = Half(b, offsetof(Block, d));
+    for (size_t ib = 0; ib < 8; ++ib, y += 32) {
+      const uint8_t* q = b + offsetof(Block, qs) + 8 * ib;
+      const uint32_t aux = Field<uint32_t>(b, offsetof(Block, scales_signs) + 4 * ib);
+      const float db = d * (0.5f + static_cast<float>(aux >> 28)) * 0.5f;
+      for (int l = 0; l < 4; ++l) {
+        const uint64_t g =
+            kGgmlIq3xxsGrid[q[2 * l]] | (uint64_t{kGgmlIq3xxsGrid[q[2 * l + 1]]} << 32);
+        SignedGrid8(db, g, SignsOf7((aux >> (7 * l)) & 127u), y + 8 * l);
+      }
+    }
+  }
+};
+
+// IQ3_S (3.44 bits): {f16 d; u8 qs[64]; u8 qh[8]; u8 signs[32]; u8
+// scales[4]}: per 32-value sub-block ib, eight grid indices of 4 values
+// qs[8 ib + k] | bit k of qh[ib] << 8 (kGgmlIq3sGrid), sign bytes
+// signs[4 ib + l], scale nibble ib % 2 of scales[ib / 2]: db = d * (1 + 2 s).
+struct GgufIQ3_S {
+  struct Block {
+    uint16_t d;
+    uint8_t qs[64];
+    uint8_t qh[8];
+    uint8_t signs[32];
+    uint8_t scales[4];
+  };
+  static constexpr const char* kName = "iq3_s";
+  static constexpr uint32_t kGgmlType = 21;
+  static constexpr int64_t kBlockElems = 256, kBytes = 110, kSubElems = 32;
+  static void ModerateScale(uint8_t* b) {
+    layout_internal::SetHalf(b, offsetof(Block, d), layout_internal::kModerateHalf);
+  }
+  static void Decode(const uint8_t* b, float* y) {
+    using namespace layout_internal;
+    const float d = Half(b, offsetof(Block, d));
+    for (size_t ib = 0; ib < 8; ++ib, y += 32) {
+      const uint32_t s = (b[offsetof(Block, scales) + ib / 2] >> (4 * (ib % 2))) & 0xFu;
+      const float db = d * static_cast<float>(1 + 2 * s);
+      const uint32_t qh = b[offsetof(Block, qh) + ib];
+      const uint8_t* q = b + offsetof(Block, qs) + 8 * ib;
+      for (size_t l = 0; l < 4; ++l) {
+        const uint32_t i0 = q[2 * l] | ((qh << (8 - 2 * l)) & 256u);
+        const uint32_t i1 = q[2 * l + 1] | ((qh << (7 - 2 * l)) & 256u);
+        const uint64_t g = kGgmlIq3sGrid[i0] | (uint64_t{kGgmlIq3sGrid[i1]} << 32);
+        SignedGrid8(db, g, b[offsetof(Block, signs) + 4 * ib + l], y + 8 * l);
+      }
+    }
+  }
+};
+
+// IQ1_S (1.56 bits): {f16 d; u8 qs[32]; u16 qh[8]}: per 32-value sub-block
+// ib, grid indices qs[4 ib + l] | bits 3l .. 3l+2 of qh[ib] << 8
+// (kGgmlIq1sGrid, int8 -1 / 0 / 1), dl = d * (2 * bits 12-14 + 1), delta
+// = -1/8 if bit 15 else 1/8.
+struct GgufIQ1_S {
+  struct Block {
+    uint16_t d;
+    uint8_t qs[32];
+    uint16_t qh[8];
+  };
+  static constexpr const char* kName = "iq1_s";
+  static constexpr uint32_t kGgmlType = 19;
+  static constexpr int64_t kBlockElems = 256, kBytes = 50, kSubElems = 32;
+  static void ModerateScale(uint8_t* b) {
+    layout_internal::SetHalf(b, offsetof(Block, d), layout_internal::kModerateHalf);
+  }
+  static void Decode(const uint8_t* b, float* y) {
+    using namespace layout_internal;
+    const float d = Half(b, offsetof(Block, d));
+    for (size_t ib = 0; ib < 8; ++ib, y += 32) {
+      const uint32_t qh = Field<uint16_t>(b, offsetof(Block, qh) + 2 * ib);
+      const float dl = d * static_cast<float>(2 * ((qh >> 12) & 7u) + 1);
+      const float delta = qh & 0x8000u ? -0.125f : 0.125f;
+      for (size_t l = 0; l < 4; ++l) {
+        const uint32_t index = b[offsetof(Block, qs) + 4 * ib + l] | (((qh >> (3 * l)) & 7u) << 8);
+        ShiftedGrid8(dl, kGgmlIq1sGrid[index], delta, y + 8 * l);
+      }
+    }
+  }
+};
+
+// IQ1_M (1.75 bits): {u8 qs[32]; u8 qh[16]; u8 scales[8]}: no stored d —
+// the four top nibbles of the little-endian u16 scales sc[0..3] form its
+// float16 bits (sc[0] the lowest). Per 32-value sub-block ib, values 8l ..
+// 8l+7: grid index qs[4 ib + l] | 3 bits of qh[2 ib + l / 2] (bits 0-2 for
+// even l, 4-6 for odd) << 8, delta -1/8 if bit 3 (even l) / 7 (odd l) of
+// that byte, else 1/8; 3-bit scales of sc[ib / 2] at bit 6 (ib % 2) (l < 2)
+// and 6 (ib % 2) + 3 (l >= 2): dl = d * (2 s + 1).
+struct GgufIQ1_M {
+  struct Block {
+    uint8_t qs[32];
+    uint8_t qh[16];
+    uint8_t scales[8];
+  };
+  static constexpr const char* kName = "iq1_m";
+  static constexpr uint32_t kGgmlType = 29;
+  static constexpr int64_t kBlockElems = 256, kBytes = 56, kSubElems = 16;
+  static void ModerateScale(uint8_t* b) {
+    // d's nibbles are the high nibbles of bytes 1, 3, 5, 7 of scales.
+    for (size_t i = 0; i < 4; ++i) {
+      uint8_t& byte = b[offsetof(Block, scales) + 2 * i + 1];
+      const uint32_t nibble = (uint32_t{layout_internal::kModerateHalf} >> (4 * i)) & 0xFu;
+      byte = static_cast<uint8_t>((byte & 0x0Fu) | (nibble << 4));
+    }
+  }
+  static void Decode(const uint8_t* b, float* y) {
+    using namespace layout_internal;
+    uint32_t sc[4];
+    for (size_t i = 0; i < 4; ++i) sc[i] = Field<uint16_t>(b, offsetof(Block, scales) + 2 * i);
+    const uint32_t bits =
+        (sc[0] >> 12) | ((sc[1] >> 8) & 0xF0u) | ((sc[2] >> 4) & 0xF00u) | (sc[3] & 0xF000u);
+    const float d = F32FromF16(static_cast<uint16_t>(bits));
+    for (size_t ib = 0; ib < 8; ++ib, y += 32) {
+      const uint32_t shift = 6 * (ib % 2);
+      const float dl[2] = {d * static_cast<float>(2 * ((sc[ib / 2] >> shift) & 7u) + 1),
+                           d * static_cast<float>(2 * ((sc[ib / 2] >> (shift + 3)) & 7u) + 1)};
+      for (size_t l = 0; l < 4; ++l) {
+        const uint32_t qh = uint32_t{b[offsetof(Block, qh) + 2 * ib + l / 2]} >> (4 * (l % 2));
+        const uint32_t index = b[offsetof(Block, qs) + 4 * ib + l] | ((qh & 7u) << 8);
+        ShiftedGrid8(dl[l / 2], kGgmlIq1sGrid[index], qh & 8u ? -0.125f : 0.125f, y + 8 * l);
+      }
+    }
+  }
+};
+
 // The registry of decoded block layouts. X(Descriptor) for each.
 #define NIBBLE_DECODED_LAYOUTS(X) \
   X(GgufTQ1_0)                    \
   X(GgufQ1_0)                     \
-  X(GgufNVFP4)
+  X(GgufNVFP4)                    \
+  X(GgufIQ2_XXS)                  \
+  X(GgufIQ2_XS)                   \
+  X(GgufIQ2_S)                    \
+  X(GgufIQ3_XXS)                  \
+  X(GgufIQ3_S)                    \
+  X(GgufIQ1_S)                    \
+  X(GgufIQ1_M)
 
 // Compile-time checks of a decoded block descriptor's contract.
 template <class D>
@@ -696,7 +979,6 @@ constexpr bool CheckDecodedDescriptor() {
   static_assert(sizeof(typename D::Block) == D::kBytes, "block struct size != kBytes");
   static_assert(D::kBlockElems > 0 && (D::kBlockElems & (D::kBlockElems - 1)) == 0,
                 "kBlockElems must be a power of two");
-  static_assert(D::kHalfAt < 0 || D::kHalfAt + 2 <= D::kBytes, "kHalfAt inside the block");
   return true;
 }
 #define NIBBLE_CHECK_DECODED(D) static_assert(CheckDecodedDescriptor<D>(), #D);

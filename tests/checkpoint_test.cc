@@ -480,12 +480,21 @@ TEST_CASE(
   std::sort(oracle.begin(), oracle.end());
   CHECK(registered == oracle);  // a layout without an independent decoder fails here
   // Unregistered types are refused by name, listing the registered ones.
-  CHECK(!GgmlTypeIsDequantizable(16));  // iq2_xxs
+  // Every type ggml defines a to_float for is registered; the two it does
+  // not (its activation types) are refused with that reason.
+  CHECK(!GgmlTypeIsDequantizable(9));   // q8_1
+  CHECK(!GgmlTypeIsDequantizable(15));  // q8_k
   const uint8_t none[1] = {0};
-  auto d = PrepareGgml(16, {256}, none, 0, DType::kFloat32, "w");
+  auto d = PrepareGgml(15, {256}, none, 0, DType::kFloat32, "w");
   REQUIRE(!d.ok());
-  CHECK(d.status().message() == "GGUF tensor 'w': ggml type 16 is not dequantized by nibble (" +
-                                    DequantizableGgmlTypeNames() + " are)");
+  CHECK(d.status().message() ==
+        "GGUF tensor 'w': ggml type q8_k is an activation type (ggml quantizes matmul inputs to "
+        "it and defines no conversion back to float): no model file stores weights in it");
+  d = PrepareGgml(77, {256}, none, 0, DType::kFloat32, "w");
+  REQUIRE(!d.ok());
+  CHECK(d.status().message() ==
+        "GGUF tensor 'w': unknown ggml type id 77 (not a type ggml defines: a newer or a damaged "
+        "file?)");
   CHECK(DequantizableGgmlTypeNames() == names);
 }
 
@@ -635,6 +644,60 @@ TEST_CASE("GGUF golden blocks: hand-computed values of every bit-plane and scale
        kOracleQ1_0,
        {{1, 0x40}, {2, 0x01}, {17, 0x80}},
        {{0, 2.0f}, {1, -2.0f}, {127, 2.0f}, {126, -2.0f}}},
+      // The grid i-quants, d = 1 (0x3C00) unless said. Grid entries from
+      // ggml-common.h: iq2 1 = {43, 8 x7}, 3 = {8, 43, 8 x6}, 0 = {8 x8};
+      // iq2s 256 = {25 x5, 8, 25, 8}; iq3xxs 1 = {20, 4, 4, 4}, 0 = {4 x4};
+      // iq3s 1 = {3, 1, 1, 1}, 256 = {7, 5, 9, 5}; iq1s 1 = {1, -1 x7}, 0 =
+      // {-1 x8}. ksigns(1) = 0x81, ksigns(2) = 0x82 (parity bit 7).
+      // IQ2_XXS: sub-block 0 grid indices {1, 0, ..}, aux = 0x10000001:
+      // scale 1 -> db = (0.5 + 1) * 0.25 = 0.375, sign index 1 -> 0x81: e0 =
+      // -0.375 * 43, e1 = 3, e7 = -3, e8 = 3; last sub-block db = 0.125: 1.
+      {"iq2_xxs",
+       kOracleIQ2_XXS,
+       {{1, 0x3C}, {2, 0x01}, {6, 0x01}, {9, 0x10}},
+       {{0, -16.125f}, {1, 3.0f}, {7, -3.0f}, {8, 3.0f}, {255, 1.0f}}},
+      // IQ2_XS: qs[0] = 3 | 2 << 9 (signs 0x82), scales[0] = 0x21 (db 0.375
+      // for e0-15, 0.625 for e16-31): e0 = 3, e1 = -16.125, e7 = -3, e16 = 5.
+      {"iq2_xs",
+       kOracleIQ2_XS,
+       {{1, 0x3C}, {2, 0x03}, {3, 0x04}, {66, 0x21}},
+       {{0, 3.0f}, {1, -16.125f}, {7, -3.0f}, {16, 5.0f}, {255, 1.0f}}},
+      // IQ2_S: qs[0] = 1, sign byte 0x01 (byte 34), qh[0] = 0x04 (index of
+      // values 8-15: 256 + qs[1]), scales[0] = 0x21: e0 = -16.125, e1 = 3,
+      // e8 = 0.375 * 25, e13 = 3.
+      {"iq2_s",
+       kOracleIQ2_S,
+       {{1, 0x3C}, {2, 0x01}, {34, 0x01}, {66, 0x04}, {74, 0x21}},
+       {{0, -16.125f}, {1, 3.0f}, {8, 9.375f}, {13, 3.0f}, {255, 1.0f}}},
+      // IQ3_XXS: qs[0] = 1, qs[1] = 0, aux = 0x20000001 (byte 66): db = (0.5
+      // + 2) * 0.5 = 1.25, signs 0x81: e0 = -25, e1 = 5, e4 = 5, e7 = -5;
+      // last sub-block db = 0.25, grid 4: 1.
+      {"iq3_xxs",
+       kOracleIQ3_XXS,
+       {{1, 0x3C}, {2, 0x01}, {66, 0x01}, {69, 0x20}},
+       {{0, -25.0f}, {1, 5.0f}, {4, 5.0f}, {7, -5.0f}, {255, 1.0f}}},
+      // IQ3_S: qs[0] = 1, qh[0] = 0x02 (index of e4-7: 256 + qs[1]), sign
+      // byte 0x02 (byte 74), scales[0] = 0x02: db = 1 + 2 * 2 = 5: e0 = 15,
+      // e1 = -5, e4 = 35, e6 = 45; last sub-block db = 1, grid 1: 1.
+      {"iq3_s",
+       kOracleIQ3_S,
+       {{1, 0x3C}, {2, 0x01}, {66, 0x02}, {74, 0x02}, {106, 0x02}},
+       {{0, 15.0f}, {1, -5.0f}, {4, 35.0f}, {6, 45.0f}, {255, 1.0f}}},
+      // IQ1_S: qs[0] = 1, qh[0] = 0x9000 (dl = 2 * 1 + 1 = 3, delta -1/8): e0
+      // = 3 * (1 - 0.125), e1 = 3 * (-1 - 0.125); e32 (qh 0: dl 1, +1/8) =
+      // -0.875.
+      {"iq1_s",
+       kOracleIQ1_S,
+       {{1, 0x3C}, {2, 0x01}, {35, 0x90}},
+       {{0, 2.625f}, {1, -3.375f}, {32, -0.875f}}},
+      // IQ1_M: d's nibbles (high nibbles of scale bytes 1, 3, 5, 7) 0, 0,
+      // 0xC, 3 = 0x3C00 = 1; scale byte 0 = 0x0A: dl 2 * 2 + 1 = 5 for e0-15,
+      // 2 * 1 + 1 = 3 for e16-31; qs[0] = 1, qh[0] = 0x08 (delta -1/8 for
+      // e0-7): e0 = 5 * 0.875, e1 = 5 * -1.125, e16 = 3 * (-1 + 0.125).
+      {"iq1_m",
+       kOracleIQ1_M,
+       {{0, 0x01}, {32, 0x08}, {48, 0x0A}, {53, 0xC0}, {55, 0x30}},
+       {{0, 4.375f}, {1, -5.625f}, {16, -2.625f}}},
       // NVFP4: d[0] = 0x38 (1.0, halved: 0.5), qs[0] = 0x71: e0 = 1 * 0.5, e8
       // = 12 * 0.5; d[1] = 0x7F (NaN: 0) -> e16 = -12 * 0 = -0; d[2] = 0x01
       // (2^-9, halved) and code 14 (-8): e32 = -2^-7; d[3] = 0xFF (bit 7
@@ -1248,15 +1311,16 @@ TEST_CASE("dequant: GGUF file - unsupported types refused before anything is wri
   const auto w = MakeLlmLikeWeight(4, 256, 3);
   b.Tensor("tok.weight", {256, 4}, kGgmlQ4_K, *QuantizeGgml(kGgmlQ4_K, w.data(), 4, 256));
   b.Tensor("norm.weight", {4}, kGgmlF32, std::vector<uint8_t>(16, 0));
-  b.Tensor("out.weight", {256, 4}, 16 /* iq2_xxs */, std::vector<uint8_t>(4 * 66));
+  b.Tensor("out.weight", {256, 4}, 15 /* q8_k */, std::vector<uint8_t>(4 * 292));
   WriteText((dir / "m.gguf").string(), b.Bytes());
   const std::string out = (dir / "out.safetensors").string();
   DequantReport rep;
   const Status st = DequantCheckpoint((dir / "m.gguf").string(), out, {}, &rep);
   REQUIRE(!st.ok());
-  CHECK(st.message() == "tensor 'out.weight': ggml type iq2_xxs is not dequantized by nibble (" +
-                            DequantizableGgmlTypeNames() +
-                            " are) (leave it out with --exclude, or --skip-unsupported)");
+  CHECK(st.message() ==
+        "tensor 'out.weight': ggml type q8_k is an activation type (ggml quantizes matmul inputs "
+        "to it and defines no conversion back to float): no model file stores weights in it "
+        "(leave it out with --exclude, or --skip-unsupported)");
   CHECK(!fs::exists(out));
   for (const auto& e : fs::directory_iterator(dir)) CHECK(e.path().filename() == "m.gguf");
   // Three ways to leave it out: --tensors, --exclude, --skip-unsupported.
@@ -1268,7 +1332,8 @@ TEST_CASE("dequant: GGUF file - unsupported types refused before anything is wri
     if (way == 2) o.skip_unsupported = true;
     REQUIRE(DequantCheckpoint((dir / "m.gguf").string(), out, o, &rep).ok());
     CHECK(rep.skipped.size() == (way == 2 ? 1u : 0u));
-    if (way == 2) CHECK(rep.skipped[0].rfind("out.weight: ggml type iq2_xxs is not", 0) == 0);
+    if (way == 2)
+      CHECK(rep.skipped[0].rfind("out.weight: ggml type q8_k is an activation", 0) == 0);
     auto f = SafetensorsFile::Open(out);
     REQUIRE(f.ok());
     CHECK((*f)->tensors().size() == 2);
@@ -1296,15 +1361,15 @@ TEST_CASE("dequant: GGUF file - unsupported types refused before anything is wri
 TEST_CASE("GGUF: every ggml type is named, an unknown type id is named as such, both skippable") {
   const fs::path dir = TempDir("gguf_names");
   GgufBuilder b;
-  b.Tensor("a.weight", {256, 2}, 16 /* iq2_xxs */, std::vector<uint8_t>(2 * 66));
+  b.Tensor("a.weight", {256, 2}, 9 /* q8_1 */, std::vector<uint8_t>(16 * 36));
   b.Tensor("b.weight", {256, 2}, 99, std::vector<uint8_t>(64));
   b.Tensor("c.weight", {4}, kGgmlF32, std::vector<uint8_t>(16, 0));
   WriteText((dir / "m.gguf").string(), b.Bytes());
   auto ck = Checkpoint::Open((dir / "m.gguf").string());
   REQUIRE_MESSAGE(ck.ok(), ck.status().message());
   REQUIRE(ck->tensors().size() == 3);
-  CHECK(ck->tensors()[0].kind == "iq2_xxs");
-  CHECK(ck->tensors()[0].why_not.rfind("ggml type iq2_xxs is not dequantized by nibble", 0) == 0);
+  CHECK(ck->tensors()[0].kind == "q8_1");
+  CHECK(ck->tensors()[0].why_not.rfind("ggml type q8_1 is an activation type", 0) == 0);
   CHECK(ck->tensors()[1].kind == "type(99)");
   CHECK(ck->tensors()[1].why_not ==
         "unknown ggml type id 99 (not a type ggml defines: a newer or a damaged file?)");
@@ -1336,15 +1401,7 @@ TEST_CASE("dequant: a GGUF file holding every registered block type == the indep
     std::vector<uint8_t> bytes(static_cast<size_t>(rows * blocks * bb));
     for (auto& x : bytes) x = static_cast<uint8_t>(rng());
     for (int64_t k = 0; k < rows * blocks; ++k) {  // scales: f16 0.0x, E8M0 near 1
-      uint8_t* blk = bytes.data() + k * bb;
-      if (type == kOracleMXFP4) {
-        blk[0] = static_cast<uint8_t>(120 + rng() % 10);
-      } else {
-        for (int at : OracleHalfFields(type)) {
-          blk[at] = static_cast<uint8_t>(rng());
-          blk[at + 1] = static_cast<uint8_t>(0x20 + rng() % 8);  // exponent ~2^-7
-        }
-      }
+      OracleModerateScales(type, bytes.data() + k * bb, static_cast<uint32_t>(rng()));
     }
     const std::string name = "blk." + std::to_string(type) + ".weight";
     b.Tensor(name, {blocks * be, rows}, type, bytes);
@@ -1547,12 +1604,7 @@ TEST_CASE("Checkpoint::Read: any row range, type and thread count == those rows 
         std::vector<uint8_t> bytes(static_cast<size_t>(blocks * bb));
         for (auto& x : bytes) x = static_cast<uint8_t>(rng());
         for (int64_t k = 0; k < blocks; ++k) {
-          uint8_t* blk = bytes.data() + k * bb;
-          if (type == kOracleMXFP4) {
-            blk[0] = static_cast<uint8_t>(120 + rng() % 10);
-          } else {
-            for (int at : OracleHalfFields(type)) blk[at + 1] = 0x20;
-          }
+          OracleModerateScales(type, bytes.data() + k * bb, static_cast<uint32_t>(rng()));
         }
         b.Tensor("t" + std::to_string(type) + "." + std::to_string(ne.size()), ne, type, bytes);
       }

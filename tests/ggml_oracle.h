@@ -14,6 +14,8 @@
 #include <cstring>
 #include <vector>
 
+#include "tests/ggml_oracle_grids.h"
+
 namespace nibble {
 namespace testing {
 
@@ -37,8 +39,15 @@ enum : uint32_t {
   kOracleQ4_K = 12,
   kOracleQ5_K = 13,
   kOracleQ6_K = 14,
+  kOracleIQ2_XXS = 16,
+  kOracleIQ2_XS = 17,
+  kOracleIQ3_XXS = 18,
+  kOracleIQ1_S = 19,
   kOracleIQ4_NL = 20,
+  kOracleIQ3_S = 21,
+  kOracleIQ2_S = 22,
   kOracleIQ4_XS = 23,
+  kOracleIQ1_M = 29,
   kOracleTQ1_0 = 34,
   kOracleTQ2_0 = 35,
   kOracleMXFP4 = 39,
@@ -48,9 +57,11 @@ enum : uint32_t {
 };
 // Every type this oracle decodes.
 inline constexpr uint32_t kOracleTypes[] = {
-    kOracleQ4_0,  kOracleQ4_1,  kOracleQ5_0, kOracleQ5_1,  kOracleQ8_0,   kOracleQ2_K,
-    kOracleQ3_K,  kOracleQ4_K,  kOracleQ5_K, kOracleQ6_K,  kOracleIQ4_NL, kOracleIQ4_XS,
-    kOracleTQ2_0, kOracleMXFP4, kOracleQ2_0, kOracleTQ1_0, kOracleQ1_0,   kOracleNVFP4};
+    kOracleQ4_0,   kOracleQ4_1,    kOracleQ5_0,  kOracleQ5_1,    kOracleQ8_0,
+    kOracleQ2_K,   kOracleQ3_K,    kOracleQ4_K,  kOracleQ5_K,    kOracleQ6_K,
+    kOracleIQ4_NL, kOracleIQ4_XS,  kOracleTQ2_0, kOracleMXFP4,   kOracleQ2_0,
+    kOracleTQ1_0,  kOracleQ1_0,    kOracleNVFP4, kOracleIQ2_XXS, kOracleIQ2_XS,
+    kOracleIQ2_S,  kOracleIQ3_XXS, kOracleIQ3_S, kOracleIQ1_S,   kOracleIQ1_M};
 
 // ggml's kvalues_iq4nl: the IQ4_NL grid.
 inline constexpr int8_t kOracleIQ4NLGrid[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
@@ -109,6 +120,20 @@ inline int OracleBlockBytes(uint32_t t) {
       return 136;  // half d; u16 scales_h; u8 scales_l[4]; u8 qs[128]
     case kOracleMXFP4:
       return 17;  // u8 e; u8 qs[16]
+    case kOracleIQ2_XXS:
+      return 66;  // half d; u16 qs[32]
+    case kOracleIQ2_XS:
+      return 74;  // half d; u16 qs[32]; u8 scales[8]
+    case kOracleIQ2_S:
+      return 82;  // half d; u8 qs[64]; u8 qh[8]; u8 scales[8]
+    case kOracleIQ3_XXS:
+      return 98;  // half d; u8 qs[96]
+    case kOracleIQ3_S:
+      return 110;  // half d; u8 qs[64]; u8 qh[8]; u8 signs[32]; u8 scales[4]
+    case kOracleIQ1_S:
+      return 50;  // half d; u8 qs[32]; u16 qh[8]
+    case kOracleIQ1_M:
+      return 56;  // u8 qs[32]; u8 qh[16]; u8 scales[8] (d in 4 nibbles)
     default:
       return 144;  // Q4_K: half d, dmin; u8 scales[12]; u8 qs[128]
   }
@@ -134,9 +159,28 @@ inline std::vector<int> OracleHalfFields(uint32_t t) {
       return {52};
     case kOracleMXFP4:
     case kOracleNVFP4:
+    case kOracleIQ1_M:
       return {};
     default:
       return {0};
+  }
+}
+
+// Makes a random block's scales moderate and finite, keeping r's bits in
+// them: float16 fields ~2^-7 (high byte 0x20 .. 0x27), MXFP4's E8M0 near 1,
+// IQ1_M's scattered float16 d (the high nibbles of its scale bytes 1, 3, 5,
+// 7) likewise.
+inline void OracleModerateScales(uint32_t t, uint8_t* blk, uint32_t r) {
+  if (t == kOracleMXFP4) {
+    blk[0] = static_cast<uint8_t>(120 + r % 10);
+  } else if (t == kOracleIQ1_M) {
+    const uint16_t d = static_cast<uint16_t>(((0x20u + r % 8) << 8) | ((r >> 3) & 0xFF));
+    for (int i = 0; i < 4; ++i) {
+      uint8_t& byte = blk[48 + 2 * i + 1];
+      byte = static_cast<uint8_t>((byte & 0x0F) | (((d >> (4 * i)) & 0xF) << 4));
+    }
+  } else {
+    for (int at : OracleHalfFields(t)) blk[at + 1] = static_cast<uint8_t>(0x20 + r % 8);
   }
 }
 
@@ -151,8 +195,164 @@ inline void OracleScaleMinK4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
   }
 }
 
+// The i-quant grids, built here from the quantizer's index lists
+// (tests/ggml_oracle_grids.h: digit i of entry k, `bits` wide, is the level
+// index of position i) and the level values of ggml's format description.
+struct OracleGrid {
+  std::vector<int> flat;  // 8 values per point (IQ3: 4, the rest unused)
+  const int* Point(int k) const { return flat.data() + 8 * static_cast<size_t>(k); }
+};
+inline OracleGrid OracleBuildGrid(const uint16_t* index, int n, int bits, int positions,
+                                  const std::vector<int>& levels) {
+  OracleGrid g;
+  g.flat.assign(8 * static_cast<size_t>(n), 0);
+  for (int k = 0; k < n; ++k) {
+    for (int i = 0; i < positions; ++i) {
+      g.flat[8 * static_cast<size_t>(k) + static_cast<size_t>(i)] =
+          levels[static_cast<size_t>((index[k] >> (bits * i)) & ((1 << bits) - 1))];
+    }
+  }
+  return g;
+}
+inline const OracleGrid& OracleIqGrid(uint32_t t) {
+  static const OracleGrid iq2xxs = OracleBuildGrid(kOracle_kgrid_2bit_256, 256, 2, 8, {8, 25, 43});
+  static const OracleGrid iq2xs = OracleBuildGrid(kOracle_kgrid_2bit_512, 512, 2, 8, {8, 25, 43});
+  static const OracleGrid iq2s = OracleBuildGrid(kOracle_kgrid_2bit_1024, 1024, 2, 8, {8, 25, 43});
+  static const OracleGrid iq3xxs =
+      OracleBuildGrid(kOracle_kgrid_256, 256, 3, 4, {4, 12, 20, 28, 36, 44, 52, 62});
+  static const OracleGrid iq3s =
+      OracleBuildGrid(kOracle_kgrid_512, 512, 3, 4, {1, 3, 5, 7, 9, 11, 13, 15});
+  static const OracleGrid iq1s = OracleBuildGrid(kOracle_kgrid_1bit_2048, 2048, 2, 8, {-1, 0, 1});
+  switch (t) {
+    case kOracleIQ2_XXS:
+      return iq2xxs;
+    case kOracleIQ2_XS:
+      return iq2xs;
+    case kOracleIQ2_S:
+      return iq2s;
+    case kOracleIQ3_XXS:
+      return iq3xxs;
+    case kOracleIQ3_S:
+      return iq3s;
+    default:
+      return iq1s;
+  }
+}
+// Sign of position j from a full 8-bit sign byte.
+inline float OracleSign(int byte, int j) { return (byte >> j) & 1 ? -1.0f : 1.0f; }
+// ggml's ksigns_iq2xs: 7 stored sign bits, the 8th makes their count even.
+inline int OracleSigns7(int s) {
+  int ones = 0;
+  for (int i = 0; i < 7; ++i) ones += (s >> i) & 1;
+  return s | ((ones % 2) << 7);
+}
+inline uint32_t OracleU32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
+}
+
+// The grid i-quants, from dequantize_row_iq2_xxs ... iq1_m: 8 values per
+// grid point (IQ3: two 4-value points), float32 expressions in ggml's order.
+inline void OracleDecodeIq(uint32_t t, const uint8_t* b, float* y) {
+  const OracleGrid& grid = OracleIqGrid(t);
+  auto signed8 = [&](float db, const int* p0, const int* p1, int signs, float* out) {
+    for (int j = 0; j < 8; ++j) {
+      const int v = p1 == nullptr ? p0[j] : (j < 4 ? p0[j] : p1[j - 4]);
+      out[j] = db * static_cast<float>(v) * OracleSign(signs, j);
+    }
+  };
+  if (t == kOracleIQ1_M) {
+    uint16_t sc[4];
+    for (int i = 0; i < 4; ++i) sc[i] = static_cast<uint16_t>(b[48 + 2 * i] | (b[49 + 2 * i] << 8));
+    const uint16_t dbits = static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) |
+                                                 ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000));
+    const uint8_t raw[2] = {static_cast<uint8_t>(dbits & 0xFF), static_cast<uint8_t>(dbits >> 8)};
+    const float d = GgmlHalf(raw);
+    for (int ib = 0; ib < 8; ++ib) {
+      for (int l = 0; l < 4; ++l) {
+        const int s3 = (sc[ib / 2] >> (6 * (ib % 2) + (l < 2 ? 0 : 3))) & 7;
+        const float dl = d * static_cast<float>(2 * s3 + 1);
+        const int h = b[32 + 2 * ib + l / 2];
+        const int hh = l % 2 == 0 ? (h & 0x0F) : (h >> 4);
+        const int idx = b[4 * ib + l] | ((hh & 7) << 8);
+        const float delta = (hh & 8) ? -0.125f : 0.125f;
+        for (int j = 0; j < 8; ++j) {
+          y[32 * ib + 8 * l + j] = dl * (static_cast<float>(grid.Point(idx)[j]) + delta);
+        }
+      }
+    }
+    return;
+  }
+  const float d = GgmlHalf(b);
+  for (int ib = 0; ib < 8; ++ib) {
+    float* out = y + 32 * ib;
+    if (t == kOracleIQ2_XXS) {
+      const uint32_t aux = OracleU32(b + 2 + 8 * ib + 4);
+      const float db = d * (0.5f + static_cast<float>(aux >> 28)) * 0.25f;
+      for (int l = 0; l < 4; ++l) {
+        signed8(db, grid.Point(b[2 + 8 * ib + l]), nullptr,
+                OracleSigns7(static_cast<int>((aux >> (7 * l)) & 127)), out + 8 * l);
+      }
+    } else if (t == kOracleIQ2_XS || t == kOracleIQ2_S) {
+      const int sc = b[(t == kOracleIQ2_XS ? 66 : 74) + ib];
+      for (int l = 0; l < 4; ++l) {
+        const int s4 = l < 2 ? (sc & 0xF) : (sc >> 4);
+        const float db = d * (0.5f + static_cast<float>(s4)) * 0.25f;
+        int idx, signs;
+        if (t == kOracleIQ2_XS) {
+          const int q = b[2 + 2 * (4 * ib + l)] | (b[3 + 2 * (4 * ib + l)] << 8);
+          idx = q & 511;
+          signs = OracleSigns7(q >> 9);
+        } else {
+          idx = b[2 + 4 * ib + l] | (((b[66 + ib] >> (2 * l)) & 3) << 8);
+          signs = b[34 + 4 * ib + l];
+        }
+        signed8(db, grid.Point(idx), nullptr, signs, out + 8 * l);
+      }
+    } else if (t == kOracleIQ3_XXS) {
+      const uint32_t aux = OracleU32(b + 66 + 4 * ib);
+      const float db = d * (0.5f + static_cast<float>(aux >> 28)) * 0.5f;
+      for (int l = 0; l < 4; ++l) {
+        signed8(db, grid.Point(b[2 + 8 * ib + 2 * l]), grid.Point(b[2 + 8 * ib + 2 * l + 1]),
+                OracleSigns7(static_cast<int>((aux >> (7 * l)) & 127)), out + 8 * l);
+      }
+    } else if (t == kOracleIQ3_S) {
+      const int s4 = (b[106 + ib / 2] >> (4 * (ib % 2))) & 0xF;
+      const float db = d * static_cast<float>(1 + 2 * s4);
+      const int qh = b[66 + ib];
+      for (int l = 0; l < 4; ++l) {
+        const int i0 = b[2 + 8 * ib + 2 * l] | (((qh >> (2 * l)) & 1) << 8);
+        const int i1 = b[2 + 8 * ib + 2 * l + 1] | (((qh >> (2 * l + 1)) & 1) << 8);
+        signed8(db, grid.Point(i0), grid.Point(i1), b[74 + 4 * ib + l], out + 8 * l);
+      }
+    } else {  // IQ1_S
+      const int qh = b[34 + 2 * ib] | (b[35 + 2 * ib] << 8);
+      const float dl = d * static_cast<float>(2 * ((qh >> 12) & 7) + 1);
+      const float delta = (qh & 0x8000) ? -0.125f : 0.125f;
+      for (int l = 0; l < 4; ++l) {
+        const int idx = b[2 + 4 * ib + l] | (((qh >> (3 * l)) & 7) << 8);
+        for (int j = 0; j < 8; ++j) {
+          out[8 * l + j] = dl * (static_cast<float>(grid.Point(idx)[j]) + delta);
+        }
+      }
+    }
+  }
+}
+
 // Decodes one block of type t into y (OracleBlockElems(t) floats).
 inline void OracleDecodeBlock(uint32_t t, const uint8_t* b, float* y) {
+  switch (t) {
+    case kOracleIQ2_XXS:
+    case kOracleIQ2_XS:
+    case kOracleIQ2_S:
+    case kOracleIQ3_XXS:
+    case kOracleIQ3_S:
+    case kOracleIQ1_S:
+    case kOracleIQ1_M:
+      return OracleDecodeIq(t, b, y);
+    default:
+      break;
+  }
   if (t == kOracleQ5_0 || t == kOracleQ5_1) {
     // dequantize_row_q5_0 / q5_1: xh_0 = ((qh >> j) << 4) & 0x10, xh_1 =
     // (qh >> (j + 12)) & 0x10; Q5_0: (x - 16) * d; Q5_1: x * d + m.

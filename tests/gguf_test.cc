@@ -45,11 +45,7 @@ std::vector<uint8_t> RandomBlocks(uint32_t t, int64_t elements, std::mt19937* rn
   std::vector<uint8_t> bytes(static_cast<size_t>(elements / be * bb));
   for (auto& x : bytes) x = static_cast<uint8_t>((*rng)());
   for (int64_t k = 0; k < elements / be; ++k) {
-    uint8_t* blk = bytes.data() + k * bb;
-    if (t == kOracleMXFP4) blk[0] = static_cast<uint8_t>(120 + (*rng)() % 10);
-    for (int at : OracleHalfFields(t)) {
-      blk[at + 1] = static_cast<uint8_t>(0x20 + (*rng)() % 8);
-    }
+    OracleModerateScales(t, bytes.data() + k * bb, static_cast<uint32_t>((*rng)()));
   }
   return bytes;
 }

@@ -243,7 +243,8 @@ int Main(int argc, char** argv) {
     }
     WriteText((out / "llama_tiny.gguf").string(), t.Bytes());
     GgufBuilder u;
-    u.Tensor("output.weight", {256, 2}, 16 /* iq2_xxs */, std::vector<uint8_t>(2 * 66));
+    u.Tensor("output.weight", {256, 2}, 15 /* q8_k: an activation type */,
+             std::vector<uint8_t>(2 * 292));
     u.Tensor("output_norm.weight", {512}, kGgmlF32, norm);
     WriteText((out / "unsupported.gguf").string(), u.Bytes());
   }

@@ -37,8 +37,8 @@ Status LowerDecoded(const uint8_t* data, int64_t /*n*/, Plan* plan, Dequantizer:
   return Status::Ok();
 }
 
-// Synthetic blocks of decoded layout D: random bytes, the float16 scale (if
-// any) 0x3C3C (1.06).
+// Synthetic blocks of decoded layout D: random bytes, the scale moderate
+// (D::ModerateScale).
 template <class D>
 void SyntheticDecoded(uint8_t* blocks, int64_t n, uint64_t seed) {
   uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
@@ -46,12 +46,7 @@ void SyntheticDecoded(uint8_t* blocks, int64_t n, uint64_t seed) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift64
     blocks[i] = static_cast<uint8_t>(x >> 24);
   }
-  if constexpr (D::kHalfAt >= 0) {
-    for (int64_t b = 0; b < n; ++b) {
-      blocks[b * D::kBytes + D::kHalfAt] = 0x3C;
-      blocks[b * D::kBytes + D::kHalfAt + 1] = 0x3C;
-    }
-  }
+  for (int64_t b = 0; b < n; ++b) D::ModerateScale(blocks + b * D::kBytes);
 }
 
 // Synthetic blocks of layout D: random code planes, every header byte 0x3C
@@ -134,6 +129,22 @@ std::string DequantizableGgmlTypeNames() {
 
 bool GgmlTypeIsDequantizable(uint32_t type) { return FindBlockKind(type) != nullptr; }
 
+std::string GgmlRefusal(uint32_t type) {
+  if (GgmlTypeTraits(type) == nullptr) {
+    return "unknown ggml type id " + std::to_string(type) +
+           " (not a type ggml defines: a newer or a damaged file?)";
+  }
+  if (type == 9 || type == 15) {
+    // ggml's type traits give q8_1 and q8_K no to_float: they hold the
+    // quantized activations of its dot products, never a model's weights.
+    return "ggml type " + GgmlTypeName(type) +
+           " is an activation type (ggml quantizes matmul inputs to it and defines no conversion "
+           "back to float): no model file stores weights in it";
+  }
+  return "ggml type " + GgmlTypeName(type) + " is not dequantized by nibble (" +
+         DequantizableGgmlTypeNames() + " are)";
+}
+
 uint32_t DequantizableGgmlTypeId(const std::string& name) {
   for (const BlockKind& k : kBlockKinds) {
     if (name == k.name) return k.type;
@@ -171,9 +182,7 @@ StatusOr<Dequantizer> PrepareGgml(uint32_t type, const std::vector<int64_t>& ne,
   const std::string who = "GGUF tensor '" + name + "'";
   const BlockKind* kind = FindBlockKind(type);
   if (kind == nullptr) {
-    return Status::Error(who + ": ggml type " + std::to_string(type) +
-                         " is not dequantized by nibble (" + DequantizableGgmlTypeNames() +
-                         " are)");
+    return Status::Error(who + ": " + GgmlRefusal(type));
   }
   if (ne.empty() || ne.size() > 4) return Status::Error(who + ": needs 1 to 4 dims");
   Shape shape(ne.rbegin(), ne.rend());

@@ -28,6 +28,10 @@ bool GgmlTypeIsDequantizable(uint32_t type);
 
 // Their names, comma-separated ("q4_0, q4_1, ..."), in registry order.
 std::string DequantizableGgmlTypeNames();
+// Why a ggml block type id is not dequantized (for a type that is not:
+// unknown ids, the activation types q8_1 / q8_k, any other): the text after
+// "GGUF tensor 'x': " / "tensor 'x': ".
+std::string GgmlRefusal(uint32_t type);
 // The id of the dequantizable type named `name` ("q6_k"), else 0.
 uint32_t DequantizableGgmlTypeId(const std::string& name);
 
