@@ -57,3 +57,20 @@ def bf16_bits(x):
 
 def bf16_value(bits):
     return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
+
+
+def read_st_bits(path):
+    """name -> the stored values' bits (F32: uint32, F16 / BF16: uint16)."""
+    bits = {"F32": np.uint32, "F16": np.uint16, "BF16": np.uint16}
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        b, en = e["data_offsets"]
+        out[name] = np.frombuffer(data[8 + n + b:8 + n + en],
+                                  bits[e["dtype"]]).reshape(e["shape"])
+    return out
