@@ -18,10 +18,17 @@ namespace nibble {
 // a wanted element is decoded once (D::Decode, float32) and `convert`
 // (ConvertFloats) rounds the wanted part to plan.out — on every SIMD target
 // the reference's rounding, so every target gives the same bits.
-template <class D>
-void DequantizeDecodedBlocks(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                             void* out, int64_t ld,
-                             void (*convert)(OutType, const void*, OutType, void*, int64_t)) {
+//
+// Always inlined: kernels/dequantize.cc calls it from each SIMD target's
+// code, so the decode loops are compiled (and vectorized) per target —
+// with -ffp-contract=off and no reassociation, every target computes the
+// same roundings.
+// `decode(block, y)` computes D::Decode's values (the target's vector
+// version where it has one).
+template <class D, class Decode>
+NIBBLE_DECODE_INLINE void DequantizeDecodedBlocks(
+    const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out, int64_t ld,
+    void (*convert)(OutType, const void*, OutType, void*, int64_t), Decode decode) {
   constexpr int64_t kB = D::kBlockElems;
   // Blocks are decoded into chunks of about 1024 values, each rounded by
   // one conversion call.
@@ -35,7 +42,7 @@ void DequantizeDecodedBlocks(const Plan& plan, int64_t r0, int64_t r1, int64_t c
     for (int64_t c = c0; c < c1;) {
       const int64_t b0 = c / kB, p = c % kB;
       const int64_t blocks = std::min(kChunkBlocks, (c1 - 1) / kB - b0 + 1);
-      for (int64_t k = 0; k < blocks; ++k) D::Decode(row + (b0 + k) * D::kBytes, y + k * kB);
+      for (int64_t k = 0; k < blocks; ++k) decode(row + (b0 + k) * D::kBytes, y + k * kB);
       const int64_t n = std::min(blocks * kB - p, c1 - c);
       convert(OutType::kF32, y + p, plan.out, dst + (c - c0) * ob, n);
       c += n;

@@ -94,6 +94,11 @@ struct CodePlane {
   constexpr uint32_t span() const { return run * bits / 8; }
 };
 
+// Decoded layouts' Decode and its helpers: inlined into the per-target
+// kernel loop (kernels/dequantize.cc), so each SIMD target compiles them
+// with its own instruction set.
+#define NIBBLE_DECODE_INLINE inline __attribute__((always_inline))
+
 namespace layout_internal {
 template <class T>
 inline T Field(const uint8_t* block, size_t offset) {
@@ -623,7 +628,7 @@ struct GgufTQ1_0 {
   static void ModerateScale(uint8_t* b) {
     layout_internal::SetHalf(b, offsetof(Block, d), layout_internal::kModerateHalf);
   }
-  static void Decode(const uint8_t* b, float* y) {
+  NIBBLE_DECODE_INLINE static void Decode(const uint8_t* b, float* y) {
     static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
     const float d = layout_internal::Half(b, offsetof(Block, d));
     auto digit = [](uint8_t byte, int n) {
@@ -657,7 +662,7 @@ struct GgufQ1_0 {
   static void ModerateScale(uint8_t* b) {
     layout_internal::SetHalf(b, offsetof(Block, d), layout_internal::kModerateHalf);
   }
-  static void Decode(const uint8_t* b, float* y) {
+  NIBBLE_DECODE_INLINE static void Decode(const uint8_t* b, float* y) {
     // -d is d with its sign bit flipped (IEEE negation, NaN included), so
     // the choice is an exclusive or, without a branch per random bit.
     const uint32_t d = BitsFromF32(layout_internal::Half(b, offsetof(Block, d)));
@@ -682,7 +687,7 @@ struct GgufNVFP4 {
   static constexpr uint32_t kGgmlType = 40;
   static constexpr int64_t kBlockElems = 64, kBytes = 36, kSubElems = 16;
   static void ModerateScale(uint8_t* /*b*/) {}  // UE4M3 scales: finite
-  static void Decode(const uint8_t* b, float* y) {
+  NIBBLE_DECODE_INLINE static void Decode(const uint8_t* b, float* y) {
     static constexpr int8_t kValues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
     for (size_t s = 0; s < 4; ++s) {
       const float d = layout_internal::GgmlUe4m3Half(b[offsetof(Block, d) + s]);
@@ -697,35 +702,82 @@ struct GgufNVFP4 {
 
 // The grid i-quants (ggml-quants.c dequantize_row_iq*): each 8 values are
 // one entry of a grid (kernels/ggml_grids.h) times a sub-block scale, with a
-// sign mask (IQ2 / IQ3) or a shift of +-1/8 (IQ1). The helpers follow ggml's
-// expressions term by term: y = db * grid[j] * (sign bit j ? -1 : 1) (the
-// product with -1.f kept: for a NaN scale it is not a sign flip), and for
-// IQ1 y = dl * (grid[j] + delta).
+// sign mask (IQ2 / IQ3) or a shift of +-1/8 (IQ1). A grid descriptor
+// derives from GridLayout<D, kind> and adds
+//   Groups(block, g)   the block's kBlockElems / 8 groups (Group8): grid
+//                      entry, sign bits or delta, scale — ggml's index and
+//                      scale arithmetic;
+// GridLayout derives Decode from it, and the kernels expand the groups with
+// SIMD (kernels/dequantize.cc) computing the same expression per value:
+//   kSignedBytes  y = scale * grid byte j, negated where sign bit j is set
+//                 (ggml's product with -1.f, as a sign flip: the same value;
+//                 a NaN stays a NaN)
+//   kShiftedInt8  y = scale * (int8 grid byte j + delta)
+enum class GridValues { kSignedBytes, kShiftedInt8 };
+struct Group8 {
+  uint64_t grid;   // byte j: position j (little-endian host)
+  uint32_t signs;  // kSignedBytes: bit j set -> value j negated
+  float scale;
+  float delta;  // kShiftedInt8
+};
+
 namespace layout_internal {
-// Byte j (0 .. 7) of grid entry g.
-inline float GridByte(uint64_t g, int j) { return static_cast<float>((g >> (8 * j)) & 0xFF); }
 // ggml's ksigns_iq2xs[i]: the 7 stored sign bits and their parity as bit 7
 // (an even number of minus signs).
-inline uint32_t SignsOf7(uint32_t i) {
-  return i | ((static_cast<uint32_t>(__builtin_popcount(i)) & 1u) << 7);
+NIBBLE_DECODE_INLINE uint32_t SignsOf7(uint32_t i) {
+  uint32_t parity = i ^ (i >> 4);
+  parity ^= parity >> 2;
+  parity ^= parity >> 1;
+  return i | ((parity & 1u) << 7);
 }
-// 8 values db * grid byte j * (+1 / -1 by bit j of signs).
-inline void SignedGrid8(float db, uint64_t g, uint32_t signs, float* y) {
-  for (int j = 0; j < 8; ++j) y[j] = db * GridByte(g, j) * ((signs >> j) & 1u ? -1.0f : 1.0f);
+// IQ1's delta: -1/8 where `bit` (a single bit) is set, else 1/8 (without a
+// branch on a random bit).
+NIBBLE_DECODE_INLINE float SignedEighth(uint32_t bit) {
+  return F32FromBits(BitsFromF32(0.125f) | (bit != 0 ? 0x80000000u : 0u));
 }
-// 8 values dl * (grid int8 j + delta) of an IQ1 grid entry.
-inline void ShiftedGrid8(float dl, uint64_t g, float delta, float* y) {
-  for (int j = 0; j < 8; ++j) {
-    y[j] = dl * (static_cast<float>(static_cast<int8_t>((g >> (8 * j)) & 0xFF)) + delta);
+// The scalar expansion of one group (the reference the SIMD one equals).
+template <GridValues V>
+NIBBLE_DECODE_INLINE void ExpandGroup(const Group8& g, float* y) {
+  if constexpr (V == GridValues::kSignedBytes) {
+    uint8_t q[8];
+    std::memcpy(q, &g.grid, 8);
+    for (int j = 0; j < 8; ++j) {
+      const uint32_t flip = ((g.signs >> j) & 1u) << 31;
+      y[j] = F32FromBits(BitsFromF32(g.scale * static_cast<float>(q[j])) ^ flip);
+    }
+  } else {
+    int8_t q[8];
+    std::memcpy(q, &g.grid, 8);
+    for (int j = 0; j < 8; ++j) y[j] = g.scale * (static_cast<float>(q[j]) + g.delta);
   }
 }
 }  // namespace layout_internal
+
+template <class D, GridValues V>
+struct GridLayout {
+  static constexpr GridValues kGridValues = V;
+  static void ModerateScale(uint8_t* b) {
+    layout_internal::SetHalf(b, 0, layout_internal::kModerateHalf);  // d first (not IQ1_M)
+  }
+  NIBBLE_DECODE_INLINE static void Decode(const uint8_t* b, float* y) {
+    Group8 g[D::kBlockElems / 8];
+    D::Groups(b, g);
+    for (size_t k = 0; k < D::kBlockElems / 8; ++k) {
+      layout_internal::ExpandGroup<V>(g[k], y + 8 * k);
+    }
+  }
+};
+// True for descriptors with Groups (GridLayout).
+template <class D, class = void>
+struct IsGridLayout : std::false_type {};
+template <class D>
+struct IsGridLayout<D, std::void_t<decltype(D::kGridValues)>> : std::true_type {};
 
 // IQ2_XXS (2.06 bits): {f16 d; u16 qs[32]}, eight 32-value sub-blocks of 8
 // bytes: bytes 0-3 four grid indices (kGgmlIq2xxsGrid), bits 0-27 of the
 // little-endian u32 at bytes 4-7 four 7-bit sign indices, bits 28-31 the
 // scale: db = d * (0.5 + s) * 0.25.
-struct GgufIQ2_XXS {
+struct GgufIQ2_XXS : GridLayout<GgufIQ2_XXS, GridValues::kSignedBytes> {
   struct Block {
     uint16_t d;
     uint16_t qs[32];
@@ -733,18 +785,15 @@ struct GgufIQ2_XXS {
   static constexpr const char* kName = "iq2_xxs";
   static constexpr uint32_t kGgmlType = 16;
   static constexpr int64_t kBlockElems = 256, kBytes = 66, kSubElems = 32;
-  static void ModerateScale(uint8_t* b) {
-    layout_internal::SetHalf(b, offsetof(Block, d), layout_internal::kModerateHalf);
-  }
-  static void Decode(const uint8_t* b, float* y) {
+  NIBBLE_DECODE_INLINE static void Groups(const uint8_t* b, Group8* g) {
     using namespace layout_internal;
     const float d = Half(b, offsetof(Block, d));
-    for (size_t ib = 0; ib < 8; ++ib, y += 32) {
+    for (size_t ib = 0; ib < 8; ++ib, g += 4) {
       const uint8_t* q = b + offsetof(Block, qs) + 8 * ib;
       const uint32_t aux = Field<uint32_t>(q, 4);
       const float db = d * (0.5f + static_cast<float>(aux >> 28)) * 0.25f;
-      for (int l = 0; l < 4; ++l) {
-        SignedGrid8(db, kGgmlIq2xxsGrid[q[l]], SignsOf7((aux >> (7 * l)) & 127u), y + 8 * l);
+      for (size_t l = 0; l < 4; ++l) {
+        g[l] = {kGgmlIq2xxsGrid[q[l]], SignsOf7((aux >> (7 * l)) & 127u), db, 0.0f};
       }
     }
   }
@@ -754,7 +803,7 @@ struct GgufIQ2_XXS {
 // 0-8 a grid index (kGgmlIq2xsGrid), bits 9-15 a 7-bit sign index; the
 // sub-block's 16-value halves take nibbles 0 / 1 of scales[ib]: db = d *
 // (0.5 + s) * 0.25.
-struct GgufIQ2_XS {
+struct GgufIQ2_XS : GridLayout<GgufIQ2_XS, GridValues::kSignedBytes> {
   struct Block {
     uint16_t d;
     uint16_t qs[32];
@@ -763,19 +812,16 @@ struct GgufIQ2_XS {
   static constexpr const char* kName = "iq2_xs";
   static constexpr uint32_t kGgmlType = 17;
   static constexpr int64_t kBlockElems = 256, kBytes = 74, kSubElems = 16;
-  static void ModerateScale(uint8_t* b) {
-    layout_internal::SetHalf(b, offsetof(Block, d), layout_internal::kModerateHalf);
-  }
-  static void Decode(const uint8_t* b, float* y) {
+  NIBBLE_DECODE_INLINE static void Groups(const uint8_t* b, Group8* g) {
     using namespace layout_internal;
     const float d = Half(b, offsetof(Block, d));
-    for (size_t ib = 0; ib < 8; ++ib, y += 32) {
+    for (size_t ib = 0; ib < 8; ++ib, g += 4) {
       const uint32_t s = b[offsetof(Block, scales) + ib];
       const float db[2] = {d * (0.5f + static_cast<float>(s & 0xF)) * 0.25f,
                            d * (0.5f + static_cast<float>(s >> 4)) * 0.25f};
       for (size_t l = 0; l < 4; ++l) {
         const uint32_t q = Field<uint16_t>(b, offsetof(Block, qs) + 2 * (4 * ib + l));
-        SignedGrid8(db[l / 2], kGgmlIq2xsGrid[q & 511], SignsOf7(q >> 9), y + 8 * l);
+        g[l] = {kGgmlIq2xsGrid[q & 511], SignsOf7(q >> 9), db[l / 2], 0.0f};
       }
     }
   }
@@ -785,7 +831,7 @@ struct GgufIQ2_XS {
 // scales[8]} (ggml's qs[64] is grid bytes then sign bytes): grid index
 // qs[4 ib + l] | bits 2l, 2l+1 of qh[ib] << 8 (kGgmlIq2sGrid), sign byte
 // signs[4 ib + l]; scales as IQ2_XS.
-struct GgufIQ2_S {
+struct GgufIQ2_S : GridLayout<GgufIQ2_S, GridValues::kSignedBytes> {
   struct Block {
     uint16_t d;
     uint8_t qs[32];
@@ -796,21 +842,17 @@ struct GgufIQ2_S {
   static constexpr const char* kName = "iq2_s";
   static constexpr uint32_t kGgmlType = 22;
   static constexpr int64_t kBlockElems = 256, kBytes = 82, kSubElems = 16;
-  static void ModerateScale(uint8_t* b) {
-    layout_internal::SetHalf(b, offsetof(Block, d), layout_internal::kModerateHalf);
-  }
-  static void Decode(const uint8_t* b, float* y) {
+  NIBBLE_DECODE_INLINE static void Groups(const uint8_t* b, Group8* g) {
     using namespace layout_internal;
     const float d = Half(b, offsetof(Block, d));
-    for (size_t ib = 0; ib < 8; ++ib, y += 32) {
+    for (size_t ib = 0; ib < 8; ++ib, g += 4) {
       const uint32_t s = b[offsetof(Block, scales) + ib];
       const float db[2] = {d * (0.5f + static_cast<float>(s & 0xF)) * 0.25f,
                            d * (0.5f + static_cast<float>(s >> 4)) * 0.25f};
       const uint32_t qh = b[offsetof(Block, qh) + ib];
       for (size_t l = 0; l < 4; ++l) {
         const uint32_t index = b[offsetof(Block, qs) + 4 * ib + l] | ((qh << (8 - 2 * l)) & 0x300u);
-        SignedGrid8(db[l / 2], kGgmlIq2sGrid[index], b[offsetof(Block, signs) + 4 * ib + l],
-                    y + 8 * l);
+        g[l] = {kGgmlIq2sGrid[index], b[offsetof(Block, signs) + 4 * ib + l], db[l / 2], 0.0f};
       }
     }
   }
@@ -821,7 +863,7 @@ struct GgufIQ2_S {
 // (kGgmlIq3xxsGrid) and the little-endian u32 at scales_signs[4 ib]: four
 // 7-bit sign indices (one per 8 values) and the scale in bits 28-31: db =
 // d * (0.5 + s) * 0.5.
-struct GgufIQ3_XXS {
+struct GgufIQ3_XXS : GridLayout<GgufIQ3_XXS, GridValues::kSignedBytes> {
   struct Block {
     uint16_t d;
     uint8_t qs[64];
@@ -830,20 +872,17 @@ struct GgufIQ3_XXS {
   static constexpr const char* kName = "iq3_xxs";
   static constexpr uint32_t kGgmlType = 18;
   static constexpr int64_t kBlockElems = 256, kBytes = 98, kSubElems = 32;
-  static void ModerateScale(uint8_t* b) {
-    layout_internal::SetHalf(b, offsetof(Block, d), layout_internal::kModerateHalf);
-  }
-  static void Decode(const uint8_t* b, float* y) {
+  NIBBLE_DECODE_INLINE static void Groups(const uint8_t* b, Group8* g) {
     using namespace layout_internal;
     const float d = Half(b, offsetof(Block, d));
-    for (size_t ib = 0; ib < 8; ++ib, y += 32) {
+    for (size_t ib = 0; ib < 8; ++ib, g += 4) {
       const uint8_t* q = b + offsetof(Block, qs) + 8 * ib;
       const uint32_t aux = Field<uint32_t>(b, offsetof(Block, scales_signs) + 4 * ib);
       const float db = d * (0.5f + static_cast<float>(aux >> 28)) * 0.5f;
-      for (int l = 0; l < 4; ++l) {
-        const uint64_t g =
+      for (size_t l = 0; l < 4; ++l) {
+        const uint64_t grid =
             kGgmlIq3xxsGrid[q[2 * l]] | (uint64_t{kGgmlIq3xxsGrid[q[2 * l + 1]]} << 32);
-        SignedGrid8(db, g, SignsOf7((aux >> (7 * l)) & 127u), y + 8 * l);
+        g[l] = {grid, SignsOf7((aux >> (7 * l)) & 127u), db, 0.0f};
       }
     }
   }
@@ -853,7 +892,7 @@ struct GgufIQ3_XXS {
 // scales[4]}: per 32-value sub-block ib, eight grid indices of 4 values
 // qs[8 ib + k] | bit k of qh[ib] << 8 (kGgmlIq3sGrid), sign bytes
 // signs[4 ib + l], scale nibble ib % 2 of scales[ib / 2]: db = d * (1 + 2 s).
-struct GgufIQ3_S {
+struct GgufIQ3_S : GridLayout<GgufIQ3_S, GridValues::kSignedBytes> {
   struct Block {
     uint16_t d;
     uint8_t qs[64];
@@ -864,22 +903,19 @@ struct GgufIQ3_S {
   static constexpr const char* kName = "iq3_s";
   static constexpr uint32_t kGgmlType = 21;
   static constexpr int64_t kBlockElems = 256, kBytes = 110, kSubElems = 32;
-  static void ModerateScale(uint8_t* b) {
-    layout_internal::SetHalf(b, offsetof(Block, d), layout_internal::kModerateHalf);
-  }
-  static void Decode(const uint8_t* b, float* y) {
+  NIBBLE_DECODE_INLINE static void Groups(const uint8_t* b, Group8* g) {
     using namespace layout_internal;
     const float d = Half(b, offsetof(Block, d));
-    for (size_t ib = 0; ib < 8; ++ib, y += 32) {
-      const uint32_t s = (b[offsetof(Block, scales) + ib / 2] >> (4 * (ib % 2))) & 0xFu;
+    for (size_t ib = 0; ib < 8; ++ib, g += 4) {
+      const uint32_t s = (uint32_t{b[offsetof(Block, scales) + ib / 2]} >> (4 * (ib % 2))) & 0xFu;
       const float db = d * static_cast<float>(1 + 2 * s);
       const uint32_t qh = b[offsetof(Block, qh) + ib];
       const uint8_t* q = b + offsetof(Block, qs) + 8 * ib;
       for (size_t l = 0; l < 4; ++l) {
         const uint32_t i0 = q[2 * l] | ((qh << (8 - 2 * l)) & 256u);
         const uint32_t i1 = q[2 * l + 1] | ((qh << (7 - 2 * l)) & 256u);
-        const uint64_t g = kGgmlIq3sGrid[i0] | (uint64_t{kGgmlIq3sGrid[i1]} << 32);
-        SignedGrid8(db, g, b[offsetof(Block, signs) + 4 * ib + l], y + 8 * l);
+        const uint64_t grid = kGgmlIq3sGrid[i0] | (uint64_t{kGgmlIq3sGrid[i1]} << 32);
+        g[l] = {grid, b[offsetof(Block, signs) + 4 * ib + l], db, 0.0f};
       }
     }
   }
@@ -889,7 +925,7 @@ struct GgufIQ3_S {
 // ib, grid indices qs[4 ib + l] | bits 3l .. 3l+2 of qh[ib] << 8
 // (kGgmlIq1sGrid, int8 -1 / 0 / 1), dl = d * (2 * bits 12-14 + 1), delta
 // = -1/8 if bit 15 else 1/8.
-struct GgufIQ1_S {
+struct GgufIQ1_S : GridLayout<GgufIQ1_S, GridValues::kShiftedInt8> {
   struct Block {
     uint16_t d;
     uint8_t qs[32];
@@ -898,19 +934,16 @@ struct GgufIQ1_S {
   static constexpr const char* kName = "iq1_s";
   static constexpr uint32_t kGgmlType = 19;
   static constexpr int64_t kBlockElems = 256, kBytes = 50, kSubElems = 32;
-  static void ModerateScale(uint8_t* b) {
-    layout_internal::SetHalf(b, offsetof(Block, d), layout_internal::kModerateHalf);
-  }
-  static void Decode(const uint8_t* b, float* y) {
+  NIBBLE_DECODE_INLINE static void Groups(const uint8_t* b, Group8* g) {
     using namespace layout_internal;
     const float d = Half(b, offsetof(Block, d));
-    for (size_t ib = 0; ib < 8; ++ib, y += 32) {
+    for (size_t ib = 0; ib < 8; ++ib, g += 4) {
       const uint32_t qh = Field<uint16_t>(b, offsetof(Block, qh) + 2 * ib);
       const float dl = d * static_cast<float>(2 * ((qh >> 12) & 7u) + 1);
-      const float delta = qh & 0x8000u ? -0.125f : 0.125f;
+      const float delta = layout_internal::SignedEighth(qh & 0x8000u);
       for (size_t l = 0; l < 4; ++l) {
         const uint32_t index = b[offsetof(Block, qs) + 4 * ib + l] | (((qh >> (3 * l)) & 7u) << 8);
-        ShiftedGrid8(dl, kGgmlIq1sGrid[index], delta, y + 8 * l);
+        g[l] = {kGgmlIq1sGrid[index], 0u, dl, delta};
       }
     }
   }
@@ -923,7 +956,7 @@ struct GgufIQ1_S {
 // even l, 4-6 for odd) << 8, delta -1/8 if bit 3 (even l) / 7 (odd l) of
 // that byte, else 1/8; 3-bit scales of sc[ib / 2] at bit 6 (ib % 2) (l < 2)
 // and 6 (ib % 2) + 3 (l >= 2): dl = d * (2 s + 1).
-struct GgufIQ1_M {
+struct GgufIQ1_M : GridLayout<GgufIQ1_M, GridValues::kShiftedInt8> {
   struct Block {
     uint8_t qs[32];
     uint8_t qh[16];
@@ -940,21 +973,21 @@ struct GgufIQ1_M {
       byte = static_cast<uint8_t>((byte & 0x0Fu) | (nibble << 4));
     }
   }
-  static void Decode(const uint8_t* b, float* y) {
+  NIBBLE_DECODE_INLINE static void Groups(const uint8_t* b, Group8* g) {
     using namespace layout_internal;
     uint32_t sc[4];
     for (size_t i = 0; i < 4; ++i) sc[i] = Field<uint16_t>(b, offsetof(Block, scales) + 2 * i);
     const uint32_t bits =
         (sc[0] >> 12) | ((sc[1] >> 8) & 0xF0u) | ((sc[2] >> 4) & 0xF00u) | (sc[3] & 0xF000u);
     const float d = F32FromF16(static_cast<uint16_t>(bits));
-    for (size_t ib = 0; ib < 8; ++ib, y += 32) {
+    for (size_t ib = 0; ib < 8; ++ib, g += 4) {
       const uint32_t shift = 6 * (ib % 2);
       const float dl[2] = {d * static_cast<float>(2 * ((sc[ib / 2] >> shift) & 7u) + 1),
                            d * static_cast<float>(2 * ((sc[ib / 2] >> (shift + 3)) & 7u) + 1)};
       for (size_t l = 0; l < 4; ++l) {
         const uint32_t qh = uint32_t{b[offsetof(Block, qh) + 2 * ib + l / 2]} >> (4 * (l % 2));
         const uint32_t index = b[offsetof(Block, qs) + 4 * ib + l] | ((qh & 7u) << 8);
-        ShiftedGrid8(dl[l / 2], kGgmlIq1sGrid[index], qh & 8u ? -0.125f : 0.125f, y + 8 * l);
+        g[l] = {kGgmlIq1sGrid[index], 0u, dl[l / 2], SignedEighth(qh & 8u)};
       }
     }
   }
