@@ -30,12 +30,55 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool IsLlamaFamily(const std::string& arch) { return arch == "llama" || arch == "mistral"; }
+// How a mixture-of-experts model names its experts in transformers.
+enum class Moe {
+  kNone,
+  kMixtral,  // block_sparse_moe.gate, block_sparse_moe.experts.E.w1 / w2 / w3
+  kQwen,     // mlp.gate, mlp.experts.E.gate_proj / up_proj / down_proj
+};
 
-const char* const kMappedArchs = "llama, mistral, qwen2, qwen3, phi3";
+// An architecture --hf maps: llama.cpp's converter (convert_hf_to_gguf.py)
+// defines the forward direction, transformers' GGUF loader the reverse.
+struct HfArch {
+  const char* arch;        // general.architecture
+  const char* cls;         // config.json architectures[0]
+  const char* model_type;  // config.json model_type
+  bool permute_qk;         // llama.cpp permuted attn_q / attn_k rows (llama family)
+  bool qkv_bias;           // q / k / v projections have biases (Qwen2)
+  bool qk_norm;            // q / k RMS norms per head (Qwen3)
+  bool fused;              // Phi-3's fused qkv_proj / gate_up_proj
+  Moe moe;
+  bool shared_expert;   // Qwen2-MoE's shared expert and its gate
+  bool norm_topk_prob;  // the router's top-k weights renormalized (llama.cpp's norm_w)
+};
+constexpr HfArch kHfArchs[] = {
+    {"llama", "LlamaForCausalLM", "llama", true, false, false, false, Moe::kNone, false, false},
+    {"mistral", "MistralForCausalLM", "mistral", true, false, false, false, Moe::kNone, false,
+     false},
+    {"qwen2", "Qwen2ForCausalLM", "qwen2", false, true, false, false, Moe::kNone, false, false},
+    {"qwen3", "Qwen3ForCausalLM", "qwen3", false, false, true, false, Moe::kNone, false, false},
+    {"phi3", "Phi3ForCausalLM", "phi3", false, false, false, true, Moe::kNone, false, false},
+    {"qwen2moe", "Qwen2MoeForCausalLM", "qwen2_moe", false, true, false, false, Moe::kQwen, true,
+     false},
+    {"qwen3moe", "Qwen3MoeForCausalLM", "qwen3_moe", false, false, true, false, Moe::kQwen, false,
+     true},
+};
+// A llama-family file with experts is Mixtral (llama.cpp's converter writes
+// MixtralForCausalLM as architecture "llama" with expert_count).
+constexpr HfArch kMixtral = {"llama", "MixtralForCausalLM", "mixtral", true, false, false,
+                             false,   Moe::kMixtral,        false,     true};
 
-bool IsMapped(const std::string& arch) {
-  return IsLlamaFamily(arch) || arch == "qwen2" || arch == "qwen3" || arch == "phi3";
+const HfArch* FindHfArch(const std::string& arch) {
+  for (const HfArch& a : kHfArchs) {
+    if (arch == a.arch) return &a;
+  }
+  return nullptr;
+}
+
+std::string MappedArchNames() {
+  std::string names;
+  for (const HfArch& a : kHfArchs) names += (names.empty() ? "" : ", ") + std::string(a.arch);
+  return names;
 }
 
 // The shortest decimal that reads back as the same float32 (GGUF keeps
@@ -65,24 +108,32 @@ bool SplitBlockName(const std::string& g, std::string* layer, std::string* part)
   return true;
 }
 
-// Mixtral's expert matrices (transformers' MixtralSparseMoeBlock): w1 =
-// gate, w2 = down, w3 = up; "" for other parts.
-const char* MixtralExpertWeight(const std::string& part) {
-  if (part == "ffn_gate") return "w1";
-  if (part == "ffn_down") return "w2";
-  if (part == "ffn_up") return "w3";
+// The expert matrix of llama.cpp part `part` (ffn_gate / ffn_up /
+// ffn_down): Mixtral's w1 = gate, w2 = down, w3 = up (transformers'
+// MixtralSparseMoeBlock), Qwen-MoE's gate_proj / up_proj / down_proj; ""
+// for other parts.
+const char* ExpertWeight(Moe moe, const std::string& part) {
+  const bool mixtral = moe == Moe::kMixtral;
+  if (part == "ffn_gate") return mixtral ? "w1" : "gate_proj";
+  if (part == "ffn_down") return mixtral ? "w2" : "down_proj";
+  if (part == "ffn_up") return mixtral ? "w3" : "up_proj";
   return "";
 }
 
-std::string MixtralExpertName(const std::string& layer, int64_t expert, const char* w) {
-  return "model.layers." + layer + ".block_sparse_moe.experts." + std::to_string(expert) + "." + w +
-         ".weight";
+// "model.layers.L.<moe block>." of an MoE architecture.
+std::string MoePrefix(Moe moe, const std::string& layer) {
+  return "model.layers." + layer + (moe == Moe::kMixtral ? ".block_sparse_moe." : ".mlp.");
+}
+
+std::string ExpertName(Moe moe, const std::string& layer, int64_t expert, const char* w) {
+  return MoePrefix(moe, layer) + "experts." + std::to_string(expert) + "." + w + ".weight";
 }
 
 }  // namespace
 
 std::string HfTensorName(const std::string& arch, const std::string& g) {
-  if (!IsMapped(arch)) return "";
+  const HfArch* spec = FindHfArch(arch);
+  if (spec == nullptr) return "";
   if (g == "token_embd.weight") return "model.embed_tokens.weight";
   if (g == "output_norm.weight") return "model.norm.weight";
   if (g == "output.weight") return "lm_head.weight";
@@ -111,8 +162,19 @@ std::string HfTensorName(const std::string& arch, const std::string& g) {
       {"ffn_up", "mlp.gate_up_proj"},      {"ffn_down", "mlp.down_proj"},
   };
   if (suffix != ".weight" && suffix != ".bias") return "";
-  const auto* begin = arch == "phi3" ? std::begin(kPhi3) : std::begin(kBlock);
-  const auto* end = arch == "phi3" ? std::end(kPhi3) : std::end(kBlock);
+  static const std::pair<const char*, const char*> kSharedExpert[] = {
+      {"ffn_gate_shexp", "mlp.shared_expert.gate_proj"},
+      {"ffn_up_shexp", "mlp.shared_expert.up_proj"},
+      {"ffn_down_shexp", "mlp.shared_expert.down_proj"},
+      {"ffn_gate_inp_shexp", "mlp.shared_expert_gate"},
+  };
+  if (spec->shared_expert && suffix == ".weight") {
+    for (const auto& [gguf, hf] : kSharedExpert) {
+      if (part == gguf) return "model.layers." + layer + "." + hf + suffix;
+    }
+  }
+  const auto* begin = spec->fused ? std::begin(kPhi3) : std::begin(kBlock);
+  const auto* end = spec->fused ? std::end(kPhi3) : std::end(kBlock);
   for (const auto* m = begin; m != end; ++m) {
     if (part == m->first) return "model.layers." + layer + "." + m->second + suffix;
   }
@@ -151,9 +213,10 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
   const GgufValue* av = gguf.Find("general.architecture");
   const std::string arch =
       av != nullptr && av->type == GgufValueType::kString ? av->s : std::string();
-  if (!IsMapped(arch)) {
+  const HfArch* spec = FindHfArch(arch);
+  if (spec == nullptr) {
     return Status::Error(who + ": architecture '" + EscapeBytes(arch) +
-                         "' is not mapped to Hugging Face names (" + kMappedArchs +
+                         "' is not mapped to Hugging Face names (" + MappedArchNames() +
                          " are); convert without --hf to keep the GGUF names");
   }
   auto uint_key = [&](const std::string& key, int64_t* v) {
@@ -178,10 +241,15 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
     return Status::Error(who + ": '" + arch + ".attention.head_count_kv' must be positive");
   }
 
-  // A llama-family file with experts is Mixtral (llama.cpp's converter
-  // writes MixtralForCausalLM as architecture "llama" with expert_count).
   int64_t n_expert = 0, n_expert_used = 0;
-  const bool moe = IsLlamaFamily(arch) && uint_key("expert_count", &n_expert) && n_expert > 0;
+  const bool has_experts = uint_key("expert_count", &n_expert) && n_expert > 0;
+  if (spec->permute_qk && has_experts) spec = &kMixtral;
+  const Moe moe_kind = spec->moe;
+  const bool moe = moe_kind != Moe::kNone;
+  if (moe && !has_experts) {
+    return Status::Error(who + ": GGUF key '" + arch +
+                         ".expert_count' is missing or not a positive integer");
+  }
   if (moe) uint_key("expert_used_count", &n_expert_used);
 
   NIBBLE_RETURN_IF_ERROR(CheckOutputFolder(out_dir, meta_inputs, who + " output"));
@@ -204,12 +272,12 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
     std::string layer, part;
     const bool blk = SplitBlockName(t->source, &layer, &part);
     if (moe && blk && part.size() > 5 && part.compare(part.size() - 5, 5, "_exps") == 0 &&
-        *MixtralExpertWeight(part.substr(0, part.size() - 5)) != '\0') {
+        *ExpertWeight(moe_kind, part.substr(0, part.size() - 5)) != '\0') {
       // [E, rows, cols] -> E tensors [rows, cols], one per expert, each
       // read as its row of the first dimension; the experts of one tensor
       // are consecutive items and share one prepared reader (made at the
       // first expert written, dropped after the last).
-      const char* w = MixtralExpertWeight(part.substr(0, part.size() - 5));
+      const char* w = ExpertWeight(moe_kind, part.substr(0, part.size() - 5));
       if (t->shape.size() != 3 || t->shape[0] != n_expert) {
         return Status::Error(who + ": tensor '" + EscapeBytes(t->source) + "' is " +
                              ShapeToString(t->shape) + ", not [" + std::to_string(n_expert) +
@@ -226,7 +294,7 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
       const int64_t experts = n_expert;
       for (int64_t e = 0; e < experts; ++e) {
         HfFolderItem it;
-        it.out.name = MixtralExpertName(layer, e, w);
+        it.out.name = ExpertName(moe_kind, layer, e, w);
         if (!names.insert(it.out.name).second) {
           return Status::Error(who + ": two tensors map to '" + it.out.name + "'");
         }
@@ -252,19 +320,17 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
       continue;
     }
     std::string hf = HfTensorName(arch, t->source);
-    if (moe && blk && part == "ffn_gate_inp") {
-      hf = "model.layers." + layer + ".block_sparse_moe.gate.weight";
-    }
+    if (moe && blk && part == "ffn_gate_inp") hf = MoePrefix(moe_kind, layer) + "gate.weight";
     if (moe && blk && hf.empty()) {  // llama.cpp's older per-expert names: ffn_gate.E
       const size_t dot = part.rfind('.');
       const std::string base = dot == std::string::npos ? "" : part.substr(0, dot);
       const std::string num = dot == std::string::npos ? "" : part.substr(dot + 1);
-      if (*MixtralExpertWeight(base) != '\0' && !num.empty() &&
+      if (*ExpertWeight(moe_kind, base) != '\0' && !num.empty() &&
           num.find_first_not_of("0123456789") == std::string::npos && num.size() < 9) {
-        hf = MixtralExpertName(layer, std::stoll(num), MixtralExpertWeight(base));
+        hf = ExpertName(moe_kind, layer, std::stoll(num), ExpertWeight(moe_kind, base));
       }
     }
-    if (hf.empty() && arch == "phi3" &&
+    if (hf.empty() && spec->fused &&
         (t->source == "rope_factors_long.weight" || t->source == "rope_factors_short.weight")) {
       // Phi-3 LongRoPE: transformers reads these from config.json's
       // rope_scaling (long_factor / short_factor), where they came from.
@@ -285,8 +351,8 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
         return Status::Error(who + ": tensor '" + EscapeBytes(t->source) +
                              "' is a mixture-of-experts tensor, which --hf maps for " +
                              "llama-family files with " + arch +
-                             ".expert_count (Mixtral) only; convert without --hf to keep " +
-                             "the GGUF names");
+                             ".expert_count (Mixtral), qwen2moe and qwen3moe only; convert " +
+                             "without --hf to keep the GGUF names");
       }
       return Status::Error(who + ": tensor '" + EscapeBytes(t->source) +
                            "' has no Hugging Face name for architecture " + arch +
@@ -299,7 +365,7 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
     if (t->quantized) ++dequantized;
     if (t->source == "token_embd.weight" && t->shape.size() == 2) vocab = t->shape[0];
     int64_t heads = 0;
-    if (IsLlamaFamily(arch) && t->shape.size() >= 1) {
+    if (spec->permute_qk && t->shape.size() >= 1) {
       // "blk.N.attn_q.weight" -> "attn_q.weight"
       const size_t second = t->source.find('.', t->source.find('.') + 1);
       const std::string tail =
@@ -316,6 +382,11 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
     it.out.name = hf;
     it.out.dtype = c->OutputDType(*t, options.dtype);
     it.out.shape = t->shape;
+    // Qwen2-MoE's shared_expert_gate is a [1, hidden] Linear that
+    // llama.cpp may store as a vector.
+    if (blk && part == "ffn_gate_inp_shexp" && t->shape.size() == 1) {
+      it.out.shape = {1, t->shape[0]};
+    }
     int64_t n = 1;
     for (int64_t d : t->shape) n *= d;
     const int64_t eb = DTypeBits(it.out.dtype) / 8;
@@ -325,14 +396,15 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
     const DType req = options.dtype;
     const int threads = options.threads;
     const std::string src = t->source;
-    if (heads == 0) {
+    if (heads == 0 && it.out.shape == t->shape) {
       it.out.open_rows = [c, t, req, threads, scratch]() {
         return c->PrepareRows(*t, req, threads, scratch.get());
       };
-    } else {  // rows permuted within each head: the whole tensor at once
+    } else {  // rows permuted within each head, or reshaped: the whole tensor at once
       it.out.fill = [c, t, req, threads, rows, row_bytes, src, heads,
                      scratch](uint8_t* dst) -> Status {
         NIBBLE_RETURN_IF_ERROR(c->Fill(*t, req, threads, dst, scratch.get()));
+        if (heads == 0) return Status::Ok();
         return UnpermuteQkRows(dst, rows, row_bytes, heads).WithPrefix("tensor '" + src + "'");
       };
     }
@@ -353,7 +425,24 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
                                  {"feed_forward_length", &ffn},
                                  {"block_count", &layers},
                                  {"context_length", &ctx}}) {
-      if (!uint_key(key, v) || *v <= 0) problems.push_back("config key " + arch + "." + key);
+      // (Qwen-MoE's dense width is unused: its experts have their own.)
+      const bool needed = !(moe_kind == Moe::kQwen && v == &ffn);
+      if ((!uint_key(key, v) || *v <= 0) && needed) {
+        problems.push_back("config key " + arch + "." + key);
+      }
+    }
+    int64_t ffn_e = ffn, ffn_shared = 0;  // an expert's / the shared expert's width
+    if (moe_kind == Moe::kQwen) {
+      if (!uint_key("expert_feed_forward_length", &ffn_e) || ffn_e <= 0) {
+        problems.push_back("config key " + arch + ".expert_feed_forward_length");
+      }
+      if (ffn <= 0) ffn = ffn_e;
+    } else {
+      uint_key("expert_feed_forward_length", &ffn_e);
+    }
+    if (spec->shared_expert &&
+        (!uint_key("expert_shared_feed_forward_length", &ffn_shared) || ffn_shared <= 0)) {
+      problems.push_back("config key " + arch + ".expert_shared_feed_forward_length");
     }
     if (!float_key("attention.layer_norm_rms_epsilon", &eps)) {
       problems.push_back("config key " + arch + ".attention.layer_norm_rms_epsilon");
@@ -381,7 +470,7 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
         const std::string p = "model.layers." + std::to_string(l) + ".";
         expect(p + "input_layernorm.weight", {hidden});
         expect(p + "post_attention_layernorm.weight", {hidden});
-        if (arch == "phi3") {  // fused projections
+        if (spec->fused) {  // Phi-3's fused projections
           expect(p + "self_attn.qkv_proj.weight", {q + 2 * kv, hidden});
           expect(p + "self_attn.o_proj.weight", {hidden, q});
           expect(p + "mlp.gate_up_proj.weight", {2 * ffn, hidden});
@@ -392,27 +481,33 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
         expect(p + "self_attn.k_proj.weight", {kv, hidden});
         expect(p + "self_attn.v_proj.weight", {kv, hidden});
         expect(p + "self_attn.o_proj.weight", {hidden, q});
-        if (moe) {  // Mixtral's sparse MoE block
-          int64_t ffn_e = ffn;
-          uint_key("expert_feed_forward_length", &ffn_e);
-          expect(p + "block_sparse_moe.gate.weight", {n_expert, hidden});
+        if (moe) {  // the sparse MoE block: router and experts
+          const std::string m = MoePrefix(moe_kind, std::to_string(l));
+          expect(m + "gate.weight", {n_expert, hidden});
           for (int64_t e = 0; e < n_expert; ++e) {
-            const std::string x = p + "block_sparse_moe.experts." + std::to_string(e) + ".";
-            expect(x + "w1.weight", {ffn_e, hidden});
-            expect(x + "w2.weight", {hidden, ffn_e});
-            expect(x + "w3.weight", {ffn_e, hidden});
+            for (const char* part : {"ffn_gate", "ffn_up", "ffn_down"}) {
+              const bool down = std::string(part) == "ffn_down";
+              expect(ExpertName(moe_kind, std::to_string(l), e, ExpertWeight(moe_kind, part)),
+                     down ? Shape{hidden, ffn_e} : Shape{ffn_e, hidden});
+            }
+          }
+          if (spec->shared_expert) {
+            expect(p + "mlp.shared_expert.gate_proj.weight", {ffn_shared, hidden});
+            expect(p + "mlp.shared_expert.up_proj.weight", {ffn_shared, hidden});
+            expect(p + "mlp.shared_expert.down_proj.weight", {hidden, ffn_shared});
+            expect(p + "mlp.shared_expert_gate.weight", {1, hidden});
           }
         } else {
           expect(p + "mlp.gate_proj.weight", {ffn, hidden});
           expect(p + "mlp.up_proj.weight", {ffn, hidden});
           expect(p + "mlp.down_proj.weight", {hidden, ffn});
         }
-        if (arch == "qwen2") {  // Qwen2's attention has q / k / v biases
+        if (spec->qkv_bias) {  // Qwen2's attention has q / k / v biases
           expect(p + "self_attn.q_proj.bias", {q});
           expect(p + "self_attn.k_proj.bias", {kv});
           expect(p + "self_attn.v_proj.bias", {kv});
         }
-        if (arch == "qwen3") {  // and Qwen3 q / k norms
+        if (spec->qk_norm) {  // and Qwen3 q / k norms
           expect(p + "self_attn.q_norm.weight", {head_dim});
           expect(p + "self_attn.k_norm.weight", {head_dim});
         }
@@ -432,14 +527,8 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
   }
 
   // config.json from the metadata.
-  std::string cls, type = arch;
-  if (arch == "llama") cls = "LlamaForCausalLM";
-  if (arch == "mistral") cls = "MistralForCausalLM";
-  if (arch == "qwen2") cls = "Qwen2ForCausalLM";
-  if (arch == "qwen3") cls = "Qwen3ForCausalLM";
-  if (arch == "phi3") cls = "Phi3ForCausalLM";
-  if (moe) cls = "MixtralForCausalLM", type = "mixtral";
-  std::string cfg = "{\n  \"architectures\": [\"" + cls + "\"],\n  \"model_type\": \"" + type +
+  std::string cfg = "{\n  \"architectures\": [\"" + std::string(spec->cls) +
+                    "\"],\n  \"model_type\": \"" + spec->model_type +
                     "\",\n  \"hidden_act\": \"silu\"";
   auto add = [&cfg](const std::string& k, const std::string& v) {
     cfg += ",\n  \"" + k + "\": " + v;
@@ -454,8 +543,19 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
     if (uint_key(key, &v)) add(name, std::to_string(v));
   }
   if (moe) {
-    add("num_local_experts", std::to_string(n_expert));
+    // Mixtral's config calls the expert count num_local_experts, Qwen-MoE's
+    // num_experts (with the experts' own width apart from the dense one).
+    add(moe_kind == Moe::kMixtral ? "num_local_experts" : "num_experts", std::to_string(n_expert));
     if (n_expert_used > 0) add("num_experts_per_tok", std::to_string(n_expert_used));
+    int64_t v = 0;
+    if (moe_kind == Moe::kQwen) {
+      if (uint_key("expert_feed_forward_length", &v))
+        add("moe_intermediate_size", std::to_string(v));
+      if (spec->shared_expert && uint_key("expert_shared_feed_forward_length", &v)) {
+        add("shared_expert_intermediate_size", std::to_string(v));
+      }
+      add("norm_topk_prob", spec->norm_topk_prob ? "true" : "false");
+    }
   }
   add("num_attention_heads", std::to_string(n_head));
   add("num_key_value_heads", std::to_string(n_head_kv));
@@ -463,7 +563,7 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
   if (float_key("attention.layer_norm_rms_epsilon", &f)) add("rms_norm_eps", JsonFloat(f));
   if (float_key("rope.freq_base", &f)) add("rope_theta", JsonFloat(f));
   if (vocab > 0) add("vocab_size", std::to_string(vocab));
-  if (arch == "phi3") {
+  if (spec->fused) {  // Phi-3
     int64_t v = 0;
     if (uint_key("attention.sliding_window", &v) && v > 0) add("sliding_window", std::to_string(v));
     if (uint_key("rope.scaling.original_context_length", &v) && v > 0) {

@@ -535,6 +535,136 @@ TEST_CASE("dequant --hf: a Mixtral GGUF (llama with experts) -> MixtralForCausal
   CHECK(!std::filesystem::exists(dir / "hf2"));
 }
 
+TEST_CASE("dequant --hf: Qwen2-MoE and Qwen3-MoE GGUFs -> their transformers layouts") {
+  // llama.cpp's qwen2moe / qwen3moe: router ffn_gate_inp, stacked experts
+  // ffn_{gate,up,down}_exps [E, rows, cols]; Qwen2-MoE adds a shared expert
+  // (ffn_*_shexp) and its one-row gate ffn_gate_inp_shexp (here a vector,
+  // as llama.cpp may store it), and q / k / v biases; Qwen3-MoE q / k norms.
+  // Nothing is permuted (only llama-family Q / K rows are).
+  constexpr int64_t kHidden = 32, kFfnE = 32, kFfnShared = 48, kVocab = 40, kExperts = 4;
+  constexpr int64_t kHeads = 4, kHeadsKv = 2, kHeadDim = 8;
+  for (const std::string arch : {"qwen2moe", "qwen3moe"}) {
+    CAPTURE(arch);
+    const bool v2 = arch == "qwen2moe";
+    GgufBuilder b;
+    b.KvString("general.architecture", arch);
+    b.KvU32(arch + ".attention.head_count", kHeads);
+    b.KvU32(arch + ".attention.head_count_kv", kHeadsKv);
+    b.KvU32(arch + ".attention.key_length", kHeadDim);
+    b.KvU32(arch + ".embedding_length", kHidden);
+    b.KvU32(arch + ".feed_forward_length", 96);  // the dense width: unused by the experts
+    b.KvU32(arch + ".expert_feed_forward_length", kFfnE);
+    if (v2) b.KvU32(arch + ".expert_shared_feed_forward_length", kFfnShared);
+    b.KvU32(arch + ".block_count", 1);
+    b.KvU32(arch + ".context_length", 4096);
+    b.KvU32(arch + ".expert_count", kExperts);
+    b.KvU32(arch + ".expert_used_count", 2);
+    b.Kv(arch + ".attention.layer_norm_rms_epsilon", 6, GgufBuilder::Enc(1e-6f));
+    std::map<std::string, std::vector<float>> want;  // HF name -> values
+    std::map<std::string, Shape> shapes;
+    int seed = 11;
+    auto f32 = [&](const std::string& gguf, const std::string& hf, std::vector<int64_t> ne) {
+      int64_t n = 1;
+      for (int64_t d : ne) n *= d;
+      const std::vector<float> x = MakeLlmLikeWeight(1, n, static_cast<uint64_t>(seed++));
+      std::vector<uint8_t> bytes(x.size() * 4);
+      std::memcpy(bytes.data(), x.data(), bytes.size());
+      b.Tensor(gguf, ne, kF32, bytes);
+      want[hf] = x;
+    };
+    const std::string p = "model.layers.0.";
+    f32("token_embd.weight", "model.embed_tokens.weight", {kHidden, kVocab});
+    f32("output_norm.weight", "model.norm.weight", {kHidden});
+    f32("output.weight", "lm_head.weight", {kHidden, kVocab});
+    f32("blk.0.attn_norm.weight", p + "input_layernorm.weight", {kHidden});
+    f32("blk.0.ffn_norm.weight", p + "post_attention_layernorm.weight", {kHidden});
+    f32("blk.0.attn_q.weight", p + "self_attn.q_proj.weight", {kHidden, kHeads * kHeadDim});
+    f32("blk.0.attn_k.weight", p + "self_attn.k_proj.weight", {kHidden, kHeadsKv * kHeadDim});
+    f32("blk.0.attn_v.weight", p + "self_attn.v_proj.weight", {kHidden, kHeadsKv * kHeadDim});
+    f32("blk.0.attn_output.weight", p + "self_attn.o_proj.weight", {kHeads * kHeadDim, kHidden});
+    if (v2) {
+      f32("blk.0.attn_q.bias", p + "self_attn.q_proj.bias", {kHeads * kHeadDim});
+      f32("blk.0.attn_k.bias", p + "self_attn.k_proj.bias", {kHeadsKv * kHeadDim});
+      f32("blk.0.attn_v.bias", p + "self_attn.v_proj.bias", {kHeadsKv * kHeadDim});
+      f32("blk.0.ffn_gate_shexp.weight", p + "mlp.shared_expert.gate_proj.weight",
+          {kHidden, kFfnShared});
+      f32("blk.0.ffn_up_shexp.weight", p + "mlp.shared_expert.up_proj.weight",
+          {kHidden, kFfnShared});
+      f32("blk.0.ffn_down_shexp.weight", p + "mlp.shared_expert.down_proj.weight",
+          {kFfnShared, kHidden});
+      f32("blk.0.ffn_gate_inp_shexp.weight", p + "mlp.shared_expert_gate.weight", {kHidden});
+      shapes[p + "mlp.shared_expert_gate.weight"] = {1, kHidden};
+    } else {
+      f32("blk.0.attn_q_norm.weight", p + "self_attn.q_norm.weight", {kHeadDim});
+      f32("blk.0.attn_k_norm.weight", p + "self_attn.k_norm.weight", {kHeadDim});
+    }
+    f32("blk.0.ffn_gate_inp.weight", p + "mlp.gate.weight", {kHidden, kExperts});
+    for (const auto& [part, w, rows, cols] :
+         {std::tuple<const char*, const char*, int64_t, int64_t>{"ffn_gate_exps", "gate_proj",
+                                                                  kFfnE, kHidden},
+          {"ffn_up_exps", "up_proj", kFfnE, kHidden},
+          {"ffn_down_exps", "down_proj", kHidden, kFfnE}}) {
+      // The experts as Q8_0 (blocks of 32 along each row).
+      const std::vector<float> x =
+          MakeLlmLikeWeight(kExperts * rows, cols, static_cast<uint64_t>(seed++));
+      auto q = QuantizeGgml(kOracleQ8_0, x.data(), kExperts * rows, cols);
+      REQUIRE(q.ok());
+      b.Tensor(std::string("blk.0.") + part + ".weight", {cols, rows, kExperts}, kOracleQ8_0, *q);
+      const std::vector<float> dec = OracleDecode(kOracleQ8_0, q->data(), kExperts * rows, cols);
+      for (int64_t e = 0; e < kExperts; ++e) {
+        const std::string name = p + "mlp.experts." + std::to_string(e) + "." + w + ".weight";
+        want[name] =
+            std::vector<float>(dec.begin() + e * rows * cols, dec.begin() + (e + 1) * rows * cols);
+        shapes[name] = {rows, cols};
+      }
+    }
+    const auto dir = TempDir("hf_" + arch);
+    WriteText((dir / "m.gguf").string(), b.Bytes());
+    DequantOptions o;
+    o.hf = true;
+    o.dtype = DType::kFloat32;
+    o.max_shard_bytes = 30000;  // several shards, with an index
+    DequantReport rep;
+    const Status st = DequantCheckpoint((dir / "m.gguf").string(), (dir / "hf").string(), o, &rep);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    const std::string config = ReadFile(dir / "hf" / "config.json");
+    std::vector<std::string> keys = {"\"num_experts\": 4", "\"num_experts_per_tok\": 2",
+                                     "\"moe_intermediate_size\": 32", "\"head_dim\": 8",
+                                     "\"num_key_value_heads\": 2", "\"tie_word_embeddings\": false"};
+    if (v2) {
+      keys.insert(keys.end(), {"\"architectures\": [\"Qwen2MoeForCausalLM\"]",
+                               "\"model_type\": \"qwen2_moe\"",
+                               "\"shared_expert_intermediate_size\": 48",
+                               "\"norm_topk_prob\": false"});
+    } else {
+      keys.insert(keys.end(), {"\"architectures\": [\"Qwen3MoeForCausalLM\"]",
+                               "\"model_type\": \"qwen3_moe\"", "\"norm_topk_prob\": true"});
+    }
+    for (const std::string& kv : keys) CHECK_MESSAGE(config.find(kv) != std::string::npos, kv);
+    const std::string index = ReadFile(dir / "hf" / "model.safetensors.index.json");
+    CHECK(index.find("block_sparse_moe") == std::string::npos);
+    for (const auto& [name, values] : want) {
+      CheckStoredFloats(dir / "hf" / ShardOf(index, name), name, values);
+      if (shapes.count(name) != 0) {
+        auto f = SafetensorsFile::Open((dir / "hf" / ShardOf(index, name)).string());
+        REQUIRE(f.ok());
+        CHECK((*f)->Find(name)->shape == shapes[name]);
+      }
+    }
+    // A layer without its experts is not a Qwen-MoE model: refused by name.
+    DequantOptions some = o;
+    some.exclude = "ffn_up_exps";
+    rep = DequantReport();
+    CHECK(DequantCheckpoint((dir / "m.gguf").string(), (dir / "hf3").string(), some, &rep).ok());
+    bool noted = false;
+    for (const std::string& n : rep.notes) {
+      noted |= n.find("missing or misshapen tensor " + p + "mlp.experts.0.up_proj.weight") !=
+               std::string::npos;
+    }
+    CHECK(noted);  // (a selection was given: written, with the note)
+  }
+}
+
 TEST_CASE("dequant --hf: a Phi-3 GGUF keeps its fused projections, LongRoPE factors go to config") {
   constexpr int64_t kHidden = 32, kHeads = 4, kFfn = 48, kVocab = 40;
   GgufBuilder b;
@@ -611,7 +741,7 @@ TEST_CASE("dequant --hf: refusals leave nothing behind") {
   Status st = DequantCheckpoint((dir / "gpt2.gguf").string(), (dir / "out").string(), o, &rep);
   CHECK(st.message() ==
         "--hf: architecture 'gpt2' is not mapped to Hugging Face names (llama, mistral, qwen2, "
-        "qwen3, phi3 are); convert without --hf to keep the GGUF names");
+        "qwen3, phi3, qwen2moe, qwen3moe are); convert without --hf to keep the GGUF names");
   // A llama file with a tensor that has no HF name; an existing output.
   GgufBuilder l;
   l.KvString("general.architecture", "llama");
