@@ -129,6 +129,87 @@ std::string ExpertName(Moe moe, const std::string& layer, int64_t expert, const 
   return MoePrefix(moe, layer) + "experts." + std::to_string(expert) + "." + w + ".weight";
 }
 
+// Llama 3.1+'s rope scaling: transformers computes the rotary frequencies
+// from config.json's rope_scaling {factor, low_freq_factor,
+// high_freq_factor, original_max_position_embeddings}; llama.cpp's
+// converter stores what they produce per frequency instead (rope_freqs:
+// 1 above wavelength L / hi, `factor` below L / lo, 1 / ((1 - s) / factor
+// + s) with s = (L / wavelength - lo) / (hi - lo) between). The parameters
+// are recovered from the tensor — a fit of the blended entries, then the
+// released values (Llama 3.1 / 3.3: 8, 1, 4, 8192; 3.2: 32, 1, 4, 8192) —
+// and kept only if they reproduce every entry (to float32 rounding).
+struct Llama3Rope {
+  double factor = 0, low = 0, high = 0;
+  int64_t original_context = 0;
+};
+std::vector<double> Llama3RopeFactors(const Llama3Rope& r, double theta, size_t n) {
+  std::vector<double> out(n);
+  const double low_wavelen = static_cast<double>(r.original_context) / r.low;
+  const double high_wavelen = static_cast<double>(r.original_context) / r.high;
+  for (size_t i = 0; i < n; ++i) {
+    const double freq =
+        1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(2 * n));
+    const double wavelen = 2 * M_PI / freq;
+    if (wavelen < high_wavelen) {
+      out[i] = 1.0;
+    } else if (wavelen > low_wavelen) {
+      out[i] = r.factor;
+    } else {
+      const double smooth =
+          (static_cast<double>(r.original_context) / wavelen - r.low) / (r.high - r.low);
+      out[i] = 1.0 / ((1.0 - smooth) / r.factor + smooth);
+    }
+  }
+  return out;
+}
+std::optional<Llama3Rope> FitLlama3Rope(const std::vector<float>& f, double theta) {
+  if (f.size() < 2 || !(f.back() > 1.0f) || !std::isfinite(f.back())) return std::nullopt;
+  const double factor = f.back();
+  std::vector<Llama3Rope> candidates;
+  // The blended entries: s = (L / wavelength - lo) / (hi - lo) is linear in
+  // 1 / wavelength: s = a / wavelength + b, a = L / (hi - lo), b = -lo / (hi - lo).
+  std::vector<std::pair<double, double>> pts;  // (1 / wavelength, s)
+  const size_t n = f.size();
+  for (size_t i = 0; i < n; ++i) {
+    const double v = f[i];
+    if (v > 1.0 + 1e-6 && v < factor * (1 - 1e-6)) {
+      const double freq =
+          1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(2 * n));
+      pts.emplace_back(freq / (2 * M_PI), (1.0 / v - 1.0 / factor) / (1.0 - 1.0 / factor));
+    }
+  }
+  if (pts.size() >= 2) {
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (const auto& [x, y] : pts) sx += x, sy += y, sxx += x * x, sxy += x * y;
+    const double m = static_cast<double>(pts.size()), den = m * sxx - sx * sx;
+    if (den != 0) {
+      const double a = (m * sxy - sx * sy) / den, b = (sy - a * sx) / m;
+      for (double lo : {1.0, 0.5, 2.0}) {  // one more relation is needed: lo
+        if (b >= 0) break;
+        const double hi = lo - lo / b;
+        const double context = a * (hi - lo);
+        if (context > 0 && context < 1e9) {
+          // The fit is only as exact as float32: the roundest values that
+          // reproduce the tensor win (4, not 3.999999).
+          for (double scale : {1.0, 10.0, 100.0, 1000.0, 1e6}) {
+            candidates.push_back({factor, lo, std::round(hi * scale) / scale,
+                                  static_cast<int64_t>(std::llround(context))});
+          }
+        }
+      }
+    }
+  }
+  candidates.push_back({factor, 1.0, 4.0, 8192});
+  for (const Llama3Rope& r : candidates) {
+    if (!(r.high > r.low) || r.original_context <= 0) continue;
+    const std::vector<double> want = Llama3RopeFactors(r, theta, n);
+    bool same = true;
+    for (size_t i = 0; i < n && same; ++i) same = std::fabs(want[i] - f[i]) <= 1e-5 * want[i];
+    if (same) return r;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string HfTensorName(const std::string& arch, const std::string& g) {
@@ -261,6 +342,7 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
   std::vector<HfFolderItem> items;
   std::set<std::string> names;
   std::vector<float> rope_long, rope_short;  // Phi-3 LongRoPE factors
+  std::vector<float> rope_freqs;             // Llama 3.1+ rope factors
   bool has_output = false;
   int64_t vocab = 0;
   int dequantized = 0;
@@ -340,10 +422,11 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
       continue;
     }
     if (hf.empty()) {
-      if (t->source == "rope_freqs.weight") {
-        report->skipped.push_back(t->source +
-                                  ": llama 3 rope factors (transformers derives them from "
-                                  "config.json's rope_scaling, which is not written)");
+      if (t->source == "rope_freqs.weight" && spec->permute_qk) {
+        // Llama 3.1+: back into config.json's rope_scaling (below).
+        auto v = c->LoadFloat(*t, options.threads);
+        if (!v.ok()) return v.status().WithPrefix(who);
+        rope_freqs = std::move(*v);
         continue;
       }
       if (blk && (part == "ffn_gate_inp" || part.find("_exps") != std::string::npos ||
@@ -562,6 +645,23 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
   double f;
   if (float_key("attention.layer_norm_rms_epsilon", &f)) add("rms_norm_eps", JsonFloat(f));
   if (float_key("rope.freq_base", &f)) add("rope_theta", JsonFloat(f));
+  if (!rope_freqs.empty()) {
+    double theta = 10000.0;
+    float_key("rope.freq_base", &theta);
+    const std::optional<Llama3Rope> r = FitLlama3Rope(rope_freqs, theta);
+    if (r) {
+      add("rope_scaling", "{\"rope_type\": \"llama3\", \"factor\": " + JsonFloat(r->factor) +
+                              ", \"low_freq_factor\": " + JsonFloat(r->low) +
+                              ", \"high_freq_factor\": " + JsonFloat(r->high) +
+                              ", \"original_max_position_embeddings\": " +
+                              std::to_string(r->original_context) + "}");
+    } else {
+      report->notes.push_back(
+          "rope_freqs.weight is not the llama3 rope scaling of any factor / low_freq_factor / "
+          "high_freq_factor / original_max_position_embeddings: config.json has no "
+          "rope_scaling (add it by hand)");
+    }
+  }
   if (vocab > 0) add("vocab_size", std::to_string(vocab));
   if (spec->fused) {  // Phi-3
     int64_t v = 0;

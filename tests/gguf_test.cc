@@ -601,7 +601,7 @@ TEST_CASE("dequant --hf: Qwen2-MoE and Qwen3-MoE GGUFs -> their transformers lay
     f32("blk.0.ffn_gate_inp.weight", p + "mlp.gate.weight", {kHidden, kExperts});
     for (const auto& [part, w, rows, cols] :
          {std::tuple<const char*, const char*, int64_t, int64_t>{"ffn_gate_exps", "gate_proj",
-                                                                  kFfnE, kHidden},
+                                                                 kFfnE, kHidden},
           {"ffn_up_exps", "up_proj", kFfnE, kHidden},
           {"ffn_down_exps", "down_proj", kHidden, kFfnE}}) {
       // The experts as Q8_0 (blocks of 32 along each row).
@@ -628,14 +628,13 @@ TEST_CASE("dequant --hf: Qwen2-MoE and Qwen3-MoE GGUFs -> their transformers lay
     const Status st = DequantCheckpoint((dir / "m.gguf").string(), (dir / "hf").string(), o, &rep);
     REQUIRE_MESSAGE(st.ok(), st.message());
     const std::string config = ReadFile(dir / "hf" / "config.json");
-    std::vector<std::string> keys = {"\"num_experts\": 4", "\"num_experts_per_tok\": 2",
-                                     "\"moe_intermediate_size\": 32", "\"head_dim\": 8",
-                                     "\"num_key_value_heads\": 2", "\"tie_word_embeddings\": false"};
+    std::vector<std::string> keys = {
+        "\"num_experts\": 4", "\"num_experts_per_tok\": 2", "\"moe_intermediate_size\": 32",
+        "\"head_dim\": 8",    "\"num_key_value_heads\": 2", "\"tie_word_embeddings\": false"};
     if (v2) {
-      keys.insert(keys.end(), {"\"architectures\": [\"Qwen2MoeForCausalLM\"]",
-                               "\"model_type\": \"qwen2_moe\"",
-                               "\"shared_expert_intermediate_size\": 48",
-                               "\"norm_topk_prob\": false"});
+      keys.insert(keys.end(),
+                  {"\"architectures\": [\"Qwen2MoeForCausalLM\"]", "\"model_type\": \"qwen2_moe\"",
+                   "\"shared_expert_intermediate_size\": 48", "\"norm_topk_prob\": false"});
     } else {
       keys.insert(keys.end(), {"\"architectures\": [\"Qwen3MoeForCausalLM\"]",
                                "\"model_type\": \"qwen3_moe\"", "\"norm_topk_prob\": true"});
@@ -662,6 +661,103 @@ TEST_CASE("dequant --hf: Qwen2-MoE and Qwen3-MoE GGUFs -> their transformers lay
                std::string::npos;
     }
     CHECK(noted);  // (a selection was given: written, with the note)
+  }
+}
+
+TEST_CASE("dequant --hf: llama 3.1+ rope_freqs -> config.json's llama3 rope_scaling") {
+  // llama.cpp's converter turns rope_scaling {factor, low_freq_factor,
+  // high_freq_factor, original_max_position_embeddings} into rope_freqs
+  // (float32 arithmetic, as convert_hf_to_gguf.py does it with torch);
+  // --hf recovers the parameters, or says it could not.
+  constexpr int64_t kHidden = 32, kFfn = 64, kVocab = 40, kHeadDim = 128;
+  struct Case {
+    float factor, low, high;
+    int context;
+    bool garbage;
+    const char* want;
+  };
+  const Case cases[] = {
+      {8, 1, 4, 8192, false,
+       "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, "
+       "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}"},
+      {32, 1, 4, 8192, false, "\"factor\": 32.0, \"low_freq_factor\": 1.0"},
+      {16, 1, 2, 4096, false,
+       "\"factor\": 16.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 2.0, "
+       "\"original_max_position_embeddings\": 4096"},
+      {8, 1, 4, 8192, true, nullptr},
+  };
+  for (const Case& k : cases) {
+    CAPTURE(k.factor);
+    CAPTURE(k.garbage);
+    GgufBuilder b;
+    b.KvString("general.architecture", "llama");
+    b.KvU32("llama.attention.head_count", 1);
+    b.KvU32("llama.attention.head_count_kv", 1);
+    b.KvU32("llama.attention.key_length", kHeadDim);
+    b.KvU32("llama.embedding_length", kHidden);
+    b.KvU32("llama.feed_forward_length", kFfn);
+    b.KvU32("llama.block_count", 1);
+    b.KvU32("llama.context_length", 131072);
+    b.Kv("llama.rope.freq_base", 6, GgufBuilder::Enc(500000.0f));
+    b.Kv("llama.attention.layer_norm_rms_epsilon", 6, GgufBuilder::Enc(1e-5f));
+    auto f32 = [&](const std::string& name, std::vector<int64_t> ne, std::vector<float> x = {}) {
+      int64_t n = 1;
+      for (int64_t d : ne) n *= d;
+      if (x.empty()) x = MakeLlmLikeWeight(1, n, 5);
+      std::vector<uint8_t> bytes(x.size() * 4);
+      std::memcpy(bytes.data(), x.data(), bytes.size());
+      b.Tensor(name, ne, kF32, bytes);
+    };
+    f32("token_embd.weight", {kHidden, kVocab});
+    f32("output_norm.weight", {kHidden});
+    f32("blk.0.attn_norm.weight", {kHidden});
+    f32("blk.0.ffn_norm.weight", {kHidden});
+    f32("blk.0.attn_q.weight", {kHidden, kHeadDim});
+    f32("blk.0.attn_k.weight", {kHidden, kHeadDim});
+    f32("blk.0.attn_v.weight", {kHidden, kHeadDim});
+    f32("blk.0.attn_output.weight", {kHeadDim, kHidden});
+    f32("blk.0.ffn_gate.weight", {kHidden, kFfn});
+    f32("blk.0.ffn_up.weight", {kHidden, kFfn});
+    f32("blk.0.ffn_down.weight", {kFfn, kHidden});
+    std::vector<float> rope;
+    const float low_wavelen = static_cast<float>(k.context) / k.low;
+    const float high_wavelen = static_cast<float>(k.context) / k.high;
+    for (int64_t i = 0; i < kHeadDim; i += 2) {
+      const float freq =
+          1.0f / std::pow(500000.0f, static_cast<float>(i) / static_cast<float>(kHeadDim));
+      const float wavelen = static_cast<float>(2 * M_PI) / freq;
+      if (k.garbage) {
+        rope.push_back(1.0f + static_cast<float>(i % 7));
+      } else if (wavelen < high_wavelen) {
+        rope.push_back(1.0f);
+      } else if (wavelen > low_wavelen) {
+        rope.push_back(k.factor);
+      } else {
+        const float smooth = (static_cast<float>(k.context) / wavelen - k.low) / (k.high - k.low);
+        rope.push_back(1.0f / ((1.0f - smooth) / k.factor + smooth));
+      }
+    }
+    f32("rope_freqs.weight", {kHeadDim / 2}, rope);
+    const auto dir = TempDir("hf_rope");
+    WriteText((dir / "m.gguf").string(), b.Bytes());
+    DequantOptions o;
+    o.hf = true;
+    o.dtype = DType::kFloat32;
+    DequantReport rep;
+    const Status st = DequantCheckpoint((dir / "m.gguf").string(), (dir / "hf").string(), o, &rep);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    const std::string config = ReadFile(dir / "hf" / "config.json");
+    CHECK(ReadFile(dir / "hf" / "model.safetensors").find("rope_freqs") == std::string::npos);
+    if (k.want != nullptr) {
+      CHECK_MESSAGE(config.find(k.want) != std::string::npos, config);
+    } else {
+      CHECK(config.find("rope_scaling") == std::string::npos);
+      bool noted = false;
+      for (const std::string& n : rep.notes) {
+        noted |= n.rfind("rope_freqs.weight is not the llama3 rope scaling", 0) == 0;
+      }
+      CHECK(noted);
+    }
   }
 }
 
