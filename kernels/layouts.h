@@ -611,6 +611,84 @@ inline float GgmlUe4m3Half(uint8_t x) {
 }
 }  // namespace layout_internal
 
+// Grid-expanded decoded layouts: the grid i-quants (ggml-quants.c
+// dequantize_row_iq*: each 8 values one entry of a grid, kernels/ggml_grids.h,
+// times a sub-block scale, with a sign mask (IQ2 / IQ3) or a shift of +-1/8
+// (IQ1)) and Q1_0 (entry all ones, the sign from the bit). A grid descriptor
+// derives from GridLayout<D, kind> and adds
+//   Groups(block, g)   the block's kBlockElems / 8 groups (Group8): grid
+//                      entry, sign bits or delta, scale — ggml's index and
+//                      scale arithmetic;
+// GridLayout derives Decode from it, and the kernels expand the groups with
+// SIMD (kernels/dequantize.cc) computing the same expression per value:
+//   kSignedBytes  y = scale * grid byte j, negated where sign bit j is set
+//                 (ggml's product with -1.f, as a sign flip: the same value;
+//                 a NaN stays a NaN)
+//   kShiftedInt8  y = scale * (int8 grid byte j + delta)
+enum class GridValues { kSignedBytes, kShiftedInt8 };
+struct Group8 {
+  uint64_t grid;   // byte j: position j (little-endian host)
+  uint32_t signs;  // kSignedBytes: bit j set -> value j negated
+  float scale;
+  float delta;  // kShiftedInt8
+};
+
+namespace layout_internal {
+// ggml's ksigns_iq2xs[i]: the 7 stored sign bits and their parity as bit 7
+// (an even number of minus signs).
+NIBBLE_DECODE_INLINE uint32_t SignsOf7(uint32_t i) {
+  uint32_t parity = i ^ (i >> 4);
+  parity ^= parity >> 2;
+  parity ^= parity >> 1;
+  return i | ((parity & 1u) << 7);
+}
+// IQ1's delta: -1/8 where `bit` (a single bit) is set, else 1/8 (without a
+// branch on a random bit).
+NIBBLE_DECODE_INLINE float SignedEighth(uint32_t bit) {
+  return F32FromBits(BitsFromF32(0.125f) | (bit != 0 ? 0x80000000u : 0u));
+}
+// An IQ2 sub-block scale from its 4-bit field s: d * (0.5 + s) * 0.25.
+NIBBLE_DECODE_INLINE float Iq2Scale(float d, uint32_t s) {
+  return d * (0.5f + static_cast<float>(s)) * 0.25f;
+}
+// The scalar expansion of one group (the reference the SIMD one equals).
+template <GridValues V>
+NIBBLE_DECODE_INLINE void ExpandGroup(const Group8& g, float* y) {
+  if constexpr (V == GridValues::kSignedBytes) {
+    uint8_t q[8];
+    std::memcpy(q, &g.grid, 8);
+    for (int j = 0; j < 8; ++j) {
+      const uint32_t flip = ((g.signs >> j) & 1u) << 31;
+      y[j] = F32FromBits(BitsFromF32(g.scale * static_cast<float>(q[j])) ^ flip);
+    }
+  } else {
+    int8_t q[8];
+    std::memcpy(q, &g.grid, 8);
+    for (int j = 0; j < 8; ++j) y[j] = g.scale * (static_cast<float>(q[j]) + g.delta);
+  }
+}
+}  // namespace layout_internal
+
+template <class D, GridValues V>
+struct GridLayout {
+  static constexpr GridValues kGridValues = V;
+  static void ModerateScale(uint8_t* b) {
+    layout_internal::SetHalf(b, 0, layout_internal::kModerateHalf);  // d first (not IQ1_M)
+  }
+  NIBBLE_DECODE_INLINE static void Decode(const uint8_t* b, float* y) {
+    Group8 g[D::kBlockElems / 8];
+    D::Groups(b, g);
+    for (size_t k = 0; k < D::kBlockElems / 8; ++k) {
+      layout_internal::ExpandGroup<V>(g[k], y + 8 * k);
+    }
+  }
+};
+// True for descriptors with Groups (GridLayout).
+template <class D, class = void>
+struct IsGridLayout : std::false_type {};
+template <class D>
+struct IsGridLayout<D, std::void_t<decltype(D::kGridValues)>> : std::true_type {};
+
 // TQ1_0 (ternary, 1.6875 bits): {u8 qs[48]; u8 qh[4]; f16 d}: five base-3
 // digits per byte of qs, four per byte of qh, digit n of byte b read as
 // ggml does: q = uint8(b * 3^n), (q * 3) >> 8 (0, 1, 2); value (digit - 1)
@@ -651,7 +729,7 @@ struct GgufTQ1_0 {
 
 // Q1_0: {f16 d; u8 qs[16]}, 128 elements: bit j % 8 of qs[j / 8] set: d,
 // clear: -d (ggml negates d: -0.0 for d = 0).
-struct GgufQ1_0 {
+struct GgufQ1_0 : GridLayout<GgufQ1_0, GridValues::kSignedBytes> {
   struct Block {
     uint16_t d;
     uint8_t qs[16];
@@ -659,17 +737,12 @@ struct GgufQ1_0 {
   static constexpr const char* kName = "q1_0";
   static constexpr uint32_t kGgmlType = 41;
   static constexpr int64_t kBlockElems = 128, kBytes = 18, kSubElems = 128;
-  static void ModerateScale(uint8_t* b) {
-    layout_internal::SetHalf(b, offsetof(Block, d), layout_internal::kModerateHalf);
-  }
-  NIBBLE_DECODE_INLINE static void Decode(const uint8_t* b, float* y) {
-    // -d is d with its sign bit flipped (IEEE negation, NaN included), so
-    // the choice is an exclusive or, without a branch per random bit.
-    const uint32_t d = BitsFromF32(layout_internal::Half(b, offsetof(Block, d)));
-    const uint8_t* qs = b + offsetof(Block, qs);
-    for (int j = 0; j < 128; ++j) {
-      const uint32_t clear = ((uint32_t{qs[j / 8]} >> (j % 8)) & 1u) ^ 1u;
-      y[j] = F32FromBits(d ^ (clear << 31));
+  // Each 8 values: d * 1, negated where the bit is clear (-d: d with its
+  // sign flipped, as IEEE negation is; d * 1 == d, a NaN stays a NaN).
+  NIBBLE_DECODE_INLINE static void Groups(const uint8_t* b, Group8* g) {
+    const float d = layout_internal::Half(b, offsetof(Block, d));
+    for (size_t k = 0; k < 16; ++k) {
+      g[k] = {0x0101010101010101ull, ~uint32_t{b[offsetof(Block, qs) + k]} & 0xFFu, d, 0.0f};
     }
   }
 };
@@ -700,78 +773,7 @@ struct GgufNVFP4 {
   }
 };
 
-// The grid i-quants (ggml-quants.c dequantize_row_iq*): each 8 values are
-// one entry of a grid (kernels/ggml_grids.h) times a sub-block scale, with a
-// sign mask (IQ2 / IQ3) or a shift of +-1/8 (IQ1). A grid descriptor
-// derives from GridLayout<D, kind> and adds
-//   Groups(block, g)   the block's kBlockElems / 8 groups (Group8): grid
-//                      entry, sign bits or delta, scale — ggml's index and
-//                      scale arithmetic;
-// GridLayout derives Decode from it, and the kernels expand the groups with
-// SIMD (kernels/dequantize.cc) computing the same expression per value:
-//   kSignedBytes  y = scale * grid byte j, negated where sign bit j is set
-//                 (ggml's product with -1.f, as a sign flip: the same value;
-//                 a NaN stays a NaN)
-//   kShiftedInt8  y = scale * (int8 grid byte j + delta)
-enum class GridValues { kSignedBytes, kShiftedInt8 };
-struct Group8 {
-  uint64_t grid;   // byte j: position j (little-endian host)
-  uint32_t signs;  // kSignedBytes: bit j set -> value j negated
-  float scale;
-  float delta;  // kShiftedInt8
-};
-
-namespace layout_internal {
-// ggml's ksigns_iq2xs[i]: the 7 stored sign bits and their parity as bit 7
-// (an even number of minus signs).
-NIBBLE_DECODE_INLINE uint32_t SignsOf7(uint32_t i) {
-  uint32_t parity = i ^ (i >> 4);
-  parity ^= parity >> 2;
-  parity ^= parity >> 1;
-  return i | ((parity & 1u) << 7);
-}
-// IQ1's delta: -1/8 where `bit` (a single bit) is set, else 1/8 (without a
-// branch on a random bit).
-NIBBLE_DECODE_INLINE float SignedEighth(uint32_t bit) {
-  return F32FromBits(BitsFromF32(0.125f) | (bit != 0 ? 0x80000000u : 0u));
-}
-// The scalar expansion of one group (the reference the SIMD one equals).
-template <GridValues V>
-NIBBLE_DECODE_INLINE void ExpandGroup(const Group8& g, float* y) {
-  if constexpr (V == GridValues::kSignedBytes) {
-    uint8_t q[8];
-    std::memcpy(q, &g.grid, 8);
-    for (int j = 0; j < 8; ++j) {
-      const uint32_t flip = ((g.signs >> j) & 1u) << 31;
-      y[j] = F32FromBits(BitsFromF32(g.scale * static_cast<float>(q[j])) ^ flip);
-    }
-  } else {
-    int8_t q[8];
-    std::memcpy(q, &g.grid, 8);
-    for (int j = 0; j < 8; ++j) y[j] = g.scale * (static_cast<float>(q[j]) + g.delta);
-  }
-}
-}  // namespace layout_internal
-
-template <class D, GridValues V>
-struct GridLayout {
-  static constexpr GridValues kGridValues = V;
-  static void ModerateScale(uint8_t* b) {
-    layout_internal::SetHalf(b, 0, layout_internal::kModerateHalf);  // d first (not IQ1_M)
-  }
-  NIBBLE_DECODE_INLINE static void Decode(const uint8_t* b, float* y) {
-    Group8 g[D::kBlockElems / 8];
-    D::Groups(b, g);
-    for (size_t k = 0; k < D::kBlockElems / 8; ++k) {
-      layout_internal::ExpandGroup<V>(g[k], y + 8 * k);
-    }
-  }
-};
-// True for descriptors with Groups (GridLayout).
-template <class D, class = void>
-struct IsGridLayout : std::false_type {};
-template <class D>
-struct IsGridLayout<D, std::void_t<decltype(D::kGridValues)>> : std::true_type {};
+// The grid i-quants (ggml-quants.c dequantize_row_iq*): GridLayout (above).
 
 // IQ2_XXS (2.06 bits): {f16 d; u16 qs[32]}, eight 32-value sub-blocks of 8
 // bytes: bytes 0-3 four grid indices (kGgmlIq2xxsGrid), bits 0-27 of the
@@ -791,7 +793,7 @@ struct GgufIQ2_XXS : GridLayout<GgufIQ2_XXS, GridValues::kSignedBytes> {
     for (size_t ib = 0; ib < 8; ++ib, g += 4) {
       const uint8_t* q = b + offsetof(Block, qs) + 8 * ib;
       const uint32_t aux = Field<uint32_t>(q, 4);
-      const float db = d * (0.5f + static_cast<float>(aux >> 28)) * 0.25f;
+      const float db = Iq2Scale(d, aux >> 28);
       for (size_t l = 0; l < 4; ++l) {
         g[l] = {kGgmlIq2xxsGrid[q[l]], SignsOf7((aux >> (7 * l)) & 127u), db, 0.0f};
       }
@@ -817,8 +819,7 @@ struct GgufIQ2_XS : GridLayout<GgufIQ2_XS, GridValues::kSignedBytes> {
     const float d = Half(b, offsetof(Block, d));
     for (size_t ib = 0; ib < 8; ++ib, g += 4) {
       const uint32_t s = b[offsetof(Block, scales) + ib];
-      const float db[2] = {d * (0.5f + static_cast<float>(s & 0xF)) * 0.25f,
-                           d * (0.5f + static_cast<float>(s >> 4)) * 0.25f};
+      const float db[2] = {Iq2Scale(d, s & 0xF), Iq2Scale(d, s >> 4)};
       for (size_t l = 0; l < 4; ++l) {
         const uint32_t q = Field<uint16_t>(b, offsetof(Block, qs) + 2 * (4 * ib + l));
         g[l] = {kGgmlIq2xsGrid[q & 511], SignsOf7(q >> 9), db[l / 2], 0.0f};
@@ -847,8 +848,7 @@ struct GgufIQ2_S : GridLayout<GgufIQ2_S, GridValues::kSignedBytes> {
     const float d = Half(b, offsetof(Block, d));
     for (size_t ib = 0; ib < 8; ++ib, g += 4) {
       const uint32_t s = b[offsetof(Block, scales) + ib];
-      const float db[2] = {d * (0.5f + static_cast<float>(s & 0xF)) * 0.25f,
-                           d * (0.5f + static_cast<float>(s >> 4)) * 0.25f};
+      const float db[2] = {Iq2Scale(d, s & 0xF), Iq2Scale(d, s >> 4)};
       const uint32_t qh = b[offsetof(Block, qh) + ib];
       for (size_t l = 0; l < 4; ++l) {
         const uint32_t index = b[offsetof(Block, qs) + 4 * ib + l] | ((qh << (8 - 2 * l)) & 0x300u);

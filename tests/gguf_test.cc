@@ -452,6 +452,23 @@ TEST_CASE("dequant --hf: GGUF back to a Hugging Face folder (names, Q/K order, c
   }
 }
 
+// Adds llama.cpp's stacked expert tensor blk.0.<part>.weight ([E, rows,
+// cols], Q8_0) to `b` and each expert's decoded values to `want` under
+// name(e).
+void AddStackedExperts(GgufBuilder* b, const std::string& part, int64_t experts, int64_t rows,
+                       int64_t cols, uint64_t seed, const std::function<std::string(int64_t)>& name,
+                       std::map<std::string, std::vector<float>>* want) {
+  const std::vector<float> x = MakeLlmLikeWeight(experts * rows, cols, seed);
+  auto q = QuantizeGgml(kOracleQ8_0, x.data(), experts * rows, cols);
+  REQUIRE(q.ok());
+  b->Tensor("blk.0." + part + ".weight", {cols, rows, experts}, kOracleQ8_0, *q);
+  const std::vector<float> dec = OracleDecode(kOracleQ8_0, q->data(), experts * rows, cols);
+  for (int64_t e = 0; e < experts; ++e) {
+    (*want)[name(e)] =
+        std::vector<float>(dec.begin() + e * rows * cols, dec.begin() + (e + 1) * rows * cols);
+  }
+}
+
 TEST_CASE("dequant --hf: a Mixtral GGUF (llama with experts) -> MixtralForCausalLM's layout") {
   // llama.cpp stacks each layer's experts into [E, rows, cols] tensors
   // (ffn_{gate,up,down}_exps) and the router into ffn_gate_inp; transformers'
@@ -490,16 +507,14 @@ TEST_CASE("dequant --hf: a Mixtral GGUF (llama with experts) -> MixtralForCausal
                                                 "ffn_gate_exps", "w1", kFfn, kHidden},
                                             {"ffn_up_exps", "w3", kFfn, kHidden},
                                             {"ffn_down_exps", "w2", kHidden, kFfn}}) {
-    const std::vector<float> x =
-        MakeLlmLikeWeight(kExperts * rows, cols, static_cast<uint64_t>(seed++));
-    auto q = QuantizeGgml(kOracleQ8_0, x.data(), kExperts * rows, cols);
-    REQUIRE(q.ok());
-    b.Tensor(std::string("blk.0.") + part + ".weight", {cols, rows, kExperts}, kOracleQ8_0, *q);
-    const std::vector<float> dec = OracleDecode(kOracleQ8_0, q->data(), kExperts * rows, cols);
-    for (int64_t e = 0; e < kExperts; ++e) {
-      want["model.layers.0.block_sparse_moe.experts." + std::to_string(e) + "." + w + ".weight"] =
-          std::vector<float>(dec.begin() + e * rows * cols, dec.begin() + (e + 1) * rows * cols);
-    }
+    const std::string weight = w;
+    AddStackedExperts(
+        &b, part, kExperts, rows, cols, static_cast<uint64_t>(seed++),
+        [&](int64_t e) {
+          return "model.layers.0.block_sparse_moe.experts." + std::to_string(e) + "." + weight +
+                 ".weight";
+        },
+        &want);
   }
   const auto dir = TempDir("hf_mixtral");
   WriteText((dir / "m.gguf").string(), b.Bytes());
@@ -604,19 +619,17 @@ TEST_CASE("dequant --hf: Qwen2-MoE and Qwen3-MoE GGUFs -> their transformers lay
                                                                  kFfnE, kHidden},
           {"ffn_up_exps", "up_proj", kFfnE, kHidden},
           {"ffn_down_exps", "down_proj", kHidden, kFfnE}}) {
-      // The experts as Q8_0 (blocks of 32 along each row).
-      const std::vector<float> x =
-          MakeLlmLikeWeight(kExperts * rows, cols, static_cast<uint64_t>(seed++));
-      auto q = QuantizeGgml(kOracleQ8_0, x.data(), kExperts * rows, cols);
-      REQUIRE(q.ok());
-      b.Tensor(std::string("blk.0.") + part + ".weight", {cols, rows, kExperts}, kOracleQ8_0, *q);
-      const std::vector<float> dec = OracleDecode(kOracleQ8_0, q->data(), kExperts * rows, cols);
-      for (int64_t e = 0; e < kExperts; ++e) {
-        const std::string name = p + "mlp.experts." + std::to_string(e) + "." + w + ".weight";
-        want[name] =
-            std::vector<float>(dec.begin() + e * rows * cols, dec.begin() + (e + 1) * rows * cols);
-        shapes[name] = {rows, cols};
-      }
+      const std::string weight = w;
+      const Shape shape = {rows, cols};
+      AddStackedExperts(
+          &b, part, kExperts, rows, cols, static_cast<uint64_t>(seed++),
+          [&](int64_t e) {
+            const std::string name =
+                p + "mlp.experts." + std::to_string(e) + "." + weight + ".weight";
+            shapes[name] = shape;
+            return name;
+          },
+          &want);
     }
     const auto dir = TempDir("hf_" + arch);
     WriteText((dir / "m.gguf").string(), b.Bytes());

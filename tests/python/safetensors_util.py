@@ -29,18 +29,22 @@ def write_st(path, tensors, metadata=None):
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
-def read_st(path):
-    """name -> float32 values (F32 / F16 / BF16) or the stored integers."""
+def _stored(path):
+    """(name, header entry, stored bytes) of each tensor in the file."""
     with open(path, "rb") as f:
         data = f.read()
     n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
+    for name, e in json.loads(data[8:8 + n]).items():
+        if name != "__metadata__":
+            b, en = e["data_offsets"]
+            yield name, e, data[8 + n + b:8 + n + en]
+
+
+def read_st(path):
+    """name -> float32 values (F32 / F16 / BF16) or the stored integers."""
     out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        b, en = e["data_offsets"]
-        a = np.frombuffer(data[8 + n + b:8 + n + en], NUMPY[e["dtype"]]).reshape(e["shape"])
+    for name, e, raw in _stored(path):
+        a = np.frombuffer(raw, NUMPY[e["dtype"]]).reshape(e["shape"])
         if e["dtype"] == "BF16":
             a = bf16_value(a)
         elif e["dtype"] == "F16":
@@ -62,15 +66,5 @@ def bf16_value(bits):
 def read_st_bits(path):
     """name -> the stored values' bits (F32: uint32, F16 / BF16: uint16)."""
     bits = {"F32": np.uint32, "F16": np.uint16, "BF16": np.uint16}
-    with open(path, "rb") as f:
-        data = f.read()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
-    out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        b, en = e["data_offsets"]
-        out[name] = np.frombuffer(data[8 + n + b:8 + n + en],
-                                  bits[e["dtype"]]).reshape(e["shape"])
-    return out
+    return {name: np.frombuffer(raw, bits[e["dtype"]]).reshape(e["shape"])
+            for name, e, raw in _stored(path)}
