@@ -452,6 +452,20 @@ TEST_CASE("dequant --hf: GGUF back to a Hugging Face folder (names, Q/K order, c
   }
 }
 
+// Adds float32 tensor `name` (ne as GGUF orders it) to `b`: `x`, or an
+// LLM-like weight from `seed` when x is empty. Returns the values.
+std::vector<float> AddF32Tensor(GgufBuilder* b, const std::string& name,
+                                const std::vector<int64_t>& ne, uint64_t seed,
+                                std::vector<float> x = {}) {
+  int64_t n = 1;
+  for (int64_t d : ne) n *= d;
+  if (x.empty()) x = MakeLlmLikeWeight(1, n, seed);
+  std::vector<uint8_t> bytes(x.size() * 4);
+  std::memcpy(bytes.data(), x.data(), bytes.size());
+  b->Tensor(name, ne, kF32, bytes);
+  return x;
+}
+
 // Adds llama.cpp's stacked expert tensor blk.0.<part>.weight ([E, rows,
 // cols], Q8_0) to `b` and each expert's decoded values to `want` under
 // name(e).
@@ -487,12 +501,7 @@ TEST_CASE("dequant --hf: a Mixtral GGUF (llama with experts) -> MixtralForCausal
   b.Kv("llama.attention.layer_norm_rms_epsilon", 6, GgufBuilder::Enc(1e-5f));
   int seed = 7;
   auto f32 = [&](const std::string& name, std::vector<int64_t> ne) {
-    int64_t n = 1;
-    for (int64_t d : ne) n *= d;
-    const std::vector<float> x = MakeLlmLikeWeight(1, n, static_cast<uint64_t>(seed++));
-    std::vector<uint8_t> bytes(x.size() * 4);
-    std::memcpy(bytes.data(), x.data(), bytes.size());
-    b.Tensor(name, ne, kF32, bytes);
+    AddF32Tensor(&b, name, ne, static_cast<uint64_t>(seed++));
   };
   f32("token_embd.weight", {kHidden, kVocab});
   f32("output_norm.weight", {kHidden});
@@ -579,13 +588,7 @@ TEST_CASE("dequant --hf: Qwen2-MoE and Qwen3-MoE GGUFs -> their transformers lay
     std::map<std::string, Shape> shapes;
     int seed = 11;
     auto f32 = [&](const std::string& gguf, const std::string& hf, std::vector<int64_t> ne) {
-      int64_t n = 1;
-      for (int64_t d : ne) n *= d;
-      const std::vector<float> x = MakeLlmLikeWeight(1, n, static_cast<uint64_t>(seed++));
-      std::vector<uint8_t> bytes(x.size() * 4);
-      std::memcpy(bytes.data(), x.data(), bytes.size());
-      b.Tensor(gguf, ne, kF32, bytes);
-      want[hf] = x;
+      want[hf] = AddF32Tensor(&b, gguf, ne, static_cast<uint64_t>(seed++));
     };
     const std::string p = "model.layers.0.";
     f32("token_embd.weight", "model.embed_tokens.weight", {kHidden, kVocab});
@@ -714,12 +717,7 @@ TEST_CASE("dequant --hf: llama 3.1+ rope_freqs -> config.json's llama3 rope_scal
     b.Kv("llama.rope.freq_base", 6, GgufBuilder::Enc(500000.0f));
     b.Kv("llama.attention.layer_norm_rms_epsilon", 6, GgufBuilder::Enc(1e-5f));
     auto f32 = [&](const std::string& name, std::vector<int64_t> ne, std::vector<float> x = {}) {
-      int64_t n = 1;
-      for (int64_t d : ne) n *= d;
-      if (x.empty()) x = MakeLlmLikeWeight(1, n, 5);
-      std::vector<uint8_t> bytes(x.size() * 4);
-      std::memcpy(bytes.data(), x.data(), bytes.size());
-      b.Tensor(name, ne, kF32, bytes);
+      AddF32Tensor(&b, name, ne, 5, std::move(x));
     };
     f32("token_embd.weight", {kHidden, kVocab});
     f32("output_norm.weight", {kHidden});
@@ -790,12 +788,7 @@ TEST_CASE("dequant --hf: a Phi-3 GGUF keeps its fused projections, LongRoPE fact
   std::map<std::string, std::vector<float>> want;
   int seed = 3;
   auto f32 = [&](const std::string& gguf, const std::string& hf, std::vector<int64_t> ne) {
-    int64_t n = 1;
-    for (int64_t d : ne) n *= d;
-    const std::vector<float> x = MakeLlmLikeWeight(1, n, static_cast<uint64_t>(seed++));
-    std::vector<uint8_t> bytes(x.size() * 4);
-    std::memcpy(bytes.data(), x.data(), bytes.size());
-    b.Tensor(gguf, ne, kF32, bytes);
+    const std::vector<float> x = AddF32Tensor(&b, gguf, ne, static_cast<uint64_t>(seed++));
     if (!hf.empty()) want[hf] = x;
   };
   f32("token_embd.weight", "model.embed_tokens.weight", {kHidden, kVocab});
