@@ -14,17 +14,20 @@ nearest even; NaN only checked to be NaN).
 ggml's source: the directory in $NIBBLE_GGML_SRC (ggml/src of llama.cpp,
 holding ggml-quants.c, ggml-common.h, ggml-impl.h and ggml-cpu/), else the
 copy of ggml vendored in the npm package llama.rn (symbols prefixed LM_),
-fetched with `npm pack` into the work directory. Without either (no npm, no
-network) the test is skipped with that reason.
+downloaded from the npm registry (or with `npm pack`) into the work
+directory and checked against its SHA-256. Without either (no network) the
+test is skipped with that reason.
 Usage: test_ggml_cross_check.py NIBBLE_CLI WORK_DIR
 """
 import ctypes
+import hashlib
 import os
 import shutil
 import struct
 import subprocess
 import sys
 import tarfile
+import urllib.request
 
 try:
     import numpy as np
@@ -45,6 +48,43 @@ def skip(why):
     sys.exit(77)
 
 
+LLAMA_RN_URL = "https://registry.npmjs.org/llama.rn/-/llama.rn-0.12.9.tgz"
+LLAMA_RN_SHA256 = "7069fbf1db95f07cfd9bfbbd0d160be5c0d329c5985868e00c3248338598bca5"
+
+
+def fetch_llama_rn(dest):
+    """The npm tarball of LLAMA_RN in dest (the registry over HTTPS, else
+    `npm pack`): its path, or None and why; a SHA-256 other than the pinned
+    one fails the test."""
+    tgz = os.path.join(dest, "llama.rn.tgz")
+    why = ""
+    try:
+        with urllib.request.urlopen(LLAMA_RN_URL, timeout=120) as r:
+            data = r.read()
+        with open(tgz, "wb") as f:
+            f.write(data)
+    except (OSError, ValueError) as e:
+        why = "download failed (%s)" % e
+        if shutil.which("npm") is not None:
+            try:
+                r = subprocess.run(["npm", "pack", "--silent", LLAMA_RN], cwd=dest,
+                                   capture_output=True, text=True, timeout=300)
+                packed = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
+                if r.returncode == 0 and packed:
+                    os.replace(os.path.join(dest, packed), tgz)
+                    why = ""
+            except (subprocess.TimeoutExpired, OSError) as e2:
+                why += "; npm pack failed (%s)" % e2
+    if why:
+        return None, why
+    with open(tgz, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    if digest != LLAMA_RN_SHA256:  # npm versions are immutable: not a network hiccup
+        print("FAIL %s has SHA-256 %s, expected %s" % (LLAMA_RN, digest, LLAMA_RN_SHA256))
+        sys.exit(1)
+    return tgz, ""
+
+
 def ggml_source():
     src = os.environ.get("NIBBLE_GGML_SRC")
     if src:
@@ -52,23 +92,16 @@ def ggml_source():
     pkg = os.path.join(work, "llama.rn", "package", "cpp")
     if os.path.exists(os.path.join(pkg, "ggml-quants.c")):
         return pkg
-    if shutil.which("npm") is None:
-        skip("no ggml source: set NIBBLE_GGML_SRC, or install npm to fetch " + LLAMA_RN)
     dest = os.path.join(work, "llama.rn")
     shutil.rmtree(dest, ignore_errors=True)
     os.makedirs(dest)
-    try:
-        r = subprocess.run(["npm", "pack", "--silent", LLAMA_RN], cwd=dest, capture_output=True,
-                           text=True, timeout=300)
-    except subprocess.TimeoutExpired:
-        skip("npm pack %s timed out (no network?)" % LLAMA_RN)
-    tgz = r.stdout.strip().splitlines()[-1] if r.returncode == 0 and r.stdout.strip() else ""
-    if not tgz or not os.path.exists(os.path.join(dest, tgz)):
-        skip("npm pack %s failed (no network?): %s" % (LLAMA_RN, r.stderr.strip()[-300:]))
-    with tarfile.open(os.path.join(dest, tgz)) as t:
+    tgz, why = fetch_llama_rn(dest)
+    if tgz is None:
+        skip("no ggml source: set NIBBLE_GGML_SRC, or allow fetching %s: %s" % (LLAMA_RN, why))
+    with tarfile.open(tgz) as t:
         t.extractall(dest, members=[m for m in t.getmembers()
                                     if m.name.startswith("package/cpp/") and
-                                    m.name.count("/") <= 3])
+                                    m.name.count("/") <= 3 and (m.isfile() or m.isdir())])
     return pkg
 
 
