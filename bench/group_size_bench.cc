@@ -80,7 +80,9 @@ std::vector<std::vector<double>> InterleavedSeconds(int reps,
 // What the table's columns mean (printed under it, and in --help).
 const char* const kBenchColumns =
     "columns: G group size (chan: one group per row; GGUF / NF4 / FP8: the format's block); "
-    "thr threads; ms median time per tensor, preparing included; out GB/s output bytes per "
+    "thr threads; ms median time per tensor, preparing included; prep% the share of it spent "
+    "preparing the request (one thread: validation, lowering, parameter widening); out GB/s output "
+    "bytes per "
     "second (min-max over the repetitions); Gel/s elements per second; strm GB/s the machine's "
     "write stream measured interleaved (+-% its spread), x strm the ratio to it; cpy GB/s memcpy "
     "of the output's size, x cpy the ratio; x r+w the ratio to reading the layout's stored bytes "
@@ -170,6 +172,10 @@ struct Row {
   int threads = 1;
   int64_t elements = 0;
   double seconds = 0, out_gbps = 0, gelems = 0, stream_gbps = 0, memcpy_gbps = 0;
+  // The median time of the timed path's first step, preparing the request
+  // (validation, lowering, scale / zero-point widening: one thread), inside
+  // `seconds`; 0 where not measured (tile rows).
+  double prepare_seconds = 0;
   double ratio_stream = 0, ratio_memcpy = 0;
   // min / max over the interleaved runs (GB/s of output), and the fill's
   // spread; ratio_valid is false when the spread exceeds kMaxYardstickSpread.
@@ -506,6 +512,7 @@ std::vector<Field> Fields(const Row& r) {
           {"threads", std::to_string(r.threads)},
           {"elements", std::to_string(r.elements)},
           {"seconds", Num("%.9g", r.seconds)},
+          {"prepare_seconds", Num("%.9g", r.prepare_seconds)},
           {"out_gbps", Num("%.4f", r.out_gbps)},
           {"gelems_per_s", Num("%.4f", r.gelems)},
           {"stream_gbps", Num("%.4f", r.stream_gbps)},
@@ -562,9 +569,10 @@ void PrintRows(const std::vector<Row>& rows, const std::string& format, std::ost
   }
   char buf[512];
   std::snprintf(buf, sizeof buf,
-                "%-15s %5s %5s %3s %9s %8s %13s %7s %8s %5s %6s %8s %6s %6s %9s %9s %7s\n",
-                "layout", "G", "dtype", "thr", "ms", "out GB/s", "(min-max)", "Gel/s", "strm GB/s",
-                "+-%", "x strm", "cpy GB/s", "x cpy", "x r+w", "rmse", "max err", "SQNR dB");
+                "%-15s %5s %5s %3s %9s %6s %8s %13s %7s %8s %5s %6s %8s %6s %6s %9s %9s %7s\n",
+                "layout", "G", "dtype", "thr", "ms", "prep%", "out GB/s", "(min-max)", "Gel/s",
+                "strm GB/s", "+-%", "x strm", "cpy GB/s", "x cpy", "x r+w", "rmse", "max err",
+                "SQNR dB");
   out << buf;
   for (const Row& r : rows) {
     const std::string g = r.group_size == 0 ? "chan" : std::to_string(r.group_size);
@@ -575,10 +583,11 @@ void PrintRows(const std::vector<Row>& rows, const std::string& format, std::ost
     if (r.stream_gbps > 0) std::snprintf(spread, sizeof spread, "%.0f", r.yardstick_spread * 100);
     std::snprintf(
         buf, sizeof buf,
-        "%-15s %5s %5s %3d %9.3f %8.2f %13s %7.3f %8.2f %5s %6s %8.2f %6.2f %6s %9s %9s %7s\n",
-        r.layout.c_str(), g.c_str(), r.dtype.c_str(), r.threads, r.seconds * 1e3, r.out_gbps, range,
-        r.gelems, r.stream_gbps, spread, Ratio(r, "-").c_str(), r.memcpy_gbps, r.ratio_memcpy,
-        r.ratio_rw_valid ? Num("%.2f", r.ratio_rw).c_str() : "-",
+        "%-15s %5s %5s %3d %9.3f %6s %8.2f %13s %7.3f %8.2f %5s %6s %8.2f %6.2f %6s %9s %9s %7s\n",
+        r.layout.c_str(), g.c_str(), r.dtype.c_str(), r.threads, r.seconds * 1e3,
+        r.prepare_seconds > 0 ? Num("%.1f", 100 * r.prepare_seconds / r.seconds).c_str() : "-",
+        r.out_gbps, range, r.gelems, r.stream_gbps, spread, Ratio(r, "-").c_str(), r.memcpy_gbps,
+        r.ratio_memcpy, r.ratio_rw_valid ? Num("%.2f", r.ratio_rw).c_str() : "-",
         Acc(r, r.rmse, "%.3g", "-").c_str(), Acc(r, r.max_abs, "%.3g", "-").c_str(),
         Acc(r, r.sqnr_db, "%.2f", "-").c_str());
     out << buf;
@@ -985,11 +994,17 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
           // kernel, ...) on the same buffers with the same threads, so a
           // neighbour's load hits all of them alike.
           const DType want = ParseOutputDType(dname);
+          std::vector<double> prepare_times;
           const auto times = InterleavedSeconds(
               opt.reps,
               {[&] { Parallel(t, bytes, [&](size_t a, size_t b) { StreamFill(d + a, b - a); }); },
                [&] {
+                 // As a loader prepares (Checkpoint::Read): on the run's threads.
+                 ScopedPrepareThreads prepare_threads(t);
+                 const auto p0 = std::chrono::steady_clock::now();
                  auto p = bw.Prepare(want, lname);
+                 prepare_times.push_back(
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count());
                  if (p.ok()) (void)bw.Run(*p, &*y, t);
                },
                [&] {
@@ -1024,6 +1039,9 @@ int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& 
               });
           const double fill = Median(times[0]), cpy = Median(times[2]);
           r.seconds = Median(times[1]);
+          prepare_times.erase(prepare_times.begin());  // the warm-up run
+          std::sort(prepare_times.begin(), prepare_times.end());
+          r.prepare_seconds = Median(prepare_times);
           const double gb = static_cast<double>(bytes) / 1e9;
           r.out_gbps = gb / r.seconds;
           r.out_gbps_min = gb / times[1].back();

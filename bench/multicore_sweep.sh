@@ -12,8 +12,16 @@
 # sweep1.{json,txt}, dequant.txt and sweep2.{json,txt} go; THREADS: thread
 # counts (default 1,2,4,8,16); SECONDS: the time the whole run may take
 # (default 480): a step starts only if the time left allows it.
-# STEPS (environment): the steps to run, default "probe sweep1 dequant sweep2".
-# SWEEP_LAYOUTS (environment): layouts of the sweeps (default: all 25).
+# STEPS (environment): the steps to run, default "probe sweep1 dequant sweep2";
+# "ab" (first when named) alternates BUILD's nibble with the build AB_BASE
+# names (a nibble binary) over AB_LAYOUTS x AB_DTYPES at 1 and the last
+# thread count, AB_ROUNDS times (default 2), into ab-base.csv / ab-new.csv
+# (`nibble bench --format csv`, each line prefixed with its round).
+# SWEEP_LAYOUTS (environment): layouts of the sweeps (default: the 25 of
+# the issues' tables); SWEEP2_LAYOUTS: the second sweep's (default: the
+# same); SWEEP_DTYPES: their output types (default f32,f16,bf16).
+# BUILD/lib, when present, goes first on LD_LIBRARY_PATH: the shared
+# libraries carried with a build to a machine without them.
 set -uo pipefail
 if [ $# -lt 2 ]; then
   echo "usage: bench/multicore_sweep.sh BUILD OUTDIR [THREADS] [SECONDS]" >&2
@@ -25,6 +33,9 @@ if [ ! -x "$build/nibble" ] && [ ! -x "$build/nibble_access_probe" ]; then
   exit 2
 fi
 steps=" ${STEPS:-probe sweep1 dequant sweep2} "
+if [ -d "$build/lib" ]; then
+  export LD_LIBRARY_PATH="$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 start=$(date +%s)
 left() { echo $((budget - ($(date +%s) - start))); }
 log() { echo "$* after $(($(date +%s) - start)) s" | tee -a "$out/log.txt"; }
@@ -52,12 +63,29 @@ if has probe && [ -x "$build/nibble_access_probe" ]; then
   log "probe: rc=$?"
 fi
 
-sweep() {  # sweep NAME THREADS SECONDS
-  timeout "$3" "$build/nibble" bench --layout "$layouts" --group-sizes 128 --threads "$2" --reps 9 \
-    --out "$out/$1" >"$out/$1.txt" 2>>"$out/log.txt"
+sweep() {  # sweep NAME THREADS SECONDS [LAYOUTS]
+  timeout "$3" "$build/nibble" bench --layout "${4:-$layouts}" --group-sizes 128 --threads "$2" \
+    --dtype "${SWEEP_DTYPES:-f32,f16,bf16}" --reps 9 --out "$out/$1" >"$out/$1.txt" 2>>"$out/log.txt"
   log "$1 (threads $2): rc=$?"
   rm -f "$out/$1.csv"  # the JSON holds the same rows
 }
+
+if has ab && [ -n "${AB_BASE:-}" ] && [ -x "$build/nibble" ]; then
+  ab_layouts=${AB_LAYOUTS:-pmx-q1,pmx-q0,onnx-b0,int8,gptq,awq,ct,bnb-nf4,q4_0}
+  for round in $(seq 1 "${AB_ROUNDS:-2}"); do
+    # Alternate which build goes first, so a drift favours neither.
+    order="base new"
+    [ $((round % 2)) = 0 ] && order="new base"
+    for who in $order; do
+      bin=$build/nibble
+      [ "$who" = base ] && bin=$AB_BASE
+      timeout $(($(left) - 30)) "$bin" bench --layout "$ab_layouts" --group-sizes 128 \
+        --threads "1,$maxt" --dtype "${AB_DTYPES:-f16,bf16}" --reps 9 --no-in-cache --format csv \
+        2>>"$out/log.txt" | sed "s/^/$round,/" >>"$out/ab-$who.csv"
+      log "ab round $round $who: rc=${PIPESTATUS[0]}"
+    done
+  done
+fi
 
 if has sweep1; then sweep sweep1 "$threads" "$(($(left) - 10))"; fi
 
@@ -90,5 +118,7 @@ if has dequant && [ -x "$mkck" ] && [ "$(left)" -gt 150 ]; then
 fi
 
 # A second sample of the two ends, if the rest left time for it.
-if has sweep2 && [ "$(left)" -gt 150 ]; then sweep sweep2 "1,$maxt" "$(($(left) - 10))"; fi
+if has sweep2 && [ "$(left)" -gt 150 ]; then
+  sweep sweep2 "1,$maxt" "$(($(left) - 10))" "${SWEEP2_LAYOUTS:-$layouts}"
+fi
 exit 0

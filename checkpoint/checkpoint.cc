@@ -229,6 +229,7 @@ StatusOr<Checkpoint::RowReader> Checkpoint::PrepareRows(const CheckpointTensor& 
   }
   if (scratch == nullptr) return Status::Error("tensor '" + t.name + "': no scratch buffers");
   scratch->Reuse();
+  ScopedPrepareThreads prepare_threads(threads);
   auto d = t.prepare(OutputDType(t, requested), scratch);
   if (!d.ok()) return d.status();
   auto prepared = std::make_shared<const Dequantizer>(std::move(*d));
@@ -287,6 +288,7 @@ Status Checkpoint::Read(const CheckpointTensor& t, DType requested, int64_t row0
   CheckpointTensor::Buffers own;
   CheckpointTensor::Buffers* buffers = scratch != nullptr ? scratch : &own;
   buffers->Reuse();
+  ScopedPrepareThreads prepare_threads(threads);
   auto d = t.prepare(OutputDType(t, requested), buffers);
   if (!d.ok()) return d.status();
   return RunPrepared(*d, t, row0, row1, dst, *need, threads);

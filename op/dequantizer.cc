@@ -10,6 +10,7 @@
 
 #include "kernels/dequantize.h"
 #include "kernels/transpose.h"
+#include "op/lowering.h"
 
 #if NIBBLE_HAVE_OPENMP
 #include <omp.h>
@@ -176,6 +177,48 @@ void PopulatedAllocator<T>::FreePopulated(void* p, size_t bytes) {
 
 template struct PopulatedAllocator<float>;
 template struct PopulatedAllocator<int32_t>;
+
+namespace {
+// The calling thread's prepare threads (ScopedPrepareThreads): 1 outside
+// any scope, 0 for all cores.
+thread_local int t_prepare_threads = 1;
+// A parameter pass goes parallel from twice this many parameters (a pass
+// over them takes microseconds; starting a parallel region costs a few).
+constexpr int64_t kMinParamsPerThread = int64_t{1} << 14;
+}  // namespace
+
+ScopedPrepareThreads::ScopedPrepareThreads(int threads) : saved_(t_prepare_threads) {
+  t_prepare_threads = std::clamp(threads, 0, kMaxThreads);
+}
+
+ScopedPrepareThreads::~ScopedPrepareThreads() { t_prepare_threads = saved_; }
+
+namespace internal {
+void ForParamRanges(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t per_unit) {
+  if (n <= 0) return;
+  const int64_t unit = std::max<int64_t>(1, per_unit);
+  const bool few = n < 2 * kMinParamsPerThread / unit + (2 * kMinParamsPerThread % unit != 0);
+  const int team = ResolveThreads(t_prepare_threads);
+  if (few || team <= 1) {
+    fn(0, n);
+    return;
+  }
+  // The whole team, as large as the run's that follows (RunPlanThreaded):
+  // OpenMP regions of changing sizes are slow to start. Measured on a
+  // 16-core Xeon (bench/HISTORY.md, "Preparing on the run's threads"): a
+  // team of 8 here, then the run's 16, and a 4096 x 4096 layer's whole path
+  // took about 1.8 times as long as with the whole team here.
+#if NIBBLE_HAVE_OPENMP
+#pragma omp parallel num_threads(team)
+  {
+    // The team may be smaller than asked (nested regions): split by its size.
+    const int64_t k = omp_get_thread_num(), m = omp_get_num_threads();
+    const int64_t b = n * k / m, e = n * (k + 1) / m;
+    if (b < e) fn(b, e);
+  }
+#endif
+}
+}  // namespace internal
 
 Status CheckThreads(int64_t threads, const std::string& who) {
   if (threads < 0 || threads > kMaxThreads) {

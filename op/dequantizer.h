@@ -82,6 +82,27 @@ using ParamVector = std::vector<T, PopulatedAllocator<T>>;
 // PopulatedAllocator). Dequantizers that still exist are not affected.
 void ReleaseCachedParameterBlocks();
 
+// Preparing a request (Prepare*, a checkpoint method's lowering) widens
+// and checks its scales and zero points in passes over them: one thread by
+// default, so that a runtime preparing on its own threads never fans out.
+// While a ScopedPrepareThreads lives, the requests prepared on the thread
+// that made it run those passes on up to `threads` threads (0: all cores)
+// where the parameters are large enough to pay for it. The whole-tensor
+// runners that are given a thread count (Checkpoint::Read and PrepareRows,
+// DequantizePmx / DequantizeOnnx) open one with it: at 16 threads a serial
+// pass over a 4096 x 4096 layer's parameters is a tenth of its time.
+// Scopes nest; the innermost one counts. Same values at any count.
+class ScopedPrepareThreads {
+ public:
+  explicit ScopedPrepareThreads(int threads);
+  ~ScopedPrepareThreads();
+  ScopedPrepareThreads(const ScopedPrepareThreads&) = delete;
+  ScopedPrepareThreads& operator=(const ScopedPrepareThreads&) = delete;
+
+ private:
+  int saved_;
+};
+
 // The output of a dequantize request: its element type and logical shape.
 struct OutputInfo {
   DType dtype = DType::kFloat32;

@@ -1,5 +1,6 @@
 #include "op/lowering.h"
 
+#include <atomic>
 #include <cstring>
 
 #include "base/numeric.h"
@@ -29,7 +30,7 @@ StatusOr<int64_t> CheckView(const TensorView& v, const std::string& what) {
 namespace {
 // Whether none of s[0, n) is a float32 subnormal (branch-free: the
 // compiler vectorizes it).
-bool NoSubnormal(const float* s, size_t n) {
+bool NoSubnormalIn(const float* s, size_t n) {
   uint32_t any = 0;
   for (size_t k = 0; k < n; ++k) {
     uint32_t u;
@@ -40,10 +41,37 @@ bool NoSubnormal(const float* s, size_t n) {
   return any == 0;
 }
 
+// NoSubnormalIn over s[0, n), on the prepare threads.
+bool NoSubnormal(const float* s, size_t n) {
+  std::atomic<bool> any{false};
+  ForParamRanges(static_cast<int64_t>(n), [&](int64_t b, int64_t e) {
+    if (!NoSubnormalIn(s + b, static_cast<size_t>(e - b)))
+      any.store(true, std::memory_order_relaxed);
+  });
+  return !any.load(std::memory_order_relaxed);
+}
+
+// out[k] = decode(p[k]) for k in [0, n), on the prepare threads.
+template <class Decode>
+void DecodeBytes(const uint8_t* p, size_t n, float* out, Decode decode) {
+  ForParamRanges(static_cast<int64_t>(n), [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k) out[k] = decode(p[k]);
+  });
+}
+
 uint32_t ReadLE(const uint8_t* p, int bytes) {
   uint32_t v = 0;
   for (int k = bytes - 1; k >= 0; --k) v = (v << 8) | p[k];
   return v;
+}
+
+// out[k] = get(k) for k in [0, n), on the prepare threads (one loop per
+// stored type: each vectorizes on its own).
+template <class Get>
+void WidenEach(int64_t n, int32_t* out, Get get) {
+  ForParamRanges(n, [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k) out[k] = get(k);
+  });
 }
 }  // namespace
 
@@ -63,21 +91,26 @@ Status WidenScale(const TensorView& v, const std::string& what, ParamVector<floa
         return Status::Ok();
       }
       store->resize(count);
-      if (count) std::memcpy(store->data(), p, count * 4);
+      ForParamRanges(static_cast<int64_t>(count), [&](int64_t b, int64_t e) {
+        std::memcpy(store->data() + b, p + 4 * b, static_cast<size_t>(e - b) * 4);
+      });
       break;
     case DType::kFloat16:
-    case DType::kBFloat16:  // exact widening, vectorized (any alignment)
+    case DType::kBFloat16: {  // exact widening, vectorized (any alignment)
       store->resize(count);
-      ConvertFloats(v.dtype == DType::kFloat16 ? OutType::kF16 : OutType::kBF16, p, OutType::kF32,
-                    store->data(), static_cast<int64_t>(count));
+      const OutType from = v.dtype == DType::kFloat16 ? OutType::kF16 : OutType::kBF16;
+      ForParamRanges(static_cast<int64_t>(count), [&](int64_t b, int64_t e) {
+        ConvertFloats(from, p + 2 * b, OutType::kF32, store->data() + b, e - b);
+      });
       break;
+    }
     case DType::kFloat8E8M0:
       store->resize(count);
-      for (size_t k = 0; k < count; ++k) (*store)[k] = DecodeF8E8M0(p[k]);
+      DecodeBytes(p, count, store->data(), DecodeF8E8M0);
       break;
     case DType::kFloat8E4M3FN:  // NVFP4 block scales
       store->resize(count);
-      for (size_t k = 0; k < count; ++k) (*store)[k] = DecodeF8E4M3FN(p[k]);
+      DecodeBytes(p, count, store->data(), DecodeF8E4M3FN);
       break;
     default:
       return Status::Error(what + " must be float32, float16 or bfloat16 (got " +
@@ -96,47 +129,50 @@ Status WidenIntegerZeroPoint(const TensorView& v, const std::string& what,
   if (!n.ok()) return n.status();
   const auto* p = static_cast<const uint8_t*>(v.data);
   const size_t count = static_cast<size_t>(*n);
-  store->assign(count ? count : 1, 0);
-  for (size_t k = 0; k < count; ++k) {
-    int32_t z;
-    switch (v.dtype) {
-      case DType::kInt8:
-        z = static_cast<int8_t>(p[k]);
-        break;
-      case DType::kUInt8:
-        z = p[k];
-        break;
-      case DType::kInt16:
-        z = static_cast<int16_t>(ReadLE(p + 2 * k, 2));
-        break;
-      case DType::kUInt16:
-        z = static_cast<int32_t>(ReadLE(p + 2 * k, 2));
-        break;
-      case DType::kInt32:
-        z = static_cast<int32_t>(ReadLE(p + 4 * k, 4));
-        break;
-      // uint32 (DirectML): the bits; kernels read them back as uint32.
-      case DType::kUInt32:
-        z = static_cast<int32_t>(ReadLE(p + 4 * k, 4));
-        break;
-      case DType::kUInt4:
-      case DType::kInt4: {
+  store->resize(count ? count : 1);
+  (*store)[0] = 0;  // an empty tensor still gets a valid pointer
+  int32_t* const z = store->data();
+  const auto n64 = static_cast<int64_t>(count);
+  switch (v.dtype) {
+    case DType::kInt8:
+      WidenEach(n64, z, [p](int64_t k) { return int32_t{static_cast<int8_t>(p[k])}; });
+      break;
+    case DType::kUInt8:
+      WidenEach(n64, z, [p](int64_t k) { return int32_t{p[k]}; });
+      break;
+    case DType::kInt16:
+      WidenEach(n64, z,
+                [p](int64_t k) { return int32_t{static_cast<int16_t>(ReadLE(p + 2 * k, 2))}; });
+      break;
+    case DType::kUInt16:
+      WidenEach(n64, z, [p](int64_t k) { return static_cast<int32_t>(ReadLE(p + 2 * k, 2)); });
+      break;
+    case DType::kInt32:
+    case DType::kUInt32:  // uint32 (DirectML): the bits; kernels read them back as uint32
+      WidenEach(n64, z, [p](int64_t k) { return static_cast<int32_t>(ReadLE(p + 4 * k, 4)); });
+      break;
+    case DType::kUInt4:
+    case DType::kInt4: {
+      const uint32_t sign = v.dtype == DType::kInt4 ? 8u : 0u;  // (u ^ 8) - 8 sign-extends
+      WidenEach(n64, z, [p, sign](int64_t k) {
         const uint32_t u = (uint32_t{p[k / 2]} >> (4 * (k % 2))) & 0xFu;
-        z = v.dtype == DType::kInt4 ? static_cast<int32_t>(u ^ 8u) - 8 : static_cast<int32_t>(u);
-        break;
-      }
-      case DType::kUInt2:
-      case DType::kInt2: {
-        const uint32_t u = (uint32_t{p[k / 4]} >> (2 * (k % 4))) & 0x3u;
-        z = v.dtype == DType::kInt2 ? static_cast<int32_t>(u ^ 2u) - 2 : static_cast<int32_t>(u);
-        break;
-      }
-      default:
-        return Status::Error(what + " has unsupported integer type " + DTypeName(v.dtype));
+        return static_cast<int32_t>(u ^ sign) - static_cast<int32_t>(sign);
+      });
+      break;
     }
-    (*store)[k] = z;
+    case DType::kUInt2:
+    case DType::kInt2: {
+      const uint32_t sign = v.dtype == DType::kInt2 ? 2u : 0u;
+      WidenEach(n64, z, [p, sign](int64_t k) {
+        const uint32_t u = (uint32_t{p[k / 4]} >> (2 * (k % 4))) & 0x3u;
+        return static_cast<int32_t>(u ^ sign) - static_cast<int32_t>(sign);
+      });
+      break;
+    }
+    default:
+      return Status::Error(what + " has unsupported integer type " + DTypeName(v.dtype));
   }
-  *out = store->data();
+  *out = z;
   return Status::Ok();
 }
 

@@ -4,7 +4,10 @@
 #ifndef NIBBLE_OP_LOWERING_H_
 #define NIBBLE_OP_LOWERING_H_
 
+#include <atomic>
+#include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "base/status.h"
@@ -16,6 +19,34 @@ namespace internal {
 
 // "DequantizeLinear 'name'" or "DequantizeLinear".
 std::string Who(const std::string& op, const std::string& name);
+
+// Runs fn(begin, end) on disjoint ranges that cover [0, n): concurrently
+// on the prepare threads (ScopedPrepareThreads) when the n units hold
+// enough parameters (`per_unit` each: a packed word's fields), else once on
+// [0, n). fn must not throw; ranges may run in any order.
+void ForParamRanges(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
+                    int64_t per_unit = 1);
+
+// The first i in [0, n) with bad(i), or n when there is none; the scan runs
+// on the prepare threads (ForParamRanges, `per_unit` as there).
+template <class Pred>
+int64_t FirstIndexWhere(int64_t n, Pred bad, int64_t per_unit = 1) {
+  std::atomic<int64_t> first{n};
+  ForParamRanges(
+      n,
+      [&](int64_t b, int64_t e) {
+        uint32_t any = 0;  // branch-free first (vectorized): the common case finds nothing
+        for (int64_t i = b; i < e; ++i) any |= static_cast<uint32_t>(bad(i));
+        if (any == 0) return;
+        int64_t i = b;
+        while (!bad(i)) ++i;
+        int64_t seen = first.load(std::memory_order_relaxed);
+        while (i < seen && !first.compare_exchange_weak(seen, i, std::memory_order_relaxed)) {
+        }
+      },
+      per_unit);
+  return first.load(std::memory_order_relaxed);
+}
 
 // Checks that `v` has a non-negative, non-overflowing shape, and at least
 // the bytes its dtype and shape need, with non-null data if non-empty.

@@ -340,6 +340,7 @@ StatusOr<Dequantizer> PrepareOnnx(const OnnxDequantizeAttributes& attrs, const T
 StatusOr<Tensor> DequantizeOnnx(const OnnxDequantizeAttributes& attrs, const TensorView& x,
                                 const TensorView& scale, const TensorView* zero_point,
                                 const DequantizeOptions& options) try {
+  ScopedPrepareThreads prepare_threads(options.threads);
   auto d = PrepareOnnx(attrs, x, scale, zero_point, options);
   if (!d.ok()) return d.status();
   return d->Run(options.threads);

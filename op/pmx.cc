@@ -246,13 +246,14 @@ StatusOr<Dequantizer> PreparePmx(const PmxAttributes& attrs, const TensorView& x
           zero_point->shape.empty()
               ? 1
               : static_cast<size_t>(*CheckedNumElements(zero_point->shape, "ZeroPoint"));
-      for (size_t k = 0; k < n; ++k) {
-        const int32_t z = plan.zp_int[k];
-        if (z < 0 || z > 15) {
-          return Status::Error(who + ": ZeroPoint value " + std::to_string(z) + " at flat index " +
-                               std::to_string(k) +
-                               " is out of range [0, 15] for quant_data_type \"int4\"");
-        }
+      const int32_t* const zp = plan.zp_int;
+      const int64_t k = internal::FirstIndexWhere(static_cast<int64_t>(n), [zp](int64_t i) {
+        return static_cast<uint32_t>(zp[i]) > 15u;  // outside [0, 15]
+      });
+      if (k < static_cast<int64_t>(n)) {
+        return Status::Error(who + ": ZeroPoint value " + std::to_string(zp[k]) +
+                             " at flat index " + std::to_string(k) +
+                             " is out of range [0, 15] for quant_data_type \"int4\"");
       }
     }
   } else if (a.zp_kind == 2) {
@@ -272,6 +273,7 @@ StatusOr<Dequantizer> PreparePmx(const PmxAttributes& attrs, const TensorView& x
 Status DequantizePmx(const PmxAttributes& attrs, const TensorView& x, const TensorView& scale,
                      const TensorView* zero_point, const MutableTensorView& y,
                      const DequantizeOptions& options) {
+  ScopedPrepareThreads prepare_threads(options.threads);
   auto d = PreparePmx(attrs, x, scale, zero_point, options);
   if (!d.ok()) return d.status();
   return d->Run(y, options.threads);
@@ -280,6 +282,7 @@ Status DequantizePmx(const PmxAttributes& attrs, const TensorView& x, const Tens
 StatusOr<Tensor> DequantizePmx(const PmxAttributes& attrs, const TensorView& x,
                                const TensorView& scale, const TensorView* zero_point,
                                const DequantizeOptions& options) try {
+  ScopedPrepareThreads prepare_threads(options.threads);
   auto d = PreparePmx(attrs, x, scale, zero_point, options);
   if (!d.ok()) return d.status();
   return d->Run(options.threads);

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -405,6 +406,94 @@ TEST_CASE("compressed-tensors / bitsandbytes NF4 writers round trip through thei
   }
   CHECK(!QuantizeCompressedTensors(nullptr, 8, 12, 8).ok());  // K % 8 != 0
   CHECK(!QuantizeBnbNf4(nullptr, 8, 8, 0).ok());
+}
+
+// Each method's lowering run under ScopedPrepareThreads(1) and (4): the
+// same output bits (its parameter passes split into ranges on four threads).
+TEST_CASE("checkpoint lowerings prepared on four threads give one thread's bits") {
+  const int64_t N = 512, K = 2048;
+  const auto same = [&](const std::function<StatusOr<Dequantizer>()>& prepare) {
+    std::vector<float> y[2];
+    for (int i = 0; i < 2; ++i) {
+      ScopedPrepareThreads scope(i == 0 ? 1 : 4);
+      auto d = prepare();
+      REQUIRE_MESSAGE(d.ok(), d.status().message());
+      y[i] = RunF32(*d, true);
+    }
+    CHECK(std::memcmp(y[0].data(), y[1].data(), y[0].size() * 4) == 0);
+  };
+  const auto w = MakeLlmLikeWeight(N, K, 5);
+  SUBCASE("GPTQ and AWQ: unpacked zero words, float16 scales") {
+    auto t = QuantizeGptq(w.data(), N, K, 32, /*sym=*/false, /*v2=*/false, {});
+    REQUIRE(t.ok());
+    GptqOptions o;
+    o.group_size = 32;
+    const TensorView qz = t->qzeros.view();
+    same([&] {
+      return PrepareGptq(o, t->qweight.view(), &qz, t->scales.view(), nullptr, DType::kFloat32,
+                         "g");
+    });
+    auto a = QuantizeAwq(w.data(), N, K, 32);
+    REQUIRE(a.ok());
+    const TensorView az = a->qzeros.view();
+    same([&] {
+      return PrepareAwq(32, a->qweight.view(), &az, a->scales.view(), DType::kFloat32, "a");
+    });
+  }
+  SUBCASE("compressed-tensors: packed and unpacked zero points") {
+    const int64_t groups = K / 32;
+    std::vector<uint32_t> words(static_cast<size_t>(N * K / 8));
+    std::vector<uint16_t> scale(static_cast<size_t>(N * groups));
+    std::vector<uint32_t> zpacked(static_cast<size_t>(N / 8 * groups));
+    std::vector<int8_t> zplain(static_cast<size_t>(N * groups));
+    uint32_t r = 3;
+    const auto next = [&r] { return r = r * 1664525u + 1013904223u; };
+    for (auto& v : words) v = next();
+    for (auto& v : scale) v = F16FromF32(static_cast<float>(next() >> 22) * 1e-4f + 1e-3f);
+    for (auto& v : zpacked) v = next();
+    for (auto& v : zplain) v = static_cast<int8_t>(static_cast<int>(next() >> 28) - 8);
+    const std::vector<int64_t> shape{N, K};
+    const TensorView wv{DType::kInt32, {N, K / 8}, words.data(), words.size() * 4};
+    const TensorView sv{DType::kFloat16, {N, groups}, scale.data(), scale.size() * 2};
+    const TensorView hv{DType::kInt64, {2}, shape.data(), 16};
+    const TensorView zp{DType::kInt32, {N / 8, groups}, zpacked.data(), zpacked.size() * 4};
+    const TensorView zu{DType::kInt8, {N, groups}, zplain.data(), zplain.size()};
+    for (const TensorView* z : {&zp, &zu}) {
+      CompressedTensorsWeight x;
+      x.weight = &wv;
+      x.weight_shape = &hv;
+      x.scale = &sv;
+      x.zero_point = z;
+      same([&] { return PrepareCompressedTensors(x, DType::kFloat32, "ct"); });
+    }
+  }
+  SUBCASE("bitsandbytes NF4 with double quantization") {
+    const int64_t blocks = N * K / 64;
+    auto b = QuantizeBnbNf4(w.data(), N, K, 64);
+    REQUIRE(b.ok());
+    std::vector<uint8_t> codes(static_cast<size_t>(blocks));
+    std::vector<float> nested(static_cast<size_t>(blocks / 256)), levels(256);
+    for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i * 37 % 251);
+    for (size_t i = 0; i < nested.size(); ++i) nested[i] = 0.01f + 0.001f * static_cast<float>(i);
+    for (size_t i = 0; i < levels.size(); ++i) levels[i] = static_cast<float>(i) / 255.0f;
+    const TensorView bw = b->weight.view(), qm = b->quant_map.view();
+    const TensorView am{DType::kUInt8, {blocks}, codes.data(), codes.size()};
+    const TensorView na{DType::kFloat32, {blocks / 256}, nested.data(), nested.size() * 4};
+    const TensorView nq{DType::kFloat32, {256}, levels.data(), levels.size() * 4};
+    Bnb4Weight x;
+    x.shape = {N, K};
+    x.weight = &bw;
+    x.absmax = &am;
+    x.quant_map = &qm;
+    x.nested_absmax = &na;
+    x.nested_quant_map = &nq;
+    x.nested_offset = 0.0123f;
+    same([&] { return PrepareBnb4(x, DType::kFloat32, "bnb"); });
+    const TensorView plain = b->absmax.view();
+    x.absmax = &plain;
+    x.nested_absmax = x.nested_quant_map = nullptr;
+    same([&] { return PrepareBnb4(x, DType::kFloat32, "bnb"); });
+  }
 }
 
 TEST_CASE("GPTQ / compressed-tensors writers refuse a g_idx of the wrong length or range") {

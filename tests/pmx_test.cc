@@ -2,15 +2,19 @@
 // cell by hand) and every validation rule's error text.
 #include "op/pmx.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/numeric.h"
 #include "doctest/doctest.h"
+#include "op/lowering.h"
 #include "tests/test_util.h"
 
 namespace nibble {
@@ -470,6 +474,151 @@ TEST_CASE("shape inference") {
   CHECK(info->dtype == DType::kBFloat16);
   sv.shape = {8, 5};
   CHECK(!InferPmxOutput(r.a, xv, sv, nullptr).ok());
+}
+
+TEST_CASE("ForParamRanges: one range outside a scope, disjoint ranges covering all inside") {
+  const auto ranges = [](int64_t n, int64_t per_unit) {
+    std::mutex m;
+    std::vector<std::pair<int64_t, int64_t>> got;
+    internal::ForParamRanges(
+        n,
+        [&](int64_t b, int64_t e) {
+          std::lock_guard<std::mutex> lock(m);
+          got.emplace_back(b, e);
+        },
+        per_unit);
+    std::sort(got.begin(), got.end());
+    return got;
+  };
+  const int64_t n = int64_t{1} << 16;
+  CHECK(ranges(n, 1) == std::vector<std::pair<int64_t, int64_t>>{{0, n}});
+  CHECK(ranges(0, 1).empty());
+  {
+    ScopedPrepareThreads four(4);
+    const auto got = ranges(n, 1);
+#ifdef _OPENMP               // (the library's OpenMP flag reaches its users' builds)
+    CHECK(got.size() == 4);  // 2^16 parameters pay for four threads
+#endif
+    int64_t at = 0;
+    for (const auto& [b, e] : got) {
+      CHECK(b == at);
+      CHECK(e > b);
+      at = e;
+    }
+    CHECK(at == n);
+    CHECK(ranges(100, 1).size() == 1);  // too few to split
+    // Packed words: the parameters they hold count, not the words.
+    CHECK(ranges(n / 8, 8).size() == ranges(n, 1).size());
+    {
+      ScopedPrepareThreads one(1);  // the innermost scope counts
+      CHECK(ranges(n, 1).size() == 1);
+    }
+    CHECK(ranges(n, 1).size() == got.size());
+  }
+  CHECK(ranges(n, 1).size() == 1);  // the scope ended
+  CHECK(internal::FirstIndexWhere(n, [](int64_t i) { return i % 40000 == 39999; }) == 39999);
+}
+
+TEST_CASE("preparing on many threads: the same plan parameters, bits and first bad zero point") {
+  // int4x4 [N, K] asymmetric, G = 32: 2^16 float16 scales and uint8 zero
+  // points (enough for four prepare threads).
+  const int64_t N = 512, K = 4096, G = 32, P = N * (K / G);
+  std::vector<uint16_t> x(static_cast<size_t>(N / 4 * K)), s(static_cast<size_t>(P));
+  std::vector<uint8_t> z(static_cast<size_t>(P));
+  uint32_t r = 1;
+  const auto next = [&r] { return r = r * 1664525u + 1013904223u; };
+  for (auto& w : x) w = static_cast<uint16_t>(next() >> 16);
+  for (auto& v : s) v = F16FromF32(static_cast<float>(next() >> 20) * 1e-5f + 1e-4f);
+  for (auto& v : z) v = static_cast<uint8_t>(next() >> 28);
+  PmxAttributes a;
+  a.quant_data_type = "int4";
+  a.group_size = G;
+  a.has_zeropoint = 1;
+  const TensorView xv{DType::kInt16, {N / 4, K}, x.data(), x.size() * 2};
+  const TensorView sv{DType::kFloat16, {N, K / G}, s.data(), s.size() * 2};
+  const TensorView zv{DType::kUInt8, {N, K / G}, z.data(), z.size()};
+  DequantizeOptions o;
+  o.output_dtype = DType::kFloat32;
+  o.name = "w";
+  const auto prepared = [&](int threads) {
+    ScopedPrepareThreads scope(threads);
+    auto d = PreparePmx(a, xv, sv, &zv, o);
+    REQUIRE_MESSAGE(d.ok(), d.status().message());
+    return std::move(*d);
+  };
+  const Dequantizer one = prepared(1);
+  for (int threads : {2, 4, 0}) {
+    CAPTURE(threads);
+    const Dequantizer many = prepared(threads);
+    CHECK(std::memcmp(one.plan().scale, many.plan().scale, static_cast<size_t>(P) * 4) == 0);
+    CHECK(std::memcmp(one.plan().zp_int, many.plan().zp_int, static_cast<size_t>(P) * 4) == 0);
+    CHECK(one.plan().normal_values == many.plan().normal_values);
+    auto y1 = one.Run(1), y2 = many.Run(2);
+    REQUIRE(y1.ok());
+    REQUIRE(y2.ok());
+    CHECK(std::memcmp(y1->data(), y2->data(), y1->size_bytes()) == 0);
+  }
+  // Out-of-range zero points in different threads' ranges: the first is named.
+  z[static_cast<size_t>(P - 3)] = 200;
+  z[40000] = 16;
+  for (int threads : {1, 4}) {
+    ScopedPrepareThreads scope(threads);
+    auto d = PreparePmx(a, xv, sv, &zv, o);
+    REQUIRE(!d.ok());
+    CHECK(d.status().message() ==
+          "DequantizeLinear 'w': ZeroPoint value 16 at flat index 40000 is out of range [0, 15] "
+          "for quant_data_type \"int4\"");
+  }
+  // Every stored integer type widens alike on one and on four threads.
+  for (DType t : {DType::kInt8, DType::kInt16, DType::kUInt16, DType::kInt32, DType::kUInt4,
+                  DType::kInt4, DType::kUInt2, DType::kInt2}) {
+    CAPTURE(DTypeName(t));
+    std::vector<uint8_t> bytes(static_cast<size_t>(P) * 4);
+    for (auto& b : bytes) b = static_cast<uint8_t>(next() >> 24);
+    const TensorView v{t, {P}, bytes.data(), bytes.size()};
+    ParamVector<int32_t> w1, w4;
+    const int32_t *p1 = nullptr, *p4 = nullptr;
+    {
+      ScopedPrepareThreads scope(1);
+      REQUIRE(internal::WidenIntegerZeroPoint(v, "zp", &w1, &p1).ok());
+    }
+    {
+      ScopedPrepareThreads scope(4);
+      REQUIRE(internal::WidenIntegerZeroPoint(v, "zp", &w4, &p4).ok());
+    }
+    CHECK(std::memcmp(p1, p4, static_cast<size_t>(P) * 4) == 0);
+    // Spot values against the stored bits.
+    const int64_t k = 12345;
+    int32_t want = 0;
+    switch (t) {
+      case DType::kInt8:
+        want = static_cast<int8_t>(bytes[k]);
+        break;
+      case DType::kInt16:
+        want = static_cast<int16_t>(bytes[2 * k] | bytes[2 * k + 1] << 8);
+        break;
+      case DType::kUInt16:
+        want = bytes[2 * k] | bytes[2 * k + 1] << 8;
+        break;
+      case DType::kInt32: {
+        uint32_t u;
+        std::memcpy(&u, &bytes[4 * k], 4);
+        want = static_cast<int32_t>(u);
+        break;
+      }
+      case DType::kUInt4:
+      case DType::kInt4: {
+        const int u = (bytes[k / 2] >> (4 * (k % 2))) & 15;
+        want = t == DType::kInt4 && u >= 8 ? u - 16 : u;
+        break;
+      }
+      default: {
+        const int u = (bytes[k / 4] >> (2 * (k % 4))) & 3;
+        want = t == DType::kInt2 && u >= 2 ? u - 4 : u;
+      }
+    }
+    CHECK(p1[k] == want);
+  }
 }
 
 }  // namespace

@@ -58,7 +58,9 @@ StatusOr<Dequantizer> PrepareBnb4(const Bnb4Weight& w, DType out, const std::str
   const TensorView& am = *w.absmax;
   if (w.nested_absmax == nullptr) {
     NIBBLE_RETURN_IF_ERROR(f32_count(am, blocks, "absmax"));
-    for (int64_t b = 0; b < blocks; ++b) st.scale[static_cast<size_t>(b)] = read_f32(am, b);
+    internal::ForParamRanges(blocks, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) st.scale[static_cast<size_t>(b)] = read_f32(am, b);
+    });
   } else {
     if (w.nested_quant_map == nullptr) {
       return Status::Error(who + ": double quantization needs nested_quant_map");
@@ -77,13 +79,15 @@ StatusOr<Dequantizer> PrepareBnb4(const Bnb4Weight& w, DType out, const std::str
     NIBBLE_RETURN_IF_ERROR(f32_count(*w.nested_absmax, nested, "nested_absmax"));
     NIBBLE_RETURN_IF_ERROR(f32_count(*w.nested_quant_map, 256, "nested_quant_map"));
     const auto* codes = static_cast<const uint8_t*>(am.data);
-    for (int64_t b = 0; b < blocks; ++b) {
-      // bitsandbytes: dequantize_blockwise (one float32 product), then
-      // `absmax += offset` (one float32 sum): two roundings, never fused.
-      const volatile float prod = read_f32(*w.nested_quant_map, codes[b]) *
-                                  read_f32(*w.nested_absmax, b / w.nested_blocksize);
-      st.scale[static_cast<size_t>(b)] = prod + w.nested_offset;
-    }
+    internal::ForParamRanges(blocks, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        // bitsandbytes: dequantize_blockwise (one float32 product), then
+        // `absmax += offset` (one float32 sum): two roundings, never fused.
+        const volatile float prod = read_f32(*w.nested_quant_map, codes[b]) *
+                                    read_f32(*w.nested_absmax, b / w.nested_blocksize);
+        st.scale[static_cast<size_t>(b)] = prod + w.nested_offset;
+      }
+    });
   }
   auto ot = internal::ResolveOutType(out, w.dtype, who);
   if (!ot.ok()) return ot.status();

@@ -117,13 +117,14 @@ StatusOr<Dequantizer> PrepareCompressedTensors(const CompressedTensorsWeight& w,
       NIBBLE_RETURN_IF_ERROR(internal::CheckInt32(z, want, "weight_zero_point", who));
       const auto* zb = static_cast<const uint8_t*>(z.data);
       const uint32_t mask = (1u << w.bits) - 1u;
-      for (int64_t n = 0; n < zn; ++n) {
-        for (int64_t g = 0; g < groups; ++g) {
+      internal::ForParamRanges(zn * groups, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          const int64_t n = i / groups, g = i % groups;
           const uint32_t word = internal::LoadU32(zb + 4 * ((n / per_word) * groups + g));
-          st.zp_int[static_cast<size_t>(n * groups + g)] =
+          st.zp_int[static_cast<size_t>(i)] =
               static_cast<int32_t>((word >> (w.bits * (n % per_word))) & mask);
         }
-      }
+      });
     } else {
       // Unpacked zero points: int8 [N, groups] (or one) holding zp itself.
       int64_t ze = 1;
@@ -135,10 +136,12 @@ StatusOr<Dequantizer> PrepareCompressedTensors(const CompressedTensorsWeight& w,
       }
       auto n = internal::CheckView(z, "weight_zero_point");
       if (!n.ok()) return n.status().WithPrefix(who);
-      for (int64_t i = 0; i < ze; ++i) {
-        st.zp_int[static_cast<size_t>(i)] =
-            static_cast<int32_t>(internal::IntegerElement(z, i) + offset);
-      }
+      internal::ForParamRanges(ze, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          st.zp_int[static_cast<size_t>(i)] =
+              static_cast<int32_t>(internal::IntegerElement(z, i) + offset);
+        }
+      });
     }
     plan.zp_kind = ZeroPointKind::kInteger;
     plan.zp_int = st.zp_int.data();
