@@ -1,0 +1,340 @@
+"""`nibble dequant IN.gguf OUT/ --hf` against an independent numpy mapping.
+
+For each architecture --hf maps, the test makes a small Hugging Face model
+(random float32 weights under transformers' parameter names and shapes),
+converts it to GGUF in numpy the way llama.cpp's converter does
+(convert_hf_to_gguf.py: gguf-py's tensor names; LlamaModel's permutation of
+the q / k rows for RoPE; Mixtral's and Qwen-MoE's experts stacked into
+3-D ffn_*_exps tensors; Qwen2-MoE's [1, hidden] shared-expert gate stored
+as a vector; Phi-3's fused qkv_proj / gate_up_proj kept as attn_qkv /
+ffn_up), writes the GGUF with the metadata llama.cpp writes, runs
+`nibble dequant --hf --dtype f32`, and checks that
+  - the folder holds exactly the original model's tensor names, and every
+    tensor equals the original bit for bit (float32 in, float32 out; a
+    float16 copy of the embeddings widens exactly);
+  - config.json holds the architecture class and model_type transformers
+    uses, and every hyper-parameter as the model had it;
+  - a model missing one of its layer's tensors is refused by name.
+Nothing here reads nibble's own mapping: the reference is the forward
+direction, written from llama.cpp's converter, inverted by nibble.
+Usage: test_hf_mapping.py NIBBLE_CLI WORK_DIR
+"""
+import glob
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+try:
+    import numpy as np
+except ImportError as e:
+    print("SKIP: %s (python3-numpy is needed by %s)" % (e, sys.executable))
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from safetensors_util import read_st  # noqa: E402
+
+cli, work = sys.argv[1], sys.argv[2]
+passed = failed = 0
+
+
+def check(name, cond, detail=""):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL " + name + (": " + detail if detail else ""))
+
+
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+
+# ---------------------------------------------------------------- GGUF writer
+
+GGML_F32, GGML_F16 = 0, 1
+
+
+def gstr(s):
+    b = s.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def kv_str(k, v):
+    return gstr(k) + struct.pack("<I", 8) + gstr(v)
+
+
+def kv_u32(k, v):
+    return gstr(k) + struct.pack("<II", 4, v)
+
+
+def kv_f32(k, v):
+    return gstr(k) + struct.pack("<If", 6, v)
+
+
+def kv_bool(k, v):
+    return gstr(k) + struct.pack("<I?", 7, v)
+
+
+def write_gguf(path, kvs, tensors):
+    """tensors: (GGUF name, numpy array in gguf-py's order: shape = reversed ne)."""
+    infos, data = b"", b""
+    for name, a in tensors:
+        ne = list(reversed(a.shape))
+        t = GGML_F16 if a.dtype == np.float16 else GGML_F32
+        infos += gstr(name) + struct.pack("<I", len(ne)) + struct.pack("<%dQ" % len(ne), *ne)
+        infos += struct.pack("<IQ", t, len(data))
+        data += a.astype("<f2" if t == GGML_F16 else "<f4").tobytes()
+        data += b"\0" * (-len(data) % 32)
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs)) + b"".join(kvs) + infos
+    head += b"\0" * (-len(head) % 32)
+    with open(path, "wb") as f:
+        f.write(head + data)
+
+
+# ------------------------------------------- llama.cpp's converter, forward
+
+# gguf-py's TensorNameMap, the entries these architectures use (HF suffix
+# after "model.layers.N." -> GGUF part after "blk.N.").
+BLOCK_NAMES = {
+    "input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
+    "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
+    "self_attn.qkv_proj": "attn_qkv", "post_attention_layernorm": "ffn_norm",
+    "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+    "mlp.gate_up_proj": "ffn_up",  # Phi-3
+    "mlp.gate": "ffn_gate_inp", "block_sparse_moe.gate": "ffn_gate_inp",
+    "mlp.shared_expert.gate_proj": "ffn_gate_shexp", "mlp.shared_expert.up_proj": "ffn_up_shexp",
+    "mlp.shared_expert.down_proj": "ffn_down_shexp",
+    "mlp.shared_expert_gate": "ffn_gate_inp_shexp",
+}
+TOP_NAMES = {"model.embed_tokens.weight": "token_embd.weight",
+             "model.norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"}
+# Experts: HF matrix name -> GGUF stacked part.
+EXPERTS = {"w1": "ffn_gate_exps", "w2": "ffn_down_exps", "w3": "ffn_up_exps",
+           "gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps",
+           "down_proj": "ffn_down_exps"}
+
+
+def permute(w, n_head, n_head_kv):
+    """convert_hf_to_gguf.py LlamaModel.permute."""
+    if n_head_kv is not None and n_head != n_head_kv:
+        n_head = n_head_kv
+    return (w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
+            .swapaxes(1, 2).reshape(w.shape))
+
+
+def to_gguf(hf, c):
+    """The GGUF tensors llama.cpp's converter writes for state dict `hf`."""
+    out, experts = [], {}
+    for name, w in hf.items():
+        if name in TOP_NAMES:
+            out.append((TOP_NAMES[name], w))
+            continue
+        parts = name.split(".")
+        layer, rest, suffix = parts[2], ".".join(parts[3:-1]), parts[-1]
+        if ".experts." in name:  # model.layers.L.<block>.experts.E.<w>.weight
+            e, mat = int(parts[-3]), parts[-2]
+            experts.setdefault((layer, EXPERTS[mat]), {})[e] = w
+            continue
+        if c["permute"] and suffix == "weight" and rest == "self_attn.q_proj":
+            w = permute(w, c["heads"], c["heads"])
+        if c["permute"] and suffix == "weight" and rest == "self_attn.k_proj":
+            w = permute(w, c["heads"], c["kv_heads"])
+        if rest == "mlp.shared_expert_gate":
+            w = w.reshape(-1)  # [1, hidden] -> a vector, as llama.cpp stores it
+        out.append(("blk.%s.%s.%s" % (layer, BLOCK_NAMES[rest], suffix), w))
+    for (layer, part), by_e in experts.items():
+        out.append(("blk.%s.%s.weight" % (layer, part),
+                    np.stack([by_e[e] for e in sorted(by_e)])))
+    return out
+
+
+# ----------------------------------------------------------- the models
+
+rng = np.random.default_rng(7)
+
+
+def rand(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def make_model(c):
+    """An HF state dict for config c (transformers' names and shapes)."""
+    h, hd, n, kv = c["hidden"], c["head_dim"], c["heads"], c["kv_heads"]
+    sd = {"model.embed_tokens.weight": rand(c["vocab"], h), "model.norm.weight": rand(h)}
+    if not c.get("tied"):
+        sd["lm_head.weight"] = rand(c["vocab"], h)
+    for L in range(c["layers"]):
+        p = "model.layers.%d." % L
+        sd[p + "input_layernorm.weight"] = rand(h)
+        sd[p + "post_attention_layernorm.weight"] = rand(h)
+        if c.get("fused"):
+            sd[p + "self_attn.qkv_proj.weight"] = rand((n + 2 * kv) * hd, h)
+        else:
+            sd[p + "self_attn.q_proj.weight"] = rand(n * hd, h)
+            sd[p + "self_attn.k_proj.weight"] = rand(kv * hd, h)
+            sd[p + "self_attn.v_proj.weight"] = rand(kv * hd, h)
+        sd[p + "self_attn.o_proj.weight"] = rand(h, n * hd)
+        if c.get("qkv_bias"):
+            sd[p + "self_attn.q_proj.bias"] = rand(n * hd)
+            sd[p + "self_attn.k_proj.bias"] = rand(kv * hd)
+            sd[p + "self_attn.v_proj.bias"] = rand(kv * hd)
+        if c.get("qk_norm"):
+            sd[p + "self_attn.q_norm.weight"] = rand(hd)
+            sd[p + "self_attn.k_norm.weight"] = rand(hd)
+        moe = c.get("moe")
+        if moe == "mixtral":
+            sd[p + "block_sparse_moe.gate.weight"] = rand(c["experts"], h)
+            for e in range(c["experts"]):
+                q = p + "block_sparse_moe.experts.%d." % e
+                sd[q + "w1.weight"] = rand(c["ffn"], h)
+                sd[q + "w2.weight"] = rand(h, c["ffn"])
+                sd[q + "w3.weight"] = rand(c["ffn"], h)
+        elif moe == "qwen":
+            f = c["moe_ffn"]
+            sd[p + "mlp.gate.weight"] = rand(c["experts"], h)
+            for e in range(c["experts"]):
+                q = p + "mlp.experts.%d." % e
+                sd[q + "gate_proj.weight"] = rand(f, h)
+                sd[q + "up_proj.weight"] = rand(f, h)
+                sd[q + "down_proj.weight"] = rand(h, f)
+            if c.get("shared_ffn"):
+                s = c["shared_ffn"]
+                sd[p + "mlp.shared_expert.gate_proj.weight"] = rand(s, h)
+                sd[p + "mlp.shared_expert.up_proj.weight"] = rand(s, h)
+                sd[p + "mlp.shared_expert.down_proj.weight"] = rand(h, s)
+                sd[p + "mlp.shared_expert_gate.weight"] = rand(1, h)
+        elif c.get("fused"):
+            sd[p + "mlp.gate_up_proj.weight"] = rand(2 * c["ffn"], h)
+            sd[p + "mlp.down_proj.weight"] = rand(h, c["ffn"])
+        else:
+            sd[p + "mlp.gate_proj.weight"] = rand(c["ffn"], h)
+            sd[p + "mlp.up_proj.weight"] = rand(c["ffn"], h)
+            sd[p + "mlp.down_proj.weight"] = rand(h, c["ffn"])
+    return sd
+
+
+def metadata(c):
+    """The <arch>.* keys llama.cpp's converter writes (gguf_writer.add_*)."""
+    a = c["arch"]
+    kvs = [kv_str("general.architecture", a), kv_u32(a + ".block_count", c["layers"]),
+           kv_u32(a + ".context_length", c["ctx"]), kv_u32(a + ".embedding_length", c["hidden"]),
+           kv_u32(a + ".feed_forward_length", c["ffn"]),
+           kv_u32(a + ".attention.head_count", c["heads"]),
+           kv_u32(a + ".attention.head_count_kv", c["kv_heads"]),
+           kv_f32(a + ".attention.layer_norm_rms_epsilon", c["eps"]),
+           kv_f32(a + ".rope.freq_base", c["theta"]), kv_u32(a + ".vocab_size", c["vocab"])]
+    if c["head_dim"] != c["hidden"] // c["heads"]:
+        kvs.append(kv_u32(a + ".attention.key_length", c["head_dim"]))
+        kvs.append(kv_u32(a + ".attention.value_length", c["head_dim"]))
+    if c.get("moe"):
+        kvs.append(kv_u32(a + ".expert_count", c["experts"]))
+        kvs.append(kv_u32(a + ".expert_used_count", c["used"]))
+    if c.get("moe_ffn"):
+        kvs.append(kv_u32(a + ".expert_feed_forward_length", c["moe_ffn"]))
+    if c.get("shared_ffn"):
+        kvs.append(kv_u32(a + ".expert_shared_feed_forward_length", c["shared_ffn"]))
+    return kvs
+
+
+BASE = dict(layers=2, ctx=256, hidden=32, heads=4, kv_heads=2, head_dim=8, ffn=48, vocab=40,
+            eps=1e-5, theta=10000.0, permute=False)
+MODELS = [
+    dict(BASE, arch="llama", cls="LlamaForCausalLM", model_type="llama", permute=True),
+    dict(BASE, arch="llama", cls="LlamaForCausalLM", model_type="llama", permute=True,
+         tied=True, kv_heads=4, name="llama-tied"),
+    dict(BASE, arch="mistral", cls="MistralForCausalLM", model_type="mistral", permute=True),
+    dict(BASE, arch="qwen2", cls="Qwen2ForCausalLM", model_type="qwen2", qkv_bias=True,
+         theta=1000000.0, eps=1e-6),
+    dict(BASE, arch="qwen3", cls="Qwen3ForCausalLM", model_type="qwen3", qk_norm=True,
+         head_dim=16),
+    dict(BASE, arch="phi3", cls="Phi3ForCausalLM", model_type="phi3", fused=True, kv_heads=4),
+    dict(BASE, arch="llama", cls="MixtralForCausalLM", model_type="mixtral", permute=True,
+         moe="mixtral", experts=4, used=2, name="mixtral"),
+    dict(BASE, arch="qwen2moe", cls="Qwen2MoeForCausalLM", model_type="qwen2_moe",
+         qkv_bias=True, moe="qwen", experts=4, used=2, moe_ffn=16, shared_ffn=24),
+    dict(BASE, arch="qwen3moe", cls="Qwen3MoeForCausalLM", model_type="qwen3_moe",
+         qk_norm=True, moe="qwen", experts=4, used=2, moe_ffn=16),
+]
+
+# The config.json keys transformers reads, and the model's value of each.
+CONFIG_KEYS = {"num_hidden_layers": "layers", "hidden_size": "hidden",
+               "num_attention_heads": "heads", "num_key_value_heads": "kv_heads",
+               "max_position_embeddings": "ctx", "vocab_size": "vocab"}
+
+
+def run(gguf, out):
+    return subprocess.run([cli, "dequant", gguf, out, "--hf", "--dtype", "f32"],
+                          capture_output=True, text=True)
+
+
+def read_folder(out):
+    got = {}
+    for f in sorted(glob.glob(os.path.join(out, "*.safetensors"))):
+        got.update(read_st(f))
+    return got
+
+
+for c in MODELS:
+    tag = c.get("name", c["arch"])
+    hf = make_model(c)
+    tensors = to_gguf(hf, c)
+    if tag == "llama":  # a float16 embedding (widened exactly)
+        hf["model.embed_tokens.weight"] = hf["model.embed_tokens.weight"].astype(np.float16)
+        tensors = [(n, hf["model.embed_tokens.weight"] if n == "token_embd.weight" else w)
+                   for n, w in tensors]
+        hf["model.embed_tokens.weight"] = hf["model.embed_tokens.weight"].astype(np.float32)
+    gguf = os.path.join(work, tag + ".gguf")
+    write_gguf(gguf, metadata(c), tensors)
+    out = os.path.join(work, tag + "-hf")
+    r = run(gguf, out)
+    check(tag + ": exit 0", r.returncode == 0, r.stderr.strip()[-400:])
+    if r.returncode != 0:
+        continue
+    got = read_folder(out)
+    check(tag + ": the model's tensor names, no more, no fewer", set(got) == set(hf),
+          "missing %s, extra %s" % (sorted(set(hf) - set(got))[:6], sorted(set(got) - set(hf))[:6]))
+    for name, want in hf.items():
+        g = got.get(name)
+        check("%s: %s bit for bit" % (tag, name),
+              g is not None and g.dtype == np.float32 and g.shape == want.shape
+              and np.array_equal(g.view(np.uint32), want.view(np.uint32)),
+              "shape %s vs %s" % (None if g is None else g.shape, want.shape))
+    with open(os.path.join(out, "config.json")) as f:
+        cfg = json.load(f)
+    check(tag + ": architectures", cfg.get("architectures") == [c["cls"]], str(cfg.get("architectures")))
+    check(tag + ": model_type", cfg.get("model_type") == c["model_type"], str(cfg.get("model_type")))
+    for key, field in CONFIG_KEYS.items():
+        check("%s: config %s" % (tag, key), cfg.get(key) == c[field],
+              "%s vs %s" % (cfg.get(key), c[field]))
+    check(tag + ": intermediate_size", cfg.get("intermediate_size") == c["ffn"])
+    check(tag + ": rms_norm_eps", np.float32(cfg.get("rms_norm_eps", 0)) == np.float32(c["eps"]))
+    check(tag + ": rope_theta", cfg.get("rope_theta") == c["theta"])
+    check(tag + ": tie_word_embeddings", cfg.get("tie_word_embeddings") == bool(c.get("tied")))
+    if c["head_dim"] != c["hidden"] // c["heads"]:
+        check(tag + ": head_dim", cfg.get("head_dim") == c["head_dim"], str(cfg.get("head_dim")))
+    if c.get("moe"):
+        n_key = "num_local_experts" if c["moe"] == "mixtral" else "num_experts"
+        check(tag + ": " + n_key, cfg.get(n_key) == c["experts"], str(cfg.get(n_key)))
+        check(tag + ": num_experts_per_tok", cfg.get("num_experts_per_tok") == c["used"])
+    if c.get("moe_ffn"):
+        check(tag + ": moe_intermediate_size", cfg.get("moe_intermediate_size") == c["moe_ffn"])
+    if c.get("shared_ffn"):
+        check(tag + ": shared_expert_intermediate_size",
+              cfg.get("shared_expert_intermediate_size") == c["shared_ffn"])
+
+    # One layer tensor left out: refused by name, nothing written.
+    drop = "blk.1.ffn_down_exps.weight" if c.get("moe") else "blk.1.attn_output.weight"
+    bad = os.path.join(work, tag + "-incomplete.gguf")
+    write_gguf(bad, metadata(c), [(n, w) for n, w in tensors if n != drop])
+    bad_out = os.path.join(work, tag + "-incomplete-hf")
+    r = run(bad, bad_out)
+    check(tag + ": an incomplete model is refused", r.returncode != 0 and "model.layers.1." in r.stderr,
+          "rc %d: %s" % (r.returncode, r.stderr.strip()[-300:]))
+    check(tag + ": nothing written for it", not os.path.exists(bad_out))
+
+print("hf mapping: %d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)
