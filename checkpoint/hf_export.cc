@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <new>
@@ -22,6 +23,7 @@
 #include "formats/files.h"
 #include "formats/gguf.h"
 #include "formats/safetensors_writer.h"
+#include "kernels/convert.h"
 #include "op/lowering.h"
 
 namespace nibble {
@@ -50,6 +52,11 @@ struct HfArch {
   Moe moe;
   bool shared_expert;   // Qwen2-MoE's shared expert and its gate
   bool norm_topk_prob;  // the router's top-k weights renormalized (llama.cpp's norm_w)
+  // Gemma 2 / 3: four norms per layer (input, post-attention,
+  // pre- and post-feedforward), every RMS norm stored by llama.cpp's
+  // converter as 1 + w (transformers' GemmaRMSNorm multiplies by 1 + w),
+  // GELU (tanh) MLPs, sliding-window layers.
+  bool gemma = false;
 };
 constexpr HfArch kHfArchs[] = {
     {"llama", "LlamaForCausalLM", "llama", true, false, false, false, Moe::kNone, false, false},
@@ -62,6 +69,11 @@ constexpr HfArch kHfArchs[] = {
      false},
     {"qwen3moe", "Qwen3MoeForCausalLM", "qwen3_moe", false, false, true, false, Moe::kQwen, false,
      true},
+    {"gemma2", "Gemma2ForCausalLM", "gemma2", false, false, false, false, Moe::kNone, false, false,
+     true},
+    // Gemma 3's text model (llama.cpp's gemma3 file holds no vision tower).
+    {"gemma3", "Gemma3ForCausalLM", "gemma3_text", false, false, true, false, Moe::kNone, false,
+     false, true},
 };
 // A llama-family file with experts is Mixtral (llama.cpp's converter writes
 // MixtralForCausalLM as architecture "llama" with expert_count).
@@ -210,6 +222,103 @@ std::optional<Llama3Rope> FitLlama3Rope(const std::vector<float>& f, double thet
   return std::nullopt;
 }
 
+// config.json's Gemma 2 / Gemma 3 keys, as llama.cpp runs the file
+// (src/models/gemma2.cpp, gemma3.cpp load_arch_hparams) in the names of
+// transformers' Gemma2Config / Gemma3TextConfig. `add(key, json)` appends
+// one; a setting the file states that transformers cannot express is an
+// error naming it.
+Status AddGemmaConfig(const GgufFile& g, const std::string& arch, int64_t n_head,
+                      const std::function<void(const std::string&, const std::string&)>& add) {
+  const bool gemma2 = arch == "gemma2";
+  auto find = [&](const std::string& key) { return g.Find(arch + "." + key); };
+  auto int_key = [&](const std::string& key, int64_t* v) {
+    const GgufValue* x = find(key);
+    return x != nullptr && GgufIntValue(*x, v);
+  };
+  auto float_key = [&](const std::string& key, double* v) {
+    const GgufValue* x = find(key);
+    if (x == nullptr || (x->type != GgufValueType::kF32 && x->type != GgufValueType::kF64)) {
+      return false;
+    }
+    *v = x->f;
+    return true;
+  };
+  int64_t layers = 0, hidden = 0, head_dim = 0;
+  int_key("block_count", &layers);
+  int_key("embedding_length", &hidden);
+  add("hidden_activation", "\"gelu_pytorch_tanh\"");
+  if (!int_key("attention.key_length", &head_dim)) {
+    head_dim = hidden / n_head;  // llama.cpp's n_embd_head_k default
+    add("head_dim", std::to_string(head_dim));
+  }
+  // The query scale: 1 / sqrt(n_embd / n_head) for the 27B models (Gemma 2:
+  // 46 layers, Gemma 3: 62), 1 / sqrt(head_dim) for every other size.
+  const bool is_27b = layers == (gemma2 ? 46 : 62);
+  add("query_pre_attn_scalar", std::to_string(is_27b ? hidden / n_head : head_dim));
+  // Sliding-window layers: llama.cpp's is_swa(il) = il % p < p - 1, p from
+  // attention.sliding_window_pattern (Gemma 2: 2, Gemma 3: 6); Gemma 2
+  // always slides (window 4096 unless stated), Gemma 3 only with a window.
+  int64_t window = gemma2 ? 4096 : 0, period = gemma2 ? 2 : 6;
+  const bool has_window = int_key("attention.sliding_window", &window);
+  const bool sliding = gemma2 || (has_window && window > 0);
+  if (const GgufValue* p = find("attention.sliding_window_pattern")) {
+    if (!GgufIntValue(*p, &period) || period < 0) {
+      return Status::Error("'" + arch + ".attention.sliding_window_pattern' is " + p->ToString() +
+                           ", not one period (a per-layer list is not mapped)");
+    }
+  }
+  std::string types = "[";
+  for (int64_t il = 0; il < layers; ++il) {
+    const bool swa = sliding && (period == 0 || il % period < period - 1);
+    types += std::string(il ? ", " : "") + (swa ? "\"sliding_attention\"" : "\"full_attention\"");
+  }
+  add("sliding_window", sliding ? std::to_string(window) : "null");
+  add("layer_types", types + "]");
+  if (!gemma2 && sliding) add("sliding_window_pattern", std::to_string(period));
+  // Soft-capping: Gemma 2 caps attention (default 50) and logits (30);
+  // Gemma 3 only logits, when the file says so.
+  double attn_cap = 50.0, final_cap = gemma2 ? 30.0 : 0.0;
+  float_key("final_logit_softcapping", &final_cap);
+  if (gemma2) {
+    float_key("attn_logit_softcapping", &attn_cap);
+    add("attn_logit_softcapping", JsonFloat(attn_cap));
+  } else {
+    add("attn_logit_softcapping", "null");
+  }
+  add("final_logit_softcapping", final_cap != 0.0 ? JsonFloat(final_cap) : "null");
+  // RoPE: one base for both kinds of layer in Gemma 2; Gemma 3's local
+  // layers have their own (default 10000) and its linear scaling applies to
+  // the global layers only (as in transformers).
+  double base = 10000.0, local = 10000.0;
+  const bool has_base = float_key("rope.freq_base", &base);
+  const bool has_local = float_key("rope.freq_base_swa", &local);
+  if (!has_base) add("rope_theta", JsonFloat(base));  // llama.cpp's default
+  if (gemma2) {
+    if (has_local && local != base) {
+      return Status::Error("'" + arch + ".rope.freq_base_swa' (" + JsonFloat(local) +
+                           ") differs from rope.freq_base: Gemma2Config has one rope_theta");
+    }
+  } else {
+    add("rope_local_base_freq", JsonFloat(local));
+  }
+  const GgufValue* type = find("rope.scaling.type");
+  double factor = 1.0;
+  float_key("rope.scaling.factor", &factor);
+  const std::string kind = type != nullptr && type->type == GgufValueType::kString ? type->s : "";
+  if (type != nullptr && kind != "none" && kind != "linear") {
+    return Status::Error("'" + arch + ".rope.scaling.type' is " + type->ToString() +
+                         " (Gemma maps none or linear)");
+  }
+  if (kind == "linear" && factor != 1.0) {
+    if (gemma2) {
+      return Status::Error("'" + arch + ".rope.scaling' is linear x" + JsonFloat(factor) +
+                           ": Gemma2Config has no rope scaling");
+    }
+    add("rope_scaling", "{\"rope_type\": \"linear\", \"factor\": " + JsonFloat(factor) + "}");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string HfTensorName(const std::string& arch, const std::string& g) {
@@ -242,7 +351,30 @@ std::string HfTensorName(const std::string& arch, const std::string& g) {
       {"attn_output", "self_attn.o_proj"}, {"ffn_norm", "post_attention_layernorm"},
       {"ffn_up", "mlp.gate_up_proj"},      {"ffn_down", "mlp.down_proj"},
   };
+  // Gemma 2 / 3 (gguf-py's ATTN_POST_NORM, FFN_PRE_NORM, FFN_POST_NORM):
+  // ffn_norm is the pre-feedforward norm here, not post_attention_layernorm.
+  static const std::pair<const char*, const char*> kGemma[] = {
+      {"attn_norm", "input_layernorm"},
+      {"post_attention_norm", "post_attention_layernorm"},
+      {"ffn_norm", "pre_feedforward_layernorm"},
+      {"post_ffw_norm", "post_feedforward_layernorm"},
+      {"attn_q", "self_attn.q_proj"},
+      {"attn_k", "self_attn.k_proj"},
+      {"attn_v", "self_attn.v_proj"},
+      {"attn_output", "self_attn.o_proj"},
+      {"attn_q_norm", "self_attn.q_norm"},
+      {"attn_k_norm", "self_attn.k_norm"},
+      {"ffn_gate", "mlp.gate_proj"},
+      {"ffn_up", "mlp.up_proj"},
+      {"ffn_down", "mlp.down_proj"},
+  };
   if (suffix != ".weight" && suffix != ".bias") return "";
+  if (spec->gemma) {
+    for (const auto& [gguf, hf] : kGemma) {
+      if (part == gguf) return "model.layers." + layer + "." + hf + suffix;
+    }
+    return "";
+  }
   static const std::pair<const char*, const char*> kSharedExpert[] = {
       {"ffn_gate_shexp", "mlp.shared_expert.gate_proj"},
       {"ffn_up_shexp", "mlp.shared_expert.up_proj"},
@@ -479,7 +611,26 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
     const DType req = options.dtype;
     const int threads = options.threads;
     const std::string src = t->source;
-    if (heads == 0 && it.out.shape == t->shape) {
+    const bool norm_offset =
+        spec->gemma && hf.size() > 11 && hf.compare(hf.size() - 11, 11, "norm.weight") == 0;
+    if (norm_offset) {
+      // Gemma's norms: llama.cpp's converter stored 1 + w; transformers'
+      // GGUF loader (SubtractOne) takes 1 away in float32, and the model's
+      // type is one rounding of that.
+      OutType out_type;
+      if (!OutTypeOfDType(it.out.dtype, &out_type)) {
+        return Status::Error(who + ": tensor '" + EscapeBytes(src) + "' would be written as " +
+                             DTypeName(it.out.dtype) + "; Gemma's norms need float32, float16 " +
+                             "or bfloat16 (--dtype)");
+      }
+      it.out.fill = [c, t, threads, out_type, n](uint8_t* dst) -> Status {
+        auto v = c->LoadFloat(*t, threads);
+        if (!v.ok()) return v.status();
+        for (float& x : *v) x -= 1.0f;
+        ConvertFloats(OutType::kF32, v->data(), out_type, dst, n);
+        return Status::Ok();
+      };
+    } else if (heads == 0 && it.out.shape == t->shape) {
       it.out.open_rows = [c, t, req, threads, scratch]() {
         return c->PrepareRows(*t, req, threads, scratch.get());
       };
@@ -553,6 +704,10 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
         const std::string p = "model.layers." + std::to_string(l) + ".";
         expect(p + "input_layernorm.weight", {hidden});
         expect(p + "post_attention_layernorm.weight", {hidden});
+        if (spec->gemma) {
+          expect(p + "pre_feedforward_layernorm.weight", {hidden});
+          expect(p + "post_feedforward_layernorm.weight", {hidden});
+        }
         if (spec->fused) {  // Phi-3's fused projections
           expect(p + "self_attn.qkv_proj.weight", {q + 2 * kv, hidden});
           expect(p + "self_attn.o_proj.weight", {hidden, q});
@@ -611,8 +766,8 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
 
   // config.json from the metadata.
   std::string cfg = "{\n  \"architectures\": [\"" + std::string(spec->cls) +
-                    "\"],\n  \"model_type\": \"" + spec->model_type +
-                    "\",\n  \"hidden_act\": \"silu\"";
+                    "\"],\n  \"model_type\": \"" + spec->model_type + "\",\n  \"hidden_act\": \"" +
+                    (spec->gemma ? "gelu_pytorch_tanh" : "silu") + "\"";
   auto add = [&cfg](const std::string& k, const std::string& v) {
     cfg += ",\n  \"" + k + "\": " + v;
   };
@@ -663,6 +818,7 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
     }
   }
   if (vocab > 0) add("vocab_size", std::to_string(vocab));
+  if (spec->gemma) NIBBLE_RETURN_IF_ERROR(AddGemmaConfig(gguf, arch, n_head, add).WithPrefix(who));
   if (spec->fused) {  // Phi-3
     int64_t v = 0;
     if (uint_key("attention.sliding_window", &v) && v > 0) add("sliding_window", std::to_string(v));

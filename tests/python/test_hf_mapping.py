@@ -34,7 +34,7 @@ except ImportError as e:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from safetensors_util import read_st  # noqa: E402
+from safetensors_util import bf16_bits, bf16_value, read_st  # noqa: E402
 
 cli, work = sys.argv[1], sys.argv[2]
 passed = failed = 0
@@ -94,6 +94,38 @@ def write_gguf(path, kvs, tensors):
         f.write(head + data)
 
 
+def read_gguf_f32(path):
+    """name -> float32 array of a file write_gguf wrote (F32 tensors only)."""
+    with open(path, "rb") as f:
+        b = f.read()
+    n_t, n_kv = struct.unpack_from("<QQ", b, 8)
+    o = 24
+
+    def s(o):
+        n = struct.unpack_from("<Q", b, o)[0]
+        return b[o + 8:o + 8 + n].decode(), o + 8 + n
+    for _ in range(n_kv):
+        _, o = s(o)
+        t = struct.unpack_from("<I", b, o)[0]
+        o += 4
+        o = s(o)[1] if t == 8 else o + {4: 4, 6: 4, 7: 1}[t]
+    infos = []
+    for _ in range(n_t):
+        name, o = s(o)
+        nd = struct.unpack_from("<I", b, o)[0]
+        ne = struct.unpack_from("<%dQ" % nd, b, o + 4)
+        t, off = struct.unpack_from("<IQ", b, o + 4 + 8 * nd)
+        o += 4 + 8 * nd + 12
+        infos.append((name, ne, t, off))
+    base = o + (-o % 32)
+    out = {}
+    for name, ne, t, off in infos:
+        if t == GGML_F32:
+            n = int(np.prod(ne))
+            out[name] = np.frombuffer(b, "<f4", n, base + off).reshape(tuple(reversed(ne)))
+    return out
+
+
 # ------------------------------------------- llama.cpp's converter, forward
 
 # gguf-py's TensorNameMap, the entries these architectures use (HF suffix
@@ -110,6 +142,10 @@ BLOCK_NAMES = {
     "mlp.shared_expert.down_proj": "ffn_down_shexp",
     "mlp.shared_expert_gate": "ffn_gate_inp_shexp",
 }
+# Gemma 2 / 3 (gguf-py: ATTN_POST_NORM, FFN_PRE_NORM, FFN_POST_NORM).
+GEMMA_NAMES = dict(BLOCK_NAMES, **{"post_attention_layernorm": "post_attention_norm",
+                                   "pre_feedforward_layernorm": "ffn_norm",
+                                   "post_feedforward_layernorm": "post_ffw_norm"})
 TOP_NAMES = {"model.embed_tokens.weight": "token_embd.weight",
              "model.norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"}
 # Experts: HF matrix name -> GGUF stacked part.
@@ -131,6 +167,8 @@ def to_gguf(hf, c):
     out, experts = [], {}
     for name, w in hf.items():
         if name in TOP_NAMES:
+            if c.get("gemma") and name.endswith("norm.weight"):
+                w = w + np.float32(1)
             out.append((TOP_NAMES[name], w))
             continue
         parts = name.split(".")
@@ -145,7 +183,10 @@ def to_gguf(hf, c):
             w = permute(w, c["heads"], c["kv_heads"])
         if rest == "mlp.shared_expert_gate":
             w = w.reshape(-1)  # [1, hidden] -> a vector, as llama.cpp stores it
-        out.append(("blk.%s.%s.%s" % (layer, BLOCK_NAMES[rest], suffix), w))
+        if c.get("gemma") and name.endswith("norm.weight"):
+            w = w + np.float32(1)  # Gemma{2,3}Model.modify_tensors: 1 + w
+        names = GEMMA_NAMES if c.get("gemma") else BLOCK_NAMES
+        out.append(("blk.%s.%s.%s" % (layer, names[rest], suffix), w))
     for (layer, part), by_e in experts.items():
         out.append(("blk.%s.%s.weight" % (layer, part),
                     np.stack([by_e[e] for e in sorted(by_e)])))
@@ -171,6 +212,9 @@ def make_model(c):
         p = "model.layers.%d." % L
         sd[p + "input_layernorm.weight"] = rand(h)
         sd[p + "post_attention_layernorm.weight"] = rand(h)
+        if c.get("gemma"):
+            sd[p + "pre_feedforward_layernorm.weight"] = rand(h)
+            sd[p + "post_feedforward_layernorm.weight"] = rand(h)
         if c.get("fused"):
             sd[p + "self_attn.qkv_proj.weight"] = rand((n + 2 * kv) * hd, h)
         else:
@@ -237,6 +281,14 @@ def metadata(c):
         kvs.append(kv_u32(a + ".expert_feed_forward_length", c["moe_ffn"]))
     if c.get("shared_ffn"):
         kvs.append(kv_u32(a + ".expert_shared_feed_forward_length", c["shared_ffn"]))
+    if c.get("gemma") == "gemma2":  # Gemma2Model.set_gguf_parameters
+        kvs = [k for k in kvs if b".rope.freq_base" not in k]  # not written for Gemma 2
+        kvs += [kv_f32(a + ".attn_logit_softcapping", 50.0),
+                kv_f32(a + ".final_logit_softcapping", 30.0),
+                kv_u32(a + ".attention.sliding_window", 4096)]
+    if c.get("gemma") == "gemma3":  # Gemma3Model.set_gguf_parameters (+ TextModel's rope scaling)
+        kvs += [kv_u32(a + ".attention.sliding_window", 512),
+                kv_str(a + ".rope.scaling.type", "linear"), kv_f32(a + ".rope.scaling.factor", 8.0)]
     return kvs
 
 
@@ -258,6 +310,14 @@ MODELS = [
          qkv_bias=True, moe="qwen", experts=4, used=2, moe_ffn=16, shared_ffn=24),
     dict(BASE, arch="qwen3moe", cls="Qwen3MoeForCausalLM", model_type="qwen3_moe",
          qk_norm=True, moe="qwen", experts=4, used=2, moe_ffn=16),
+    dict(BASE, arch="gemma2", cls="Gemma2ForCausalLM", model_type="gemma2", gemma="gemma2",
+         tied=True, head_dim=16, eps=1e-6),
+    # 46 layers: Gemma 2 27B's query scale (n_embd / n_head, not head_dim).
+    dict(BASE, arch="gemma2", cls="Gemma2ForCausalLM", model_type="gemma2", gemma="gemma2",
+         tied=True, head_dim=16, eps=1e-6, layers=46, name="gemma2-27b-shape"),
+    dict(BASE, arch="gemma3", cls="Gemma3ForCausalLM", model_type="gemma3_text",
+         gemma="gemma3", tied=True, qk_norm=True, head_dim=16, eps=1e-6, theta=1000000.0,
+         layers=7),
 ]
 
 # The config.json keys transformers reads, and the model's value of each.
@@ -294,6 +354,15 @@ for c in MODELS:
     check(tag + ": exit 0", r.returncode == 0, r.stderr.strip()[-400:])
     if r.returncode != 0:
         continue
+    if c.get("gemma"):  # transformers' GGUF loader: SubtractOne in float32
+        stored = dict(tensors)
+        for name in hf:
+            if name.endswith("norm.weight"):
+                g = "output_norm.weight" if name == "model.norm.weight" else None
+                if g is None:
+                    L, rest = name.split(".")[2], ".".join(name.split(".")[3:-1])
+                    g = "blk.%s.%s.weight" % (L, GEMMA_NAMES[rest])
+                hf[name] = stored[g] - np.float32(1)
     got = read_folder(out)
     check(tag + ": the model's tensor names, no more, no fewer", set(got) == set(hf),
           "missing %s, extra %s" % (sorted(set(hf) - set(got))[:6], sorted(set(got) - set(hf))[:6]))
@@ -312,10 +381,31 @@ for c in MODELS:
               "%s vs %s" % (cfg.get(key), c[field]))
     check(tag + ": intermediate_size", cfg.get("intermediate_size") == c["ffn"])
     check(tag + ": rms_norm_eps", np.float32(cfg.get("rms_norm_eps", 0)) == np.float32(c["eps"]))
-    check(tag + ": rope_theta", cfg.get("rope_theta") == c["theta"])
+    if not c.get("gemma"):
+        check(tag + ": rope_theta", cfg.get("rope_theta") == c["theta"])
     check(tag + ": tie_word_embeddings", cfg.get("tie_word_embeddings") == bool(c.get("tied")))
-    if c["head_dim"] != c["hidden"] // c["heads"]:
+    if c["head_dim"] != c["hidden"] // c["heads"] or c.get("gemma"):
         check(tag + ": head_dim", cfg.get("head_dim") == c["head_dim"], str(cfg.get("head_dim")))
+    if c.get("gemma"):
+        g2 = c["gemma"] == "gemma2"
+        check(tag + ": GELU (tanh)", cfg.get("hidden_activation") == "gelu_pytorch_tanh"
+              and cfg.get("hidden_act") == "gelu_pytorch_tanh")
+        big = c["layers"] == (46 if g2 else 62)
+        want = c["hidden"] // c["heads"] if big else c["head_dim"]
+        check(tag + ": query_pre_attn_scalar (llama.cpp's attention scale)",
+              cfg.get("query_pre_attn_scalar") == want, str(cfg.get("query_pre_attn_scalar")))
+        period = 2 if g2 else 6
+        types = ["sliding_attention" if i % period < period - 1 else "full_attention"
+                 for i in range(c["layers"])]
+        check(tag + ": layer_types", cfg.get("layer_types") == types, str(cfg.get("layer_types"))[:80])
+        check(tag + ": sliding_window", cfg.get("sliding_window") == (4096 if g2 else 512))
+        check(tag + ": attn_logit_softcapping", cfg.get("attn_logit_softcapping") == (50.0 if g2 else None))
+        check(tag + ": final_logit_softcapping", cfg.get("final_logit_softcapping") == (30.0 if g2 else None))
+        check(tag + ": rope_theta", cfg.get("rope_theta") == (10000.0 if g2 else 1000000.0))
+        if not g2:
+            check(tag + ": rope_local_base_freq", cfg.get("rope_local_base_freq") == 10000.0)
+            check(tag + ": rope_scaling", cfg.get("rope_scaling") == {"rope_type": "linear", "factor": 8.0},
+                  str(cfg.get("rope_scaling")))
     if c.get("moe"):
         n_key = "num_local_experts" if c["moe"] == "mixtral" else "num_experts"
         check(tag + ": " + n_key, cfg.get(n_key) == c["experts"], str(cfg.get(n_key)))
@@ -335,6 +425,34 @@ for c in MODELS:
     check(tag + ": an incomplete model is refused", r.returncode != 0 and "model.layers.1." in r.stderr,
           "rc %d: %s" % (r.returncode, r.stderr.strip()[-300:]))
     check(tag + ": nothing written for it", not os.path.exists(bad_out))
+
+# Settings transformers' Gemma configs cannot hold: refused by name.
+for tag, extra, key in [("gemma2", [kv_f32("gemma2.rope.freq_base", 10000.0),
+                                    kv_f32("gemma2.rope.freq_base_swa", 20000.0)],
+                         "gemma2.rope.freq_base_swa"),
+                        ("gemma3", [kv_str("gemma3.rope.scaling.type", "yarn")],
+                         "gemma3.rope.scaling.type")]:
+    c = next(m for m in MODELS if m.get("name", m["arch"]) == tag)
+    kvs = [k for k in metadata(c) if b".rope.scaling.type" not in k] + extra
+    bad = os.path.join(work, tag + "-unmapped.gguf")
+    write_gguf(bad, kvs, [(n, w) for n, w in to_gguf(make_model(c), c)])
+    r = run(bad, os.path.join(work, tag + "-unmapped-hf"))
+    check(tag + ": %s refused by name" % key, r.returncode != 0 and key in r.stderr,
+          "rc %d: %s" % (r.returncode, r.stderr.strip()[-200:]))
+    check(tag + ": nothing written for it", not os.path.exists(os.path.join(work, tag + "-unmapped-hf")))
+
+# Gemma's norms in bfloat16: stored - 1 in float32, then one rounding.
+g = os.path.join(work, "gemma3.gguf")
+out = os.path.join(work, "gemma3-bf16")
+r = subprocess.run([cli, "dequant", g, out, "--hf", "--dtype", "bf16"], capture_output=True,
+                   text=True)
+check("gemma3 bf16: exit 0", r.returncode == 0, r.stderr.strip()[-300:])
+if r.returncode == 0:
+    got = read_folder(out)
+    stored = read_gguf_f32(g)
+    want = bf16_value(bf16_bits(stored["blk.3.post_ffw_norm.weight"] - np.float32(1)))
+    check("gemma3 bf16: post_feedforward_layernorm = bf16(stored - 1)",
+          np.array_equal(got["model.layers.3.post_feedforward_layernorm.weight"], want))
 
 print("hf mapping: %d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
