@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -37,6 +38,8 @@ enum class Moe {
   kNone,
   kMixtral,  // block_sparse_moe.gate, block_sparse_moe.experts.E.w1 / w2 / w3
   kQwen,     // mlp.gate, mlp.experts.E.gate_proj / up_proj / down_proj
+  kGptOss,   // mlp.router, mlp.experts.gate_up_proj [E, hidden, 2 ff] (gate / up
+             // interleaved by column), down_proj [E, ff, hidden], and their biases
 };
 
 // An architecture --hf maps: llama.cpp's converter (convert_hf_to_gguf.py)
@@ -69,6 +72,8 @@ constexpr HfArch kHfArchs[] = {
      false},
     {"qwen3moe", "Qwen3MoeForCausalLM", "qwen3_moe", false, false, true, false, Moe::kQwen, false,
      true},
+    {"gpt-oss", "GptOssForCausalLM", "gpt_oss", false, true, false, false, Moe::kGptOss, false,
+     false},
     {"gemma2", "Gemma2ForCausalLM", "gemma2", false, false, false, false, Moe::kNone, false, false,
      true},
     // Gemma 3's text model (llama.cpp's gemma3 file holds no vision tower).
@@ -222,6 +227,79 @@ std::optional<Llama3Rope> FitLlama3Rope(const std::vector<float>& f, double thet
   return std::nullopt;
 }
 
+// "blk.N.<part>.weight" / ".bias" -> N, <part> and the suffix.
+bool SplitBlockTensor(const std::string& g, std::string* layer, std::string* part,
+                      std::string* suffix) {
+  if (g.rfind("blk.", 0) != 0) return false;
+  const size_t dot = g.find('.', 4), last = g.rfind('.');
+  if (dot == std::string::npos || dot == 4 || last <= dot + 1) return false;
+  *layer = g.substr(4, dot - 4);
+  if (layer->find_first_not_of("0123456789") != std::string::npos) return false;
+  *part = g.substr(dot + 1, last - dot - 1);
+  *suffix = g.substr(last);
+  return *suffix == ".weight" || *suffix == ".bias";
+}
+
+template <int kBytes>
+void InterleaveTransposedAs(const uint8_t* const* parts, int n_parts, int64_t rows, int64_t cols,
+                            uint8_t* dst) {
+  const int64_t out_cols = n_parts * rows;
+  constexpr int64_t kBlock = 32;  // a block of each part stays in cache
+  for (int64_t r0 = 0; r0 < rows; r0 += kBlock) {
+    const int64_t r1 = std::min(rows, r0 + kBlock);
+    for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
+      const int64_t c1 = std::min(cols, c0 + kBlock);
+      for (int k = 0; k < n_parts; ++k) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const uint8_t* src = parts[k] + (r * cols + c0) * kBytes;
+          for (int64_t c = c0; c < c1; ++c, src += kBytes) {
+            std::memcpy(dst + (c * out_cols + n_parts * r + k) * kBytes, src, kBytes);
+          }
+        }
+      }
+    }
+  }
+}
+
+// gpt-oss's experts back into transformers' layout (llama.cpp's converter
+// took gate / up from the even / odd rows of the interleaved gate_up_proj
+// and transposed both, and down_proj): of `n_parts` row-major [rows, cols]
+// matrices of `bytes`-byte elements, writes the [cols, n_parts * rows]
+// matrix whose column n_parts * r + k is row r of part k. One part: a
+// transpose. Bytes moved, no value changed.
+void InterleaveTransposed(const uint8_t* const* parts, int n_parts, int64_t rows, int64_t cols,
+                          int64_t bytes, uint8_t* dst) {
+  switch (bytes) {
+    case 2:
+      return InterleaveTransposedAs<2>(parts, n_parts, rows, cols, dst);
+    case 4:
+      return InterleaveTransposedAs<4>(parts, n_parts, rows, cols, dst);
+    default:
+      return InterleaveTransposedAs<8>(parts, n_parts, rows, cols, dst);
+  }
+}
+
+// transformers' layer_types for llama.cpp's sliding-window layers:
+// is_swa(il) = il % period < period - 1 (llama_hparams::set_swa_pattern;
+// period 0: every layer), none when `sliding` is false. The period is
+// <arch>.attention.sliding_window_pattern when the file has one (a single
+// integer; a per-layer list is refused), else `period`.
+StatusOr<std::string> LayerTypes(const GgufFile& g, const std::string& arch, int64_t layers,
+                                 bool sliding, int64_t period) {
+  if (const GgufValue* p = g.Find(arch + ".attention.sliding_window_pattern")) {
+    if (!GgufIntValue(*p, &period) || period < 0) {
+      return Status::Error("'" + arch + ".attention.sliding_window_pattern' is " + p->ToString() +
+                           ", not one period (a per-layer list is not mapped)");
+    }
+  }
+  std::string types = "[";
+  for (int64_t il = 0; il < layers; ++il) {
+    const bool swa = sliding && (period == 0 || il % period < period - 1);
+    types += std::string(il ? ", " : "") + (swa ? "\"sliding_attention\"" : "\"full_attention\"");
+  }
+  return types + "]";
+}
+
 // config.json's Gemma 2 / Gemma 3 keys, as llama.cpp runs the file
 // (src/models/gemma2.cpp, gemma3.cpp load_arch_hparams) in the names of
 // transformers' Gemma2Config / Gemma3TextConfig. `add(key, json)` appends
@@ -261,19 +339,11 @@ Status AddGemmaConfig(const GgufFile& g, const std::string& arch, int64_t n_head
   int64_t window = gemma2 ? 4096 : 0, period = gemma2 ? 2 : 6;
   const bool has_window = int_key("attention.sliding_window", &window);
   const bool sliding = gemma2 || (has_window && window > 0);
-  if (const GgufValue* p = find("attention.sliding_window_pattern")) {
-    if (!GgufIntValue(*p, &period) || period < 0) {
-      return Status::Error("'" + arch + ".attention.sliding_window_pattern' is " + p->ToString() +
-                           ", not one period (a per-layer list is not mapped)");
-    }
-  }
-  std::string types = "[";
-  for (int64_t il = 0; il < layers; ++il) {
-    const bool swa = sliding && (period == 0 || il % period < period - 1);
-    types += std::string(il ? ", " : "") + (swa ? "\"sliding_attention\"" : "\"full_attention\"");
-  }
+  auto types = LayerTypes(g, arch, layers, sliding, period);
+  if (!types.ok()) return types.status();
+  int_key("attention.sliding_window_pattern", &period);
   add("sliding_window", sliding ? std::to_string(window) : "null");
-  add("layer_types", types + "]");
+  add("layer_types", *types);
   if (!gemma2 && sliding) add("sliding_window_pattern", std::to_string(period));
   // Soft-capping: Gemma 2 caps attention (default 50) and logits (30);
   // Gemma 3 only logits, when the file says so.
@@ -315,6 +385,70 @@ Status AddGemmaConfig(const GgufFile& g, const std::string& arch, int64_t n_head
                            ": Gemma2Config has no rope scaling");
     }
     add("rope_scaling", "{\"rope_type\": \"linear\", \"factor\": " + JsonFloat(factor) + "}");
+  }
+  return Status::Ok();
+}
+
+// config.json's gpt-oss keys (GptOssConfig), as llama.cpp runs the file
+// (src/models/openai-moe.cpp): sliding-window layers every other layer
+// (window required), SwiGLU clamped at 7 (llama-graph.cpp's constant for
+// gpt-oss), YaRN rope scaling from rope.scaling.* with llama.cpp's default
+// betas 32 / 1. Settings transformers' YaRN cannot hold are errors.
+Status AddGptOssConfig(const GgufFile& g, const std::string& arch,
+                       const std::function<void(const std::string&, const std::string&)>& add) {
+  auto find = [&](const std::string& key) { return g.Find(arch + "." + key); };
+  auto int_key = [&](const std::string& key, int64_t* v) {
+    const GgufValue* x = find(key);
+    return x != nullptr && GgufIntValue(*x, v);
+  };
+  auto float_key = [&](const std::string& key, double* v) {
+    const GgufValue* x = find(key);
+    if (x == nullptr || (x->type != GgufValueType::kF32 && x->type != GgufValueType::kF64)) {
+      return false;
+    }
+    *v = x->f;
+    return true;
+  };
+  int64_t layers = 0, window = 0, orig = 0;
+  int_key("block_count", &layers);
+  if (!int_key("attention.sliding_window", &window) || window <= 0) {
+    return Status::Error("GGUF key '" + arch +
+                         ".attention.sliding_window' is missing (llama.cpp requires it)");
+  }
+  auto types = LayerTypes(g, arch, layers, true, 2);
+  if (!types.ok()) return types.status();
+  add("attention_bias", "true");
+  add("sliding_window", std::to_string(window));
+  add("layer_types", *types);
+  add("swiglu_limit", "7.0");
+  const GgufValue* type = find("rope.scaling.type");
+  const std::string kind = type != nullptr && type->type == GgufValueType::kString ? type->s : "";
+  if (type != nullptr && kind != "none" && kind != "yarn") {
+    return Status::Error("'" + arch + ".rope.scaling.type' is " + type->ToString() +
+                         " (gpt-oss maps none or yarn)");
+  }
+  double factor = 1.0, beta_fast = 32.0, beta_slow = 1.0, v = 0;
+  if (float_key("rope.scaling.attn_factor", &v) && v != 1.0) {
+    return Status::Error("'" + arch + ".rope.scaling.attn_factor' is " + JsonFloat(v) +
+                         " (transformers' YaRN derives it from the factor)");
+  }
+  if (float_key("rope.scaling.yarn_log_multiplier", &v) && v != 0.0) {
+    return Status::Error("'" + arch + ".rope.scaling.yarn_log_multiplier' is " + JsonFloat(v) +
+                         " (not mapped for gpt-oss)");
+  }
+  if (kind == "yarn") {
+    float_key("rope.scaling.factor", &factor);
+    float_key("rope.scaling.yarn_beta_fast", &beta_fast);
+    float_key("rope.scaling.yarn_beta_slow", &beta_slow);
+    if (!int_key("rope.scaling.original_context_length", &orig) || orig <= 0) {
+      return Status::Error("GGUF key '" + arch +
+                           ".rope.scaling.original_context_length' is missing (YaRN needs it)");
+    }
+    add("rope_scaling",
+        "{\"rope_type\": \"yarn\", \"factor\": " + JsonFloat(factor) + ", \"beta_fast\": " +
+            JsonFloat(beta_fast) + ", \"beta_slow\": " + JsonFloat(beta_slow) +
+            ", \"original_max_position_embeddings\": " + std::to_string(orig) + "}");
+    add("initial_context_length", std::to_string(orig));
   }
   return Status::Ok();
 }
@@ -368,7 +502,24 @@ std::string HfTensorName(const std::string& arch, const std::string& g) {
       {"ffn_up", "mlp.up_proj"},
       {"ffn_down", "mlp.down_proj"},
   };
+  // gpt-oss (GptOssForCausalLM): attention with biases and sinks, the
+  // router (its experts: DequantGgufToHf).
+  static const std::pair<const char*, const char*> kGptOss[] = {
+      {"attn_norm", "input_layernorm"}, {"post_attention_norm", "post_attention_layernorm"},
+      {"attn_q", "self_attn.q_proj"},   {"attn_k", "self_attn.k_proj"},
+      {"attn_v", "self_attn.v_proj"},   {"attn_output", "self_attn.o_proj"},
+      {"ffn_gate_inp", "mlp.router"},
+  };
   if (suffix != ".weight" && suffix != ".bias") return "";
+  if (spec->moe == Moe::kGptOss) {
+    if (part == "attn_sinks" && suffix == ".weight") {
+      return "model.layers." + layer + ".self_attn.sinks";  // a parameter, not a module
+    }
+    for (const auto& [gguf, hf] : kGptOss) {
+      if (part == gguf) return "model.layers." + layer + "." + hf + suffix;
+    }
+    return "";
+  }
   if (spec->gemma) {
     for (const auto& [gguf, hf] : kGemma) {
       if (part == gguf) return "model.layers." + layer + "." + hf + suffix;
@@ -482,9 +633,117 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
   // The writer prepares tensors one at a time: they share one set of
   // input buffers.
   const auto scratch = std::make_shared<CheckpointTensor::Buffers>();
+  std::map<std::string, const CheckpointTensor*> by_source;
+  for (const CheckpointTensor* t : chosen) by_source[t->source] = t;
   for (const CheckpointTensor* t : chosen) {
     std::string layer, part;
     const bool blk = SplitBlockName(t->source, &layer, &part);
+    std::string gl, gp, gs;  // gpt-oss experts: layer, part, suffix
+    if (moe_kind == Moe::kGptOss && SplitBlockTensor(t->source, &gl, &gp, &gs) &&
+        (gp == "ffn_gate_exps" || gp == "ffn_up_exps" || gp == "ffn_down_exps" ||
+         gp == "ffn_gate_up_exps")) {
+      // transformers' GptOssExperts: gate_up_proj [E, hidden, 2 ff] with
+      // gate in the even and up in the odd columns (llama.cpp's converter
+      // took them apart: gate = rows ::2, up = rows 1::2 of the transposed
+      // tensor; or, fused, gate then up), down_proj [E, ff, hidden]
+      // (transposed there), the biases the same way without transposing.
+      const std::string up_name = "blk." + gl + ".ffn_up_exps" + gs;
+      const std::string gate_name = "blk." + gl + ".ffn_gate_exps" + gs;
+      if (gp == "ffn_up_exps") {
+        if (by_source.count(gate_name) == 0) {
+          return Status::Error(who + ": tensor '" + EscapeBytes(t->source) + "' has no '" +
+                               gate_name + "' beside it (gpt-oss interleaves the two)");
+        }
+        continue;  // written with its gate
+      }
+      const bool bias = gs == ".bias";
+      std::vector<const CheckpointTensor*> srcs = {t};
+      if (gp == "ffn_gate_exps") {
+        auto up = by_source.find(up_name);
+        if (up == by_source.end()) {
+          return Status::Error(who + ": tensor '" + EscapeBytes(t->source) + "' has no '" +
+                               up_name + "' beside it (gpt-oss interleaves the two)");
+        }
+        srcs.push_back(up->second);
+      }
+      const size_t rank = bias ? 2 : 3;
+      for (const CheckpointTensor* x : srcs) {
+        if (x->shape.size() != rank || x->shape[0] != n_expert || x->shape != t->shape) {
+          return Status::Error(who + ": tensor '" + EscapeBytes(x->source) + "' is " +
+                               ShapeToString(x->shape) + ", not [" + std::to_string(n_expert) +
+                               " experts" + (bias ? ", n]" : ", rows, cols]") +
+                               (srcs.size() > 1 ? " like its gate / up pair" : ""));
+        }
+        if (x->quantized) ++dequantized;
+      }
+      const bool down = gp == "ffn_down_exps", fused = gp == "ffn_gate_up_exps";
+      if (fused && t->shape[1] % 2 != 0) {
+        return Status::Error(who + ": tensor '" + EscapeBytes(t->source) + "' has an odd " +
+                             "gate + up width " + std::to_string(t->shape[1]));
+      }
+      // Each expert: parts of `rows` x `cols` interleaved into [cols, parts * rows].
+      const int n_parts = down ? 1 : 2;
+      const int64_t rows = down ? (bias ? 1 : t->shape[1]) : t->shape[1] / (fused ? 2 : 1);
+      const int64_t cols = bias ? (down ? t->shape[1] : 1) : t->shape[2];
+      const DType out_dtype = c->OutputDType(*t, options.dtype);
+      for (const CheckpointTensor* x : srcs) {
+        if (c->OutputDType(*x, options.dtype) != out_dtype) {
+          return Status::Error(who + ": tensors '" + EscapeBytes(t->source) + "' and '" +
+                               EscapeBytes(x->source) + "' would be written as different types");
+        }
+      }
+      HfFolderItem it;
+      it.out.name = "model.layers." + gl + ".mlp.experts." + (down ? "down_proj" : "gate_up_proj") +
+                    (bias ? "_bias" : "");
+      if (!names.insert(it.out.name).second) {
+        return Status::Error(who + ": two tensors map to '" + it.out.name + "'");
+      }
+      it.out.dtype = out_dtype;
+      it.out.shape =
+          bias ? Shape{n_expert, n_parts * rows * cols} : Shape{n_expert, cols, n_parts * rows};
+      const int64_t eb = DTypeBits(out_dtype) / 8;
+      const int64_t expert_bytes = n_parts * rows * cols * eb;
+      it.bytes = static_cast<uint64_t>(n_expert * expert_bytes);
+      const DType req = options.dtype;
+      const int threads = options.threads;
+      it.out.open_rows = [c, srcs, req, threads, n_parts, rows, cols, eb,
+                          expert_bytes]() -> StatusOr<SafetensorsOutput::RowWriter> {
+        struct State {
+          std::vector<Checkpoint::RowReader> readers;
+          std::vector<CheckpointTensor::Buffers> buffers;
+          std::vector<std::vector<uint8_t>> experts;
+        };
+        auto st = std::make_shared<State>();
+        st->buffers.resize(srcs.size());
+        for (size_t k = 0; k < srcs.size(); ++k) {
+          auto r = c->PrepareRows(*srcs[k], req, threads, &st->buffers[k]);
+          if (!r.ok()) return r.status();
+          st->readers.push_back(std::move(*r));
+          st->experts.emplace_back(
+              static_cast<size_t>(expert_bytes / static_cast<int64_t>(srcs.size())));
+        }
+        return SafetensorsOutput::RowWriter(
+            [st, n_parts, rows, cols, eb, expert_bytes](int64_t r0, int64_t r1, void* dst,
+                                                        size_t) -> Status {
+              auto* out = static_cast<uint8_t*>(dst);
+              for (int64_t e = r0; e < r1; ++e) {
+                for (size_t k = 0; k < st->readers.size(); ++k) {
+                  NIBBLE_RETURN_IF_ERROR(
+                      st->readers[k](e, e + 1, st->experts[k].data(), st->experts[k].size()));
+                }
+                const uint8_t* parts[2] = {st->experts[0].data(), nullptr};
+                if (n_parts == 2) {  // gate and up: two tensors, or the halves of one
+                  parts[1] = st->experts.size() == 2 ? st->experts[1].data()
+                                                     : st->experts[0].data() + rows * cols * eb;
+                }
+                InterleaveTransposed(parts, n_parts, rows, cols, eb, out + (e - r0) * expert_bytes);
+              }
+              return Status::Ok();
+            });
+      };
+      items.push_back(std::move(it));
+      continue;
+    }
     if (moe && blk && part.size() > 5 && part.compare(part.size() - 5, 5, "_exps") == 0 &&
         *ExpertWeight(moe_kind, part.substr(0, part.size() - 5)) != '\0') {
       // [E, rows, cols] -> E tensors [rows, cols], one per expert, each
@@ -534,7 +793,9 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
       continue;
     }
     std::string hf = HfTensorName(arch, t->source);
-    if (moe && blk && part == "ffn_gate_inp") hf = MoePrefix(moe_kind, layer) + "gate.weight";
+    if (moe && moe_kind != Moe::kGptOss && blk && part == "ffn_gate_inp") {
+      hf = MoePrefix(moe_kind, layer) + "gate.weight";
+    }
     if (moe && blk && hf.empty()) {  // llama.cpp's older per-expert names: ffn_gate.E
       const size_t dot = part.rfind('.');
       const std::string base = dot == std::string::npos ? "" : part.substr(0, dot);
@@ -566,8 +827,8 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
         return Status::Error(who + ": tensor '" + EscapeBytes(t->source) +
                              "' is a mixture-of-experts tensor, which --hf maps for " +
                              "llama-family files with " + arch +
-                             ".expert_count (Mixtral), qwen2moe and qwen3moe only; convert " +
-                             "without --hf to keep the GGUF names");
+                             ".expert_count (Mixtral), qwen2moe, qwen3moe and gpt-oss only; " +
+                             "convert " + "without --hf to keep the GGUF names");
       }
       return Status::Error(who + ": tensor '" + EscapeBytes(t->source) +
                            "' has no Hugging Face name for architecture " + arch +
@@ -666,7 +927,7 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
       }
     }
     int64_t ffn_e = ffn, ffn_shared = 0;  // an expert's / the shared expert's width
-    if (moe_kind == Moe::kQwen) {
+    if (moe_kind == Moe::kQwen || moe_kind == Moe::kGptOss) {
       if (!uint_key("expert_feed_forward_length", &ffn_e) || ffn_e <= 0) {
         problems.push_back("config key " + arch + ".expert_feed_forward_length");
       }
@@ -719,7 +980,16 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
         expect(p + "self_attn.k_proj.weight", {kv, hidden});
         expect(p + "self_attn.v_proj.weight", {kv, hidden});
         expect(p + "self_attn.o_proj.weight", {hidden, q});
-        if (moe) {  // the sparse MoE block: router and experts
+        if (moe_kind == Moe::kGptOss) {  // biased attention with sinks; router, fused experts
+          expect(p + "self_attn.o_proj.bias", {hidden});
+          expect(p + "self_attn.sinks", {n_head});
+          expect(p + "mlp.router.weight", {n_expert, hidden});
+          expect(p + "mlp.router.bias", {n_expert});
+          expect(p + "mlp.experts.gate_up_proj", {n_expert, hidden, 2 * ffn_e});
+          expect(p + "mlp.experts.gate_up_proj_bias", {n_expert, 2 * ffn_e});
+          expect(p + "mlp.experts.down_proj", {n_expert, ffn_e, hidden});
+          expect(p + "mlp.experts.down_proj_bias", {n_expert, hidden});
+        } else if (moe) {  // the sparse MoE block: router and experts
           const std::string m = MoePrefix(moe_kind, std::to_string(l));
           expect(m + "gate.weight", {n_expert, hidden});
           for (int64_t e = 0; e < n_expert; ++e) {
@@ -783,8 +1053,11 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
   if (moe) {
     // Mixtral's config calls the expert count num_local_experts, Qwen-MoE's
     // num_experts (with the experts' own width apart from the dense one).
-    add(moe_kind == Moe::kMixtral ? "num_local_experts" : "num_experts", std::to_string(n_expert));
+    add(moe_kind == Moe::kQwen ? "num_experts" : "num_local_experts", std::to_string(n_expert));
     if (n_expert_used > 0) add("num_experts_per_tok", std::to_string(n_expert_used));
+    if (n_expert_used > 0 && moe_kind == Moe::kGptOss) {
+      add("experts_per_token", std::to_string(n_expert_used));
+    }
     int64_t v = 0;
     if (moe_kind == Moe::kQwen) {
       if (uint_key("expert_feed_forward_length", &v))
@@ -819,6 +1092,8 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
   }
   if (vocab > 0) add("vocab_size", std::to_string(vocab));
   if (spec->gemma) NIBBLE_RETURN_IF_ERROR(AddGemmaConfig(gguf, arch, n_head, add).WithPrefix(who));
+  if (moe_kind == Moe::kGptOss)
+    NIBBLE_RETURN_IF_ERROR(AddGptOssConfig(gguf, arch, add).WithPrefix(who));
   if (spec->fused) {  // Phi-3
     int64_t v = 0;
     if (uint_key("attention.sliding_window", &v) && v > 0) add("sliding_window", std::to_string(v));

@@ -844,8 +844,8 @@ TEST_CASE("dequant --hf: refusals leave nothing behind") {
   CHECK(
       st.message() ==
       "--hf: architecture 'gpt2' is not mapped to Hugging Face names (llama, mistral, qwen2, "
-      "qwen3, phi3, qwen2moe, qwen3moe, gemma2, gemma3 are); convert without --hf to keep the GGUF "
-      "names");
+      "qwen3, phi3, qwen2moe, qwen3moe, gpt-oss, gemma2, gemma3 are); convert without --hf to keep "
+      "the GGUF names");
   // A llama file with a tensor that has no HF name; an existing output.
   GgufBuilder l;
   l.KvString("general.architecture", "llama");

@@ -146,6 +146,9 @@ BLOCK_NAMES = {
 GEMMA_NAMES = dict(BLOCK_NAMES, **{"post_attention_layernorm": "post_attention_norm",
                                    "pre_feedforward_layernorm": "ffn_norm",
                                    "post_feedforward_layernorm": "post_ffw_norm"})
+# gpt-oss (gguf-py's GPT_OSS tensors).
+GPTOSS_NAMES = dict(BLOCK_NAMES, **{"post_attention_layernorm": "post_attention_norm",
+                                    "mlp.router": "ffn_gate_inp"})
 TOP_NAMES = {"model.embed_tokens.weight": "token_embd.weight",
              "model.norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"}
 # Experts: HF matrix name -> GGUF stacked part.
@@ -162,8 +165,47 @@ def permute(w, n_head, n_head_kv):
             .swapaxes(1, 2).reshape(w.shape))
 
 
+def gpt_oss_to_gguf(hf, c):
+    """convert_hf_to_gguf.py GptOssModel.modify_tensors (float experts), fused
+    (fuse_gate_up_exps) or not."""
+    out = []
+    for name, w in hf.items():
+        if name in TOP_NAMES:
+            out.append((TOP_NAMES[name], w))
+            continue
+        parts = name.split(".")
+        L = parts[2]
+        if name.endswith("self_attn.sinks"):
+            out.append(("blk.%s.attn_sinks.weight" % L, w))
+        elif name.endswith("experts.down_proj"):
+            out.append(("blk.%s.ffn_down_exps.weight" % L, np.ascontiguousarray(w.swapaxes(-1, -2))))
+        elif name.endswith("experts.down_proj_bias"):
+            out.append(("blk.%s.ffn_down_exps.bias" % L, w))
+        elif name.endswith("experts.gate_up_proj_bias"):
+            g, u = w[..., ::2], w[..., 1::2]
+            if c.get("fuse"):
+                out.append(("blk.%s.ffn_gate_up_exps.bias" % L, np.concatenate([g, u], -1)))
+            else:
+                out += [("blk.%s.ffn_gate_exps.bias" % L, np.ascontiguousarray(g)),
+                        ("blk.%s.ffn_up_exps.bias" % L, np.ascontiguousarray(u))]
+        elif name.endswith("experts.gate_up_proj"):
+            t = w.swapaxes(-1, -2)
+            g, u = t[:, ::2, :], t[:, 1::2, :]
+            if c.get("fuse"):
+                out.append(("blk.%s.ffn_gate_up_exps.weight" % L, np.concatenate([g, u], 1)))
+            else:
+                out += [("blk.%s.ffn_gate_exps.weight" % L, np.ascontiguousarray(g)),
+                        ("blk.%s.ffn_up_exps.weight" % L, np.ascontiguousarray(u))]
+        else:
+            rest, suffix = ".".join(parts[3:-1]), parts[-1]
+            out.append(("blk.%s.%s.%s" % (L, GPTOSS_NAMES[rest], suffix), w))
+    return out
+
+
 def to_gguf(hf, c):
     """The GGUF tensors llama.cpp's converter writes for state dict `hf`."""
+    if c.get("moe") == "gptoss":
+        return gpt_oss_to_gguf(hf, c)
     out, experts = [], {}
     for name, w in hf.items():
         if name in TOP_NAMES:
@@ -230,7 +272,17 @@ def make_model(c):
             sd[p + "self_attn.q_norm.weight"] = rand(hd)
             sd[p + "self_attn.k_norm.weight"] = rand(hd)
         moe = c.get("moe")
-        if moe == "mixtral":
+        if moe == "gptoss":  # GptOssAttention's biases and sinks, GptOssMLP
+            sd[p + "self_attn.o_proj.bias"] = rand(h)
+            sd[p + "self_attn.sinks"] = rand(n)
+            sd[p + "mlp.router.weight"] = rand(c["experts"], h)
+            sd[p + "mlp.router.bias"] = rand(c["experts"])
+            f = c["moe_ffn"]
+            sd[p + "mlp.experts.gate_up_proj"] = rand(c["experts"], h, 2 * f)
+            sd[p + "mlp.experts.gate_up_proj_bias"] = rand(c["experts"], 2 * f)
+            sd[p + "mlp.experts.down_proj"] = rand(c["experts"], f, h)
+            sd[p + "mlp.experts.down_proj_bias"] = rand(c["experts"], h)
+        elif moe == "mixtral":
             sd[p + "block_sparse_moe.gate.weight"] = rand(c["experts"], h)
             for e in range(c["experts"]):
                 q = p + "block_sparse_moe.experts.%d." % e
@@ -281,6 +333,10 @@ def metadata(c):
         kvs.append(kv_u32(a + ".expert_feed_forward_length", c["moe_ffn"]))
     if c.get("shared_ffn"):
         kvs.append(kv_u32(a + ".expert_shared_feed_forward_length", c["shared_ffn"]))
+    if c.get("moe") == "gptoss":  # GptOssModel.set_gguf_parameters (+ TextModel's yarn)
+        kvs += [kv_u32(a + ".attention.sliding_window", 128),
+                kv_str(a + ".rope.scaling.type", "yarn"), kv_f32(a + ".rope.scaling.factor", 32.0),
+                kv_u32(a + ".rope.scaling.original_context_length", 4096)]
     if c.get("gemma") == "gemma2":  # Gemma2Model.set_gguf_parameters
         kvs = [k for k in kvs if b".rope.freq_base" not in k]  # not written for Gemma 2
         kvs += [kv_f32(a + ".attn_logit_softcapping", 50.0),
@@ -310,6 +366,12 @@ MODELS = [
          qkv_bias=True, moe="qwen", experts=4, used=2, moe_ffn=16, shared_ffn=24),
     dict(BASE, arch="qwen3moe", cls="Qwen3MoeForCausalLM", model_type="qwen3_moe",
          qk_norm=True, moe="qwen", experts=4, used=2, moe_ffn=16),
+    dict(BASE, arch="gpt-oss", cls="GptOssForCausalLM", model_type="gpt_oss", qkv_bias=True,
+         moe="gptoss", experts=4, used=2, moe_ffn=24, ffn=24, theta=150000.0, head_dim=16,
+         layers=3),
+    dict(BASE, arch="gpt-oss", cls="GptOssForCausalLM", model_type="gpt_oss", qkv_bias=True,
+         moe="gptoss", experts=4, used=2, moe_ffn=24, ffn=24, theta=150000.0, head_dim=16,
+         layers=3, fuse=True, name="gpt-oss-fused"),
     dict(BASE, arch="gemma2", cls="Gemma2ForCausalLM", model_type="gemma2", gemma="gemma2",
          tied=True, head_dim=16, eps=1e-6),
     # 46 layers: Gemma 2 27B's query scale (n_embd / n_head, not head_dim).
@@ -406,11 +468,21 @@ for c in MODELS:
             check(tag + ": rope_local_base_freq", cfg.get("rope_local_base_freq") == 10000.0)
             check(tag + ": rope_scaling", cfg.get("rope_scaling") == {"rope_type": "linear", "factor": 8.0},
                   str(cfg.get("rope_scaling")))
+    if c.get("moe") == "gptoss":
+        check(tag + ": experts_per_token", cfg.get("experts_per_token") == c["used"])
+        check(tag + ": attention_bias", cfg.get("attention_bias") is True)
+        check(tag + ": sliding_window", cfg.get("sliding_window") == 128)
+        check(tag + ": layer_types", cfg.get("layer_types") ==
+              ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(c["layers"])])
+        check(tag + ": swiglu_limit", cfg.get("swiglu_limit") == 7.0)
+        check(tag + ": rope_scaling", cfg.get("rope_scaling") == {
+            "rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+            "original_max_position_embeddings": 4096}, str(cfg.get("rope_scaling")))
     if c.get("moe"):
-        n_key = "num_local_experts" if c["moe"] == "mixtral" else "num_experts"
+        n_key = "num_experts" if c["moe"] == "qwen" else "num_local_experts"
         check(tag + ": " + n_key, cfg.get(n_key) == c["experts"], str(cfg.get(n_key)))
         check(tag + ": num_experts_per_tok", cfg.get("num_experts_per_tok") == c["used"])
-    if c.get("moe_ffn"):
+    if c.get("moe_ffn") and c["moe"] == "qwen":
         check(tag + ": moe_intermediate_size", cfg.get("moe_intermediate_size") == c["moe_ffn"])
     if c.get("shared_ffn"):
         check(tag + ": shared_expert_intermediate_size",
@@ -418,6 +490,8 @@ for c in MODELS:
 
     # One layer tensor left out: refused by name, nothing written.
     drop = "blk.1.ffn_down_exps.weight" if c.get("moe") else "blk.1.attn_output.weight"
+    if c.get("moe") == "gptoss":
+        drop = "blk.1.attn_sinks.weight"
     bad = os.path.join(work, tag + "-incomplete.gguf")
     write_gguf(bad, metadata(c), [(n, w) for n, w in tensors if n != drop])
     bad_out = os.path.join(work, tag + "-incomplete-hf")
