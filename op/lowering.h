@@ -27,14 +27,22 @@ std::string Who(const std::string& op, const std::string& name);
 void ForParamRanges(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
                     int64_t per_unit = 1);
 
-// The first i in [0, n) with bad(i), or n when there is none; the scan runs
-// on the prepare threads (ForParamRanges, `per_unit` as there).
+// The first i in [0, n) with bad(i), or n when there is none. The first
+// kSerialPrefix units are looked at on the calling thread, stopping at the
+// first hit (an asymmetric GPTQ layer's zero words differ within the first
+// few); the rest on the prepare threads (ForParamRanges, `per_unit` as there).
 template <class Pred>
 int64_t FirstIndexWhere(int64_t n, Pred bad, int64_t per_unit = 1) {
+  constexpr int64_t kSerialPrefix = 1024;
+  const int64_t head = n < kSerialPrefix ? n : kSerialPrefix;
+  for (int64_t i = 0; i < head; ++i) {
+    if (bad(i)) return i;
+  }
   std::atomic<int64_t> first{n};
   ForParamRanges(
-      n,
-      [&](int64_t b, int64_t e) {
+      n - head,
+      [&](int64_t b0, int64_t e0) {
+        const int64_t b = head + b0, e = head + e0;
         uint32_t any = 0;  // branch-free first (vectorized): the common case finds nothing
         for (int64_t i = b; i < e; ++i) any |= static_cast<uint32_t>(bad(i));
         if (any == 0) return;
