@@ -279,6 +279,27 @@ void InterleaveTransposed(const uint8_t* const* parts, int n_parts, int64_t rows
   }
 }
 
+// The <arch>.* metadata of a GGUF file: a key's value, an integer one
+// (any integer type), a float one (f32 / f64); false where absent or of
+// another type.
+struct ArchKeys {
+  const GgufFile& g;
+  std::string arch;
+  const GgufValue* Find(const std::string& key) const { return g.Find(arch + "." + key); }
+  bool Int(const std::string& key, int64_t* v) const {
+    const GgufValue* x = Find(key);
+    return x != nullptr && GgufIntValue(*x, v);
+  }
+  bool Float(const std::string& key, double* v) const {
+    const GgufValue* x = Find(key);
+    if (x == nullptr || (x->type != GgufValueType::kF32 && x->type != GgufValueType::kF64)) {
+      return false;
+    }
+    *v = x->f;
+    return true;
+  }
+};
+
 // transformers' layer_types for llama.cpp's sliding-window layers:
 // is_swa(il) = il % period < period - 1 (llama_hparams::set_swa_pattern;
 // period 0: every layer), none when `sliding` is false. The period is
@@ -308,19 +329,10 @@ StatusOr<std::string> LayerTypes(const GgufFile& g, const std::string& arch, int
 Status AddGemmaConfig(const GgufFile& g, const std::string& arch, int64_t n_head,
                       const std::function<void(const std::string&, const std::string&)>& add) {
   const bool gemma2 = arch == "gemma2";
-  auto find = [&](const std::string& key) { return g.Find(arch + "." + key); };
-  auto int_key = [&](const std::string& key, int64_t* v) {
-    const GgufValue* x = find(key);
-    return x != nullptr && GgufIntValue(*x, v);
-  };
-  auto float_key = [&](const std::string& key, double* v) {
-    const GgufValue* x = find(key);
-    if (x == nullptr || (x->type != GgufValueType::kF32 && x->type != GgufValueType::kF64)) {
-      return false;
-    }
-    *v = x->f;
-    return true;
-  };
+  const ArchKeys keys{g, arch};
+  auto find = [&](const std::string& key) { return keys.Find(key); };
+  auto int_key = [&](const std::string& key, int64_t* v) { return keys.Int(key, v); };
+  auto float_key = [&](const std::string& key, double* v) { return keys.Float(key, v); };
   int64_t layers = 0, hidden = 0, head_dim = 0;
   int_key("block_count", &layers);
   int_key("embedding_length", &hidden);
@@ -396,19 +408,10 @@ Status AddGemmaConfig(const GgufFile& g, const std::string& arch, int64_t n_head
 // betas 32 / 1. Settings transformers' YaRN cannot hold are errors.
 Status AddGptOssConfig(const GgufFile& g, const std::string& arch,
                        const std::function<void(const std::string&, const std::string&)>& add) {
-  auto find = [&](const std::string& key) { return g.Find(arch + "." + key); };
-  auto int_key = [&](const std::string& key, int64_t* v) {
-    const GgufValue* x = find(key);
-    return x != nullptr && GgufIntValue(*x, v);
-  };
-  auto float_key = [&](const std::string& key, double* v) {
-    const GgufValue* x = find(key);
-    if (x == nullptr || (x->type != GgufValueType::kF32 && x->type != GgufValueType::kF64)) {
-      return false;
-    }
-    *v = x->f;
-    return true;
-  };
+  const ArchKeys keys{g, arch};
+  auto find = [&](const std::string& key) { return keys.Find(key); };
+  auto int_key = [&](const std::string& key, int64_t* v) { return keys.Int(key, v); };
+  auto float_key = [&](const std::string& key, double* v) { return keys.Float(key, v); };
   int64_t layers = 0, window = 0, orig = 0;
   int_key("block_count", &layers);
   if (!int_key("attention.sliding_window", &window) || window <= 0) {
@@ -583,18 +586,9 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
                          "' is not mapped to Hugging Face names (" + MappedArchNames() +
                          " are); convert without --hf to keep the GGUF names");
   }
-  auto uint_key = [&](const std::string& key, int64_t* v) {
-    const GgufValue* x = gguf.Find(arch + "." + key);
-    return x != nullptr && GgufIntValue(*x, v);
-  };
-  auto float_key = [&](const std::string& key, double* v) {
-    const GgufValue* x = gguf.Find(arch + "." + key);
-    if (x == nullptr || (x->type != GgufValueType::kF32 && x->type != GgufValueType::kF64)) {
-      return false;
-    }
-    *v = x->f;
-    return true;
-  };
+  const ArchKeys keys{gguf, arch};
+  auto uint_key = [&](const std::string& key, int64_t* v) { return keys.Int(key, v); };
+  auto float_key = [&](const std::string& key, double* v) { return keys.Float(key, v); };
   int64_t n_head = 0, n_head_kv = 0;
   if (!uint_key("attention.head_count", &n_head) || n_head <= 0) {
     return Status::Error(who + ": GGUF key '" + arch +

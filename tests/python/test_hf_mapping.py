@@ -23,7 +23,6 @@ import glob
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 
@@ -34,6 +33,7 @@ except ImportError as e:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gguf_util import kv_f32, kv_str, kv_u32, read_gguf_f32, write_gguf  # noqa: E402
 from safetensors_util import bf16_bits, bf16_value, read_st  # noqa: E402
 
 cli, work = sys.argv[1], sys.argv[2]
@@ -51,80 +51,6 @@ def check(name, cond, detail=""):
 
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
-
-# ---------------------------------------------------------------- GGUF writer
-
-GGML_F32, GGML_F16 = 0, 1
-
-
-def gstr(s):
-    b = s.encode()
-    return struct.pack("<Q", len(b)) + b
-
-
-def kv_str(k, v):
-    return gstr(k) + struct.pack("<I", 8) + gstr(v)
-
-
-def kv_u32(k, v):
-    return gstr(k) + struct.pack("<II", 4, v)
-
-
-def kv_f32(k, v):
-    return gstr(k) + struct.pack("<If", 6, v)
-
-
-def kv_bool(k, v):
-    return gstr(k) + struct.pack("<I?", 7, v)
-
-
-def write_gguf(path, kvs, tensors):
-    """tensors: (GGUF name, numpy array in gguf-py's order: shape = reversed ne)."""
-    infos, data = b"", b""
-    for name, a in tensors:
-        ne = list(reversed(a.shape))
-        t = GGML_F16 if a.dtype == np.float16 else GGML_F32
-        infos += gstr(name) + struct.pack("<I", len(ne)) + struct.pack("<%dQ" % len(ne), *ne)
-        infos += struct.pack("<IQ", t, len(data))
-        data += a.astype("<f2" if t == GGML_F16 else "<f4").tobytes()
-        data += b"\0" * (-len(data) % 32)
-    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs)) + b"".join(kvs) + infos
-    head += b"\0" * (-len(head) % 32)
-    with open(path, "wb") as f:
-        f.write(head + data)
-
-
-def read_gguf_f32(path):
-    """name -> float32 array of a file write_gguf wrote (F32 tensors only)."""
-    with open(path, "rb") as f:
-        b = f.read()
-    n_t, n_kv = struct.unpack_from("<QQ", b, 8)
-    o = 24
-
-    def s(o):
-        n = struct.unpack_from("<Q", b, o)[0]
-        return b[o + 8:o + 8 + n].decode(), o + 8 + n
-    for _ in range(n_kv):
-        _, o = s(o)
-        t = struct.unpack_from("<I", b, o)[0]
-        o += 4
-        o = s(o)[1] if t == 8 else o + {4: 4, 6: 4, 7: 1}[t]
-    infos = []
-    for _ in range(n_t):
-        name, o = s(o)
-        nd = struct.unpack_from("<I", b, o)[0]
-        ne = struct.unpack_from("<%dQ" % nd, b, o + 4)
-        t, off = struct.unpack_from("<IQ", b, o + 4 + 8 * nd)
-        o += 4 + 8 * nd + 12
-        infos.append((name, ne, t, off))
-    base = o + (-o % 32)
-    out = {}
-    for name, ne, t, off in infos:
-        if t == GGML_F32:
-            n = int(np.prod(ne))
-            out[name] = np.frombuffer(b, "<f4", n, base + off).reshape(tuple(reversed(ne)))
-    return out
-
 
 # ------------------------------------------- llama.cpp's converter, forward
 

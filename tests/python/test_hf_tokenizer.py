@@ -21,7 +21,6 @@ Usage: test_hf_tokenizer.py NIBBLE_CLI WORK_DIR
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 
@@ -31,6 +30,10 @@ try:
 except ImportError as e:
     print("SKIP: %s (python3-numpy and python3-regex are needed by %s)" % (e, sys.executable))
     sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gguf_util import (kv_bool, kv_f32, kv_f32s, kv_i32s, kv_str, kv_strs,  # noqa: E402
+                       kv_u32, write_gguf)
 
 cli, work = sys.argv[1], sys.argv[2]
 passed = failed = 0
@@ -48,58 +51,7 @@ def check(name, cond, detail=""):
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
 
-# ---------------------------------------------------------------- GGUF writer
-
-
-def gstr(s):
-    b = s.encode() if isinstance(s, str) else s
-    return struct.pack("<Q", len(b)) + b
-
-
-def kv(key, vtype, payload):
-    return gstr(key) + struct.pack("<I", vtype) + payload
-
-
-def kv_str(k, v):
-    return kv(k, 8, gstr(v))
-
-
-def kv_u32(k, v):
-    return kv(k, 4, struct.pack("<I", v))
-
-
-def kv_f32(k, v):
-    return kv(k, 6, struct.pack("<f", v))
-
-
-def kv_bool(k, v):
-    return kv(k, 7, struct.pack("<B", int(v)))
-
-
-def kv_strs(k, items):
-    return kv(k, 9, struct.pack("<IQ", 8, len(items)) + b"".join(gstr(x) for x in items))
-
-
-def kv_f32s(k, items):
-    return kv(k, 9, struct.pack("<IQ", 6, len(items)) + np.asarray(items, "<f4").tobytes())
-
-
-def kv_i32s(k, items):
-    return kv(k, 9, struct.pack("<IQ", 5, len(items)) + np.asarray(items, "<i4").tobytes())
-
-
-def write_gguf(path, kvs, tensors):
-    infos, data = b"", b""
-    for name, a in tensors:
-        ne = list(reversed(a.shape))
-        infos += gstr(name) + struct.pack("<I", len(ne)) + struct.pack("<%dQ" % len(ne), *ne)
-        infos += struct.pack("<IQ", 0, len(data))
-        data += a.astype("<f4").tobytes()
-        data += b"\0" * (-len(data) % 32)
-    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs)) + b"".join(kvs) + infos
-    head += b"\0" * (-len(head) % 32)
-    with open(path, "wb") as f:
-        f.write(head + data)
+# ---------------------------------------------------------------- the model
 
 
 def llama_model(path, n_vocab, tok_kvs):

@@ -1,0 +1,105 @@
+"""A few lines of struct + numpy that write small GGUF v3 files for the tests
+(no nibble code, no gguf package): metadata key-values, then F32 / F16
+tensors, each aligned to 32 bytes; and read their F32 tensors back."""
+import struct
+
+import numpy as np
+
+GGML_F32, GGML_F16 = 0, 1
+
+
+def gstr(s):
+    b = s.encode() if isinstance(s, str) else s
+    return struct.pack("<Q", len(b)) + b
+
+
+def kv(key, vtype, payload):
+    return gstr(key) + struct.pack("<I", vtype) + payload
+
+
+def kv_str(k, v):
+    return kv(k, 8, gstr(v))
+
+
+def kv_u32(k, v):
+    return kv(k, 4, struct.pack("<I", v))
+
+
+def kv_f32(k, v):
+    return kv(k, 6, struct.pack("<f", v))
+
+
+def kv_bool(k, v):
+    return kv(k, 7, struct.pack("<B", int(v)))
+
+
+def kv_strs(k, items):
+    return kv(k, 9, struct.pack("<IQ", 8, len(items)) + b"".join(gstr(x) for x in items))
+
+
+def kv_f32s(k, items):
+    return kv(k, 9, struct.pack("<IQ", 6, len(items)) + np.asarray(items, "<f4").tobytes())
+
+
+def kv_i32s(k, items):
+    return kv(k, 9, struct.pack("<IQ", 5, len(items)) + np.asarray(items, "<i4").tobytes())
+
+
+def write_gguf(path, kvs, tensors):
+    """tensors: (GGUF name, numpy array in gguf-py's order: shape = reversed
+    ne); float16 arrays are stored F16, everything else F32."""
+    infos, data = b"", b""
+    for name, a in tensors:
+        ne = list(reversed(a.shape))
+        t = GGML_F16 if a.dtype == np.float16 else GGML_F32
+        infos += gstr(name) + struct.pack("<I", len(ne)) + struct.pack("<%dQ" % len(ne), *ne)
+        infos += struct.pack("<IQ", t, len(data))
+        data += a.astype("<f2" if t == GGML_F16 else "<f4").tobytes()
+        data += b"\0" * (-len(data) % 32)
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs)) + b"".join(kvs) + infos
+    head += b"\0" * (-len(head) % 32)
+    with open(path, "wb") as f:
+        f.write(head + data)
+
+
+def read_gguf_f32(path):
+    """name -> float32 array of the F32 tensors of a file write_gguf wrote
+    (metadata of the types above only)."""
+    with open(path, "rb") as f:
+        b = f.read()
+    n_t, n_kv = struct.unpack_from("<QQ", b, 8)
+    o = 24
+
+    def s(o):
+        n = struct.unpack_from("<Q", b, o)[0]
+        return b[o + 8:o + 8 + n].decode(), o + 8 + n
+
+    def skip(t, o):
+        if t == 8:
+            return s(o)[1]
+        if t == 9:
+            et, n = struct.unpack_from("<IQ", b, o)
+            o += 12
+            for _ in range(n):
+                o = skip(et, o)
+            return o
+        return o + {4: 4, 5: 4, 6: 4, 7: 1}[t]
+    for _ in range(n_kv):
+        _, o = s(o)
+        t = struct.unpack_from("<I", b, o)[0]
+        o = skip(t, o + 4)
+    infos = []
+    for _ in range(n_t):
+        name, o = s(o)
+        nd = struct.unpack_from("<I", b, o)[0]
+        ne = struct.unpack_from("<%dQ" % nd, b, o + 4)
+        t, off = struct.unpack_from("<IQ", b, o + 4 + 8 * nd)
+        o += 4 + 8 * nd + 12
+        infos.append((name, ne, t, off))
+    base = o + (-o % 32)
+    out = {}
+    for name, ne, t, off in infos:
+        if t == GGML_F32:
+            n = int(np.prod(ne))
+            out[name] = np.frombuffer(b, "<f4", n, base + off).reshape(tuple(reversed(ne)))
+    return out
