@@ -441,6 +441,20 @@ for tag, extra, key in [("gemma2", [kv_f32("gemma2.rope.freq_base", 10000.0),
           "rc %d: %s" % (r.returncode, r.stderr.strip()[-200:]))
     check(tag + ": nothing written for it", not os.path.exists(os.path.join(work, tag + "-unmapped-hf")))
 
+# gpt-oss: a gate without its up (or the reverse) is refused by name.
+c = next(m for m in MODELS if m.get("name", m["arch"]) == "gpt-oss")
+full = to_gguf(make_model(c), c)
+for gone, named in [("blk.0.ffn_up_exps.weight", "blk.0.ffn_up_exps.weight"),
+                    ("blk.1.ffn_gate_exps.bias", "blk.1.ffn_up_exps.bias")]:
+    bad = os.path.join(work, "gpt-oss-unpaired.gguf")
+    write_gguf(bad, metadata(c), [(n, w) for n, w in full if n != gone])
+    out = os.path.join(work, "gpt-oss-unpaired-hf")
+    r = run(bad, out)
+    check("gpt-oss without %s: refused by name" % gone,
+          r.returncode != 0 and named in r.stderr and "interleaves" in r.stderr,
+          "rc %d: %s" % (r.returncode, r.stderr.strip()[-200:]))
+    check("gpt-oss without %s: nothing written" % gone, not os.path.exists(out))
+
 # Gemma's norms in bfloat16: stored - 1 in float32, then one rounding.
 g = os.path.join(work, "gemma3.gguf")
 out = os.path.join(work, "gemma3-bf16")
