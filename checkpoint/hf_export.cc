@@ -326,18 +326,15 @@ StatusOr<std::string> LayerTypes(const GgufFile& g, const std::string& arch, int
 // transformers' Gemma2Config / Gemma3TextConfig. `add(key, json)` appends
 // one; a setting the file states that transformers cannot express is an
 // error naming it.
-Status AddGemmaConfig(const GgufFile& g, const std::string& arch, int64_t n_head,
+Status AddGemmaConfig(const ArchKeys& keys, int64_t n_head,
                       const std::function<void(const std::string&, const std::string&)>& add) {
+  const std::string& arch = keys.arch;
   const bool gemma2 = arch == "gemma2";
-  const ArchKeys keys{g, arch};
-  auto find = [&](const std::string& key) { return keys.Find(key); };
-  auto int_key = [&](const std::string& key, int64_t* v) { return keys.Int(key, v); };
-  auto float_key = [&](const std::string& key, double* v) { return keys.Float(key, v); };
   int64_t layers = 0, hidden = 0, head_dim = 0;
-  int_key("block_count", &layers);
-  int_key("embedding_length", &hidden);
+  keys.Int("block_count", &layers);
+  keys.Int("embedding_length", &hidden);
   add("hidden_activation", "\"gelu_pytorch_tanh\"");
-  if (!int_key("attention.key_length", &head_dim)) {
+  if (!keys.Int("attention.key_length", &head_dim)) {
     head_dim = hidden / n_head;  // llama.cpp's n_embd_head_k default
     add("head_dim", std::to_string(head_dim));
   }
@@ -349,20 +346,20 @@ Status AddGemmaConfig(const GgufFile& g, const std::string& arch, int64_t n_head
   // attention.sliding_window_pattern (Gemma 2: 2, Gemma 3: 6); Gemma 2
   // always slides (window 4096 unless stated), Gemma 3 only with a window.
   int64_t window = gemma2 ? 4096 : 0, period = gemma2 ? 2 : 6;
-  const bool has_window = int_key("attention.sliding_window", &window);
+  const bool has_window = keys.Int("attention.sliding_window", &window);
   const bool sliding = gemma2 || (has_window && window > 0);
-  auto types = LayerTypes(g, arch, layers, sliding, period);
+  auto types = LayerTypes(keys.g, arch, layers, sliding, period);
   if (!types.ok()) return types.status();
-  int_key("attention.sliding_window_pattern", &period);
+  keys.Int("attention.sliding_window_pattern", &period);
   add("sliding_window", sliding ? std::to_string(window) : "null");
   add("layer_types", *types);
   if (!gemma2 && sliding) add("sliding_window_pattern", std::to_string(period));
   // Soft-capping: Gemma 2 caps attention (default 50) and logits (30);
   // Gemma 3 only logits, when the file says so.
   double attn_cap = 50.0, final_cap = gemma2 ? 30.0 : 0.0;
-  float_key("final_logit_softcapping", &final_cap);
+  keys.Float("final_logit_softcapping", &final_cap);
   if (gemma2) {
-    float_key("attn_logit_softcapping", &attn_cap);
+    keys.Float("attn_logit_softcapping", &attn_cap);
     add("attn_logit_softcapping", JsonFloat(attn_cap));
   } else {
     add("attn_logit_softcapping", "null");
@@ -372,8 +369,8 @@ Status AddGemmaConfig(const GgufFile& g, const std::string& arch, int64_t n_head
   // layers have their own (default 10000) and its linear scaling applies to
   // the global layers only (as in transformers).
   double base = 10000.0, local = 10000.0;
-  const bool has_base = float_key("rope.freq_base", &base);
-  const bool has_local = float_key("rope.freq_base_swa", &local);
+  const bool has_base = keys.Float("rope.freq_base", &base);
+  const bool has_local = keys.Float("rope.freq_base_swa", &local);
   if (!has_base) add("rope_theta", JsonFloat(base));  // llama.cpp's default
   if (gemma2) {
     if (has_local && local != base) {
@@ -383,9 +380,9 @@ Status AddGemmaConfig(const GgufFile& g, const std::string& arch, int64_t n_head
   } else {
     add("rope_local_base_freq", JsonFloat(local));
   }
-  const GgufValue* type = find("rope.scaling.type");
+  const GgufValue* type = keys.Find("rope.scaling.type");
   double factor = 1.0;
-  float_key("rope.scaling.factor", &factor);
+  keys.Float("rope.scaling.factor", &factor);
   const std::string kind = type != nullptr && type->type == GgufValueType::kString ? type->s : "";
   if (type != nullptr && kind != "none" && kind != "linear") {
     return Status::Error("'" + arch + ".rope.scaling.type' is " + type->ToString() +
@@ -406,44 +403,41 @@ Status AddGemmaConfig(const GgufFile& g, const std::string& arch, int64_t n_head
 // (window required), SwiGLU clamped at 7 (llama-graph.cpp's constant for
 // gpt-oss), YaRN rope scaling from rope.scaling.* with llama.cpp's default
 // betas 32 / 1. Settings transformers' YaRN cannot hold are errors.
-Status AddGptOssConfig(const GgufFile& g, const std::string& arch,
+Status AddGptOssConfig(const ArchKeys& keys,
                        const std::function<void(const std::string&, const std::string&)>& add) {
-  const ArchKeys keys{g, arch};
-  auto find = [&](const std::string& key) { return keys.Find(key); };
-  auto int_key = [&](const std::string& key, int64_t* v) { return keys.Int(key, v); };
-  auto float_key = [&](const std::string& key, double* v) { return keys.Float(key, v); };
+  const std::string& arch = keys.arch;
   int64_t layers = 0, window = 0, orig = 0;
-  int_key("block_count", &layers);
-  if (!int_key("attention.sliding_window", &window) || window <= 0) {
+  keys.Int("block_count", &layers);
+  if (!keys.Int("attention.sliding_window", &window) || window <= 0) {
     return Status::Error("GGUF key '" + arch +
                          ".attention.sliding_window' is missing (llama.cpp requires it)");
   }
-  auto types = LayerTypes(g, arch, layers, true, 2);
+  auto types = LayerTypes(keys.g, arch, layers, true, 2);
   if (!types.ok()) return types.status();
   add("attention_bias", "true");
   add("sliding_window", std::to_string(window));
   add("layer_types", *types);
   add("swiglu_limit", "7.0");
-  const GgufValue* type = find("rope.scaling.type");
+  const GgufValue* type = keys.Find("rope.scaling.type");
   const std::string kind = type != nullptr && type->type == GgufValueType::kString ? type->s : "";
   if (type != nullptr && kind != "none" && kind != "yarn") {
     return Status::Error("'" + arch + ".rope.scaling.type' is " + type->ToString() +
                          " (gpt-oss maps none or yarn)");
   }
   double factor = 1.0, beta_fast = 32.0, beta_slow = 1.0, v = 0;
-  if (float_key("rope.scaling.attn_factor", &v) && v != 1.0) {
+  if (keys.Float("rope.scaling.attn_factor", &v) && v != 1.0) {
     return Status::Error("'" + arch + ".rope.scaling.attn_factor' is " + JsonFloat(v) +
                          " (transformers' YaRN derives it from the factor)");
   }
-  if (float_key("rope.scaling.yarn_log_multiplier", &v) && v != 0.0) {
+  if (keys.Float("rope.scaling.yarn_log_multiplier", &v) && v != 0.0) {
     return Status::Error("'" + arch + ".rope.scaling.yarn_log_multiplier' is " + JsonFloat(v) +
                          " (not mapped for gpt-oss)");
   }
   if (kind == "yarn") {
-    float_key("rope.scaling.factor", &factor);
-    float_key("rope.scaling.yarn_beta_fast", &beta_fast);
-    float_key("rope.scaling.yarn_beta_slow", &beta_slow);
-    if (!int_key("rope.scaling.original_context_length", &orig) || orig <= 0) {
+    keys.Float("rope.scaling.factor", &factor);
+    keys.Float("rope.scaling.yarn_beta_fast", &beta_fast);
+    keys.Float("rope.scaling.yarn_beta_slow", &beta_slow);
+    if (!keys.Int("rope.scaling.original_context_length", &orig) || orig <= 0) {
       return Status::Error("GGUF key '" + arch +
                            ".rope.scaling.original_context_length' is missing (YaRN needs it)");
     }
@@ -1085,9 +1079,8 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
     }
   }
   if (vocab > 0) add("vocab_size", std::to_string(vocab));
-  if (spec->gemma) NIBBLE_RETURN_IF_ERROR(AddGemmaConfig(gguf, arch, n_head, add).WithPrefix(who));
-  if (moe_kind == Moe::kGptOss)
-    NIBBLE_RETURN_IF_ERROR(AddGptOssConfig(gguf, arch, add).WithPrefix(who));
+  if (spec->gemma) NIBBLE_RETURN_IF_ERROR(AddGemmaConfig(keys, n_head, add).WithPrefix(who));
+  if (moe_kind == Moe::kGptOss) NIBBLE_RETURN_IF_ERROR(AddGptOssConfig(keys, add).WithPrefix(who));
   if (spec->fused) {  // Phi-3
     int64_t v = 0;
     if (uint_key("attention.sliding_window", &v) && v > 0) add("sliding_window", std::to_string(v));
