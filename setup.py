@@ -105,6 +105,7 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.8",
     install_requires=["numpy"],
+    extras_require={"distributed": ["distributed"]},  # nibble.distributed (Dask)
     packages=["nibble"],
     package_dir={"": "tools/python"},
     package_data={"nibble": ["py.typed", "*.pyi"]},

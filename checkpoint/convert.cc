@@ -99,30 +99,154 @@ bool ShardComplete(const std::string& path, uint64_t bytes,
 
 }  // namespace
 
-Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>& items,
-                     const HfTextFiles& text_files, const std::vector<std::string>& copy_files,
-                     const InputFiles& inputs, const DequantOptions& options,
-                     DequantReport* report) try {
-  if (items.empty()) return Status::Error("no tensors to write");
-  // Shards of at most max_shard_bytes (a larger tensor alone).
+namespace {
+
+// Shards of at most max_shard_bytes (a larger tensor alone), in order.
+std::vector<std::vector<size_t>> PlanShards(const std::vector<HfFolderItem>& items,
+                                            uint64_t max_shard_bytes) {
   std::vector<std::vector<size_t>> shards(1);
-  uint64_t in_shard = 0, total = 0;
+  uint64_t in_shard = 0;
   for (size_t i = 0; i < items.size(); ++i) {
-    if (!shards.back().empty() && in_shard + items[i].bytes > options.max_shard_bytes) {
+    if (!shards.back().empty() && in_shard + items[i].bytes > max_shard_bytes) {
       shards.emplace_back();
       in_shard = 0;
     }
     shards.back().push_back(i);
     in_shard += items[i].bytes;
-    total += items[i].bytes;
+  }
+  return shards;
+}
+
+std::string ShardName(size_t s, size_t ns) {
+  if (ns == 1) return "model.safetensors";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", s + 1, ns);
+  return buf;
+}
+
+std::vector<SafetensorsOutput> ShardOutputs(const std::vector<HfFolderItem>& items,
+                                            const std::vector<size_t>& shard) {
+  std::vector<SafetensorsOutput> outs;
+  for (size_t i : shard) outs.push_back(items[i].out);
+  return outs;
+}
+
+uint64_t ShardBytes(const std::vector<HfFolderItem>& items, const std::vector<size_t>& shard) {
+  uint64_t bytes = 0;
+  for (size_t i : shard) bytes += items[i].bytes;
+  return bytes;
+}
+
+// How every shard of a model folder is written (the single-process writer
+// and the steps of a distributed one must give the same bytes).
+SafetensorsWriteOptions FolderShardOptions(const DequantOptions& options) {
+  SafetensorsWriteOptions wo;
+  wo.metadata["format"] = "pt";
+  wo.cancelled = options.cancelled;
+  return wo;
+}
+
+// The small files of a finished folder, into `dir`: the index (several
+// shards), `text_files`, and `copy_files` under their own names.
+Status WriteFolderFiles(const std::string& dir, const std::vector<HfFolderItem>& items,
+                        const std::vector<std::vector<size_t>>& shards,
+                        const HfTextFiles& text_files, const std::vector<std::string>& copy_files) {
+  const size_t ns = shards.size();
+  uint64_t total = 0;
+  for (const HfFolderItem& it : items) total += it.bytes;
+  if (ns > 1) {
+    std::string idx = "{\n  \"metadata\": {\"total_size\": " + std::to_string(total) +
+                      "},\n  \"weight_map\": {\n";
+    bool first = true;
+    for (size_t s = 0; s < ns; ++s) {
+      for (size_t i : shards[s]) {
+        idx += std::string(first ? "" : ",\n") + "    \"" + JsonEscape(items[i].out.name) +
+               "\": \"" + ShardName(s, ns) + "\"";
+        first = false;
+      }
+    }
+    idx += "\n  }\n}\n";
+    NIBBLE_RETURN_IF_ERROR(WriteTextFile(dir + "/model.safetensors.index.json", idx));
+  }
+  for (const auto& [name, text] : text_files) {
+    NIBBLE_RETURN_IF_ERROR(WriteTextFile(dir + "/" + name, text));
+  }
+  for (const std::string& src : copy_files) {
+    const std::string base = src.substr(src.rfind('/') + 1);
+    auto text = ReadSmallFile(src, kMaxCopiedFileBytes, "file to copy");
+    if (!text.ok()) return text.status();
+    NIBBLE_RETURN_IF_ERROR(WriteTextFile(dir + "/" + base, *text));
+  }
+  return Status::Ok();
+}
+
+// One FolderStep of WriteHfFolder (convert.h).
+Status RunFolderStep(const std::string& out_dir, const std::vector<HfFolderItem>& items,
+                     const std::vector<std::vector<size_t>>& shards, const std::string& key,
+                     const HfTextFiles& text_files, const std::vector<std::string>& copy_files,
+                     const DequantOptions& options, DequantReport* report) {
+  FolderStep& step = *options.step;
+  if (key.empty()) {
+    return Status::Error("cannot read the input files' size and modification time");
   }
   const size_t ns = shards.size();
-  auto shard_name = [ns](size_t s) {
-    if (ns == 1) return std::string("model.safetensors");
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", s + 1, ns);
-    return std::string(buf);
+  step.key = key;
+  step.shards.clear();
+  for (size_t s = 0; s < ns; ++s) {
+    step.shards.push_back({ShardName(s, ns), ShardBytes(items, shards[s]), shards[s].size()});
+  }
+  if (step.kind == FolderStep::Kind::kPlan) return Status::Ok();
+  if (!step.expected_key.empty() && step.expected_key != key) {
+    return Status::Error(
+        "this conversion's plan differs from the one it started with (the input files changed, "
+        "or this machine runs another nibble version than " NIBBLE_VERSION "'s): nothing written");
+  }
+  if (!IsDirectory(step.staging)) {
+    return Status::Error("staging folder '" + EscapeBytes(step.staging) + "' is not a folder");
+  }
+  if (out_dir == step.staging) {
+    return Status::Error("the staging folder must not be the output folder");
+  }
+  if (step.kind == FolderStep::Kind::kIndex) {
+    NIBBLE_RETURN_IF_ERROR(CheckCancelled(options.cancelled));
+    return WriteFolderFiles(step.staging, items, shards, text_files, copy_files);
+  }
+  if (step.shard >= ns) {
+    return Status::Error("shard " + std::to_string(step.shard) + " does not exist (the plan has " +
+                         std::to_string(ns) + ")");
+  }
+  const std::vector<size_t>& shard = shards[step.shard];
+  const uint64_t total = ShardBytes(items, shard);
+  SafetensorsWriteOptions wo = FolderShardOptions(options);
+  wo.progress = [&](size_t i, size_t n, uint64_t bytes) {
+    report->bytes = bytes;
+    if (options.progress) options.progress(Progress{i, n, bytes, total});
   };
+  std::vector<std::string> stale;
+  wo.removed_stale = &stale;
+  const Status st = WriteSafetensorsStreaming(step.staging + "/" + ShardName(step.shard, ns),
+                                              ShardOutputs(items, shard), wo);
+  for (const std::string& p : stale) report->notes.push_back(StaleTemporaryNote(p));
+  return st;
+}
+
+}  // namespace
+
+Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>& items,
+                     const HfTextFiles& text_files, const std::vector<std::string>& copy_files,
+                     const InputFiles& inputs, const DequantOptions& options,
+                     DequantReport* report) try {
+  if (items.empty()) return Status::Error("no tensors to write");
+  const std::vector<std::vector<size_t>> shards = PlanShards(items, options.max_shard_bytes);
+  uint64_t total = 0;
+  for (const HfFolderItem& it : items) total += it.bytes;
+  const size_t ns = shards.size();
+  auto shard_name = [ns](size_t s) { return ShardName(s, ns); };
+  if (options.step != nullptr) {
+    return RunFolderStep(out_dir, items, shards,
+                         ResumeKey(items, shards, text_files, copy_files, inputs, options),
+                         text_files, copy_files, options, report);
+  }
 
   // Everything goes into a temporary sibling folder, renamed at the end
   // (removed on an error or interruption before a shard was complete; kept
@@ -172,10 +296,8 @@ Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>
   size_t done = 0;
   uint64_t written = 0;
   for (size_t s = 0; s < ns; ++s) {
-    std::vector<SafetensorsOutput> outs;
-    for (size_t i : shards[s]) outs.push_back(items[i].out);
-    uint64_t shard_bytes = 0;
-    for (size_t i : shards[s]) shard_bytes += items[i].bytes;
+    const std::vector<SafetensorsOutput> outs = ShardOutputs(items, shards[s]);
+    const uint64_t shard_bytes = ShardBytes(items, shards[s]);
     const std::string shard_path = tmp + "/" + shard_name(s);
     auto c = complete.find(shard_name(s));
     if (c != complete.end() && ShardComplete(shard_path, c->second, outs)) {
@@ -187,15 +309,13 @@ Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>
       continue;
     }
     if (c != complete.end()) complete.erase(c);
-    SafetensorsWriteOptions wo;
-    wo.metadata["format"] = "pt";
+    SafetensorsWriteOptions wo = FolderShardOptions(options);
     wo.progress = [&](size_t i, size_t, uint64_t bytes) {
       report->bytes = written + bytes;
       if (options.progress) {
         options.progress(Progress{done + i, items.size(), written + bytes, total});
       }
     };
-    wo.cancelled = options.cancelled;
     Status w = WriteSafetensorsStreaming(shard_path, outs, wo);
     if (!w.ok()) return keep_for_resume(w);
     if (!key.empty()) {
@@ -215,29 +335,7 @@ Status WriteHfFolder(const std::string& out_dir, const std::vector<HfFolderItem>
                             " shards were complete and kept");
   }
   if (!key.empty()) std::remove(manifest_path.c_str());
-  if (ns > 1) {
-    std::string idx = "{\n  \"metadata\": {\"total_size\": " + std::to_string(total) +
-                      "},\n  \"weight_map\": {\n";
-    bool first = true;
-    for (size_t s = 0; s < ns; ++s) {
-      for (size_t i : shards[s]) {
-        idx += std::string(first ? "" : ",\n") + "    \"" + JsonEscape(items[i].out.name) +
-               "\": \"" + shard_name(s) + "\"";
-        first = false;
-      }
-    }
-    idx += "\n  }\n}\n";
-    NIBBLE_RETURN_IF_ERROR(WriteTextFile(tmp + "/model.safetensors.index.json", idx));
-  }
-  for (const auto& [name, text] : text_files) {
-    NIBBLE_RETURN_IF_ERROR(WriteTextFile(tmp + "/" + name, text));
-  }
-  for (const std::string& src : copy_files) {
-    const std::string base = src.substr(src.rfind('/') + 1);
-    auto text = ReadSmallFile(src, kMaxCopiedFileBytes, "file to copy");
-    if (!text.ok()) return text.status();
-    NIBBLE_RETURN_IF_ERROR(WriteTextFile(tmp + "/" + base, *text));
-  }
+  NIBBLE_RETURN_IF_ERROR(WriteFolderFiles(tmp, items, shards, text_files, copy_files));
 
   // Publish: rename over the absent (or empty) destination.
   Status st = CheckCancelled(options.cancelled);
@@ -413,6 +511,10 @@ Status DequantOpenCheckpoint(const Checkpoint& ck, const std::string& in, const 
   // file; anything else (a trailing '/' included) is a model folder.
   if (options.hf || !EndsWith(out, ".safetensors")) {
     return DequantToFolder(ck, in, out, options, report);
+  }
+  if (options.step != nullptr) {
+    return Status::Error("'" + EscapeBytes(out) +
+                         "' is one file: a conversion in steps writes a model folder");
   }
   NIBBLE_RETURN_IF_ERROR(CheckOutputPath(out, ck.inputs()));
   std::vector<const CheckpointTensor*> chosen;

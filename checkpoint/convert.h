@@ -19,6 +19,37 @@
 
 namespace nibble {
 
+// One step of a conversion into a model folder that separate processes or
+// machines run (nibble.distributed): every step opens the input and
+// derives the same plan — the tensors, their types and shapes, the shard
+// each goes into — from the same input and options, so a shard written by
+// any worker is byte for byte the one a single DequantCheckpoint writes.
+struct FolderStep {
+  enum class Kind {
+    kPlan,   // check everything, fill `shards` and `key`; write nothing
+    kShard,  // write shard number `shard` into `staging` (atomically)
+    kIndex,  // write the index, config.json and the copied files into `staging`
+  };
+  Kind kind = Kind::kPlan;
+  std::string staging;  // kShard / kIndex: an existing folder
+  size_t shard = 0;     // kShard
+  // kShard / kIndex: when not empty, the key the plan must have (the
+  // driver's): a worker that derives another — the input changed, or
+  // another nibble version — writes nothing and says so.
+  std::string expected_key;
+  // Filled by every kind: the plan.
+  struct Shard {
+    std::string name;  // "model.safetensors", "model-00001-of-00003.safetensors", ...
+    uint64_t bytes = 0;
+    size_t tensors = 0;
+  };
+  std::vector<Shard> shards;
+  // The job's identity: the input files (path, size, modification time),
+  // the tensors, types, shapes and shards, the text files and nibble's
+  // version. Two steps with the same key write the same bytes.
+  std::string key;
+};
+
 struct DequantOptions {
   DType dtype = DType::kUndefined;  // f32 / f16 / bf16; default per format
   // Selection by input name (CheckpointTensor::source), ECMAScript regexes
@@ -46,6 +77,9 @@ struct DequantOptions {
   // live process's temporaries are never adopted).
   bool resumable = false;
   CheckpointOptions open;
+  // When set, the conversion runs only this step (a folder output only;
+  // `out` is the final folder, which must still be absent or empty).
+  FolderStep* step = nullptr;
 };
 
 struct DequantReport {

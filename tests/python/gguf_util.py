@@ -47,14 +47,19 @@ def kv_i32s(k, items):
 
 def write_gguf(path, kvs, tensors):
     """tensors: (GGUF name, numpy array in gguf-py's order: shape = reversed
-    ne); float16 arrays are stored F16, everything else F32."""
+    ne); float16 arrays are stored F16, everything else F32. A tensor given
+    as (name, (ggml type id, ne, raw bytes)) is stored as those bytes."""
     infos, data = b"", b""
     for name, a in tensors:
-        ne = list(reversed(a.shape))
-        t = GGML_F16 if a.dtype == np.float16 else GGML_F32
+        if isinstance(a, tuple):
+            t, ne, raw = a
+        else:
+            ne = list(reversed(a.shape))
+            t = GGML_F16 if a.dtype == np.float16 else GGML_F32
+            raw = a.astype("<f2" if t == GGML_F16 else "<f4").tobytes()
         infos += gstr(name) + struct.pack("<I", len(ne)) + struct.pack("<%dQ" % len(ne), *ne)
         infos += struct.pack("<IQ", t, len(data))
-        data += a.astype("<f2" if t == GGML_F16 else "<f4").tobytes()
+        data += raw
         data += b"\0" * (-len(data) % 32)
     head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs)) + b"".join(kvs) + infos
     head += b"\0" * (-len(head) % 32)

@@ -23,6 +23,7 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from safetensors_util import write_st  # noqa: E402
+from packing_util import pack_cols, pack_rows, unpack_cols  # noqa: E402
 
 nibble_cli, work = sys.argv[1], sys.argv[2]
 # The Python API is checked too when the module is importable (PYTHONPATH),
@@ -189,41 +190,6 @@ def check_python_api(label, src, want, dtype, extra):
                               "bf16": torch.bfloat16}[dtype]
                 w_t = torch.from_numpy(np.asarray(w, np.float32)).to(want_dtype)
                 check(label + ": torch " + name, t.dtype == want_dtype and torch.equal(t, w_t))
-
-
-def pack_rows(codes, bits):
-    """[R, C] codes -> int32 [R * bits / 32, C], field j of word r = row r * (32/bits) + j."""
-    f = 32 // bits
-    c = codes.astype(np.uint64).reshape(-1, f, codes.shape[1])
-    w = np.zeros((c.shape[0], codes.shape[1]), np.uint64)
-    for j in range(f):
-        w |= c[:, j, :] << np.uint64(bits * j)
-    return (w & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
-
-
-def pack_cols(codes, bits, order=None):
-    """[R, C] codes -> int32 [R, C * bits / 32], field j of word c = column c * f + order[j]."""
-    f = 32 // bits
-    order = order or list(range(f))
-    c = codes.astype(np.uint64).reshape(codes.shape[0], -1, f)
-    w = np.zeros(c.shape[:2], np.uint64)
-    for j in range(f):
-        w |= c[:, :, order[j]] << np.uint64(bits * j)
-    return (w & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
-
-
-def unpack_cols(words, bits):
-    f = 32 // bits
-    u = words.view(np.uint32).astype(np.uint64)
-    return np.stack([(u >> np.uint64(bits * j)) & np.uint64((1 << bits) - 1) for j in range(f)],
-                    axis=2).reshape(words.shape[0], -1).astype(np.int64)
-
-
-def unpack_rows(words, bits):
-    f = 32 // bits
-    u = words.view(np.uint32).astype(np.uint64)
-    return np.stack([(u >> np.uint64(bits * j)) & np.uint64((1 << bits) - 1) for j in range(f)],
-                    axis=1).reshape(-1, words.shape[1]).astype(np.int64)
 
 
 def gptq_case(label, bits, G, producer, v2, sym=False, act_order=False, extra=()):

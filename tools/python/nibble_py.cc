@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "base/byte_size.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/convert.h"
 #include "checkpoint/gguf_source.h"
@@ -761,51 +762,124 @@ PYBIND11_MODULE(_nibble, m) {
       .def("read", &PyCheckpoint::Read, py::arg("name"), py::arg("dtype") = py::none(),
            py::arg("start") = 0, py::arg("stop") = py::none(), py::arg("threads") = 0);
 
+  // nibble.dequant and the steps of nibble.distributed: the same options.
+  struct DequantArgs {
+    std::optional<std::string> dtype;
+    std::string tensors, exclude;
+    bool skip_unsupported = false;
+    int threads = 0;
+    bool hf = false;
+    int64_t max_shard_bytes = 5'000'000'000;
+    std::string gptq_format, gptq_v1_zeros;
+  };
+  py::class_<DequantArgs>(m, "_DequantArgs")
+      .def(py::init([](std::optional<std::string> dtype, std::string tensors, std::string exclude,
+                       bool skip_unsupported, int threads, bool hf, const py::object& max_shard,
+                       std::string gptq_format, std::string gptq_v1_zeros) {
+             Check(nibble::CheckThreads(threads));
+             // An int of bytes, or a size as transformers writes it ("5GB").
+             int64_t max_shard_bytes = 0;
+             if (py::isinstance<py::str>(max_shard)) {
+               const uint64_t n = nibble::ParseByteSize(max_shard.cast<std::string>());
+               if (n == 0 || n > uint64_t{INT64_MAX}) {
+                 throw py::value_error(
+                     "max_shard_bytes must be a positive size: bytes, or a string with a unit "
+                     "(\"5GB\", \"500MB\", \"4GiB\"), not '" +
+                     max_shard.cast<std::string>() + "'");
+               }
+               max_shard_bytes = static_cast<int64_t>(n);
+             } else {
+               max_shard_bytes = max_shard.cast<int64_t>();
+               if (max_shard_bytes <= 0) throw py::value_error("max_shard_bytes must be positive");
+             }
+             return DequantArgs{std::move(dtype),
+                                std::move(tensors),
+                                std::move(exclude),
+                                skip_unsupported,
+                                threads,
+                                hf,
+                                max_shard_bytes,
+                                std::move(gptq_format),
+                                std::move(gptq_v1_zeros)};
+           }),
+           py::kw_only(), py::arg("dtype") = py::none(), py::arg("tensors") = "",
+           py::arg("exclude") = "", py::arg("skip_unsupported") = false, py::arg("threads") = 0,
+           py::arg("hf") = false, py::arg("max_shard_bytes") = int64_t{5'000'000'000},
+           py::arg("gptq_format") = "", py::arg("gptq_v1_zeros") = "");
+  // Runs DequantAnyCheckpoint with `args` (GIL released); a dict report.
+  auto run_dequant = [](const std::string& in, const std::string& out, const DequantArgs& args,
+                        const py::object& progress, nibble::FolderStep* step) {
+    PyStop stop;
+    nibble::DequantOptions o;
+    o.progress = PyProgress(progress, &stop);
+    o.cancelled = stop.Callback();
+    o.dtype = ParseOutputDType(args.dtype);
+    o.tensors = args.tensors;
+    o.exclude = args.exclude;
+    o.skip_unsupported = args.skip_unsupported;
+    o.threads = args.threads;
+    o.hf = args.hf;
+    o.max_shard_bytes = static_cast<uint64_t>(args.max_shard_bytes);
+    o.open.gptq_format = args.gptq_format;
+    o.open.gptq_v1_zeros = args.gptq_v1_zeros;
+    o.step = step;
+    nibble::DequantReport r;
+    nibble::Status st;
+    {
+      py::gil_scoped_release release;
+      st = nibble::DequantAnyCheckpoint(in, out, o, &r);
+    }
+    if (!st.ok()) stop.RaiseIfStopped();
+    Check(st);
+    py::dict d;
+    d["dequantized"] = r.dequantized;
+    d["copied"] = r.copied;
+    d["bytes"] = r.bytes;
+    py::list skipped, notes;
+    for (const auto& x : r.skipped) skipped.append(DecodeMessage(x));
+    for (const auto& x : r.notes) notes.append(DecodeMessage(x));
+    d["skipped"] = skipped;
+    d["notes"] = notes;
+    return d;
+  };
   m.def(
       "dequant",
-      [](const std::string& in, const std::string& out, std::optional<std::string> dtype,
-         const std::string& tensors, const std::string& exclude, bool skip_unsupported, int threads,
-         bool hf, int64_t max_shard_bytes, const std::string& gptq_format,
-         const std::string& gptq_v1_zeros, const py::object& progress) {
-        PyStop stop;
-        nibble::DequantOptions o;
-        o.progress = PyProgress(progress, &stop);
-        o.cancelled = stop.Callback();
-        o.dtype = ParseOutputDType(dtype);
-        o.tensors = tensors;
-        o.exclude = exclude;
-        o.skip_unsupported = skip_unsupported;
-        Check(nibble::CheckThreads(threads));
-        o.threads = threads;
-        o.hf = hf;
-        if (max_shard_bytes <= 0) throw py::value_error("max_shard_bytes must be positive");
-        o.max_shard_bytes = static_cast<uint64_t>(max_shard_bytes);
-        o.open.gptq_format = gptq_format;
-        o.open.gptq_v1_zeros = gptq_v1_zeros;
-        nibble::DequantReport r;
-        nibble::Status st;
-        {
-          py::gil_scoped_release release;
-          st = nibble::DequantAnyCheckpoint(in, out, o, &r);
+      [run_dequant](const std::string& in, const std::string& out, const DequantArgs& args,
+                    const py::object& progress) {
+        return run_dequant(in, out, args, progress, nullptr);
+      },
+      py::arg("input"), py::arg("output"), py::arg("args"), py::arg("progress") = py::none());
+  // One FolderStep (checkpoint/convert.h) for nibble.distributed: kind
+  // "plan", "shard" or "index"; the report gains "key" and "shards"
+  // (name, bytes, tensors).
+  m.def(
+      "_dequant_step",
+      [run_dequant](const std::string& in, const std::string& out, const DequantArgs& args,
+                    const std::string& kind, const std::string& staging, size_t shard,
+                    const std::string& expected_key, const py::object& progress) {
+        nibble::FolderStep step;
+        if (kind == "plan") {
+          step.kind = nibble::FolderStep::Kind::kPlan;
+        } else if (kind == "shard") {
+          step.kind = nibble::FolderStep::Kind::kShard;
+        } else if (kind == "index") {
+          step.kind = nibble::FolderStep::Kind::kIndex;
+        } else {
+          throw py::value_error("step kind must be plan, shard or index, not '" + kind + "'");
         }
-        if (!st.ok()) stop.RaiseIfStopped();
-        Check(st);
-        py::dict d;
-        d["dequantized"] = r.dequantized;
-        d["copied"] = r.copied;
-        d["bytes"] = r.bytes;
-        py::list skipped, notes;
-        for (const auto& x : r.skipped) skipped.append(DecodeMessage(x));
-        for (const auto& x : r.notes) notes.append(DecodeMessage(x));
-        d["skipped"] = skipped;
-        d["notes"] = notes;
+        step.staging = staging;
+        step.shard = shard;
+        step.expected_key = expected_key;
+        py::dict d = run_dequant(in, out, args, progress, &step);
+        d["key"] = step.key;
+        py::list shards;
+        for (const auto& s : step.shards) shards.append(py::make_tuple(s.name, s.bytes, s.tensors));
+        d["shards"] = shards;
         return d;
       },
-      py::arg("input"), py::arg("output"), py::kw_only(), py::arg("dtype") = py::none(),
-      py::arg("tensors") = "", py::arg("exclude") = "", py::arg("skip_unsupported") = false,
-      py::arg("threads") = 0, py::arg("hf") = false,
-      py::arg("max_shard_bytes") = int64_t{5'000'000'000}, py::arg("gptq_format") = "",
-      py::arg("gptq_v1_zeros") = "", py::arg("progress") = py::none());
+      py::arg("input"), py::arg("output"), py::arg("args"), py::arg("kind"),
+      py::arg("staging") = "", py::arg("shard") = 0, py::arg("expected_key") = "",
+      py::arg("progress") = py::none());
   m.def(
       "fold",
       [](const std::string& in, const std::string& out, int threads, bool external,

@@ -320,15 +320,28 @@ def dequant(input, output, *, dtype=None, tensors="", exclude="", skip_unsupport
     is left at ``output`` on error. ``progress``: a callable receiving
     (tensors_done, tensors_total, bytes_done, bytes_total) after each tensor
     (bytes_total 0 when unknown); an exception it raises stops the
-    conversion and propagates. Ctrl-C (KeyboardInterrupt) stops it too,
+    conversion and propagates. ``max_shard_bytes``: the largest shard of a
+    model folder, in bytes or as transformers writes it ("5GB", "500MB",
+    "4GiB"). :func:`nibble.distributed.convert` runs the same conversion
+    shard-parallel on a Dask cluster. Ctrl-C (KeyboardInterrupt) stops it too,
     between tensors or 16 MiB row chunks: nothing is published, temporaries
     are removed, and the exception is raised. Paths: str, bytes or
     os.PathLike. Returns a dict: dequantized, copied, bytes, skipped, notes
     (e.g. stale temporaries of a killed run that were removed)."""
-    return _nibble.dequant(_path(input), _path(output), dtype=_dtype_name(dtype), tensors=tensors,
-                           exclude=exclude, skip_unsupported=skip_unsupported, threads=threads,
-                           hf=hf, max_shard_bytes=max_shard_bytes, gptq_format=gptq_format or "",
-                           gptq_v1_zeros=gptq_v1_zeros or "", progress=progress)
+    args = _dequant_args(dtype=dtype, tensors=tensors, exclude=exclude,
+                         skip_unsupported=skip_unsupported, threads=threads, hf=hf,
+                         max_shard_bytes=max_shard_bytes, gptq_format=gptq_format,
+                         gptq_v1_zeros=gptq_v1_zeros)
+    return _nibble.dequant(_path(input), _path(output), args, progress)
+
+
+def _dequant_args(*, dtype=None, tensors="", exclude="", skip_unsupported=False, threads=0,
+                  hf=False, max_shard_bytes=5_000_000_000, gptq_format=None, gptq_v1_zeros=None):
+    """:func:`dequant`'s options, checked, for the extension."""
+    return _nibble._DequantArgs(dtype=_dtype_name(dtype), tensors=tensors, exclude=exclude,
+                                skip_unsupported=skip_unsupported, threads=threads, hf=hf,
+                                max_shard_bytes=max_shard_bytes, gptq_format=gptq_format or "",
+                                gptq_v1_zeros=gptq_v1_zeros or "")
 
 
 def fold(input, output, *, threads=0, external_data=False, progress=None):

@@ -49,7 +49,7 @@ def load_file(path: PathLike, dtype: DTypeLike = ..., framework: str = ..., *,
               threads: int = ..., **open_options: Any) -> Dict[str, Any]: ...
 def dequant(input: PathLike, output: PathLike, *, dtype: DTypeLike = ..., tensors: str = ...,
             exclude: str = ..., skip_unsupported: bool = ..., threads: int = ..., hf: bool = ...,
-            max_shard_bytes: int = ..., gptq_format: Optional[str] = ...,
+            max_shard_bytes: Union[int, str] = ..., gptq_format: Optional[str] = ...,
             gptq_v1_zeros: Optional[str] = ...,
             progress: Optional[Callable[[int, int, int, int], None]] = ...) -> Dict[str, Any]: ...
 def fold(input: PathLike, output: PathLike, *, threads: int = ...,
