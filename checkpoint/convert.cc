@@ -224,6 +224,7 @@ Status RunFolderStep(const std::string& out_dir, const std::vector<HfFolderItem>
   };
   std::vector<std::string> stale;
   wo.removed_stale = &stale;
+  wo.xxh64 = &step.xxh64;
   const Status st = WriteSafetensorsStreaming(step.staging + "/" + ShardName(step.shard, ns),
                                               ShardOutputs(items, shard), wo);
   for (const std::string& p : stale) report->notes.push_back(StaleTemporaryNote(p));

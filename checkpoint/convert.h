@@ -44,6 +44,9 @@ struct FolderStep {
     size_t tensors = 0;
   };
   std::vector<Shard> shards;
+  // kShard: the XXH64 of the shard file written (base/xxh64.h), computed
+  // as it was written.
+  uint64_t xxh64 = 0;
   // The job's identity: the input files (path, size, modification time),
   // the tensors, types, shapes and shards, the text files and nibble's
   // version. Two steps with the same key write the same bytes.

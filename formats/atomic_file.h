@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/xxh64.h"
 
 namespace nibble {
 
@@ -93,8 +94,12 @@ class AtomicFile {
     return Status::Ok();
   }
 
+  // Every byte written from now on also goes into *hash (nullptr: none).
+  void set_hash(Xxh64* hash) { hash_ = hash; }
+
   Status Write(const void* data, uint64_t n) {
     const auto* p = static_cast<const uint8_t*>(data);
+    if (hash_ != nullptr) hash_->Update(p, static_cast<size_t>(n));
     while (n > 0) {
       const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, uint64_t{1} << 30));
       const ssize_t w = ::write(fd_, p, chunk);
@@ -209,6 +214,7 @@ class AtomicFile {
   uint64_t offset_ = 0;
   uint64_t writeback_ = 0;  // bytes before it: writeback started
   bool published_ = false;
+  Xxh64* hash_ = nullptr;
 };
 
 // A model folder written into a unique temporary sibling folder

@@ -66,6 +66,8 @@ Status WriteSafetensorsStreaming(const std::string& path,
   NIBBLE_RETURN_IF_ERROR(CheckCancelled(options.cancelled));
   AtomicFile f;
   NIBBLE_RETURN_IF_ERROR(f.Create(path, options.removed_stale));
+  Xxh64 hash;
+  if (options.xxh64 != nullptr) f.set_hash(&hash);
   NIBBLE_RETURN_IF_ERROR(f.Write(len, 8));
   NIBBLE_RETURN_IF_ERROR(f.Write(h.data(), h.size()));
   PageBuffer whole = AllocatePageBuffer(largest_whole);
@@ -118,7 +120,9 @@ Status WriteSafetensorsStreaming(const std::string& path,
   }
   NIBBLE_RETURN_IF_ERROR(wait());
   NIBBLE_RETURN_IF_ERROR(CheckCancelled(options.cancelled));
-  return f.Publish();
+  NIBBLE_RETURN_IF_ERROR(f.Publish());
+  if (options.xxh64 != nullptr) *options.xxh64 = hash.Digest();
+  return Status::Ok();
 }
 
 }  // namespace nibble

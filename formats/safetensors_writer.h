@@ -50,6 +50,9 @@ struct SafetensorsWriteOptions {
   // Stale temporaries of `path` removed before writing (AtomicFile::Create)
   // are added here, if set.
   std::vector<std::string>* removed_stale = nullptr;
+  // If set, receives the XXH64 of the whole file (base/xxh64.h), computed
+  // as it is written.
+  uint64_t* xxh64 = nullptr;
 };
 
 Status WriteSafetensorsStreaming(const std::string& path,

@@ -13,11 +13,16 @@
 // conversion); sub-byte and float8 ONNX inputs are passed as packed uint8
 // arrays with `x_dtype` and `shape`. bfloat16 outputs are returned as
 // uint16 arrays of bfloat16 bits (numpy has no bfloat16).
+#include <fcntl.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
@@ -25,6 +30,7 @@
 #include <vector>
 
 #include "base/byte_size.h"
+#include "base/xxh64.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/convert.h"
 #include "checkpoint/gguf_source.h"
@@ -40,6 +46,17 @@
 
 namespace py = pybind11;
 using nibble::DType;
+
+namespace {
+
+// `v` as 16 lower-case hex digits.
+std::string Hex16(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
 
 namespace {
 
@@ -875,11 +892,44 @@ PYBIND11_MODULE(_nibble, m) {
         py::list shards;
         for (const auto& s : step.shards) shards.append(py::make_tuple(s.name, s.bytes, s.tensors));
         d["shards"] = shards;
+        d["xxh64"] = Hex16(step.xxh64);
         return d;
       },
       py::arg("input"), py::arg("output"), py::arg("args"), py::arg("kind"),
       py::arg("staging") = "", py::arg("shard") = 0, py::arg("expected_key") = "",
       py::arg("progress") = py::none());
+  // The XXH64 of a file's bytes as 16 hex digits (the GIL released): how
+  // nibble.distributed proves a kept shard complete.
+  m.def(
+      "_xxh64_file",
+      [](const std::string& path) {
+        std::string error;
+        uint64_t h = 0;
+        {
+          py::gil_scoped_release release;
+          const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+          if (fd < 0) {
+            error = std::strerror(errno);
+          } else {
+            nibble::Xxh64 x;
+            std::vector<uint8_t> buf(size_t{4} << 20);
+            for (;;) {
+              const ssize_t n = ::read(fd, buf.data(), buf.size());
+              if (n < 0 && errno == EINTR) continue;
+              if (n < 0) error = std::strerror(errno);
+              if (n <= 0) break;
+              x.Update(buf.data(), static_cast<size_t>(n));
+            }
+            ::close(fd);
+            h = x.Digest();
+          }
+        }
+        if (!error.empty()) {
+          throw py::value_error("cannot read '" + nibble::EscapeBytes(path) + "': " + error);
+        }
+        return Hex16(h);
+      },
+      py::arg("path"));
   m.def(
       "fold",
       [](const std::string& in, const std::string& out, int threads, bool external,

@@ -19,8 +19,9 @@ How a run goes:
 2. Shards are written into the staging folder ``<dst>.nibble-partial``
    beside ``dst`` (same file system: it is renamed at the end), one task
    per shard. A worker writes its shard atomically (a temporary, fsynced,
-   then named), hashes it (SHA-256), and then writes the shard's record
-   ``<shard>.nibble-done.json`` (name, key, size, hash) atomically. A
+   then named) — its XXH64 checksum computed as the bytes go out — and
+   then the shard's record ``<shard>.nibble-done.json`` (name, key, size,
+   checksum, host), also atomically. A
    worker whose own plan differs from the driver's key (the input changed,
    another nibble version) writes nothing and fails the run.
 3. Only when every shard reported success does the driver write the index,
@@ -32,7 +33,7 @@ Resuming: a run that stopped (an error, Ctrl-C, a lost driver, workers
 killed more often than the scheduler's ``allowed-failures``) keeps the
 staging folder. Running the same conversion again skips every shard whose
 record matches the job's key and whose file has the recorded size and (with
-``verify="hash"``, the default) SHA-256 — checked by the workers, in
+``verify="hash"``, the default) XXH64 — read back by the workers, in
 parallel — and writes the rest. A staging folder of a different job (other
 input, options or version) is refused, not overwritten: delete it.
 
@@ -44,7 +45,6 @@ after another.
 Dask is optional: importing this module works without it; passing a
 scheduler address without ``distributed`` installed says what to install.
 """
-import hashlib
 import json
 import os
 import socket
@@ -111,19 +111,6 @@ def _read_json(path):
         return None
 
 
-def _sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb", buffering=0) as f:
-        buf = bytearray(1 << 22)
-        view = memoryview(buf)
-        while True:
-            n = f.readinto(buf)
-            if not n:
-                break
-            h.update(view[:n])
-    return h.hexdigest()
-
-
 def _worker_threads(threads):
     """`threads`, or with 0 in a Dask worker: its cores shared among its task
     slots (several shards at once must not each take every core)."""
@@ -149,23 +136,20 @@ def _shard_task(src, dst, staging, index, name, key, opts, verify, progress):
         ok = (rec.get("key") == key and rec.get("name") == name and os.path.isfile(path)
               and not os.path.islink(path) and os.path.getsize(path) == rec.get("bytes"))
         if ok and verify == "hash":
-            ok = _sha256(path) == rec.get("sha256")
+            ok = _nibble._xxh64_file(path) == rec.get("xxh64")
         if ok:
-            now = time.monotonic()
-            return dict(rec, reused=True, seconds=now - started, hash_seconds=now - started)
+            return dict(rec, reused=True, seconds=time.monotonic() - started)
         os.remove(rec_path)  # stale or damaged: the shard is written again
     opts = dict(opts, threads=_worker_threads(opts.get("threads", 0)))
     cb = None
     if progress is not None:
         def cb(done, total, nbytes, total_bytes):
             progress(name, done, total)
-    _nibble._dequant_step(src, dst, _args(opts), "shard", staging, index, key, cb)
-    hashing = time.monotonic()
-    rec = {"name": name, "key": key, "bytes": os.path.getsize(path), "sha256": _sha256(path),
+    step = _nibble._dequant_step(src, dst, _args(opts), "shard", staging, index, key, cb)
+    rec = {"name": name, "key": key, "bytes": os.path.getsize(path), "xxh64": step["xxh64"],
            "host": socket.gethostname()}
     _write_json_atomic(rec_path, rec)
-    now = time.monotonic()
-    return dict(rec, reused=False, seconds=now - started, hash_seconds=now - hashing)
+    return dict(rec, reused=False, seconds=time.monotonic() - started)
 
 
 def _file_task(src, dst, opts):
@@ -175,11 +159,16 @@ def _file_task(src, dst, opts):
 
 
 def _client(client):
-    if client is None or not isinstance(client, str):
-        return client
-    if _dd is None:
-        raise ImportError(_INSTALL)
-    return _dd.Client(client)
+    if client is None:
+        return None
+    if isinstance(client, str):
+        if _dd is None:
+            raise ImportError(_INSTALL)
+        return _dd.Client(client)
+    if not callable(getattr(client, "submit", None)):
+        raise TypeError("client must be a distributed.Client, a scheduler address or None, not %s"
+                        % type(client).__name__)
+    return client
 
 
 def _open_staging(staging, key, shard_names):
@@ -233,7 +222,7 @@ def convert(src, dst, client=None, *, dtype=None, tensors="", exclude="", skip_u
 
     ``threads``: threads per shard task (0: a worker's cores divided among
     its task slots). ``verify``: how a resumed run checks a shard recorded
-    as complete: "hash" (size and SHA-256, read back by the workers) or
+    as complete: "hash" (size and XXH64, read back by the workers) or
     "size". ``progress(shard_name, shards_done, shards_total)`` is called in
     this process as shards finish; ``worker_progress(shard_name,
     tensors_done, tensors_total)`` runs in the worker after each tensor (it
@@ -241,8 +230,8 @@ def convert(src, dst, client=None, *, dtype=None, tensors="", exclude="", skip_u
 
     A `dst` ending in ".safetensors" (one file, no ``hf``) is one task.
     Returns a dict: shards, written, reused, bytes, seconds, dequantized,
-    copied, skipped, notes, records (shard name -> bytes, sha256, host,
-    seconds, hash_seconds, reused).
+    copied, skipped, notes, records (shard name -> bytes, xxh64, host,
+    seconds, reused).
     On failure it raises the worker's error prefixed with the shard's name;
     complete shards stay in ``<dst>.nibble-partial`` for the next run.
     """
@@ -328,8 +317,7 @@ def convert(src, dst, client=None, *, dtype=None, tensors="", exclude="", skip_u
             "bytes": sum(s[1] for s in shards), "seconds": time.monotonic() - started,
             "dequantized": plan["dequantized"], "copied": plan["copied"],
             "skipped": plan["skipped"], "notes": plan["notes"],
-            "records": {n: {k: r[k] for k in ("bytes", "sha256", "host", "seconds", "hash_seconds",
-                                              "reused")}
+            "records": {n: {k: r[k] for k in ("bytes", "xxh64", "host", "seconds", "reused")}
                         for n, r in records.items()}}
 
 
@@ -353,7 +341,7 @@ def _main(argv=None):
     p.add_argument("--threads", type=int, default=0,
                    help="threads per shard task (0: a worker's cores / its task slots)")
     p.add_argument("--verify", choices=("hash", "size"), default="hash",
-                   help="how a resumed run checks kept shards (default: size and SHA-256)")
+                   help="how a resumed run checks kept shards (default: size and XXH64)")
     a = p.parse_args(argv)
     from nibble import distributed  # tasks by qualified name, not __main__
     def show(name, done, total):
