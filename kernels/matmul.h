@@ -1,0 +1,39 @@
+// The dot products of nibble's matmul (op/matmul.h), in one fixed order
+// that every SIMD target reproduces bit for bit: Highway dynamic dispatch
+// over the same definition as DotRowsReference.
+#ifndef NIBBLE_KERNELS_MATMUL_H_
+#define NIBBLE_KERNELS_MATMUL_H_
+
+#include <cstdint>
+
+namespace nibble {
+
+// Partial sums of one dot product.
+inline constexpr int kDotLanes = 64;
+
+// y[i * ldy + j] = Dot(x + i * ldx, w + j * ldw, k) for i < m, j < n, where
+// Dot(a, b, k) is exactly, on every target:
+//   p[0..63] = +0; for t = 0, 1, ..., k - 1: p[t % 64] += a[t] * b[t]
+//   (each product rounded to float32, then the sum rounded: no FMA);
+//   then halving: p[j] += p[j + h] for h = 32, 16, 8, 4, 2, 1, j < h;
+//   Dot = p[0].
+// 64 partial sums keep 4 (AVX-512) to 16 (SSE4) independent vector chains.
+// Single-threaded, no allocation, no validation; y does not overlap x or w.
+void DotRows(const float* x, int64_t m, int64_t ldx, const float* w, int64_t n, int64_t ldw,
+             int64_t k, float* y, int64_t ldy);
+
+// The scalar definition of DotRows.
+void DotRowsReference(const float* x, int64_t m, int64_t ldx, const float* w, int64_t n,
+                      int64_t ldw, int64_t k, float* y, int64_t ldy);
+
+// The halving sum of 64 partial sums (p is overwritten).
+inline float ReduceDotLanes(float* p) {
+  for (int h = kDotLanes / 2; h >= 1; h /= 2) {
+    for (int j = 0; j < h; ++j) p[j] += p[j + h];
+  }
+  return p[0];
+}
+
+}  // namespace nibble
+
+#endif  // NIBBLE_KERNELS_MATMUL_H_

@@ -1,0 +1,205 @@
+#include "op/matmul.h"
+
+#include <algorithm>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "kernels/convert.h"
+#include "kernels/matmul.h"
+#include "kernels/out_types.h"
+
+#ifdef NIBBLE_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+namespace nibble {
+
+namespace {
+
+// The float type of a view, or an error naming it.
+Status FloatTypeOf(const std::string& who, const std::string& what, DType d, OutType* t) {
+  if (!OutTypeOfDType(d, t)) {
+    return Status::Error(who + ": " + what + " must be float32, float16 or bfloat16, not " +
+                         DTypeName(d));
+  }
+  return Status::Ok();
+}
+
+// Bytes of `elements` values of float type t.
+uint64_t FloatBytes(OutType t, int64_t elements) {
+  return static_cast<uint64_t>(elements) * (t == OutType::kF32 ? 4u : 2u);
+}
+
+}  // namespace
+
+Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView& y,
+              const TensorView* bias, const MatMulOptions& options) try {
+  const std::string who = "matmul";
+  NIBBLE_RETURN_IF_ERROR(CheckThreads(options.threads, who + " threads"));
+  const Shape& out = w.output().shape;
+  if (out.size() != 2) {
+    return Status::Error(who + ": the weight must be 2-D, not " + ShapeToString(out));
+  }
+  const bool in_out = options.weight == MatMulOptions::Weight::kInOut;
+  const int64_t n = in_out ? out[1] : out[0];
+  const int64_t k = in_out ? out[0] : out[1];
+  // Whether W's rows (output features) are rows of the Dequantizer's 2-D
+  // view, or its columns (then tiles are transposed in cache).
+  const bool rows_are_features = w.output_transposed() == in_out;
+
+  OutType xt, yt, wt = OutType::kF32, bt = OutType::kF32;
+  NIBBLE_RETURN_IF_ERROR(FloatTypeOf(who, "X", x.dtype, &xt));
+  NIBBLE_RETURN_IF_ERROR(FloatTypeOf(who, "Y", y.dtype, &yt));
+  NIBBLE_RETURN_IF_ERROR(FloatTypeOf(who, "the weight's output type", w.output().dtype, &wt));
+  if (yt != OutType::kF32 && yt != xt) {
+    return Status::Error(who + ": Y must be float32 or X's type (" + DTypeName(x.dtype) +
+                         "), not " + DTypeName(y.dtype));
+  }
+  if (x.shape.empty() || x.shape.back() != k) {
+    return Status::Error(who + ": X " + ShapeToString(x.shape) +
+                         " must end in K = " + std::to_string(k) + " (the weight " +
+                         ShapeToString(out) + " is " + (in_out ? "[K, N]" : "[N, K]") + ")");
+  }
+  auto xm = CheckedNumElements(x.shape, "X");
+  if (!xm.ok()) return xm.status();
+  const int64_t m = k == 0 ? 0 : *xm / k;
+  Shape want_y(x.shape.begin(), x.shape.end() - 1);
+  want_y.push_back(n);
+  if (y.shape != want_y) {
+    return Status::Error(who + ": Y is " + ShapeToString(y.shape) + ", X " +
+                         ShapeToString(x.shape) + " times the weight gives " +
+                         ShapeToString(want_y));
+  }
+  if (x.size_bytes < FloatBytes(xt, m * k) || (x.data == nullptr && m * k > 0)) {
+    return Status::Error(who + ": X holds " + std::to_string(x.size_bytes) + " bytes, " +
+                         ShapeToString(x.shape) + " needs " +
+                         std::to_string(FloatBytes(xt, m * k)));
+  }
+  if (y.size_bytes < FloatBytes(yt, m * n) || (y.data == nullptr && m * n > 0)) {
+    return Status::Error(who + ": Y holds " + std::to_string(y.size_bytes) + " bytes, " +
+                         ShapeToString(y.shape) + " needs " +
+                         std::to_string(FloatBytes(yt, m * n)));
+  }
+  if (bias != nullptr) {
+    NIBBLE_RETURN_IF_ERROR(FloatTypeOf(who, "bias", bias->dtype, &bt));
+    auto bn = CheckedNumElements(bias->shape, "bias");
+    if (!bn.ok()) return bn.status();
+    if (*bn != n || bias->shape.size() != 1 || bias->size_bytes < FloatBytes(bt, n) ||
+        bias->data == nullptr) {
+      return Status::Error(who + ": bias " + ShapeToString(bias->shape) + " must be [N] = [" +
+                           std::to_string(n) + "] with its bytes");
+    }
+  }
+  const auto* yb = static_cast<const uint8_t*>(y.data);
+  const uint64_t y_bytes = FloatBytes(yt, m * n);
+  for (const TensorView* in : {&x, bias}) {
+    if (in == nullptr || y_bytes == 0) continue;
+    const auto* ib = static_cast<const uint8_t*>(in->data);
+    if (yb < ib + in->size_bytes && ib < yb + y_bytes) {
+      return Status::Error(who + ": Y overlaps " + (in == &x ? "X" : "bias"));
+    }
+  }
+  if (m == 0 || n == 0) return Status::Ok();
+
+  // X and the bias as float32 (exact).
+  std::vector<float> x32, b32;
+  const float* xf = static_cast<const float*>(x.data);
+  if (xt != OutType::kF32) {
+    x32.resize(static_cast<size_t>(m * k));
+    ConvertFloats(xt, x.data, OutType::kF32, x32.data(), m * k);
+    xf = x32.data();
+  }
+  if (bias != nullptr) {
+    b32.resize(static_cast<size_t>(n));
+    ConvertFloats(bt, bias->data, OutType::kF32, b32.data(), n);
+  }
+
+  // Blocks of output features whose float32 weight rows fit ~128 KiB.
+  const int64_t block =
+      std::clamp<int64_t>((int64_t{128} << 10) / std::max<int64_t>(1, k * 4), 1, 256);
+  const int64_t blocks = (n + block - 1) / block;
+  const size_t tile_elems = static_cast<size_t>(block * k);
+  const bool y_f32 = yt == OutType::kF32;
+  Status failed = Status::Ok();
+  int threads = options.threads;
+  (void)threads;
+#ifdef NIBBLE_HAVE_OPENMP
+  if (threads == 0) threads = omp_get_max_threads();
+  threads = static_cast<int>(std::min<int64_t>(threads, blocks));
+#pragma omp parallel num_threads(threads)
+#endif
+  {
+    // Per thread: the float32 tile [block, K]; the raw tile when the weight
+    // is not float32 or comes transposed; Y's block when Y is not float32.
+    std::vector<float> tile, ytile;
+    std::vector<uint8_t> raw;
+    bool ok = true;
+    try {
+      tile.resize(tile_elems);
+      if (wt != OutType::kF32 || !rows_are_features) {
+        raw.resize(static_cast<size_t>(FloatBytes(wt, block * k)));
+      }
+      if (!y_f32 || bias != nullptr) ytile.resize(static_cast<size_t>(m * block));
+    } catch (const std::bad_alloc&) {
+      ok = false;
+    }
+#ifdef NIBBLE_HAVE_OPENMP
+#pragma omp for schedule(static)
+#endif
+    for (int64_t b = 0; b < blocks; ++b) {
+      if (!ok) continue;
+      const int64_t n0 = b * block, nb = std::min(block, n - n0);
+      Status st;
+      if (rows_are_features) {
+        void* dst = wt == OutType::kF32 ? static_cast<void*>(tile.data()) : raw.data();
+        st = w.RunTile(n0, n0 + nb, 0, k, dst, k);
+        if (st.ok() && wt != OutType::kF32) {
+          ConvertFloats(wt, raw.data(), OutType::kF32, tile.data(), nb * k);
+        }
+      } else {  // the view is [K, N]: its columns n0.. are W's rows
+        st = w.RunTile(0, k, n0, n0 + nb, raw.data(), nb);
+        if (st.ok()) {
+          const size_t es = wt == OutType::kF32 ? 4 : 2;
+          for (int64_t r = 0; r < k; ++r) {
+            const uint8_t* src = raw.data() + static_cast<size_t>(r * nb) * es;
+            float v[256];
+            ConvertFloats(wt, src, OutType::kF32, v, nb);
+            for (int64_t j = 0; j < nb; ++j) tile[static_cast<size_t>(j * k + r)] = v[j];
+          }
+        }
+      }
+      if (!st.ok()) {
+#ifdef NIBBLE_HAVE_OPENMP
+#pragma omp critical(nibble_matmul_error)
+#endif
+        failed = st;
+        continue;
+      }
+      if (y_f32 && bias == nullptr) {
+        DotRows(xf, m, k, tile.data(), nb, k, k, static_cast<float*>(y.data) + n0, n);
+        continue;
+      }
+      DotRows(xf, m, k, tile.data(), nb, k, k, ytile.data(), nb);
+      for (int64_t i = 0; i < m; ++i) {
+        float* row = ytile.data() + i * nb;
+        if (bias != nullptr) {
+          for (int64_t j = 0; j < nb; ++j) row[j] += b32[static_cast<size_t>(n0 + j)];
+        }
+        ConvertFloats(OutType::kF32, row, yt,
+                      static_cast<uint8_t*>(y.data) + FloatBytes(yt, i * n + n0), nb);
+      }
+    }
+    if (!ok) {
+#ifdef NIBBLE_HAVE_OPENMP
+#pragma omp critical(nibble_matmul_error)
+#endif
+      failed = OutOfMemoryError(who);
+    }
+  }
+  return failed;
+} catch (const std::bad_alloc&) {
+  return OutOfMemoryError("matmul");
+}
+
+}  // namespace nibble

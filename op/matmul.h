@@ -1,0 +1,51 @@
+// Weight-only-quant matmul on a prepared Dequantizer: Y = X · Wᵀ (+ bias),
+// straight from the layout's own packing — every layout a Dequantizer
+// holds (PMX, ONNX, MatMulNBits, every checkpoint method, the GGUF types).
+//
+// Values: W is the Dequantizer's output (its type's values, widened exactly
+// to float32), X is widened exactly to float32, and
+//   y[m, n] = Dot(x[m, :], w[n, :]) (+ bias[n], one more rounding)
+// with Dot the fixed-order float32 dot product of kernels/matmul.h (64
+// partial sums, each product rounded, no FMA, then a fixed halving sum),
+// rounded once more to Y's type when it is float16 / bfloat16. The bits are
+// the same for every thread count and on every SIMD target.
+// Against an exact dot product the error is at most
+// gamma(ceil(K / 64) + 6) * sum_k |x[m, k] w[n, k]|, gamma(j) = j u / (1 - j u),
+// u = 2^-24: each partial sum adds ceil(K / 64) products, then 6 halvings.
+//
+// How: each thread takes blocks of output features, dequantizes the block's
+// weight rows into a float32 tile of at most ~128 KiB with RunTile (its
+// cache), and multiplies it with every row of X. The float weight is never
+// written to memory beyond that tile.
+#ifndef NIBBLE_OP_MATMUL_H_
+#define NIBBLE_OP_MATMUL_H_
+
+#include "base/status.h"
+#include "base/tensor.h"
+#include "op/dequantizer.h"
+
+namespace nibble {
+
+struct MatMulOptions {
+  // How the Dequantizer's 2-D output holds W: kOutIn, [N, K] (PyTorch's
+  // [out_features, in_features], GGUF, every Hugging Face checkpoint):
+  // Y = X · OUTᵀ; kInOut, [K, N] (an ONNX MatMul's B, a MatMulNBits
+  // weight prepared as its operand): Y = X · OUT.
+  enum class Weight { kOutIn, kInOut };
+  Weight weight = Weight::kOutIn;
+  // 0: OpenMP's default; 1: the caller's thread; n: n threads
+  // (CheckThreads). Same bits for every count.
+  int threads = 0;
+};
+
+// Y[..., N] = X[..., K] · W (+ bias[N]). X: float32 / float16 / bfloat16,
+// any leading dimensions (M = their product; a 1-D X is one row). Y: the
+// same leading dimensions and N; float32 or X's type. bias: null, or N
+// values of a float type. The Dequantizer's output must be 2-D.
+// Errors name the mismatch (K, N, types, shapes) and write nothing.
+Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView& y,
+              const TensorView* bias = nullptr, const MatMulOptions& options = {});
+
+}  // namespace nibble
+
+#endif  // NIBBLE_OP_MATMUL_H_

@@ -1,0 +1,202 @@
+// op/matmul.h: the fixed-order dot product on every compiled target, and
+// MatMul over PMX layouts (quant axis 0 and 1, int4 x4 / x8, int8, zero
+// points, float16 / bfloat16 weights and activations, bias, both weight
+// orientations) equal to the reference dot of the dequantized weight, for
+// every thread count; bad input refused by name.
+#include "kernels/matmul.h"
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "doctest/doctest.h"
+#include "hwy/targets.h"
+#include "kernels/convert.h"
+#include "op/matmul.h"
+#include "op/pmx.h"
+#include "op/quantize.h"
+
+namespace nibble {
+namespace {
+
+struct TargetReset {
+  ~TargetReset() { hwy::SetSupportedTargetsForTest(0); }
+};
+
+std::vector<float> Random(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+TEST_CASE("DotRows: every target gives the reference's bits (k around 64-lane boundaries)") {
+  TargetReset reset;
+  hwy::SetSupportedTargetsForTest(0);
+  const auto targets = hwy::SupportedAndGeneratedTargets();
+  for (const int64_t k : {1, 7, 63, 64, 65, 127, 200, 1000, 4097}) {
+    const int64_t m = 3, n = 5;
+    const auto x = Random(static_cast<size_t>(m * k), 1);
+    const auto w = Random(static_cast<size_t>(n * k), 2);
+    std::vector<float> want(static_cast<size_t>(m * n)), got(want.size());
+    DotRowsReference(x.data(), m, k, w.data(), n, k, k, want.data(), n);
+    for (const int64_t t : targets) {
+      hwy::SetSupportedTargetsForTest(t);
+      std::fill(got.begin(), got.end(), -1.0f);
+      DotRows(x.data(), m, k, w.data(), n, k, k, got.data(), n);
+      CHECK_MESSAGE(std::memcmp(got.data(), want.data(), got.size() * 4) == 0, hwy::TargetName(t)
+                                                                                   << " k=" << k);
+    }
+    hwy::SetSupportedTargetsForTest(0);
+  }
+  // The definition itself: 64 partial sums, then halving.
+  std::vector<float> a(130, 1.0f), b(130, 1.0f);
+  a[129] = 1e8f;  // lane 1: 1 + 1 + 1e8; the others 2 or 3
+  float y = 0;
+  DotRowsReference(a.data(), 1, 130, b.data(), 1, 130, 130, &y, 1);
+  float p[kDotLanes];
+  for (int j = 0; j < kDotLanes; ++j) p[j] = 0;
+  for (int t = 0; t < 130; ++t) p[t % kDotLanes] += a[static_cast<size_t>(t)];
+  CHECK(y == ReduceDotLanes(p));
+}
+
+// W as float32 [N, K] from the Dequantizer's output (kOutIn) or its
+// transpose (kInOut).
+std::vector<float> WeightRows(const Dequantizer& d, bool in_out) {
+  auto full = d.Run(1);
+  REQUIRE(full.ok());
+  const int64_t r = d.output().shape[0], c = d.output().shape[1];
+  std::vector<float> f(static_cast<size_t>(r * c));
+  OutType t = OutType::kF32;
+  REQUIRE(OutTypeOfDType(d.output().dtype, &t));
+  ConvertFloats(t, full->data(), OutType::kF32, f.data(), r * c);
+  if (!in_out) return f;
+  std::vector<float> w(f.size());
+  for (int64_t i = 0; i < r; ++i) {
+    for (int64_t j = 0; j < c; ++j)
+      w[static_cast<size_t>(j * r + i)] = f[static_cast<size_t>(i * c + j)];
+  }
+  return w;
+}
+
+TEST_CASE("MatMul on PMX layouts == the reference dot of the dequantized weight, any threads") {
+  TargetReset reset;
+  const int64_t n = 96, k = 320;
+  const auto wf = Random(static_cast<size_t>(n * k), 3);
+  struct Case {
+    int bits;
+    QuantScheme scheme;
+    int64_t axis, group;
+    bool x8;
+    DType out;
+  };
+  const Case cases[] = {{4, QuantScheme::kSymmetric, 1, 64, false, DType::kFloat32},
+                        {4, QuantScheme::kAsymmetric, 1, 32, true, DType::kFloat16},
+                        {4, QuantScheme::kFloatZeroPoint, 0, 32, false, DType::kBFloat16},
+                        {8, QuantScheme::kAsymmetric, 1, 0, false, DType::kFloat32},
+                        {8, QuantScheme::kSymmetric, 0, 16, false, DType::kFloat32}};
+  for (const Case& c : cases) {
+    QuantizeConfig cfg;
+    cfg.bits = c.bits;
+    cfg.scheme = c.scheme;
+    cfg.quant_axis = c.axis;
+    cfg.group_size = c.group;
+    cfg.int4x8 = c.x8;
+    auto q = QuantizePmx(wf.data(), {n, k}, cfg);
+    REQUIRE(q.ok());
+    TensorView zs;
+    DequantizeOptions o;
+    o.output_dtype = c.out;
+    auto d = PreparePmx(q->attrs, q->x.view(), q->scale.view(), q->zero_point_view_or_null(&zs), o);
+    REQUIRE(d.ok());
+    for (const bool in_out : {false, true}) {
+      const auto w = WeightRows(*d, in_out);
+      const int64_t nn = in_out ? k : n, kk = in_out ? n : k;
+      for (const DType xd : {DType::kFloat32, DType::kBFloat16}) {
+        for (const int64_t m : {int64_t{1}, int64_t{3}, int64_t{9}}) {
+          const auto x32 = Random(static_cast<size_t>(m * kk), 4);
+          std::vector<uint16_t> xh(x32.size());
+          ConvertFloats(OutType::kF32, x32.data(), OutType::kBF16, xh.data(),
+                        static_cast<int64_t>(x32.size()));
+          std::vector<float> xw(x32.size());  // X as the matmul sees it
+          if (xd == DType::kFloat32) {
+            xw = x32;
+          } else {
+            ConvertFloats(OutType::kBF16, xh.data(), OutType::kF32, xw.data(),
+                          static_cast<int64_t>(xw.size()));
+          }
+          const auto bias = Random(static_cast<size_t>(nn), 5);
+          std::vector<float> want(static_cast<size_t>(m * nn));
+          DotRowsReference(xw.data(), m, kk, w.data(), nn, kk, kk, want.data(), nn);
+          for (int64_t i = 0; i < m * nn; ++i)
+            want[static_cast<size_t>(i)] += bias[static_cast<size_t>(i % nn)];
+          TensorView xv{xd,
+                        {m, kk},
+                        xd == DType::kFloat32 ? static_cast<const void*>(x32.data()) : xh.data(),
+                        x32.size() * (xd == DType::kFloat32 ? 4 : 2)};
+          TensorView bv{DType::kFloat32, {nn}, bias.data(), bias.size() * 4};
+          MatMulOptions mo;
+          mo.weight = in_out ? MatMulOptions::Weight::kInOut : MatMulOptions::Weight::kOutIn;
+          for (const int threads : {1, 3}) {
+            mo.threads = threads;
+            std::vector<float> y(want.size(), -7.0f);
+            MutableTensorView yv{DType::kFloat32, {m, nn}, y.data(), y.size() * 4};
+            const Status st = MatMul(*d, xv, yv, &bv, mo);
+            REQUIRE_MESSAGE(st.ok(), st.message());
+            CHECK_MESSAGE(std::memcmp(y.data(), want.data(), y.size() * 4) == 0,
+                          "bits " << c.bits << " axis " << c.axis << " in_out " << in_out << " m "
+                                  << m << " threads " << threads);
+          }
+          if (xd == DType::kBFloat16) {  // Y in X's type: the float32 result rounded once
+            std::vector<uint16_t> y(want.size()), yw(want.size());
+            ConvertFloats(OutType::kF32, want.data(), OutType::kBF16, yw.data(),
+                          static_cast<int64_t>(want.size()));
+            MutableTensorView yv{DType::kBFloat16, {m, nn}, y.data(), y.size() * 2};
+            mo.threads = 2;
+            REQUIRE(MatMul(*d, xv, yv, &bv, mo).ok());
+            CHECK(y == yw);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("MatMul refuses bad input by name and writes nothing") {
+  const int64_t n = 8, k = 64;
+  const auto wf = Random(static_cast<size_t>(n * k), 6);
+  QuantizeConfig cfg;
+  cfg.group_size = 32;
+  auto q = QuantizePmx(wf.data(), {n, k}, cfg);
+  REQUIRE(q.ok());
+  auto d = PreparePmx(q->attrs, q->x.view(), q->scale.view(), nullptr);
+  REQUIRE(d.ok());
+  std::vector<float> x(static_cast<size_t>(2 * k), 1.0f), y(static_cast<size_t>(2 * n), -3.0f);
+  std::vector<int32_t> xi(x.size());
+  auto expect = [&](const TensorView& xv, const MutableTensorView& yv, const TensorView* b,
+                    const std::string& needle) {
+    const Status st = MatMul(*d, xv, yv, b);
+    CHECK_MESSAGE(!st.ok(), needle);
+    CHECK_MESSAGE(st.message().find(needle) != std::string::npos, st.message());
+  };
+  const MutableTensorView yv{DType::kFloat32, {2, n}, y.data(), y.size() * 4};
+  expect({DType::kFloat32, {2, k + 1}, x.data(), x.size() * 4}, yv, nullptr, "must end in K = 64");
+  expect({DType::kInt32, {2, k}, xi.data(), xi.size() * 4}, yv, nullptr, "X must be float32");
+  expect({DType::kFloat32, {2, k}, x.data(), x.size() * 4},
+         {DType::kFloat32, {2, n + 1}, y.data(), y.size() * 4}, nullptr, "gives (2,8)");
+  expect({DType::kFloat32, {2, k}, x.data(), x.size() * 4},
+         {DType::kFloat16, {2, n}, y.data(), y.size() * 4}, nullptr,
+         "Y must be float32 or X's type");
+  expect({DType::kFloat32, {2, k}, x.data(), 16}, yv, nullptr, "X holds 16 bytes");
+  const TensorView bad_bias{DType::kFloat32, {n + 1}, x.data(), x.size() * 4};
+  expect({DType::kFloat32, {2, k}, x.data(), x.size() * 4}, yv, &bad_bias,
+         "bias (9) must be [N] = [8]");
+  expect({DType::kFloat32, {2, k}, x.data(), x.size() * 4},
+         {DType::kFloat32, {2, n}, x.data(), 2 * n * 4}, nullptr, "Y overlaps X");
+  for (const float v : y) CHECK(v == -3.0f);
+}
+
+}  // namespace
+}  // namespace nibble
