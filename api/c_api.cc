@@ -7,6 +7,7 @@
 #include "api/nibble.h"
 #include "checkpoint/checkpoint.h"
 #include "kernels/dequantize.h"
+#include "op/matmul.h"
 #include "op/onnx.h"
 #include "op/pmx.h"
 #include "op/version.h"
@@ -92,7 +93,7 @@ nibble_status* nibble_prepare_pmx(const nibble_pmx_attributes* attrs, const nibb
   if (name) o.name = name;
   auto d = nibble::PreparePmx(a, xv, sv, zero_point ? &zv : nullptr, o);
   if (!d.ok()) return FromStatus(d.status());
-  *out = new (std::nothrow) nibble_dequantizer{std::move(*d)};
+  *out = new (std::nothrow) nibble_dequantizer{std::move(*d), nullptr};
   return *out ? nullptr : Fail(nibble::kOutOfMemory);
 } catch (const std::bad_alloc&) {
   return Fail(std::string(nibble::kOutOfMemory) + " in nibble_prepare_pmx");
@@ -121,7 +122,7 @@ nibble_status* nibble_prepare_onnx(const nibble_onnx_attributes* attrs, const ni
   if (name) o.name = name;
   auto d = nibble::PrepareOnnx(a, xv, sv, zero_point ? &zv : nullptr, o);
   if (!d.ok()) return FromStatus(d.status());
-  *out = new (std::nothrow) nibble_dequantizer{std::move(*d)};
+  *out = new (std::nothrow) nibble_dequantizer{std::move(*d), nullptr};
   return *out ? nullptr : Fail(nibble::kOutOfMemory);
 } catch (const std::bad_alloc&) {
   return Fail(std::string(nibble::kOutOfMemory) + " in nibble_prepare_onnx");
@@ -168,6 +169,34 @@ nibble_status* nibble_dequantize_tile(const nibble_dequantizer* d, int64_t r0, i
   return Fail(std::string(nibble::kOutOfMemory) + " in nibble_dequantize_tile");
 } catch (const std::exception& e) {
   return Fail(std::string("nibble_dequantize_tile: ") + e.what());
+}
+
+nibble_status* nibble_matmul(const nibble_dequantizer* w, const nibble_tensor* x,
+                             const nibble_tensor* bias, int32_t weight_in_out, int32_t y_dtype,
+                             void* y, size_t y_bytes, int32_t threads) try {
+  if (!w) return Fail("nibble_matmul: the dequantizer is NULL");
+  nibble_status* err = nullptr;
+  nibble::TensorView xv, bv;
+  if (!ToView(x, "nibble_matmul: x", &xv, &err)) return err;
+  if (bias && !ToView(bias, "nibble_matmul: bias", &bv, &err)) return err;
+  if (weight_in_out != 0 && weight_in_out != 1) {
+    return Fail("nibble_matmul: weight_in_out must be 0 or 1");
+  }
+  nibble::MatMulOptions o;
+  o.weight =
+      weight_in_out ? nibble::MatMulOptions::Weight::kInOut : nibble::MatMulOptions::Weight::kOutIn;
+  o.threads = threads;
+  const auto& out = w->impl.output().shape;
+  nibble::MutableTensorView yv{static_cast<nibble::DType>(y_dtype), {}, y, y_bytes};
+  if (!xv.shape.empty() && out.size() == 2) {
+    yv.shape.assign(xv.shape.begin(), xv.shape.end() - 1);
+    yv.shape.push_back(weight_in_out ? out[1] : out[0]);
+  }
+  return FromStatus(nibble::MatMul(w->impl, xv, yv, bias ? &bv : nullptr, o));
+} catch (const std::bad_alloc&) {
+  return Fail(std::string(nibble::kOutOfMemory) + " in nibble_matmul");
+} catch (const std::exception& e) {
+  return Fail(std::string("nibble_matmul: ") + e.what());
 }
 
 nibble_status* nibble_checkpoint_open(const char* path, const nibble_checkpoint_options* options,
@@ -281,6 +310,31 @@ nibble_status* nibble_checkpoint_read_size(const nibble_checkpoint* ck, int64_t 
   return nullptr;
 } catch (const std::exception& e) {
   return Fail(std::string("nibble_checkpoint_read_size: ") + e.what());
+}
+
+nibble_status* nibble_checkpoint_prepare(const nibble_checkpoint* ck, int64_t index, int32_t dtype,
+                                         nibble_dequantizer** out) try {
+  static const char kWho[] = "nibble_checkpoint_prepare";
+  if (!out) return Fail(std::string(kWho) + ": out is NULL");
+  *out = nullptr;
+  nibble_status* err = nullptr;
+  const nibble::CheckpointTensor* t = TensorAt(ck, index, kWho, &err);
+  nibble::DType d;
+  if (!t || !ToReadDType(dtype, kWho, &d, &err)) return err;
+  if (!t->quantized || !t->prepare) {
+    return Fail(std::string(kWho) + ": tensor '" + t->name +
+                "' is not quantized (read it with nibble_checkpoint_read)");
+  }
+  if (!t->supported) return Fail(std::string(kWho) + ": tensor '" + t->name + "': " + t->why_not);
+  auto buffers = std::make_shared<nibble::CheckpointTensor::Buffers>();
+  auto prepared = t->prepare(ck->impl.OutputDType(*t, d), buffers.get());
+  if (!prepared.ok()) return Fail(prepared.status().message());
+  *out = new nibble_dequantizer{std::move(*prepared), std::move(buffers)};
+  return nullptr;
+} catch (const std::bad_alloc&) {
+  return Fail(std::string(nibble::kOutOfMemory) + " in nibble_checkpoint_prepare");
+} catch (const std::exception& e) {
+  return Fail(std::string("nibble_checkpoint_prepare: ") + e.what());
 }
 
 nibble_status* nibble_checkpoint_read(const nibble_checkpoint* ck, int64_t index, int32_t dtype,

@@ -4,6 +4,7 @@
 #ifndef NIBBLE_API_C_API_INTERNAL_H_
 #define NIBBLE_API_C_API_INTERNAL_H_
 
+#include <memory>
 #include <new>
 #include <string>
 
@@ -17,6 +18,8 @@ struct nibble_status {
 
 struct nibble_dequantizer {
   nibble::Dequantizer impl;
+  // What impl reads, when the handle owns it (a checkpoint tensor's inputs).
+  std::shared_ptr<void> hold;
 };
 
 struct nibble_checkpoint {

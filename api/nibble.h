@@ -130,6 +130,18 @@ nibble_status* nibble_dequantize(const nibble_dequantizer* d, void* out, size_t 
 nibble_status* nibble_dequantize_tile(const nibble_dequantizer* d, int64_t r0, int64_t r1,
                                       int64_t c0, int64_t c1, void* out, int64_t ld);
 
+/* Weight-only-quant matmul straight from the packing (op/matmul.h):
+ * y = x . W^T + bias when weight_in_out is 0 (the dequantizer's 2-D output
+ * is W [N, K]: PyTorch / GGUF / Hugging Face), y = x . W + bias when it is
+ * 1 (the output is [K, N]: an ONNX MatMul B). x: NIBBLE_FLOAT32 / FLOAT16 /
+ * BFLOAT16, shape [..., K]; bias: NULL or [N] of a float type; y: y_dtype
+ * (NIBBLE_FLOAT32 or x's type) with x's leading dimensions and N, y_bytes
+ * at least its size. threads as above; the same bits for every count and
+ * every SIMD target (a fixed-order float32 dot product, no FMA). */
+nibble_status* nibble_matmul(const nibble_dequantizer* w, const nibble_tensor* x,
+                             const nibble_tensor* bias, int32_t weight_in_out, int32_t y_dtype,
+                             void* y, size_t y_bytes, int32_t threads);
+
 /* ---- Checkpoints: open a model file, list its tensors, read one ----------
  *
  * A checkpoint is a GGUF file, a .safetensors file, or a Hugging Face model
@@ -202,6 +214,12 @@ nibble_status* nibble_checkpoint_read_size(const nibble_checkpoint* ck, int64_t 
 /* Rows [row0, row1) of tensor `index`, dequantized (or copied), row-major
  * into out (out_bytes >= nibble_checkpoint_read_size). threads as above;
  * the bits do not depend on the thread count or the row range. */
+/* Prepares quantized tensor `index` once (its packed inputs read into the
+ * handle) as a dequantizer for dtype (0 = the tensor's default): for
+ * nibble_matmul, tiles or whole reads. The checkpoint must outlive it. A
+ * float (not quantized) tensor is an error. */
+nibble_status* nibble_checkpoint_prepare(const nibble_checkpoint* ck, int64_t index, int32_t dtype,
+                                         nibble_dequantizer** out);
 nibble_status* nibble_checkpoint_read(const nibble_checkpoint* ck, int64_t index, int32_t dtype,
                                       int64_t row0, int64_t row1, void* out, size_t out_bytes,
                                       int32_t threads);

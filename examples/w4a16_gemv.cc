@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bench/synthetic_weights.h"
+#include "op/matmul.h"
 #include "op/pmx.h"
 #include "op/quantize.h"
 
@@ -117,16 +118,25 @@ int main(int argc, char** argv) {
       GemmRows(w + n0 * k, std::min(tile_rows, n - n0), k, x.data(), m, y_full.data(), n, n0);
     }
   };
+  std::vector<float> y_lib(static_cast<size_t>(m * n));
+  const nibble::TensorView xv{nibble::DType::kFloat32, {m, k}, x.data(), x.size() * 4};
+  const nibble::MutableTensorView yv{nibble::DType::kFloat32, {m, n}, y_lib.data(),
+                                     y_lib.size() * 4};
+  auto library = [&] { (void)nibble::MatMul(*d, xv, yv); };
   tiled();
   full();
+  library();
   const bool same = std::memcmp(y_tiled.data(), y_full.data(), y_full.size() * 4) == 0;
   if (check) {
     std::printf("tiled == dequantize-then-multiply: %s\n", same ? "yes" : "NO");
     std::printf("%d passed, %d failed\n", same ? 1 : 0, same ? 0 : 1);
     return same ? 0 : 1;
   }
-  std::vector<double> tt, tf;
+  std::vector<double> tt, tf, tl;
   for (int r = 0; r < reps; ++r) {
+    auto t1 = std::chrono::steady_clock::now();
+    library();
+    tl.push_back(Seconds(t1));
     auto t0 = std::chrono::steady_clock::now();
     tiled();
     tt.push_back(Seconds(t0));
@@ -136,6 +146,7 @@ int main(int argc, char** argv) {
   }
   std::sort(tt.begin(), tt.end());
   std::sort(tf.begin(), tf.end());
+  std::sort(tl.begin(), tl.end());
   int threads = 1;
 #ifdef _OPENMP
   threads = omp_get_max_threads();
@@ -145,6 +156,7 @@ int main(int argc, char** argv) {
   std::printf("tiled (dequantize tile + multiply):   %8.3f ms (median of %d)\n",
               tt[tt.size() / 2] * 1e3, reps);
   std::printf("dequantize whole weight, then multiply: %8.3f ms\n", tf[tf.size() / 2] * 1e3);
+  std::printf("nibble::MatMul (op/matmul.h):           %8.3f ms\n", tl[tl.size() / 2] * 1e3);
   std::printf("speedup %.2fx; results identical: %s\n", tf[tf.size() / 2] / tt[tt.size() / 2],
               same ? "yes" : "no");
   return same ? 0 : 1;

@@ -44,6 +44,25 @@ int main(void) {
   float t[2] = {0, 0};
   CHECK(nibble_dequantize_tile(d, 1, 3, 1, 2, t, 1) == NULL);
   CHECK(t[0] == 0.5f && t[1] == -0.5f);
+  {
+    /* Matmul: W [4, 2] as above, x = [1, 2] (+ bias 1): y = x . W^T + 1. */
+    const float xv[2] = {1.0f, 2.0f}, bias[4] = {1, 1, 1, 1};
+    const int64_t xs[1] = {2}, bs[1] = {4};
+    nibble_tensor xt = {NIBBLE_FLOAT32, 1, xs, xv, sizeof xv};
+    nibble_tensor bt = {NIBBLE_FLOAT32, 1, bs, bias, sizeof bias};
+    float ym[4] = {0, 0, 0, 0};
+    CHECK(nibble_matmul(d, &xt, &bt, 0, NIBBLE_FLOAT32, ym, sizeof ym, 1) == NULL);
+    CHECK(ym[0] == 4.0f && ym[1] == 2.0f && ym[2] == 1.5f && ym[3] == 1.0f);
+    /* x . W with W as [K, N] = [4, 2]: a 4-vector times it. */
+    const float x4[4] = {1, 0, 0, 1};
+    const int64_t x4s[1] = {4};
+    nibble_tensor x4t = {NIBBLE_FLOAT32, 1, x4s, x4, sizeof x4};
+    CHECK(nibble_matmul(d, &x4t, NULL, 1, NIBBLE_FLOAT32, ym, 2 * sizeof(float), 2) == NULL);
+    CHECK(ym[0] == -6.0f && ym[1] == 4.5f);
+    st = nibble_matmul(d, &x4t, NULL, 0, NIBBLE_FLOAT32, ym, sizeof ym, 1);
+    CHECK(st != NULL && strstr(nibble_status_message(st), "must end in K = 2") != NULL);
+    nibble_status_free(st);
+  }
   /* Errors carry a message and must be freed. */
   st = nibble_dequantize(d, y, 4, 1);
   CHECK(st != NULL);

@@ -39,6 +39,7 @@
 #include "kernels/dequantize.h"
 #include "onnx/fold.h"
 #include "onnx/onnx_checkpoint.h"
+#include "op/matmul.h"
 #include "op/onnx.h"
 #include "op/pmx.h"
 #include "op/quantize.h"
@@ -209,6 +210,44 @@ void Check(const nibble::Status& s) {
 struct PyDequantizer {
   std::unique_ptr<nibble::Dequantizer> d;
   std::vector<py::object> keep;
+  std::shared_ptr<const void> hold;  // what a checkpoint's Dequantizer reads
+
+  // Y = X · W (op/matmul.h), GIL released.
+  py::array MatMul(const py::array& x, const std::optional<py::array>& bias,
+                   const std::string& weight, int threads, std::optional<std::string> out_dtype,
+                   std::optional<std::string> x_dtype) const {
+    Check(nibble::CheckThreads(threads));
+    nibble::MatMulOptions o;
+    if (weight == "out_in") {
+      o.weight = nibble::MatMulOptions::Weight::kOutIn;
+    } else if (weight == "in_out") {
+      o.weight = nibble::MatMulOptions::Weight::kInOut;
+    } else {
+      throw py::value_error(
+          "weight must be 'out_in' ([N, K], y = x @ W.T) or 'in_out' ([K, N], "
+          "y = x @ W), not '" +
+          weight + "'");
+    }
+    o.threads = threads;
+    const nibble::TensorView xv = View(x, "x", x_dtype);
+    nibble::TensorView bv;
+    if (bias) bv = View(*bias, "bias");
+    const DType yt = out_dtype ? ParseOutputDType(out_dtype) : DType::kFloat32;
+    const auto& out = d->output().shape;
+    if (out.size() != 2) throw py::value_error("matmul: the weight must be 2-D");
+    if (xv.shape.empty()) throw py::value_error("matmul: x must have at least one dimension");
+    std::vector<int64_t> ys(xv.shape.begin(), xv.shape.end() - 1);
+    ys.push_back(o.weight == nibble::MatMulOptions::Weight::kOutIn ? out[0] : out[1]);
+    py::array y = NewOutput(yt, ys);
+    nibble::MutableTensorView yv{yt, ys, y.mutable_data(), static_cast<size_t>(y.nbytes())};
+    nibble::Status st;
+    {
+      py::gil_scoped_release release;
+      st = nibble::MatMul(*d, xv, yv, bias ? &bv : nullptr, o);
+    }
+    Check(st);
+    return y;
+  }
 
   py::array Run(int threads, std::optional<py::array> out) const {
     py::array y = out ? *out : NewOutput(d->output().dtype, d->output().shape);
@@ -589,6 +628,34 @@ class PyCheckpoint {
     return d;
   }
 
+  // A prepared Dequantizer of quantized tensor `name` (for matmul and
+  // tiles), holding the checkpoint and the inputs it read.
+  PyDequantizer DequantizerOf(const py::object& name, std::optional<std::string> dtype) const {
+    const nibble::CheckpointTensor& t = Find(NameArg(name));
+    if (!t.quantized || !t.prepare) {
+      throw py::value_error("tensor '" + nibble::EscapeBytes(t.name) +
+                            "' is not quantized (read it with get_tensor)");
+    }
+    if (!t.supported) {
+      throw py::value_error("tensor '" + nibble::EscapeBytes(t.name) + "': " + t.why_not);
+    }
+    const DType req = ParseOutputDType(dtype);
+    auto held = Held();
+    auto buffers = std::make_shared<nibble::CheckpointTensor::Buffers>();
+    nibble::StatusOr<nibble::Dequantizer> d = nibble::Status::Error("not prepared");
+    {
+      py::gil_scoped_release release;
+      d = t.prepare(held->OutputDType(t, req), buffers.get());
+    }
+    Check(d.status());
+    PyDequantizer p;
+    p.d = std::make_unique<nibble::Dequantizer>(std::move(*d));
+    p.hold = std::make_shared<std::pair<std::shared_ptr<const nibble::Checkpoint>,
+                                        std::shared_ptr<nibble::CheckpointTensor::Buffers>>>(
+        std::move(held), std::move(buffers));
+    return p;
+  }
+
   const nibble::CheckpointTensor& Find(const std::string& name) const {
     const nibble::CheckpointTensor* t = ck().Find(name);
     if (t == nullptr) {
@@ -684,6 +751,12 @@ PYBIND11_MODULE(_nibble, m) {
            "or into `out` (C-contiguous, the output's dtype and shape).")
       .def("tile", &PyDequantizer::Tile, py::arg("r0"), py::arg("r1"), py::arg("c0"), py::arg("c1"),
            "Rows [r0, r1) x cols [c0, c1) of the 2-D view.")
+      .def("matmul", &PyDequantizer::MatMul, py::arg("x"), py::arg("bias") = py::none(),
+           py::kw_only(), py::arg("weight") = "out_in", py::arg("threads") = 0,
+           py::arg("out_dtype") = py::none(), py::arg("x_dtype") = py::none(),
+           "y = x @ W.T (weight='out_in': the output is [N, K]) or x @ W ('in_out': [K, N]), "
+           "+ bias; x float32 / float16 / bfloat16 (uint16 bits with x_dtype='bfloat16'), y "
+           "float32 or x's type (out_dtype). Same bits for every thread count.")
       .def_property_readonly("rows", [](const PyDequantizer& p) { return p.d->rows(); })
       .def_property_readonly("cols", [](const PyDequantizer& p) { return p.d->cols(); })
       .def_property_readonly("shape", [](const PyDequantizer& p) { return p.d->output().shape; })
@@ -776,6 +849,8 @@ PYBIND11_MODULE(_nibble, m) {
       .def("names", &PyCheckpoint::Names)
       .def("info", &PyCheckpoint::InfoOf, py::arg("name"))
       .def("resolve", &PyCheckpoint::Resolve, py::arg("name"))
+      .def("dequantizer", &PyCheckpoint::DequantizerOf, py::arg("name"),
+           py::arg("dtype") = py::none())
       .def("read", &PyCheckpoint::Read, py::arg("name"), py::arg("dtype") = py::none(),
            py::arg("start") = 0, py::arg("stop") = py::none(), py::arg("threads") = 0);
 

@@ -231,6 +231,22 @@ class Checkpoint:
         """:meth:`info` of every tensor."""
         return self._ck.tensors()
 
+    def dequantizer(self, name, dtype=None):
+        """A prepared :class:`Dequantizer` of the quantized tensor ``name``
+        (its packed inputs read once, kept with the checkpoint's file
+        handles): ``.matmul(x)`` multiplies by it straight from the packing,
+        ``.tile(...)`` decodes pieces, ``.run()`` all of it. The weight's
+        values are those of ``get_tensor(name, dtype)``."""
+        return self._ck.dequantizer(name, _dtype_name(dtype))
+
+    def matmul(self, name, x, bias=None, *, threads=0, out_dtype=None):
+        """``x @ W.T (+ bias)`` for the quantized weight ``name`` ([N, K],
+        as ``get_tensor`` returns it) without writing the float weight out:
+        see :meth:`Dequantizer.matmul`. Prepares the weight on each call:
+        keep :meth:`dequantizer` for repeated products."""
+        return self.dequantizer(name).matmul(x, bias, threads=threads,
+                                             out_dtype=_dtype_name(out_dtype))
+
     def description(self):
         return self._ck.description()
 

@@ -1,0 +1,169 @@
+"""nibble's matmul from Python: Checkpoint.matmul / dequantizer(...).matmul on
+every quantized 2-D tensor of the test checkpoints (GGUF block types, GPTQ,
+AWQ, FP8, and built here: compressed-tensors and GPTQ act-order), and
+Dequantizer.matmul on PMX / ONNX requests, equal bit for bit to a numpy
+reference of the documented order (64 partial sums of float32 products,
+then a halving sum) on the dequantized weight; the same bits for 1 and 3
+threads; within the stated error bound of a float64 dot product; bias, X in
+bfloat16, Y in X's type; bad input refused.
+Usage: test_matmul.py CHECKPOINTS_DIR WORK_DIR
+"""
+import os
+import shutil
+import sys
+
+try:
+    import numpy as np
+    import nibble
+except ImportError as e:
+    print("SKIP: %s" % e)
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from packing_util import pack_cols, pack_rows  # noqa: E402
+from safetensors_util import bf16_bits, bf16_value, write_st  # noqa: E402
+
+ck_dir, work = sys.argv[1], sys.argv[2]
+passed = failed = 0
+
+
+def check(name, cond, detail=""):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL " + name + (": " + str(detail) if detail else ""))
+
+
+def dot_ref(x, w):
+    """The documented order: x [M, K], w [N, K] float32 -> [M, N] float32."""
+    m, k = x.shape
+    kp = -(-k // 64) * 64
+    xp = np.zeros((m, kp), np.float32)
+    xp[:, :k] = x
+    wp = np.zeros((w.shape[0], kp), np.float32)
+    wp[:, :k] = w
+    p = np.zeros((m, w.shape[0], 64), np.float32)
+    for c in range(kp // 64):
+        p += xp[:, None, c * 64:(c + 1) * 64] * wp[None, :, c * 64:(c + 1) * 64]
+    h = 32
+    while h >= 1:
+        p[..., :h] = p[..., :h] + p[..., h:2 * h]
+        h //= 2
+    return p[..., 0]
+
+
+rng = np.random.default_rng(50)
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+
+# compressed-tensors (asymmetric, act-order) and GPTQ act-order folders.
+N, K, G = 48, 256, 32
+ct = os.path.join(work, "ct")
+os.makedirs(ct)
+p = "model.layers.0.mlp.down_proj"
+write_st(os.path.join(ct, "model.safetensors"), {
+    p + ".weight_packed": ("I32", pack_cols(rng.integers(0, 16, (N, K)), 4)),
+    p + ".weight_scale": ("BF16", bf16_bits(0.01 + 0.02 * rng.random((N, K // G)))),
+    p + ".weight_zero_point": ("I32", pack_rows(rng.integers(0, 16, (N, K // G)), 4)),
+    p + ".weight_shape": ("I64", np.array([N, K], np.int64)),
+    p + ".weight_g_idx": ("I32", rng.permutation(np.arange(K) // G).astype(np.int32))})
+with open(os.path.join(ct, "config.json"), "w") as f:
+    f.write('{"model_type": "llama", "quantization_config": {"quant_method": '
+            '"compressed-tensors", "format": "pack-quantized", "config_groups": {"group_0": '
+            '{"targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "symmetric": '
+            'false, "strategy": "group", "group_size": 32, "actorder": "group"}}}}}')
+gq = os.path.join(work, "gptq-act")
+os.makedirs(gq)
+write_st(os.path.join(gq, "model.safetensors"), {
+    p + ".qweight": ("I32", pack_rows(rng.integers(0, 16, (K, N)), 4)),
+    p + ".qzeros": ("I32", pack_cols(rng.integers(0, 16, (K // G, N)), 4)),
+    p + ".scales": ("F16", (0.01 + 0.02 * rng.random((K // G, N))).astype(np.float16)),
+    p + ".g_idx": ("I32", rng.permutation(np.arange(K) // G).astype(np.int32))})
+with open(os.path.join(gq, "config.json"), "w") as f:
+    f.write('{"model_type": "llama", "quantization_config": {"quant_method": "gptq", "bits": 4, '
+            '"group_size": 32, "desc_act": true, "sym": false}}')
+
+sources = [os.path.join(ck_dir, n) for n in ("model.gguf", "llama_tiny.gguf", "gptq", "awq", "fp8")]
+sources += [ct, gq]
+kinds = set()
+for src in sources:
+    if not os.path.exists(src):
+        check("fixture " + src, False, "missing")
+        continue
+    with nibble.open(src) as f:
+        for info in f.tensors():
+            name = info["name"]
+            if not info["quantized"] or not info["supported"] or len(info["shape"]) != 2:
+                continue
+            n, k = info["shape"]
+            if n * k > (1 << 21):
+                continue
+            kinds.add(info["kind"])
+            w = np.asarray(f.get_tensor(name, dtype="f32"), np.float32)
+            d = f.dequantizer(name, dtype="f32")
+            label = "%s %s (%s)" % (os.path.basename(src), name, info["kind"])
+            for m in (1, 5):
+                x = rng.standard_normal((m, k)).astype(np.float32)
+                want = dot_ref(x, w)
+                y1 = d.matmul(x, threads=1)
+                y3 = d.matmul(x, threads=3)
+                check(label + " m=%d: the documented order, bit for bit" % m,
+                      y1.dtype == np.float32 and np.array_equal(y1.view(np.uint32),
+                                                                want.view(np.uint32)),
+                      np.max(np.abs(y1 - want)))
+                check(label + " m=%d: 1 and 3 threads agree" % m,
+                      np.array_equal(y1.view(np.uint32), y3.view(np.uint32)))
+                exact = x.astype(np.float64) @ w.astype(np.float64).T
+                mag = np.abs(x.astype(np.float64)) @ np.abs(w.astype(np.float64)).T
+                j = -(-k // 64) + 6
+                bound = j * 2.0 ** -24 / (1 - j * 2.0 ** -24) * mag
+                check(label + " m=%d: within the stated bound of float64" % m,
+                      np.all(np.abs(y1 - exact) <= bound + 1e-30))
+            t = f.get_tensor(name)  # the default output type: what Checkpoint.matmul uses
+            wd = bf16_value(t) if t.dtype == np.uint16 else np.asarray(t, np.float32)
+            check(label + ": Checkpoint.matmul (the default type's weight)", np.array_equal(
+                f.matmul(name, x[:1]).view(np.uint32),
+                dot_ref(x[:1], wd.astype(np.float32)).view(np.uint32)))
+
+for want_kind in ("GPTQ", "AWQ"):
+    check("covered: " + want_kind, any(want_kind in k for k in kinds), sorted(kinds))
+check("covered: several kinds", len(kinds) >= 6, sorted(kinds))
+
+# Dequantizer requests, bias, bfloat16 X, Y in X's type, orientations.
+w32 = rng.standard_normal((64, 96)).astype(np.float32)
+q = nibble.quantize(w32, bits=4, group_size=32)
+d = nibble.Dequantizer.pmx(q["x"], q["scale"], group_size=32)
+w = d.run()
+x = rng.standard_normal((3, 96)).astype(np.float32)
+b = rng.standard_normal(64).astype(np.float32)
+y = d.matmul(x, b)
+check("PMX with bias", np.array_equal(y.view(np.uint32), (dot_ref(x, w) + b).view(np.uint32)))
+xb = bf16_bits(x)
+yb = d.matmul(xb, x_dtype="bfloat16", out_dtype="bfloat16")
+want = dot_ref(bf16_value(xb).astype(np.float32), w)
+check("X in bfloat16, Y in bfloat16 (rounded once)",
+      yb.dtype == np.uint16 and np.array_equal(yb, bf16_bits(want)))
+xk = rng.standard_normal((2, 64)).astype(np.float32)
+y = d.matmul(xk, weight="in_out")
+check("weight='in_out': x @ W", np.array_equal(y.view(np.uint32),
+                                               dot_ref(xk, np.ascontiguousarray(w.T)).view(np.uint32)))
+float_ck = nibble.open(os.path.join(ck_dir, "model.gguf"))
+for label, fn, needle in [
+        ("K mismatch", lambda: d.matmul(rng.standard_normal((2, 95)).astype(np.float32)),
+         "must end in K = 96"),
+        ("integer X", lambda: d.matmul(np.ones((2, 96), np.int32)), "X must be float32"),
+        ("Y type", lambda: d.matmul(x, out_dtype="float16"), "Y must be float32 or X's type"),
+        ("bias length", lambda: d.matmul(x, np.ones(3, np.float32)), "must be [N] = [64]"),
+        ("weight spelling", lambda: d.matmul(x, weight="nk"), "weight must be"),
+        ("not quantized", lambda: float_ck.dequantizer(
+            [i["name"] for i in float_ck.tensors() if not i["quantized"]][0]), "not quantized")]:
+    try:
+        fn()
+        check("refused: " + label, False)
+    except ValueError as e:
+        check("refused: " + label, needle in str(e), e)
+
+print("matmul: %d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)
