@@ -115,9 +115,11 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
     ConvertFloats(bt, bias->data, OutType::kF32, b32.data(), n);
   }
 
-  // Blocks of output features whose float32 weight rows fit ~128 KiB.
-  const int64_t block =
-      std::clamp<int64_t>((int64_t{128} << 10) / std::max<int64_t>(1, k * 4), 1, 256);
+  // Blocks of output features whose float32 weight rows fit ~128 KiB (a
+  // few rows of X: each tile is read once per row of X) or ~1 MiB (many:
+  // X is read once per tile).
+  const int64_t tile_bytes = m >= 16 ? int64_t{1} << 20 : int64_t{128} << 10;
+  const int64_t block = std::clamp<int64_t>(tile_bytes / std::max<int64_t>(1, k * 4), 1, 256);
   const int64_t blocks = (n + block - 1) / block;
   const size_t tile_elems = static_cast<size_t>(block * k);
   const bool y_f32 = yt == OutType::kF32;

@@ -37,7 +37,7 @@ TEST_CASE("DotRows: every target gives the reference's bits (k around 64-lane bo
   hwy::SetSupportedTargetsForTest(0);
   const auto targets = hwy::SupportedAndGeneratedTargets();
   for (const int64_t k : {1, 7, 63, 64, 65, 127, 200, 1000, 4097}) {
-    const int64_t m = 3, n = 5;
+    const int64_t m = 7, n = 5;
     const auto x = Random(static_cast<size_t>(m * k), 1);
     const auto w = Random(static_cast<size_t>(n * k), 2);
     std::vector<float> want(static_cast<size_t>(m * n)), got(want.size());
