@@ -14,64 +14,77 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 #if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
-// The 64 partial sums of MB dot products of one weight row b with rows
-// a, a + lda, ... (each weight vector loaded once for all MB rows) into
-// p[r * 64 ..]: G vectors of N lanes per row, lane l of vector g holding
-// partial sum g * N + l; the elements after the last full 64 are added by
-// the caller.
-template <size_t G, size_t MB, class D>
-HWY_INLINE void PartialSums(D d, const float* a, int64_t lda, const float* b, int64_t k64,
-                            float* p) {
+// The partial sums of the MB x NB dot products of rows a, a + lda, ... of
+// X with rows b, b + ldb, ... of W, over the first k16 elements, into
+// p[(r * NB + c) * kDotLanes ..]: each product's kDotLanes partial sums are
+// G vectors of N lanes (lane l of vector g: partial sum g * N + l). Every
+// loaded vector of X and W serves NB and MB products.
+template <size_t G, size_t MB, size_t NB, class D>
+HWY_INLINE void BlockSums(D d, const float* a, int64_t lda, const float* b, int64_t ldb,
+                          int64_t k16, float* p) {
   constexpr size_t N = kDotLanes / G;
   using V = hn::Vec<D>;
-  V acc[MB][G];
+  V acc[MB][NB][G];
   for (size_t r = 0; r < MB; ++r) {
-    for (size_t g = 0; g < G; ++g) acc[r][g] = hn::Zero(d);
+    for (size_t c = 0; c < NB; ++c) {
+      for (size_t g = 0; g < G; ++g) acc[r][c][g] = hn::Zero(d);
+    }
   }
-  for (int64_t t = 0; t < k64; t += kDotLanes) {
+  for (int64_t t = 0; t < k16; t += kDotLanes) {
     for (size_t g = 0; g < G; ++g) {
-      const V wv = hn::LoadU(d, b + t + g * N);
+      const int64_t at = t + static_cast<int64_t>(g * N);
+      V wv[NB];
+      for (size_t c = 0; c < NB; ++c) wv[c] = hn::LoadU(d, b + static_cast<int64_t>(c) * ldb + at);
       for (size_t r = 0; r < MB; ++r) {
-        const float* ar = a + static_cast<int64_t>(r) * lda;
-        acc[r][g] = hn::Add(acc[r][g], hn::Mul(hn::LoadU(d, ar + t + g * N), wv));
+        const V xv = hn::LoadU(d, a + static_cast<int64_t>(r) * lda + at);
+        for (size_t c = 0; c < NB; ++c) acc[r][c][g] = hn::Add(acc[r][c][g], hn::Mul(xv, wv[c]));
       }
     }
   }
   for (size_t r = 0; r < MB; ++r) {
-    for (size_t g = 0; g < G; ++g) hn::StoreU(acc[r][g], d, p + r * kDotLanes + g * N);
+    for (size_t c = 0; c < NB; ++c) {
+      for (size_t g = 0; g < G; ++g)
+        hn::StoreU(acc[r][c][g], d, p + (r * NB + c) * kDotLanes + g * N);
+    }
   }
 }
 
-// Rows of X in blocks of MB (then one at a time) against each row of W.
-template <size_t G, size_t MB>
+// y for rows [i, i + MB) of X and [j, j + NB) of W: the block's partial
+// sums, the elements after the last full kDotLanes, the halving sums.
+template <size_t G, size_t MB, size_t NB, class D>
+HWY_INLINE void Block(D d, const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t k,
+                      int64_t i, int64_t j, float* y, int64_t ldy) {
+  const int64_t k16 = k / kDotLanes * kDotLanes;
+  HWY_ALIGN float p[MB * NB * kDotLanes];
+  BlockSums<G, MB, NB>(d, x + i * ldx, ldx, w + j * ldw, ldw, k16, p);
+  for (size_t r = 0; r < MB; ++r) {
+    const float* a = x + (i + static_cast<int64_t>(r)) * ldx;
+    for (size_t c = 0; c < NB; ++c) {
+      const float* b = w + (j + static_cast<int64_t>(c)) * ldw;
+      float* pr = p + (r * NB + c) * kDotLanes;
+      for (int64_t t = k16; t < k; ++t) pr[t % kDotLanes] += a[t] * b[t];
+      y[(i + static_cast<int64_t>(r)) * ldy + j + static_cast<int64_t>(c)] = ReduceDotLanes(pr);
+    }
+  }
+}
+
+// Rows of X in blocks of MB (the rest one by one), outer: a block stays in
+// cache while it meets every row of the caller's tile of W, NB at a time.
+template <size_t G, size_t MB, size_t NB>
 HWY_INLINE void DotRowsG(const float* x, int64_t m, int64_t ldx, const float* w, int64_t n,
                          int64_t ldw, int64_t k, float* y, int64_t ldy) {
   const hn::FixedTag<float, kDotLanes / G> d;
-  const int64_t k64 = k / kDotLanes * kDotLanes;
-  HWY_ALIGN float p[MB * kDotLanes];
-  // X rows outer (a block of them stays in cache), W rows inner (the
-  // caller's tile of W stays in cache).
+  const auto mb = static_cast<int64_t>(MB), nb = static_cast<int64_t>(NB);
   int64_t i = 0;
-  for (; i + static_cast<int64_t>(MB) <= m; i += static_cast<int64_t>(MB)) {
-    for (int64_t j = 0; j < n; ++j) {
-      const float* b = w + j * ldw;
-      PartialSums<G, MB>(d, x + i * ldx, ldx, b, k64, p);
-      for (size_t r = 0; r < MB; ++r) {
-        const float* a = x + (i + static_cast<int64_t>(r)) * ldx;
-        float* pr = p + r * kDotLanes;
-        for (int64_t t = k64; t < k; ++t) pr[t % kDotLanes] += a[t] * b[t];
-        y[(i + static_cast<int64_t>(r)) * ldy + j] = ReduceDotLanes(pr);
-      }
-    }
+  for (; i + mb <= m; i += mb) {
+    int64_t j = 0;
+    for (; j + nb <= n; j += nb) Block<G, MB, NB>(d, x, ldx, w, ldw, k, i, j, y, ldy);
+    for (; j < n; ++j) Block<G, MB, 1>(d, x, ldx, w, ldw, k, i, j, y, ldy);
   }
   for (; i < m; ++i) {
-    const float* a = x + i * ldx;
-    for (int64_t j = 0; j < n; ++j) {
-      const float* b = w + j * ldw;
-      PartialSums<G, 1>(d, a, ldx, b, k64, p);
-      for (int64_t t = k64; t < k; ++t) p[t % kDotLanes] += a[t] * b[t];
-      y[i * ldy + j] = ReduceDotLanes(p);
-    }
+    int64_t j = 0;
+    for (; j + nb <= n; j += nb) Block<G, 1, NB>(d, x, ldx, w, ldw, k, i, j, y, ldy);
+    for (; j < n; ++j) Block<G, 1, 1>(d, x, ldx, w, ldw, k, i, j, y, ldy);
   }
 }
 #endif
@@ -82,14 +95,15 @@ bool DotRowsSimd(const float* x, int64_t m, int64_t ldx, const float* w, int64_t
                  int64_t k, float* y, int64_t ldy) {
 #if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
   constexpr size_t kLanes = HWY_LANES(float);
+  // Accumulators: MB * NB * G vectors, within the target's registers.
   if constexpr (kLanes >= 16) {
-    DotRowsG<4, 4>(x, m, ldx, w, n, ldw, k, y, ldy);
+    DotRowsG<1, 4, 4>(x, m, ldx, w, n, ldw, k, y, ldy);  // 16 of 32
     return true;
   } else if constexpr (kLanes == 8) {
-    DotRowsG<8, 2>(x, m, ldx, w, n, ldw, k, y, ldy);
+    DotRowsG<2, 2, 2>(x, m, ldx, w, n, ldw, k, y, ldy);  // 8 of 16
     return true;
   } else if constexpr (kLanes == 4) {
-    DotRowsG<16, 1>(x, m, ldx, w, n, ldw, k, y, ldy);
+    DotRowsG<4, 1, 2>(x, m, ldx, w, n, ldw, k, y, ldy);  // 8 of 16
     return true;
   }
 #endif

@@ -9,15 +9,17 @@
 namespace nibble {
 
 // Partial sums of one dot product.
-inline constexpr int kDotLanes = 64;
+inline constexpr int kDotLanes = 16;
 
 // y[i * ldy + j] = Dot(x + i * ldx, w + j * ldw, k) for i < m, j < n, where
 // Dot(a, b, k) is exactly, on every target:
-//   p[0..63] = +0; for t = 0, 1, ..., k - 1: p[t % 64] += a[t] * b[t]
+//   p[0..15] = +0; for t = 0, 1, ..., k - 1: p[t % 16] += a[t] * b[t]
 //   (each product rounded to float32, then the sum rounded: no FMA);
-//   then halving: p[j] += p[j + h] for h = 32, 16, 8, 4, 2, 1, j < h;
+//   then halving: p[j] += p[j + h] for h = 8, 4, 2, 1, j < h;
 //   Dot = p[0].
-// 64 partial sums keep 4 (AVX-512) to 16 (SSE4) independent vector chains.
+// 16 partial sums are one AVX-512 vector (two AVX2, four SSE4 ones) per
+// product: blocks of 4 x 4 products (AVX-512) keep their accumulators in
+// registers, each loaded vector serving 4 products.
 // Single-threaded, no allocation, no validation; y does not overlap x or w.
 void DotRows(const float* x, int64_t m, int64_t ldx, const float* w, int64_t n, int64_t ldw,
              int64_t k, float* y, int64_t ldy);
@@ -26,7 +28,7 @@ void DotRows(const float* x, int64_t m, int64_t ldx, const float* w, int64_t n, 
 void DotRowsReference(const float* x, int64_t m, int64_t ldx, const float* w, int64_t n,
                       int64_t ldw, int64_t k, float* y, int64_t ldy);
 
-// The halving sum of 64 partial sums (p is overwritten).
+// The halving sum of kDotLanes partial sums (p is overwritten).
 inline float ReduceDotLanes(float* p) {
   for (int h = kDotLanes / 2; h >= 1; h /= 2) {
     for (int j = 0; j < h; ++j) p[j] += p[j + h];

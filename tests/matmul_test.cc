@@ -32,12 +32,12 @@ std::vector<float> Random(size_t n, uint32_t seed) {
   return v;
 }
 
-TEST_CASE("DotRows: every target gives the reference's bits (k around 64-lane boundaries)") {
+TEST_CASE("DotRows: every target gives the reference's bits (k around 16-lane boundaries)") {
   TargetReset reset;
   hwy::SetSupportedTargetsForTest(0);
   const auto targets = hwy::SupportedAndGeneratedTargets();
-  for (const int64_t k : {1, 7, 63, 64, 65, 127, 200, 1000, 4097}) {
-    const int64_t m = 7, n = 5;
+  for (const int64_t k : {1, 7, 15, 16, 17, 63, 64, 65, 127, 200, 1000, 4097}) {
+    const int64_t m = 7, n = 11;  // blocks of 4 x 4, 2 x 2, 1 x 2 and their edges
     const auto x = Random(static_cast<size_t>(m * k), 1);
     const auto w = Random(static_cast<size_t>(n * k), 2);
     std::vector<float> want(static_cast<size_t>(m * n)), got(want.size());
@@ -51,9 +51,9 @@ TEST_CASE("DotRows: every target gives the reference's bits (k around 64-lane bo
     }
     hwy::SetSupportedTargetsForTest(0);
   }
-  // The definition itself: 64 partial sums, then halving.
+  // The definition itself: 16 partial sums, then halving.
   std::vector<float> a(130, 1.0f), b(130, 1.0f);
-  a[129] = 1e8f;  // lane 1: 1 + 1 + 1e8; the others 2 or 3
+  a[129] = 1e8f;  // lane 1: 1 + ... + 1e8; the others 8 or 9 ones
   float y = 0;
   DotRowsReference(a.data(), 1, 130, b.data(), 1, 130, 130, &y, 1);
   float p[kDotLanes];

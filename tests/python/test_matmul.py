@@ -2,7 +2,7 @@
 every quantized 2-D tensor of the test checkpoints (GGUF block types, GPTQ,
 AWQ, FP8, and built here: compressed-tensors and GPTQ act-order), and
 Dequantizer.matmul on PMX / ONNX requests, equal bit for bit to a numpy
-reference of the documented order (64 partial sums of float32 products,
+reference of the documented order (16 partial sums of float32 products,
 then a halving sum) on the dequantized weight; the same bits for 1 and 3
 threads; within the stated error bound of a float64 dot product; bias, X in
 bfloat16, Y in X's type; bad input refused.
@@ -39,15 +39,16 @@ def check(name, cond, detail=""):
 def dot_ref(x, w):
     """The documented order: x [M, K], w [N, K] float32 -> [M, N] float32."""
     m, k = x.shape
-    kp = -(-k // 64) * 64
+    L = 16  # kernels/matmul.h kDotLanes
+    kp = -(-k // L) * L
     xp = np.zeros((m, kp), np.float32)
     xp[:, :k] = x
     wp = np.zeros((w.shape[0], kp), np.float32)
     wp[:, :k] = w
-    p = np.zeros((m, w.shape[0], 64), np.float32)
-    for c in range(kp // 64):
-        p += xp[:, None, c * 64:(c + 1) * 64] * wp[None, :, c * 64:(c + 1) * 64]
-    h = 32
+    p = np.zeros((m, w.shape[0], L), np.float32)
+    for c in range(kp // L):
+        p += xp[:, None, c * L:(c + 1) * L] * wp[None, :, c * L:(c + 1) * L]
+    h = L // 2
     while h >= 1:
         p[..., :h] = p[..., :h] + p[..., h:2 * h]
         h //= 2
@@ -117,7 +118,7 @@ for src in sources:
                       np.array_equal(y1.view(np.uint32), y3.view(np.uint32)))
                 exact = x.astype(np.float64) @ w.astype(np.float64).T
                 mag = np.abs(x.astype(np.float64)) @ np.abs(w.astype(np.float64)).T
-                j = -(-k // 64) + 6
+                j = -(-k // 16) + 4
                 bound = j * 2.0 ** -24 / (1 - j * 2.0 ** -24) * mag
                 check(label + " m=%d: within the stated bound of float64" % m,
                       np.all(np.abs(y1 - exact) <= bound + 1e-30))
