@@ -10,6 +10,7 @@ Usage: test_matmul.py CHECKPOINTS_DIR WORK_DIR
 """
 import os
 import shutil
+import subprocess
 import sys
 
 try:
@@ -75,13 +76,17 @@ with open(os.path.join(ct, "config.json"), "w") as f:
             '"compressed-tensors", "format": "pack-quantized", "config_groups": {"group_0": '
             '{"targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "symmetric": '
             'false, "strategy": "group", "group_size": 32, "actorder": "group"}}}}}')
-gq = os.path.join(work, "gptq-act")
+gq = os.path.join(work, "gptq-act")  # a llama MLP block, GPTQ act-order
 os.makedirs(gq)
-write_st(os.path.join(gq, "model.safetensors"), {
-    p + ".qweight": ("I32", pack_rows(rng.integers(0, 16, (K, N)), 4)),
-    p + ".qzeros": ("I32", pack_cols(rng.integers(0, 16, (K // G, N)), 4)),
-    p + ".scales": ("F16", (0.01 + 0.02 * rng.random((K // G, N))).astype(np.float16)),
-    p + ".g_idx": ("I32", rng.permutation(np.arange(K) // G).astype(np.int32))})
+H, FF = 128, 256
+t = {}
+for proj, (n, k) in {"gate_proj": (FF, H), "up_proj": (FF, H), "down_proj": (H, FF)}.items():
+    q = "model.layers.0.mlp." + proj
+    t.update({q + ".qweight": ("I32", pack_rows(rng.integers(0, 16, (k, n)), 4)),
+              q + ".qzeros": ("I32", pack_cols(rng.integers(0, 16, (k // G, n)), 4)),
+              q + ".scales": ("F16", (0.01 + 0.02 * rng.random((k // G, n))).astype(np.float16)),
+              q + ".g_idx": ("I32", rng.permutation(np.arange(k) // G).astype(np.int32))})
+write_st(os.path.join(gq, "model.safetensors"), t)
 with open(os.path.join(gq, "config.json"), "w") as f:
     f.write('{"model_type": "llama", "quantization_config": {"quant_method": "gptq", "bits": 4, '
             '"group_size": 32, "desc_act": true, "sym": false}}')
@@ -165,6 +170,16 @@ for label, fn, needle in [
         check("refused: " + label, False)
     except ValueError as e:
         check("refused: " + label, needle in str(e), e)
+
+# The example client: a llama MLP block through nibble's matmul on a GGUF
+# (Q4_0 / Q4_1 / Q4_K) and a GPTQ act-order checkpoint, against numpy.
+example = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
+                       "mlp_matmul.py")
+for src in (os.path.join(ck_dir, "llama_tiny.gguf"), gq):
+    r = subprocess.run([sys.executable, example, src, "--tokens", "3"], capture_output=True,
+                       text=True)
+    check("examples/mlp_matmul.py " + os.path.basename(src),
+          r.returncode == 0 and "max |Y - numpy|" in r.stdout, r.stdout + r.stderr)
 
 print("matmul: %d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
