@@ -66,6 +66,8 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   const int64_t m = k == 0 ? 0 : *xm / k;
   Shape want_y(x.shape.begin(), x.shape.end() - 1);
   want_y.push_back(n);
+  auto ym = CheckedNumElements(want_y, "Y");
+  if (!ym.ok()) return ym.status();
   if (y.shape != want_y) {
     return Status::Error(who + ": Y is " + ShapeToString(y.shape) + ", X " +
                          ShapeToString(x.shape) + " times the weight gives " +
