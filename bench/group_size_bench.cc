@@ -36,6 +36,7 @@
 #include "kernels/dequantize.h"
 #include "kernels/stream_fill.h"
 #include "op/dequantizer.h"
+#include "op/matmul.h"
 #include "op/onnx.h"
 #include "op/pmx.h"
 #include "op/quantize.h"
@@ -830,7 +831,125 @@ int RunStoreSweep(const BenchOptions& opt, std::ostream& out, std::ostream& err)
 
 }  // namespace
 
+int RunMatMulBench(const BenchOptions& opt, std::ostream& out, std::ostream& err) {
+  std::vector<std::string> layouts = opt.layouts;
+  if (!opt.layouts_given) {
+    layouts = {"pmx-q1", "onnx-b1", "gptq", "gptq-act", "awq",
+               "ct",     "bnb-nf4", "q4_0", "q4_k",     "fp8-block"};
+  }
+  std::vector<int> thread_counts;
+  for (const int th : opt.threads) {
+    const int t = th == 0 ? AllThreads() : th;
+    if (std::find(thread_counts.begin(), thread_counts.end(), t) == thread_counts.end()) {
+      thread_counts.push_back(t);
+    }
+  }
+  struct MmRow {
+    std::string layout;
+    int64_t m, n, k;
+    int threads;
+    double seconds, read_seconds;
+    size_t bytes;
+  };
+  std::vector<MmRow> rows;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const std::string& shape : opt.matmul_shapes) {
+    int64_t n = 0, k = 0;
+    if (std::sscanf(shape.c_str(), "%ldx%ld", &n, &k) != 2 || n <= 0 || k <= 0) {
+      err << "nibble bench: --matmul-shapes takes NxK shapes (got '" << shape << "')\n";
+      return 2;
+    }
+    const std::vector<float> w = MakeLlmLikeWeight(n, k, opt.seed);
+    for (const std::string& lname : layouts) {
+      BenchLayout layout;
+      if (!FindLayout(lname, &layout)) {
+        err << "nibble bench: unknown layout '" << lname << "'\n";
+        return 2;
+      }
+      BenchWeight bw;
+      Status st = QuantizeFor(layout, w.data(), n, k, 128, &bw);
+      auto d = st.ok() ? bw.Prepare(DType::kFloat32, lname) : StatusOr<Dequantizer>(st);
+      if (!d.ok()) {
+        err << "nibble bench: " << lname << " " << shape << ": " << d.status().message() << "\n";
+        return 1;
+      }
+      const size_t bytes = bw.InputBytes();
+      for (const int64_t m : opt.matmul) {
+        std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n));
+        for (float& v : x) v = normal(rng);
+        const TensorView xv{DType::kFloat32, {m, k}, x.data(), x.size() * 4};
+        const MutableTensorView yv{DType::kFloat32, {m, n}, y.data(), y.size() * 4};
+        for (const int t : thread_counts) {
+          MatMulOptions mo;
+          mo.threads = t;
+          Status run = Status::Ok();
+          const auto times = InterleavedSeconds(
+              opt.reps,
+              {[&] {
+                 const Status s1 = MatMul(*d, xv, yv, nullptr, mo);
+                 if (!s1.ok()) run = s1;
+               },
+               [&] {
+                 bw.ForEachInput([&](const void* p, size_t b) {
+                   Parallel(t, b, [&](size_t a, size_t e) {
+                     rw_sink ^= StreamReadWrite(static_cast<const char*>(p) + a, e - a, nullptr, 0);
+                   });
+                 });
+               }},
+              [&](size_t) {
+                bw.ForEachInput([](const void* p, size_t b) { FlushFromCaches(p, b); });
+              });
+          if (!run.ok()) {
+            err << "nibble bench: matmul " << lname << ": " << run.message() << "\n";
+            return 1;
+          }
+          rows.push_back({lname, m, n, k, t, Median(times[0]), Median(times[1]), bytes});
+          err << "." << std::flush;
+        }
+      }
+    }
+  }
+  err << "\n";
+  auto gbs = [](size_t b, double s) { return static_cast<double>(b) / s / 1e9; };
+  if (opt.format == "json") {
+    for (const MmRow& r : rows) {
+      out << "{\"m\": " << r.m << ", \"n\": " << r.n << ", \"k\": " << r.k << ", \"layout\": \""
+          << r.layout << "\", \"dtype\": \"f32\", \"threads\": " << r.threads
+          << ", \"seconds\": " << Num("%.6g", r.seconds) << ", \"packed_bytes\": " << r.bytes
+          << ", \"packed_gb_s\": " << Num("%.4g", gbs(r.bytes, r.seconds))
+          << ", \"read_gb_s\": " << Num("%.4g", gbs(r.bytes, r.read_seconds))
+          << ", \"ratio_read\": " << Num("%.4g", r.read_seconds / r.seconds) << "}\n";
+    }
+  } else if (opt.format == "csv") {
+    out << "m,n,k,layout,dtype,threads,seconds,packed_bytes,packed_gb_s,read_gb_s,ratio_read\n";
+    for (const MmRow& r : rows) {
+      out << r.m << "," << r.n << "," << r.k << "," << r.layout << ",f32," << r.threads << ","
+          << Num("%.6g", r.seconds) << "," << r.bytes << "," << Num("%.4g", gbs(r.bytes, r.seconds))
+          << "," << Num("%.4g", gbs(r.bytes, r.read_seconds)) << ","
+          << Num("%.4g", r.read_seconds / r.seconds) << "\n";
+    }
+  } else {
+    out << "matmul Y[M, N] = X[M, K] · Wᵀ, X and Y float32; x read = time / time to read the "
+           "packed weight once (same threads, interleaved; 1 = the memory limit at M = 1)\n";
+    char line[200];
+    std::snprintf(line, sizeof line, "%-10s %12s %5s %4s %10s %11s %9s %8s\n", "layout", "N,K", "M",
+                  "thr", "ms", "packed GB/s", "read GB/s", "x read");
+    out << line;
+    for (const MmRow& r : rows) {
+      const std::string nk = std::to_string(r.n) + "," + std::to_string(r.k);
+      std::snprintf(line, sizeof line, "%-10s %12s %5ld %4d %10.3f %11.2f %9.2f %8.2f\n",
+                    r.layout.c_str(), nk.c_str(), static_cast<long>(r.m), r.threads,
+                    r.seconds * 1e3, gbs(r.bytes, r.seconds), gbs(r.bytes, r.read_seconds),
+                    r.seconds / r.read_seconds);
+      out << line;
+    }
+  }
+  return 0;
+}
+
 int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& err) {
+  if (!opt.matmul.empty()) return RunMatMulBench(opt, out, err);
   // --out: checked (and its two files opened) before minutes of runs.
   std::vector<std::unique_ptr<AtomicFile>> out_files;
   if (!opt.out.empty()) {

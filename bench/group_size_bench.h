@@ -35,6 +35,11 @@ struct BenchOptions {
   bool in_cache = true;  // add the in-cache tile rows
   uint64_t seed = 42;
   bool store_sweep = false;  // instead: plain vs non-temporal stores by size
+  // Instead: the matmul (op/matmul.h) at these M over `matmul_shapes` (N,K
+  // each), the layouts and thread counts, against the machine's read
+  // bandwidth over the packed weight (RunMatMulBench). Shapes are "NxK".
+  std::vector<int64_t> matmul;
+  std::vector<std::string> matmul_shapes{"4096x4096", "11008x4096", "4096x14336"};
   // Real weights instead of the synthetic one: a checkpoint (GGUF file,
   // GPTQ/AWQ folder, safetensors, ...) and a regex picking the tensor (the
   // first large 2-D float or quantized weight by default). Loaded through
@@ -76,6 +81,15 @@ void FlushFromCaches(const void* p, size_t bytes);
 // The names --layout accepts: the operator's and checkpoint layouts, then
 // every dequantizable ggml type (tools/bench_options.h registers them).
 std::vector<std::string> BenchLayoutNames();
+
+// The matmul benchmark (BenchOptions::matmul): per shape x layout (G = 128
+// where the layout has groups) x M x threads, the median time of
+// MatMul(W, X) with the packed weight flushed from the caches before each
+// run, the packed weight's GB/s, and the time of reading those same bytes
+// once (StreamReadWrite with nothing to write, on as many threads) measured
+// in the same rounds, interleaved: `x_read` = matmul time / read time (1 is
+// the memory limit of M = 1). Rows as a table, or JSON / CSV.
+int RunMatMulBench(const BenchOptions& options, std::ostream& out, std::ostream& err);
 
 // Runs the sweep; results to `out`, progress and errors to `err`.
 // Returns a process exit code.

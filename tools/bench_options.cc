@@ -68,6 +68,16 @@ void AddBenchOptions(CLI::App* app, BenchOptions* o) {
   app->add_option("--weights-tensor", o->weights_tensor,
                   "Regex picking the tensor in --weights (default: the largest 2-D weight)");
   app->add_flag("!--no-in-cache", o->in_cache, "Skip the in-cache tile rows");
+  app->add_option("--matmul", o->matmul,
+                  "Instead of dequantizing: time the matmul Y = X · Wᵀ (op/matmul.h) at these "
+                  "M (rows of X), e.g. 1,4,16,128,512, over --matmul-shapes x --layout x "
+                  "--threads, against reading the packed weight once")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app->add_option("--matmul-shapes", o->matmul_shapes,
+                  "Weight shapes NxK for --matmul (comma-separated)")
+      ->delimiter(',')
+      ->capture_default_str();
   app->add_flag("--store-sweep", o->store_sweep,
                 "Measure plain vs non-temporal stores by output size (one thread, f32, "
                 "int4x4 G=128) to place the streaming threshold");
