@@ -117,10 +117,11 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
     ConvertFloats(bt, bias->data, OutType::kF32, b32.data(), n);
   }
 
-  // Blocks of output features whose float32 weight rows fit ~128 KiB (a
-  // few rows of X: each tile is read once per row of X) or ~1 MiB (many:
-  // X is read once per tile).
-  const int64_t tile_bytes = m >= 16 ? int64_t{1} << 20 : int64_t{128} << 10;
+  // Blocks of output features whose float32 weight rows fit ~128 KiB, or
+  // ~256 KiB for 64 rows of X and more (X is read once per tile); the
+  // fastest of 64 KiB - 1 MiB on the VM (`nibble bench --matmul`; 1 MiB
+  // tiles crowded its 1 MiB L2: M = 16 took 1.7x as long).
+  const int64_t tile_bytes = m >= 64 ? int64_t{256} << 10 : int64_t{128} << 10;
   const int64_t block = std::clamp<int64_t>(tile_bytes / std::max<int64_t>(1, k * 4), 1, 256);
   const int64_t blocks = (n + block - 1) / block;
   const size_t tile_elems = static_cast<size_t>(block * k);
