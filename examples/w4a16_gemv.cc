@@ -120,8 +120,8 @@ int main(int argc, char** argv) {
   };
   std::vector<float> y_lib(static_cast<size_t>(m * n));
   const nibble::TensorView xv{nibble::DType::kFloat32, {m, k}, x.data(), x.size() * 4};
-  const nibble::MutableTensorView yv{nibble::DType::kFloat32, {m, n}, y_lib.data(),
-                                     y_lib.size() * 4};
+  const nibble::MutableTensorView yv{
+      nibble::DType::kFloat32, {m, n}, y_lib.data(), y_lib.size() * 4};
   auto library = [&] { (void)nibble::MatMul(*d, xv, yv); };
   tiled();
   full();
