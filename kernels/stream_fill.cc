@@ -32,7 +32,7 @@ uint32_t StreamReadWriteImpl(const void* in, size_t in_bytes, void* out, size_t 
   const double per_out =
       out_bytes == 0 ? 0.0 : static_cast<double>(in_bytes) / static_cast<double>(out_bytes);
   const size_t head = std::min(out_bytes, (vec - reinterpret_cast<uintptr_t>(b) % vec) % vec);
-  std::memset(b, 0, head);
+  if (head > 0) std::memset(b, 0, head);
   const size_t n = (out_bytes - head) / vec;
   float* f = reinterpret_cast<float*>(b + head);
   const auto v = hn::Set(df, 1.0f);
@@ -42,7 +42,7 @@ uint32_t StreamReadWriteImpl(const void* in, size_t in_bytes, void* out, size_t 
     read_to(static_cast<size_t>(per_out * static_cast<double>(head + end * vec)));
     for (size_t j = i; j < end; ++j) hn::Stream(v, df, f + j * lanes);
   }
-  std::memset(b + head + n * vec, 0, out_bytes - head - n * vec);
+  if (out_bytes > head + n * vec) std::memset(b + head + n * vec, 0, out_bytes - head - n * vec);
   read_to(in_bytes);
   alignas(64) uint32_t lanes_out[hn::MaxLanes(du)];
   hn::Store(acc, du, lanes_out);

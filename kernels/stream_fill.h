@@ -18,7 +18,8 @@ void StreamFill(void* p, size_t bytes);
 // (StreamFill is this with nothing to read) while reading `in` front to back, in proportion (after
 // the first x of the output's bytes, about x * in_bytes / out_bytes of the input's), with plain
 // vector loads and no other work. Returns the XOR of the input's 32-bit words (a use of every load;
-// its value means nothing). `in` may be null when in_bytes is 0; in_bytes need not be a multiple of
+// its value means nothing). `in` may be null when in_bytes is 0, `out` when out_bytes is 0 (a
+// read-only yardstick); in_bytes need not be a multiple of
 // anything.
 uint32_t StreamReadWrite(const void* in, size_t in_bytes, void* out, size_t out_bytes);
 
