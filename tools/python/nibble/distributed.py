@@ -57,6 +57,7 @@ from . import _nibble
 STAGING_SUFFIX = ".nibble-partial"
 _JOB = "nibble-job.json"
 _RECORD = ".nibble-done.json"
+_STOP = "nibble-stop"  # present while a failed run drains its tasks: they start nothing
 _INSTALL = ("nibble.distributed needs Dask's distributed scheduler: on Debian "
             "`apt-get install python3-distributed`, elsewhere `pip install \"dask[distributed]\"`")
 
@@ -129,6 +130,8 @@ def _shard_task(src, dst, staging, index, name, key, opts, verify, progress):
     """Writes shard `index` (`name`) into `staging` unless a verified copy is
     there; returns its record (with "reused")."""
     started = time.monotonic()
+    if os.path.exists(os.path.join(staging, _STOP)):  # the run failed: start nothing
+        return {"name": name, "stopped": True}
     path = os.path.join(staging, name)
     rec_path = path + _RECORD
     rec = _read_json(rec_path)
@@ -186,6 +189,8 @@ def _open_staging(staging, key, shard_names):
         os.close(fd)
         raise RuntimeError("another conversion is writing '%s' (its staging folder is locked)"
                            % staging) from None
+    if os.path.exists(os.path.join(staging, _STOP)):
+        os.remove(os.path.join(staging, _STOP))  # left by a driver that died draining
     job_path = os.path.join(staging, _JOB)
     job = _read_json(job_path)
     if job is None and os.listdir(staging):
@@ -208,7 +213,8 @@ def _remove_leftovers(staging, keep):
     for n in os.listdir(staging):
         if n in keep:
             continue
-        if n == _JOB or n.endswith(_RECORD) or ".nibble-tmp-" in n or _RECORD + ".tmp-" in n:
+        if (n in (_JOB, _STOP) or n.endswith(_RECORD) or ".nibble-tmp-" in n
+                or _RECORD + ".tmp-" in n):
             os.remove(os.path.join(staging, n))
 
 
@@ -294,7 +300,18 @@ def convert(src, dst, client=None, *, dtype=None, tensors="", exclude="", skip_u
                         _reraise(e, failed(name, e))
                     if progress is not None:
                         progress(name, len(records), len(names))
-            except BaseException:
+            except Exception:
+                # Drain: tasks not started yet return at once (the stop file),
+                # running ones finish their shard; when this raises, nothing
+                # writes into the staging folder any more.
+                stop = os.path.join(staging, _STOP)
+                open(stop, "w").close()
+                try:
+                    _dd.wait(list(futures))
+                finally:
+                    os.remove(stop)
+                raise
+            except BaseException:  # Ctrl-C: stop now; a rerun rewrites any shard in flight
                 client.cancel(list(futures))
                 raise
         # Every shard is complete: the small files, then the folder appears.
