@@ -285,6 +285,15 @@ def main():
         clean_siblings(name + " (no client)", dst)
 
 
+    # A ".safetensors" destination is one file, one task: == nibble dequant's.
+    src, opts = CASES["ct"]
+    one = os.path.join(work, "ct-one.safetensors")
+    ref_one = os.path.join(work, "ct-one-ref.safetensors")
+    r = subprocess.run([cli, "dequant", src, ref_one], capture_output=True, text=True)
+    rep = nd.convert(src, one, None, **opts)
+    check("one .safetensors file, byte for byte", r.returncode == 0 and os.path.exists(one)
+          and open(one, "rb").read() == open(ref_one, "rb").read(), rep)
+
     # The steps themselves (nibble._nibble._dequant_step): a worker whose
     # plan differs writes nothing; bad steps are refused by name.
     from nibble import _nibble, _dequant_args
