@@ -186,12 +186,9 @@ nibble_status* nibble_matmul(const nibble_dequantizer* w, const nibble_tensor* x
   o.weight =
       weight_in_out ? nibble::MatMulOptions::Weight::kInOut : nibble::MatMulOptions::Weight::kOutIn;
   o.threads = threads;
-  const auto& out = w->impl.output().shape;
-  nibble::MutableTensorView yv{static_cast<nibble::DType>(y_dtype), {}, y, y_bytes};
-  if (!xv.shape.empty() && out.size() == 2) {
-    yv.shape.assign(xv.shape.begin(), xv.shape.end() - 1);
-    yv.shape.push_back(weight_in_out ? out[1] : out[0]);
-  }
+  auto ys = nibble::MatMulOutputShape(w->impl, xv.shape, o.weight);
+  if (!ys.ok()) return FromStatus(ys.status());
+  const nibble::MutableTensorView yv{static_cast<nibble::DType>(y_dtype), *ys, y, y_bytes};
   return FromStatus(nibble::MatMul(w->impl, xv, yv, bias ? &bv : nullptr, o));
 } catch (const std::bad_alloc&) {
   return Fail(std::string(nibble::kOutOfMemory) + " in nibble_matmul");

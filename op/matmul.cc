@@ -33,14 +33,34 @@ uint64_t FloatBytes(OutType t, int64_t elements) {
 
 }  // namespace
 
-Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView& y,
-              const TensorView* bias, const MatMulOptions& options) try {
+StatusOr<Shape> MatMulOutputShape(const Dequantizer& w, const Shape& x,
+                                  MatMulOptions::Weight weight) {
   const std::string who = "matmul";
-  NIBBLE_RETURN_IF_ERROR(CheckThreads(options.threads, who + " threads"));
   const Shape& out = w.output().shape;
   if (out.size() != 2) {
     return Status::Error(who + ": the weight must be 2-D, not " + ShapeToString(out));
   }
+  const bool in_out = weight == MatMulOptions::Weight::kInOut;
+  const int64_t k = in_out ? out[0] : out[1];
+  if (x.empty() || x.back() != k) {
+    return Status::Error(who + ": X " + ShapeToString(x) + " must end in K = " + std::to_string(k) +
+                         " (the weight " + ShapeToString(out) + " is " +
+                         (in_out ? "[K, N]" : "[N, K]") + ")");
+  }
+  Shape y(x.begin(), x.end() - 1);
+  y.push_back(in_out ? out[1] : out[0]);
+  auto elements = CheckedNumElements(y, "Y");
+  if (!elements.ok()) return elements.status();
+  return y;
+}
+
+Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView& y,
+              const TensorView* bias, const MatMulOptions& options) try {
+  const std::string who = "matmul";
+  NIBBLE_RETURN_IF_ERROR(CheckThreads(options.threads, who + " threads"));
+  auto want_y = MatMulOutputShape(w, x.shape, options.weight);
+  if (!want_y.ok()) return want_y.status();
+  const Shape& out = w.output().shape;
   const bool in_out = options.weight == MatMulOptions::Weight::kInOut;
   const int64_t n = in_out ? out[1] : out[0];
   const int64_t k = in_out ? out[0] : out[1];
@@ -56,22 +76,13 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
     return Status::Error(who + ": Y must be float32 or X's type (" + DTypeName(x.dtype) +
                          "), not " + DTypeName(y.dtype));
   }
-  if (x.shape.empty() || x.shape.back() != k) {
-    return Status::Error(who + ": X " + ShapeToString(x.shape) +
-                         " must end in K = " + std::to_string(k) + " (the weight " +
-                         ShapeToString(out) + " is " + (in_out ? "[K, N]" : "[N, K]") + ")");
-  }
   auto xm = CheckedNumElements(x.shape, "X");
   if (!xm.ok()) return xm.status();
   const int64_t m = k == 0 ? 0 : *xm / k;
-  Shape want_y(x.shape.begin(), x.shape.end() - 1);
-  want_y.push_back(n);
-  auto ym = CheckedNumElements(want_y, "Y");
-  if (!ym.ok()) return ym.status();
-  if (y.shape != want_y) {
+  if (y.shape != *want_y) {
     return Status::Error(who + ": Y is " + ShapeToString(y.shape) + ", X " +
                          ShapeToString(x.shape) + " times the weight gives " +
-                         ShapeToString(want_y));
+                         ShapeToString(*want_y));
   }
   if (x.size_bytes < FloatBytes(xt, m * k) || (x.data == nullptr && m * k > 0)) {
     return Status::Error(who + ": X holds " + std::to_string(x.size_bytes) + " bytes, " +

@@ -38,6 +38,11 @@ struct MatMulOptions {
   int threads = 0;
 };
 
+// Y's shape for an X of shape `x`: X's leading dimensions and N; an error
+// naming the mismatch when the weight is not 2-D or X does not end in K.
+StatusOr<Shape> MatMulOutputShape(const Dequantizer& w, const Shape& x,
+                                  MatMulOptions::Weight weight);
+
 // Y[..., N] = X[..., K] · W (+ bias[N]). X: float32 / float16 / bfloat16,
 // any leading dimensions (M = their product; a 1-D X is one row). Y: the
 // same leading dimensions and N; float32 or X's type. bias: null, or N

@@ -233,13 +233,10 @@ struct PyDequantizer {
     nibble::TensorView bv;
     if (bias) bv = View(*bias, "bias");
     const DType yt = out_dtype ? ParseOutputDType(out_dtype) : DType::kFloat32;
-    const auto& out = d->output().shape;
-    if (out.size() != 2) throw py::value_error("matmul: the weight must be 2-D");
-    if (xv.shape.empty()) throw py::value_error("matmul: x must have at least one dimension");
-    std::vector<int64_t> ys(xv.shape.begin(), xv.shape.end() - 1);
-    ys.push_back(o.weight == nibble::MatMulOptions::Weight::kOutIn ? out[0] : out[1]);
-    py::array y = NewOutput(yt, ys);
-    nibble::MutableTensorView yv{yt, ys, y.mutable_data(), static_cast<size_t>(y.nbytes())};
+    auto ys = nibble::MatMulOutputShape(*d, xv.shape, o.weight);
+    Check(ys.status());
+    py::array y = NewOutput(yt, *ys);
+    nibble::MutableTensorView yv{yt, *ys, y.mutable_data(), static_cast<size_t>(y.nbytes())};
     nibble::Status st;
     {
       py::gil_scoped_release release;
