@@ -70,7 +70,10 @@ void nibble_status_free(nibble_status* s) { delete s; }
 
 const char* nibble_version(void) { return NIBBLE_VERSION; }
 const char* nibble_active_target(void) { return nibble::ActiveTarget(); }
-void nibble_release_cached_memory(void) { nibble::ReleaseCachedParameterBlocks(); }
+void nibble_release_cached_memory(void) {
+  nibble::ReleaseCachedParameterBlocks();
+  nibble::ReleaseMatMulScratch();
+}
 
 nibble_status* nibble_prepare_pmx(const nibble_pmx_attributes* attrs, const nibble_tensor* x,
                                   const nibble_tensor* scale, const nibble_tensor* zero_point,

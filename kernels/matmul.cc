@@ -16,18 +16,23 @@ namespace hn = hwy::HWY_NAMESPACE;
 #if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
 // The partial sums of the MB x NB dot products of rows a, a + lda, ... of
 // X with rows b, b + ldb, ... of W, over the first k16 elements, into
-// p[(r * NB + c) * kDotLanes ..]: each product's kDotLanes partial sums are
-// G vectors of N lanes (lane l of vector g: partial sum g * N + l). Every
+// p[r * ldp + c * kDotLanes ..] (kLoad: added to the sums already there,
+// in order; else from +0): each product's kDotLanes partial sums are G
+// vectors of N lanes (lane l of vector g: partial sum g * N + l). Every
 // loaded vector of X and W serves NB and MB products.
-template <size_t G, size_t MB, size_t NB, class D>
+template <size_t G, size_t MB, size_t NB, bool kLoad, class D>
 HWY_INLINE void BlockSums(D d, const float* a, int64_t lda, const float* b, int64_t ldb,
-                          int64_t k16, float* p) {
+                          int64_t k16, float* p, int64_t ldp) {
   constexpr size_t N = kDotLanes / G;
   using V = hn::Vec<D>;
   V acc[MB][NB][G];
   for (size_t r = 0; r < MB; ++r) {
     for (size_t c = 0; c < NB; ++c) {
-      for (size_t g = 0; g < G; ++g) acc[r][c][g] = hn::Zero(d);
+      for (size_t g = 0; g < G; ++g) {
+        acc[r][c][g] = kLoad ? hn::LoadU(d, p + static_cast<int64_t>(r) * ldp +
+                                                static_cast<int64_t>(c * kDotLanes + g * N))
+                             : hn::Zero(d);
+      }
     }
   }
   for (int64_t t = 0; t < k16; t += kDotLanes) {
@@ -43,8 +48,10 @@ HWY_INLINE void BlockSums(D d, const float* a, int64_t lda, const float* b, int6
   }
   for (size_t r = 0; r < MB; ++r) {
     for (size_t c = 0; c < NB; ++c) {
-      for (size_t g = 0; g < G; ++g)
-        hn::StoreU(acc[r][c][g], d, p + (r * NB + c) * kDotLanes + g * N);
+      for (size_t g = 0; g < G; ++g) {
+        hn::StoreU(acc[r][c][g], d,
+                   p + static_cast<int64_t>(r) * ldp + static_cast<int64_t>(c * kDotLanes + g * N));
+      }
     }
   }
 }
@@ -56,7 +63,8 @@ HWY_INLINE void Block(D d, const float* x, int64_t ldx, const float* w, int64_t 
                       int64_t i, int64_t j, float* y, int64_t ldy) {
   const int64_t k16 = k / kDotLanes * kDotLanes;
   HWY_ALIGN float p[MB * NB * kDotLanes];
-  BlockSums<G, MB, NB>(d, x + i * ldx, ldx, w + j * ldw, ldw, k16, p);
+  BlockSums<G, MB, NB, false>(d, x + i * ldx, ldx, w + j * ldw, ldw, k16, p,
+                              static_cast<int64_t>(NB * kDotLanes));
   for (size_t r = 0; r < MB; ++r) {
     const float* a = x + (i + static_cast<int64_t>(r)) * ldx;
     for (size_t c = 0; c < NB; ++c) {
@@ -64,6 +72,27 @@ HWY_INLINE void Block(D d, const float* x, int64_t ldx, const float* w, int64_t 
       float* pr = p + (r * NB + c) * kDotLanes;
       for (int64_t t = k16; t < k; ++t) pr[t % kDotLanes] += a[t] * b[t];
       y[(i + static_cast<int64_t>(r)) * ldy + j + static_cast<int64_t>(c)] = ReduceDotLanes(pr);
+    }
+  }
+}
+
+// AccumulateDotRows for rows [i, i + MB) of X and [j, j + NB) of W: the
+// block's partial sums carried on in p, then the elements after the last
+// full kDotLanes (the last chunk of K only may have them).
+template <size_t G, size_t MB, size_t NB, class D>
+HWY_INLINE void AccumulateBlock(D d, const float* x, int64_t ldx, const float* w, int64_t ldw,
+                                int64_t k, int64_t i, int64_t j, float* p, int64_t n) {
+  const int64_t k16 = k / kDotLanes * kDotLanes;
+  const int64_t ldp = n * kDotLanes;
+  float* pb = p + i * ldp + j * kDotLanes;
+  BlockSums<G, MB, NB, true>(d, x + i * ldx, ldx, w + j * ldw, ldw, k16, pb, ldp);
+  if (k16 == k) return;
+  for (size_t r = 0; r < MB; ++r) {
+    const float* a = x + (i + static_cast<int64_t>(r)) * ldx;
+    for (size_t c = 0; c < NB; ++c) {
+      const float* b = w + (j + static_cast<int64_t>(c)) * ldw;
+      float* pr = pb + static_cast<int64_t>(r) * ldp + static_cast<int64_t>(c * kDotLanes);
+      for (int64_t t = k16; t < k; ++t) pr[t % kDotLanes] += a[t] * b[t];
     }
   }
 }
@@ -87,7 +116,49 @@ HWY_INLINE void DotRowsG(const float* x, int64_t m, int64_t ldx, const float* w,
     for (; j < n; ++j) Block<G, 1, 1>(d, x, ldx, w, ldw, k, i, j, y, ldy);
   }
 }
+
+// AccumulateDotRows's blocks, in DotRowsG's order.
+template <size_t G, size_t MB, size_t NB>
+HWY_INLINE void AccumulateDotRowsG(const float* x, int64_t m, int64_t ldx, const float* w,
+                                   int64_t n, int64_t ldw, int64_t k, float* p) {
+  const hn::FixedTag<float, kDotLanes / G> d;
+  const auto mb = static_cast<int64_t>(MB), nb = static_cast<int64_t>(NB);
+  int64_t i = 0;
+  for (; i + mb <= m; i += mb) {
+    int64_t j = 0;
+    for (; j + nb <= n; j += nb) AccumulateBlock<G, MB, NB>(d, x, ldx, w, ldw, k, i, j, p, n);
+    for (; j < n; ++j) AccumulateBlock<G, MB, 1>(d, x, ldx, w, ldw, k, i, j, p, n);
+  }
+  for (; i < m; ++i) {
+    int64_t j = 0;
+    for (; j + nb <= n; j += nb) AccumulateBlock<G, 1, NB>(d, x, ldx, w, ldw, k, i, j, p, n);
+    for (; j < n; ++j) AccumulateBlock<G, 1, 1>(d, x, ldx, w, ldw, k, i, j, p, n);
+  }
+}
 #endif
+
+// The blocking of each target: MB * NB * G accumulator vectors within its
+// registers (AVX-512: 16 of 32; AVX2, SSE4: 8 of 16). Returns false when
+// this target has no vector form (the caller runs the reference: the same
+// bits).
+bool AccumulateDotRowsSimd(const float* x, int64_t m, int64_t ldx, const float* w, int64_t n,
+                           int64_t ldw, int64_t k, float* p) {
+#if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
+  constexpr size_t kLanes = HWY_LANES(float);
+  if constexpr (kLanes >= 16) {
+    AccumulateDotRowsG<1, 4, 4>(x, m, ldx, w, n, ldw, k, p);
+    return true;
+  } else if constexpr (kLanes == 8) {
+    AccumulateDotRowsG<2, 2, 2>(x, m, ldx, w, n, ldw, k, p);
+    return true;
+  } else if constexpr (kLanes == 4) {
+    AccumulateDotRowsG<4, 1, 2>(x, m, ldx, w, n, ldw, k, p);
+    return true;
+  }
+#endif
+  (void)x, (void)m, (void)ldx, (void)w, (void)n, (void)ldw, (void)k, (void)p;
+  return false;
+}
 
 // Returns false when this target has no vector form (the caller runs the
 // reference: the same bits).
@@ -119,6 +190,32 @@ HWY_AFTER_NAMESPACE();
 namespace nibble {
 
 HWY_EXPORT(DotRowsSimd);
+HWY_EXPORT(AccumulateDotRowsSimd);
+
+void AccumulateDotRowsReference(const float* x, int64_t m, int64_t ldx, const float* w, int64_t n,
+                                int64_t ldw, int64_t k, float* p) {
+  for (int64_t j = 0; j < n; ++j) {
+    const float* b = w + j * ldw;
+    for (int64_t i = 0; i < m; ++i) {
+      const float* a = x + i * ldx;
+      float* pr = p + (i * n + j) * kDotLanes;
+      for (int64_t t = 0; t < k; ++t) pr[t % kDotLanes] += a[t] * b[t];
+    }
+  }
+}
+
+void AccumulateDotRows(const float* x, int64_t m, int64_t ldx, const float* w, int64_t n,
+                       int64_t ldw, int64_t k, float* p) {
+  if (!HWY_DYNAMIC_DISPATCH(AccumulateDotRowsSimd)(x, m, ldx, w, n, ldw, k, p)) {
+    AccumulateDotRowsReference(x, m, ldx, w, n, ldw, k, p);
+  }
+}
+
+void FinishDotRows(float* p, int64_t m, int64_t n, float* y, int64_t ldy) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) y[i * ldy + j] = ReduceDotLanes(p + (i * n + j) * kDotLanes);
+  }
+}
 
 void DotRowsReference(const float* x, int64_t m, int64_t ldx, const float* w, int64_t n,
                       int64_t ldw, int64_t k, float* y, int64_t ldy) {

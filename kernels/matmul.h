@@ -24,6 +24,23 @@ inline constexpr int kDotLanes = 16;
 void DotRows(const float* x, int64_t m, int64_t ldx, const float* w, int64_t n, int64_t ldw,
              int64_t k, float* y, int64_t ldy);
 
+// DotRows in chunks of K, for tiles that do not hold whole rows: p holds
+// the partial sums of the m x n dot products, product (i, j)'s at
+// p + (i * n + j) * kDotLanes (kDotLanes floats). Adds, in order,
+//   p_ij[t % kDotLanes] += x[i * ldx + t] * w[j * ldw + t], t < k
+// (each product rounded, then the sum: as DotRows). Starting from +0 and
+// called on consecutive chunks of K whose starts are multiples of
+// kDotLanes (x and w advanced to the chunk; only the last chunk's length
+// may be any), FinishDotRows then gives exactly DotRows's y.
+// Single-threaded, no allocation, no validation.
+void AccumulateDotRows(const float* x, int64_t m, int64_t ldx, const float* w, int64_t n,
+                       int64_t ldw, int64_t k, float* p);
+// y[i * ldy + j] = the halving sum of p_ij (p is overwritten).
+void FinishDotRows(float* p, int64_t m, int64_t n, float* y, int64_t ldy);
+// The scalar definition of AccumulateDotRows.
+void AccumulateDotRowsReference(const float* x, int64_t m, int64_t ldx, const float* w, int64_t n,
+                                int64_t ldw, int64_t k, float* p);
+
 // The scalar definition of DotRows.
 void DotRowsReference(const float* x, int64_t m, int64_t ldx, const float* w, int64_t n,
                       int64_t ldw, int64_t k, float* y, int64_t ldy);

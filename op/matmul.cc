@@ -31,7 +31,30 @@ uint64_t FloatBytes(OutType t, int64_t elements) {
   return static_cast<uint64_t>(elements) * (t == OutType::kF32 ? 4u : 2u);
 }
 
+// One thread's buffers, kept for its next call: a runtime calls the matmul
+// once per layer per token, and fresh 128 KiB+ buffers were fresh pages
+// (page faults and zeroing) on every call. Grow-only; ReleaseMatMulScratch
+// frees the calling thread's, thread exit frees them all.
+struct Scratch {
+  std::vector<float> tile, ytile, sums;
+  std::vector<uint8_t> raw;
+};
+thread_local Scratch t_scratch;
+
+// v with at least n elements (its contents are not kept meaningful).
+template <class T>
+T* Grow(std::vector<T>* v, size_t n) {
+  if (v->size() < n) {
+    v->clear();
+    v->shrink_to_fit();
+    v->resize(n);
+  }
+  return v->data();
+}
+
 }  // namespace
+
+void ReleaseMatMulScratch() { t_scratch = Scratch(); }
 
 StatusOr<Shape> MatMulOutputShape(const Dequantizer& w, const Shape& x,
                                   MatMulOptions::Weight weight) {
@@ -132,10 +155,22 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // ~256 KiB for 64 rows of X and more (X is read once per tile); the
   // fastest of 64 KiB - 1 MiB on the VM (`nibble bench --matmul`; 1 MiB
   // tiles crowded its 1 MiB L2: M = 16 took 1.7x as long).
+  // Long rows (fewer than kChunkRows whole rows per tile) with several rows
+  // of X: tiles of kChunkRows rows x a chunk of K (a multiple of 256), the
+  // partial sums kept between chunks (AccumulateDotRows; the same bits),
+  // X in blocks of at most kChunkM rows so that the sums stay in cache:
+  // X is then streamed once per kChunkRows features instead of once per
+  // 2-4 (4096 x 14336 at M = 512 took 2-3x the arithmetic).
+  constexpr int64_t kChunkRows = 16, kChunkM = 256;
   const int64_t tile_bytes = m >= 64 ? int64_t{256} << 10 : int64_t{128} << 10;
-  const int64_t block = std::clamp<int64_t>(tile_bytes / std::max<int64_t>(1, k * 4), 1, 256);
+  const bool chunked = m >= 2 && k * 4 * kChunkRows > tile_bytes;
+  const int64_t block =
+      chunked ? kChunkRows : std::clamp<int64_t>(tile_bytes / std::max<int64_t>(1, k * 4), 1, 256);
+  const int64_t chunk =
+      chunked ? std::max<int64_t>(256, tile_bytes / (4 * kChunkRows) / 256 * 256) : k;
+  const int64_t m_block = chunked ? std::min(m, kChunkM) : m;
   const int64_t blocks = (n + block - 1) / block;
-  const size_t tile_elems = static_cast<size_t>(block * k);
+  const size_t tile_elems = static_cast<size_t>(block * chunk);
   const bool y_f32 = yt == OutType::kF32;
   Status failed = Status::Ok();
   int threads = options.threads;
@@ -146,43 +181,66 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
 #pragma omp parallel num_threads(threads)
 #endif
   {
-    // Per thread: the float32 tile [block, K]; the raw tile when the weight
-    // is not float32 or comes transposed; Y's block when Y is not float32.
-    std::vector<float> tile, ytile;
-    std::vector<uint8_t> raw;
+    // Per thread: the float32 tile [block, chunk]; the raw tile when the
+    // weight is not float32 or comes transposed; Y's block when Y is not
+    // float32 or has a bias; the partial sums when chunked.
+    float *tile = nullptr, *ytile = nullptr, *sums = nullptr;
+    uint8_t* raw = nullptr;
     bool ok = true;
     try {
-      tile.resize(tile_elems);
+      Scratch& s = t_scratch;
+      tile = Grow(&s.tile, tile_elems);
       if (wt != OutType::kF32 || !rows_are_features) {
-        raw.resize(static_cast<size_t>(FloatBytes(wt, block * k)));
+        raw = Grow(&s.raw, static_cast<size_t>(FloatBytes(wt, block * chunk)));
       }
-      if (!y_f32 || bias != nullptr) ytile.resize(static_cast<size_t>(m * block));
+      if (!y_f32 || bias != nullptr) ytile = Grow(&s.ytile, static_cast<size_t>(m * block));
+      if (chunked) sums = Grow(&s.sums, static_cast<size_t>(m_block * block * kDotLanes));
     } catch (const std::bad_alloc&) {
       ok = false;
     }
+    // W's rows [n0, n0 + nb), columns [c0, c0 + cw) as float32 at tile
+    // (leading dimension cw).
+    auto make_tile = [&](int64_t n0, int64_t nb, int64_t c0, int64_t cw) -> Status {
+      if (rows_are_features) {
+        void* dst = wt == OutType::kF32 ? static_cast<void*>(tile) : raw;
+        NIBBLE_RETURN_IF_ERROR(w.RunTile(n0, n0 + nb, c0, c0 + cw, dst, cw));
+        if (wt != OutType::kF32) ConvertFloats(wt, raw, OutType::kF32, tile, nb * cw);
+        return Status::Ok();
+      }
+      // The view is [K, N]: its columns n0.. are W's rows.
+      NIBBLE_RETURN_IF_ERROR(w.RunTile(c0, c0 + cw, n0, n0 + nb, raw, nb));
+      const size_t es = wt == OutType::kF32 ? 4 : 2;
+      for (int64_t r = 0; r < cw; ++r) {
+        const uint8_t* src = raw + static_cast<size_t>(r * nb) * es;
+        float v[256];
+        ConvertFloats(wt, src, OutType::kF32, v, nb);
+        for (int64_t j = 0; j < nb; ++j) tile[static_cast<size_t>(j * cw + r)] = v[j];
+      }
+      return Status::Ok();
+    };
 #ifdef NIBBLE_HAVE_OPENMP
 #pragma omp for schedule(static)
 #endif
     for (int64_t b = 0; b < blocks; ++b) {
       if (!ok) continue;
       const int64_t n0 = b * block, nb = std::min(block, n - n0);
+      // Y's block: straight into Y (float32, no bias), else into ytile.
+      float* yb = y_f32 && bias == nullptr ? static_cast<float*>(y.data) + n0 : ytile;
+      const int64_t ldy = y_f32 && bias == nullptr ? n : nb;
       Status st;
-      if (rows_are_features) {
-        void* dst = wt == OutType::kF32 ? static_cast<void*>(tile.data()) : raw.data();
-        st = w.RunTile(n0, n0 + nb, 0, k, dst, k);
-        if (st.ok() && wt != OutType::kF32) {
-          ConvertFloats(wt, raw.data(), OutType::kF32, tile.data(), nb * k);
-        }
-      } else {  // the view is [K, N]: its columns n0.. are W's rows
-        st = w.RunTile(0, k, n0, n0 + nb, raw.data(), nb);
-        if (st.ok()) {
-          const size_t es = wt == OutType::kF32 ? 4 : 2;
-          for (int64_t r = 0; r < k; ++r) {
-            const uint8_t* src = raw.data() + static_cast<size_t>(r * nb) * es;
-            float v[256];
-            ConvertFloats(wt, src, OutType::kF32, v, nb);
-            for (int64_t j = 0; j < nb; ++j) tile[static_cast<size_t>(j * k + r)] = v[j];
+      if (!chunked) {
+        st = make_tile(n0, nb, 0, k);
+        if (st.ok()) DotRows(xf, m, k, tile, nb, k, k, yb, ldy);
+      } else {
+        for (int64_t i0 = 0; i0 < m && st.ok(); i0 += m_block) {
+          const int64_t mi = std::min(m_block, m - i0);
+          std::fill(sums, sums + mi * nb * kDotLanes, 0.0f);
+          for (int64_t c0 = 0; c0 < k && st.ok(); c0 += chunk) {
+            const int64_t cw = std::min(chunk, k - c0);
+            st = make_tile(n0, nb, c0, cw);
+            if (st.ok()) AccumulateDotRows(xf + i0 * k + c0, mi, k, tile, nb, cw, cw, sums);
           }
+          if (st.ok()) FinishDotRows(sums, mi, nb, yb + i0 * ldy, ldy);
         }
       }
       if (!st.ok()) {
@@ -192,13 +250,9 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
         failed = st;
         continue;
       }
-      if (y_f32 && bias == nullptr) {
-        DotRows(xf, m, k, tile.data(), nb, k, k, static_cast<float*>(y.data) + n0, n);
-        continue;
-      }
-      DotRows(xf, m, k, tile.data(), nb, k, k, ytile.data(), nb);
+      if (yb != ytile) continue;
       for (int64_t i = 0; i < m; ++i) {
-        float* row = ytile.data() + i * nb;
+        float* row = ytile + i * nb;
         if (bias != nullptr) {
           for (int64_t j = 0; j < nb; ++j) row[j] += b32[static_cast<size_t>(n0 + j)];
         }

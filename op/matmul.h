@@ -43,6 +43,14 @@ struct MatMulOptions {
 StatusOr<Shape> MatMulOutputShape(const Dequantizer& w, const Shape& x,
                                   MatMulOptions::Weight weight);
 
+// Each thread that runs a matmul (the caller's, OpenMP's workers) keeps
+// its scratch for its next call: the float32 tile (128 / 256 KiB), plus a
+// raw tile for float16 / bfloat16 or transposed weights and Y's block for
+// bias or a 16-bit Y. ReleaseMatMulScratch() frees the calling thread's
+// now (nibble_release_cached_memory, nibble.release_cached_memory); a
+// thread's exit frees its own.
+void ReleaseMatMulScratch();
+
 // Y[..., N] = X[..., K] · W (+ bias[N]). X: float32 / float16 / bfloat16,
 // any leading dimensions (M = their product; a 1-D X is one row). Y: the
 // same leading dimensions and N; float32 or X's type. bias: null, or N

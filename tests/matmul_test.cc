@@ -5,6 +5,7 @@
 // every thread count; bad input refused by name.
 #include "kernels/matmul.h"
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -60,6 +61,35 @@ TEST_CASE("DotRows: every target gives the reference's bits (k around 16-lane bo
   for (int j = 0; j < kDotLanes; ++j) p[j] = 0;
   for (int t = 0; t < 130; ++t) p[t % kDotLanes] += a[static_cast<size_t>(t)];
   CHECK(y == ReduceDotLanes(p));
+}
+
+TEST_CASE("AccumulateDotRows: chunks of K at multiples of 16, then FinishDotRows == DotRows") {
+  TargetReset reset;
+  hwy::SetSupportedTargetsForTest(0);
+  const auto targets = hwy::SupportedAndGeneratedTargets();
+  const int64_t m = 6, n = 9, k = 1000;
+  const auto x = Random(static_cast<size_t>(m * k), 11);
+  const auto w = Random(static_cast<size_t>(n * k), 12);
+  std::vector<float> want(static_cast<size_t>(m * n));
+  DotRowsReference(x.data(), m, k, w.data(), n, k, k, want.data(), n);
+  for (const int64_t chunk : {16, 48, 256, 992, 1000}) {
+    for (const int64_t t : targets) {
+      hwy::SetSupportedTargetsForTest(t);
+      std::vector<float> p(static_cast<size_t>(m * n * kDotLanes), 0.0f), got(want.size(), -1.0f);
+      for (int64_t c0 = 0; c0 < k; c0 += chunk) {
+        AccumulateDotRows(x.data() + c0, m, k, w.data() + c0, n, k, std::min(chunk, k - c0),
+                          p.data());
+      }
+      FinishDotRows(p.data(), m, n, got.data(), n);
+      CHECK_MESSAGE(std::memcmp(got.data(), want.data(), got.size() * 4) == 0,
+                    hwy::TargetName(t) << " chunk " << chunk);
+      std::fill(p.begin(), p.end(), 0.0f);
+      AccumulateDotRowsReference(x.data(), m, k, w.data(), n, k, k, p.data());
+      FinishDotRows(p.data(), m, n, got.data(), n);
+      CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+    }
+    hwy::SetSupportedTargetsForTest(0);
+  }
 }
 
 // W as float32 [N, K] from the Dequantizer's output (kOutIn) or its
@@ -160,6 +190,51 @@ TEST_CASE("MatMul on PMX layouts == the reference dot of the dequantized weight,
           }
         }
       }
+    }
+  }
+}
+
+TEST_CASE("MatMul on long rows (tiles of a chunk of K, partial sums kept) == the reference") {
+  // K = 4500: a tile holds fewer than 16 whole rows, so from M = 2 the
+  // matmul runs over chunks of K; M = 300 also splits X into blocks of
+  // 256 rows; N = 40 leaves a block of 8 features.
+  TargetReset reset;
+  const int64_t n = 40, k = 4500;
+  const auto wf = Random(static_cast<size_t>(n * k), 21);
+  QuantizeConfig cfg;
+  cfg.bits = 4;
+  cfg.scheme = QuantScheme::kAsymmetric;
+  cfg.quant_axis = 1;
+  cfg.group_size = 100;
+  auto q = QuantizePmx(wf.data(), {n, k}, cfg);
+  REQUIRE(q.ok());
+  TensorView zs;
+  for (const DType out : {DType::kFloat32, DType::kFloat16}) {
+    DequantizeOptions o;
+    o.output_dtype = out;
+    auto d = PreparePmx(q->attrs, q->x.view(), q->scale.view(), q->zero_point_view_or_null(&zs), o);
+    REQUIRE(d.ok());
+    const auto w = WeightRows(*d, false);
+    hwy::SetSupportedTargetsForTest(0);
+    for (const int64_t m : {int64_t{1}, int64_t{2}, int64_t{5}, int64_t{70}, int64_t{300}}) {
+      const auto x = Random(static_cast<size_t>(m * k), 22);
+      std::vector<float> want(static_cast<size_t>(m * n));
+      DotRowsReference(x.data(), m, k, w.data(), n, k, k, want.data(), n);
+      TensorView xv{DType::kFloat32, {m, k}, x.data(), x.size() * 4};
+      for (const int64_t t : hwy::SupportedAndGeneratedTargets()) {
+        hwy::SetSupportedTargetsForTest(t);
+        for (const int threads : {1, 2}) {
+          MatMulOptions mo;
+          mo.threads = threads;
+          std::vector<float> y(want.size(), -7.0f);
+          MutableTensorView yv{DType::kFloat32, {m, n}, y.data(), y.size() * 4};
+          const Status st = MatMul(*d, xv, yv, nullptr, mo);
+          REQUIRE_MESSAGE(st.ok(), st.message());
+          CHECK_MESSAGE(std::memcmp(y.data(), want.data(), y.size() * 4) == 0,
+                        hwy::TargetName(t) << " m " << m << " threads " << threads);
+        }
+      }
+      hwy::SetSupportedTargetsForTest(0);
     }
   }
 }

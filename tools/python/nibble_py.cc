@@ -726,9 +726,14 @@ PYBIND11_MODULE(_nibble, m) {
       },
       "The safetensors name ('BF16') of an output type in any spelling.");
   m.def(
-      "release_cached_memory", [] { nibble::ReleaseCachedParameterBlocks(); },
+      "release_cached_memory",
+      [] {
+        nibble::ReleaseCachedParameterBlocks();
+        nibble::ReleaseMatMulScratch();
+      },
       "Returns to the system the large parameter blocks (widened scales / zero points) the "
-      "calling thread keeps for its next preparations; live dequantizers are not affected.");
+      "calling thread keeps for its next preparations, and its matmul scratch; live "
+      "dequantizers are not affected.");
 
   py::class_<PyDequantizer>(m, "Dequantizer")
       .def_static("pmx", &PreparePmx, py::arg("x"), py::arg("scale"),
