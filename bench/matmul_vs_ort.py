@@ -38,9 +38,14 @@ import sys
 import tempfile
 import time
 
-import numpy as np
+# Idle OpenMP threads sleep instead of spinning (as ONNX Runtime's, see
+# ort_worker.js), so that neither engine's idle threads slow the other's
+# runs; set before libgomp loads.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import nibble
+import numpy as np  # noqa: E402
+
+import nibble  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -155,15 +155,16 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // ~256 KiB for 64 rows of X and more (X is read once per tile); the
   // fastest of 64 KiB - 1 MiB on the VM (`nibble bench --matmul`; 1 MiB
   // tiles crowded its 1 MiB L2: M = 16 took 1.7x as long).
-  // Long rows (fewer than kChunkRows whole rows per tile) with several rows
-  // of X: tiles of kChunkRows rows x a chunk of K (a multiple of 256), the
+  // Long rows (fewer than 8 whole rows per tile) with several rows of X:
+  // tiles of kChunkRows rows x a chunk of K (a multiple of 256), the
   // partial sums kept between chunks (AccumulateDotRows; the same bits),
   // X in blocks of at most kChunkM rows so that the sums stay in cache:
   // X is then streamed once per kChunkRows features instead of once per
   // 2-4 (4096 x 14336 at M = 512 took 2-3x the arithmetic).
   constexpr int64_t kChunkRows = 16, kChunkM = 256;
   const int64_t tile_bytes = m >= 64 ? int64_t{256} << 10 : int64_t{128} << 10;
-  const bool chunked = m >= 2 && k * 4 * kChunkRows > tile_bytes;
+  const bool chunked = m >= 2 && k * 4 * 8 > tile_bytes;  // (measured: 16 made K = 4096,
+                                                          // M = 4 - 16 of Q4_0 1.2x slower)
   const int64_t block =
       chunked ? kChunkRows : std::clamp<int64_t>(tile_bytes / std::max<int64_t>(1, k * 4), 1, 256);
   const int64_t chunk =

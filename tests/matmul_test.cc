@@ -195,11 +195,12 @@ TEST_CASE("MatMul on PMX layouts == the reference dot of the dequantized weight,
 }
 
 TEST_CASE("MatMul on long rows (tiles of a chunk of K, partial sums kept) == the reference") {
-  // K = 4500: a tile holds fewer than 16 whole rows, so from M = 2 the
-  // matmul runs over chunks of K; M = 300 also splits X into blocks of
-  // 256 rows; N = 40 leaves a block of 8 features.
+  // K = 9000: a tile (128 KiB, 256 KiB from M = 64) holds fewer than 8
+  // whole rows, so from M = 2 the matmul runs over chunks of K; M = 300
+  // also splits X into blocks of 256 rows; N = 40 leaves a block of 8
+  // features.
   TargetReset reset;
-  const int64_t n = 40, k = 4500;
+  const int64_t n = 40, k = 9000;
   const auto wf = Random(static_cast<size_t>(n * k), 21);
   QuantizeConfig cfg;
   cfg.bits = 4;

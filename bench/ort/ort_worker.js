@@ -23,6 +23,9 @@ async function handle(req) {
       interOpNumThreads: 1,
       executionMode: 'sequential',
       graphOptimizationLevel: 'all',
+      // Idle pool threads sleep instead of spinning: spinning ones would
+      // slow the interleaved nibble runs on a small machine.
+      extra: {session: {intra_op: {allow_spinning: '0'}}},
     };
     sessions.set(req.id, await ort.InferenceSession.create(req.path, opts));
     return {ok: true, version: require('onnxruntime-node/package.json').version};

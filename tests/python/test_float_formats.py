@@ -27,6 +27,7 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from matmul_util import matmul_mismatches  # noqa: E402
 from safetensors_util import write_st, read_st, bf16_bits, bf16_value  # noqa: E402
 
 nibble_cli, work = sys.argv[1], sys.argv[2]
@@ -180,6 +181,11 @@ def compare(label, src, want_fn, dtypes, removed, kept):
                     else:
                         v = g.astype(np.float32)
                     check("%s %s: nibble.open %s exact" % (label, dtype, name), same(v, want))
+                    if dtype == "f32" and want.ndim == 2 and f.info(name)["quantized"]:
+                        # The matmul on this layout, against these values.
+                        bad = matmul_mismatches(f, name, np.random.default_rng(want.shape[0]),
+                                                w=np.asarray(want, np.float32))
+                        check("%s: %s matmul, bit for bit %s" % (label, name, bad), not bad)
                     rows = want.shape[0]
                     part = f.get_slice(name, dtype=dtype)[rows // 3: rows - 1]
                     check("%s %s: nibble.open %s rows" % (label, dtype, name),

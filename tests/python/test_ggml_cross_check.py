@@ -36,6 +36,7 @@ except ImportError as e:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gguf_util import GGML_BLOCK_TYPES  # noqa: E402
 from safetensors_util import read_st_bits  # noqa: E402
 
 cli, work = sys.argv[1], os.path.abspath(sys.argv[2])
@@ -106,19 +107,7 @@ def ggml_source():
 
 
 # ggml type id -> (name, elements per block, bytes per block, needs an imatrix).
-TYPES = {
-    2: ("q4_0", 32, 18, False), 3: ("q4_1", 32, 20, False), 6: ("q5_0", 32, 22, False),
-    7: ("q5_1", 32, 24, False), 8: ("q8_0", 32, 34, False), 10: ("q2_K", 256, 84, False),
-    11: ("q3_K", 256, 110, False), 12: ("q4_K", 256, 144, False),
-    13: ("q5_K", 256, 176, False), 14: ("q6_K", 256, 210, False),
-    16: ("iq2_xxs", 256, 66, True), 17: ("iq2_xs", 256, 74, True),
-    18: ("iq3_xxs", 256, 98, False), 19: ("iq1_s", 256, 50, True),
-    20: ("iq4_nl", 32, 18, False), 21: ("iq3_s", 256, 110, False),
-    22: ("iq2_s", 256, 82, False), 23: ("iq4_xs", 256, 136, False),
-    29: ("iq1_m", 256, 56, True), 34: ("tq1_0", 256, 54, False), 35: ("tq2_0", 256, 66, False),
-    39: ("mxfp4", 32, 17, False), 40: ("nvfp4", 64, 36, False), 41: ("q1_0", 128, 18, False),
-    42: ("q2_0", 64, 18, False),
-}
+TYPES = GGML_BLOCK_TYPES
 
 
 def build_ggml(src):

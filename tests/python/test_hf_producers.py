@@ -22,6 +22,7 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from matmul_util import matmul_mismatches  # noqa: E402
 from safetensors_util import write_st  # noqa: E402
 from packing_util import pack_cols, pack_rows, unpack_cols  # noqa: E402
 
@@ -182,6 +183,10 @@ def check_python_api(label, src, want, dtype, extra):
             part = f.get_slice(name, dtype=dtype)[rows // 3: rows - 1]
             check(label + ": " + name + " rows", np.array_equal(part.view(w_bits.dtype),
                                                              w_bits[rows // 3: rows - 1]))
+            if dtype == "f32" and w32.ndim == 2 and f.info(name)["quantized"]:
+                # The matmul on this layout, against the producer's values.
+                bad = matmul_mismatches(f, name, np.random.default_rng(rows), w=w32)
+                check(label + ": " + name + " matmul, bit for bit " + str(bad), not bad)
     if torch is not None:
         with nibble.open(src, framework="pt", **kw) as f:
             for name, w in want.items():

@@ -21,6 +21,8 @@ except ImportError as e:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gguf_util import GGML_BLOCK_TYPES, write_gguf  # noqa: E402
+from matmul_util import dot_ref, matmul_mismatches, same_bits  # noqa: E402
 from packing_util import pack_cols, pack_rows  # noqa: E402
 from safetensors_util import bf16_bits, bf16_value, write_st  # noqa: E402
 
@@ -35,25 +37,6 @@ def check(name, cond, detail=""):
     else:
         failed += 1
         print("FAIL " + name + (": " + str(detail) if detail else ""))
-
-
-def dot_ref(x, w):
-    """The documented order: x [M, K], w [N, K] float32 -> [M, N] float32."""
-    m, k = x.shape
-    L = 16  # kernels/matmul.h kDotLanes
-    kp = -(-k // L) * L
-    xp = np.zeros((m, kp), np.float32)
-    xp[:, :k] = x
-    wp = np.zeros((w.shape[0], kp), np.float32)
-    wp[:, :k] = w
-    p = np.zeros((m, w.shape[0], L), np.float32)
-    for c in range(kp // L):
-        p += xp[:, None, c * L:(c + 1) * L] * wp[None, :, c * L:(c + 1) * L]
-    h = L // 2
-    while h >= 1:
-        p[..., :h] = p[..., :h] + p[..., h:2 * h]
-        h //= 2
-    return p[..., 0]
 
 
 rng = np.random.default_rng(50)
@@ -132,6 +115,47 @@ for src in sources:
             check(label + ": Checkpoint.matmul (the default type's weight)", np.array_equal(
                 f.matmul(name, x[:1]).view(np.uint32),
                 dot_ref(x[:1], wd.astype(np.float32)).view(np.uint32)))
+
+# Every block type ggml defines (the i-quants, TQ1_0 / TQ2_0, MXFP4, NVFP4,
+# Q1_0 / Q2_0 too): one GGUF of random blocks, K = 2 blocks, an odd N.
+types_gguf = os.path.join(work, "every_type.gguf")
+tensors = []
+for tid, (tname, be, bb, _) in sorted(GGML_BLOCK_TYPES.items()):
+    n, k = 5, 2 * be
+    raw = rng.integers(0, 256, n * (k // be) * bb, dtype=np.uint8).tobytes()
+    tensors.append(("blk.0.%s.weight" % tname, (tid, [k, n], raw)))
+write_gguf(types_gguf, [], tensors)
+with nibble.open(types_gguf) as f:
+    covered = 0
+    for info in f.tensors():
+        if not info["supported"]:
+            check("every type: %s supported" % info["name"], False, info)
+            continue
+        bad = matmul_mismatches(f, info["name"], rng, ms=(1, 4))
+        check("every type: %s (%s) matmul, bit for bit" % (info["name"], info["kind"]), not bad,
+              bad)
+        covered += 1
+    check("every type: all %d ggml block types" % len(GGML_BLOCK_TYPES),
+          covered == len(GGML_BLOCK_TYPES), covered)
+
+# ONNX Runtime's MatMulNBits (4-bit with zero points, 8-bit, no zero points
+# with a bias input): the [K, N] operand of a MatMul, so weight="in_out".
+corpus = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz", "corpus", "fold")
+for fn in ("fold_mmnb_zp.onnx", "fold_mmnb8.onnx", "fold_mmnb_nozp_bias.onnx"):
+    with nibble.open(os.path.join(corpus, fn)) as f:
+        for info in f.tensors():
+            if not info["quantized"]:
+                continue
+            kinds.add(info["kind"])
+            w = np.asarray(f.get_tensor(info["name"], dtype="f32"), np.float32)  # [K, N]
+            d = f.dequantizer(info["name"], dtype="f32")
+            for m in (1, 4):
+                x = rng.standard_normal((m, w.shape[0])).astype(np.float32)
+                want = dot_ref(x, np.ascontiguousarray(w.T))
+                check("%s %s m=%d: weight='in_out', bit for bit" % (fn, info["name"], m),
+                      all(same_bits(d.matmul(x, weight="in_out", threads=t), want)
+                          for t in (1, 2)))
+check("covered: MatMulNBits", any("MatMulNBits" in k for k in kinds), sorted(kinds))
 
 for want_kind in ("GPTQ", "AWQ"):
     check("covered: " + want_kind, any(want_kind in k for k in kinds), sorted(kinds))

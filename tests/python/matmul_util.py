@@ -1,0 +1,55 @@
+"""nibble's matmul checked against a numpy model of its documented order
+(kernels/matmul.h): 16 partial sums of float32 products, each product
+rounded, then a halving sum. Shared by the Python tests: test_matmul.py
+and the producers' tests (every checkpoint layout they build)."""
+import numpy as np
+
+LANES = 16  # kernels/matmul.h kDotLanes
+
+
+def dot_ref(x, w):
+    """The documented order: x [M, K], w [N, K] float32 -> [M, N] float32."""
+    m, k = x.shape
+    kp = -(-k // LANES) * LANES
+    xp = np.zeros((m, kp), np.float32)
+    xp[:, :k] = x
+    wp = np.zeros((w.shape[0], kp), np.float32)
+    wp[:, :k] = w
+    p = np.zeros((m, w.shape[0], LANES), np.float32)
+    with np.errstate(all="ignore"):  # (random blocks may hold inf / NaN scales)
+        for c in range(kp // LANES):
+            p += xp[:, None, c * LANES:(c + 1) * LANES] * wp[None, :, c * LANES:(c + 1) * LANES]
+        h = LANES // 2
+        while h >= 1:
+            p[..., :h] = p[..., :h] + p[..., h:2 * h]
+            h //= 2
+    return p[..., 0]
+
+
+def same_bits(a, b):
+    """Equal float32 bits, or both NaN."""
+    a = np.asarray(a, np.float32)
+    b = np.asarray(b, np.float32)
+    return a.shape == b.shape and bool(np.all((a.view(np.uint32) == b.view(np.uint32)) |
+                                              (np.isnan(a) & np.isnan(b))))
+
+
+def matmul_mismatches(f, name, rng, ms=(1, 3), w=None):
+    """Checkpoint f's matmul on its 2-D tensor `name` (prepared as float32)
+    against dot_ref on the tensor read as float32 (or w), bit for bit, for
+    each M in ms, X float32 and bfloat16 (its values), 1 and 2 threads.
+    Returns the failing cases (empty: all equal)."""
+    if w is None:
+        w = np.asarray(f.get_tensor(name, dtype="f32"), np.float32)
+    d = f.dequantizer(name, dtype="f32")
+    bad = []
+    for m in ms:
+        x = rng.standard_normal((m, w.shape[1])).astype(np.float32)
+        xb = (x.view(np.uint32) >> 16).astype(np.uint16)  # bfloat16 bits (truncated: any value)
+        xbv = (xb.astype(np.uint32) << 16).view(np.float32)
+        for xin, xv, kw in ((x, x, {}), (xb, xbv, {"x_dtype": "bfloat16"})):
+            want = dot_ref(xv, w)
+            for t in (1, 2):
+                if not same_bits(d.matmul(xin, threads=t, **kw), want):
+                    bad.append("m=%d x=%s threads=%d" % (m, kw.get("x_dtype", "float32"), t))
+    return bad
