@@ -1,11 +1,15 @@
 """nibble's matmul from Python: Checkpoint.matmul / dequantizer(...).matmul on
 every quantized 2-D tensor of the test checkpoints (GGUF block types, GPTQ,
-AWQ, FP8, and built here: compressed-tensors and GPTQ act-order), and
-Dequantizer.matmul on PMX / ONNX requests, equal bit for bit to a numpy
-reference of the documented order (16 partial sums of float32 products,
-then a halving sum) on the dequantized weight; the same bits for 1 and 3
-threads; within the stated error bound of a float64 dot product; bias, X in
-bfloat16, Y in X's type; bad input refused.
+AWQ, FP8, and built here: compressed-tensors and GPTQ act-order), on every
+block type ggml defines (a GGUF of random blocks: the i-quants, TQ1_0,
+MXFP4, NVFP4, Q1_0 / Q2_0 too), on ONNX Runtime's MatMulNBits (the [K, N]
+operand: weight='in_out'), and Dequantizer.matmul on PMX / ONNX requests,
+equal bit for bit to a numpy reference of the documented order (16 partial
+sums of float32 products, then a halving sum; tests/python/matmul_util.py)
+on the dequantized weight; the same bits for 1, 2 and 3 threads; within the
+stated error bound of a float64 dot product; bias, X in bfloat16, Y in X's
+type; bad input refused. (The producers' tests run the same check on every
+layout they build: test_hf_producers.py, test_float_formats.py.)
 Usage: test_matmul.py CHECKPOINTS_DIR WORK_DIR
 """
 import os
