@@ -1,6 +1,7 @@
 #include "kernels/matmul.h"
 
 #include <cstring>
+#include <type_traits>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matmul.cc"
@@ -97,24 +98,36 @@ HWY_INLINE void AccumulateBlock(D d, const float* x, int64_t ldx, const float* w
   }
 }
 
-// Rows of X in blocks of MB (the rest one by one), outer: a block stays in
-// cache while it meets every row of the caller's tile of W, NB at a time.
-template <size_t G, size_t MB, size_t NB>
-HWY_INLINE void DotRowsG(const float* x, int64_t m, int64_t ldx, const float* w, int64_t n,
-                         int64_t ldw, int64_t k, float* y, int64_t ldy) {
-  const hn::FixedTag<float, kDotLanes / G> d;
+// Calls f(std::integral_constant<size_t, mb>, ..<nb>, i, j) for the blocks
+// of the m x n products: rows of X in blocks of MB (the rest one by one),
+// outer, so that a block stays in cache while it meets every row of the
+// caller's tile of W, NB at a time (the rest one by one).
+template <size_t MB, size_t NB, class F>
+HWY_INLINE void ForEachBlock(int64_t m, int64_t n, const F& f) {
+  using One = std::integral_constant<size_t, 1>;
+  using RowsB = std::integral_constant<size_t, MB>;
+  using ColsB = std::integral_constant<size_t, NB>;
   const auto mb = static_cast<int64_t>(MB), nb = static_cast<int64_t>(NB);
   int64_t i = 0;
   for (; i + mb <= m; i += mb) {
     int64_t j = 0;
-    for (; j + nb <= n; j += nb) Block<G, MB, NB>(d, x, ldx, w, ldw, k, i, j, y, ldy);
-    for (; j < n; ++j) Block<G, MB, 1>(d, x, ldx, w, ldw, k, i, j, y, ldy);
+    for (; j + nb <= n; j += nb) f(RowsB(), ColsB(), i, j);
+    for (; j < n; ++j) f(RowsB(), One(), i, j);
   }
   for (; i < m; ++i) {
     int64_t j = 0;
-    for (; j + nb <= n; j += nb) Block<G, 1, NB>(d, x, ldx, w, ldw, k, i, j, y, ldy);
-    for (; j < n; ++j) Block<G, 1, 1>(d, x, ldx, w, ldw, k, i, j, y, ldy);
+    for (; j + nb <= n; j += nb) f(One(), ColsB(), i, j);
+    for (; j < n; ++j) f(One(), One(), i, j);
   }
+}
+
+template <size_t G, size_t MB, size_t NB>
+HWY_INLINE void DotRowsG(const float* x, int64_t m, int64_t ldx, const float* w, int64_t n,
+                         int64_t ldw, int64_t k, float* y, int64_t ldy) {
+  const hn::FixedTag<float, kDotLanes / G> d;
+  ForEachBlock<MB, NB>(m, n, [&](auto rb, auto cb, int64_t i, int64_t j) HWY_ATTR {
+    Block<G, decltype(rb)::value, decltype(cb)::value>(d, x, ldx, w, ldw, k, i, j, y, ldy);
+  });
 }
 
 // AccumulateDotRows's blocks, in DotRowsG's order.
@@ -122,18 +135,9 @@ template <size_t G, size_t MB, size_t NB>
 HWY_INLINE void AccumulateDotRowsG(const float* x, int64_t m, int64_t ldx, const float* w,
                                    int64_t n, int64_t ldw, int64_t k, float* p) {
   const hn::FixedTag<float, kDotLanes / G> d;
-  const auto mb = static_cast<int64_t>(MB), nb = static_cast<int64_t>(NB);
-  int64_t i = 0;
-  for (; i + mb <= m; i += mb) {
-    int64_t j = 0;
-    for (; j + nb <= n; j += nb) AccumulateBlock<G, MB, NB>(d, x, ldx, w, ldw, k, i, j, p, n);
-    for (; j < n; ++j) AccumulateBlock<G, MB, 1>(d, x, ldx, w, ldw, k, i, j, p, n);
-  }
-  for (; i < m; ++i) {
-    int64_t j = 0;
-    for (; j + nb <= n; j += nb) AccumulateBlock<G, 1, NB>(d, x, ldx, w, ldw, k, i, j, p, n);
-    for (; j < n; ++j) AccumulateBlock<G, 1, 1>(d, x, ldx, w, ldw, k, i, j, p, n);
-  }
+  ForEachBlock<MB, NB>(m, n, [&](auto rb, auto cb, int64_t i, int64_t j) HWY_ATTR {
+    AccumulateBlock<G, decltype(rb)::value, decltype(cb)::value>(d, x, ldx, w, ldw, k, i, j, p, n);
+  });
 }
 #endif
 
