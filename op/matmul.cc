@@ -151,24 +151,31 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
     ConvertFloats(bt, bias->data, OutType::kF32, b32.data(), n);
   }
 
-  // Blocks of output features whose float32 weight rows fit ~128 KiB, or
-  // ~256 KiB for 64 rows of X and more (X is read once per tile); the
-  // fastest of 64 KiB - 1 MiB on the VM (`nibble bench --matmul`; 1 MiB
-  // tiles crowded its 1 MiB L2: M = 16 took 1.7x as long).
-  // Long rows (fewer than 8 whole rows per tile) with several rows of X:
-  // tiles of kChunkRows rows x a chunk of K (a multiple of 256), the
+  // Blocks of output features whose float32 weight rows fit a tile of
+  // 512 KiB up to M = 4, 256 KiB above (X is read once per tile). Measured
+  // on the VM (`nibble bench --matmul`, tiles of 128 / 256 / 512 KiB
+  // interleaved, 4096 x 4096 and 4096 x 14336): at M = 1 and 4, 512 KiB
+  // ran AWQ 1.7-2.4x and GPTQ up to 1.6x faster than 128 KiB (their column
+  // tiles decode more rows per pass) and the row layouts 1.0-1.2x; at M =
+  // 16 the row layouts were no faster than with 256 KiB; 1 MiB tiles
+  // crowded the 1 MiB L2 (M = 16 1.7x slower).
+  // Long rows with several rows of X (fewer than 8 rows would fit 256
+  // KiB): tiles of kChunkRows rows x a chunk of K (2048, from M = 64
+  // 4096: GPTQ at M = 4-16 was 1.2x slower with 4096, M = 512 1.25x slower
+  // with 2048), the
   // partial sums kept between chunks (AccumulateDotRows; the same bits),
   // X in blocks of at most kChunkM rows so that the sums stay in cache:
   // X is then streamed once per kChunkRows features instead of once per
-  // 2-4 (4096 x 14336 at M = 512 took 2-3x the arithmetic).
+  // 2-4 (4096 x 14336 at M = 512 took 2-3x the arithmetic; chunking from
+  // 16 rows made K = 4096, M = 4-16 of Q4_0 1.2x slower).
   constexpr int64_t kChunkRows = 16, kChunkM = 256;
-  const int64_t tile_bytes = m >= 64 ? int64_t{256} << 10 : int64_t{128} << 10;
-  const bool chunked = m >= 2 && k * 4 * 8 > tile_bytes;  // (measured: 16 made K = 4096,
-                                                          // M = 4 - 16 of Q4_0 1.2x slower)
+  const int64_t chunk_tile = m >= 64 ? int64_t{256} << 10 : int64_t{128} << 10;
+  const int64_t tile_bytes = m <= 4 ? int64_t{512} << 10 : int64_t{256} << 10;
+  const bool chunked = m >= 2 && k * 4 * 8 > (int64_t{256} << 10);
   const int64_t block =
       chunked ? kChunkRows : std::clamp<int64_t>(tile_bytes / std::max<int64_t>(1, k * 4), 1, 256);
   const int64_t chunk =
-      chunked ? std::max<int64_t>(256, tile_bytes / (4 * kChunkRows) / 256 * 256) : k;
+      chunked ? std::max<int64_t>(256, chunk_tile / (4 * kChunkRows) / 256 * 256) : k;
   const int64_t m_block = chunked ? std::min(m, kChunkM) : m;
   const int64_t blocks = (n + block - 1) / block;
   const size_t tile_elems = static_cast<size_t>(block * chunk);

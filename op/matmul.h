@@ -14,8 +14,10 @@
 // u = 2^-24: each partial sum adds ceil(K / 16) products, then 4 halvings.
 //
 // How: each thread takes blocks of output features, dequantizes the block's
-// weight rows into a float32 tile of at most ~128 KiB with RunTile (its
-// cache), and multiplies it with every row of X. The float weight is never
+// weight rows into a float32 tile of 256 / 512 KiB with RunTile (its cache)
+// and multiplies it with every row of X; rows too long for 8 of them to fit
+// 256 KiB go in chunks of K when X has several rows, the partial sums kept
+// between chunks (kernels/matmul.h AccumulateDotRows: the same bits). The float weight is never
 // written to memory beyond that tile.
 #ifndef NIBBLE_OP_MATMUL_H_
 #define NIBBLE_OP_MATMUL_H_
