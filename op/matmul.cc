@@ -160,14 +160,14 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // 16 the row layouts were no faster than with 256 KiB; 1 MiB tiles
   // crowded the 1 MiB L2 (M = 16 1.7x slower).
   // Long rows with several rows of X (fewer than 8 rows would fit 256
-  // KiB): tiles of kChunkRows rows x a chunk of K (2048, from M = 64
-  // 4096: GPTQ at M = 4-16 was 1.2x slower with 4096, M = 512 1.25x slower
-  // with 2048), the
-  // partial sums kept between chunks (AccumulateDotRows; the same bits),
-  // X in blocks of at most kChunkM rows so that the sums stay in cache:
-  // X is then streamed once per kChunkRows features instead of once per
-  // 2-4 (4096 x 14336 at M = 512 took 2-3x the arithmetic; chunking from
-  // 16 rows made K = 4096, M = 4-16 of Q4_0 1.2x slower).
+  // KiB): tiles of kChunkRows rows x a chunk of K, the partial sums kept
+  // between chunks (AccumulateDotRows; the same bits), X in blocks of at
+  // most kChunkM rows so that the sums stay in cache: X is then streamed
+  // once per kChunkRows features instead of once per 2-4 (4096 x 14336 at
+  // M = 512 took 2-3x the arithmetic). Measured: chunks of 2048 below M =
+  // 64 and 4096 from it (GPTQ at M = 4-16 1.2x slower with 4096, M = 512
+  // 1.25x slower with 2048); chunking from 16 rows per tile made K = 4096,
+  // M = 4-16 of Q4_0 1.2x slower.
   constexpr int64_t kChunkRows = 16, kChunkM = 256;
   const int64_t chunk_tile = m >= 64 ? int64_t{256} << 10 : int64_t{128} << 10;
   const int64_t tile_bytes = m <= 4 ? int64_t{512} << 10 : int64_t{256} << 10;
