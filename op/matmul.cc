@@ -1,6 +1,7 @@
 #include "op/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <new>
 #include <string>
 #include <vector>
@@ -181,6 +182,10 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   const size_t tile_elems = static_cast<size_t>(block * chunk);
   const bool y_f32 = yt == OutType::kF32;
   Status failed = Status::Ok();
+  // Set once options.cancelled says stop (asked by the calling thread,
+  // OpenMP's thread 0, before each of its tiles): the blocks not begun are
+  // skipped.
+  std::atomic<bool> stop{false};
   int threads = options.threads;
   (void)threads;
 #ifdef NIBBLE_HAVE_OPENMP
@@ -230,7 +235,16 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
 #pragma omp for schedule(static)
 #endif
     for (int64_t b = 0; b < blocks; ++b) {
-      if (!ok) continue;
+      if (!ok || stop.load(std::memory_order_relaxed)) continue;
+#ifdef NIBBLE_HAVE_OPENMP
+      const bool caller = omp_get_thread_num() == 0;
+#else
+      const bool caller = true;
+#endif
+      if (caller && !CheckCancelled(options.cancelled).ok()) {
+        stop.store(true, std::memory_order_relaxed);
+        continue;
+      }
       const int64_t n0 = b * block, nb = std::min(block, n - n0);
       // Y's block: straight into Y (float32, no bias), else into ytile.
       float* yb = y_f32 && bias == nullptr ? static_cast<float*>(y.data) + n0 : ytile;
@@ -275,6 +289,7 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
       failed = OutOfMemoryError(who);
     }
   }
+  if (failed.ok() && stop.load()) return Status::Error(who + ": " + kInterrupted);
   return failed;
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("matmul");

@@ -22,6 +22,7 @@
 #ifndef NIBBLE_OP_MATMUL_H_
 #define NIBBLE_OP_MATMUL_H_
 
+#include "base/cancel.h"
 #include "base/status.h"
 #include "base/tensor.h"
 #include "op/dequantizer.h"
@@ -38,6 +39,10 @@ struct MatMulOptions {
   // 0: OpenMP's default; 1: the caller's thread; n: n threads
   // (CheckThreads). Same bits for every count.
   int threads = 0;
+  // Asked between tiles on the calling thread (base/cancel.h): when it
+  // says stop, the matmul returns an error ending in "interrupted" soon
+  // after (the tiles under way finish) and Y's contents are unspecified.
+  CancelCallback cancelled;
 };
 
 // Y's shape for an X of shape `x`: X's leading dimensions and N; an error

@@ -14,8 +14,11 @@ Usage: test_matmul.py CHECKPOINTS_DIR WORK_DIR
 """
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 
 try:
     import numpy as np
@@ -198,6 +201,28 @@ for label, fn, needle in [
         check("refused: " + label, False)
     except ValueError as e:
         check("refused: " + label, needle in str(e), e)
+
+# Ctrl-C in the middle of a long matmul: KeyboardInterrupt between tiles,
+# long before the matmul would have finished (a timer thread sends SIGINT
+# to this process 0.1 s into the call).
+wl = rng.standard_normal((4096, 2048)).astype(np.float32)
+ql = nibble.quantize(wl, bits=4, group_size=128)
+dl = nibble.Dequantizer.pmx(ql["x"], ql["scale"], group_size=128)
+xl = rng.standard_normal((4096, 2048)).astype(np.float32)
+t0 = time.perf_counter()
+dl.matmul(xl, threads=1)
+full = time.perf_counter() - t0
+timer = threading.Timer(0.1, lambda: os.kill(os.getpid(), signal.SIGINT))
+t0 = time.perf_counter()
+try:
+    timer.start()
+    dl.matmul(xl, threads=1)
+    check("Ctrl-C: KeyboardInterrupt", False, "the matmul returned (%.2f s)" % full)
+except KeyboardInterrupt:
+    took = time.perf_counter() - t0
+    check("Ctrl-C: stops between tiles (%.2f s of %.2f s)" % (took, full),
+          full < 0.3 or took < 0.6 * full)
+timer.join()
 
 # The example client: a llama MLP block through nibble's matmul on a GGUF
 # (Q4_0 / Q4_1 / Q4_K) and a GPTQ act-order checkpoint, against numpy.

@@ -206,6 +206,60 @@ void Check(const nibble::Status& s) {
   throw py::error_already_set();
 }
 
+// How a long call (dequant, fold, matmul) is stopped from Python: a pending
+// signal's exception (Ctrl-C: KeyboardInterrupt) or an exception raised by
+// the progress callback. The library asks `cancelled` between tensors and
+// row chunks (a matmul: between tiles); the first exception is kept and re-raised when the call
+// returns, with nothing published. Lives on the calling frame, which
+// outlives the conversion.
+class PyStop {
+ public:
+  PyStop() = default;
+  PyStop(const PyStop&) = delete;
+  PyStop& operator=(const PyStop&) = delete;
+  ~PyStop() {
+    if (type_ != nullptr || value_ != nullptr || tb_ != nullptr) {
+      py::gil_scoped_acquire gil;
+      Py_XDECREF(type_);
+      Py_XDECREF(value_);
+      Py_XDECREF(tb_);
+    }
+  }
+  // With the GIL: keeps the pending Python error (the first one only).
+  void KeepError() {
+    if (type_ != nullptr) {
+      PyErr_Clear();
+      return;
+    }
+    PyErr_Fetch(&type_, &value_, &tb_);
+  }
+  // Called without the GIL (from the converting thread).
+  bool Cancelled() {
+    py::gil_scoped_acquire gil;
+    if (type_ != nullptr) return true;
+    if (PyErr_CheckSignals() != 0) {
+      KeepError();
+      return true;
+    }
+    return false;
+  }
+  // With the GIL, after the call: re-raises the kept exception, if any.
+  void RaiseIfStopped() {
+    if (type_ == nullptr) return;
+    PyErr_Restore(type_, value_, tb_);
+    type_ = value_ = tb_ = nullptr;
+    throw py::error_already_set();
+  }
+  nibble::CancelCallback Callback() {
+    return [this] { return Cancelled(); };
+  }
+
+ private:
+  PyObject* type_ = nullptr;
+  PyObject* value_ = nullptr;
+  PyObject* tb_ = nullptr;
+};
+
 // A prepared request, keeping the arrays it references alive.
 struct PyDequantizer {
   std::unique_ptr<nibble::Dequantizer> d;
@@ -237,11 +291,14 @@ struct PyDequantizer {
     Check(ys.status());
     py::array y = NewOutput(yt, *ys);
     nibble::MutableTensorView yv{yt, *ys, y.mutable_data(), static_cast<size_t>(y.nbytes())};
+    PyStop stop;  // Ctrl-C stops a long matmul between tiles
+    o.cancelled = stop.Callback();
     nibble::Status st;
     {
       py::gil_scoped_release release;
       st = nibble::MatMul(*d, xv, yv, bias ? &bv : nullptr, o);
     }
+    stop.RaiseIfStopped();
     Check(st);
     return y;
   }
@@ -360,60 +417,6 @@ py::array TensorToNumpy(const nibble::Tensor& t) {
   std::memcpy(a.mutable_data(), t.data(), t.size_bytes());
   return a;
 }
-
-// How a long conversion (dequant, fold) is stopped from Python: a pending
-// signal's exception (Ctrl-C: KeyboardInterrupt) or an exception raised by
-// the progress callback. The library asks `cancelled` between tensors and
-// row chunks; the first exception is kept and re-raised when the call
-// returns, with nothing published. Lives on the calling frame, which
-// outlives the conversion.
-class PyStop {
- public:
-  PyStop() = default;
-  PyStop(const PyStop&) = delete;
-  PyStop& operator=(const PyStop&) = delete;
-  ~PyStop() {
-    if (type_ != nullptr || value_ != nullptr || tb_ != nullptr) {
-      py::gil_scoped_acquire gil;
-      Py_XDECREF(type_);
-      Py_XDECREF(value_);
-      Py_XDECREF(tb_);
-    }
-  }
-  // With the GIL: keeps the pending Python error (the first one only).
-  void KeepError() {
-    if (type_ != nullptr) {
-      PyErr_Clear();
-      return;
-    }
-    PyErr_Fetch(&type_, &value_, &tb_);
-  }
-  // Called without the GIL (from the converting thread).
-  bool Cancelled() {
-    py::gil_scoped_acquire gil;
-    if (type_ != nullptr) return true;
-    if (PyErr_CheckSignals() != 0) {
-      KeepError();
-      return true;
-    }
-    return false;
-  }
-  // With the GIL, after the call: re-raises the kept exception, if any.
-  void RaiseIfStopped() {
-    if (type_ == nullptr) return;
-    PyErr_Restore(type_, value_, tb_);
-    type_ = value_ = tb_ = nullptr;
-    throw py::error_already_set();
-  }
-  nibble::CancelCallback Callback() {
-    return [this] { return Cancelled(); };
-  }
-
- private:
-  PyObject* type_ = nullptr;
-  PyObject* value_ = nullptr;
-  PyObject* tb_ = nullptr;
-};
 
 // A Python callable as a progress callback: called with (tensors_done,
 // tensors_total, bytes_done, bytes_total) under the GIL; an exception it
