@@ -105,6 +105,45 @@ template <class L>
 struct LoaderNormalValues<L, std::void_t<typename L::Desc>>
     : std::bool_constant<BlockNormalValues<typename L::Desc>()> {};
 
+// Stores v0 then v1 (2N values of the kernels' full float vectors) at dst
+// as kOut, each rounded once (NarrowBits: the reference's bits). `stream`:
+// non-temporal (dst aligned to a full vector). `fast` (AVX-512 bfloat16
+// only): no lane of v0 / v1 is a float32 subnormal, so vcvtne2ps2bf16
+// rounds without the per-unit test.
+template <OutType kOut, class DF = KernelTag, class VF = hn::Vec<DF>>
+HWY_INLINE void StoreOutUnit(DF df, VF v0, VF v1, char* dst, bool stream, bool fast) {
+  (void)fast;
+  const size_t N = hn::Lanes(df);
+  if constexpr (OutDesc<kOut>::kBytes == 4) {
+    float* p = reinterpret_cast<float*>(dst);
+    if (stream) {
+      hn::Stream(v0, df, p);
+      hn::Stream(v1, df, p + N);
+    } else {
+      hn::StoreU(v0, df, p);
+      hn::StoreU(v1, df, p + N);
+    }
+  } else {
+#if HWY_TARGET <= HWY_AVX3
+    if constexpr (kOut == OutType::kBF16 && hn::MaxLanes(DF()) == 16) {
+      if (fast) {
+        (void)StoreBF16x32<true>(v0.raw, v1.raw, dst, stream);  // (always true)
+        return;
+      }
+      if (CpuHasAvx512Bf16() && StoreBF16x32<false>(v0.raw, v1.raw, dst, stream)) return;
+    }
+#endif
+    const hn::Repartition<uint16_t, DF> du16;  // 2N lanes: one full vector
+    const auto both = Concat16(NarrowBits<kOut>(df, v1), NarrowBits<kOut>(df, v0));
+    uint16_t* p = reinterpret_cast<uint16_t*>(dst);
+    if (stream) {
+      hn::Stream(both, du16, p);
+    } else {
+      hn::StoreU(both, du16, p);
+    }
+  }
+}
+
 // L: the code loader of the plan's layout (kernels/code_loaders-inl.h).
 template <class L, CodeKind kCode, ZeroPointKind kZp, OutType kOut>
 class RowKernel {
@@ -1048,38 +1087,7 @@ class RowKernel {
   // loop: members would be re-read after every store).
  public:
   static HWY_INLINE void StoreUnit(DF df, VF v0, VF v1, char* dst, bool stream, bool fast) {
-    (void)fast;  // (AVX-512 bfloat16 only)
-    const size_t N = hn::Lanes(df);
-    if constexpr (OutDesc<kOut>::kBytes == 4) {
-      float* p = reinterpret_cast<float*>(dst);
-      if (stream) {
-        hn::Stream(v0, df, p);
-        hn::Stream(v1, df, p + N);
-      } else {
-        hn::StoreU(v0, df, p);
-        hn::StoreU(v1, df, p + N);
-      }
-    } else {
-#if HWY_TARGET <= HWY_AVX3
-      if constexpr (kOut == OutType::kBF16 && hn::MaxLanes(DF()) == 16) {
-        if (fast) {
-          (void)StoreBF16x32<true>(v0.raw, v1.raw, dst, stream);  // (always true)
-          return;
-        }
-        if (CpuHasAvx512Bf16() && StoreBF16x32<false>(v0.raw, v1.raw, dst, stream)) return;
-      }
-#endif
-      const hn::Repartition<uint16_t, DF> du16;  // 2N lanes: one full vector
-      const auto h0 = NarrowBits<kHalfOut>(df, v0);
-      const auto h1 = NarrowBits<kHalfOut>(df, v1);
-      const auto both = Concat16(h1, h0);
-      uint16_t* p = reinterpret_cast<uint16_t*>(dst);
-      if (stream) {
-        hn::Stream(both, du16, p);
-      } else {
-        hn::StoreU(both, du16, p);
-      }
-    }
+    StoreOutUnit<kOut>(df, v0, v1, dst, stream, fast);
   }
 
  private:

@@ -31,6 +31,10 @@ void DequantizeBlock4Family(const Plan& plan, int64_t r0, int64_t r1, int64_t c0
                             void* out, int64_t ld);
 void DequantizeBlock8Family(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                             void* out, int64_t ld);
+// ggml's decoded block layouts: grid i-quants, TQ1_0, Q1_0, NVFP4
+// (kernels/dequantize_decoded.cc).
+void DequantizeDecodedFamily(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                             void* out, int64_t ld);
 // HasGroupMapColumnTiles (kernels/dequantize_columns.cc).
 bool GroupMapColumnTilesActive();
 

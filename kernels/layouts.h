@@ -626,11 +626,31 @@ inline float GgmlUe4m3Half(uint8_t x) {
 //                 a NaN stays a NaN)
 //   kShiftedInt8  y = scale * (int8 grid byte j + delta)
 enum class GridValues { kSignedBytes, kShiftedInt8 };
-struct Group8 {
-  uint64_t grid;   // byte j: position j (little-endian host)
-  uint32_t signs;  // kSignedBytes: bit j set -> value j negated
-  float scale;
-  float delta;  // kShiftedInt8
+// The groups of one grid block, field by field (the kernels load each field
+// as a vector): group k holds values 8k .. 8k+7. Groups sets every group's
+// grid and scale, and its signs (kSignedBytes) or delta (kShiftedInt8); the
+// padding, read by whole-vector loads and never used, is zero.
+template <size_t kGroups>
+struct GroupSet {
+  uint64_t grid[kGroups];      // byte j: position j (little-endian host)
+  uint8_t signs[kGroups + 4];  // kSignedBytes: bit j set -> value j negated
+  float scale[kGroups + 16];
+  float delta[kGroups + 16];  // kShiftedInt8
+  GroupSet() {
+    std::memset(signs + kGroups, 0, 4);
+    std::memset(scale + kGroups, 0, 16 * sizeof(float));
+    std::memset(delta + kGroups, 0, 16 * sizeof(float));
+  }
+  NIBBLE_DECODE_INLINE void SetSigned(size_t k, uint64_t g, uint32_t s, float sc) {
+    grid[k] = g;
+    signs[k] = static_cast<uint8_t>(s);
+    scale[k] = sc;
+  }
+  NIBBLE_DECODE_INLINE void SetShifted(size_t k, uint64_t g, float sc, float d) {
+    grid[k] = g;
+    scale[k] = sc;
+    delta[k] = d;
+  }
 };
 
 namespace layout_internal {
@@ -648,20 +668,20 @@ NIBBLE_DECODE_INLINE float SignedEighth(uint32_t bit) {
 NIBBLE_DECODE_INLINE float Iq2Scale(float d, uint32_t s) {
   return d * (0.5f + static_cast<float>(s)) * 0.25f;
 }
-// The scalar expansion of one group (the reference the SIMD one equals).
-template <GridValues V>
-NIBBLE_DECODE_INLINE void ExpandGroup(const Group8& g, float* y) {
+// The scalar expansion of group k (the reference the SIMD one equals).
+template <GridValues V, size_t kGroups>
+NIBBLE_DECODE_INLINE void ExpandGroup(const GroupSet<kGroups>& g, size_t k, float* y) {
   if constexpr (V == GridValues::kSignedBytes) {
     uint8_t q[8];
-    std::memcpy(q, &g.grid, 8);
+    std::memcpy(q, &g.grid[k], 8);
     for (int j = 0; j < 8; ++j) {
-      const uint32_t flip = ((g.signs >> j) & 1u) << 31;
-      y[j] = F32FromBits(BitsFromF32(g.scale * static_cast<float>(q[j])) ^ flip);
+      const uint32_t flip = ((uint32_t{g.signs[k]} >> j) & 1u) << 31;
+      y[j] = F32FromBits(BitsFromF32(g.scale[k] * static_cast<float>(q[j])) ^ flip);
     }
   } else {
     int8_t q[8];
-    std::memcpy(q, &g.grid, 8);
-    for (int j = 0; j < 8; ++j) y[j] = g.scale * (static_cast<float>(q[j]) + g.delta);
+    std::memcpy(q, &g.grid[k], 8);
+    for (int j = 0; j < 8; ++j) y[j] = g.scale[k] * (static_cast<float>(q[j]) + g.delta[k]);
   }
 }
 }  // namespace layout_internal
@@ -673,11 +693,10 @@ struct GridLayout {
     layout_internal::SetHalf(b, 0, layout_internal::kModerateHalf);  // d first (not IQ1_M)
   }
   NIBBLE_DECODE_INLINE static void Decode(const uint8_t* b, float* y) {
-    Group8 g[D::kBlockElems / 8];
+    constexpr size_t kGroups = static_cast<size_t>(D::kBlockElems / 8);
+    GroupSet<kGroups> g;
     D::Groups(b, g);
-    for (size_t k = 0; k < D::kBlockElems / 8; ++k) {
-      layout_internal::ExpandGroup<V>(g[k], y + 8 * k);
-    }
+    for (size_t k = 0; k < kGroups; ++k) layout_internal::ExpandGroup<V>(g, k, y + 8 * k);
   }
 };
 // True for descriptors with Groups (GridLayout).
@@ -736,10 +755,11 @@ struct GgufQ1_0 : GridLayout<GgufQ1_0, GridValues::kSignedBytes> {
   static constexpr int64_t kBlockElems = 128, kBytes = 18, kSubElems = 128;
   // Each 8 values: d * 1, negated where the bit is clear (-d: d with its
   // sign flipped, as IEEE negation is; d * 1 == d, a NaN stays a NaN).
-  NIBBLE_DECODE_INLINE static void Groups(const uint8_t* b, Group8* g) {
+  template <class G>
+  NIBBLE_DECODE_INLINE static void Groups(const uint8_t* b, G& g) {
     const float d = layout_internal::Half(b, offsetof(Block, d));
     for (size_t k = 0; k < 16; ++k) {
-      g[k] = {0x0101010101010101ull, ~uint32_t{b[offsetof(Block, qs) + k]} & 0xFFu, d, 0.0f};
+      g.SetSigned(k, 0x0101010101010101ull, ~uint32_t{b[offsetof(Block, qs) + k]} & 0xFFu, d);
     }
   }
 };
@@ -784,15 +804,16 @@ struct GgufIQ2_XXS : GridLayout<GgufIQ2_XXS, GridValues::kSignedBytes> {
   static constexpr const char* kName = "iq2_xxs";
   static constexpr uint32_t kGgmlType = 16;
   static constexpr int64_t kBlockElems = 256, kBytes = 66, kSubElems = 32;
-  NIBBLE_DECODE_INLINE static void Groups(const uint8_t* b, Group8* g) {
+  template <class G>
+  NIBBLE_DECODE_INLINE static void Groups(const uint8_t* b, G& g) {
     using namespace layout_internal;
     const float d = Half(b, offsetof(Block, d));
-    for (size_t ib = 0; ib < 8; ++ib, g += 4) {
+    for (size_t ib = 0; ib < 8; ++ib) {
       const uint8_t* q = b + offsetof(Block, qs) + 8 * ib;
       const uint32_t aux = Field<uint32_t>(q, 4);
       const float db = Iq2Scale(d, aux >> 28);
       for (size_t l = 0; l < 4; ++l) {
-        g[l] = {kGgmlIq2xxsGrid[q[l]], SignsOf7((aux >> (7 * l)) & 127u), db, 0.0f};
+        g.SetSigned(4 * ib + l, kGgmlIq2xxsGrid[q[l]], SignsOf7((aux >> (7 * l)) & 127u), db);
       }
     }
   }
@@ -811,15 +832,16 @@ struct GgufIQ2_XS : GridLayout<GgufIQ2_XS, GridValues::kSignedBytes> {
   static constexpr const char* kName = "iq2_xs";
   static constexpr uint32_t kGgmlType = 17;
   static constexpr int64_t kBlockElems = 256, kBytes = 74, kSubElems = 16;
-  NIBBLE_DECODE_INLINE static void Groups(const uint8_t* b, Group8* g) {
+  template <class G>
+  NIBBLE_DECODE_INLINE static void Groups(const uint8_t* b, G& g) {
     using namespace layout_internal;
     const float d = Half(b, offsetof(Block, d));
-    for (size_t ib = 0; ib < 8; ++ib, g += 4) {
+    for (size_t ib = 0; ib < 8; ++ib) {
       const uint32_t s = b[offsetof(Block, scales) + ib];
       const float db[2] = {Iq2Scale(d, s & 0xF), Iq2Scale(d, s >> 4)};
       for (size_t l = 0; l < 4; ++l) {
         const uint32_t q = Field<uint16_t>(b, offsetof(Block, qs) + 2 * (4 * ib + l));
-        g[l] = {kGgmlIq2xsGrid[q & 511], SignsOf7(q >> 9), db[l / 2], 0.0f};
+        g.SetSigned(4 * ib + l, kGgmlIq2xsGrid[q & 511], SignsOf7(q >> 9), db[l / 2]);
       }
     }
   }
@@ -840,16 +862,17 @@ struct GgufIQ2_S : GridLayout<GgufIQ2_S, GridValues::kSignedBytes> {
   static constexpr const char* kName = "iq2_s";
   static constexpr uint32_t kGgmlType = 22;
   static constexpr int64_t kBlockElems = 256, kBytes = 82, kSubElems = 16;
-  NIBBLE_DECODE_INLINE static void Groups(const uint8_t* b, Group8* g) {
+  template <class G>
+  NIBBLE_DECODE_INLINE static void Groups(const uint8_t* b, G& g) {
     using namespace layout_internal;
     const float d = Half(b, offsetof(Block, d));
-    for (size_t ib = 0; ib < 8; ++ib, g += 4) {
+    for (size_t ib = 0; ib < 8; ++ib) {
       const uint32_t s = b[offsetof(Block, scales) + ib];
       const float db[2] = {Iq2Scale(d, s & 0xF), Iq2Scale(d, s >> 4)};
       const uint32_t qh = b[offsetof(Block, qh) + ib];
       for (size_t l = 0; l < 4; ++l) {
         const uint32_t index = b[offsetof(Block, qs) + 4 * ib + l] | ((qh << (8 - 2 * l)) & 0x300u);
-        g[l] = {kGgmlIq2sGrid[index], b[offsetof(Block, signs) + 4 * ib + l], db[l / 2], 0.0f};
+        g.SetSigned(4 * ib + l, kGgmlIq2sGrid[index], b[offsetof(Block, signs) + 4 * ib + l], db[l / 2]);
       }
     }
   }
@@ -869,17 +892,18 @@ struct GgufIQ3_XXS : GridLayout<GgufIQ3_XXS, GridValues::kSignedBytes> {
   static constexpr const char* kName = "iq3_xxs";
   static constexpr uint32_t kGgmlType = 18;
   static constexpr int64_t kBlockElems = 256, kBytes = 98, kSubElems = 32;
-  NIBBLE_DECODE_INLINE static void Groups(const uint8_t* b, Group8* g) {
+  template <class G>
+  NIBBLE_DECODE_INLINE static void Groups(const uint8_t* b, G& g) {
     using namespace layout_internal;
     const float d = Half(b, offsetof(Block, d));
-    for (size_t ib = 0; ib < 8; ++ib, g += 4) {
+    for (size_t ib = 0; ib < 8; ++ib) {
       const uint8_t* q = b + offsetof(Block, qs) + 8 * ib;
       const uint32_t aux = Field<uint32_t>(b, offsetof(Block, scales_signs) + 4 * ib);
       const float db = d * (0.5f + static_cast<float>(aux >> 28)) * 0.5f;
       for (size_t l = 0; l < 4; ++l) {
         const uint64_t grid =
             kGgmlIq3xxsGrid[q[2 * l]] | (uint64_t{kGgmlIq3xxsGrid[q[2 * l + 1]]} << 32);
-        g[l] = {grid, SignsOf7((aux >> (7 * l)) & 127u), db, 0.0f};
+        g.SetSigned(4 * ib + l, grid, SignsOf7((aux >> (7 * l)) & 127u), db);
       }
     }
   }
@@ -900,10 +924,11 @@ struct GgufIQ3_S : GridLayout<GgufIQ3_S, GridValues::kSignedBytes> {
   static constexpr const char* kName = "iq3_s";
   static constexpr uint32_t kGgmlType = 21;
   static constexpr int64_t kBlockElems = 256, kBytes = 110, kSubElems = 32;
-  NIBBLE_DECODE_INLINE static void Groups(const uint8_t* b, Group8* g) {
+  template <class G>
+  NIBBLE_DECODE_INLINE static void Groups(const uint8_t* b, G& g) {
     using namespace layout_internal;
     const float d = Half(b, offsetof(Block, d));
-    for (size_t ib = 0; ib < 8; ++ib, g += 4) {
+    for (size_t ib = 0; ib < 8; ++ib) {
       const uint32_t s = (uint32_t{b[offsetof(Block, scales) + ib / 2]} >> (4 * (ib % 2))) & 0xFu;
       const float db = d * static_cast<float>(1 + 2 * s);
       const uint32_t qh = b[offsetof(Block, qh) + ib];
@@ -912,7 +937,7 @@ struct GgufIQ3_S : GridLayout<GgufIQ3_S, GridValues::kSignedBytes> {
         const uint32_t i0 = q[2 * l] | ((qh << (8 - 2 * l)) & 256u);
         const uint32_t i1 = q[2 * l + 1] | ((qh << (7 - 2 * l)) & 256u);
         const uint64_t grid = kGgmlIq3sGrid[i0] | (uint64_t{kGgmlIq3sGrid[i1]} << 32);
-        g[l] = {grid, b[offsetof(Block, signs) + 4 * ib + l], db, 0.0f};
+        g.SetSigned(4 * ib + l, grid, b[offsetof(Block, signs) + 4 * ib + l], db);
       }
     }
   }
@@ -931,16 +956,17 @@ struct GgufIQ1_S : GridLayout<GgufIQ1_S, GridValues::kShiftedInt8> {
   static constexpr const char* kName = "iq1_s";
   static constexpr uint32_t kGgmlType = 19;
   static constexpr int64_t kBlockElems = 256, kBytes = 50, kSubElems = 32;
-  NIBBLE_DECODE_INLINE static void Groups(const uint8_t* b, Group8* g) {
+  template <class G>
+  NIBBLE_DECODE_INLINE static void Groups(const uint8_t* b, G& g) {
     using namespace layout_internal;
     const float d = Half(b, offsetof(Block, d));
-    for (size_t ib = 0; ib < 8; ++ib, g += 4) {
+    for (size_t ib = 0; ib < 8; ++ib) {
       const uint32_t qh = Field<uint16_t>(b, offsetof(Block, qh) + 2 * ib);
       const float dl = d * static_cast<float>(2 * ((qh >> 12) & 7u) + 1);
       const float delta = layout_internal::SignedEighth(qh & 0x8000u);
       for (size_t l = 0; l < 4; ++l) {
         const uint32_t index = b[offsetof(Block, qs) + 4 * ib + l] | (((qh >> (3 * l)) & 7u) << 8);
-        g[l] = {kGgmlIq1sGrid[index], 0u, dl, delta};
+        g.SetShifted(4 * ib + l, kGgmlIq1sGrid[index], dl, delta);
       }
     }
   }
@@ -970,21 +996,22 @@ struct GgufIQ1_M : GridLayout<GgufIQ1_M, GridValues::kShiftedInt8> {
       byte = static_cast<uint8_t>((byte & 0x0Fu) | (nibble << 4));
     }
   }
-  NIBBLE_DECODE_INLINE static void Groups(const uint8_t* b, Group8* g) {
+  template <class G>
+  NIBBLE_DECODE_INLINE static void Groups(const uint8_t* b, G& g) {
     using namespace layout_internal;
     uint32_t sc[4];
     for (size_t i = 0; i < 4; ++i) sc[i] = Field<uint16_t>(b, offsetof(Block, scales) + 2 * i);
     const uint32_t bits =
         (sc[0] >> 12) | ((sc[1] >> 8) & 0xF0u) | ((sc[2] >> 4) & 0xF00u) | (sc[3] & 0xF000u);
     const float d = F32FromF16(static_cast<uint16_t>(bits));
-    for (size_t ib = 0; ib < 8; ++ib, g += 4) {
+    for (size_t ib = 0; ib < 8; ++ib) {
       const uint32_t shift = 6 * (ib % 2);
       const float dl[2] = {d * static_cast<float>(2 * ((sc[ib / 2] >> shift) & 7u) + 1),
                            d * static_cast<float>(2 * ((sc[ib / 2] >> (shift + 3)) & 7u) + 1)};
       for (size_t l = 0; l < 4; ++l) {
         const uint32_t qh = uint32_t{b[offsetof(Block, qh) + 2 * ib + l / 2]} >> (4 * (l % 2));
         const uint32_t index = b[offsetof(Block, qs) + 4 * ib + l] | ((qh & 7u) << 8);
-        g[l] = {kGgmlIq1sGrid[index], 0u, dl[l / 2], SignedEighth(qh & 8u)};
+        g.SetShifted(4 * ib + l, kGgmlIq1sGrid[index], dl[l / 2], SignedEighth(qh & 8u));
       }
     }
   }

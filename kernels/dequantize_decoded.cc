@@ -1,0 +1,273 @@
+// The dequantize kernel of the decoded block layouts (kernels/layouts.h,
+// NIBBLE_DECODED_LAYOUTS; kernels/dequantize_families.h): each block's
+// values computed in full float vectors by a per-layout BlockVectors (the
+// same operations as the descriptor's Decode, so the same bits), rounded to
+// the output type and stored — streamed (non-temporal) for large outputs —
+// without an intermediate buffer. Blocks cut by the tile's first or last
+// column are decoded into a float32 buffer and their wanted part converted.
+#include "kernels/dequantize_families.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/dequantize_decoded.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "kernels/convert.h"
+#include "kernels/dequantize-inl.h"
+#include "kernels/layouts.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace nibble {
+namespace HWY_NAMESPACE {
+
+#if HWY_TARGET != HWY_SCALAR
+
+using DF = KernelTag;
+using VF = hn::Vec<DF>;
+
+// BlockVectors<D> contract: Read(block) does the descriptor's per-block
+// work (indices, scales, sign masks) into the object; At(e) then returns
+// the block's float32 values e .. e+N-1 (e a multiple of N = Lanes(DF)),
+// each the value D::Decode computes, by the same float operations. At's
+// vector loads read what Read stored with narrower stores: the kernel
+// reads a batch of blocks before expanding the first, so those stores
+// have left the store buffer (a load straddling pending stores stalls).
+// Every layout without its own: D::Decode into a buffer, then loads.
+template <class D, class = void>
+class BlockVectors {
+ public:
+  HWY_INLINE void Read(const uint8_t* b) { D::Decode(b, y_); }
+  HWY_INLINE VF At(size_t e) const { return hn::LoadU(DF(), y_ + e); }
+
+ private:
+  alignas(64) float y_[static_cast<size_t>(D::kBlockElems)];
+};
+
+// Grid layouts (GridLayout: the i-quants, Q1_0): D::Groups sets the block's
+// groups (scalar: ggml's index and scale arithmetic); At expands 8-value
+// groups as the scalar ExpandGroup does — grid bytes widened, times the
+// group's scale, then negated by its sign bit (kSignedBytes) or the delta
+// added first (kShiftedInt8). The group of lane i is e / 8 + i / 8.
+template <class D>
+class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
+  static constexpr size_t kGroups = static_cast<size_t>(D::kBlockElems / 8);
+  static_assert(hn::MaxLanes(DF()) <= 16, "lane bits of the sign masks");
+
+ public:
+  HWY_INLINE void Read(const uint8_t* b) { D::Groups(b, g_); }
+  HWY_INLINE VF At(size_t e) const {
+    const DF df;
+    const hn::RebindToSigned<DF> di;
+    const auto lane_group = hn::IndicesFromVec(df, hn::ShiftRight<3>(hn::Iota(di, 0)));
+    const VF scale = hn::TableLookupLanes(hn::LoadU(df, g_.scale + e / 8), lane_group);
+    const uint8_t* bytes = reinterpret_cast<const uint8_t*>(g_.grid) + e;
+    if constexpr (D::kGridValues == GridValues::kSignedBytes) {
+      const hn::Rebind<uint8_t, DF> d8;
+      const hn::RebindToUnsigned<DF> du;
+      const VF p = hn::Mul(scale, hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, bytes))));
+      alignas(64) static constexpr uint32_t kLaneBit[16] = {
+          1u << 0, 1u << 1, 1u << 2,  1u << 3,  1u << 4,  1u << 5,  1u << 6,  1u << 7,
+          1u << 8, 1u << 9, 1u << 10, 1u << 11, 1u << 12, 1u << 13, 1u << 14, 1u << 15};
+      uint32_t bits;  // bit i: lane i's value negated
+      std::memcpy(&bits, g_.signs + e / 8, 4);
+      const auto negate = hn::TestBit(hn::Set(du, bits >> (e % 8)), hn::Load(du, kLaneBit));
+      return hn::IfThenElse(hn::RebindMask(df, negate), hn::Neg(p), p);
+    } else {
+      const hn::Rebind<int8_t, DF> d8;
+      const VF delta = hn::TableLookupLanes(hn::LoadU(df, g_.delta + e / 8), lane_group);
+      const VF q = hn::ConvertTo(
+          df, hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(bytes))));
+      return hn::Mul(scale, hn::Add(q, delta));
+    }
+  }
+
+ private:
+  GroupSet<kGroups> g_;
+};
+
+// TQ1_0: base-3 digit n of byte x is ((uint8(x * 3^n)) * 3) >> 8, the value
+// float(digit - 1) * d (GgufTQ1_0::Decode). Values 0-159: qs[e % 32] digit
+// e / 32; 160-239: qs[32 + (e - 160) % 16] digit (e - 160) / 16; 240-255:
+// qh[(e - 240) % 4] digit (e - 240) / 4 (the last 16 bytes and powers are
+// laid out per element here).
+template <class D>
+class BlockVectors<D, std::enable_if_t<std::is_same_v<D, GgufTQ1_0>>> {
+  static_assert(hn::MaxLanes(DF()) <= 16, "a vector within one digit run");
+
+ public:
+  HWY_INLINE void Read(const uint8_t* b) {
+    b_ = b;
+    d_ = layout_internal::Half(b, offsetof(GgufTQ1_0::Block, d));
+    for (size_t j = 0; j < 16; ++j) tail_[j] = b[offsetof(GgufTQ1_0::Block, qh) + j % 4];
+  }
+  HWY_INLINE VF At(size_t e) const {
+    static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
+    alignas(16) static constexpr uint8_t kTailPow[16] = {1, 1, 1, 1, 3,  3,  3,  3,
+                                                          9, 9, 9, 9, 27, 27, 27, 27};
+    const DF df;
+    const hn::RebindToSigned<DF> di;
+    const hn::Rebind<uint8_t, DF> d8;
+    const uint8_t* qs = b_ + offsetof(GgufTQ1_0::Block, qs);
+    hn::Vec<decltype(di)> x, pow;
+    if (e < 160) {
+      x = hn::PromoteTo(di, hn::LoadU(d8, qs + e % 32));
+      pow = hn::Set(di, kPow3[e / 32]);
+    } else if (e < 240) {
+      x = hn::PromoteTo(di, hn::LoadU(d8, qs + 32 + (e - 160) % 16));
+      pow = hn::Set(di, kPow3[(e - 160) / 16]);
+    } else {
+      x = hn::PromoteTo(di, hn::LoadU(d8, tail_ + (e - 240)));
+      pow = hn::PromoteTo(di, hn::LoadU(d8, kTailPow + (e - 240)));
+    }
+    const auto q = hn::And(hn::Mul(x, pow), hn::Set(di, 0xFF));
+    const auto digit = hn::ShiftRight<8>(hn::Mul(q, hn::Set(di, 3)));
+    return hn::Mul(hn::ConvertTo(df, hn::Sub(digit, hn::Set(di, 1))), hn::Set(df, d_));
+  }
+
+ private:
+  const uint8_t* b_ = nullptr;
+  float d_ = 0.0f;
+  alignas(16) uint8_t tail_[16];
+};
+
+// NVFP4: sub-block s (16 values) is kValues[code] * d[s]; its 8 bytes hold
+// codes 0-7 (low nibbles) and 8-15 (high). The constructor lays the 64
+// codes' int8 values out in element order (128-bit byte shuffles).
+template <class D>
+class BlockVectors<D, std::enable_if_t<std::is_same_v<D, GgufNVFP4>>> {
+  static_assert(hn::MaxLanes(DF()) <= 16, "a vector within one sub-block");
+
+ public:
+  HWY_INLINE void Read(const uint8_t* b) {
+    alignas(16) static constexpr int8_t kValues[16] = {0,  1,  2,  3,  4,  6,  8,  12,
+                                                       0, -1, -2, -3, -4, -6, -8, -12};
+    const hn::Full128<uint8_t> d8;
+    const hn::Full128<uint64_t> d64;
+    const auto table = hn::LoadU(d8, reinterpret_cast<const uint8_t*>(kValues));
+    for (size_t s = 0; s < 4; s += 2) {
+      const auto bytes = hn::LoadU(d8, b + offsetof(GgufNVFP4::Block, qs) + 8 * s);
+      const auto lo = hn::BitCast(d64, hn::And(bytes, hn::Set(d8, 0xF)));
+      const auto hi = hn::BitCast(d64, hn::ShiftRight<4>(bytes));
+      hn::StoreU(hn::TableLookupBytes(table, hn::BitCast(d8, hn::InterleaveLower(d64, lo, hi))),
+                 d8, reinterpret_cast<uint8_t*>(values_ + 16 * s));
+      hn::StoreU(hn::TableLookupBytes(table, hn::BitCast(d8, hn::InterleaveUpper(d64, lo, hi))),
+                 d8, reinterpret_cast<uint8_t*>(values_ + 16 * s + 16));
+    }
+    for (size_t s = 0; s < 4; ++s) {
+      d_[s] = layout_internal::GgmlUe4m3Half(b[offsetof(GgufNVFP4::Block, d) + s]);
+    }
+  }
+  HWY_INLINE VF At(size_t e) const {
+    const DF df;
+    const hn::RebindToSigned<DF> di;
+    const hn::Rebind<int8_t, DF> d8;
+    const VF q = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, values_ + e)));
+    return hn::Mul(q, hn::Set(df, d_[e / 16]));
+  }
+
+ private:
+  alignas(16) int8_t values_[64];
+  float d_[4];
+};
+
+// No decoded layout's value is a float32 subnormal: every nonzero value is
+// at least 2^-27 in magnitude (a float16 scale's smallest subnormal 2^-24
+// times at most 1/8; NVFP4's smallest UE4M3 half-scale 2^-10), so bfloat16
+// rounding needs no subnormal test.
+template <class D, OutType kOut>
+void DecodedRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
+                 int64_t ld) {
+  constexpr int64_t kB = D::kBlockElems, kOutBytes = OutDesc<kOut>::kBytes;
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  static_assert(kB % 32 == 0, "whole units of 2N lanes per block");
+  const int64_t row_blocks = plan.cols() / kB;
+#if HWY_TARGET <= HWY_AVX3
+  const bool fast = kOut == OutType::kBF16 && CpuHasAvx512Bf16();
+#else
+  const bool fast = false;
+#endif
+  // Blocks read per batch (about 2048 values).
+  constexpr int64_t kBatch = kB >= 2048 ? 1 : 2048 / kB;
+  BlockVectors<D> v[kBatch];
+  bool streamed = false;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* const row = plan.codes + r * row_blocks * D::kBytes;
+    char* const dst = static_cast<char*>(out) + (r - r0) * ld * kOutBytes;  // column c0
+    // A block cut by c0 or c1: decoded into y, its wanted part converted.
+    auto part = [&](int64_t b, int64_t ca, int64_t cb) HWY_ATTR {
+      alignas(64) float y[static_cast<size_t>(kB)];
+      v[0].Read(row + b * D::kBytes);
+      for (size_t e = 0; e < static_cast<size_t>(kB); e += N) hn::Store(v[0].At(e), df, y + e);
+      ConvertFloats(OutType::kF32, y + (ca - b * kB), kOut, dst + (ca - c0) * kOutBytes, cb - ca);
+    };
+    int64_t b0 = c0 / kB, b1 = c1 / kB;  // whole blocks [b0, b1) after the cut ones
+    if (c0 % kB != 0) {
+      part(b0, c0, std::min(c1, (b0 + 1) * kB));
+      ++b0;
+    }
+    if (b0 < b1) {
+      char* body = dst + (b0 * kB - c0) * kOutBytes;
+      const bool stream =
+          plan.nontemporal && reinterpret_cast<uintptr_t>(body) % (N * sizeof(float)) == 0;
+      streamed |= stream;
+      for (int64_t b = b0; b < b1; b += kBatch) {
+        const int64_t nb = std::min(kBatch, b1 - b);
+        for (int64_t i = 0; i < nb; ++i) v[i].Read(row + (b + i) * D::kBytes);
+        for (int64_t i = 0; i < nb; ++i, body += kB * kOutBytes) {
+          for (size_t e = 0; e < static_cast<size_t>(kB); e += 2 * N) {
+            StoreOutUnit<kOut>(df, v[i].At(e), v[i].At(e + N),
+                               body + static_cast<int64_t>(e) * kOutBytes, stream, fast);
+          }
+        }
+      }
+    }
+    if (c1 % kB != 0 && c1 / kB >= b0) part(c1 / kB, std::max(c0, c1 / kB * kB), c1);
+  }
+  if (streamed) hwy::FlushStream();
+}
+
+template <class D>
+void DecodedLayout(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
+                   int64_t ld) {
+  switch (plan.out) {
+#define NIBBLE_CASE(T) \
+  case OutType::k##T:  \
+    return DecodedRows<D, OutType::k##T>(plan, r0, r1, c0, c1, out, ld);
+    NIBBLE_OUT_TYPES(NIBBLE_CASE)
+#undef NIBBLE_CASE
+  }
+}
+
+#endif  // HWY_TARGET != HWY_SCALAR
+
+void DequantizeDecodedFamilySimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                                 void* out, int64_t ld) {
+#if HWY_TARGET != HWY_SCALAR
+  switch (plan.layout) {
+#define NIBBLE_DECODED_CASE(D) \
+  case Layout::k##D:           \
+    return DecodedLayout<D>(plan, r0, r1, c0, c1, out, ld);
+    NIBBLE_DECODED_LAYOUTS(NIBBLE_DECODED_CASE)
+#undef NIBBLE_DECODED_CASE
+    default:
+      break;  // (DequantizeTile sends only decoded layouts here)
+  }
+#endif
+  DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace nibble
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace nibble {
+namespace kernels_internal {
+HWY_EXPORT(DequantizeDecodedFamilySimd);
+void DequantizeDecodedFamily(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                             void* out, int64_t ld) {
+  HWY_DYNAMIC_DISPATCH(DequantizeDecodedFamilySimd)(plan, r0, r1, c0, c1, out, ld);
+}
+}  // namespace kernels_internal
+}  // namespace nibble
+#endif  // HWY_ONCE
