@@ -102,7 +102,7 @@ class BlockVectors<D, std::enable_if_t<std::is_same_v<D, GgufTQ1_0>>> {
   HWY_INLINE VF At(size_t e) const {
     static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
     alignas(16) static constexpr uint8_t kTailPow[16] = {1, 1, 1, 1, 3,  3,  3,  3,
-                                                          9, 9, 9, 9, 27, 27, 27, 27};
+                                                         9, 9, 9, 9, 27, 27, 27, 27};
     const DF df;
     const hn::RebindToSigned<DF> di;
     const hn::Rebind<uint8_t, DF> d8;
@@ -138,7 +138,7 @@ class BlockVectors<D, std::enable_if_t<std::is_same_v<D, GgufNVFP4>>> {
 
  public:
   HWY_INLINE void Read(const uint8_t* b) {
-    alignas(16) static constexpr int8_t kValues[16] = {0,  1,  2,  3,  4,  6,  8,  12,
+    alignas(16) static constexpr int8_t kValues[16] = {0, 1,  2,  3,  4,  6,  8,  12,
                                                        0, -1, -2, -3, -4, -6, -8, -12};
     const hn::Full128<uint8_t> d8;
     const hn::Full128<uint64_t> d64;
@@ -147,10 +147,10 @@ class BlockVectors<D, std::enable_if_t<std::is_same_v<D, GgufNVFP4>>> {
       const auto bytes = hn::LoadU(d8, b + offsetof(GgufNVFP4::Block, qs) + 8 * s);
       const auto lo = hn::BitCast(d64, hn::And(bytes, hn::Set(d8, 0xF)));
       const auto hi = hn::BitCast(d64, hn::ShiftRight<4>(bytes));
-      hn::StoreU(hn::TableLookupBytes(table, hn::BitCast(d8, hn::InterleaveLower(d64, lo, hi))),
-                 d8, reinterpret_cast<uint8_t*>(values_ + 16 * s));
-      hn::StoreU(hn::TableLookupBytes(table, hn::BitCast(d8, hn::InterleaveUpper(d64, lo, hi))),
-                 d8, reinterpret_cast<uint8_t*>(values_ + 16 * s + 16));
+      hn::StoreU(hn::TableLookupBytes(table, hn::BitCast(d8, hn::InterleaveLower(d64, lo, hi))), d8,
+                 reinterpret_cast<uint8_t*>(values_ + 16 * s));
+      hn::StoreU(hn::TableLookupBytes(table, hn::BitCast(d8, hn::InterleaveUpper(d64, lo, hi))), d8,
+                 reinterpret_cast<uint8_t*>(values_ + 16 * s + 16));
     }
     for (size_t s = 0; s < 4; ++s) {
       d_[s] = layout_internal::GgmlUe4m3Half(b[offsetof(GgufNVFP4::Block, d) + s]);

@@ -593,9 +593,11 @@ struct GgufMXFP4 {
 //   Decode(block, y)              the block's kBlockElems float32 values,
 //                                 computed as the format's reference decoder
 //                                 computes them (same operations, same order).
-// The kernels decode block by block into float32 and round that to the
-// output type (kernels/decoded_blocks.h): exact on every target; the decode
-// itself is scalar.
+// The kernel (kernels/dequantize_decoded.cc) computes each block's values
+// in vectors where the layout has a vector decoder (grid layouts, TQ1_0,
+// NVFP4), else runs Decode compiled for the target, and rounds them to the
+// output type: exact on every target (the reference: kernels/
+// decoded_blocks.h).
 
 namespace layout_internal {
 // ggml's ue4m3_to_fp32: an unsigned E4M3 byte (bit 7 ignored), exponent bias
@@ -616,11 +618,12 @@ inline float GgmlUe4m3Half(uint8_t x) {
 // times a sub-block scale, with a sign mask (IQ2 / IQ3) or a shift of +-1/8
 // (IQ1)) and Q1_0 (entry all ones, the sign from the bit). A grid descriptor
 // derives from GridLayout<D, kind> and adds
-//   Groups(block, g)   the block's kBlockElems / 8 groups (Group8): grid
-//                      entry, sign bits or delta, scale — ggml's index and
-//                      scale arithmetic;
-// GridLayout derives Decode from it, and the kernels expand the groups with
-// SIMD (kernels/dequantize.cc) computing the same expression per value:
+//   Groups(block, g)   the block's kBlockElems / 8 groups into GroupSet g
+//                      (SetSigned / SetShifted per group: grid entry, sign
+//                      bits or delta, scale) — ggml's index and scale
+//                      arithmetic;
+// GridLayout derives Decode from it, and the kernel expands the groups with
+// SIMD (kernels/dequantize_decoded.cc) computing the same expression per value:
 //   kSignedBytes  y = scale * grid byte j, negated where sign bit j is set
 //                 (ggml's product with -1.f, as a sign flip: the same value;
 //                 a NaN stays a NaN)
@@ -872,7 +875,8 @@ struct GgufIQ2_S : GridLayout<GgufIQ2_S, GridValues::kSignedBytes> {
       const uint32_t qh = b[offsetof(Block, qh) + ib];
       for (size_t l = 0; l < 4; ++l) {
         const uint32_t index = b[offsetof(Block, qs) + 4 * ib + l] | ((qh << (8 - 2 * l)) & 0x300u);
-        g.SetSigned(4 * ib + l, kGgmlIq2sGrid[index], b[offsetof(Block, signs) + 4 * ib + l], db[l / 2]);
+        g.SetSigned(4 * ib + l, kGgmlIq2sGrid[index], b[offsetof(Block, signs) + 4 * ib + l],
+                    db[l / 2]);
       }
     }
   }

@@ -26,7 +26,8 @@ Status LowerBlocks(const uint8_t* data, int64_t /*n*/, Plan* plan, Dequantizer::
 }
 
 // Lowers n elements of decoded block layout D: the kernels decode each
-// block (D::Decode); no code kind, scale or zero point of their own.
+// block (D::Decode's values, in vectors where the layout has a vector
+// decoder); no code kind, scale or zero point of their own.
 template <class D>
 Status LowerDecoded(const uint8_t* data, int64_t /*n*/, Plan* plan, Dequantizer::Storage* /*st*/) {
   plan->layout = BlockLayoutOf<D>::kValue;
