@@ -36,10 +36,11 @@ namespace fs = std::filesystem;
 // How a mixture-of-experts model names its experts in transformers.
 enum class Moe {
   kNone,
-  kMixtral,  // block_sparse_moe.gate, block_sparse_moe.experts.E.w1 / w2 / w3
-  kQwen,     // mlp.gate, mlp.experts.E.gate_proj / up_proj / down_proj
-  kGptOss,   // mlp.router, mlp.experts.gate_up_proj [E, hidden, 2 ff] (gate / up
-             // interleaved by column), down_proj [E, ff, hidden], and their biases
+  kMixtral,   // block_sparse_moe.gate, block_sparse_moe.experts.E.w1 / w2 / w3
+  kQwen,      // mlp.gate, mlp.experts.E.gate_proj / up_proj / down_proj
+  kGptOss,    // mlp.router, mlp.experts.gate_up_proj [E, hidden, 2 ff] (gate / up
+              // interleaved by column), down_proj [E, ff, hidden], and their biases
+  kDeepseek,  // as kQwen, mlp.shared_experts.*, mlp.gate.e_score_correction_bias (V3)
 };
 
 // An architecture --hf maps: llama.cpp's converter (convert_hf_to_gguf.py)
@@ -60,6 +61,12 @@ struct HfArch {
   // converter as 1 + w (transformers' GemmaRMSNorm multiplies by 1 + w),
   // GELU (tanh) MLPs, sliding-window layers.
   bool gemma = false;
+  // DeepSeek-V2 / V3 (llama.cpp's deepseek2): multi-head latent attention
+  // (q_a / q_b or q, kv_a_proj_with_mqa, kv_b — which llama.cpp's newer
+  // converter splits into attn_k_b / attn_v_b), the first
+  // leading_dense_block_count layers dense, the others sparse MoE with
+  // shared experts.
+  bool mla = false;
 };
 constexpr HfArch kHfArchs[] = {
     {"llama", "LlamaForCausalLM", "llama", true, false, false, false, Moe::kNone, false, false},
@@ -79,7 +86,14 @@ constexpr HfArch kHfArchs[] = {
     // Gemma 3's text model (llama.cpp's gemma3 file holds no vision tower).
     {"gemma3", "Gemma3ForCausalLM", "gemma3_text", false, false, true, false, Moe::kNone, false,
      false, true},
+    // DeepSeek-V2 (softmax router); a file with V3's sigmoid router
+    // (expert_gating_func 2, exp_probs_b) is DeepSeek-V3 (kDeepseekV3).
+    {"deepseek2", "DeepseekV2ForCausalLM", "deepseek_v2", false, false, false, false,
+     Moe::kDeepseek, false, false, false, true},
 };
+constexpr HfArch kDeepseekV3 = {
+    "deepseek2", "DeepseekV3ForCausalLM", "deepseek_v3", false, false, false,
+    false,       Moe::kDeepseek,          false,         false, false, true};
 // A llama-family file with experts is Mixtral (llama.cpp's converter writes
 // MixtralForCausalLM as architecture "llama" with expert_count).
 constexpr HfArch kMixtral = {"llama", "MixtralForCausalLM", "mixtral", true, false, false,
@@ -450,6 +464,74 @@ Status AddGptOssConfig(const ArchKeys& keys,
   return Status::Ok();
 }
 
+// config.json's DeepSeek-V2 / V3 keys (DeepseekV2Config / DeepseekV3Config)
+// from llama.cpp's deepseek2 metadata (convert_hf_to_gguf.py
+// DeepseekV2Model.set_gguf_parameters wrote them). YaRN: llama.cpp keeps
+// factor, original context and yarn_log_multiplier = 0.1 * mscale_all_dim
+// (and runs with mscale == mscale_all_dim, beta_fast 32, beta_slow 1,
+// which is what is written).
+Status AddDeepseekConfig(const ArchKeys& keys, bool v3,
+                         const std::function<void(const std::string&, const std::string&)>& add) {
+  const std::string& arch = keys.arch;
+  int64_t v = 0, rope = 0, qk = 0, vdim = 0;
+  double f = 0;
+  auto int_or = [&](const char* key, int64_t fallback) {
+    int64_t x = fallback;
+    keys.Int(key, &x);
+    return std::to_string(x);
+  };
+  if (keys.Int("expert_feed_forward_length", &v)) add("moe_intermediate_size", std::to_string(v));
+  add("n_shared_experts", int_or("expert_shared_count", 0));
+  add("first_k_dense_replace", int_or("leading_dense_block_count", 0));
+  add("routed_scaling_factor", JsonFloat(keys.Float("expert_weights_scale", &f) ? f : 1.0));
+  const GgufValue* norm = keys.Find("expert_weights_norm");
+  add("norm_topk_prob",
+      norm != nullptr && norm->type == GgufValueType::kBool && norm->u != 0 ? "true" : "false");
+  add("kv_lora_rank", int_or("attention.kv_lora_rank", 0));
+  if (keys.Int("attention.q_lora_rank", &v) && v > 0) {
+    add("q_lora_rank", std::to_string(v));
+  } else {
+    add("q_lora_rank", "null");  // DeepSeek-V2-Lite: a plain q_proj
+  }
+  keys.Int("rope.dimension_count", &rope);
+  if (!keys.Int("attention.key_length_mla", &qk)) keys.Int("attention.key_length", &qk);
+  if (!keys.Int("attention.value_length_mla", &vdim)) keys.Int("attention.value_length", &vdim);
+  add("qk_rope_head_dim", std::to_string(rope));
+  add("qk_nope_head_dim", std::to_string(qk - rope));
+  add("v_head_dim", std::to_string(vdim));
+  const std::string groups = int_or("expert_group_count", 1);
+  add("n_group", groups);
+  add("topk_group", int_or("expert_group_used_count", 1));
+  add("topk_method",
+      v3 ? "\"noaux_tc\"" : (groups == "1" ? "\"greedy\"" : "\"group_limited_greedy\""));
+  if (!v3) add("scoring_func", "\"softmax\"");
+  add("attention_bias", "false");
+  const GgufValue* type = keys.Find("rope.scaling.type");
+  if (type != nullptr && type->type == GgufValueType::kString && type->s != "none") {
+    if (type->s != "yarn") {
+      return Status::Error("'" + arch + ".rope.scaling.type' is '" + EscapeBytes(type->s) +
+                           "' (DeepSeek maps none or yarn)");
+    }
+    double factor = 0, log_mul = 0;
+    int64_t orig = 0;
+    if (!keys.Float("rope.scaling.factor", &factor) || !(factor > 0)) {
+      return Status::Error("GGUF key '" + arch +
+                           ".rope.scaling.factor' is missing (YaRN needs it)");
+    }
+    if (!keys.Int("rope.scaling.original_context_length", &orig) || orig <= 0) {
+      return Status::Error("GGUF key '" + arch +
+                           ".rope.scaling.original_context_length' is missing (YaRN needs it)");
+    }
+    keys.Float("rope.scaling.yarn_log_multiplier", &log_mul);
+    const std::string mscale = JsonFloat(log_mul / 0.1);
+    add("rope_scaling", "{\"type\": \"yarn\", \"factor\": " + JsonFloat(factor) +
+                            ", \"original_max_position_embeddings\": " + std::to_string(orig) +
+                            ", \"beta_fast\": 32, \"beta_slow\": 1, \"mscale\": " + mscale +
+                            ", \"mscale_all_dim\": " + mscale + "}");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string HfTensorName(const std::string& arch, const std::string& g) {
@@ -507,7 +589,38 @@ std::string HfTensorName(const std::string& arch, const std::string& g) {
       {"attn_v", "self_attn.v_proj"},   {"attn_output", "self_attn.o_proj"},
       {"ffn_gate_inp", "mlp.router"},
   };
+  // DeepSeek-V2 / V3 (gguf-py's DEEPSEEK2 tensors; attn_k_b / attn_v_b and
+  // the experts: DequantGgufToHf).
+  static const std::pair<const char*, const char*> kDeepseek[] = {
+      {"attn_norm", "input_layernorm"},
+      {"attn_q", "self_attn.q_proj"},
+      {"attn_q_a", "self_attn.q_a_proj"},
+      {"attn_q_a_norm", "self_attn.q_a_layernorm"},
+      {"attn_q_b", "self_attn.q_b_proj"},
+      {"attn_kv_a_mqa", "self_attn.kv_a_proj_with_mqa"},
+      {"attn_kv_a_norm", "self_attn.kv_a_layernorm"},
+      {"attn_kv_b", "self_attn.kv_b_proj"},
+      {"attn_output", "self_attn.o_proj"},
+      {"ffn_norm", "post_attention_layernorm"},
+      {"ffn_gate", "mlp.gate_proj"},
+      {"ffn_up", "mlp.up_proj"},
+      {"ffn_down", "mlp.down_proj"},
+      {"ffn_gate_inp", "mlp.gate"},
+      {"ffn_gate_shexp", "mlp.shared_experts.gate_proj"},
+      {"ffn_up_shexp", "mlp.shared_experts.up_proj"},
+      {"ffn_down_shexp", "mlp.shared_experts.down_proj"},
+  };
   if (suffix != ".weight" && suffix != ".bias") return "";
+  if (spec->mla) {
+    // V3's router bias: a parameter of the gate module, not a module.
+    if (part == "exp_probs_b" && suffix == ".bias") {
+      return "model.layers." + layer + ".mlp.gate.e_score_correction_bias";
+    }
+    for (const auto& [gguf, hf] : kDeepseek) {
+      if (part == gguf) return "model.layers." + layer + "." + hf + suffix;
+    }
+    return "";
+  }
   if (spec->moe == Moe::kGptOss) {
     if (part == "attn_sinks" && suffix == ".weight") {
       return "model.layers." + layer + ".self_attn.sinks";  // a parameter, not a module
@@ -596,7 +709,9 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
   int64_t n_expert = 0, n_expert_used = 0;
   const bool has_experts = uint_key("expert_count", &n_expert) && n_expert > 0;
   if (spec->permute_qk && has_experts) spec = &kMixtral;
-  const Moe moe_kind = spec->moe;
+  // (A deepseek2 file without experts — a dense model of that
+  // architecture — has dense MLPs in every layer.)
+  const Moe moe_kind = spec->mla && !has_experts ? Moe::kNone : spec->moe;
   const bool moe = moe_kind != Moe::kNone;
   if (moe && !has_experts) {
     return Status::Error(who + ": GGUF key '" + arch +
@@ -623,9 +738,84 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
   const auto scratch = std::make_shared<CheckpointTensor::Buffers>();
   std::map<std::string, const CheckpointTensor*> by_source;
   for (const CheckpointTensor* t : chosen) by_source[t->source] = t;
+  // DeepSeek-V3: the sigmoid router (LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID)
+  // and its bias, exp_probs_b.
+  bool v3 = false;
+  if (spec->mla) {
+    int64_t gating = 0;
+    v3 = uint_key("expert_gating_func", &gating) && gating == 2;
+    for (const CheckpointTensor& t : ck->tensors()) {
+      if (t.source.size() > 17 &&
+          t.source.compare(t.source.size() - 17, 17, ".exp_probs_b.bias") == 0) {
+        v3 = true;
+      }
+    }
+    if (v3) spec = &kDeepseekV3;
+  }
   for (const CheckpointTensor* t : chosen) {
     std::string layer, part;
     const bool blk = SplitBlockName(t->source, &layer, &part);
+    if (spec->mla && blk && (part == "attn_k_b" || part == "attn_v_b")) {
+      // llama.cpp's newer converter splits kv_b_proj [H * (nope + v), rank]
+      // head by head into attn_k_b [H, rank, nope] (transposed) and
+      // attn_v_b [H, v, rank]; transformers has the one matrix. Where the
+      // file also keeps attn_kv_b, that one is written.
+      const std::string pre = "blk." + layer + ".";
+      if (by_source.count(pre + "attn_kv_b.weight") != 0) continue;
+      const std::string k_name = pre + "attn_k_b.weight", v_name = pre + "attn_v_b.weight";
+      const std::string other = part == "attn_k_b" ? v_name : k_name;
+      if (by_source.count(other) == 0) {
+        return Status::Error(who + ": tensor '" + EscapeBytes(t->source) + "' has no '" + other +
+                             "' beside it (kv_b_proj is made of the two)");
+      }
+      if (part == "attn_v_b") continue;  // written with its attn_k_b
+      const CheckpointTensor* kt = t;
+      const CheckpointTensor* vt = by_source[v_name];
+      if (kt->shape.size() != 3 || vt->shape.size() != 3 || kt->shape[0] != vt->shape[0] ||
+          kt->shape[1] != vt->shape[2]) {
+        return Status::Error(who + ": tensors '" + EscapeBytes(kt->source) + "' " +
+                             ShapeToString(kt->shape) + " and '" + EscapeBytes(vt->source) + "' " +
+                             ShapeToString(vt->shape) +
+                             " are not [heads, rank, nope] and [heads, v, rank]");
+      }
+      const int64_t heads = kt->shape[0], rank = kt->shape[1], nope = kt->shape[2],
+                    vdim = vt->shape[1];
+      const DType out_dtype = c->OutputDType(*kt, options.dtype);
+      if (c->OutputDType(*vt, options.dtype) != out_dtype) {
+        return Status::Error(who + ": tensors '" + EscapeBytes(kt->source) + "' and '" +
+                             EscapeBytes(vt->source) + "' would be written as different types");
+      }
+      dequantized += (kt->quantized ? 1 : 0) + (vt->quantized ? 1 : 0);
+      HfFolderItem it;
+      it.out.name = "model.layers." + layer + ".self_attn.kv_b_proj.weight";
+      if (!names.insert(it.out.name).second) {
+        return Status::Error(who + ": two tensors map to '" + it.out.name + "'");
+      }
+      it.out.dtype = out_dtype;
+      it.out.shape = {heads * (nope + vdim), rank};
+      const int64_t eb = DTypeBits(out_dtype) / 8;
+      it.bytes = static_cast<uint64_t>(heads * (nope + vdim) * rank * eb);
+      const DType req = options.dtype;
+      const int threads = options.threads;
+      it.out.fill = [c, kt, vt, req, threads, heads, rank, nope, vdim, eb,
+                     scratch](uint8_t* dst) -> Status {
+        std::vector<uint8_t> kb(static_cast<size_t>(heads * rank * nope * eb));
+        std::vector<uint8_t> vb(static_cast<size_t>(heads * vdim * rank * eb));
+        NIBBLE_RETURN_IF_ERROR(c->Fill(*kt, req, threads, kb.data(), scratch.get()));
+        NIBBLE_RETURN_IF_ERROR(c->Fill(*vt, req, threads, vb.data(), scratch.get()));
+        const int64_t head_bytes = (nope + vdim) * rank * eb;
+        for (int64_t h = 0; h < heads; ++h) {
+          const uint8_t* k_head = kb.data() + h * rank * nope * eb;
+          uint8_t* out = dst + h * head_bytes;
+          InterleaveTransposed(&k_head, 1, rank, nope, eb, out);  // [rank, nope] -> [nope, rank]
+          std::memcpy(out + nope * rank * eb, vb.data() + h * vdim * rank * eb,
+                      static_cast<size_t>(vdim * rank * eb));
+        }
+        return Status::Ok();
+      };
+      items.push_back(std::move(it));
+      continue;
+    }
     std::string gl, gp, gs;  // gpt-oss experts: layer, part, suffix
     if (moe_kind == Moe::kGptOss && SplitBlockTensor(t->source, &gl, &gp, &gs) &&
         (gp == "ffn_gate_exps" || gp == "ffn_up_exps" || gp == "ffn_down_exps" ||
@@ -812,11 +1002,11 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
       }
       if (blk && (part == "ffn_gate_inp" || part.find("_exps") != std::string::npos ||
                   part.find("_shexp") != std::string::npos)) {
-        return Status::Error(who + ": tensor '" + EscapeBytes(t->source) +
-                             "' is a mixture-of-experts tensor, which --hf maps for " +
-                             "llama-family files with " + arch +
-                             ".expert_count (Mixtral), qwen2moe, qwen3moe and gpt-oss only; " +
-                             "convert " + "without --hf to keep the GGUF names");
+        return Status::Error(
+            who + ": tensor '" + EscapeBytes(t->source) +
+            "' is a mixture-of-experts tensor, which --hf maps for " + "llama-family files with " +
+            arch + ".expert_count (Mixtral), qwen2moe, qwen3moe, gpt-oss and " +
+            "deepseek2 only; " + "convert " + "without --hf to keep the GGUF names");
       }
       return Status::Error(who + ": tensor '" + EscapeBytes(t->source) +
                            "' has no Hugging Face name for architecture " + arch +
@@ -915,7 +1105,7 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
       }
     }
     int64_t ffn_e = ffn, ffn_shared = 0;  // an expert's / the shared expert's width
-    if (moe_kind == Moe::kQwen || moe_kind == Moe::kGptOss) {
+    if (moe_kind == Moe::kQwen || moe_kind == Moe::kGptOss || moe_kind == Moe::kDeepseek) {
       if (!uint_key("expert_feed_forward_length", &ffn_e) || ffn_e <= 0) {
         problems.push_back("config key " + arch + ".expert_feed_forward_length");
       }
@@ -944,7 +1134,72 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
                            ShapeToString(shape));
       }
     };
-    if (hidden > 0 && ffn > 0 && head_dim > 0) {
+    if (spec->mla) {
+      // DeepSeek-V2 / V3 (transformers' DeepseekV2/V3 modules; llama.cpp's
+      // llm_build_deepseek2 reads the same keys).
+      int64_t rank = 0, q_rank = 0, rope = 0, qk = 0, vdim = 0, dense = 0, n_shared = 0;
+      if (!uint_key("attention.kv_lora_rank", &rank) || rank <= 0) {
+        problems.push_back("config key " + arch + ".attention.kv_lora_rank");
+      }
+      uint_key("attention.q_lora_rank", &q_rank);
+      if (!uint_key("rope.dimension_count", &rope) || rope <= 0) {
+        problems.push_back("config key " + arch + ".rope.dimension_count");
+      }
+      // Head sizes: key_length_mla / value_length_mla where llama.cpp's MLA
+      // converter wrote them (its key_length is then rank + rope), else
+      // key_length / value_length.
+      if (!uint_key("attention.key_length_mla", &qk) && !uint_key("attention.key_length", &qk)) {
+        problems.push_back("config key " + arch + ".attention.key_length");
+      }
+      if (!uint_key("attention.value_length_mla", &vdim) &&
+          !uint_key("attention.value_length", &vdim)) {
+        problems.push_back("config key " + arch + ".attention.value_length");
+      }
+      uint_key("leading_dense_block_count", &dense);
+      uint_key("expert_shared_count", &n_shared);
+      if (hidden > 0 && rank > 0 && rope > 0 && qk > rope && vdim > 0) {
+        expect("model.embed_tokens.weight", {vocab, hidden});
+        expect("model.norm.weight", {hidden});
+        if (has_output) expect("lm_head.weight", {vocab, hidden});
+        for (int64_t l = 0; l < layers; ++l) {
+          const std::string p = "model.layers." + std::to_string(l) + ".";
+          expect(p + "input_layernorm.weight", {hidden});
+          expect(p + "post_attention_layernorm.weight", {hidden});
+          if (q_rank > 0) {
+            expect(p + "self_attn.q_a_proj.weight", {q_rank, hidden});
+            expect(p + "self_attn.q_a_layernorm.weight", {q_rank});
+            expect(p + "self_attn.q_b_proj.weight", {n_head * qk, q_rank});
+          } else {
+            expect(p + "self_attn.q_proj.weight", {n_head * qk, hidden});
+          }
+          expect(p + "self_attn.kv_a_proj_with_mqa.weight", {rank + rope, hidden});
+          expect(p + "self_attn.kv_a_layernorm.weight", {rank});
+          expect(p + "self_attn.kv_b_proj.weight", {n_head * (qk - rope + vdim), rank});
+          expect(p + "self_attn.o_proj.weight", {hidden, n_head * vdim});
+          if (l < dense || !moe) {
+            expect(p + "mlp.gate_proj.weight", {ffn, hidden});
+            expect(p + "mlp.up_proj.weight", {ffn, hidden});
+            expect(p + "mlp.down_proj.weight", {hidden, ffn});
+            continue;
+          }
+          expect(p + "mlp.gate.weight", {n_expert, hidden});
+          if (v3) expect(p + "mlp.gate.e_score_correction_bias", {n_expert});
+          for (int64_t e = 0; e < n_expert; ++e) {
+            for (const char* part : {"ffn_gate", "ffn_up", "ffn_down"}) {
+              const bool down = std::string(part) == "ffn_down";
+              expect(ExpertName(moe_kind, std::to_string(l), e, ExpertWeight(moe_kind, part)),
+                     down ? Shape{hidden, ffn_e} : Shape{ffn_e, hidden});
+            }
+          }
+          if (n_shared > 0) {
+            const int64_t s = ffn_e * n_shared;  // one MLP of n_shared experts' width
+            expect(p + "mlp.shared_experts.gate_proj.weight", {s, hidden});
+            expect(p + "mlp.shared_experts.up_proj.weight", {s, hidden});
+            expect(p + "mlp.shared_experts.down_proj.weight", {hidden, s});
+          }
+        }
+      }
+    } else if (hidden > 0 && ffn > 0 && head_dim > 0) {
       const int64_t q = n_head * head_dim, kv = n_head_kv * head_dim;
       expect("model.embed_tokens.weight", {vocab, hidden});
       expect("model.norm.weight", {hidden});
@@ -1036,12 +1291,16 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
   };
   for (const auto& [key, name] : ints) {
     int64_t v;
+    if (spec->mla && std::strcmp(name, "head_dim") == 0) continue;  // (below)
     if (uint_key(key, &v)) add(name, std::to_string(v));
   }
   if (moe) {
     // Mixtral's config calls the expert count num_local_experts, Qwen-MoE's
     // num_experts (with the experts' own width apart from the dense one).
-    add(moe_kind == Moe::kQwen ? "num_experts" : "num_local_experts", std::to_string(n_expert));
+    add(moe_kind == Moe::kQwen       ? "num_experts"
+        : moe_kind == Moe::kDeepseek ? "n_routed_experts"
+                                     : "num_local_experts",
+        std::to_string(n_expert));
     if (n_expert_used > 0) add("num_experts_per_tok", std::to_string(n_expert_used));
     if (n_expert_used > 0 && moe_kind == Moe::kGptOss) {
       add("experts_per_token", std::to_string(n_expert_used));
@@ -1057,7 +1316,9 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
     }
   }
   add("num_attention_heads", std::to_string(n_head));
-  add("num_key_value_heads", std::to_string(n_head_kv));
+  // (MLA: llama.cpp writes head_count_kv 1 — its MQA form of the latent
+  // attention; transformers' DeepSeek configs count the heads.)
+  add("num_key_value_heads", std::to_string(spec->mla ? n_head : n_head_kv));
   double f;
   if (float_key("attention.layer_norm_rms_epsilon", &f)) add("rms_norm_eps", JsonFloat(f));
   if (float_key("rope.freq_base", &f)) add("rope_theta", JsonFloat(f));
@@ -1081,6 +1342,7 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
   if (vocab > 0) add("vocab_size", std::to_string(vocab));
   if (spec->gemma) NIBBLE_RETURN_IF_ERROR(AddGemmaConfig(keys, n_head, add).WithPrefix(who));
   if (moe_kind == Moe::kGptOss) NIBBLE_RETURN_IF_ERROR(AddGptOssConfig(keys, add).WithPrefix(who));
+  if (spec->mla) NIBBLE_RETURN_IF_ERROR(AddDeepseekConfig(keys, v3, add).WithPrefix(who));
   if (spec->fused) {  // Phi-3
     int64_t v = 0;
     if (uint_key("attention.sliding_window", &v) && v > 0) add("sliding_window", std::to_string(v));

@@ -841,11 +841,10 @@ TEST_CASE("dequant --hf: refusals leave nothing behind") {
   o.hf = true;
   DequantReport rep;
   Status st = DequantCheckpoint((dir / "gpt2.gguf").string(), (dir / "out").string(), o, &rep);
-  CHECK(
-      st.message() ==
-      "--hf: architecture 'gpt2' is not mapped to Hugging Face names (llama, mistral, qwen2, "
-      "qwen3, phi3, qwen2moe, qwen3moe, gpt-oss, gemma2, gemma3 are); convert without --hf to keep "
-      "the GGUF names");
+  CHECK(st.message() ==
+        "--hf: architecture 'gpt2' is not mapped to Hugging Face names (llama, mistral, qwen2, "
+        "qwen3, phi3, qwen2moe, qwen3moe, gpt-oss, gemma2, gemma3, deepseek2 are); convert without "
+        "--hf to keep the GGUF names");
   // A llama file with a tensor that has no HF name; an existing output.
   GgufBuilder l;
   l.KvString("general.architecture", "llama");

@@ -33,7 +33,7 @@ except ImportError as e:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gguf_util import kv_f32, kv_str, kv_u32, read_gguf_f32, write_gguf  # noqa: E402
+from gguf_util import kv_bool, kv_f32, kv_str, kv_u32, read_gguf_f32, write_gguf  # noqa: E402
 from safetensors_util import bf16_bits, bf16_value, read_st  # noqa: E402
 
 cli, work = sys.argv[1], sys.argv[2]
@@ -454,6 +454,193 @@ for gone, named in [("blk.0.ffn_up_exps.weight", "blk.0.ffn_up_exps.weight"),
           r.returncode != 0 and named in r.stderr and "interleaves" in r.stderr,
           "rc %d: %s" % (r.returncode, r.stderr.strip()[-200:]))
     check("gpt-oss without %s: nothing written" % gone, not os.path.exists(out))
+
+# ------------------------------------------------ DeepSeek-V2 / V3 (MLA)
+# convert_hf_to_gguf.py DeepseekV2Model: gguf-py's DEEPSEEK2 names, the
+# experts stacked, and (its MLA form, llama.cpp since 2025) kv_b_proj split
+# per head into attn_k_b [H, rank, nope] (transposed) and attn_v_b
+# [H, v, rank], head_count_kv 1, key_length rank + rope, the head sizes in
+# key_length_mla / value_length_mla. `old`: the earlier converter (attn_kv_b
+# kept, head_count_kv H, key_length nope + rope).
+DS_NAMES = {
+    "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
+    "self_attn.q_proj": "attn_q", "self_attn.q_a_proj": "attn_q_a",
+    "self_attn.q_a_layernorm": "attn_q_a_norm", "self_attn.q_b_proj": "attn_q_b",
+    "self_attn.kv_a_proj_with_mqa": "attn_kv_a_mqa", "self_attn.kv_a_layernorm": "attn_kv_a_norm",
+    "self_attn.kv_b_proj": "attn_kv_b", "self_attn.o_proj": "attn_output",
+    "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+    "mlp.gate": "ffn_gate_inp", "mlp.shared_experts.gate_proj": "ffn_gate_shexp",
+    "mlp.shared_experts.up_proj": "ffn_up_shexp", "mlp.shared_experts.down_proj": "ffn_down_shexp",
+}
+
+
+def ds_model(c):
+    h, H, r, rope, nope, v = c["hidden"], c["heads"], c["rank"], c["rope"], c["nope"], c["v"]
+    sd = {"model.embed_tokens.weight": rand(c["vocab"], h), "model.norm.weight": rand(h),
+          "lm_head.weight": rand(c["vocab"], h)}
+    for L in range(c["layers"]):
+        p = "model.layers.%d." % L
+        sd[p + "input_layernorm.weight"] = rand(h)
+        sd[p + "post_attention_layernorm.weight"] = rand(h)
+        if c["q_rank"]:
+            sd[p + "self_attn.q_a_proj.weight"] = rand(c["q_rank"], h)
+            sd[p + "self_attn.q_a_layernorm.weight"] = rand(c["q_rank"])
+            sd[p + "self_attn.q_b_proj.weight"] = rand(H * (nope + rope), c["q_rank"])
+        else:
+            sd[p + "self_attn.q_proj.weight"] = rand(H * (nope + rope), h)
+        sd[p + "self_attn.kv_a_proj_with_mqa.weight"] = rand(r + rope, h)
+        sd[p + "self_attn.kv_a_layernorm.weight"] = rand(r)
+        sd[p + "self_attn.kv_b_proj.weight"] = rand(H * (nope + v), r)
+        sd[p + "self_attn.o_proj.weight"] = rand(h, H * v)
+        if L < c["dense"]:
+            sd[p + "mlp.gate_proj.weight"] = rand(c["ffn"], h)
+            sd[p + "mlp.up_proj.weight"] = rand(c["ffn"], h)
+            sd[p + "mlp.down_proj.weight"] = rand(h, c["ffn"])
+            continue
+        f, E = c["moe_ffn"], c["experts"]
+        sd[p + "mlp.gate.weight"] = rand(E, h)
+        if c["v3"]:
+            sd[p + "mlp.gate.e_score_correction_bias"] = rand(E)
+        for e in range(E):
+            q = p + "mlp.experts.%d." % e
+            sd[q + "gate_proj.weight"] = rand(f, h)
+            sd[q + "up_proj.weight"] = rand(f, h)
+            sd[q + "down_proj.weight"] = rand(h, f)
+        s = f * c["shared"]
+        sd[p + "mlp.shared_experts.gate_proj.weight"] = rand(s, h)
+        sd[p + "mlp.shared_experts.up_proj.weight"] = rand(s, h)
+        sd[p + "mlp.shared_experts.down_proj.weight"] = rand(h, s)
+    return sd
+
+
+def ds_to_gguf(hf, c):
+    out, experts = [], {}
+    for name, w in hf.items():
+        if name in TOP_NAMES:
+            out.append((TOP_NAMES[name], w))
+            continue
+        parts = name.split(".")
+        L, rest, suffix = parts[2], ".".join(parts[3:-1]), parts[-1]
+        if ".experts." in name:
+            experts.setdefault((L, EXPERTS[parts[-2]]), {})[int(parts[-3])] = w
+        elif name.endswith("e_score_correction_bias"):
+            out.append(("blk.%s.exp_probs_b.bias" % L, w))
+        elif rest == "self_attn.kv_b_proj" and not c["old"]:
+            kv_b = w.reshape(c["heads"], c["nope"] + c["v"], w.shape[-1])
+            k_b, v_b = kv_b[:, :c["nope"], :], kv_b[:, c["nope"]:, :]
+            out.append(("blk.%s.attn_k_b.weight" % L, np.ascontiguousarray(k_b.transpose(0, 2, 1))))
+            out.append(("blk.%s.attn_v_b.weight" % L, np.ascontiguousarray(v_b)))
+        else:
+            out.append(("blk.%s.%s.%s" % (L, DS_NAMES[rest], suffix), w))
+    for (L, part), by_e in experts.items():
+        out.append(("blk.%s.%s.weight" % (L, part), np.stack([by_e[e] for e in sorted(by_e)])))
+    return out
+
+
+def ds_metadata(c):
+    a = "deepseek2"
+    kvs = [kv_str("general.architecture", a), kv_u32(a + ".block_count", c["layers"]),
+           kv_u32(a + ".context_length", 512), kv_u32(a + ".embedding_length", c["hidden"]),
+           kv_u32(a + ".feed_forward_length", c["ffn"]),
+           kv_u32(a + ".attention.head_count", c["heads"]),
+           kv_f32(a + ".attention.layer_norm_rms_epsilon", 1e-6),
+           kv_f32(a + ".rope.freq_base", 10000.0), kv_u32(a + ".vocab_size", c["vocab"]),
+           kv_u32(a + ".leading_dense_block_count", c["dense"]),
+           kv_u32(a + ".attention.kv_lora_rank", c["rank"]),
+           kv_u32(a + ".expert_feed_forward_length", c["moe_ffn"]),
+           kv_u32(a + ".expert_count", c["experts"]), kv_u32(a + ".expert_used_count", 2),
+           kv_u32(a + ".expert_shared_count", c["shared"]),
+           kv_f32(a + ".expert_weights_scale", c["scale"]),
+           kv_u32(a + ".rope.dimension_count", c["rope"])]
+    if c["q_rank"]:
+        kvs.append(kv_u32(a + ".attention.q_lora_rank", c["q_rank"]))
+    if c["old"]:
+        kvs += [kv_u32(a + ".attention.head_count_kv", c["heads"]),
+                kv_u32(a + ".attention.key_length", c["nope"] + c["rope"]),
+                kv_u32(a + ".attention.value_length", c["v"])]
+    else:
+        kvs += [kv_u32(a + ".attention.head_count_kv", 1),
+                kv_u32(a + ".attention.key_length", c["rank"] + c["rope"]),
+                kv_u32(a + ".attention.value_length", c["rank"]),
+                kv_u32(a + ".attention.key_length_mla", c["nope"] + c["rope"]),
+                kv_u32(a + ".attention.value_length_mla", c["v"])]
+    if c["v3"]:
+        kvs += [kv_bool(a + ".expert_weights_norm", True), kv_u32(a + ".expert_gating_func", 2),
+                kv_str(a + ".rope.scaling.type", "yarn"), kv_f32(a + ".rope.scaling.factor", 40.0),
+                kv_u32(a + ".rope.scaling.original_context_length", 4096),
+                kv_f32(a + ".rope.scaling.yarn_log_multiplier", 0.1)]
+    else:
+        kvs.append(kv_u32(a + ".expert_gating_func", 1))
+    return kvs
+
+
+DS_BASE = dict(layers=3, hidden=32, heads=4, rank=12, rope=4, nope=8, v=6, q_rank=16, dense=1,
+               ffn=48, moe_ffn=16, experts=4, shared=2, vocab=40, scale=2.5, v3=False, old=False)
+DS_MODELS = [
+    dict(DS_BASE, name="deepseek2-v3", v3=True),
+    dict(DS_BASE, name="deepseek2-v2-lite-old", q_rank=0, shared=1, scale=1.0, old=True),
+]
+for c in DS_MODELS:
+    tag = c["name"]
+    hf = ds_model(c)
+    tensors = ds_to_gguf(hf, c)
+    gguf = os.path.join(work, tag + ".gguf")
+    write_gguf(gguf, ds_metadata(c), tensors)
+    out = os.path.join(work, tag + "-hf")
+    r = run(gguf, out)
+    check(tag + ": exit 0", r.returncode == 0, r.stderr.strip()[-400:])
+    if r.returncode != 0:
+        continue
+    got = read_folder(out)
+    check(tag + ": the model's tensor names, no more, no fewer", set(got) == set(hf),
+          "missing %s, extra %s" % (sorted(set(hf) - set(got))[:6], sorted(set(got) - set(hf))[:6]))
+    for name, want in hf.items():
+        g = got.get(name)
+        check("%s: %s bit for bit" % (tag, name),
+              g is not None and g.dtype == np.float32 and g.shape == want.shape
+              and np.array_equal(g.view(np.uint32), want.view(np.uint32)),
+              "shape %s vs %s" % (None if g is None else g.shape, want.shape))
+    with open(os.path.join(out, "config.json")) as f:
+        cfg = json.load(f)
+    v3 = c["v3"]
+    want = {"architectures": ["DeepseekV3ForCausalLM" if v3 else "DeepseekV2ForCausalLM"],
+            "model_type": "deepseek_v3" if v3 else "deepseek_v2",
+            "hidden_size": c["hidden"], "intermediate_size": c["ffn"],
+            "moe_intermediate_size": c["moe_ffn"], "num_hidden_layers": c["layers"],
+            "num_attention_heads": c["heads"], "num_key_value_heads": c["heads"],
+            "n_routed_experts": c["experts"], "n_shared_experts": c["shared"],
+            "num_experts_per_tok": 2, "first_k_dense_replace": c["dense"],
+            "routed_scaling_factor": c["scale"], "norm_topk_prob": v3,
+            "kv_lora_rank": c["rank"], "q_lora_rank": c["q_rank"] or None,
+            "qk_rope_head_dim": c["rope"], "qk_nope_head_dim": c["nope"], "v_head_dim": c["v"],
+            "topk_method": "noaux_tc" if v3 else "greedy", "vocab_size": c["vocab"],
+            "max_position_embeddings": 512, "tie_word_embeddings": False}
+    if v3:
+        want["rope_scaling"] = {"type": "yarn", "factor": 40.0,
+                                "original_max_position_embeddings": 4096, "beta_fast": 32,
+                                "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0}
+    else:
+        want["scoring_func"] = "softmax"
+    for key, value in want.items():
+        check("%s: config %s" % (tag, key), cfg.get(key) == value,
+              "%r vs %r" % (cfg.get(key), value))
+    check(tag + ": no head_dim (MLA's sizes are the qk_*/v_head_dim keys)", "head_dim" not in cfg)
+
+    # A layer tensor left out, or half of kv_b: refused by name, nothing written.
+    for drop, named in [("blk.2.ffn_down_exps.weight", "model.layers.2."),
+                        ("blk.1.attn_kv_a_norm.weight", "model.layers.1."),
+                        ("blk.0.attn_v_b.weight", "blk.0.attn_k_b.weight"),
+                        ("blk.2.exp_probs_b.bias", "model.layers.2.mlp.gate.e_score")]:
+        if not any(n == drop for n, _ in tensors):
+            continue
+        bad = os.path.join(work, tag + "-incomplete.gguf")
+        write_gguf(bad, ds_metadata(c), [(n, w) for n, w in tensors if n != drop])
+        bad_out = os.path.join(work, tag + "-incomplete-hf")
+        r = run(bad, bad_out)
+        check("%s without %s: refused by name" % (tag, drop),
+              r.returncode != 0 and named in r.stderr,
+              "rc %d: %s" % (r.returncode, r.stderr.strip()[-300:]))
+        check("%s without %s: nothing written" % (tag, drop), not os.path.exists(bad_out))
 
 # Gemma's norms in bfloat16: stored - 1 in float32, then one rounding.
 g = os.path.join(work, "gemma3.gguf")
