@@ -658,10 +658,20 @@ struct GroupSet {
 
 namespace layout_internal {
 // ggml's ksigns_iq2xs[i]: the 7 stored sign bits and their parity as bit 7
-// (an even number of minus signs).
-NIBBLE_DECODE_INLINE uint32_t SignsOf7(uint32_t i) {
-  return i | (static_cast<uint32_t>(__builtin_parity(i)) << 7);  // popcnt where the target has it
-}
+// (an even number of minus signs), as a table computed here (one load per
+// group instead of a parity computation).
+struct Signs7Table {
+  uint8_t v[128];
+  constexpr Signs7Table() : v() {
+    for (uint32_t i = 0; i < 128; ++i) {
+      uint32_t parity = 0;
+      for (uint32_t b = i; b != 0; b >>= 1) parity ^= b & 1u;
+      v[i] = static_cast<uint8_t>(i | (parity << 7));
+    }
+  }
+};
+inline constexpr Signs7Table kSigns7{};
+NIBBLE_DECODE_INLINE uint32_t SignsOf7(uint32_t i) { return kSigns7.v[i & 127u]; }
 // IQ1's delta: -1/8 where `bit` (a single bit) is set, else 1/8 (without a
 // branch on a random bit).
 NIBBLE_DECODE_INLINE float SignedEighth(uint32_t bit) {
