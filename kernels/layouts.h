@@ -603,14 +603,32 @@ namespace layout_internal {
 // ggml's ue4m3_to_fp32: an unsigned E4M3 byte (bit 7 ignored), exponent bias
 // 7, 0x00 and 0x7F (NaN) decoded as 0, times 0.5 (ggml pairs it with its
 // doubled e2m1 grid).
-inline float GgmlUe4m3Half(uint8_t x) {
+// Computed once per byte value at compile time (the same float operations;
+// every one exact), looked up by the decoders.
+// (Only 0x7F reads as 0: 0xFF is 1.875 * 2^8 like 0x7F would be, bit 7
+// being ignored after the test.)
+constexpr float Ue4m3HalfOf(uint32_t x) {
   if (x == 0 || x == 0x7F) return 0.0f;
-  const int exp = (x >> 3) & 0xF, man = x & 0x7;
-  const float raw = exp == 0 ? static_cast<float>(man) * 0x1p-9f
-                             : (1.0f + static_cast<float>(man) / 8.0f) *
-                                   F32FromBits(static_cast<uint32_t>(exp - 7 + 127) << 23);
+  const uint32_t exp = (x >> 3) & 0xF, man = x & 0x7;
+  float pow2 = 1.0f;  // 2^(exp - 7), exact
+  for (uint32_t i = exp; i < 7; ++i) pow2 /= 2.0f;
+  for (uint32_t i = 7; i < exp; ++i) pow2 *= 2.0f;
+  const float raw =
+      exp == 0 ? static_cast<float>(man) * 0x1p-9f : (1.0f + static_cast<float>(man) / 8.0f) * pow2;
   return raw * 0.5f;
 }
+struct Ue4m3HalfTable {
+  float v[256];
+  constexpr Ue4m3HalfTable() : v() {
+    for (uint32_t x = 0; x < 256; ++x) v[x] = Ue4m3HalfOf(x);
+  }
+};
+inline constexpr Ue4m3HalfTable kUe4m3Half{};
+NIBBLE_DECODE_INLINE float GgmlUe4m3Half(uint8_t x) { return kUe4m3Half.v[x]; }
+static_assert(Ue4m3HalfOf(0x38) == 0.5f && Ue4m3HalfOf(0x7E) == 224.0f &&
+                  Ue4m3HalfOf(0x01) == 0x1p-10f && Ue4m3HalfOf(0xFF) == 240.0f &&
+                  Ue4m3HalfOf(0x80) == 0.0f,
+              "UE4M3 (halved): 1.0, the largest finite, the smallest subnormal, bit 7 ignored");
 }  // namespace layout_internal
 
 // Grid-expanded decoded layouts: the grid i-quants (ggml-quants.c
