@@ -1134,6 +1134,28 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
                            ShapeToString(shape));
       }
     };
+    auto expect_top = [&] {
+      expect("model.embed_tokens.weight", {vocab, hidden});
+      expect("model.norm.weight", {hidden});
+      if (has_output) expect("lm_head.weight", {vocab, hidden});
+    };
+    // A gated MLP of `width` under prefix m ("model.layers.L.mlp.", ...).
+    auto expect_mlp = [&](const std::string& m, int64_t width) {
+      expect(m + "gate_proj.weight", {width, hidden});
+      expect(m + "up_proj.weight", {width, hidden});
+      expect(m + "down_proj.weight", {hidden, width});
+    };
+    // Layer l's router and routed experts.
+    auto expect_experts = [&](int64_t l) {
+      expect(MoePrefix(moe_kind, std::to_string(l)) + "gate.weight", {n_expert, hidden});
+      for (int64_t e = 0; e < n_expert; ++e) {
+        for (const char* part : {"ffn_gate", "ffn_up", "ffn_down"}) {
+          const bool down = std::string(part) == "ffn_down";
+          expect(ExpertName(moe_kind, std::to_string(l), e, ExpertWeight(moe_kind, part)),
+                 down ? Shape{hidden, ffn_e} : Shape{ffn_e, hidden});
+        }
+      }
+    };
     if (spec->mla) {
       // DeepSeek-V2 / V3 (transformers' DeepseekV2/V3 modules; llama.cpp's
       // llm_build_deepseek2 reads the same keys).
@@ -1158,9 +1180,7 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
       uint_key("leading_dense_block_count", &dense);
       uint_key("expert_shared_count", &n_shared);
       if (hidden > 0 && rank > 0 && rope > 0 && qk > rope && vdim > 0) {
-        expect("model.embed_tokens.weight", {vocab, hidden});
-        expect("model.norm.weight", {hidden});
-        if (has_output) expect("lm_head.weight", {vocab, hidden});
+        expect_top();
         for (int64_t l = 0; l < layers; ++l) {
           const std::string p = "model.layers." + std::to_string(l) + ".";
           expect(p + "input_layernorm.weight", {hidden});
@@ -1177,33 +1197,18 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
           expect(p + "self_attn.kv_b_proj.weight", {n_head * (qk - rope + vdim), rank});
           expect(p + "self_attn.o_proj.weight", {hidden, n_head * vdim});
           if (l < dense || !moe) {
-            expect(p + "mlp.gate_proj.weight", {ffn, hidden});
-            expect(p + "mlp.up_proj.weight", {ffn, hidden});
-            expect(p + "mlp.down_proj.weight", {hidden, ffn});
+            expect_mlp(p + "mlp.", ffn);
             continue;
           }
-          expect(p + "mlp.gate.weight", {n_expert, hidden});
+          expect_experts(l);
           if (v3) expect(p + "mlp.gate.e_score_correction_bias", {n_expert});
-          for (int64_t e = 0; e < n_expert; ++e) {
-            for (const char* part : {"ffn_gate", "ffn_up", "ffn_down"}) {
-              const bool down = std::string(part) == "ffn_down";
-              expect(ExpertName(moe_kind, std::to_string(l), e, ExpertWeight(moe_kind, part)),
-                     down ? Shape{hidden, ffn_e} : Shape{ffn_e, hidden});
-            }
-          }
-          if (n_shared > 0) {
-            const int64_t s = ffn_e * n_shared;  // one MLP of n_shared experts' width
-            expect(p + "mlp.shared_experts.gate_proj.weight", {s, hidden});
-            expect(p + "mlp.shared_experts.up_proj.weight", {s, hidden});
-            expect(p + "mlp.shared_experts.down_proj.weight", {hidden, s});
-          }
+          // The shared experts: one MLP of n_shared experts' width.
+          if (n_shared > 0) expect_mlp(p + "mlp.shared_experts.", ffn_e * n_shared);
         }
       }
     } else if (hidden > 0 && ffn > 0 && head_dim > 0) {
       const int64_t q = n_head * head_dim, kv = n_head_kv * head_dim;
-      expect("model.embed_tokens.weight", {vocab, hidden});
-      expect("model.norm.weight", {hidden});
-      if (has_output) expect("lm_head.weight", {vocab, hidden});
+      expect_top();
       for (int64_t l = 0; l < layers; ++l) {
         const std::string p = "model.layers." + std::to_string(l) + ".";
         expect(p + "input_layernorm.weight", {hidden});
@@ -1233,25 +1238,13 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
           expect(p + "mlp.experts.down_proj", {n_expert, ffn_e, hidden});
           expect(p + "mlp.experts.down_proj_bias", {n_expert, hidden});
         } else if (moe) {  // the sparse MoE block: router and experts
-          const std::string m = MoePrefix(moe_kind, std::to_string(l));
-          expect(m + "gate.weight", {n_expert, hidden});
-          for (int64_t e = 0; e < n_expert; ++e) {
-            for (const char* part : {"ffn_gate", "ffn_up", "ffn_down"}) {
-              const bool down = std::string(part) == "ffn_down";
-              expect(ExpertName(moe_kind, std::to_string(l), e, ExpertWeight(moe_kind, part)),
-                     down ? Shape{hidden, ffn_e} : Shape{ffn_e, hidden});
-            }
-          }
+          expect_experts(l);
           if (spec->shared_expert) {
-            expect(p + "mlp.shared_expert.gate_proj.weight", {ffn_shared, hidden});
-            expect(p + "mlp.shared_expert.up_proj.weight", {ffn_shared, hidden});
-            expect(p + "mlp.shared_expert.down_proj.weight", {hidden, ffn_shared});
+            expect_mlp(p + "mlp.shared_expert.", ffn_shared);
             expect(p + "mlp.shared_expert_gate.weight", {1, hidden});
           }
         } else {
-          expect(p + "mlp.gate_proj.weight", {ffn, hidden});
-          expect(p + "mlp.up_proj.weight", {ffn, hidden});
-          expect(p + "mlp.down_proj.weight", {hidden, ffn});
+          expect_mlp(p + "mlp.", ffn);
         }
         if (spec->qkv_bias) {  // Qwen2's attention has q / k / v biases
           expect(p + "self_attn.q_proj.bias", {q});

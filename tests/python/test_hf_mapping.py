@@ -326,6 +326,19 @@ def read_folder(out):
     return got
 
 
+def check_folder(tag, hf, out):
+    """The folder holds exactly state dict hf's tensors, each bit for bit (float32)."""
+    got = read_folder(out)
+    check(tag + ": the model's tensor names, no more, no fewer", set(got) == set(hf),
+          "missing %s, extra %s" % (sorted(set(hf) - set(got))[:6], sorted(set(got) - set(hf))[:6]))
+    for name, want in hf.items():
+        g = got.get(name)
+        check("%s: %s bit for bit" % (tag, name),
+              g is not None and g.dtype == np.float32 and g.shape == want.shape
+              and np.array_equal(g.view(np.uint32), want.view(np.uint32)),
+              "shape %s vs %s" % (None if g is None else g.shape, want.shape))
+
+
 for c in MODELS:
     tag = c.get("name", c["arch"])
     hf = make_model(c)
@@ -351,15 +364,7 @@ for c in MODELS:
                     L, rest = name.split(".")[2], ".".join(name.split(".")[3:-1])
                     g = "blk.%s.%s.weight" % (L, GEMMA_NAMES[rest])
                 hf[name] = stored[g] - np.float32(1)
-    got = read_folder(out)
-    check(tag + ": the model's tensor names, no more, no fewer", set(got) == set(hf),
-          "missing %s, extra %s" % (sorted(set(hf) - set(got))[:6], sorted(set(got) - set(hf))[:6]))
-    for name, want in hf.items():
-        g = got.get(name)
-        check("%s: %s bit for bit" % (tag, name),
-              g is not None and g.dtype == np.float32 and g.shape == want.shape
-              and np.array_equal(g.view(np.uint32), want.view(np.uint32)),
-              "shape %s vs %s" % (None if g is None else g.shape, want.shape))
+    check_folder(tag, hf, out)
     with open(os.path.join(out, "config.json")) as f:
         cfg = json.load(f)
     check(tag + ": architectures", cfg.get("architectures") == [c["cls"]], str(cfg.get("architectures")))
@@ -591,15 +596,7 @@ for c in DS_MODELS:
     check(tag + ": exit 0", r.returncode == 0, r.stderr.strip()[-400:])
     if r.returncode != 0:
         continue
-    got = read_folder(out)
-    check(tag + ": the model's tensor names, no more, no fewer", set(got) == set(hf),
-          "missing %s, extra %s" % (sorted(set(hf) - set(got))[:6], sorted(set(got) - set(hf))[:6]))
-    for name, want in hf.items():
-        g = got.get(name)
-        check("%s: %s bit for bit" % (tag, name),
-              g is not None and g.dtype == np.float32 and g.shape == want.shape
-              and np.array_equal(g.view(np.uint32), want.view(np.uint32)),
-              "shape %s vs %s" % (None if g is None else g.shape, want.shape))
+    check_folder(tag, hf, out)
     with open(os.path.join(out, "config.json")) as f:
         cfg = json.load(f)
     v3 = c["v3"]
