@@ -9,7 +9,8 @@
 // Adding an output type: its enum value and descriptor here, its vector
 // narrowing in convert-inl.h, its row of spellings in base/dtype.cc; a
 // type of a new width also needs the kernels' store of that width
-// (StoreUnit in kernels/dequantize-inl.h).
+// (StoreOutUnit in kernels/dequantize-inl.h, the row kernels' and the decoded
+// layouts' one store).
 #ifndef NIBBLE_KERNELS_OUT_TYPES_H_
 #define NIBBLE_KERNELS_OUT_TYPES_H_
 
