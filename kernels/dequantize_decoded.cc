@@ -46,37 +46,49 @@ class BlockVectors {
 // groups (scalar: ggml's index and scale arithmetic); At expands 8-value
 // groups as the scalar ExpandGroup does — grid bytes widened, times the
 // group's scale, then negated by its sign bit (kSignedBytes) or the delta
-// added first (kShiftedInt8). The group of lane i is e / 8 + i / 8.
+// added first (kShiftedInt8). The group of lane i is e / 8 + i / 8; one
+// vector lies within one sub-block (kSubElems a multiple of N), so its
+// scale is one broadcast; with N a multiple of 8 its sign bits are the
+// sign bytes' bits e .. e+N-1, loaded as the mask itself.
 template <class D>
 class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
   static constexpr size_t kGroups = static_cast<size_t>(D::kBlockElems / 8);
   static_assert(hn::MaxLanes(DF()) <= 16, "lane bits of the sign masks");
+  static_assert(D::kSubElems % hn::MaxLanes(DF()) == 0, "one scale per vector");
 
  public:
   HWY_INLINE void Read(const uint8_t* b) { D::Groups(b, g_); }
   HWY_INLINE VF At(size_t e) const {
     const DF df;
     const hn::RebindToSigned<DF> di;
-    const auto lane_group = hn::IndicesFromVec(df, hn::ShiftRight<3>(hn::Iota(di, 0)));
-    const VF scale = hn::TableLookupLanes(hn::LoadU(df, g_.scale + e / 8), lane_group);
+    const VF scale = hn::Set(df, g_.scale[e / 8]);
     const uint8_t* bytes = reinterpret_cast<const uint8_t*>(g_.grid) + e;
     if constexpr (D::kGridValues == GridValues::kSignedBytes) {
       const hn::Rebind<uint8_t, DF> d8;
-      const hn::RebindToUnsigned<DF> du;
       const VF p = hn::Mul(scale, hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, bytes))));
-      alignas(64) static constexpr uint32_t kLaneBit[16] = {
-          1u << 0, 1u << 1, 1u << 2,  1u << 3,  1u << 4,  1u << 5,  1u << 6,  1u << 7,
-          1u << 8, 1u << 9, 1u << 10, 1u << 11, 1u << 12, 1u << 13, 1u << 14, 1u << 15};
-      uint32_t bits;  // bit i: lane i's value negated
-      std::memcpy(&bits, g_.signs + e / 8, 4);
-      const auto negate = hn::TestBit(hn::Set(du, bits >> (e % 8)), hn::Load(du, kLaneBit));
-      return hn::IfThenElse(hn::RebindMask(df, negate), hn::Neg(p), p);
+      return hn::IfThenElse(NegatedLanes(e), hn::Neg(p), p);
     } else {
       const hn::Rebind<int8_t, DF> d8;
+      const auto lane_group = hn::IndicesFromVec(df, hn::ShiftRight<3>(hn::Iota(di, 0)));
       const VF delta = hn::TableLookupLanes(hn::LoadU(df, g_.delta + e / 8), lane_group);
       const VF q = hn::ConvertTo(
           df, hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(bytes))));
       return hn::Mul(scale, hn::Add(q, delta));
+    }
+  }
+
+ private:
+  // The lanes of values e .. e+N-1 whose sign bit is set.
+  HWY_INLINE hn::Mask<DF> NegatedLanes(size_t e) const {
+    const DF df;
+    if constexpr (hn::MaxLanes(DF()) % 8 == 0) {
+      return hn::LoadMaskBits(df, g_.signs + e / 8);
+    } else {
+      const hn::RebindToUnsigned<DF> du;
+      alignas(64) static constexpr uint32_t kLaneBit[8] = {1u << 0, 1u << 1, 1u << 2, 1u << 3,
+                                                           1u << 4, 1u << 5, 1u << 6, 1u << 7};
+      const uint32_t bits = uint32_t{g_.signs[e / 8]} >> (e % 8);  // bit i: lane i
+      return hn::RebindMask(df, hn::TestBit(hn::Set(du, bits), hn::Load(du, kLaneBit)));
     }
   }
 
