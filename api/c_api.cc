@@ -62,9 +62,15 @@ nibble_onnx_attributes nibble_onnx_defaults(void) {
 const char* nibble_status_message(const nibble_status* s) { return s ? s->message.c_str() : "OK"; }
 int32_t nibble_status_code(const nibble_status* s) {
   if (s == nullptr) return NIBBLE_STATUS_OK;
-  return s->message.compare(0, std::strlen(nibble::kOutOfMemory), nibble::kOutOfMemory) == 0
-             ? NIBBLE_STATUS_OUT_OF_MEMORY
-             : NIBBLE_STATUS_INVALID;
+  if (s->message.compare(0, std::strlen(nibble::kOutOfMemory), nibble::kOutOfMemory) == 0) {
+    return NIBBLE_STATUS_OUT_OF_MEMORY;
+  }
+  const size_t n = std::strlen(nibble::kInterrupted);
+  if (s->message.size() >= n &&
+      s->message.compare(s->message.size() - n, n, nibble::kInterrupted) == 0) {
+    return NIBBLE_STATUS_INTERRUPTED;
+  }
+  return NIBBLE_STATUS_INVALID;
 }
 void nibble_status_free(nibble_status* s) { delete s; }
 
@@ -174,29 +180,51 @@ nibble_status* nibble_dequantize_tile(const nibble_dequantizer* d, int64_t r0, i
   return Fail(std::string("nibble_dequantize_tile: ") + e.what());
 }
 
-nibble_status* nibble_matmul(const nibble_dequantizer* w, const nibble_tensor* x,
-                             const nibble_tensor* bias, int32_t weight_in_out, int32_t y_dtype,
-                             void* y, size_t y_bytes, int32_t threads) try {
+nibble_matmul_options nibble_matmul_defaults(void) {
+  nibble_matmul_options o{};
+  o.y_dtype = NIBBLE_FLOAT32;
+  o.expert = -1;
+  return o;
+}
+
+nibble_status* nibble_matmul_with(const nibble_dequantizer* w, const nibble_tensor* x,
+                                  const nibble_tensor* bias, const nibble_matmul_options* options,
+                                  void* y, size_t y_bytes) try {
+  const nibble_matmul_options opts = options ? *options : nibble_matmul_defaults();
   if (!w) return Fail("nibble_matmul: the dequantizer is NULL");
   nibble_status* err = nullptr;
   nibble::TensorView xv, bv;
   if (!ToView(x, "nibble_matmul: x", &xv, &err)) return err;
   if (bias && !ToView(bias, "nibble_matmul: bias", &bv, &err)) return err;
-  if (weight_in_out != 0 && weight_in_out != 1) {
+  if (opts.weight_in_out != 0 && opts.weight_in_out != 1) {
     return Fail("nibble_matmul: weight_in_out must be 0 or 1");
   }
   nibble::MatMulOptions o;
-  o.weight =
-      weight_in_out ? nibble::MatMulOptions::Weight::kInOut : nibble::MatMulOptions::Weight::kOutIn;
-  o.threads = threads;
-  auto ys = nibble::MatMulOutputShape(w->impl, xv.shape, o.weight);
+  o.weight = opts.weight_in_out ? nibble::MatMulOptions::Weight::kInOut
+                                : nibble::MatMulOptions::Weight::kOutIn;
+  o.threads = opts.threads;
+  o.expert = opts.expert;
+  if (opts.cancelled != nullptr) {
+    o.cancelled = [f = opts.cancelled, user = opts.cancel_user] { return f(user) != 0; };
+  }
+  auto ys = nibble::MatMulOutputShape(w->impl, xv.shape, o);
   if (!ys.ok()) return FromStatus(ys.status());
-  const nibble::MutableTensorView yv{static_cast<nibble::DType>(y_dtype), *ys, y, y_bytes};
+  const nibble::MutableTensorView yv{static_cast<nibble::DType>(opts.y_dtype), *ys, y, y_bytes};
   return FromStatus(nibble::MatMul(w->impl, xv, yv, bias ? &bv : nullptr, o));
 } catch (const std::bad_alloc&) {
   return Fail(std::string(nibble::kOutOfMemory) + " in nibble_matmul");
 } catch (const std::exception& e) {
   return Fail(std::string("nibble_matmul: ") + e.what());
+}
+
+nibble_status* nibble_matmul(const nibble_dequantizer* w, const nibble_tensor* x,
+                             const nibble_tensor* bias, int32_t weight_in_out, int32_t y_dtype,
+                             void* y, size_t y_bytes, int32_t threads) {
+  nibble_matmul_options o = nibble_matmul_defaults();
+  o.weight_in_out = weight_in_out;
+  o.y_dtype = y_dtype;
+  o.threads = threads;
+  return nibble_matmul_with(w, x, bias, &o, y, y_bytes);
 }
 
 nibble_status* nibble_checkpoint_open(const char* path, const nibble_checkpoint_options* options,

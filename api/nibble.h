@@ -85,8 +85,10 @@ nibble_onnx_attributes nibble_onnx_defaults(void);
 /* What kind of failure a status is (NIBBLE_STATUS_OK for NULL). */
 enum {
   NIBBLE_STATUS_OK = 0,
-  NIBBLE_STATUS_INVALID = 1,      /* bad argument, attribute, shape or input */
-  NIBBLE_STATUS_OUT_OF_MEMORY = 2 /* an allocation failed; message starts "out of memory" */
+  NIBBLE_STATUS_INVALID = 1,       /* bad argument, attribute, shape or input */
+  NIBBLE_STATUS_OUT_OF_MEMORY = 2, /* an allocation failed; message starts "out of memory" */
+  NIBBLE_STATUS_INTERRUPTED = 3    /* the caller's cancel callback said stop; message ends
+                                      "interrupted" */
 };
 int32_t nibble_status_code(const nibble_status* status);
 const char* nibble_status_message(const nibble_status* status);
@@ -143,6 +145,31 @@ nibble_status* nibble_dequantize_tile(const nibble_dequantizer* d, int64_t r0, i
 nibble_status* nibble_matmul(const nibble_dequantizer* w, const nibble_tensor* x,
                              const nibble_tensor* bias, int32_t weight_in_out, int32_t y_dtype,
                              void* y, size_t y_bytes, int32_t threads);
+
+/* nibble_matmul's arguments, and what it cannot take: start from
+ * nibble_matmul_defaults() (weight_in_out 0, y_dtype NIBBLE_FLOAT32,
+ * threads 0, expert -1, no cancel callback). */
+typedef struct {
+  int32_t weight_in_out; /* as nibble_matmul's (for an expert: its matrix) */
+  int32_t y_dtype;       /* NIBBLE_FLOAT32 or x's type */
+  int32_t threads;       /* as above */
+  /* -1: the weight is 2-D. A 3-D weight [E, ., .] (a MoE layer's experts as
+   * the checkpoint holds them: GGUF ffn_*_exps [E, N, K], gpt-oss MXFP4
+   * [E, K, N] with weight_in_out 1): W is expert `expert`'s matrix,
+   * 0 <= expert < E; only its rows are decoded. */
+  int64_t expert;
+  /* NULL, or called on the calling thread before each of its tiles with
+   * cancel_user: non-zero stops the call soon after (the tiles under way
+   * finish); it then returns NIBBLE_STATUS_INTERRUPTED and y's contents are
+   * unspecified. It must not call back into nibble. */
+  int32_t (*cancelled)(void* cancel_user);
+  void* cancel_user;
+} nibble_matmul_options;
+nibble_matmul_options nibble_matmul_defaults(void);
+/* nibble_matmul with options (NULL: the defaults). */
+nibble_status* nibble_matmul_with(const nibble_dequantizer* w, const nibble_tensor* x,
+                                  const nibble_tensor* bias, const nibble_matmul_options* options,
+                                  void* y, size_t y_bytes);
 
 /* ---- Checkpoints: open a model file, list its tensors, read one ----------
  *
@@ -213,15 +240,15 @@ nibble_status* nibble_checkpoint_tensor_info(const nibble_checkpoint* ck, int64_
 nibble_status* nibble_checkpoint_read_size(const nibble_checkpoint* ck, int64_t index,
                                            int32_t dtype, int64_t row0, int64_t row1, size_t* bytes,
                                            int32_t* out_dtype);
-/* Rows [row0, row1) of tensor `index`, dequantized (or copied), row-major
- * into out (out_bytes >= nibble_checkpoint_read_size). threads as above;
- * the bits do not depend on the thread count or the row range. */
 /* Prepares quantized tensor `index` once (its packed inputs read into the
  * handle) as a dequantizer for dtype (0 = the tensor's default): for
  * nibble_matmul, tiles or whole reads. The checkpoint must outlive it. A
  * float (not quantized) tensor is an error. */
 nibble_status* nibble_checkpoint_prepare(const nibble_checkpoint* ck, int64_t index, int32_t dtype,
                                          nibble_dequantizer** out);
+/* Rows [row0, row1) of tensor `index`, dequantized (or copied), row-major
+ * into out (out_bytes >= nibble_checkpoint_read_size). threads as above;
+ * the bits do not depend on the thread count or the row range. */
 nibble_status* nibble_checkpoint_read(const nibble_checkpoint* ck, int64_t index, int32_t dtype,
                                       int64_t row0, int64_t row1, void* out, size_t out_bytes,
                                       int32_t threads);

@@ -129,6 +129,10 @@ class Dequantizer {
   // in their [K, N] order and written as the [N, K] weight). Run() handles
   // it; tiles address the view.
   bool output_transposed() const { return output_transposed_; }
+  // With output_transposed(): how many equal blocks of view rows are each
+  // transposed into one output matrix (TransposeOutputBatches; 1: the
+  // whole view).
+  int64_t transpose_batches() const { return transpose_batches_; }
 
   // Dequantizes the whole tensor into `y`, which must have output().dtype,
   // output().shape and enough bytes. threads: 0 = OpenMP's default, 1 = the

@@ -57,40 +57,94 @@ T* Grow(std::vector<T>* v, size_t n) {
 
 void ReleaseMatMulScratch() { t_scratch = Scratch(); }
 
-StatusOr<Shape> MatMulOutputShape(const Dequantizer& w, const Shape& x,
-                                  MatMulOptions::Weight weight) {
+namespace {
+
+// Where W lies in the Dequantizer's 2-D view.
+struct MatMulGeometry {
+  int64_t n = 0, k = 0;
+  // W's output features are view rows (else view columns: tiles are
+  // transposed in cache).
+  bool rows_are_features = true;
+  // The first view row of W (an expert's own rows of a 3-D weight).
+  int64_t row_base = 0;
+  Shape y;
+};
+
+StatusOr<MatMulGeometry> Geometry(const Dequantizer& w, const Shape& x,
+                                  const MatMulOptions& options) {
   const std::string who = "matmul";
   const Shape& out = w.output().shape;
-  if (out.size() != 2) {
-    return Status::Error(who + ": the weight must be 2-D, not " + ShapeToString(out));
+  MatMulGeometry g;
+  // W's 2-D output matrix [A, B], and whether the view holds it as is.
+  int64_t a = 0, b = 0;
+  bool view_is_output = !w.output_transposed();
+  if (out.size() == 2) {
+    if (options.expert != -1) {
+      return Status::Error(who + ": expert " + std::to_string(options.expert) +
+                           " of a 2-D weight " + ShapeToString(out) +
+                           " (an expert is picked from a 3-D weight)");
+    }
+    a = out[0], b = out[1];
+  } else if (out.size() == 3) {
+    const int64_t experts = out[0];
+    a = out[1], b = out[2];
+    if (options.expert < 0 || options.expert >= experts) {
+      return Status::Error(who + ": the weight " + ShapeToString(out) + " holds " +
+                           std::to_string(experts) + " experts: pick one, 0 <= expert < " +
+                           std::to_string(experts) +
+                           (options.expert == -1 ? std::string(" (none given)")
+                                                 : ", not " + std::to_string(options.expert)));
+    }
+    // Expert e is view rows [e R, (e + 1) R): its matrix as is (GGUF's
+    // [E, N, K]: view [E N, K]) or transposed per expert (gpt-oss: view
+    // [E R, K], output [E, K, R]).
+    const bool batched = w.output_transposed() && w.transpose_batches() == experts;
+    const int64_t r = view_is_output ? a : b, c = view_is_output ? b : a;
+    if ((w.output_transposed() && !batched) || w.rows() != experts * r || w.cols() != c) {
+      return Status::Error(who + ": the 3-D weight " + ShapeToString(out) +
+                           " is not stored expert by expert (view " + std::to_string(w.rows()) +
+                           " x " + std::to_string(w.cols()) + ")");
+    }
+    g.row_base = options.expert * r;
+  } else {
+    return Status::Error(who + ": the weight must be 2-D (or 3-D experts), not " +
+                         ShapeToString(out));
   }
-  const bool in_out = weight == MatMulOptions::Weight::kInOut;
-  const int64_t k = in_out ? out[0] : out[1];
-  if (x.empty() || x.back() != k) {
-    return Status::Error(who + ": X " + ShapeToString(x) + " must end in K = " + std::to_string(k) +
-                         " (the weight " + ShapeToString(out) + " is " +
+  const bool in_out = options.weight == MatMulOptions::Weight::kInOut;
+  g.k = in_out ? a : b;
+  g.n = in_out ? b : a;
+  g.rows_are_features = view_is_output != in_out;
+  if (x.empty() || x.back() != g.k) {
+    return Status::Error(who + ": X " + ShapeToString(x) +
+                         " must end in K = " + std::to_string(g.k) + " (the weight " +
+                         ShapeToString(out) + (out.size() == 3 ? "'s experts are " : " is ") +
                          (in_out ? "[K, N]" : "[N, K]") + ")");
   }
-  Shape y(x.begin(), x.end() - 1);
-  y.push_back(in_out ? out[1] : out[0]);
-  auto elements = CheckedNumElements(y, "Y");
+  g.y.assign(x.begin(), x.end() - 1);
+  g.y.push_back(g.n);
+  auto elements = CheckedNumElements(g.y, "Y");
   if (!elements.ok()) return elements.status();
-  return y;
+  return g;
+}
+
+}  // namespace
+
+StatusOr<Shape> MatMulOutputShape(const Dequantizer& w, const Shape& x,
+                                  const MatMulOptions& options) {
+  auto g = Geometry(w, x, options);
+  if (!g.ok()) return g.status();
+  return g->y;
 }
 
 Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView& y,
               const TensorView* bias, const MatMulOptions& options) try {
   const std::string who = "matmul";
   NIBBLE_RETURN_IF_ERROR(CheckThreads(options.threads, who + " threads"));
-  auto want_y = MatMulOutputShape(w, x.shape, options.weight);
-  if (!want_y.ok()) return want_y.status();
-  const Shape& out = w.output().shape;
-  const bool in_out = options.weight == MatMulOptions::Weight::kInOut;
-  const int64_t n = in_out ? out[1] : out[0];
-  const int64_t k = in_out ? out[0] : out[1];
-  // Whether W's rows (output features) are rows of the Dequantizer's 2-D
-  // view, or its columns (then tiles are transposed in cache).
-  const bool rows_are_features = w.output_transposed() == in_out;
+  auto geometry = Geometry(w, x.shape, options);
+  if (!geometry.ok()) return geometry.status();
+  const int64_t n = geometry->n, k = geometry->k, row_base = geometry->row_base;
+  const Shape* want_y = &geometry->y;
+  const bool rows_are_features = geometry->rows_are_features;
 
   OutType xt, yt, wt = OutType::kF32, bt = OutType::kF32;
   NIBBLE_RETURN_IF_ERROR(FloatTypeOf(who, "X", x.dtype, &xt));
@@ -216,12 +270,12 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
     auto make_tile = [&](int64_t n0, int64_t nb, int64_t c0, int64_t cw) -> Status {
       if (rows_are_features) {
         void* dst = wt == OutType::kF32 ? static_cast<void*>(tile) : raw;
-        NIBBLE_RETURN_IF_ERROR(w.RunTile(n0, n0 + nb, c0, c0 + cw, dst, cw));
+        NIBBLE_RETURN_IF_ERROR(w.RunTile(row_base + n0, row_base + n0 + nb, c0, c0 + cw, dst, cw));
         if (wt != OutType::kF32) ConvertFloats(wt, raw, OutType::kF32, tile, nb * cw);
         return Status::Ok();
       }
       // The view is [K, N]: its columns n0.. are W's rows.
-      NIBBLE_RETURN_IF_ERROR(w.RunTile(c0, c0 + cw, n0, n0 + nb, raw, nb));
+      NIBBLE_RETURN_IF_ERROR(w.RunTile(row_base + c0, row_base + c0 + cw, n0, n0 + nb, raw, nb));
       const size_t es = wt == OutType::kF32 ? 4 : 2;
       for (int64_t r = 0; r < cw; ++r) {
         const uint8_t* src = raw + static_cast<size_t>(r * nb) * es;

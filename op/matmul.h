@@ -39,6 +39,12 @@ struct MatMulOptions {
   // 0: OpenMP's default; 1: the caller's thread; n: n threads
   // (CheckThreads). Same bits for every count.
   int threads = 0;
+  // A 3-D weight [E, ., .] (the experts of a MoE layer, as a checkpoint
+  // holds them: GGUF's ffn_*_exps [E, N, K], gpt-oss MXFP4 [E, K, N]):
+  // which expert's 2-D matrix W is, 0 <= expert < E (its own rows of the
+  // Dequantizer's view: nothing of the other experts is read). -1: the
+  // weight is 2-D.
+  int64_t expert = -1;
   // Asked between tiles on the calling thread (base/cancel.h): when it
   // says stop, the matmul returns an error ending in "interrupted" soon
   // after (the tiles under way finish) and Y's contents are unspecified.
@@ -46,9 +52,10 @@ struct MatMulOptions {
 };
 
 // Y's shape for an X of shape `x`: X's leading dimensions and N; an error
-// naming the mismatch when the weight is not 2-D or X does not end in K.
+// naming the mismatch when the weight is neither 2-D nor 3-D with an
+// expert in range (options.expert), or X does not end in K.
 StatusOr<Shape> MatMulOutputShape(const Dequantizer& w, const Shape& x,
-                                  MatMulOptions::Weight weight);
+                                  const MatMulOptions& options);
 
 // Each thread that runs a matmul (the caller's, OpenMP's workers) keeps
 // its scratch for its next call: the float32 tile (128 / 256 KiB), plus a
@@ -61,7 +68,8 @@ void ReleaseMatMulScratch();
 // Y[..., N] = X[..., K] · W (+ bias[N]). X: float32 / float16 / bfloat16,
 // any leading dimensions (M = their product; a 1-D X is one row). Y: the
 // same leading dimensions and N; float32 or X's type. bias: null, or N
-// values of a float type. The Dequantizer's output must be 2-D.
+// values of a float type. The Dequantizer's output must be 2-D, or 3-D
+// with options.expert picking the matrix.
 // Errors name the mismatch (K, N, types, shapes) and write nothing.
 Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView& y,
               const TensorView* bias = nullptr, const MatMulOptions& options = {});

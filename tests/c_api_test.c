@@ -14,6 +14,11 @@ static int failures = 0;
     }                                                                          \
   } while (0)
 
+static int32_t stop_now(void* calls) {
+  ++*(int*)calls;
+  return 1;
+}
+
 int main(void) {
   /* codes [[0,15],[8,9],[11,7],[4,10]] -> int16 words 0x4B80, 0xA79F */
   const unsigned char x_bytes[4] = {0x80, 0x4b, 0x9f, 0xa7};
@@ -62,6 +67,38 @@ int main(void) {
     st = nibble_matmul(d, &x4t, NULL, 0, NIBBLE_FLOAT32, ym, sizeof ym, 1);
     CHECK(st != NULL && strstr(nibble_status_message(st), "must end in K = 2") != NULL);
     nibble_status_free(st);
+  }
+  {
+    /* nibble_matmul_with: expert 1 of a 3-D int8 weight [2 experts, 2, 3]
+     * (ONNX, per-tensor scale 0.5), and a cancel callback that stops it. */
+    const int8_t q[12] = {1, 2, 3, 4, 5, 6, /* expert 1: */ -1, 0, 2, 6, -4, 8};
+    const int64_t qs[3] = {2, 2, 3};
+    const float half = 0.5f;
+    nibble_tensor qt = {NIBBLE_INT8, 3, qs, q, sizeof q};
+    nibble_tensor ht = {NIBBLE_FLOAT32, 0, NULL, &half, sizeof half};
+    nibble_onnx_attributes oa = nibble_onnx_defaults();
+    nibble_dequantizer* e = NULL;
+    CHECK(nibble_prepare_onnx(&oa, &qt, &ht, NULL, "experts", &e) == NULL);
+    const float xv[3] = {1.0f, 2.0f, 3.0f};
+    const int64_t xs[1] = {3};
+    nibble_tensor xt = {NIBBLE_FLOAT32, 1, xs, xv, sizeof xv};
+    float ye[2] = {0, 0};
+    nibble_matmul_options mo = nibble_matmul_defaults();
+    CHECK(mo.expert == -1 && mo.y_dtype == NIBBLE_FLOAT32 && mo.cancelled == NULL);
+    st = nibble_matmul_with(e, &xt, NULL, &mo, ye, sizeof ye);
+    CHECK(st != NULL && strstr(nibble_status_message(st), "pick one") != NULL);
+    nibble_status_free(st);
+    mo.expert = 1; /* W = 0.5 * [[-1, 0, 2], [6, -4, 8]]: y = [2.5, 11] */
+    CHECK(nibble_matmul_with(e, &xt, NULL, &mo, ye, sizeof ye) == NULL);
+    CHECK(ye[0] == 2.5f && ye[1] == 11.0f);
+    int calls = 0;
+    mo.cancelled = stop_now;
+    mo.cancel_user = &calls;
+    st = nibble_matmul_with(e, &xt, NULL, &mo, ye, sizeof ye);
+    CHECK(st != NULL && nibble_status_code(st) == NIBBLE_STATUS_INTERRUPTED && calls == 1);
+    CHECK(st != NULL && strcmp(nibble_status_message(st), "matmul: interrupted") == 0);
+    nibble_status_free(st);
+    nibble_dequantizer_free(e);
   }
   /* Errors carry a message and must be freed. */
   st = nibble_dequantize(d, y, 4, 1);

@@ -15,6 +15,7 @@
 #include "hwy/targets.h"
 #include "kernels/convert.h"
 #include "op/matmul.h"
+#include "op/onnx.h"
 #include "op/pmx.h"
 #include "op/quantize.h"
 
@@ -238,6 +239,93 @@ TEST_CASE("MatMul on long rows (tiles of a chunk of K, partial sums kept) == the
       hwy::SetSupportedTargetsForTest(0);
     }
   }
+}
+
+TEST_CASE("MatMul on 3-D expert weights: expert e's matrix, both storage orders") {
+  // E experts of R x K. d3: a 3-D request [E, R, K] (GGUF's ffn_*_exps:
+  // view [E R, K], output as is); dt: the same codes as [E R, K], its
+  // output made [E, K, R] (gpt-oss MXFP4: each expert transposed). Expert
+  // e is view rows [e R, (e + 1) R) in both; the reference multiplies
+  // those rows (or their transpose) from the whole dequantized view.
+  TargetReset reset;
+  const int64_t experts = 3, r = 40, k = 96;
+  // ONNX int8 codes blocked by 32 along K, as a 3-D and as a 2-D request.
+  std::mt19937 rng(41);
+  std::vector<int8_t> codes(static_cast<size_t>(experts * r * k));
+  for (int8_t& c : codes) c = static_cast<int8_t>(rng() % 256);
+  auto scales = Random(static_cast<size_t>(experts * r * k / 32), 42);
+  OnnxDequantizeAttributes a;
+  a.axis = -1;
+  a.block_size = 32;
+  a.has_axis = a.has_block_size = true;
+  const TensorView x3{DType::kInt8, {experts, r, k}, codes.data(), codes.size()};
+  const TensorView s3{DType::kFloat32, {experts, r, k / 32}, scales.data(), scales.size() * 4};
+  auto d3 = PrepareOnnx(a, x3, s3, nullptr);
+  REQUIRE_MESSAGE(d3.ok(), d3.status().message());
+  REQUIRE(d3->output().shape == Shape{experts, r, k});
+  const TensorView x2{DType::kInt8, {experts * r, k}, codes.data(), codes.size()};
+  const TensorView s2{DType::kFloat32, {experts * r, k / 32}, scales.data(), scales.size() * 4};
+  auto dt = PrepareOnnx(a, x2, s2, nullptr);
+  REQUIRE(dt.ok());
+  dt->TransposeOutputBatches(experts);
+  REQUIRE(dt->output().shape == Shape{experts, k, r});
+  auto view = d3->Run(1);  // float32 [E, R, K]: the view, row-major
+  REQUIRE(view.ok());
+  const auto* v = static_cast<const float*>(view->data());
+  for (const Dequantizer* d : {&*d3, &*dt}) {
+    const bool view_is_output = d == &*d3;
+    for (const bool in_out : {false, true}) {
+      const bool features_are_rows = view_is_output != in_out;
+      const int64_t nn = features_are_rows ? r : k, kk = features_are_rows ? k : r;
+      for (int64_t e = 0; e < experts; ++e) {
+        std::vector<float> w(static_cast<size_t>(nn * kk));  // [N, K] rows
+        for (int64_t i = 0; i < r; ++i) {
+          for (int64_t j = 0; j < k; ++j) {
+            const float x = v[static_cast<size_t>((e * r + i) * k + j)];
+            w[static_cast<size_t>(features_are_rows ? i * k + j : j * r + i)] = x;
+          }
+        }
+        const int64_t m = 3;
+        const auto x = Random(static_cast<size_t>(m * kk), static_cast<uint32_t>(50 + e));
+        std::vector<float> want(static_cast<size_t>(m * nn));
+        DotRowsReference(x.data(), m, kk, w.data(), nn, kk, kk, want.data(), nn);
+        MatMulOptions o;
+        o.weight = in_out ? MatMulOptions::Weight::kInOut : MatMulOptions::Weight::kOutIn;
+        o.expert = e;
+        TensorView xv{DType::kFloat32, {m, kk}, x.data(), x.size() * 4};
+        auto ys = MatMulOutputShape(*d, xv.shape, o);
+        REQUIRE(ys.ok());
+        CHECK(*ys == Shape{m, nn});
+        for (const int threads : {1, 2}) {
+          o.threads = threads;
+          std::vector<float> y(want.size(), -5.0f);
+          const Status st =
+              MatMul(*d, xv, {DType::kFloat32, {m, nn}, y.data(), y.size() * 4}, nullptr, o);
+          REQUIRE_MESSAGE(st.ok(), st.message());
+          CHECK_MESSAGE(y == want, "transposed " << !view_is_output << " in_out " << in_out
+                                                 << " expert " << e << " threads " << threads);
+        }
+      }
+    }
+  }
+  // No expert, one out of range, an expert of a 2-D weight: refused.
+  const auto x = Random(static_cast<size_t>(k), 60);
+  TensorView xv{DType::kFloat32, {1, k}, x.data(), x.size() * 4};
+  std::vector<float> y(static_cast<size_t>(r), -5.0f);
+  MutableTensorView yv{DType::kFloat32, {1, r}, y.data(), y.size() * 4};
+  MatMulOptions o;
+  const std::string none = MatMul(*d3, xv, yv, nullptr, o).message();
+  CHECK_MESSAGE(
+      none.find("holds 3 experts: pick one, 0 <= expert < 3 (none given)") != std::string::npos,
+      none);
+  o.expert = 3;
+  CHECK(MatMul(*d3, xv, yv, nullptr, o).message().find("not 3") != std::string::npos);
+  auto d2 = PrepareOnnx(a, x2, s2, nullptr);
+  REQUIRE(d2.ok());
+  o.expert = 0;
+  const std::string flat = MatMul(*d2, xv, yv, nullptr, o).message();
+  CHECK_MESSAGE(flat.find("expert 0 of a 2-D weight") != std::string::npos, flat);
+  for (const float f : y) CHECK(f == -5.0f);
 }
 
 TEST_CASE("MatMul stops between tiles when its cancel callback says so") {

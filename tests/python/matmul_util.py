@@ -53,3 +53,31 @@ def matmul_mismatches(f, name, rng, ms=(1, 3), w=None):
                 if not same_bits(d.matmul(xin, threads=t, **kw), want):
                     bad.append("m=%d x=%s threads=%d" % (m, kw.get("x_dtype", "float32"), t))
     return bad
+
+
+def expert_matmul_mismatches(f, name, rng, w3=None, ms=(1, 3)):
+    """Checkpoint f's matmul on each expert of its 3-D tensor `name` [E, A,
+    B] (prepared as float32) against dot_ref on that expert's matrix W_e
+    (the tensor read as float32, or w3), bit for bit: weight="out_in" (x
+    [M, B] @ W_e.T) and "in_out" (x [M, A] @ W_e), 1 and 2 threads; and a
+    3-D weight without an expert refused. Returns the failing cases."""
+    if w3 is None:
+        w3 = np.asarray(f.get_tensor(name, dtype="f32"), np.float32)
+    d = f.dequantizer(name, dtype="f32")
+    bad = []
+    for e in range(w3.shape[0]):
+        for weight, rows in (("out_in", w3[e]), ("in_out", w3[e].T)):
+            rows = np.ascontiguousarray(rows, np.float32)
+            for m in ms:
+                x = rng.standard_normal((m, rows.shape[1])).astype(np.float32)
+                want = dot_ref(x, rows)
+                for t in (1, 2):
+                    if not same_bits(d.matmul(x, weight=weight, expert=e, threads=t), want):
+                        bad.append("expert=%d weight=%s m=%d threads=%d" % (e, weight, m, t))
+    try:
+        d.matmul(np.zeros((1, w3.shape[2]), np.float32))
+        bad.append("no expert: not refused")
+    except ValueError as err:
+        if "pick one" not in str(err):
+            bad.append("no expert: %s" % err)
+    return bad

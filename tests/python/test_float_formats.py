@@ -27,7 +27,7 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from matmul_util import matmul_mismatches  # noqa: E402
+from matmul_util import expert_matmul_mismatches, matmul_mismatches  # noqa: E402
 from safetensors_util import write_st, read_st, bf16_bits, bf16_value  # noqa: E402
 
 nibble_cli, work = sys.argv[1], sys.argv[2]
@@ -186,6 +186,12 @@ def compare(label, src, want_fn, dtypes, removed, kept):
                         bad = matmul_mismatches(f, name, np.random.default_rng(want.shape[0]),
                                                 w=np.asarray(want, np.float32))
                         check("%s: %s matmul, bit for bit %s" % (label, name, bad), not bad)
+                    if dtype == "f32" and want.ndim == 3 and f.info(name)["quantized"]:
+                        # MoE experts: the matmul on each expert's matrix.
+                        bad = expert_matmul_mismatches(f, name, np.random.default_rng(7),
+                                                       w3=np.asarray(want, np.float32))
+                        check("%s: %s expert matmul, bit for bit %s" % (label, name, bad),
+                              not bad)
                     rows = want.shape[0]
                     part = f.get_slice(name, dtype=dtype)[rows // 3: rows - 1]
                     check("%s %s: nibble.open %s rows" % (label, dtype, name),

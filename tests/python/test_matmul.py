@@ -29,7 +29,7 @@ except ImportError as e:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gguf_util import GGML_BLOCK_TYPES, write_gguf  # noqa: E402
-from matmul_util import dot_ref, matmul_mismatches, same_bits  # noqa: E402
+from matmul_util import dot_ref, expert_matmul_mismatches, matmul_mismatches, same_bits  # noqa: E402
 from packing_util import pack_cols, pack_rows  # noqa: E402
 from safetensors_util import bf16_bits, bf16_value, write_st  # noqa: E402
 
@@ -145,6 +145,37 @@ with nibble.open(types_gguf) as f:
     check("every type: all %d ggml block types" % len(GGML_BLOCK_TYPES),
           covered == len(GGML_BLOCK_TYPES), covered)
 
+# MoE experts as GGUF stores them (ffn_*_exps, [E, N, K]): the matmul on
+# expert e's matrix (MatMulOptions::expert), every block type's own rows.
+experts_gguf = os.path.join(work, "experts.gguf")
+tensors = []
+for tid in (2, 12, 16, 40):  # q4_0, q4_K, iq2_xxs, nvfp4
+    tname, be, bb, _ = GGML_BLOCK_TYPES[tid]
+    e, n, k = 3, 5, 2 * be
+    raw = rng.integers(0, 256, e * n * (k // be) * bb, dtype=np.uint8).tobytes()
+    tensors.append(("blk.0.ffn_up_exps.%s.weight" % tname, (tid, [k, n, e], raw)))
+write_gguf(experts_gguf, [], tensors)
+with nibble.open(experts_gguf) as f:
+    for info in f.tensors():
+        name = info["name"]
+        check("experts: %s is [E, N, K]" % name, len(info["shape"]) == 3, info["shape"])
+        bad = expert_matmul_mismatches(f, name, rng)
+        check("experts: %s (%s) matmul per expert, bit for bit" % (name, info["kind"]), not bad,
+              bad)
+        w3 = np.asarray(f.get_tensor(name, dtype="f32"), np.float32)
+        x = rng.standard_normal((2, w3.shape[2])).astype(np.float32)
+        t = f.get_tensor(name)
+        wd = (bf16_value(t) if t.dtype == np.uint16 else np.asarray(t, np.float32))[2]
+        check("experts: %s Checkpoint.matmul(expert=2)" % name,
+              same_bits(f.matmul(name, x, expert=2), dot_ref(x, wd.astype(np.float32))))
+        for label, kw, needle in [("expert out of range", {"expert": 3}, "not 3"),
+                                  ("negative expert", {"expert": -1}, "expert must be >= 0")]:
+            try:
+                f.matmul(name, x, **kw)
+                check("experts: refused " + label, False)
+            except ValueError as err:
+                check("experts: refused " + label, needle in str(err), err)
+
 # ONNX Runtime's MatMulNBits (4-bit with zero points, 8-bit, no zero points
 # with a bias input): the [K, N] operand of a MatMul, so weight="in_out".
 corpus = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz", "corpus", "fold")
@@ -194,6 +225,7 @@ for label, fn, needle in [
         ("Y type", lambda: d.matmul(x, out_dtype="float16"), "Y must be float32 or X's type"),
         ("bias length", lambda: d.matmul(x, np.ones(3, np.float32)), "must be [N] = [64]"),
         ("weight spelling", lambda: d.matmul(x, weight="nk"), "weight must be"),
+        ("expert of a 2-D weight", lambda: d.matmul(x, expert=0), "of a 2-D weight"),
         ("not quantized", lambda: float_ck.dequantizer(
             [i["name"] for i in float_ck.tensors() if not i["quantized"]][0]), "not quantized")]:
     try:

@@ -269,7 +269,7 @@ struct PyDequantizer {
   // Y = X · W (op/matmul.h), GIL released.
   py::array MatMul(const py::array& x, const std::optional<py::array>& bias,
                    const std::string& weight, int threads, std::optional<std::string> out_dtype,
-                   std::optional<std::string> x_dtype) const {
+                   std::optional<std::string> x_dtype, std::optional<int64_t> expert) const {
     Check(nibble::CheckThreads(threads));
     nibble::MatMulOptions o;
     if (weight == "out_in") {
@@ -283,11 +283,15 @@ struct PyDequantizer {
           weight + "'");
     }
     o.threads = threads;
+    o.expert = expert ? *expert : -1;
+    if (expert && *expert < 0) {
+      throw py::value_error("expert must be >= 0, not " + std::to_string(*expert));
+    }
     const nibble::TensorView xv = View(x, "x", x_dtype);
     nibble::TensorView bv;
     if (bias) bv = View(*bias, "bias");
     const DType yt = out_dtype ? ParseOutputDType(out_dtype) : DType::kFloat32;
-    auto ys = nibble::MatMulOutputShape(*d, xv.shape, o.weight);
+    auto ys = nibble::MatMulOutputShape(*d, xv.shape, o);
     Check(ys.status());
     py::array y = NewOutput(yt, *ys);
     nibble::MutableTensorView yv{yt, *ys, y.mutable_data(), static_cast<size_t>(y.nbytes())};
@@ -759,9 +763,11 @@ PYBIND11_MODULE(_nibble, m) {
       .def("matmul", &PyDequantizer::MatMul, py::arg("x"), py::arg("bias") = py::none(),
            py::kw_only(), py::arg("weight") = "out_in", py::arg("threads") = 0,
            py::arg("out_dtype") = py::none(), py::arg("x_dtype") = py::none(),
+           py::arg("expert") = py::none(),
            "y = x @ W.T (weight='out_in': the output is [N, K]) or x @ W ('in_out': [K, N]), "
            "+ bias; x float32 / float16 / bfloat16 (uint16 bits with x_dtype='bfloat16'), y "
-           "float32 or x's type (out_dtype). Same bits for every thread count.")
+           "float32 or x's type (out_dtype). A 3-D weight [E, ., .] (MoE experts): W is "
+           "expert `expert`'s matrix. Same bits for every thread count.")
       .def_property_readonly("rows", [](const PyDequantizer& p) { return p.d->rows(); })
       .def_property_readonly("cols", [](const PyDequantizer& p) { return p.d->cols(); })
       .def_property_readonly("shape", [](const PyDequantizer& p) { return p.d->output().shape; })

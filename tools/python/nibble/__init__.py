@@ -239,13 +239,17 @@ class Checkpoint:
         values are those of ``get_tensor(name, dtype)``."""
         return self._ck.dequantizer(name, _dtype_name(dtype))
 
-    def matmul(self, name, x, bias=None, *, threads=0, out_dtype=None):
+    def matmul(self, name, x, bias=None, *, weight="out_in", expert=None, threads=0,
+               out_dtype=None):
         """``x @ W.T (+ bias)`` for the quantized weight ``name`` ([N, K],
-        as ``get_tensor`` returns it) without writing the float weight out:
-        see :meth:`Dequantizer.matmul`. Prepares the weight on each call:
-        keep :meth:`dequantizer` for repeated products."""
-        return self.dequantizer(name).matmul(x, bias, threads=threads,
-                                             out_dtype=_dtype_name(out_dtype))
+        as ``get_tensor`` returns it; ``weight="in_out"``: ``x @ W`` for a
+        [K, N] one) without writing the float weight out: see
+        :meth:`Dequantizer.matmul`. A 3-D tensor of MoE experts ([E, N, K],
+        gpt-oss's [E, K, N] with ``weight="in_out"``): W is expert
+        ``expert``'s matrix. Prepares the weight on each call: keep
+        :meth:`dequantizer` for repeated products."""
+        return self.dequantizer(name).matmul(x, bias, weight=weight, expert=expert,
+                                             threads=threads, out_dtype=_dtype_name(out_dtype))
 
     def description(self):
         return self._ck.description()
