@@ -223,10 +223,20 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // 64 and 4096 from it (GPTQ at M = 4-16 1.2x slower with 4096, M = 512
   // 1.25x slower with 2048); chunking from 16 rows per tile made K = 4096,
   // M = 4-16 of Q4_0 1.2x slower.
+  // GPTQ / AWQ [N, K] columns (kGptqColumns / kAwqColumns) take the chunks
+  // from M = 1 too: their tiles decode blocks of 16 rows from words that
+  // span K, and a 512 KiB tile of a long row holds fewer (K = 14336: 9).
+  // Measured (VM, one thread, 4096 x 14336, M = 1, interleaved): AWQ 150-177
+  // -> 22 ms, GPTQ 23.5-24 -> 10.3-11.1, GPTQ act-order 33-41 -> 13; the
+  // row layouts were slower chunked at M = 1 (Q4_0 6.8 -> 9.3, PMX 6.8-8.9
+  // -> 11 ms), and chunking the columns at K = 4096 gained nothing (AWQ
+  // 4.0 -> 5.4-6.0 ms).
   constexpr int64_t kChunkRows = 16, kChunkM = 256;
   const int64_t chunk_tile = m >= 64 ? int64_t{256} << 10 : int64_t{128} << 10;
   const int64_t tile_bytes = m <= 4 ? int64_t{512} << 10 : int64_t{256} << 10;
-  const bool chunked = m >= 2 && k * 4 * 8 > (int64_t{256} << 10);
+  const Layout layout = w.plan().layout;
+  const bool columns = layout == Layout::kGptqColumns || layout == Layout::kAwqColumns;
+  const bool chunked = (m >= 2 || columns) && k * 4 * 8 > (int64_t{256} << 10);
   const int64_t block =
       chunked ? kChunkRows : std::clamp<int64_t>(tile_bytes / std::max<int64_t>(1, k * 4), 1, 256);
   const int64_t chunk =

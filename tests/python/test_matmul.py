@@ -123,6 +123,39 @@ for src in sources:
                 f.matmul(name, x[:1]).view(np.uint32),
                 dot_ref(x[:1], wd.astype(np.float32)).view(np.uint32)))
 
+# Long rows (K = 8448 > 8192: tiles of 16 rows x a chunk of K, from M = 1
+# for the GPTQ / AWQ column kernels): GPTQ, GPTQ act-order and AWQ.
+NL, KL, GL = 24, 8448, 128
+AWQ_ORDER = [0, 2, 4, 6, 1, 3, 5, 7]
+for label, cfg in (("gptq", '"quant_method": "gptq", "bits": 4, "group_size": 128, '
+                            '"desc_act": false, "sym": false'),
+                   ("gptq-act", '"quant_method": "gptq", "bits": 4, "group_size": 128, '
+                                '"desc_act": true, "sym": false'),
+                   ("awq", '"quant_method": "awq", "bits": 4, "group_size": 128, '
+                           '"version": "gemm", "zero_point": true')):
+    folder = os.path.join(work, "long-" + label)
+    os.makedirs(folder)
+    q = "model.layers.0.mlp.down_proj"
+    scales = (0.01 + 0.02 * rng.random((KL // GL, NL))).astype(np.float16)
+    if label == "awq":
+        t = {q + ".qweight": ("I32", pack_cols(rng.integers(0, 16, (KL, NL)), 4, AWQ_ORDER)),
+             q + ".qzeros": ("I32", pack_cols(rng.integers(0, 16, (KL // GL, NL)), 4, AWQ_ORDER)),
+             q + ".scales": ("F16", scales)}
+    else:
+        t = {q + ".qweight": ("I32", pack_rows(rng.integers(0, 16, (KL, NL)), 4)),
+             q + ".qzeros": ("I32", pack_cols(rng.integers(0, 16, (KL // GL, NL)), 4)),
+             q + ".scales": ("F16", scales)}
+        if label == "gptq-act":
+            t[q + ".g_idx"] = ("I32", rng.permutation(np.arange(KL) // GL).astype(np.int32))
+    write_st(os.path.join(folder, "model.safetensors"), t)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        f.write('{"model_type": "llama", "quantization_config": {%s}}' % cfg)
+    with nibble.open(folder) as f:
+        name = q + ".weight"
+        kinds.add(f.info(name)["kind"])
+        bad = matmul_mismatches(f, name, rng, ms=(1, 3))
+        check("long rows: %s matmul (K = %d), bit for bit" % (label, KL), not bad, bad)
+
 # Every block type ggml defines (the i-quants, TQ1_0 / TQ2_0, MXFP4, NVFP4,
 # Q1_0 / Q2_0 too): one GGUF of random blocks, K = 2 blocks, an odd N.
 types_gguf = os.path.join(work, "every_type.gguf")
