@@ -231,16 +231,27 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // row layouts were slower chunked at M = 1 (Q4_0 6.8 -> 9.3, PMX 6.8-8.9
   // -> 11 ms), and chunking the columns at K = 4096 gained nothing (AWQ
   // 4.0 -> 5.4-6.0 ms).
+  // AWQ (up to M = 128) at every K: tiles of 128 rows x a chunk of K. Its
+  // column kernel reads whole 64-byte lines of words, 8 rows a word, in
+  // bands of up to 256 rows: a 16-row tile used 8 bytes of each line, a
+  // 32-row one 16. Measured (one thread): 4096 x 4096 M = 1 / 4 / 16 3.8-4.2
+  // / 4.3-4.8 / 8.7-9.4 -> 2.4 / 3.1 / 7.3-7.5 ms, 4096 x 14336 M = 1 / 4 / 16
+  // / 128 22 / 24-26 / 38-41 / 175 -> 9.7 / 11.3-12.3 / 26-27 / 150-154;
+  // 64 rows were slower at M = 1 - 4, 256 no faster; at M = 512 (sums of
+  // 256 rows of X x 128 features: 2 MiB) not better. GPTQ's 16-row tiles
+  // gave as much as 64-row ones.
   constexpr int64_t kChunkRows = 16, kChunkM = 256;
   const int64_t chunk_tile = m >= 64 ? int64_t{256} << 10 : int64_t{128} << 10;
   const int64_t tile_bytes = m <= 4 ? int64_t{512} << 10 : int64_t{256} << 10;
   const Layout layout = w.plan().layout;
   const bool columns = layout == Layout::kGptqColumns || layout == Layout::kAwqColumns;
-  const bool chunked = (m >= 2 || columns) && k * 4 * 8 > (int64_t{256} << 10);
+  const bool awq = layout == Layout::kAwqColumns && m <= 128;
+  const int64_t chunk_rows = awq ? 128 : kChunkRows;
+  const bool chunked = awq || ((m >= 2 || columns) && k * 4 * 8 > (int64_t{256} << 10));
   const int64_t block =
-      chunked ? kChunkRows : std::clamp<int64_t>(tile_bytes / std::max<int64_t>(1, k * 4), 1, 256);
+      chunked ? chunk_rows : std::clamp<int64_t>(tile_bytes / std::max<int64_t>(1, k * 4), 1, 256);
   const int64_t chunk =
-      chunked ? std::max<int64_t>(256, chunk_tile / (4 * kChunkRows) / 256 * 256) : k;
+      chunked ? std::max<int64_t>(256, chunk_tile / (4 * chunk_rows) / 256 * 256) : k;
   const int64_t m_block = chunked ? std::min(m, kChunkM) : m;
   const int64_t blocks = (n + block - 1) / block;
   const size_t tile_elems = static_cast<size_t>(block * chunk);
