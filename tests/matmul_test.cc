@@ -145,18 +145,17 @@ TEST_CASE("MatMul on PMX layouts == the reference dot of the dequantized weight,
     for (const bool in_out : {false, true}) {
       const auto w = WeightRows(*d, in_out);
       const int64_t nn = in_out ? k : n, kk = in_out ? n : k;
-      for (const DType xd : {DType::kFloat32, DType::kBFloat16}) {
+      for (const DType xd : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+        const OutType xt = xd == DType::kFloat16 ? OutType::kF16 : OutType::kBF16;
         for (const int64_t m : {int64_t{1}, int64_t{3}, int64_t{9}}) {
           const auto x32 = Random(static_cast<size_t>(m * kk), 4);
-          std::vector<uint16_t> xh(x32.size());
-          ConvertFloats(OutType::kF32, x32.data(), OutType::kBF16, xh.data(),
-                        static_cast<int64_t>(x32.size()));
+          std::vector<uint16_t> xh(x32.size());  // X as 16-bit floats
+          ConvertFloats(OutType::kF32, x32.data(), xt, xh.data(), static_cast<int64_t>(x32.size()));
           std::vector<float> xw(x32.size());  // X as the matmul sees it
           if (xd == DType::kFloat32) {
             xw = x32;
           } else {
-            ConvertFloats(OutType::kBF16, xh.data(), OutType::kF32, xw.data(),
-                          static_cast<int64_t>(xw.size()));
+            ConvertFloats(xt, xh.data(), OutType::kF32, xw.data(), static_cast<int64_t>(xw.size()));
           }
           const auto bias = Random(static_cast<size_t>(nn), 5);
           std::vector<float> want(static_cast<size_t>(m * nn));
@@ -180,11 +179,11 @@ TEST_CASE("MatMul on PMX layouts == the reference dot of the dequantized weight,
                           "bits " << c.bits << " axis " << c.axis << " in_out " << in_out << " m "
                                   << m << " threads " << threads);
           }
-          if (xd == DType::kBFloat16) {  // Y in X's type: the float32 result rounded once
+          if (xd != DType::kFloat32) {  // Y in X's type: the float32 result rounded once
             std::vector<uint16_t> y(want.size()), yw(want.size());
-            ConvertFloats(OutType::kF32, want.data(), OutType::kBF16, yw.data(),
+            ConvertFloats(OutType::kF32, want.data(), xt, yw.data(),
                           static_cast<int64_t>(want.size()));
-            MutableTensorView yv{DType::kBFloat16, {m, nn}, y.data(), y.size() * 2};
+            MutableTensorView yv{xd, {m, nn}, y.data(), y.size() * 2};
             mo.threads = 2;
             REQUIRE(MatMul(*d, xv, yv, &bv, mo).ok());
             CHECK(y == yw);

@@ -37,7 +37,8 @@ def same_bits(a, b):
 def matmul_mismatches(f, name, rng, ms=(1, 3), w=None):
     """Checkpoint f's matmul on its 2-D tensor `name` (prepared as float32)
     against dot_ref on the tensor read as float32 (or w), bit for bit, for
-    each M in ms, X float32 and bfloat16 (its values), 1 and 2 threads.
+    each M in ms, X float32, bfloat16 (its values) and float16, 1 and 2
+    threads.
     Returns the failing cases (empty: all equal)."""
     if w is None:
         w = np.asarray(f.get_tensor(name, dtype="f32"), np.float32)
@@ -47,11 +48,13 @@ def matmul_mismatches(f, name, rng, ms=(1, 3), w=None):
         x = rng.standard_normal((m, w.shape[1])).astype(np.float32)
         xb = (x.view(np.uint32) >> 16).astype(np.uint16)  # bfloat16 bits (truncated: any value)
         xbv = (xb.astype(np.uint32) << 16).view(np.float32)
-        for xin, xv, kw in ((x, x, {}), (xb, xbv, {"x_dtype": "bfloat16"})):
+        xh = x.astype(np.float16)
+        for xin, xv, kw in ((x, x, {}), (xb, xbv, {"x_dtype": "bfloat16"}),
+                            (xh, xh.astype(np.float32), {})):
             want = dot_ref(xv, w)
             for t in (1, 2):
                 if not same_bits(d.matmul(xin, threads=t, **kw), want):
-                    bad.append("m=%d x=%s threads=%d" % (m, kw.get("x_dtype", "float32"), t))
+                    bad.append("m=%d x=%s threads=%d" % (m, xin.dtype, t))
     return bad
 
 
