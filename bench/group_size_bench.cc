@@ -883,6 +883,12 @@ int RunMatMulBench(const BenchOptions& opt, std::ostream& out, std::ostream& err
         for (const int t : thread_counts) {
           MatMulOptions mo;
           mo.threads = t;
+          if (d->output().shape.size() == 3) {
+            // A MoE expert tensor (gpt-oss's [E, K, N], one expert here): its
+            // expert 0, multiplied as transformers does, x @ W_e.
+            mo.expert = 0;
+            mo.weight = MatMulOptions::Weight::kInOut;
+          }
           Status run = Status::Ok();
           const auto times = InterleavedSeconds(
               opt.reps,
