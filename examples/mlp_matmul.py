@@ -2,9 +2,13 @@
 matmuls run through nibble straight from a quantized checkpoint — a GGUF
 file (Q4_0 / Q4_K / any block type), a GPTQ (act-order too), AWQ,
 compressed-tensors, bitsandbytes or FP8 folder — compared with numpy on the
-dequantized weights in float64.
+dequantized weights in float64. A GGUF MoE layer (ffn_gate_inp router,
+ffn_{gate,up,down}_exps experts: Mixtral, Qwen-MoE, DeepSeek's routed
+experts) runs as a MoE block instead: softmax router, top-k experts per
+token, each expert's tokens multiplied by that expert's matrices only
+(`matmul(..., expert=e)`).
 
-    python3 examples/mlp_matmul.py CHECKPOINT [--layer L] [--tokens M]
+    python3 examples/mlp_matmul.py CHECKPOINT [--layer L] [--tokens M] [--top-k K]
 
 Each weight is prepared once (`Checkpoint.dequantizer`: its packed inputs
 read and lowered) and then multiplied as often as a runtime needs
@@ -27,8 +31,52 @@ NAMES = {  # the block's weights under GGUF and Hugging Face names
 }
 
 
+MOE = {  # a GGUF MoE layer: the router and the stacked experts [E, N, K]
+    "router": "blk.{l}.ffn_gate_inp.weight",
+    "gate": "blk.{l}.ffn_gate_exps.weight",
+    "up": "blk.{l}.ffn_up_exps.weight",
+    "down": "blk.{l}.ffn_down_exps.weight",
+}
+
+
 def silu(v):
     return v / (1 + np.exp(-v))
+
+
+def route(logits, top_k):
+    """Softmax over the experts, the top-k per token, their weights
+    renormalized (Mixtral's routing): (experts [M, k], weights [M, k])."""
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    top = np.argsort(-p, axis=1, kind="stable")[:, :top_k]
+    w = np.take_along_axis(p, top, axis=1)
+    return top, w / w.sum(axis=1, keepdims=True)
+
+
+def moe_block(f, names, x, top_k):
+    """The MoE block through nibble: per expert, its routed tokens times its
+    own gate / up / down matrices. Returns (Y, the numpy float64 Y, ms)."""
+    router = np.asarray(f.get_tensor(names["router"], dtype="f32"), np.float32)
+    w = {role: f.dequantizer(names[role], dtype="f32") for role in ("gate", "up", "down")}
+    experts, weights = route(x @ router.T, top_k)
+    t0 = time.perf_counter()
+    y = np.zeros((x.shape[0], w["down"].shape[1]), np.float32)
+    for e in np.unique(experts):
+        rows, slot = np.nonzero(experts == e)
+        xe = np.ascontiguousarray(x[rows])
+        h = (silu(w["gate"].matmul(xe, expert=int(e))) * w["up"].matmul(xe, expert=int(e)))
+        ye = w["down"].matmul(h.astype(np.float32), expert=int(e))
+        y[rows] += weights[rows, slot][:, None].astype(np.float32) * ye
+    ran = time.perf_counter() - t0
+    wd = {role: np.asarray(f.get_tensor(names[role], dtype="f32"), np.float64)
+          for role in ("gate", "up", "down")}
+    x64 = x.astype(np.float64)
+    y64 = np.zeros(y.shape)
+    for i in range(x.shape[0]):
+        for e, g in zip(experts[i], weights[i]):
+            h = silu(x64[i] @ wd["gate"][e].T) * (x64[i] @ wd["up"][e].T)
+            y64[i] += g * (h @ wd["down"][e].T)
+    return y, y64, ran
 
 
 def main():
@@ -36,8 +84,21 @@ def main():
     ap.add_argument("checkpoint")
     ap.add_argument("--layer", type=int, default=0)
     ap.add_argument("--tokens", type=int, default=4, help="rows of X (M)")
+    ap.add_argument("--top-k", type=int, default=2, help="experts per token (MoE layers)")
     a = ap.parse_args()
     with nibble.open(a.checkpoint) as f:
+        moe = {role: n.format(l=a.layer) for role, n in MOE.items()}
+        if all(n in f for n in moe.values()):
+            hidden = f.info(moe["gate"])["shape"][2]
+            x = np.random.default_rng(0).standard_normal((a.tokens, hidden)).astype(np.float32)
+            y, y64, ran = moe_block(f, moe, x, a.top_k)
+            err = float(np.max(np.abs(y - y64)) / max(np.max(np.abs(y64)), 1e-30))
+            print("MoE block of layer %d (%d experts, top %d): X [%d, %d] -> Y %s"
+                  % (a.layer, f.info(moe["gate"])["shape"][0], a.top_k, a.tokens, hidden,
+                     list(y.shape)))
+            print("expert matmuls in %.2f ms; max |Y - numpy| / max |numpy| = %.2e"
+                  % (ran * 1e3, err))
+            return 0 if err <= 1e-4 else 1
         names = {}
         for role, spellings in NAMES.items():
             found = [s.format(l=a.layer) for s in spellings if s.format(l=a.layer) in f]

@@ -299,5 +299,27 @@ for src in (os.path.join(ck_dir, "llama_tiny.gguf"), gq):
     check("examples/mlp_matmul.py " + os.path.basename(src),
           r.returncode == 0 and "max |Y - numpy|" in r.stdout, r.stdout + r.stderr)
 
+# The example as a MoE block: a GGUF MoE layer (router + Q4_0 gate / up and
+# Q8_0 down experts, moderate scales), top-2 routing, each expert's tokens
+# through matmul(expert=e), against numpy.
+def moderate_blocks(tid, n_blocks):
+    _, _, bb, _ = GGML_BLOCK_TYPES[tid]  # d (float16) first, then the codes
+    body = rng.integers(0, 256, (n_blocks, bb - 2), dtype=np.uint8)
+    return b"".join(np.float16(0.02).tobytes() + row.tobytes() for row in body)
+
+
+EX, HX, FX = 4, 64, 96
+moe_gguf = os.path.join(work, "moe.gguf")
+write_gguf(moe_gguf, [], [
+    ("blk.0.ffn_gate_inp.weight", rng.standard_normal((EX, HX)).astype(np.float32)),
+    ("blk.0.ffn_gate_exps.weight", (2, [HX, FX, EX], moderate_blocks(2, EX * FX * HX // 32))),
+    ("blk.0.ffn_up_exps.weight", (2, [HX, FX, EX], moderate_blocks(2, EX * FX * HX // 32))),
+    ("blk.0.ffn_down_exps.weight", (8, [FX, HX, EX], moderate_blocks(8, EX * HX * FX // 32)))])
+r = subprocess.run([sys.executable, example, moe_gguf, "--tokens", "7"], capture_output=True,
+                   text=True)
+check("examples/mlp_matmul.py on a MoE layer (top-2 of 4 experts)",
+      r.returncode == 0 and "MoE block of layer 0 (4 experts, top 2)" in r.stdout,
+      r.stdout + r.stderr)
+
 print("matmul: %d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
