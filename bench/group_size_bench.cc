@@ -884,10 +884,12 @@ int RunMatMulBench(const BenchOptions& opt, std::ostream& out, std::ostream& err
           MatMulOptions mo;
           mo.threads = t;
           if (d->output().shape.size() == 3) {
-            // A MoE expert tensor (gpt-oss's [E, K, N], one expert here): its
-            // expert 0, multiplied as transformers does, x @ W_e.
+            // A MoE expert tensor (gptoss-mxfp4: one expert of the [N, K]
+            // weight, stored as gpt-oss stores experts): its expert 0,
+            // oriented so that X [M, K] gives Y [M, N].
             mo.expert = 0;
-            mo.weight = MatMulOptions::Weight::kInOut;
+            mo.weight = d->output().shape[2] == k ? MatMulOptions::Weight::kOutIn
+                                                  : MatMulOptions::Weight::kInOut;
           }
           Status run = Status::Ok();
           const auto times = InterleavedSeconds(
