@@ -860,7 +860,10 @@ int RunMatMulBench(const BenchOptions& opt, std::ostream& out, std::ostream& err
       err << "nibble bench: --matmul-shapes takes NxK shapes (got '" << shape << "')\n";
       return 2;
     }
-    const std::vector<float> w = MakeLlmLikeWeight(n, k, opt.seed);
+    // The stored matrix: [N, K], or [K, N] for --matmul-weight in_out.
+    const bool in_out = opt.matmul_weight == "in_out";
+    const int64_t w_rows = in_out ? k : n, w_cols = in_out ? n : k;
+    const std::vector<float> w = MakeLlmLikeWeight(w_rows, w_cols, opt.seed);
     for (const std::string& lname : layouts) {
       BenchLayout layout;
       if (!FindLayout(lname, &layout)) {
@@ -868,7 +871,7 @@ int RunMatMulBench(const BenchOptions& opt, std::ostream& out, std::ostream& err
         return 2;
       }
       BenchWeight bw;
-      Status st = QuantizeFor(layout, w.data(), n, k, 128, &bw);
+      Status st = QuantizeFor(layout, w.data(), w_rows, w_cols, 128, &bw);
       auto d = st.ok() ? bw.Prepare(DType::kFloat32, lname) : StatusOr<Dequantizer>(st);
       if (!d.ok()) {
         err << "nibble bench: " << lname << " " << shape << ": " << d.status().message() << "\n";
@@ -883,6 +886,7 @@ int RunMatMulBench(const BenchOptions& opt, std::ostream& out, std::ostream& err
         for (const int t : thread_counts) {
           MatMulOptions mo;
           mo.threads = t;
+          if (in_out) mo.weight = MatMulOptions::Weight::kInOut;
           if (d->output().shape.size() == 3) {
             // A MoE expert tensor (gptoss-mxfp4: one expert of the [N, K]
             // weight, stored as gpt-oss stores experts): its expert 0,
@@ -923,22 +927,27 @@ int RunMatMulBench(const BenchOptions& opt, std::ostream& out, std::ostream& err
   if (opt.format == "json") {
     for (const MmRow& r : rows) {
       out << "{\"m\": " << r.m << ", \"n\": " << r.n << ", \"k\": " << r.k << ", \"layout\": \""
-          << r.layout << "\", \"dtype\": \"f32\", \"threads\": " << r.threads
+          << r.layout << "\", \"weight\": \"" << opt.matmul_weight
+          << "\", \"dtype\": \"f32\", \"threads\": " << r.threads
           << ", \"seconds\": " << Num("%.6g", r.seconds) << ", \"packed_bytes\": " << r.bytes
           << ", \"packed_gb_s\": " << Num("%.4g", gbs(r.bytes, r.seconds))
           << ", \"read_gb_s\": " << Num("%.4g", gbs(r.bytes, r.read_seconds))
           << ", \"ratio_read\": " << Num("%.4g", r.read_seconds / r.seconds) << "}\n";
     }
   } else if (opt.format == "csv") {
-    out << "m,n,k,layout,dtype,threads,seconds,packed_bytes,packed_gb_s,read_gb_s,ratio_read\n";
+    out << "m,n,k,layout,weight,dtype,threads,seconds,packed_bytes,packed_gb_s,read_gb_s,"
+           "ratio_read\n";
     for (const MmRow& r : rows) {
-      out << r.m << "," << r.n << "," << r.k << "," << r.layout << ",f32," << r.threads << ","
+      out << r.m << "," << r.n << "," << r.k << "," << r.layout << "," << opt.matmul_weight
+          << ",f32," << r.threads << ","
           << Num("%.6g", r.seconds) << "," << r.bytes << "," << Num("%.4g", gbs(r.bytes, r.seconds))
           << "," << Num("%.4g", gbs(r.bytes, r.read_seconds)) << ","
           << Num("%.4g", r.read_seconds / r.seconds) << "\n";
     }
   } else {
-    out << "matmul Y[M, N] = X[M, K] · Wᵀ, X and Y float32; x read = time / time to read the "
+    out << (opt.matmul_weight == "in_out" ? "matmul Y[M, N] = X[M, K] · W (W stored [K, N])"
+                                          : "matmul Y[M, N] = X[M, K] · Wᵀ (W stored [N, K])")
+        << ", X and Y float32; x read = time / time to read the "
            "packed weight once (same threads, interleaved; 1 = the memory limit at M = 1)\n";
     char line[200];
     std::snprintf(line, sizeof line, "%-10s %12s %5s %4s %10s %11s %9s %8s\n", "layout", "N,K", "M",

@@ -40,6 +40,10 @@ struct BenchOptions {
   // bandwidth over the packed weight (RunMatMulBench). Shapes are "NxK".
   std::vector<int64_t> matmul;
   std::vector<std::string> matmul_shapes{"4096x4096", "11008x4096", "4096x14336"};
+  // "out_in": each layout quantizes the [N, K] weight (PyTorch's order);
+  // "in_out": the [K, N] matrix (an ONNX MatMul's B, ONNX Runtime's
+  // DequantizeLinear -> MatMul), multiplied as MatMulOptions::kInOut.
+  std::string matmul_weight = "out_in";
   // Real weights instead of the synthetic one: a checkpoint (GGUF file,
   // GPTQ/AWQ folder, safetensors, ...) and a regex picking the tensor (the
   // first large 2-D float or quantized weight by default). Loaded through

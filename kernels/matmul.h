@@ -41,6 +41,22 @@ void FinishDotRows(float* p, int64_t m, int64_t n, float* y, int64_t ldy);
 void AccumulateDotRowsReference(const float* x, int64_t m, int64_t ldx, const float* w, int64_t n,
                                 int64_t ldw, int64_t k, float* p);
 
+// AccumulateDotRows with W by columns, as a tile of the [K, N] matrix
+// holds it: W's row j, element t at w[t * ldw + j]. The partial sums lie
+// lane-major, so that a vector of features is one load: product (i, j)'s
+// sum l at pt[(i * kDotLanes + l) * n + j]. Adds, in order,
+//   pt_ij[t % kDotLanes] += x[i * ldx + t] * w[t * ldw + j], t < k
+// (each product rounded, then the sum). Same chunk rules as
+// AccumulateDotRows; FinishDotCols then gives exactly DotRows's y.
+// Single-threaded, no allocation, no validation.
+void AccumulateDotCols(const float* x, int64_t m, int64_t ldx, const float* w, int64_t n,
+                       int64_t ldw, int64_t k, float* pt);
+// y[i * ldy + j] = the halving sum of pt_ij (pt is overwritten).
+void FinishDotCols(float* pt, int64_t m, int64_t n, float* y, int64_t ldy);
+// The scalar definition of AccumulateDotCols.
+void AccumulateDotColsReference(const float* x, int64_t m, int64_t ldx, const float* w, int64_t n,
+                                int64_t ldw, int64_t k, float* pt);
+
 // The scalar definition of DotRows.
 void DotRowsReference(const float* x, int64_t m, int64_t ldx, const float* w, int64_t n,
                       int64_t ldw, int64_t k, float* y, int64_t ldy);

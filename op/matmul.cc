@@ -242,15 +242,21 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // gave as much as 64-row ones.
   // W's rows as view columns (an ONNX MatMul's [K, N] B from a
   // DequantizeLinear, `weight="in_out"` on an [N, K] output, act-order GPTQ
-  // without AVX-512): tiles of kAcrossRows features x kAcrossChunk of K,
-  // decoded as kAcrossChunk view rows of kAcrossRows values and transposed
-  // in cache. Whole-K tiles of 32 features decoded 4096 view rows of 32
-  // values each and scattered them at a 16 KiB stride. Measured (VM, one
-  // thread, PMX int4 4096 x 4096, weight="in_out"): M = 1 / 16 / 128 105 /
-  // 204 / 240 ms -> 12.0 / 22.5 / 113 ms (256 x 256: 80 / 93 / 128; 256 x
-  // 32: 10.8 / 25.7 / 140; 64 x 64: 14.5 / 23.5 / 95); the [N, K] order
-  // of the same weight takes 1.8 / 5.4 / 38 ms.
-  constexpr int64_t kAcrossRows = 128, kAcrossChunk = 64;
+  // without AVX-512): tiles of `across_rows` features x a chunk of K kept
+  // as the view holds them, [chunk, features] (rows padded by a line, so
+  // that a column strip spreads over the L1's sets), multiplied by
+  // AccumulateDotCols (per element of K, the partial sums of a vector of
+  // features: the same order, no transpose). Features 512 / 256 / 128 up
+  // to M = 2 / 4 / beyond (the sums of a row of X: 32 KiB at most), the
+  // tile 256 KiB. Measured (VM, one thread, 4096 x 4096 [K, N], `nibble
+  // bench --matmul 1,4,16,64,128,512 --matmul-weight in_out`, interleaved;
+  // bench/results/2026-11-28-matmul-cols/): against the tiles of 128 x 64
+  // transposed in cache (scalar), ONNX int4 axis-0 blocks M = 1 / 16 / 64
+  // / 128 / 512 19 / 35 / 75 / 139 / 639 -> 5.0 / 11 / 42 / 107 / 452 ms;
+  // without the padding M = 16 26 ms; tiles 128 x 512 / 1024 x 128 / 256
+  // x 256 within 1.3x of the chosen ones at every M.
+  const int64_t across_rows = m <= 2 ? 512 : m <= 4 ? 256 : 128;
+  const int64_t across_chunk = (int64_t{64} << 10) / across_rows;
   constexpr int64_t kChunkRows = 16, kChunkM = 256;
   const int64_t chunk_tile = m >= 64 ? int64_t{256} << 10 : int64_t{128} << 10;
   const int64_t tile_bytes = m <= 4 ? int64_t{512} << 10 : int64_t{256} << 10;
@@ -258,17 +264,19 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   const bool columns = layout == Layout::kGptqColumns || layout == Layout::kAwqColumns;
   const bool awq = layout == Layout::kAwqColumns && m <= 128;
   const bool across = !rows_are_features;
-  const int64_t chunk_rows = across ? kAcrossRows : awq ? 128 : kChunkRows;
+  const int64_t chunk_rows = across ? across_rows : awq ? 128 : kChunkRows;
   const bool chunked = across || awq || ((m >= 2 || columns) && k * 4 * 8 > (int64_t{256} << 10));
   const int64_t block =
       chunked ? chunk_rows : std::clamp<int64_t>(tile_bytes / std::max<int64_t>(1, k * 4), 1, 256);
-  const int64_t chunk = across ? kAcrossChunk
+  const int64_t chunk = across ? across_chunk
                         : chunked
                             ? std::max<int64_t>(256, chunk_tile / (4 * chunk_rows) / 256 * 256)
                             : k;
   const int64_t m_block = chunked ? std::min(m, kChunkM) : m;
   const int64_t blocks = (n + block - 1) / block;
-  const size_t tile_elems = static_cast<size_t>(block * chunk);
+  // Across: the tile's rows padded by a line (16 floats).
+  const int64_t tile_ld = across ? block + 16 : chunk;
+  const size_t tile_elems = static_cast<size_t>(across ? tile_ld * chunk : block * chunk);
   const bool y_f32 = yt == OutType::kF32;
   Status failed = Status::Ok();
   // Set once options.cancelled says stop (asked by the calling thread,
@@ -283,8 +291,8 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
 #pragma omp parallel num_threads(threads)
 #endif
   {
-    // Per thread: the float32 tile [block, chunk]; the raw tile when the
-    // weight is not float32 or comes transposed; Y's block when Y is not
+    // Per thread: the float32 tile [block, chunk] (across: [chunk, block
+    // + 16]); the raw tile when the weight is not float32; Y's block when Y is not
     // float32 or has a bias; the partial sums when chunked.
     float *tile = nullptr, *ytile = nullptr, *sums = nullptr;
     uint8_t* raw = nullptr;
@@ -292,7 +300,7 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
     try {
       Scratch& s = t_scratch;
       tile = Grow(&s.tile, tile_elems);
-      if (wt != OutType::kF32 || !rows_are_features) {
+      if (wt != OutType::kF32) {
         raw = Grow(&s.raw, static_cast<size_t>(FloatBytes(wt, block * chunk)));
       }
       if (!y_f32 || bias != nullptr) ytile = Grow(&s.ytile, static_cast<size_t>(m * block));
@@ -301,7 +309,7 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
       ok = false;
     }
     // W's rows [n0, n0 + nb), columns [c0, c0 + cw) as float32 at tile
-    // (leading dimension cw).
+    // (leading dimension cw; across: transposed, leading dimension tile_ld).
     auto make_tile = [&](int64_t n0, int64_t nb, int64_t c0, int64_t cw) -> Status {
       if (rows_are_features) {
         void* dst = wt == OutType::kF32 ? static_cast<void*>(tile) : raw;
@@ -309,14 +317,14 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
         if (wt != OutType::kF32) ConvertFloats(wt, raw, OutType::kF32, tile, nb * cw);
         return Status::Ok();
       }
-      // The view is [K, N]: its columns n0.. are W's rows.
+      // The view is [K, N]: its columns n0.. are W's rows, kept as the
+      // view holds them ([cw, nb] at tile, leading dimension tile_ld).
+      if (wt == OutType::kF32) {
+        return w.RunTile(row_base + c0, row_base + c0 + cw, n0, n0 + nb, tile, tile_ld);
+      }
       NIBBLE_RETURN_IF_ERROR(w.RunTile(row_base + c0, row_base + c0 + cw, n0, n0 + nb, raw, nb));
-      const size_t es = wt == OutType::kF32 ? 4 : 2;
       for (int64_t r = 0; r < cw; ++r) {
-        const uint8_t* src = raw + static_cast<size_t>(r * nb) * es;
-        float v[256];
-        ConvertFloats(wt, src, OutType::kF32, v, nb);
-        for (int64_t j = 0; j < nb; ++j) tile[static_cast<size_t>(j * cw + r)] = v[j];
+        ConvertFloats(wt, raw + FloatBytes(wt, r * nb), OutType::kF32, tile + r * tile_ld, nb);
       }
       return Status::Ok();
     };
@@ -349,9 +357,20 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
           for (int64_t c0 = 0; c0 < k && st.ok(); c0 += chunk) {
             const int64_t cw = std::min(chunk, k - c0);
             st = make_tile(n0, nb, c0, cw);
-            if (st.ok()) AccumulateDotRows(xf + i0 * k + c0, mi, k, tile, nb, cw, cw, sums);
+            if (!st.ok()) break;
+            if (across) {
+              AccumulateDotCols(xf + i0 * k + c0, mi, k, tile, nb, tile_ld, cw, sums);
+            } else {
+              AccumulateDotRows(xf + i0 * k + c0, mi, k, tile, nb, cw, cw, sums);
+            }
           }
-          if (st.ok()) FinishDotRows(sums, mi, nb, yb + i0 * ldy, ldy);
+          if (st.ok()) {
+            if (across) {
+              FinishDotCols(sums, mi, nb, yb + i0 * ldy, ldy);
+            } else {
+              FinishDotRows(sums, mi, nb, yb + i0 * ldy, ldy);
+            }
+          }
         }
       }
       if (!st.ok()) {

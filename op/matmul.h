@@ -17,8 +17,11 @@
 // weight rows into a float32 tile of 256 / 512 KiB with RunTile (its cache)
 // and multiplies it with every row of X; rows too long for 8 of them to fit
 // 256 KiB go in chunks of K when X has several rows, the partial sums kept
-// between chunks (kernels/matmul.h AccumulateDotRows: the same bits). The float weight is never
-// written to memory beyond that tile.
+// between chunks (kernels/matmul.h AccumulateDotRows: the same bits). A
+// weight whose features are the view's columns ([K, N], weight="in_out" on
+// an [N, K] output) is multiplied as the tile holds it, by columns
+// (AccumulateDotCols: the same bits). The float weight is never written to
+// memory beyond that tile.
 #ifndef NIBBLE_OP_MATMUL_H_
 #define NIBBLE_OP_MATMUL_H_
 

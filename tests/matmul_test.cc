@@ -93,6 +93,51 @@ TEST_CASE("AccumulateDotRows: chunks of K at multiples of 16, then FinishDotRows
   }
 }
 
+TEST_CASE("AccumulateDotCols: W by columns, chunks of K, every target == DotRows") {
+  TargetReset reset;
+  hwy::SetSupportedTargetsForTest(0);
+  const auto targets = hwy::SupportedAndGeneratedTargets();
+  // m: blocks of 4 rows and the rest; n: whole vectors of every target and
+  // the rest; k around 16-lane boundaries; ldw > n (padded tiles).
+  for (const int64_t m : {1, 3, 4, 7}) {
+    for (const int64_t n : {1, 5, 16, 37}) {
+      for (const int64_t k : {1, 15, 17, 200}) {
+        const int64_t ldw = n + 3;
+        const auto x = Random(static_cast<size_t>(m * k), 21);
+        const auto wt = Random(static_cast<size_t>(k * ldw), 22);  // [k, ldw]
+        std::vector<float> w(static_cast<size_t>(n * k));          // [n, k]
+        for (int64_t j = 0; j < n; ++j) {
+          for (int64_t t = 0; t < k; ++t) {
+            w[static_cast<size_t>(j * k + t)] = wt[static_cast<size_t>(t * ldw + j)];
+          }
+        }
+        std::vector<float> want(static_cast<size_t>(m * n));
+        DotRowsReference(x.data(), m, k, w.data(), n, k, k, want.data(), n);
+        const size_t sums = static_cast<size_t>(m * n * kDotLanes);
+        for (const int64_t chunk : {int64_t{16}, int64_t{48}, k}) {
+          for (const int64_t t : targets) {
+            hwy::SetSupportedTargetsForTest(t);
+            std::vector<float> p(sums, 0.0f), got(want.size(), -1.0f);
+            for (int64_t c0 = 0; c0 < k; c0 += chunk) {
+              AccumulateDotCols(x.data() + c0, m, k, wt.data() + c0 * ldw, n, ldw,
+                                std::min(chunk, k - c0), p.data());
+            }
+            FinishDotCols(p.data(), m, n, got.data(), n);
+            CHECK_MESSAGE(std::memcmp(got.data(), want.data(), got.size() * 4) == 0,
+                          hwy::TargetName(t)
+                              << " m=" << m << " n=" << n << " k=" << k << " chunk=" << chunk);
+          }
+          hwy::SetSupportedTargetsForTest(0);
+        }
+        std::vector<float> p(sums, 0.0f), got(want.size(), -1.0f);
+        AccumulateDotColsReference(x.data(), m, k, wt.data(), n, ldw, k, p.data());
+        FinishDotCols(p.data(), m, n, got.data(), n);
+        CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+      }
+    }
+  }
+}
+
 // W as float32 [N, K] from the Dequantizer's output (kOutIn) or its
 // transpose (kInOut).
 std::vector<float> WeightRows(const Dequantizer& d, bool in_out) {
@@ -114,79 +159,86 @@ std::vector<float> WeightRows(const Dequantizer& d, bool in_out) {
 
 TEST_CASE("MatMul on PMX layouts == the reference dot of the dequantized weight, any threads") {
   TargetReset reset;
-  const int64_t n = 96, k = 320;
-  const auto wf = Random(static_cast<size_t>(n * k), 3);
-  struct Case {
-    int bits;
-    QuantScheme scheme;
-    int64_t axis, group;
-    bool x8;
-    DType out;
-  };
-  const Case cases[] = {{4, QuantScheme::kSymmetric, 1, 64, false, DType::kFloat32},
-                        {4, QuantScheme::kAsymmetric, 1, 32, true, DType::kFloat16},
-                        {4, QuantScheme::kFloatZeroPoint, 0, 32, false, DType::kBFloat16},
-                        {8, QuantScheme::kAsymmetric, 1, 0, false, DType::kFloat32},
-                        {8, QuantScheme::kSymmetric, 0, 16, false, DType::kFloat32}};
-  for (const Case& c : cases) {
-    QuantizeConfig cfg;
-    cfg.bits = c.bits;
-    cfg.scheme = c.scheme;
-    cfg.quant_axis = c.axis;
-    cfg.group_size = c.group;
-    cfg.int4x8 = c.x8;
-    auto q = QuantizePmx(wf.data(), {n, k}, cfg);
-    REQUIRE(q.ok());
-    TensorView zs;
-    DequantizeOptions o;
-    o.output_dtype = c.out;
-    auto d = PreparePmx(q->attrs, q->x.view(), q->scale.view(), q->zero_point_view_or_null(&zs), o);
-    REQUIRE(d.ok());
-    for (const bool in_out : {false, true}) {
-      const auto w = WeightRows(*d, in_out);
-      const int64_t nn = in_out ? k : n, kk = in_out ? n : k;
-      for (const DType xd : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
-        const OutType xt = xd == DType::kFloat16 ? OutType::kF16 : OutType::kBF16;
-        for (const int64_t m : {int64_t{1}, int64_t{3}, int64_t{9}}) {
-          const auto x32 = Random(static_cast<size_t>(m * kk), 4);
-          std::vector<uint16_t> xh(x32.size());  // X as 16-bit floats
-          ConvertFloats(OutType::kF32, x32.data(), xt, xh.data(), static_cast<int64_t>(x32.size()));
-          std::vector<float> xw(x32.size());  // X as the matmul sees it
-          if (xd == DType::kFloat32) {
-            xw = x32;
-          } else {
-            ConvertFloats(xt, xh.data(), OutType::kF32, xw.data(), static_cast<int64_t>(xw.size()));
-          }
-          const auto bias = Random(static_cast<size_t>(nn), 5);
-          std::vector<float> want(static_cast<size_t>(m * nn));
-          DotRowsReference(xw.data(), m, kk, w.data(), nn, kk, kk, want.data(), nn);
-          for (int64_t i = 0; i < m * nn; ++i)
-            want[static_cast<size_t>(i)] += bias[static_cast<size_t>(i % nn)];
-          TensorView xv{xd,
-                        {m, kk},
-                        xd == DType::kFloat32 ? static_cast<const void*>(x32.data()) : xh.data(),
-                        x32.size() * (xd == DType::kFloat32 ? 4 : 2)};
-          TensorView bv{DType::kFloat32, {nn}, bias.data(), bias.size() * 4};
-          MatMulOptions mo;
-          mo.weight = in_out ? MatMulOptions::Weight::kInOut : MatMulOptions::Weight::kOutIn;
-          for (const int threads : {1, 3}) {
-            mo.threads = threads;
-            std::vector<float> y(want.size(), -7.0f);
-            MutableTensorView yv{DType::kFloat32, {m, nn}, y.data(), y.size() * 4};
-            const Status st = MatMul(*d, xv, yv, &bv, mo);
-            REQUIRE_MESSAGE(st.ok(), st.message());
-            CHECK_MESSAGE(std::memcmp(y.data(), want.data(), y.size() * 4) == 0,
-                          "bits " << c.bits << " axis " << c.axis << " in_out " << in_out << " m "
-                                  << m << " threads " << threads);
-          }
-          if (xd != DType::kFloat32) {  // Y in X's type: the float32 result rounded once
-            std::vector<uint16_t> y(want.size()), yw(want.size());
-            ConvertFloats(OutType::kF32, want.data(), xt, yw.data(),
-                          static_cast<int64_t>(want.size()));
-            MutableTensorView yv{xd, {m, nn}, y.data(), y.size() * 2};
-            mo.threads = 2;
-            REQUIRE(MatMul(*d, xv, yv, &bv, mo).ok());
-            CHECK(y == yw);
+  // The second shape: in_out takes K = 608 in chunks of 128 / 256 / 512 (M = 1 / 3 / 9) and
+  // 1088 features in tiles of 512 / 256 / 128 (a partial last tile).
+  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{96, 320}, {608, 1088}}) {
+    CAPTURE(n);
+    const auto wf = Random(static_cast<size_t>(n * k), 3);
+    struct Case {
+      int bits;
+      QuantScheme scheme;
+      int64_t axis, group;
+      bool x8;
+      DType out;
+    };
+    const Case cases[] = {{4, QuantScheme::kSymmetric, 1, 64, false, DType::kFloat32},
+                          {4, QuantScheme::kAsymmetric, 1, 32, true, DType::kFloat16},
+                          {4, QuantScheme::kFloatZeroPoint, 0, 32, false, DType::kBFloat16},
+                          {8, QuantScheme::kAsymmetric, 1, 0, false, DType::kFloat32},
+                          {8, QuantScheme::kSymmetric, 0, 16, false, DType::kFloat32}};
+    for (const Case& c : cases) {
+      QuantizeConfig cfg;
+      cfg.bits = c.bits;
+      cfg.scheme = c.scheme;
+      cfg.quant_axis = c.axis;
+      cfg.group_size = c.group;
+      cfg.int4x8 = c.x8;
+      auto q = QuantizePmx(wf.data(), {n, k}, cfg);
+      REQUIRE(q.ok());
+      TensorView zs;
+      DequantizeOptions o;
+      o.output_dtype = c.out;
+      auto d =
+          PreparePmx(q->attrs, q->x.view(), q->scale.view(), q->zero_point_view_or_null(&zs), o);
+      REQUIRE(d.ok());
+      for (const bool in_out : {false, true}) {
+        const auto w = WeightRows(*d, in_out);
+        const int64_t nn = in_out ? k : n, kk = in_out ? n : k;
+        for (const DType xd : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+          const OutType xt = xd == DType::kFloat16 ? OutType::kF16 : OutType::kBF16;
+          for (const int64_t m : {int64_t{1}, int64_t{3}, int64_t{9}}) {
+            const auto x32 = Random(static_cast<size_t>(m * kk), 4);
+            std::vector<uint16_t> xh(x32.size());  // X as 16-bit floats
+            ConvertFloats(OutType::kF32, x32.data(), xt, xh.data(),
+                          static_cast<int64_t>(x32.size()));
+            std::vector<float> xw(x32.size());  // X as the matmul sees it
+            if (xd == DType::kFloat32) {
+              xw = x32;
+            } else {
+              ConvertFloats(xt, xh.data(), OutType::kF32, xw.data(),
+                            static_cast<int64_t>(xw.size()));
+            }
+            const auto bias = Random(static_cast<size_t>(nn), 5);
+            std::vector<float> want(static_cast<size_t>(m * nn));
+            DotRowsReference(xw.data(), m, kk, w.data(), nn, kk, kk, want.data(), nn);
+            for (int64_t i = 0; i < m * nn; ++i)
+              want[static_cast<size_t>(i)] += bias[static_cast<size_t>(i % nn)];
+            TensorView xv{xd,
+                          {m, kk},
+                          xd == DType::kFloat32 ? static_cast<const void*>(x32.data()) : xh.data(),
+                          x32.size() * (xd == DType::kFloat32 ? 4 : 2)};
+            TensorView bv{DType::kFloat32, {nn}, bias.data(), bias.size() * 4};
+            MatMulOptions mo;
+            mo.weight = in_out ? MatMulOptions::Weight::kInOut : MatMulOptions::Weight::kOutIn;
+            for (const int threads : {1, 3}) {
+              mo.threads = threads;
+              std::vector<float> y(want.size(), -7.0f);
+              MutableTensorView yv{DType::kFloat32, {m, nn}, y.data(), y.size() * 4};
+              const Status st = MatMul(*d, xv, yv, &bv, mo);
+              REQUIRE_MESSAGE(st.ok(), st.message());
+              CHECK_MESSAGE(std::memcmp(y.data(), want.data(), y.size() * 4) == 0,
+                            "bits " << c.bits << " axis " << c.axis << " in_out " << in_out << " m "
+                                    << m << " threads " << threads);
+            }
+            if (xd != DType::kFloat32) {  // Y in X's type: the float32 result rounded once
+              std::vector<uint16_t> y(want.size()), yw(want.size());
+              ConvertFloats(OutType::kF32, want.data(), xt, yw.data(),
+                            static_cast<int64_t>(want.size()));
+              MutableTensorView yv{xd, {m, nn}, y.data(), y.size() * 2};
+              mo.threads = 2;
+              REQUIRE(MatMul(*d, xv, yv, &bv, mo).ok());
+              CHECK(y == yw);
+            }
           }
         }
       }

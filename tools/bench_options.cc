@@ -78,6 +78,11 @@ void AddBenchOptions(CLI::App* app, BenchOptions* o) {
                   "Weight shapes NxK for --matmul (comma-separated)")
       ->delimiter(',')
       ->capture_default_str();
+  app->add_option("--matmul-weight", o->matmul_weight,
+                  "How --matmul's layouts hold W: out_in, the [N, K] weight (PyTorch's order), "
+                  "or in_out, the [K, N] B of an ONNX MatMul (x @ W)")
+      ->check(CLI::IsMember({"out_in", "in_out"}))
+      ->capture_default_str();
   app->add_flag("--store-sweep", o->store_sweep,
                 "Measure plain vs non-temporal stores by output size (one thread, f32, "
                 "int4x4 G=128) to place the streaming threshold");
