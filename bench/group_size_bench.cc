@@ -939,9 +939,9 @@ int RunMatMulBench(const BenchOptions& opt, std::ostream& out, std::ostream& err
            "ratio_read\n";
     for (const MmRow& r : rows) {
       out << r.m << "," << r.n << "," << r.k << "," << r.layout << "," << opt.matmul_weight
-          << ",f32," << r.threads << ","
-          << Num("%.6g", r.seconds) << "," << r.bytes << "," << Num("%.4g", gbs(r.bytes, r.seconds))
-          << "," << Num("%.4g", gbs(r.bytes, r.read_seconds)) << ","
+          << ",f32," << r.threads << "," << Num("%.6g", r.seconds) << "," << r.bytes << ","
+          << Num("%.4g", gbs(r.bytes, r.seconds)) << ","
+          << Num("%.4g", gbs(r.bytes, r.read_seconds)) << ","
           << Num("%.4g", r.read_seconds / r.seconds) << "\n";
     }
   } else {
