@@ -146,8 +146,8 @@ HWY_INLINE void AccumulateDotRowsG(const float* x, int64_t m, int64_t ldx, const
 // products is fed by t = l, l + 16, ..., each loaded vector of W serving
 // MB rows of X).
 template <size_t A, size_t MB, class D>
-HWY_INLINE void ColsStrip(D d, const float* x, int64_t ldx, const float* w, int64_t ldw,
-                          int64_t k, int64_t i, int64_t j, float* pt, int64_t n) {
+HWY_INLINE void ColsStrip(D d, const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t k,
+                          int64_t i, int64_t j, float* pt, int64_t n) {
   using V = hn::Vec<D>;
   static_assert(kDotLanes % A == 0, "lane groups tile the 16 sums");
   const int64_t k16 = k / kDotLanes * kDotLanes;
