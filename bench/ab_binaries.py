@@ -3,27 +3,74 @@
 runs alternate, round by round, so both see the same load.
 
 Usage: ab_binaries.py BIN_A,BIN_B[,...] ROUNDS OUT.jsonl BENCH_ARGS...
-Every row goes to OUT.jsonl (with `binary` and `round`); printed: the
-median G el/s per (layout, dtype, threads) and binary, and the median
-ratio_rw where the bench gave one (n: how many rounds did).
+A binary may carry environment variables for its runs: VAR=VALUE:BIN
+(several: A=1:B=2:BIN), so one build can be compared with itself under
+another setting. Every row goes to OUT.jsonl (with `binary` and `round`).
+Printed, per row key and binary:
+- the dequantizing bench: the median G el/s per (layout, dtype, threads)
+  and the median ratio_rw where the bench gave one (n: how many rounds);
+- `--matmul` rows: every round's milliseconds per (layout, N x K, M,
+  threads).
 """
-import json, subprocess, sys, statistics, collections
-bins = sys.argv[1].split(',')
-rounds = int(sys.argv[2]); save = open(sys.argv[3], 'w'); args = sys.argv[4:]
-res = collections.defaultdict(lambda: collections.defaultdict(list))
-rw = collections.defaultdict(lambda: collections.defaultdict(list))
-for r in range(rounds):
-    for b in bins:
-        out = subprocess.run([b, 'bench', '--format', 'json'] + args, capture_output=True, text=True).stdout
-        for row in json.loads(out):
-            row['binary'] = b.split('/')[-1]; row['round'] = r; save.write(json.dumps(row) + '\n'); save.flush()
-            k = (row['layout'], row['dtype'], row['threads'])
-            res[k][b].append(row['gelems_per_s'])
-            if row.get('ratio_rw') is not None: rw[k][b].append(row['ratio_rw'])
-for k in sorted(res):
-    line = '%-14s %-4s %2d ' % k
-    for b in bins:
-        g = res[k][b]; q = rw[k][b]
-        line += ' | %-12s %6.2f Gel/s' % (b.split('/')[-1], statistics.median(g))
-        if q: line += ' rw %.2f (n=%d)' % (statistics.median(q), len(q))
-    print(line)
+import collections
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+
+def run(spec, args):
+    """Rows of one `nibble bench --format json` run of spec (VAR=V:...:BIN)."""
+    *assignments, binary = spec.split(':')
+    env = dict(os.environ)
+    for a in assignments:
+        name, value = a.split('=', 1)
+        env[name] = value
+    out = subprocess.run([binary, 'bench', '--format', 'json'] + args,
+                         capture_output=True, text=True, env=env).stdout
+    text = out.strip()
+    if text.startswith('['):  # the dequantizing bench: one JSON array
+        return json.loads(text)
+    return [json.loads(line) for line in text.splitlines() if line.startswith('{')]
+
+
+def main():
+    specs = sys.argv[1].split(',')
+    rounds = int(sys.argv[2])
+    save = open(sys.argv[3], 'w')
+    args = sys.argv[4:]
+    gel = collections.defaultdict(lambda: collections.defaultdict(list))
+    rw = collections.defaultdict(lambda: collections.defaultdict(list))
+    ms = collections.defaultdict(lambda: collections.defaultdict(list))
+    for r in range(rounds):
+        for spec in specs:
+            for row in run(spec, args):
+                row['binary'] = spec
+                row['round'] = r
+                save.write(json.dumps(row) + '\n')
+                save.flush()
+                if 'm' in row:
+                    key = (row['layout'], row['n'], row['k'], row['m'], row['threads'])
+                    ms[key][spec].append(row['seconds'] * 1e3)
+                    continue
+                key = (row['layout'], row['dtype'], row['threads'])
+                gel[key][spec].append(row['gelems_per_s'])
+                if row.get('ratio_rw') is not None:
+                    rw[key][spec].append(row['ratio_rw'])
+    for key in sorted(gel):
+        line = '%-14s %-4s %2d ' % key
+        for spec in specs:
+            line += ' | %-12s %6.2f Gel/s' % (spec.split('/')[-1], statistics.median(gel[key][spec]))
+            if rw[key][spec]:
+                line += ' rw %.2f (n=%d)' % (statistics.median(rw[key][spec]), len(rw[key][spec]))
+        print(line)
+    for key in sorted(ms):
+        line = '%-12s %5dx%-5d M=%-4d t=%d' % key
+        for spec in specs:
+            line += ' | %s %s ms' % (spec.split('/')[-1], ', '.join('%.2f' % v for v in ms[key][spec]))
+        print(line)
+
+
+if __name__ == '__main__':
+    main()
