@@ -28,6 +28,15 @@ namespace nibble {
 
 HWY_EXPORT(ActiveTargetName);
 
+bool CpuIsIntel() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool intel = __builtin_cpu_is("intel");
+  return intel;
+#else
+  return false;
+#endif
+}
+
 void DequantizeTile(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
                     int64_t ld) {
   using namespace kernels_internal;  // NOLINT: the family entries

@@ -16,6 +16,11 @@ namespace nibble {
 void DequantizeTile(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
                     int64_t ld);
 
+// Whether this CPU is Intel's (false on any other vendor or architecture):
+// a few tile choices measured opposite ways on an Intel Xeon and an AMD
+// EPYC and follow the vendor (PreferGptqBlocks, the matmul's decode tiles).
+bool CpuIsIntel();
+
 // Name of the target the dispatcher selects now (e.g. "AVX3", "SSE4").
 const char* ActiveTarget();
 

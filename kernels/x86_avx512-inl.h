@@ -36,6 +36,7 @@
 #include "hwy/highway.h"
 #include "kernels/code_loaders-inl.h"
 #include "kernels/convert-inl.h"
+#include "kernels/dequantize.h"
 #include "kernels/plan.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -1086,10 +1087,7 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
 // 2-core AMD EPYC VM they ran 0.73-0.92x, its memory serving the bands'
 // interleaved strided reads and row stores well. So: blocks on Intel,
 // bands elsewhere, until more machines are measured.
-inline bool PreferGptqBlocks() {
-  static const bool intel = __builtin_cpu_is("intel");
-  return intel;
-}
+inline bool PreferGptqBlocks() { return CpuIsIntel(); }
 
 // GPTQ columns (kGptqColumns without a group map) on AVX-512, written as
 // the [N, K] output in blocks: a band of up to 128 rows (n) by a chunk of

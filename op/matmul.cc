@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/convert.h"
+#include "kernels/dequantize.h"
 #include "kernels/matmul.h"
 #include "kernels/out_types.h"
 
@@ -264,11 +265,26 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   const bool columns = layout == Layout::kGptqColumns || layout == Layout::kAwqColumns;
   const bool awq = layout == Layout::kAwqColumns && m <= 128;
   const bool across = !rows_are_features;
-  const int64_t chunk_rows = across ? across_rows : awq ? 128 : kChunkRows;
-  const bool chunked = across || awq || ((m >= 2 || columns) && k * 4 * 8 > (int64_t{256} << 10));
+  // Long rows (K > 8192) of the row layouts (no column words, no group
+  // map) up to M = 4, on Intel: tiles of 4 rows x 1024 of K (16 KiB: the
+  // L1) instead of a 512 KiB tile of 9 whole rows. Measured (Intel Xeon
+  // guest, one thread, 4096 x 14336, interleaved, 3 rounds;
+  // bench/results/2026-11-28-matmul-cols/l1-tiles-intel*.jsonl): M = 1
+  // q4_0 10.5-12.4 -> 7.5-8.4 ms, pmx-q1 13.2-15.6 -> 9.9-12.4, q4_k
+  // 12.0-14.2 -> 8.4-9.6, ct 9.3-13.2 -> 6.7-8.0, onnx-b1 9.4-12.5 ->
+  // 6.8-9.6, q6_k 11.4-17.4 -> 8.4-13.9, fp8-block 14.7-17.9 -> 13.3-14.9;
+  // M = 4 1.0-1.4x; at K = 4096 within the noise; GPTQ / AWQ / act-order
+  // 1.4-9x slower (not taken). The AMD EPYC guest measured small tiles
+  // slower (16 x 2048 at M = 1: Q4_0 4096 x 14336 6.8 -> 9.3 ms).
+  const bool l1_rows =
+      !across && !columns && w.plan().axis_group == nullptr && m <= 4 && k > 8192 && CpuIsIntel();
+  const int64_t chunk_rows = l1_rows ? 4 : across ? across_rows : awq ? 128 : kChunkRows;
+  const bool chunked =
+      l1_rows || across || awq || ((m >= 2 || columns) && k * 4 * 8 > (int64_t{256} << 10));
   const int64_t block =
       chunked ? chunk_rows : std::clamp<int64_t>(tile_bytes / std::max<int64_t>(1, k * 4), 1, 256);
-  const int64_t chunk = across ? across_chunk
+  const int64_t chunk = l1_rows  ? 1024
+                        : across ? across_chunk
                         : chunked
                             ? std::max<int64_t>(256, chunk_tile / (4 * chunk_rows) / 256 * 256)
                             : k;

@@ -248,7 +248,8 @@ TEST_CASE("MatMul on PMX layouts == the reference dot of the dequantized weight,
 
 TEST_CASE("MatMul on long rows (tiles of a chunk of K, partial sums kept) == the reference") {
   // K = 9000: a tile (128 KiB, 256 KiB from M = 64) holds fewer than 8
-  // whole rows, so from M = 2 the matmul runs over chunks of K; M = 300
+  // whole rows, so from M = 2 the matmul runs over chunks of K (on Intel
+  // from M = 1, tiles of 4 rows x 1024 up to M = 4); M = 300
   // also splits X into blocks of 256 rows; N = 40 leaves a block of 8
   // features.
   TargetReset reset;
