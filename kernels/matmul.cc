@@ -208,8 +208,9 @@ HWY_INLINE void AccumulateDotColsG(const float* x, int64_t m, int64_t ldx, const
 // AccumulateDotCols's blocking: A * MB accumulators (AVX-512: 16 of 32
 // registers; AVX2, SSE4: 8 of 16). Four rows of X per loaded vector of W:
 // measured (VM, one thread, ONNX int4 [K, N] 4096 x 4096, tiles of 128
-// features x 512 of K) M = 16 / 64 15 / 49 ms with one row and 16 sums
-// per pass, 13 / 42 with 2 x 8, 12 / 34 with 4 x 4; M = 1 the same.
+// features x 512 of K, two rounds) M = 16 / 64 15 / 48-51 ms with one row
+// and 16 sums per pass, 13-13.4 / 42-43 with 2 x 8, 11-16 / 33-35 with
+// 4 x 4; M = 1 the same (bench/results/2026-11-28-matmul-cols/).
 // Returns false when this target has no vector form (the caller runs the
 // reference: the same bits).
 bool AccumulateDotColsSimd(const float* x, int64_t m, int64_t ldx, const float* w, int64_t n,
