@@ -252,10 +252,11 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // tile 256 KiB. Measured (VM, one thread, 4096 x 4096 [K, N], `nibble
   // bench --matmul 1,4,16,64,128,512 --matmul-weight in_out`, interleaved;
   // bench/results/2026-11-28-matmul-cols/): against the tiles of 128 x 64
-  // transposed in cache (scalar), ONNX int4 axis-0 blocks M = 1 / 16 / 64
-  // / 128 / 512 19 / 35 / 75 / 139 / 639 -> 5.0 / 11 / 42 / 107 / 452 ms;
-  // without the padding M = 16 26 ms; tiles 128 x 512 / 1024 x 128 / 256
-  // x 256 within 1.3x of the chosen ones at every M.
+  // transposed in cache (scalar), ONNX int4 axis-0 blocks M = 1 / 16 / 128
+  // / 512 13.8-15.4 / 27.7-28.3 / 134-138 / 547-599 -> 4.6-4.8 / 14.1-14.2
+  // / 88-91 / 441-473 ms; without the padding M = 16 26 ms against 15;
+  // tiles 128 x 512 / 1024 x 128 / 256 x 256 within 1.3x of the chosen ones
+  // at every M.
   const int64_t across_rows = m <= 2 ? 512 : m <= 4 ? 256 : 128;
   const int64_t across_chunk = (int64_t{64} << 10) / across_rows;
   constexpr int64_t kChunkRows = 16, kChunkM = 256;
