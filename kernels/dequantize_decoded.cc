@@ -43,10 +43,13 @@ class BlockVectors {
 };
 
 // Grid layouts (GridLayout: the i-quants, Q1_0): D::Groups sets the block's
-// groups (scalar: ggml's index and scale arithmetic); At expands 8-value
-// groups as the scalar ExpandGroup does — grid bytes widened, times the
-// group's scale, then negated by its sign bit (kSignedBytes) or the delta
-// added first (kShiftedInt8). The group of lane i is e / 8 + i / 8; one
+// groups (scalar: ggml's index and scale arithmetic) — or, on AVX-512, the
+// same groups computed in vectors (GridGroups<D>::Fill, x86_avx512-inl.h,
+// which also applies the sign bits to the bytes of kSignedBytes grids);
+// At expands 8-value groups as the scalar ExpandGroup does — grid bytes
+// widened and negated by their sign bits, times the group's scale
+// (kSignedBytes), times the scale and then negated (kNegatedBytes), or the
+// delta added first (kShiftedInt8). The group of lane i is e / 8 + i / 8; one
 // vector lies within one sub-block (kSubElems a multiple of N), so its
 // scale is one broadcast; with N a multiple of 8 its sign bits are the
 // sign bytes' bits e .. e+N-1, loaded as the mask itself.
@@ -57,13 +60,33 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
   static_assert(D::kSubElems % hn::MaxLanes(DF()) == 0, "one scale per vector");
 
  public:
-  HWY_INLINE void Read(const uint8_t* b) { D::Groups(b, g_); }
+  HWY_INLINE void Read(const uint8_t* b) {
+#if HWY_TARGET <= HWY_AVX3
+    if constexpr (GridGroups<D>::kVector) {
+      GridGroups<D>::Fill(b, g_);  // the same groups in vectors (x86_avx512-inl.h)
+      return;
+    }
+#endif
+    D::Groups(b, g_);
+  }
   HWY_INLINE VF At(size_t e) const {
     const DF df;
     const hn::RebindToSigned<DF> di;
     const VF scale = hn::Set(df, g_.scale[e / 8]);
     const uint8_t* bytes = reinterpret_cast<const uint8_t*>(g_.grid) + e;
     if constexpr (D::kGridValues == GridValues::kSignedBytes) {
+#if HWY_TARGET <= HWY_AVX3
+      if constexpr (GridGroups<D>::kVector) {  // Fill stored the bytes signed
+        const hn::Rebind<int8_t, DF> d8;
+        const auto q = hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(bytes)));
+        return hn::Mul(scale, hn::ConvertTo(df, q));
+      }
+#endif
+      const hn::Rebind<uint8_t, DF> d8;
+      const auto q = hn::PromoteTo(di, hn::LoadU(d8, bytes));
+      const auto negated = hn::RebindMask(di, NegatedLanes(e));
+      return hn::Mul(scale, hn::ConvertTo(df, hn::IfThenElse(negated, hn::Neg(q), q)));
+    } else if constexpr (D::kGridValues == GridValues::kNegatedBytes) {
       const hn::Rebind<uint8_t, DF> d8;
       const VF p = hn::Mul(scale, hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, bytes))));
       return hn::IfThenElse(NegatedLanes(e), hn::Neg(p), p);

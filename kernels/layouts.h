@@ -634,7 +634,7 @@ static_assert(Ue4m3HalfOf(0x38) == 0.5f && Ue4m3HalfOf(0x7E) == 224.0f &&
 // Grid-expanded decoded layouts: the grid i-quants (ggml-quants.c
 // dequantize_row_iq*: each 8 values one entry of a grid, kernels/ggml_grids.h,
 // times a sub-block scale, with a sign mask (IQ2 / IQ3) or a shift of +-1/8
-// (IQ1)) and Q1_0 (entry all ones, the sign from the bit). A grid descriptor
+// (IQ1)) and Q1_0 (entry all ones, the sign from the bit: -d). A grid descriptor
 // derives from GridLayout<D, kind> and adds
 //   Groups(block, g)   the block's kBlockElems / 8 groups into GroupSet g
 //                      (SetSigned / SetShifted per group: grid entry, sign
@@ -642,19 +642,23 @@ static_assert(Ue4m3HalfOf(0x38) == 0.5f && Ue4m3HalfOf(0x7E) == 224.0f &&
 //                      arithmetic;
 // GridLayout derives Decode from it, and the kernel expands the groups with
 // SIMD (kernels/dequantize_decoded.cc) computing the same expression per value:
-//   kSignedBytes  y = scale * grid byte j, negated where sign bit j is set
-//                 (ggml's product with -1.f, as a sign flip: the same value;
-//                 a NaN stays a NaN)
-//   kShiftedInt8  y = scale * (int8 grid byte j + delta)
-enum class GridValues { kSignedBytes, kShiftedInt8 };
+//   kSignedBytes   y = scale * float(+-grid byte j), the byte negated where
+//                  sign bit j is set (the i-quants: ggml's db * grid[j] *
+//                  (+-1.f); the same float32 value, and a NaN scale's bits
+//                  kept as that product keeps them)
+//   kNegatedBytes  y = scale * grid byte j, its sign bit flipped where sign
+//                  bit j is set (Q1_0: ggml's -d, IEEE negation, which
+//                  flips a NaN's sign too)
+//   kShiftedInt8   y = scale * (int8 grid byte j + delta)
+enum class GridValues { kSignedBytes, kNegatedBytes, kShiftedInt8 };
 // The groups of one grid block, field by field (the kernels load each field
 // as a vector): group k holds values 8k .. 8k+7. Groups sets every group's
-// grid and scale, and its signs (kSignedBytes) or delta (kShiftedInt8); the
+// grid and scale, and its signs (k*Bytes) or delta (kShiftedInt8); the
 // padding, read by whole-vector loads and never used, is zero.
 template <size_t kGroups>
 struct GroupSet {
   uint64_t grid[kGroups];      // byte j: position j (little-endian host)
-  uint8_t signs[kGroups + 4];  // kSignedBytes: bit j set -> value j negated
+  uint8_t signs[kGroups + 4];  // k*Bytes: bit j set -> value j negated
   float scale[kGroups + 16];
   float delta[kGroups + 16];  // kShiftedInt8
   GroupSet() {
@@ -703,6 +707,13 @@ NIBBLE_DECODE_INLINE float Iq2Scale(float d, uint32_t s) {
 template <GridValues V, size_t kGroups>
 NIBBLE_DECODE_INLINE void ExpandGroup(const GroupSet<kGroups>& g, size_t k, float* y) {
   if constexpr (V == GridValues::kSignedBytes) {
+    uint8_t q[8];
+    std::memcpy(q, &g.grid[k], 8);
+    for (int j = 0; j < 8; ++j) {
+      const int32_t v = ((uint32_t{g.signs[k]} >> j) & 1u) != 0 ? -int32_t{q[j]} : int32_t{q[j]};
+      y[j] = g.scale[k] * static_cast<float>(v);
+    }
+  } else if constexpr (V == GridValues::kNegatedBytes) {
     uint8_t q[8];
     std::memcpy(q, &g.grid[k], 8);
     for (int j = 0; j < 8; ++j) {
@@ -776,7 +787,7 @@ struct GgufTQ1_0 {
 
 // Q1_0: {f16 d; u8 qs[16]}, 128 elements: bit j % 8 of qs[j / 8] set: d,
 // clear: -d (ggml negates d: -0.0 for d = 0).
-struct GgufQ1_0 : GridLayout<GgufQ1_0, GridValues::kSignedBytes> {
+struct GgufQ1_0 : GridLayout<GgufQ1_0, GridValues::kNegatedBytes> {
   struct Block {
     uint16_t d;
     uint8_t qs[16];

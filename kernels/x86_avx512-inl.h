@@ -13,6 +13,10 @@
 //    bit planes, masked 16-bit adds).
 //  - BlockBytes64: 64 codes of a two-plane block type (Q6_K) assembled in
 //    byte lanes (16-bit variable shifts and byte masks).
+//  - GridGroups<D>::Fill: a grid i-quant block's groups (indices from
+//    their bit fields, vpgatherdq / vpgatherdd from the grid, the sign
+//    parity, the scales) in 16-lane vectors; Highway 1.0.3 has no 64-bit
+//    gather from 32-bit indices nor byte-masked subtraction.
 //  - Transpose16x16 / ColumnNibbleTiles / GptqBlockTiles: the in-register
 //    transposes and 16-bit table lookups of the GPTQ / AWQ [N, K] kernels (Highway 1.0.3
 //    has no 128-bit-block shuffles of two vectors and no 16-bit
@@ -37,6 +41,7 @@
 #include "kernels/code_loaders-inl.h"
 #include "kernels/convert-inl.h"
 #include "kernels/dequantize.h"
+#include "kernels/ggml_grids.h"
 #include "kernels/plan.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -520,6 +525,309 @@ HWY_INLINE void BlockBytes64(const uint8_t* block, uint64_t p, int32_t code_offs
   code = _mm512_sub_epi8(code, _mm512_set1_epi8(static_cast<char>(code_offset)));
   _mm512_store_si512(dst, code);
 }
+
+// ---------------------------------------------------------------------------
+// Grid groups: the per-block work of the grid i-quants (kernels/layouts.h,
+// GridLayout: D::Groups) in 16-lane vectors, one lane per 8-value group —
+// grid indices assembled from their bit fields and looked up with gathers,
+// ggml's 7-bit sign indices extended by their parity (ksigns_iq2xs), the
+// sub-block scales computed by the same float operations as D::Groups and
+// spread to their groups. GridGroups<D>::Fill(block, g) sets exactly what
+// D::Groups sets in g (the same integers, the same float32 bits); the
+// scalar Groups stays the definition, and a descriptor without a Fill here
+// runs it (GridGroups<D>::kVector false). A new grid type gets a Fill here
+// only if the scalar one is measured to limit it.
+namespace grid_internal {
+// Lanes k of a 16-lane int32 vector: k / 4 + first (the sub-block of group
+// k for 4 groups per sub-block), as vpermd indices.
+HWY_INLINE __m512i QuarterLanes(int first) {
+  return _mm512_add_epi32(
+      _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2),
+      _mm512_set1_epi32(first));
+}
+// Per lane: (k % 4) * step, k the lane.
+HWY_INLINE __m512i QuarterShifts(int step) {
+  return _mm512_mullo_epi32(
+      _mm512_and_si512(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                       _mm512_set1_epi32(3)),
+      _mm512_set1_epi32(step));
+}
+// 16 sign bytes (lanes < 128): ksigns_iq2xs[s] = s with bit 7 the parity
+// of its 7 bits (layout_internal::SignsOf7).
+HWY_INLINE void StoreSigns7(__m512i s, uint8_t* dst) {
+  __m512i t = _mm512_xor_si512(s, _mm512_srli_epi32(s, 4));
+  t = _mm512_xor_si512(t, _mm512_srli_epi32(t, 2));
+  t = _mm512_xor_si512(t, _mm512_srli_epi32(t, 1));
+  const __m512i parity = _mm512_slli_epi32(_mm512_and_si512(t, _mm512_set1_epi32(1)), 7);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst),
+                   _mm512_cvtepi32_epi8(_mm512_or_si512(s, parity)));
+}
+// 16 grid entries of 8 bytes: table[idx lane k] to dst[k].
+HWY_INLINE void GatherGrid64(const uint64_t* table, __m512i idx, uint64_t* dst) {
+  const auto* t = reinterpret_cast<const long long*>(table);  // NOLINT(runtime/int)
+  _mm512_storeu_si512(dst, _mm512_i32gather_epi64(_mm512_castsi512_si256(idx), t, 8));
+  _mm512_storeu_si512(dst + 8, _mm512_i32gather_epi64(_mm512_extracti64x4_epi64(idx, 1), t, 8));
+}
+// 16 grid entries of 4 bytes (8 groups of IQ3): table[idx lane k] to dst[k].
+HWY_INLINE void GatherGrid32(const uint32_t* table, __m512i idx, uint32_t* dst) {
+  _mm512_storeu_si512(dst, _mm512_i32gather_epi32(idx, table, 4));
+}
+// 16 bytes at p, zero-extended to int32 lanes.
+HWY_INLINE __m512i Bytes16(const uint8_t* p) {
+  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+// 8 bytes at p, zero-extended to int32 lanes 0-7 (lanes 8-15 zero).
+HWY_INLINE __m512i Bytes8(const uint8_t* p) {
+  return _mm512_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+// (lanes >> shift) & mask, shifts per lane.
+HWY_INLINE __m512i Bits(__m512i v, __m512i shift, int mask) {
+  return _mm512_and_si512(_mm512_srlv_epi32(v, shift), _mm512_set1_epi32(mask));
+}
+// IQ2 sub-block scales d * (0.5 + s) * 0.25 (layout_internal::Iq2Scale).
+HWY_INLINE __m512 Iq2Scales(float d, __m512i s) {
+  return _mm512_mul_ps(
+      _mm512_mul_ps(_mm512_set1_ps(d), _mm512_add_ps(_mm512_set1_ps(0.5f), _mm512_cvtepi32_ps(s))),
+      _mm512_set1_ps(0.25f));
+}
+// d * float(2 s + 1) (IQ3_S with 2 s + 1 computed by the caller, IQ1).
+HWY_INLINE __m512 OddScales(float d, __m512i s) {
+  const __m512i odd = _mm512_or_si512(_mm512_slli_epi32(s, 1), _mm512_set1_epi32(1));
+  return _mm512_mul_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(odd));
+}
+// IQ1's delta per lane: -1/8 where the lane's `bit` is set, else 1/8
+// (layout_internal::SignedEighth).
+HWY_INLINE __m512 Eighths(__m512i v, int bit) {
+  const __m512i sign =
+      _mm512_slli_epi32(_mm512_and_si512(v, _mm512_set1_epi32(1 << bit)), 31 - bit);
+  return _mm512_castsi512_ps(_mm512_or_si512(sign, _mm512_set1_epi32(0x3E000000)));  // 0.125f
+}
+// The IQ2_XS / IQ2_S scale of groups 16 h .. 16 h + 15: nibble (k / 2) % 2
+// of scales[k / 4].
+HWY_INLINE void Iq2HalfScales(float d, const uint8_t* scales, float* dst) {
+  const __m512i bytes = Bytes8(scales);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i shift = _mm512_slli_epi32(_mm512_and_si512(lane, _mm512_set1_epi32(2)), 1);
+  for (int h = 0; h < 2; ++h) {
+    const __m512i s = Bits(_mm512_permutexvar_epi32(QuarterLanes(4 * h), bytes), shift, 15);
+    _mm512_storeu_ps(dst + 16 * h, Iq2Scales(d, s));
+  }
+}
+// The sign bits applied to the grid bytes: byte j of group k negated
+// (as int8) where bit j of signs[k] is set.
+HWY_INLINE void NegateBytes(GroupSet<32>& g) {
+  for (int c = 0; c < 4; ++c) {
+    const __m512i v = _mm512_loadu_si512(g.grid + 8 * c);
+    const __mmask64 m = _load_mask64(reinterpret_cast<__mmask64*>(g.signs + 8 * c));
+    _mm512_storeu_si512(g.grid + 8 * c, _mm512_mask_sub_epi8(v, m, _mm512_setzero_si512(), v));
+  }
+}
+}  // namespace grid_internal
+
+template <class D, class = void>
+struct GridGroups {
+  static constexpr bool kVector = false;
+};
+
+// IQ2_XXS: dword 2 ib of the sub-block's 8 bytes holds the four grid
+// indices, dword 2 ib + 1 (aux) the sign indices (7 l) and the scale (28).
+template <class D>
+struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>> {
+  static constexpr bool kVector = true;
+  static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
+    using namespace grid_internal;
+    const float d = layout_internal::Half(b, offsetof(GgufIQ2_XXS::Block, d));
+    const __m512i qs = _mm512_loadu_si512(b + offsetof(GgufIQ2_XXS::Block, qs));
+    // The 32 index bytes in group order: the even dwords.
+    const __m512i even = _mm512_permutexvar_epi32(
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0, 0, 0, 0, 0), qs);
+    GatherGrid64(kGgmlIq2xxsGrid, _mm512_cvtepu8_epi32(_mm512_castsi512_si128(even)), g.grid);
+    GatherGrid64(kGgmlIq2xxsGrid, _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(even, 1)),
+                 g.grid + 16);
+    for (int h = 0; h < 2; ++h) {
+      // Lane k: aux of sub-block 4 h + k / 4 (dword 2 ib + 1).
+      const __m512i aux = _mm512_permutexvar_epi32(
+          _mm512_or_si512(_mm512_slli_epi32(QuarterLanes(4 * h), 1), _mm512_set1_epi32(1)), qs);
+      StoreSigns7(Bits(aux, QuarterShifts(7), 127), g.signs + 16 * h);
+      _mm512_storeu_ps(g.scale + 16 * h, Iq2Scales(d, _mm512_srli_epi32(aux, 28)));
+    }
+    NegateBytes(g);
+  }
+};
+
+// IQ2_XS: u16 qs[k]: grid index bits 0-8, sign index bits 9-15.
+template <class D>
+struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XS>>> {
+  static constexpr bool kVector = true;
+  static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
+    using namespace grid_internal;
+    using Block = GgufIQ2_XS::Block;
+    const float d = layout_internal::Half(b, offsetof(Block, d));
+    for (int h = 0; h < 2; ++h) {
+      const __m512i q = _mm512_cvtepu16_epi32(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + offsetof(Block, qs) + 32 * h)));
+      GatherGrid64(kGgmlIq2xsGrid, _mm512_and_si512(q, _mm512_set1_epi32(511)), g.grid + 16 * h);
+      StoreSigns7(_mm512_srli_epi32(q, 9), g.signs + 16 * h);
+    }
+    Iq2HalfScales(d, b + offsetof(Block, scales), g.scale);
+    NegateBytes(g);
+  }
+};
+
+// IQ2_S: grid index qs[k] | bits 2 (k % 4) .. +1 of qh[k / 4] << 8, the
+// sign bytes as stored.
+template <class D>
+struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_S>>> {
+  static constexpr bool kVector = true;
+  static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
+    using namespace grid_internal;
+    using Block = GgufIQ2_S::Block;
+    const float d = layout_internal::Half(b, offsetof(Block, d));
+    const __m512i qh = Bytes8(b + offsetof(Block, qh));
+    for (int h = 0; h < 2; ++h) {
+      const __m512i high =
+          Bits(_mm512_permutexvar_epi32(QuarterLanes(4 * h), qh), QuarterShifts(2), 3);
+      const __m512i idx =
+          _mm512_or_si512(Bytes16(b + offsetof(Block, qs) + 16 * h), _mm512_slli_epi32(high, 8));
+      GatherGrid64(kGgmlIq2sGrid, idx, g.grid + 16 * h);
+    }
+    std::memcpy(g.signs, b + offsetof(Block, signs), 32);
+    Iq2HalfScales(d, b + offsetof(Block, scales), g.scale);
+    NegateBytes(g);
+  }
+};
+
+// IQ3_XXS: two 4-byte grid entries per group (index bytes 2 k, 2 k + 1),
+// aux as IQ2_XXS in scales_signs, db = d * (0.5 + s) * 0.5.
+template <class D>
+struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_XXS>>> {
+  static constexpr bool kVector = true;
+  static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
+    using namespace grid_internal;
+    using Block = GgufIQ3_XXS::Block;
+    const float d = layout_internal::Half(b, offsetof(Block, d));
+    auto* grid = reinterpret_cast<uint32_t*>(g.grid);
+    for (int c = 0; c < 4; ++c) {
+      GatherGrid32(kGgmlIq3xxsGrid, Bytes16(b + offsetof(Block, qs) + 16 * c), grid + 16 * c);
+    }
+    const __m512i words = _mm512_castsi256_si512(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + offsetof(Block, scales_signs))));
+    for (int h = 0; h < 2; ++h) {
+      const __m512i aux = _mm512_permutexvar_epi32(QuarterLanes(4 * h), words);
+      StoreSigns7(Bits(aux, QuarterShifts(7), 127), g.signs + 16 * h);
+      const __m512 s = _mm512_cvtepi32_ps(_mm512_srli_epi32(aux, 28));
+      _mm512_storeu_ps(
+          g.scale + 16 * h,
+          _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(d), _mm512_add_ps(_mm512_set1_ps(0.5f), s)),
+                        _mm512_set1_ps(0.5f)));
+    }
+    NegateBytes(g);
+  }
+};
+
+// IQ3_S: 4-byte grid entry j (two per group) at index qs[j] | bit j % 8 of
+// qh[j / 8] << 8; sign bytes as stored; db = d * (1 + 2 s), s nibble ib % 2
+// of scales[ib / 2], ib = k / 4.
+template <class D>
+struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_S>>> {
+  static constexpr bool kVector = true;
+  static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
+    using namespace grid_internal;
+    using Block = GgufIQ3_S::Block;
+    const float d = layout_internal::Half(b, offsetof(Block, d));
+    const __m512i qh = Bytes8(b + offsetof(Block, qh));
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i bit = _mm512_and_si512(lane, _mm512_set1_epi32(7));
+    auto* grid = reinterpret_cast<uint32_t*>(g.grid);
+    for (int c = 0; c < 4; ++c) {
+      const __m512i high = _mm512_permutexvar_epi32(
+          _mm512_add_epi32(_mm512_srli_epi32(lane, 3), _mm512_set1_epi32(2 * c)), qh);
+      const __m512i idx = _mm512_or_si512(Bytes16(b + offsetof(Block, qs) + 16 * c),
+                                          _mm512_slli_epi32(Bits(high, bit, 1), 8));
+      GatherGrid32(kGgmlIq3sGrid, idx, grid + 16 * c);
+    }
+    std::memcpy(g.signs, b + offsetof(Block, signs), 32);
+    uint32_t packed;
+    std::memcpy(&packed, b + offsetof(Block, scales), 4);
+    const __m512i scales = _mm512_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(packed)));
+    for (int h = 0; h < 2; ++h) {
+      // Lane k: ib = 4 h + k / 4; byte ib / 2, nibble ib % 2.
+      const __m512i ib = QuarterLanes(4 * h);
+      const __m512i s = Bits(_mm512_permutexvar_epi32(_mm512_srli_epi32(ib, 1), scales),
+                             _mm512_slli_epi32(_mm512_and_si512(ib, _mm512_set1_epi32(1)), 2), 15);
+      _mm512_storeu_ps(g.scale + 16 * h, OddScales(d, s));
+    }
+    NegateBytes(g);
+  }
+};
+
+// IQ1_S: grid index qs[k] | bits 3 (k % 4) .. +2 of qh[ib] << 8; qh[ib]
+// bits 12-14 the scale, bit 15 the delta's sign.
+template <class D>
+struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_S>>> {
+  static constexpr bool kVector = true;
+  static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
+    using namespace grid_internal;
+    using Block = GgufIQ1_S::Block;
+    const float d = layout_internal::Half(b, offsetof(Block, d));
+    const __m512i qh = _mm512_castsi256_si512(_mm256_cvtepu16_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(Block, qh)))));
+    for (int h = 0; h < 2; ++h) {
+      const __m512i word = _mm512_permutexvar_epi32(QuarterLanes(4 * h), qh);
+      const __m512i idx = _mm512_or_si512(Bytes16(b + offsetof(Block, qs) + 16 * h),
+                                          _mm512_slli_epi32(Bits(word, QuarterShifts(3), 7), 8));
+      GatherGrid64(kGgmlIq1sGrid, idx, g.grid + 16 * h);
+      _mm512_storeu_ps(g.scale + 16 * h, OddScales(d, _mm512_and_si512(_mm512_srli_epi32(word, 12),
+                                                                       _mm512_set1_epi32(7))));
+      _mm512_storeu_ps(g.delta + 16 * h, Eighths(word, 15));
+    }
+  }
+};
+
+// IQ1_M: grid index qs[k] | bits 0-2 of nibble k % 2 of qh[k / 2] << 8,
+// bit 3 of it the delta's sign; the 3-bit scale of group k at bit 6 (ib %
+// 2) + 3 (k % 4 / 2) of the u16 sc[ib / 2] (ib = k / 4); d from the top
+// nibbles of sc (as D::Groups).
+template <class D>
+struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_M>>> {
+  static constexpr bool kVector = true;
+  static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
+    using namespace grid_internal;
+    using Block = GgufIQ1_M::Block;
+    uint32_t sc[4];
+    for (size_t i = 0; i < 4; ++i) {
+      sc[i] = layout_internal::Field<uint16_t>(b, offsetof(Block, scales) + 2 * i);
+    }
+    const uint32_t bits =
+        (sc[0] >> 12) | ((sc[1] >> 8) & 0xF0u) | ((sc[2] >> 4) & 0xF00u) | (sc[3] & 0xF000u);
+    const float d = F32FromF16(static_cast<uint16_t>(bits));
+    const __m512i qh = Bytes16(b + offsetof(Block, qh));
+    const __m512i words = _mm512_cvtepu16_epi32(_mm256_castsi128_si256(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + offsetof(Block, scales)))));
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    // Lane k: nibble k % 2 of its qh byte; scale shift 6 (ib % 2) + 3 (k % 4 / 2).
+    const __m512i nibble_shift = _mm512_slli_epi32(_mm512_and_si512(lane, _mm512_set1_epi32(1)), 2);
+    const __m512i scale_shift = _mm512_add_epi32(
+        _mm512_mullo_epi32(_mm512_and_si512(_mm512_srli_epi32(lane, 2), _mm512_set1_epi32(1)),
+                           _mm512_set1_epi32(6)),
+        _mm512_mullo_epi32(_mm512_and_si512(_mm512_srli_epi32(lane, 1), _mm512_set1_epi32(1)),
+                           _mm512_set1_epi32(3)));
+    for (int h = 0; h < 2; ++h) {
+      const __m512i nib =
+          Bits(_mm512_permutexvar_epi32(
+                   _mm512_add_epi32(_mm512_srli_epi32(lane, 1), _mm512_set1_epi32(8 * h)), qh),
+               nibble_shift, 15);
+      const __m512i idx =
+          _mm512_or_si512(Bytes16(b + offsetof(Block, qs) + 16 * h),
+                          _mm512_slli_epi32(_mm512_and_si512(nib, _mm512_set1_epi32(7)), 8));
+      GatherGrid64(kGgmlIq1sGrid, idx, g.grid + 16 * h);
+      _mm512_storeu_ps(g.delta + 16 * h, Eighths(nib, 3));
+      const __m512i word = _mm512_permutexvar_epi32(
+          _mm512_add_epi32(_mm512_srli_epi32(lane, 3), _mm512_set1_epi32(2 * h)), words);
+      _mm512_storeu_ps(g.scale + 16 * h, OddScales(d, Bits(word, scale_shift, 7)));
+    }
+  }
+};
 
 // 16 x 16 float32 transpose in registers: on return r[i] holds what was
 // column i.
