@@ -141,20 +141,21 @@ class BlockVectors<D, std::enable_if_t<std::is_same_v<D, GgufTQ1_0>>> {
     const DF df;
     const hn::RebindToSigned<DF> di;
     const hn::Rebind<uint8_t, DF> d8;
+    const hn::Rebind<uint16_t, DF> d16;  // x * 3^n < 2^15, (q * 3) < 2^10
     const uint8_t* qs = b_ + offsetof(GgufTQ1_0::Block, qs);
-    hn::Vec<decltype(di)> x, pow;
+    hn::Vec<decltype(d16)> x, pow;
     if (e < 160) {
-      x = hn::PromoteTo(di, hn::LoadU(d8, qs + e % 32));
-      pow = hn::Set(di, kPow3[e / 32]);
+      x = hn::PromoteTo(d16, hn::LoadU(d8, qs + e % 32));
+      pow = hn::Set(d16, kPow3[e / 32]);
     } else if (e < 240) {
-      x = hn::PromoteTo(di, hn::LoadU(d8, qs + 32 + (e - 160) % 16));
-      pow = hn::Set(di, kPow3[(e - 160) / 16]);
+      x = hn::PromoteTo(d16, hn::LoadU(d8, qs + 32 + (e - 160) % 16));
+      pow = hn::Set(d16, kPow3[(e - 160) / 16]);
     } else {
-      x = hn::PromoteTo(di, hn::LoadU(d8, tail_ + (e - 240)));
-      pow = hn::PromoteTo(di, hn::LoadU(d8, kTailPow + (e - 240)));
+      x = hn::PromoteTo(d16, hn::LoadU(d8, tail_ + (e - 240)));
+      pow = hn::PromoteTo(d16, hn::LoadU(d8, kTailPow + (e - 240)));
     }
-    const auto q = hn::And(hn::Mul(x, pow), hn::Set(di, 0xFF));
-    const auto digit = hn::ShiftRight<8>(hn::Mul(q, hn::Set(di, 3)));
+    const auto q = hn::And(hn::Mul(x, pow), hn::Set(d16, 0xFF));
+    const auto digit = hn::PromoteTo(di, hn::ShiftRight<8>(hn::Mul(q, hn::Set(d16, 3))));
     return hn::Mul(hn::ConvertTo(df, hn::Sub(digit, hn::Set(di, 1))), hn::Set(df, d_));
   }
 
