@@ -62,6 +62,20 @@ struct CodeRef {
   int64_t stride;  // kGptqColumns / kAwqColumns: Plan::word_stride
 };
 
+// Every lane of v (uint32) shifted right by s, the same for all lanes:
+// vpsrlvd with a broadcast count where the target has it (AVX2, AVX-512:
+// one operation), since vpsrld with its count in a register (Highway's
+// ShiftRightSame) is two on Intel cores, one of them on port 5 with the
+// widening and the table lookups; ShiftRightSame elsewhere. The same bits.
+template <class V>
+HWY_INLINE V ShiftRightBy(V v, int s) {
+#if HWY_TARGET <= HWY_AVX2
+  return hn::Shr(v, hn::Set(hn::DFromV<V>(), static_cast<hn::TFromV<V>>(s)));
+#else
+  return hn::ShiftRightSame(v, s);
+#endif
+}
+
 struct LoaderTypes {
   using DF = KernelTag;
   using DI = hn::RebindToSigned<DF>;
@@ -302,10 +316,10 @@ struct PmxWords : LoaderTypes {
     if (kWordBits == 16) {
       const hn::Rebind<uint16_t, DI> du16;
       const auto w = hn::LoadU(du16, reinterpret_cast<const uint16_t*>(c.codes) + k);
-      return hn::BitCast(di, hn::ShiftRightSame(hn::PromoteTo(du, w), c.shift));
+      return hn::BitCast(di, ShiftRightBy(hn::PromoteTo(du, w), c.shift));
     }
     const auto u = hn::LoadU(du, reinterpret_cast<const uint32_t*>(c.codes) + k);
-    return hn::BitCast(di, hn::ShiftRightSame(u, c.shift));
+    return hn::BitCast(di, ShiftRightBy(u, c.shift));
   }
   static HWY_INLINE VU16 Load16(const CodeRef& c, int64_t k) {
     const DU16 du16;
@@ -339,7 +353,7 @@ struct PmxByteWords : LoaderTypes {
   static HWY_INLINE VI Load(const CodeRef& c, int64_t k) {
     const DU du;
     const auto u = hn::LoadU(du, reinterpret_cast<const uint32_t*>(c.codes) + k);
-    return hn::BitCast(DI(), hn::And(hn::ShiftRightSame(u, c.shift), hn::Set(du, 0xFFu)));
+    return hn::BitCast(DI(), hn::And(ShiftRightBy(u, c.shift), hn::Set(du, 0xFFu)));
   }
 };
 
@@ -403,7 +417,7 @@ struct AwqColumns : LoaderTypes {
     const auto idx = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(c.stride / 4)));
     const auto* base = reinterpret_cast<const uint32_t*>(c.codes + k * c.stride);
     const auto w = hn::GatherIndex(du, base, idx);
-    return hn::BitCast(di, hn::And(hn::ShiftRightSame(w, c.shift), hn::Set(du, 0xFu)));
+    return hn::BitCast(di, hn::And(ShiftRightBy(w, c.shift), hn::Set(du, 0xFu)));
   }
   static HWY_INLINE VU16 Load16(const CodeRef& c, int64_t k) {
     return TwoLoads16<AwqColumns>(c, k);
@@ -465,7 +479,7 @@ struct Blocks : LoaderTypes {
       const hn::Rebind<uint8_t, DU> du8;
       const auto u = hn::PromoteTo(du, hn::LoadU(du8, b));
       if constexpr (pl.bits == 8) return u;
-      return hn::And(hn::ShiftRightSame(u, sh), hn::Set(du, kMask));
+      return hn::And(ShiftRightBy(u, sh), hn::Set(du, kMask));
     } else {
       // span 1: N * bits consecutive bits (<= 32), from bit p * bits.
       static_assert(pl.span() == 1 && kMaxLanes * pl.bits <= 32, "packed plane too wide");
