@@ -15,6 +15,7 @@ Usage: test_distributed.py NIBBLE_CLI WORK_DIR
 """
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -422,11 +423,18 @@ def main():
                        **opts)
             check("a shard whose workers always die fails the run", False)
         except RuntimeError as e:
+            # Named: the shard Dask gave up on. Usually model-00004, but a
+            # shard queued on the same worker dies with it each time and may
+            # reach Dask's allowed-failures first (seen in ~2 of 35 runs);
+            # either way model-00004 is not among the completed shards.
             check("a shard whose workers always die fails the run, naming it",
-                  "model-00004-" in str(e) and "died" in str(e), e)
+                  re.search(r"shard model-\d{5}-of-\d{5}\.safetensors: "
+                            r"the workers running it died", str(e)) is not None, e)
         check("nothing published", not os.path.exists(dst))
         staging = dst + nd.STAGING_SUFFIX
         kept = [n for n in os.listdir(staging) if n.endswith(".nibble-done.json")]
+        check("the dying shard was not completed", not [n for n in kept if "model-00004-" in n],
+              kept)
         check("no temporaries of the killed writers",
               not [n for n in os.listdir(staging) if "nibble-tmp" in n])
         client.wait_for_workers(2, timeout=60)
