@@ -433,8 +433,43 @@ struct AwqColumns : LoaderTypes {
 // 0) has, in each plane, either its N fields in N consecutive bytes at one
 // shift (span >= N, or 8-bit fields), or packed in N * bits consecutive
 // bits (span 1).
+// Blocks<D>'s LoadLow2 where D has one 4-bit plane (AVX-512): the 2N
+// codes of a unit from k (a multiple of 2N, as Blocks::Align) are the low
+// then the high nibbles of N bytes (span N: one load, the high ones
+// shifted down) or 2N bytes at one nibble shift (span >= 2N: two loads,
+// both shifted by it) — no masks (LoadLow: bits 4-31 arbitrary).
+template <class D, bool kOn>
+struct BlockLowLoads {};
+#if HWY_TARGET <= HWY_AVX3
 template <class D>
-struct Blocks : LoaderTypes {
+struct BlockLowLoads<D, true> {
+  using VI = LoaderTypes::VI;
+  static HWY_INLINE void LoadLow2(const CodeRef& c, int64_t k, VI* lo, VI* hi) {
+    constexpr CodePlane pl = D::kPlanes[0];
+    constexpr uint64_t kRun = pl.run, kSpan = pl.span();
+    static_assert(pl.bits == 4 && (kSpan == 16 || kSpan % 32 == 0), "span N or >= 2N");
+    constexpr uint64_t kElems = static_cast<uint64_t>(D::kBlockElems);
+    const uint64_t u = static_cast<uint64_t>(k), p = u % kElems, q = p % kRun;
+    const uint8_t* b = c.codes + (u / kElems) * static_cast<uint64_t>(D::kBytes) + pl.at +
+                       (p / kRun) * kSpan + q % kSpan;
+    const __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+    if constexpr (kSpan == 16) {
+      *lo = VI{x};
+      *hi = VI{_mm512_srli_epi32(x, 4)};
+    } else {
+      const __m512i sh = _mm512_set1_epi32(static_cast<int>(4 * (q / kSpan)));
+      const __m512i y =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16)));
+      *lo = VI{_mm512_srlv_epi32(x, sh)};
+      *hi = VI{_mm512_srlv_epi32(y, sh)};
+    }
+  }
+};
+#endif
+
+template <class D>
+struct Blocks : LoaderTypes,
+                BlockLowLoads<D, CodeBits(D::kCode) == 4 && PlaneCount<D>() == 1> {
   using Desc = D;
   static constexpr bool kBlockParams = true;
   static constexpr bool kNibbles = CodeBits(D::kCode) == 4;  // one 4-bit plane

@@ -508,6 +508,54 @@ class RowKernel {
     ScalarRange(k, k1, out + (k - k0) * kOutBytes);
   }
 
+#if HWY_TARGET <= HWY_AVX3
+  // --- The fused dot (Plan::dot; DotUnits below) ---------------------------
+  // Whether DotUnits can give elements [k0, k1) of this row: codes looked
+  // up in a per-group table (kTable), whole units from a loadable k0, no
+  // unit across a group boundary.
+  bool CanDot(int64_t k0, int64_t k1) const {
+    if constexpr (!kTable) {
+      (void)k0;
+      (void)k1;
+      return false;
+    } else {
+      constexpr int64_t kUnit = 2 * static_cast<int64_t>(hn::MaxLanes(DF()));
+      return !job_.per_element && k0 % kUnit == 0 && (k1 - k0) % kUnit == 0 &&
+             (job_.step == 0 || job_.group % kUnit == 0) &&
+             (k0 + L::Phase(job_.code)) % L::Align() == 0 && kUnit % L::Align() == 0;
+    }
+  }
+  // Element k's group: its parameters' index; the elements per group
+  // along the row (0: one group for the whole row) and the index step
+  // from one group to the next.
+  int64_t GroupIndex(int64_t k) const { return ScaleIndex(k); }
+  int64_t GroupLength() const { return job_.step == 0 ? 0 : job_.group; }
+  int64_t GroupStep() const { return job_.step; }
+  // Group idx's table (UnitTable: the values Run's lookups give).
+  HWY_INLINE VF GroupTable(int64_t idx) const {
+    const VI z = hn::Set(DI(), kZp == ZeroPointKind::kInteger ? job_.zp_int[idx]
+                                                              : plan_.code_offset);
+    return UnitTable(z, job_.scale[idx], kZp == ZeroPointKind::kFloat ? job_.zp_float[idx] : 0.0f);
+  }
+  // Values of elements k .. k+2N-1 (k as CanDot allows) from table t.
+  HWY_INLINE void UnitValues(VF t, int64_t k, VF* v0, VF* v1) const {
+    VI lo, hi;
+    if constexpr (HasLoadLow2<L>::value) {
+      L::LoadLow2(job_.code, k, &lo, &hi);
+    } else if constexpr (HasLoadLow<L>::value) {
+      lo = L::LoadLow(job_.code, k);
+      hi = L::LoadLow(job_.code, k + static_cast<int64_t>(hn::MaxLanes(DF())));
+    } else {
+      lo = L::Load(job_.code, k);
+      hi = L::Load(job_.code, k + static_cast<int64_t>(hn::MaxLanes(DF())));
+    }
+    // (vpermps reads an index's low 4 bits: the raw codes' upper bits are
+    // never looked at.)
+    *v0 = VF{_mm512_permutexvar_ps(lo.raw, t.raw)};
+    *v1 = VF{_mm512_permutexvar_ps(hi.raw, t.raw)};
+  }
+#endif
+
  private:
   // A group's table over the 16 4-bit codes: the contract's arithmetic on
   // the code values (Arith's float32(q - z), or decode(q)) with scale s and
@@ -1130,6 +1178,132 @@ HWY_INLINE void HalfHeaders(const uint8_t* blocks, int64_t n, float* scale, floa
   for (; i < n; ++i) D::Params(blocks + i * D::kBytes, scale + i, zero + i);
 }
 
+// Block layouts' row chunks (RunRows): kElems elements (a multiple of the
+// block), kSubs sub-blocks of kSubElems each; other layouts: unused.
+template <class L, class = void>
+struct BlockChunk {
+  static constexpr int64_t kElems = 1, kSubElems = 1, kSubs = 1;
+};
+template <class L>
+struct BlockChunk<L, std::enable_if_t<L::kBlockParams>> {
+  using Desc = typename L::Desc;
+  static constexpr int64_t kElems = Desc::kBlockElems > 2048 ? Desc::kBlockElems : 2048;
+  static constexpr int64_t kSubElems = Desc::kSubElems;
+  static constexpr int64_t kSubs = kElems / kSubElems;
+};
+
+#if HWY_TARGET <= HWY_AVX3
+// Plan::dot over elements [k0, k1) of kRows rows at once (ks: their
+// kernels, each CanDot(k0, k1)): p + r * 16 holds row r's 16 partial sums,
+// x element k0's activation. Per unit and row: the unit's 2N values by the
+// group's table (the values Run writes), then x0 * v0 and x1 * v1 added in
+// that order — lane l of a vector is partial sum (k - k0 + l) % 16, so
+// this is AccumulateDotRows's order exactly. kRows rows interleaved: each
+// row's sums are one chain of dependent additions.
+template <int kRows, class K>
+HWY_INLINE void DotUnits(const K* ks, int64_t k0, int64_t k1, const float* x, float* p) {
+  const KernelTag df;
+  using VF = hn::Vec<KernelTag>;
+  constexpr int64_t kN = static_cast<int64_t>(hn::MaxLanes(KernelTag()));
+  static_assert(kN == 16, "one vector of partial sums per row");
+  VF acc[kRows];
+  for (int r = 0; r < kRows; ++r) acc[r] = hn::LoadU(df, p + r * kN);
+  // The groups' parameter indices step along (no division per group: the
+  // groups of ggml's blocks are one unit long).
+  int64_t idx[kRows];
+  for (int r = 0; r < kRows; ++r) idx[r] = ks[r].GroupIndex(k0);
+  const int64_t length = ks[0].GroupLength(), step = ks[0].GroupStep();
+  int64_t end = length == 0 ? k1 : std::min(k1, (k0 / length + 1) * length);
+  for (int64_t k = k0; k < k1; end = std::min(k1, end + length)) {
+    VF t[kRows];
+    for (int r = 0; r < kRows; ++r) {
+      t[r] = ks[r].GroupTable(idx[r]);
+      idx[r] += step;
+    }
+    for (; k < end; k += 2 * kN) {
+      const VF x0 = hn::LoadU(df, x + (k - k0)), x1 = hn::LoadU(df, x + (k - k0) + kN);
+      for (int r = 0; r < kRows; ++r) {
+        VF v0, v1;
+        ks[r].UnitValues(t[r], k, &v0, &v1);
+        acc[r] = hn::Add(acc[r], hn::Mul(x0, v0));
+        acc[r] = hn::Add(acc[r], hn::Mul(x1, v1));
+      }
+    }
+  }
+  for (int r = 0; r < kRows; ++r) hn::StoreU(acc[r], df, p + r * kN);
+}
+
+// Plan::dot for rows [r0, r1), columns [c0, c1) (kernels with a table:
+// RowKernel::kTable), four rows at a time. chunk_job / row_job: RunRows's
+// jobs (block layouts by chunks of their parameters, others by row).
+// Returns false, having done nothing, where a row cannot (CanDot).
+template <class L, CodeKind kCode, ZeroPointKind kZp, class ChunkJob, class RowJobOf>
+HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                         const ChunkJob& chunk_job, const RowJobOf& row_job) {
+  using K = RowKernel<L, kCode, kZp, OutType::kF32>;
+  using Chunk = BlockChunk<L>;
+  constexpr int kRows = 4;
+  const float* const x = plan.dot->x;
+  float* const sums = plan.dot->sums;
+  // Rows [r, r + rows) over [k0, k1) from their jobs.
+  auto rows_dot = [&](const RowJob* jobs, int64_t r, int64_t rows, int64_t k0, int64_t k1)
+                      HWY_ATTR {
+    float* const p = sums + (r - r0) * 16;
+    if (rows == kRows) {
+      const K ks[kRows] = {K(plan, jobs[0]), K(plan, jobs[1]), K(plan, jobs[2]), K(plan, jobs[3])};
+      return DotUnits<kRows>(ks, k0, k1, x + (k0 - c0), p);
+    }
+    for (int64_t i = 0; i < rows; ++i) {
+      const K one[1] = {K(plan, jobs[i])};
+      DotUnits<1>(one, k0, k1, x + (k0 - c0), p + i * 16);
+    }
+  };
+  if constexpr (L::kBlockParams) {
+    // Every chunk starts at c0 or a multiple of Chunk::kElems (of the unit)
+    // and a block layout's rows at a block: CanDot is the same for all.
+    alignas(64) float sc[kRows][static_cast<size_t>(Chunk::kSubs)];
+    alignas(64) float zf[kRows][static_cast<size_t>(Chunk::kSubs)];
+    {
+      const RowJob job = chunk_job(r0, c0, std::min(c1, (c0 / Chunk::kElems + 1) * Chunk::kElems),
+                                   sc[0], zf[0]);
+      if (c1 % 32 != 0 || !K(plan, job).CanDot(c0, c0)) return false;
+    }
+    for (int64_t r = r0; r < r1; r += kRows) {
+      const int64_t rows = std::min<int64_t>(kRows, r1 - r);
+      for (int64_t x0 = c0; x0 < c1;) {
+        const int64_t x1 = std::min(c1, (x0 / Chunk::kElems + 1) * Chunk::kElems);
+        RowJob jobs[kRows];
+        for (int64_t i = 0; i < rows; ++i) jobs[i] = chunk_job(r + i, x0, x1, sc[i], zf[i]);
+        // The next rows' blocks of this chunk (chunk_job fetches a row's
+        // next chunk; the rows run kRows at a time, so the next row's
+        // first chunk is not that).
+        using Desc = typename L::Desc;
+        const int64_t b0 = x0 / Desc::kBlockElems;
+        const int64_t bytes = (x1 - x0 + Desc::kBlockElems - 1) / Desc::kBlockElems * Desc::kBytes;
+        for (int64_t i = r + kRows; i < std::min(r1, r + 2 * kRows); ++i) {
+          const uint8_t* next = L::Row(plan, i).codes + b0 * Desc::kBytes;
+          for (int64_t o = 0; o < bytes; o += 64) hwy::Prefetch(next + o);
+        }
+        rows_dot(jobs, r, rows, x0, x1);
+        x0 = x1;
+      }
+    }
+  } else {
+    for (int64_t r = r0; r < r1; ++r) {
+      const RowJob job = row_job(r);
+      if (!K(plan, job).CanDot(c0, c1)) return false;
+    }
+    for (int64_t r = r0; r < r1; r += kRows) {
+      const int64_t rows = std::min<int64_t>(kRows, r1 - r);
+      RowJob jobs[kRows];
+      for (int64_t i = 0; i < rows; ++i) jobs[i] = row_job(r + i);
+      rows_dot(jobs, r, rows, c0, c1);
+    }
+  }
+  return true;
+}
+#endif
+
 template <class L, CodeKind kCode, ZeroPointKind kZp, OutType kOut>
 void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
              int64_t ld) {
@@ -1144,65 +1318,61 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
       map_groups = std::max<int64_t>(map_groups, int64_t{plan.axis_group[a]} + 1);
     }
   }
-  // Row r, columns [ca, cb), written at y.
-  auto run_row = [&](int64_t r, int64_t ca, int64_t cb, char* y) HWY_ATTR {
+  // Block layouts: the row's elements go in chunks of kChunk (from a
+  // multiple of it), each chunk's scales (and zeros) computed from its
+  // blocks' headers into L1-resident arrays right before the chunk is
+  // dequantized (one pass over the data, no tensor-sized scale arrays, and
+  // the work is split over the threads with the rows).
+  using Chunk = BlockChunk<L>;
+  // Row r's job over [x0, x1), inside one chunk: the chunk's parameters
+  // into sc / zf (Chunk::kSubs each).
+  auto chunk_job = [&](int64_t r, int64_t x0, int64_t x1, float* sc, float* zf) HWY_ATTR {
+    RowJob job;
+    job.code = L::Row(plan, r);
+    job.per_element = false;
+    job.scale = sc;
+    job.zp_int = nullptr;
+    job.zp_float = zf;
+    job.group = Chunk::kSubElems;
+    job.step = 1;
+    const int64_t cs = x0 / Chunk::kElems * Chunk::kElems;
+    job.base = -(cs / Chunk::kSubElems);
     if constexpr (L::kBlockParams) {
-      // Block layouts: the scales (and zeros) of each chunk of the row are
-      // computed from its blocks' headers into L1-resident arrays right
-      // before the chunk is dequantized (one pass over the data, no
-      // tensor-sized scale arrays, and the work is split over the threads
-      // with the rows).
       using Desc = typename L::Desc;
-      constexpr int64_t kChunk = Desc::kBlockElems > 2048 ? Desc::kBlockElems : 2048;
-      constexpr int64_t kSubs = kChunk / Desc::kSubElems;
       constexpr int64_t kSubsPerBlock = Desc::kBlockElems / Desc::kSubElems;
-      alignas(64) float sc[static_cast<size_t>(kSubs)];
-      alignas(64) float zf[static_cast<size_t>(kSubs)];
-      RowJob job;
-      job.code = L::Row(plan, r);
-      job.per_element = false;
-      job.scale = sc;
-      job.zp_int = nullptr;
-      job.zp_float = zf;
-      job.group = Desc::kSubElems;
-      job.step = 1;
-      for (int64_t x0 = ca; x0 < cb;) {
-        const int64_t cs = x0 / kChunk * kChunk, x1 = std::min(cb, cs + kChunk);
-        const int64_t b0 = x0 / Desc::kBlockElems;
-        const int64_t b1 = (x1 + Desc::kBlockElems - 1) / Desc::kBlockElems;
-        // The next chunk's blocks, a chunk ahead: the header pass below is
-        // their first reader (a gather) and otherwise waits on memory. The
-        // addresses may lie past the row or the tensor: a prefetch never
-        // faults (integer arithmetic, no out-of-object pointer).
-        {
-          const uintptr_t next = reinterpret_cast<uintptr_t>(job.code.codes) +
-                                 static_cast<uintptr_t>(b1 * Desc::kBytes);
-          const int64_t ahead = (b1 - b0) * Desc::kBytes;
-          for (int64_t o = 0; o < ahead; o += 64) {
-            hwy::Prefetch(reinterpret_cast<const uint8_t*>(next + static_cast<uintptr_t>(o)));
-          }
+      const int64_t b0 = x0 / Desc::kBlockElems;
+      const int64_t b1 = (x1 + Desc::kBlockElems - 1) / Desc::kBlockElems;
+      // The next chunk's blocks, a chunk ahead: the header pass below is
+      // their first reader (a gather) and otherwise waits on memory. The
+      // addresses may lie past the row or the tensor: a prefetch never
+      // faults (integer arithmetic, no out-of-object pointer).
+      {
+        const uintptr_t next = reinterpret_cast<uintptr_t>(job.code.codes) +
+                               static_cast<uintptr_t>(b1 * Desc::kBytes);
+        const int64_t ahead = (b1 - b0) * Desc::kBytes;
+        for (int64_t o = 0; o < ahead; o += 64) {
+          hwy::Prefetch(reinterpret_cast<const uint8_t*>(next + static_cast<uintptr_t>(o)));
         }
-        if constexpr (HasHalfHeader<Desc>::value) {
-          const int64_t at = b0 - cs / Desc::kBlockElems;
-          HalfHeaders<Desc>(job.code.codes + b0 * Desc::kBytes, b1 - b0, sc + at, zf + at);
-#if HWY_TARGET <= HWY_AVX3
-        } else if constexpr (HasPackedHeader<Desc>::value) {
-          const int64_t at = (b0 - cs / Desc::kBlockElems) * kSubsPerBlock;
-          PackedHeaders<Desc>(job.code.codes + b0 * Desc::kBytes, b1 - b0, sc + at, zf + at);
-#endif
-        } else {
-          for (int64_t b = b0; b < b1; ++b) {
-            const int64_t at = (b - cs / Desc::kBlockElems) * kSubsPerBlock;
-            Desc::Params(job.code.codes + b * Desc::kBytes, sc + at, zf + at);
-          }
-        }
-        job.base = -(cs / Desc::kSubElems);
-        RowKernel<L, kCode, kZp, kOut> kernel(plan, job);
-        kernel.Run(x0, x1, y + (x0 - ca) * kOutBytes, stream);
-        x0 = x1;
       }
-      return;
+      if constexpr (HasHalfHeader<Desc>::value) {
+        const int64_t at = b0 - cs / Desc::kBlockElems;
+        HalfHeaders<Desc>(job.code.codes + b0 * Desc::kBytes, b1 - b0, sc + at, zf + at);
+#if HWY_TARGET <= HWY_AVX3
+      } else if constexpr (HasPackedHeader<Desc>::value) {
+        const int64_t at = (b0 - cs / Desc::kBlockElems) * kSubsPerBlock;
+        PackedHeaders<Desc>(job.code.codes + b0 * Desc::kBytes, b1 - b0, sc + at, zf + at);
+#endif
+      } else {
+        for (int64_t b = b0; b < b1; ++b) {
+          const int64_t at = (b - cs / Desc::kBlockElems) * kSubsPerBlock;
+          Desc::Params(job.code.codes + b * Desc::kBytes, sc + at, zf + at);
+        }
+      }
     }
+    return job;
+  };
+  // Row r's job (layouts whose parameters are the plan's).
+  auto row_job = [&](int64_t r) HWY_ATTR {
     RowJob job;
     job.code = L::Row(plan, r);
     // Scales.
@@ -1232,9 +1402,35 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
       if (plan.zp_int) job.zp_int = plan.zp_int + job.base;
       if (plan.zp_float) job.zp_float = plan.zp_float + job.base;
     }
-    RowKernel<L, kCode, kZp, kOut> kernel(plan, job);
-    kernel.Run(ca, cb, y, stream);
+    return job;
   };
+  // Row r, columns [ca, cb), written at y.
+  auto run_row = [&](int64_t r, int64_t ca, int64_t cb, char* y) HWY_ATTR {
+    if constexpr (L::kBlockParams) {
+      alignas(64) float sc[static_cast<size_t>(Chunk::kSubs)];
+      alignas(64) float zf[static_cast<size_t>(Chunk::kSubs)];
+      for (int64_t x0 = ca; x0 < cb;) {
+        const int64_t x1 = std::min(cb, (x0 / Chunk::kElems + 1) * Chunk::kElems);
+        const RowJob job = chunk_job(r, x0, x1, sc, zf);
+        RowKernel<L, kCode, kZp, kOut> kernel(plan, job);
+        kernel.Run(x0, x1, y + (x0 - ca) * kOutBytes, stream);
+        x0 = x1;
+      }
+    } else {
+      const RowJob job = row_job(r);
+      RowKernel<L, kCode, kZp, kOut> kernel(plan, job);
+      kernel.Run(ca, cb, y, stream);
+    }
+  };
+#if HWY_TARGET <= HWY_AVX3
+  if constexpr (kOut == OutType::kF32 && RowKernel<L, kCode, kZp, kOut>::kTable &&
+                !std::is_same_v<L, GptqColumns> && !std::is_same_v<L, AwqColumns>) {
+    if (plan.dot != nullptr && FusedDot<L, kCode, kZp>(plan, r0, r1, c0, c1, chunk_job, row_job)) {
+      *plan.dot->done = true;
+      return;
+    }
+  }
+#endif
   char* const base = static_cast<char*>(out);
 #if HWY_TARGET <= HWY_AVX3
   constexpr bool kGptq = std::is_same_v<L, GptqColumns>;

@@ -12,6 +12,7 @@ void DequantizeTileStaged(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, 
   inner.post_scale = 1.0f;
   inner.product = OutType::kF32;
   inner.nontemporal = false;
+  inner.dot = nullptr;  // (staged values are not the kernels' float32 ones)
   const bool round_product = plan.product != OutType::kF32 && plan.product != plan.out;
   const int64_t eb = OutBytes(plan.out);
   alignas(64) float values[kChunk];

@@ -1,6 +1,8 @@
 #include "op/matmul.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <atomic>
 #include <new>
 #include <string>
@@ -52,6 +54,20 @@ T* Grow(std::vector<T>* v, size_t n) {
     v->resize(n);
   }
   return v->data();
+}
+
+// Whether the kernels fuse the dot of one row of X with w's values
+// (Plan::dot): asked on view row `row` (W's first), its first 256 values.
+bool FusedDotProbe(const Dequantizer& w, int64_t row, const float* x) {
+  const int64_t n = std::min<int64_t>(256, w.cols());
+  alignas(64) float sums[16] = {}, values[256];
+  bool done = false;
+  const Plan::Dot dot{x, sums, &done};
+  Plan p = w.plan();
+  p.dot = &dot;
+  DequantizeTile(p, row, row + 1, 0, n, values, n);
+  if (getenv("DBGF")) fprintf(stderr, "fused %d\n", done);
+  return done;
 }
 
 }  // namespace
@@ -277,15 +293,31 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // M = 4 1.0-1.4x; at K = 4096 within the noise; GPTQ / AWQ / act-order
   // 1.4-9x slower (not taken). The AMD EPYC guest measured small tiles
   // slower (16 x 2048 at M = 1: Q4_0 4096 x 14336 6.8 -> 9.3 ms).
-  const bool l1_rows =
-      !across && !columns && w.plan().axis_group == nullptr && m <= 4 && k > 8192 && CpuIsIntel();
-  const int64_t chunk_rows = l1_rows ? 4 : across ? across_rows : awq ? 128 : kChunkRows;
-  const bool chunked =
-      l1_rows || across || awq || ((m >= 2 || columns) && k * 4 * 8 > (int64_t{256} << 10));
+  // One row of X times the weight's own float32 values: the kernels' fused
+  // dot (kernels/plan.h Plan::dot) where they have one — the values are
+  // decoded in registers and never stored (AVX-512, 4-bit codes looked up
+  // in a group's table: PMX / ONNX / MatMulNBits int4, compressed-tensors,
+  // bitsandbytes, GGUF Q4_0 / Q4_1 / Q4_K / IQ4_NL / MXFP4 …; rows whose
+  // K is a multiple of 32). Asked on the first row's first 256 values; a
+  // tile the kernels decline later is written and multiplied as below.
+  // Tiles of 64 rows x K (x 4096 for K > 8192). Measured (Intel Xeon guest,
+  // one thread, 4096 x 4096, M = 1): see docs/embedding.md.
+  const bool fused = m == 1 && !across && !columns && wt == OutType::kF32 &&
+                     !w.plan().Staged() && k % 32 == 0 && FusedDotProbe(w, row_base, xf);
+  const bool l1_rows = !fused && !across && !columns && w.plan().axis_group == nullptr && m <= 4 &&
+                       k > 8192 && CpuIsIntel();
+  const int64_t chunk_rows = fused     ? 64
+                             : l1_rows ? 4
+                             : across  ? across_rows
+                             : awq     ? 128
+                                       : kChunkRows;
+  const bool chunked = fused || l1_rows || across || awq ||
+                       ((m >= 2 || columns) && k * 4 * 8 > (int64_t{256} << 10));
   const int64_t block =
       chunked ? chunk_rows : std::clamp<int64_t>(tile_bytes / std::max<int64_t>(1, k * 4), 1, 256);
-  const int64_t chunk = l1_rows  ? 1024
-                        : across ? across_chunk
+  const int64_t chunk = fused     ? (k <= 8192 ? k : 4096)
+                        : l1_rows ? 1024
+                        : across  ? across_chunk
                         : chunked
                             ? std::max<int64_t>(256, chunk_tile / (4 * chunk_rows) / 256 * 256)
                             : k;
@@ -373,6 +405,16 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
           std::fill(sums, sums + mi * nb * kDotLanes, 0.0f);
           for (int64_t c0 = 0; c0 < k && st.ok(); c0 += chunk) {
             const int64_t cw = std::min(chunk, k - c0);
+            if (fused) {
+              // (fused: m == 1, rows are features, float32 values)
+              bool done = false;
+              const Plan::Dot dot{xf + c0, sums, &done};
+              Plan p = w.plan();
+              p.dot = &dot;
+              DequantizeTile(p, row_base + n0, row_base + n0 + nb, c0, c0 + cw, tile, cw);
+              if (!done) AccumulateDotRows(xf + c0, 1, k, tile, nb, cw, cw, sums);
+              continue;
+            }
             st = make_tile(n0, nb, c0, cw);
             if (!st.ok()) break;
             if (across) {

@@ -19,6 +19,7 @@
 #include "kernels/convert.h"
 #include "kernels/dequantize.h"
 #include "kernels/layouts.h"
+#include "kernels/matmul.h"
 #include "kernels/reference.h"
 #include "kernels/stream_fill.h"
 #include "op/dequantizer.h"
@@ -287,6 +288,57 @@ std::string CompareTile(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, in
   return "";
 }
 
+// Plan::dot on tile [r0, r1) x [c0, c1) of a float32 plan: the kernels
+// either fuse — the sums, from random starting values, == the reference
+// tile's AccumulateDotRowsReference with one row of random X — and write
+// nothing, or write the tile as without (== the reference) and leave the
+// sums. Returns a description of the first difference ("" if none);
+// *fused counts the fused calls.
+std::string CompareDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                       std::mt19937_64& rng, int64_t* fused) {
+  const int64_t rows = r1 - r0, cols = c1 - c0;
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  std::vector<float> x(static_cast<size_t>(cols)), sums(static_cast<size_t>(rows * kDotLanes));
+  for (auto& v : x) v = u(rng);
+  for (auto& v : sums) v = u(rng);
+  std::vector<float> want_tile(static_cast<size_t>(rows * cols)), want_sums = sums;
+  DequantizeTileReference(plan, r0, r1, c0, c1, want_tile.data(), cols);
+  AccumulateDotRowsReference(x.data(), 1, cols, want_tile.data(), rows, cols, cols,
+                             want_sums.data());
+  const float sentinel = -1234.5f;
+  std::vector<float> tile(static_cast<size_t>(rows * cols), sentinel), got_sums = sums;
+  bool done = false;
+  const Plan::Dot dot{x.data(), got_sums.data(), &done};
+  Plan p = plan;
+  p.dot = &dot;
+  DequantizeTile(p, r0, r1, c0, c1, tile.data(), cols);
+  // Equal bits, or both NaN (the sign / payload of a NaN sum depends on
+  // operand order).
+  auto same = [](float a, float b) {
+    return std::memcmp(&a, &b, 4) == 0 || (std::isnan(a) && std::isnan(b));
+  };
+  if (done) {
+    ++*fused;
+    for (size_t i = 0; i < tile.size(); ++i) {
+      if (std::memcmp(&tile[i], &sentinel, 4) != 0) return "fused, yet tile element written";
+    }
+    for (size_t i = 0; i < sums.size(); ++i) {
+      if (!same(got_sums[i], want_sums[i])) {
+        return "fused sum " + std::to_string(i) + ": " + std::to_string(got_sums[i]) +
+               ", reference " + std::to_string(want_sums[i]);
+      }
+    }
+    return "";
+  }
+  if (std::memcmp(got_sums.data(), sums.data(), 4 * sums.size()) != 0) {
+    return "not fused, yet sums changed";
+  }
+  for (size_t i = 0; i < tile.size(); ++i) {
+    if (!same(tile[i], want_tile[i])) return "not fused: tile element " + std::to_string(i);
+  }
+  return "";
+}
+
 TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
   TargetGuard guard;
   const auto targets = CompiledTargets();
@@ -329,7 +381,7 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
   const char* seed_env = std::getenv("NIBBLE_TEST_SEED");
   const uint64_t seed = seed_env ? std::strtoull(seed_env, nullptr, 10) : 2026;
   std::mt19937_64 rng(seed);
-  int64_t compared = 0, normal_plans = 0;
+  int64_t compared = 0, normal_plans = 0, fused = 0;
   for (int64_t target : targets) {
     UseTarget(target);
     for (const Layout& l : layouts) {
@@ -382,6 +434,28 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
                 ++compared;
               }
             }
+            d.plan.nontemporal = false;
+            if (out == OutType::kF32) {
+              // Plan::dot: the whole view, and a tile from a unit boundary
+              // (the fused kernels' tiles; others are written).
+              for (int trial = 0; trial < 2; ++trial) {
+                int64_t r0 = 0, r1 = vr, c0 = 0, c1 = vc;
+                if (trial == 1) {
+                  r0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(vr));
+                  r1 = r0 + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(vr - r0));
+                  c0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(vc)) / 32 * 32;
+                  c1 = std::max(c0 + 1, vc / 32 * 32);
+                }
+                const std::string diff = CompareDot(d.plan, r0, r1, c0, c1, rng, &fused);
+                CHECK_MESSAGE(diff.empty(),
+                              std::string(hwy::TargetName(target))
+                                  << " dot " << std::string(l.name) << " rows=" << rows
+                                  << " cols=" << cols << " group=" << group
+                                  << " per_elem=" << per_elem << " zp=" << static_cast<int>(zp)
+                                  << " tile=[" << r0 << "," << r1 << ")x[" << c0 << "," << c1
+                                  << "): " << diff);
+              }
+            }
           }
         }
       }
@@ -389,6 +463,10 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
   }
   CHECK(compared > 10000);
   CHECK(normal_plans > 1000);  // Plan::normal_values: both paths run
+  // The fused kernels are AVX-512's: where that target runs, they must run.
+  if (std::find(targets.begin(), targets.end(), int64_t{HWY_AVX3}) != targets.end()) {
+    CHECK(fused > 20);
+  }
 }
 
 // A group map along the row (compressed-tensors act-order weight_g_idx:
@@ -555,7 +633,7 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
       {"gptq [N, K] columns g_idx", CodeKind::kU4, Layout::kGptqColumns, 0, 0, 0, nullptr, false,
        false, ZeroPointKind::kNone, 0, true},
   };
-  int64_t compared = 0;
+  int64_t compared = 0, fused = 0;
   for (int64_t target : targets) {
     UseTarget(target);
     for (const Kind& kd : kinds) {
@@ -719,12 +797,37 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
                 ++compared;
               }
             }
+            p.nontemporal = false;
+            if (out == OutType::kF32) {
+              // Plan::dot: the whole view, then tiles from a unit boundary.
+              for (int trial = 0; trial < 3; ++trial) {
+                int64_t r0 = 0, r1 = vr, c0 = 0, c1 = vc;
+                if (trial > 0) {
+                  r0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(vr));
+                  r1 = r0 + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(vr - r0));
+                  c0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(vc)) / 32 * 32;
+                  c1 = c0 + 32 + static_cast<int64_t>(rng() % static_cast<uint64_t>(vc - c0)) /
+                                     32 * 32;
+                  c1 = std::min(c1, vc);
+                }
+                const std::string diff = CompareDot(p, r0, r1, c0, c1, rng, &fused);
+                CHECK_MESSAGE(diff.empty(), std::string(hwy::TargetName(target))
+                                                << " dot " << std::string(kd.name)
+                                                << " rows=" << vr << " cols=" << vc
+                                                << " zp=" << static_cast<int>(zp) << " tile=["
+                                                << r0 << "," << r1 << ")x[" << c0 << "," << c1
+                                                << "): " << diff);
+              }
+            }
           }
         }
       }
     }
   }
   CHECK(compared > 1000);
+  if (std::find(targets.begin(), targets.end(), int64_t{HWY_AVX3}) != targets.end()) {
+    CHECK(fused > 40);
+  }
 }
 
 // AWQ's and GPTQ's [N, K] column tiles load each band a 64-byte line at a
