@@ -1,8 +1,6 @@
 #include "op/matmul.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <atomic>
 #include <new>
 #include <string>
@@ -66,7 +64,6 @@ bool FusedDotProbe(const Dequantizer& w, int64_t row, const float* x) {
   Plan p = w.plan();
   p.dot = &dot;
   DequantizeTile(p, row, row + 1, 0, n, values, n);
-  if (getenv("DBGF")) fprintf(stderr, "fused %d\n", done);
   return done;
 }
 
