@@ -1193,21 +1193,26 @@ struct BlockChunk<L, std::enable_if_t<L::kBlockParams>> {
 };
 
 #if HWY_TARGET <= HWY_AVX3
-// Plan::dot over elements [k0, k1) of kRows rows at once (ks: their
-// kernels, each CanDot(k0, k1)): p + r * 16 holds row r's 16 partial sums,
-// x element k0's activation. Per unit and row: the unit's 2N values by the
-// group's table (the values Run writes), then x0 * v0 and x1 * v1 added in
-// that order — lane l of a vector is partial sum (k - k0 + l) % 16, so
-// this is AccumulateDotRows's order exactly. kRows rows interleaved: each
-// row's sums are one chain of dependent additions.
-template <int kRows, class K>
-HWY_INLINE void DotUnits(const K* ks, int64_t k0, int64_t k1, const float* x, float* p) {
+// Plan::dot over elements [k0, k1) of kRows weight rows and kM rows of X at
+// once (ks: the weight rows' kernels, each CanDot(k0, k1)): x is X row 0's
+// activation of element k0, X row i at x + i * ldx; the partial sums of
+// (X row i, weight row r) at p + i * ldp + r * 16. Per unit and weight row:
+// the unit's 2N values by the group's table (the values Run writes), then
+// for each row of X x0 * v0 and x1 * v1 added in that order — lane l of a
+// vector is partial sum (k - k0 + l) % 16, so this is AccumulateDotRows's
+// order exactly. kRows weight rows interleaved: each product's sums are one
+// chain of dependent additions.
+template <int kRows, int kM, class K>
+HWY_INLINE void DotUnits(const K* ks, int64_t k0, int64_t k1, const float* x, int64_t ldx,
+                         float* p, int64_t ldp) {
   const KernelTag df;
   using VF = hn::Vec<KernelTag>;
   constexpr int64_t kN = static_cast<int64_t>(hn::MaxLanes(KernelTag()));
-  static_assert(kN == 16, "one vector of partial sums per row");
-  VF acc[kRows];
-  for (int r = 0; r < kRows; ++r) acc[r] = hn::LoadU(df, p + r * kN);
+  static_assert(kN == 16, "one vector of partial sums per product");
+  VF acc[kM][kRows];
+  for (int i = 0; i < kM; ++i) {
+    for (int r = 0; r < kRows; ++r) acc[i][r] = hn::LoadU(df, p + i * ldp + r * kN);
+  }
   // The groups' parameter indices step along (no division per group: the
   // groups of ggml's blocks are one unit long).
   int64_t idx[kRows];
@@ -1221,16 +1226,20 @@ HWY_INLINE void DotUnits(const K* ks, int64_t k0, int64_t k1, const float* x, fl
       idx[r] += step;
     }
     for (; k < end; k += 2 * kN) {
-      const VF x0 = hn::LoadU(df, x + (k - k0)), x1 = hn::LoadU(df, x + (k - k0) + kN);
+      const float* const xk = x + (k - k0);
       for (int r = 0; r < kRows; ++r) {
         VF v0, v1;
         ks[r].UnitValues(t[r], k, &v0, &v1);
-        acc[r] = hn::Add(acc[r], hn::Mul(x0, v0));
-        acc[r] = hn::Add(acc[r], hn::Mul(x1, v1));
+        for (int i = 0; i < kM; ++i) {
+          acc[i][r] = hn::Add(acc[i][r], hn::Mul(hn::LoadU(df, xk + i * ldx), v0));
+          acc[i][r] = hn::Add(acc[i][r], hn::Mul(hn::LoadU(df, xk + i * ldx + kN), v1));
+        }
       }
     }
   }
-  for (int r = 0; r < kRows; ++r) hn::StoreU(acc[r], df, p + r * kN);
+  for (int i = 0; i < kM; ++i) {
+    for (int r = 0; r < kRows; ++r) hn::StoreU(acc[i][r], df, p + i * ldp + r * kN);
+  }
 }
 
 // Plan::dot for rows [r0, r1), columns [c0, c1) (kernels with a table:
@@ -1243,19 +1252,40 @@ HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
   using K = RowKernel<L, kCode, kZp, OutType::kF32>;
   using Chunk = BlockChunk<L>;
   constexpr int kRows = 4;
-  const float* const x = plan.dot->x;
-  float* const sums = plan.dot->sums;
-  // Rows [r, r + rows) over [k0, k1) from their jobs.
+  const Plan::Dot& dot = *plan.dot;
+  const int64_t ldp = (r1 - r0) * 16;  // between rows of X's sums
+  // Weight rows [r, r + rows) over [k0, k1) from their jobs, with every
+  // row of X: four at a time, the others one by one (the weight rows'
+  // codes are then in L1).
   auto rows_dot = [&](const RowJob* jobs, int64_t r, int64_t rows, int64_t k0, int64_t k1)
                       HWY_ATTR {
-    float* const p = sums + (r - r0) * 16;
+    auto with_x = [&](const K* ks, auto rows_c) HWY_ATTR {
+      constexpr int kR = decltype(rows_c)::value;
+      float* const p = dot.sums + (r - r0) * 16;
+      const float* const x = dot.x + (k0 - c0);
+      int64_t i = 0;
+      for (; i + 4 <= dot.m; i += 4) {
+        DotUnits<kR, 4>(ks, k0, k1, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp);
+      }
+      for (; i < dot.m; ++i) {
+        DotUnits<kR, 1>(ks, k0, k1, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp);
+      }
+    };
     if (rows == kRows) {
       const K ks[kRows] = {K(plan, jobs[0]), K(plan, jobs[1]), K(plan, jobs[2]), K(plan, jobs[3])};
-      return DotUnits<kRows>(ks, k0, k1, x + (k0 - c0), p);
+      return with_x(ks, std::integral_constant<int, kRows>());
     }
-    for (int64_t i = 0; i < rows; ++i) {
-      const K one[1] = {K(plan, jobs[i])};
-      DotUnits<1>(one, k0, k1, x + (k0 - c0), p + i * 16);
+    for (int64_t j = 0; j < rows; ++j) {
+      const K one[1] = {K(plan, jobs[j])};
+      // (one weight row: its sums 16 floats on from row r's)
+      auto with_x1 = [&](const K* ks) HWY_ATTR {
+        float* const p = dot.sums + (r + j - r0) * 16;
+        const float* const x = dot.x + (k0 - c0);
+        for (int64_t i = 0; i < dot.m; ++i) {
+          DotUnits<1, 1>(ks, k0, k1, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp);
+        }
+      };
+      with_x1(one);
     }
   };
   if constexpr (L::kBlockParams) {

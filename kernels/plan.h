@@ -105,17 +105,20 @@ struct Plan {
   bool Staged() const { return post_scale != 1.0f || (product != OutType::kF32 && product != out); }
 
   // --- A fused consumer: the matmul's dot products -----------------------
-  // When set (op/matmul.cc, one row of X, float32 output, not Staged()), a
-  // kernel that decodes the tile's values in registers adds them to dot
-  // products instead of writing the tile, and sets *dot->done: for tile
-  // row j and element t < c1 - c0 (t in order),
-  //   dot->sums[j * 16 + t % 16] += dot->x[t] * value(r0 + j, c0 + t)
+  // When set (op/matmul.cc: up to 4 rows of X, float32 output, not
+  // Staged()), a kernel that decodes the tile's values in registers adds
+  // them to dot products instead of writing the tile, and sets *dot->done:
+  // for row i < m of X, tile row j < r1 - r0 and element t < c1 - c0 (t in
+  // order),
+  //   dot->sums[(i * (r1 - r0) + j) * 16 + t % 16]
+  //       += dot->x[i * dot->ldx + t] * value(r0 + j, c0 + t)
   // (each product rounded to float32, then the sum: kernels/matmul.h
-  // AccumulateDotRows's order, so the same bits). The kernels that cannot
-  // (every other layout, target or tile shape) ignore it and write the tile
-  // as without, leaving *dot->done as it was.
+  // AccumulateDotRows's order and layout, so the same bits). The kernels
+  // that cannot (every other layout, target or tile shape) ignore it and
+  // write the tile as without, leaving *dot->done as it was.
   struct Dot {
     const float* x;
+    int64_t m, ldx;
     float* sums;
     bool* done;
   };

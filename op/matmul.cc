@@ -60,7 +60,7 @@ bool FusedDotProbe(const Dequantizer& w, int64_t row, const float* x) {
   const int64_t n = std::min<int64_t>(256, w.cols());
   alignas(64) float sums[16] = {}, values[256];
   bool done = false;
-  const Plan::Dot dot{x, sums, &done};
+  const Plan::Dot dot{x, 1, 0, sums, &done};
   Plan p = w.plan();
   p.dot = &dot;
   DequantizeTile(p, row, row + 1, 0, n, values, n);
@@ -290,7 +290,7 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // M = 4 1.0-1.4x; at K = 4096 within the noise; GPTQ / AWQ / act-order
   // 1.4-9x slower (not taken). The AMD EPYC guest measured small tiles
   // slower (16 x 2048 at M = 1: Q4_0 4096 x 14336 6.8 -> 9.3 ms).
-  // One row of X times the weight's own float32 values: the kernels' fused
+  // Up to 4 rows of X times the weight's own float32 values: the kernels' fused
   // dot (kernels/plan.h Plan::dot) where they have one — the values are
   // decoded in registers and never stored (AVX-512, 4-bit codes looked up
   // in a group's table: PMX / ONNX / MatMulNBits int4, compressed-tensors,
@@ -299,7 +299,7 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // tile the kernels decline later is written and multiplied as below.
   // Tiles of 64 rows x K (x 4096 for K > 8192). Measured (Intel Xeon guest,
   // one thread, 4096 x 4096, M = 1): see docs/embedding.md.
-  const bool fused = m == 1 && !across && !columns && wt == OutType::kF32 &&
+  const bool fused = m <= 4 && !across && !columns && wt == OutType::kF32 &&
                      !w.plan().Staged() && k % 32 == 0 && FusedDotProbe(w, row_base, xf);
   const bool l1_rows = !fused && !across && !columns && w.plan().axis_group == nullptr && m <= 4 &&
                        k > 8192 && CpuIsIntel();
@@ -403,13 +403,14 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
           for (int64_t c0 = 0; c0 < k && st.ok(); c0 += chunk) {
             const int64_t cw = std::min(chunk, k - c0);
             if (fused) {
-              // (fused: m == 1, rows are features, float32 values)
+              // (fused: m <= 4 (one block of X), rows are features,
+              // float32 values)
               bool done = false;
-              const Plan::Dot dot{xf + c0, sums, &done};
+              const Plan::Dot dot{xf + c0, mi, k, sums, &done};
               Plan p = w.plan();
               p.dot = &dot;
               DequantizeTile(p, row_base + n0, row_base + n0 + nb, c0, c0 + cw, tile, cw);
-              if (!done) AccumulateDotRows(xf + c0, 1, k, tile, nb, cw, cw, sums);
+              if (!done) AccumulateDotRows(xf + c0, mi, k, tile, nb, cw, cw, sums);
               continue;
             }
             st = make_tile(n0, nb, c0, cw);

@@ -292,23 +292,26 @@ std::string CompareTile(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, in
 // either fuse — the sums, from random starting values, == the reference
 // tile's AccumulateDotRowsReference with one row of random X — and write
 // nothing, or write the tile as without (== the reference) and leave the
-// sums. Returns a description of the first difference ("" if none);
+// sums. (The matmul asks for up to 4 rows of X; 5 here, the kernels' own
+// limit being none.) Returns a description of the first difference ("" if none);
 // *fused counts the fused calls.
 std::string CompareDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                        std::mt19937_64& rng, int64_t* fused) {
   const int64_t rows = r1 - r0, cols = c1 - c0;
+  // 1 to 5 rows of X, their leading dimension past the tile's width.
+  const int64_t m = 1 + static_cast<int64_t>(rng() % 5), ldx = cols + static_cast<int64_t>(rng() % 3);
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
-  std::vector<float> x(static_cast<size_t>(cols)), sums(static_cast<size_t>(rows * kDotLanes));
+  std::vector<float> x(static_cast<size_t>(m * ldx)), sums(static_cast<size_t>(m * rows * kDotLanes));
   for (auto& v : x) v = u(rng);
   for (auto& v : sums) v = u(rng);
   std::vector<float> want_tile(static_cast<size_t>(rows * cols)), want_sums = sums;
   DequantizeTileReference(plan, r0, r1, c0, c1, want_tile.data(), cols);
-  AccumulateDotRowsReference(x.data(), 1, cols, want_tile.data(), rows, cols, cols,
+  AccumulateDotRowsReference(x.data(), m, ldx, want_tile.data(), rows, cols, cols,
                              want_sums.data());
   const float sentinel = -1234.5f;
   std::vector<float> tile(static_cast<size_t>(rows * cols), sentinel), got_sums = sums;
   bool done = false;
-  const Plan::Dot dot{x.data(), got_sums.data(), &done};
+  const Plan::Dot dot{x.data(), m, ldx, got_sums.data(), &done};
   Plan p = plan;
   p.dot = &dot;
   DequantizeTile(p, r0, r1, c0, c1, tile.data(), cols);
