@@ -97,6 +97,12 @@ struct HasLoadLow2 : std::false_type {};
 template <class L>
 struct HasLoadLow2<L, std::void_t<decltype(&L::LoadLow2)>> : std::true_type {};
 
+// Whether loader L has the optional LoadLow2Rows4.
+template <class L, class = void>
+struct HasLoadLow2Rows4 : std::false_type {};
+template <class L>
+struct HasLoadLow2Rows4<L, std::void_t<decltype(&L::LoadLow2Rows4)>> : std::true_type {};
+
 // Whether loader L reads a block layout whose values are never float32
 // subnormals (BlockNormalValues of its descriptor).
 template <class L, class = void>
@@ -533,10 +539,12 @@ class RowKernel {
   int64_t GroupStep() const { return job_.step; }
   // Group idx's table (UnitTable: the values Run's lookups give).
   HWY_INLINE VF GroupTable(int64_t idx) const {
-    const VI z = hn::Set(DI(), kZp == ZeroPointKind::kInteger ? job_.zp_int[idx]
-                                                              : plan_.code_offset);
+    const VI z =
+        hn::Set(DI(), kZp == ZeroPointKind::kInteger ? job_.zp_int[idx] : plan_.code_offset);
     return UnitTable(z, job_.scale[idx], kZp == ZeroPointKind::kFloat ? job_.zp_float[idx] : 0.0f);
   }
+  using Loader = L;
+  const CodeRef& Code() const { return job_.code; }
   // Values of elements k .. k+2N-1 (k as CanDot allows) from table t.
   HWY_INLINE void UnitValues(VF t, int64_t k, VF* v0, VF* v1) const {
     VI lo, hi;
@@ -1203,8 +1211,8 @@ struct BlockChunk<L, std::enable_if_t<L::kBlockParams>> {
 // order exactly. kRows weight rows interleaved: each product's sums are one
 // chain of dependent additions.
 template <int kRows, int kM, class K>
-HWY_INLINE void DotUnits(const K* ks, int64_t k0, int64_t k1, const float* x, int64_t ldx,
-                         float* p, int64_t ldp) {
+HWY_INLINE void DotUnits(const K* ks, int64_t k0, int64_t k1, const float* x, int64_t ldx, float* p,
+                         int64_t ldp) {
   const KernelTag df;
   using VF = hn::Vec<KernelTag>;
   constexpr int64_t kN = static_cast<int64_t>(hn::MaxLanes(KernelTag()));
@@ -1227,12 +1235,22 @@ HWY_INLINE void DotUnits(const K* ks, int64_t k0, int64_t k1, const float* x, in
     }
     for (; k < end; k += 2 * kN) {
       const float* const xk = x + (k - k0);
+      VF v0[kRows], v1[kRows];
+      if constexpr (kRows == 4 && HasLoadLow2Rows4<typename K::Loader>::value) {
+        // (the four rows' codes from shared loads: rows r0 .. r0 + 3)
+        hn::Vec<hn::RebindToSigned<KernelTag>> lo[4], hi[4];
+        K::Loader::LoadLow2Rows4(ks[0].Code(), k, lo, hi);
+        for (int r = 0; r < kRows; ++r) {
+          v0[r] = VF{_mm512_permutexvar_ps(lo[r].raw, t[r].raw)};
+          v1[r] = VF{_mm512_permutexvar_ps(hi[r].raw, t[r].raw)};
+        }
+      } else {
+        for (int r = 0; r < kRows; ++r) ks[r].UnitValues(t[r], k, &v0[r], &v1[r]);
+      }
       for (int r = 0; r < kRows; ++r) {
-        VF v0, v1;
-        ks[r].UnitValues(t[r], k, &v0, &v1);
         for (int i = 0; i < kM; ++i) {
-          acc[i][r] = hn::Add(acc[i][r], hn::Mul(hn::LoadU(df, xk + i * ldx), v0));
-          acc[i][r] = hn::Add(acc[i][r], hn::Mul(hn::LoadU(df, xk + i * ldx + kN), v1));
+          acc[i][r] = hn::Add(acc[i][r], hn::Mul(hn::LoadU(df, xk + i * ldx), v0[r]));
+          acc[i][r] = hn::Add(acc[i][r], hn::Mul(hn::LoadU(df, xk + i * ldx + kN), v1[r]));
         }
       }
     }
@@ -1257,8 +1275,8 @@ HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
   // Weight rows [r, r + rows) over [k0, k1) from their jobs, with every
   // row of X: four at a time, the others one by one (the weight rows'
   // codes are then in L1).
-  auto rows_dot = [&](const RowJob* jobs, int64_t r, int64_t rows, int64_t k0, int64_t k1)
-                      HWY_ATTR {
+  auto rows_dot = [&](const RowJob* jobs, int64_t r, int64_t rows, int64_t k0,
+                      int64_t k1) HWY_ATTR {
     auto with_x = [&](const K* ks, auto rows_c) HWY_ATTR {
       constexpr int kR = decltype(rows_c)::value;
       float* const p = dot.sums + (r - r0) * 16;
@@ -1294,8 +1312,8 @@ HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
     alignas(64) float sc[kRows][static_cast<size_t>(Chunk::kSubs)];
     alignas(64) float zf[kRows][static_cast<size_t>(Chunk::kSubs)];
     {
-      const RowJob job = chunk_job(r0, c0, std::min(c1, (c0 / Chunk::kElems + 1) * Chunk::kElems),
-                                   sc[0], zf[0]);
+      const RowJob job =
+          chunk_job(r0, c0, std::min(c1, (c0 / Chunk::kElems + 1) * Chunk::kElems), sc[0], zf[0]);
       if (c1 % 32 != 0 || !K(plan, job).CanDot(c0, c0)) return false;
     }
     for (int64_t r = r0; r < r1; r += kRows) {
@@ -1323,11 +1341,35 @@ HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
       const RowJob job = row_job(r);
       if (!K(plan, job).CanDot(c0, c1)) return false;
     }
-    for (int64_t r = r0; r < r1; r += kRows) {
-      const int64_t rows = std::min<int64_t>(kRows, r1 - r);
-      RowJob jobs[kRows];
-      for (int64_t i = 0; i < rows; ++i) jobs[i] = row_job(r + i);
-      rows_dot(jobs, r, rows, c0, c1);
+    if constexpr (std::is_same_v<L, GptqColumns>) {
+      // Word rows lie word_stride bytes apart (a large power of two maps
+      // them to the same L1 sets, and no hardware prefetcher follows that
+      // stride): 16-row bands (one line of each word row) over chunks of
+      // 64 elements (8 lines), the next chunk's lines fetched ahead.
+      constexpr int64_t kBand = 16, kChunk = 64;
+      for (int64_t rb = r0; rb < r1; rb += kBand) {
+        const int64_t re = std::min(r1, rb + kBand);
+        RowJob jobs[kBand];
+        for (int64_t i = 0; i < re - rb; ++i) jobs[i] = row_job(rb + i);
+        for (int64_t cc = c0; cc < c1; cc += kChunk) {
+          const int64_t ce = std::min(c1, cc + kChunk), pe = std::min(c1, ce + kChunk);
+          for (int64_t w = ce / 8; w < (pe + 7) / 8; ++w) {
+            const uint8_t* line = plan.codes + w * plan.word_stride + 4 * rb;
+            hwy::Prefetch(line);
+            hwy::Prefetch(line + 4 * (re - rb) - 1);
+          }
+          for (int64_t r = rb; r < re; r += kRows) {
+            rows_dot(jobs + (r - rb), r, std::min<int64_t>(kRows, re - r), cc, ce);
+          }
+        }
+      }
+    } else {
+      for (int64_t r = r0; r < r1; r += kRows) {
+        const int64_t rows = std::min<int64_t>(kRows, r1 - r);
+        RowJob jobs[kRows];
+        for (int64_t i = 0; i < rows; ++i) jobs[i] = row_job(r + i);
+        rows_dot(jobs, r, rows, c0, c1);
+      }
     }
   }
   return true;
@@ -1377,8 +1419,8 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
       // addresses may lie past the row or the tensor: a prefetch never
       // faults (integer arithmetic, no out-of-object pointer).
       {
-        const uintptr_t next = reinterpret_cast<uintptr_t>(job.code.codes) +
-                               static_cast<uintptr_t>(b1 * Desc::kBytes);
+        const uintptr_t next =
+            reinterpret_cast<uintptr_t>(job.code.codes) + static_cast<uintptr_t>(b1 * Desc::kBytes);
         const int64_t ahead = (b1 - b0) * Desc::kBytes;
         for (int64_t o = 0; o < ahead; o += 64) {
           hwy::Prefetch(reinterpret_cast<const uint8_t*>(next + static_cast<uintptr_t>(o)));
@@ -1454,7 +1496,7 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
   };
 #if HWY_TARGET <= HWY_AVX3
   if constexpr (kOut == OutType::kF32 && RowKernel<L, kCode, kZp, kOut>::kTable &&
-                !std::is_same_v<L, GptqColumns> && !std::is_same_v<L, AwqColumns>) {
+                !std::is_same_v<L, AwqColumns>) {
     if (plan.dot != nullptr && FusedDot<L, kCode, kZp>(plan, r0, r1, c0, c1, chunk_job, row_job)) {
       *plan.dot->done = true;
       return;

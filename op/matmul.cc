@@ -294,13 +294,15 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // dot (kernels/plan.h Plan::dot) where they have one — the values are
   // decoded in registers and never stored (AVX-512, 4-bit codes looked up
   // in a group's table: PMX / ONNX / MatMulNBits int4, compressed-tensors,
-  // bitsandbytes, GGUF Q4_0 / Q4_1 / Q4_K / IQ4_NL / MXFP4 …; rows whose
-  // K is a multiple of 32). Asked on the first row's first 256 values; a
+  // bitsandbytes, GGUF Q4_0 / Q4_1 / Q4_K / IQ4_NL / IQ4_XS / MXFP4; GPTQ
+  // [N, K] words at M = 1 only: measured no faster at M = 4; rows whose K
+  // is a multiple of 32). Asked on the first row's first 256 values; a
   // tile the kernels decline later is written and multiplied as below.
   // Tiles of 64 rows x K (x 4096 for K > 8192). Measured (Intel Xeon guest,
   // one thread, 4096 x 4096, M = 1): see docs/embedding.md.
-  const bool fused = m <= 4 && !across && !columns && wt == OutType::kF32 &&
-                     !w.plan().Staged() && k % 32 == 0 && FusedDotProbe(w, row_base, xf);
+  const bool fused = ((m <= 4 && !columns) || (m == 1 && layout == Layout::kGptqColumns)) &&
+                     !across && wt == OutType::kF32 && !w.plan().Staged() && k % 32 == 0 &&
+                     FusedDotProbe(w, row_base, xf);
   const bool l1_rows = !fused && !across && !columns && w.plan().axis_group == nullptr && m <= 4 &&
                        k > 8192 && CpuIsIntel();
   const int64_t chunk_rows = fused     ? 64

@@ -299,9 +299,11 @@ std::string CompareDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
                        std::mt19937_64& rng, int64_t* fused) {
   const int64_t rows = r1 - r0, cols = c1 - c0;
   // 1 to 5 rows of X, their leading dimension past the tile's width.
-  const int64_t m = 1 + static_cast<int64_t>(rng() % 5), ldx = cols + static_cast<int64_t>(rng() % 3);
+  const int64_t m = 1 + static_cast<int64_t>(rng() % 5),
+                ldx = cols + static_cast<int64_t>(rng() % 3);
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
-  std::vector<float> x(static_cast<size_t>(m * ldx)), sums(static_cast<size_t>(m * rows * kDotLanes));
+  std::vector<float> x(static_cast<size_t>(m * ldx)),
+      sums(static_cast<size_t>(m * rows * kDotLanes));
   for (auto& v : x) v = u(rng);
   for (auto& v : sums) v = u(rng);
   std::vector<float> want_tile(static_cast<size_t>(rows * cols)), want_sums = sums;
@@ -452,11 +454,10 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
                 const std::string diff = CompareDot(d.plan, r0, r1, c0, c1, rng, &fused);
                 CHECK_MESSAGE(diff.empty(),
                               std::string(hwy::TargetName(target))
-                                  << " dot " << std::string(l.name) << " rows=" << rows
-                                  << " cols=" << cols << " group=" << group
-                                  << " per_elem=" << per_elem << " zp=" << static_cast<int>(zp)
-                                  << " tile=[" << r0 << "," << r1 << ")x[" << c0 << "," << c1
-                                  << "): " << diff);
+                                  << " dot " << std::string(l.name) << " rows=" << rows << " cols="
+                                  << cols << " group=" << group << " per_elem=" << per_elem
+                                  << " zp=" << static_cast<int>(zp) << " tile=[" << r0 << "," << r1
+                                  << ")x[" << c0 << "," << c1 << "): " << diff);
               }
             }
           }
@@ -809,17 +810,16 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
                   r0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(vr));
                   r1 = r0 + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(vr - r0));
                   c0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(vc)) / 32 * 32;
-                  c1 = c0 + 32 + static_cast<int64_t>(rng() % static_cast<uint64_t>(vc - c0)) /
-                                     32 * 32;
+                  c1 = c0 + 32 +
+                       static_cast<int64_t>(rng() % static_cast<uint64_t>(vc - c0)) / 32 * 32;
                   c1 = std::min(c1, vc);
                 }
                 const std::string diff = CompareDot(p, r0, r1, c0, c1, rng, &fused);
                 CHECK_MESSAGE(diff.empty(), std::string(hwy::TargetName(target))
-                                                << " dot " << std::string(kd.name)
-                                                << " rows=" << vr << " cols=" << vc
-                                                << " zp=" << static_cast<int>(zp) << " tile=["
-                                                << r0 << "," << r1 << ")x[" << c0 << "," << c1
-                                                << "): " << diff);
+                                                << " dot " << std::string(kd.name) << " rows=" << vr
+                                                << " cols=" << vc << " zp=" << static_cast<int>(zp)
+                                                << " tile=[" << r0 << "," << r1 << ")x[" << c0
+                                                << "," << c1 << "): " << diff);
               }
             }
           }
