@@ -1277,45 +1277,44 @@ HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
   // codes are then in L1).
   auto rows_dot = [&](const RowJob* jobs, int64_t r, int64_t rows, int64_t k0,
                       int64_t k1) HWY_ATTR {
-    auto with_x = [&](const K* ks, auto rows_c) HWY_ATTR {
+    // kR weight rows from ks, their sums from p.
+    auto with_x = [&](const K* ks, auto rows_c, float* p) HWY_ATTR {
       constexpr int kR = decltype(rows_c)::value;
-      float* const p = dot.sums + (r - r0) * 16;
       const float* const x = dot.x + (k0 - c0);
       int64_t i = 0;
-      for (; i + 4 <= dot.m; i += 4) {
-        DotUnits<kR, 4>(ks, k0, k1, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp);
+      if constexpr (kR == kRows) {  // (one weight row: X row by row)
+        for (; i + 4 <= dot.m; i += 4) {
+          DotUnits<kR, 4>(ks, k0, k1, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp);
+        }
       }
       for (; i < dot.m; ++i) {
         DotUnits<kR, 1>(ks, k0, k1, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp);
       }
     };
+    float* const p = dot.sums + (r - r0) * 16;
     if (rows == kRows) {
       const K ks[kRows] = {K(plan, jobs[0]), K(plan, jobs[1]), K(plan, jobs[2]), K(plan, jobs[3])};
-      return with_x(ks, std::integral_constant<int, kRows>());
+      return with_x(ks, std::integral_constant<int, kRows>(), p);
     }
     for (int64_t j = 0; j < rows; ++j) {
       const K one[1] = {K(plan, jobs[j])};
-      // (one weight row: its sums 16 floats on from row r's)
-      auto with_x1 = [&](const K* ks) HWY_ATTR {
-        float* const p = dot.sums + (r + j - r0) * 16;
-        const float* const x = dot.x + (k0 - c0);
-        for (int64_t i = 0; i < dot.m; ++i) {
-          DotUnits<1, 1>(ks, k0, k1, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp);
-        }
-      };
-      with_x1(one);
+      with_x(one, std::integral_constant<int, 1>(), p + j * 16);
     }
   };
   if constexpr (L::kBlockParams) {
     // Every chunk starts at c0 or a multiple of Chunk::kElems (of the unit)
-    // and a block layout's rows at a block: CanDot is the same for all.
+    // and a block layout's rows at a block: CanDot over [c0, c1) with the
+    // chunks' job shape decides for all (no parameters needed to ask).
+    {
+      RowJob shape;
+      shape.code = L::Row(plan, r0);
+      shape.per_element = false;
+      shape.group = Chunk::kSubElems;
+      shape.step = 1;
+      if (!K(plan, shape).CanDot(c0, c1)) return false;
+    }
     alignas(64) float sc[kRows][static_cast<size_t>(Chunk::kSubs)];
     alignas(64) float zf[kRows][static_cast<size_t>(Chunk::kSubs)];
-    {
-      const RowJob job =
-          chunk_job(r0, c0, std::min(c1, (c0 / Chunk::kElems + 1) * Chunk::kElems), sc[0], zf[0]);
-      if (c1 % 32 != 0 || !K(plan, job).CanDot(c0, c0)) return false;
-    }
     for (int64_t r = r0; r < r1; r += kRows) {
       const int64_t rows = std::min<int64_t>(kRows, r1 - r);
       for (int64_t x0 = c0; x0 < c1;) {
