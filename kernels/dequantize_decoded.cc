@@ -31,6 +31,13 @@ using VF = hn::Vec<DF>;
 // vector loads read what Read stored with narrower stores: the kernel
 // reads a batch of blocks before expanding the first, so those stores
 // have left the store buffer (a load straddling pending stores stalls).
+// Optional, on AVX-512 (HasOut16): Read16<kOut>(block, bf16_hw) reads as
+// Read does and may prepare Out16; Out16<kOut>(e) returns the kOut bits
+// (float16 / bfloat16) of values e .. e+2N-1 (e a multiple of 2N), each the
+// value At gives rounded once (OutBits16): the layout's few distinct values
+// computed by At's operations, rounded once, and looked up by index
+// (vpermw) — as the row kernels' kHalfTable and the block tables do.
+// bf16_hw: CpuHasAvx512Bf16().
 // Every layout without its own: D::Decode into a buffer, then loads.
 template <class D, class = void>
 class BlockVectors {
@@ -134,6 +141,50 @@ class BlockVectors<D, std::enable_if_t<std::is_same_v<D, GgufTQ1_0>>> {
     d_ = layout_internal::Half(b, offsetof(GgufTQ1_0::Block, d));
     for (size_t j = 0; j < 16; ++j) tail_[j] = b[offsetof(GgufTQ1_0::Block, qh) + j % 4];
   }
+#if HWY_TARGET <= HWY_AVX3
+  // Read, then the table: lane t the kOut bits of float(t - 1) * d (At's
+  // operations; digits are 0-2), and the bytes of values 160-255 laid out
+  // per 32 (mid_: qs[32..47] twice, then the tail's 16).
+  template <OutType kOut>
+  HWY_INLINE void Read16(const uint8_t* b, bool bf16_hw) {
+    Read(b);
+    const DF df;
+    const hn::RebindToSigned<DF> di;
+    const VF v =
+        hn::Mul(hn::ConvertTo(df, hn::Sub(hn::Iota(di, 0), hn::Set(di, 1))), hn::Set(df, d_));
+    table_ = _mm512_zextsi256_si512(OutBits16<kOut, true>(v, bf16_hw).raw);
+    const uint8_t* qs = b + offsetof(GgufTQ1_0::Block, qs);
+    std::memcpy(mid_, qs + 32, 16);
+    std::memcpy(mid_ + 16, qs + 32, 16);
+    std::memcpy(mid_ + 32, tail_, 16);
+  }
+  // 32 digits in 16-bit lanes (x * 3^n, the low byte, times 3, >> 8), each
+  // the index of its value in table_.
+  template <OutType kOut>
+  HWY_INLINE __m512i Out16(size_t e) const {
+    // The powers of values e .. e+31 (unit e / 32).
+    struct Pow16 {
+      uint16_t v[8][32];
+      constexpr Pow16() : v() {
+        constexpr uint16_t kPow3[5] = {1, 3, 9, 27, 81};
+        for (size_t j = 0; j < 256; ++j) {
+          v[j / 32][j % 32] = j < 160   ? kPow3[j / 32]
+                              : j < 240 ? kPow3[(j - 160) / 16]
+                                        : kPow3[(j - 240) / 4];
+        }
+      }
+    };
+    alignas(64) static constexpr Pow16 kPow{};
+    const hn::Repartition<uint16_t, DF> d16;  // 2N lanes
+    const hn::Rebind<uint8_t, decltype(d16)> d8;
+    const uint8_t* x = e < 160 ? b_ + offsetof(GgufTQ1_0::Block, qs) : e < 224 ? mid_ : mid_ + 16;
+    const auto q =
+        hn::And(hn::Mul(hn::PromoteTo(d16, hn::LoadU(d8, x)), hn::Load(d16, kPow.v[e / 32])),
+                hn::Set(d16, 0xFF));
+    const auto digit = hn::ShiftRight<8>(hn::Mul(q, hn::Set(d16, 3)));
+    return PermuteHalves(decltype(digit){table_}, digit).raw;
+  }
+#endif
   HWY_INLINE VF At(size_t e) const {
     static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
     alignas(16) static constexpr uint8_t kTailPow[16] = {1, 1, 1, 1, 3,  3,  3,  3,
@@ -163,6 +214,10 @@ class BlockVectors<D, std::enable_if_t<std::is_same_v<D, GgufTQ1_0>>> {
   const uint8_t* b_ = nullptr;
   float d_ = 0.0f;
   alignas(16) uint8_t tail_[16];
+#if HWY_TARGET <= HWY_AVX3
+  __m512i table_;
+  alignas(16) uint8_t mid_[48];
+#endif
 };
 
 // NVFP4: sub-block s (16 values) is kValues[code] * d[s]; its 8 bytes hold
@@ -205,6 +260,12 @@ class BlockVectors<D, std::enable_if_t<std::is_same_v<D, GgufNVFP4>>> {
   float d_[4];
 };
 
+// Whether BlockVectors B has the 16-bit output path (Read16 / Out16).
+template <class B, class = void>
+struct HasOut16 : std::false_type {};
+template <class B>
+struct HasOut16<B, std::void_t<decltype(&B::template Out16<OutType::kF16>)>> : std::true_type {};
+
 // No decoded layout's value is a float32 subnormal: every nonzero value is
 // at least 2^-27 in magnitude (a float16 scale's smallest subnormal 2^-24
 // times at most 1/8; NVFP4's smallest UE4M3 half-scale 2^-10), so bfloat16
@@ -221,6 +282,11 @@ void DecodedRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c
   const bool fast = kOut == OutType::kBF16 && CpuHasAvx512Bf16();
 #else
   const bool fast = false;
+#endif
+#if HWY_TARGET <= HWY_AVX3
+  constexpr bool kOut16 = kOutBytes == 2 && HasOut16<BlockVectors<D>>::value;
+#else
+  constexpr bool kOut16 = false;
 #endif
   // Blocks read per batch (about 2048 values).
   constexpr int64_t kBatch = kB >= 2048 ? 1 : 2048 / kB;
@@ -248,11 +314,23 @@ void DecodedRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c
       streamed |= stream;
       for (int64_t b = b0; b < b1; b += kBatch) {
         const int64_t nb = std::min(kBatch, b1 - b);
-        for (int64_t i = 0; i < nb; ++i) v[i].Read(row + (b + i) * D::kBytes);
+        for (int64_t i = 0; i < nb; ++i) {
+          if constexpr (kOut16) {
+            v[i].template Read16<kOut>(row + (b + i) * D::kBytes, fast);
+          } else {
+            v[i].Read(row + (b + i) * D::kBytes);
+          }
+        }
         for (int64_t i = 0; i < nb; ++i, body += kB * kOutBytes) {
           for (size_t e = 0; e < static_cast<size_t>(kB); e += 2 * N) {
-            StoreOutUnit<kOut>(df, v[i].At(e), v[i].At(e + N),
-                               body + static_cast<int64_t>(e) * kOutBytes, stream, fast);
+            char* const at = body + static_cast<int64_t>(e) * kOutBytes;
+            if constexpr (kOut16) {
+#if HWY_TARGET <= HWY_AVX3
+              Store64(v[i].template Out16<kOut>(e), at, stream);
+#endif
+            } else {
+              StoreOutUnit<kOut>(df, v[i].At(e), v[i].At(e + N), at, stream, fast);
+            }
           }
         }
       }
