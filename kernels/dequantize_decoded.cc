@@ -31,12 +31,13 @@ using VF = hn::Vec<DF>;
 // vector loads read what Read stored with narrower stores: the kernel
 // reads a batch of blocks before expanding the first, so those stores
 // have left the store buffer (a load straddling pending stores stalls).
-// Optional, on AVX-512 (HasOut16): Read16<kOut>(block, bf16_hw) reads as
+// Optional, on AVX-512 (kOut16 true): Read16<kOut>(block, bf16_hw) reads as
 // Read does and may prepare Out16; Out16<kOut>(e) returns the kOut bits
 // (float16 / bfloat16) of values e .. e+2N-1 (e a multiple of 2N), each the
 // value At gives rounded once (OutBits16): the layout's few distinct values
-// computed by At's operations, rounded once, and looked up by index
-// (vpermw) — as the row kernels' kHalfTable and the block tables do.
+// computed by At's operations, rounded once, and selected (vpermw by index,
+// or a blend by sign bits) — as the row kernels' kHalfTable and the block
+// tables do.
 // bf16_hw: CpuHasAvx512Bf16().
 // Every layout without its own: D::Decode into a buffer, then loads.
 template <class D, class = void>
@@ -55,7 +56,7 @@ class BlockVectors {
 // which also applies the sign bits to the bytes of kSignedBytes grids);
 // At expands 8-value groups as the scalar ExpandGroup does — grid bytes
 // widened and negated by their sign bits, times the group's scale
-// (kSignedBytes), times the scale and then negated (kNegatedBytes), or the
+// (kSignedBytes), the scale times 1 and then negated (kNegatedScale), or the
 // delta added first (kShiftedInt8). The group of lane i is e / 8 + i / 8; one
 // vector lies within one sub-block (kSubElems a multiple of N), so its
 // scale is one broadcast; with N a multiple of 8 its sign bits are the
@@ -76,6 +77,76 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
 #endif
     D::Groups(b, g_);
   }
+#if HWY_TARGET <= HWY_AVX3
+  // kNegatedScale with one scale per block (Q1_0): the block's two values
+  // (At's p and -p) rounded once; each 32 outputs one 16-bit blend by their
+  // sign bits.
+  static constexpr bool kBlend16 =
+      D::kGridValues == GridValues::kNegatedScale && D::kSubElems == D::kBlockElems;
+  // The grids with a vector Fill: Fill<true> leaves each value's position
+  // in its unit's table (GridTable) in place of the grid byte; per 32
+  // values the table (the unit's parameter sets times the grid's values,
+  // At's operations, kOut bits of at most 16 entries) and one vpermw.
+  static constexpr bool kTable16 = GridGroups<D>::kVector;
+  static constexpr bool kOut16 = kBlend16 || kTable16;
+  template <OutType kOut>
+  HWY_INLINE void Read16(const uint8_t* b, bool bf16_hw) {
+    if constexpr (kTable16) {
+      GridGroups<D>::template Fill<true>(b, g_);
+      bf16_hw_ = bf16_hw;
+    } else {
+      Read(b);
+      const DF df;
+      const VF p = hn::Mul(hn::Set(df, g_.scale[0]), hn::Set(df, 1.0f));
+      const __m128i t = _mm256_castsi256_si128(
+          OutBits16<kOut, true>(hn::IfThenElse(hn::FirstN(df, 1), p, hn::Neg(p)), bf16_hw).raw);
+      pos_ = _mm512_broadcastw_epi16(t);
+      neg_ = _mm512_broadcastw_epi16(_mm_srli_epi32(t, 16));
+    }
+  }
+  template <OutType kOut>
+  HWY_INLINE __m512i Out16(size_t e) const {
+    if constexpr (kTable16) {
+      using T = typename GridGroups<D>::Table;
+      struct Lanes {
+        float value[16];
+        int32_t group[16];
+        constexpr Lanes() : value(), group() {
+          for (int t = 0; t < 16; ++t) {
+            value[t] = t < T::kP * T::kV ? T::Value(t % T::kV) : 0.0f;
+            group[t] = T::Group(t);
+          }
+        }
+      };
+      alignas(64) static constexpr Lanes kLanes{};
+      const DF df;
+      const hn::RebindToSigned<DF> di;
+      const VF value = hn::Load(df, kLanes.value);
+      VF scale, table;
+      if constexpr (T::kP == 1) {
+        scale = hn::Set(df, g_.scale[e / 8]);
+      } else {
+        const auto group = hn::IndicesFromVec(df, hn::Load(di, kLanes.group));
+        scale = hn::TableLookupLanes(hn::LoadU(df, g_.scale + e / 8), group);
+      }
+      if constexpr (D::kGridValues == GridValues::kSignedBytes) {
+        table = hn::Mul(scale, value);  // At: scale * float(signed byte)
+      } else {
+        const auto group = hn::IndicesFromVec(df, hn::Load(di, kLanes.group));
+        const VF delta = hn::TableLookupLanes(hn::LoadU(df, g_.delta + e / 8), group);
+        table = hn::Mul(scale, hn::Add(value, delta));  // At: scale * (float(q) + delta)
+      }
+      const __m512i t16 = _mm512_zextsi256_si512(OutBits16<kOut, true>(table, bf16_hw_).raw);
+      const __m512i idx = _mm512_cvtepu8_epi16(_mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(reinterpret_cast<const uint8_t*>(g_.grid) + e)));
+      return _mm512_permutexvar_epi16(idx, t16);
+    } else {
+      __mmask32 m;
+      std::memcpy(&m, g_.signs + e / 8, 4);
+      return _mm512_mask_blend_epi16(m, pos_, neg_);
+    }
+  }
+#endif
   HWY_INLINE VF At(size_t e) const {
     const DF df;
     const hn::RebindToSigned<DF> di;
@@ -93,9 +164,8 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
       const auto q = hn::PromoteTo(di, hn::LoadU(d8, bytes));
       const auto negated = hn::RebindMask(di, NegatedLanes(e));
       return hn::Mul(scale, hn::ConvertTo(df, hn::IfThenElse(negated, hn::Neg(q), q)));
-    } else if constexpr (D::kGridValues == GridValues::kNegatedBytes) {
-      const hn::Rebind<uint8_t, DF> d8;
-      const VF p = hn::Mul(scale, hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, bytes))));
+    } else if constexpr (D::kGridValues == GridValues::kNegatedScale) {
+      const VF p = hn::Mul(scale, hn::Set(df, 1.0f));
       return hn::IfThenElse(NegatedLanes(e), hn::Neg(p), p);
     } else {
       const hn::Rebind<int8_t, DF> d8;
@@ -124,6 +194,10 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
 
  private:
   GroupSet<kGroups> g_;
+#if HWY_TARGET <= HWY_AVX3
+  __m512i pos_, neg_;     // kBlend16
+  bool bf16_hw_ = false;  // kTable16
+#endif
 };
 
 // TQ1_0: base-3 digit n of byte x is ((uint8(x * 3^n)) * 3) >> 8, the value
@@ -145,6 +219,7 @@ class BlockVectors<D, std::enable_if_t<std::is_same_v<D, GgufTQ1_0>>> {
   // Read, then the table: lane t the kOut bits of float(t - 1) * d (At's
   // operations; digits are 0-2), and the bytes of values 160-255 laid out
   // per 32 (mid_: qs[32..47] twice, then the tail's 16).
+  static constexpr bool kOut16 = true;
   template <OutType kOut>
   HWY_INLINE void Read16(const uint8_t* b, bool bf16_hw) {
     Read(b);
@@ -264,7 +339,7 @@ class BlockVectors<D, std::enable_if_t<std::is_same_v<D, GgufNVFP4>>> {
 template <class B, class = void>
 struct HasOut16 : std::false_type {};
 template <class B>
-struct HasOut16<B, std::void_t<decltype(&B::template Out16<OutType::kF16>)>> : std::true_type {};
+struct HasOut16<B, std::enable_if_t<B::kOut16>> : std::true_type {};
 
 // No decoded layout's value is a float32 subnormal: every nonzero value is
 // at least 2^-27 in magnitude (a float16 scale's smallest subnormal 2^-24

@@ -20,6 +20,28 @@ extern const uint32_t kGgmlIq3xxsGrid[256];
 extern const uint32_t kGgmlIq3sGrid[512];
 extern const uint64_t kGgmlIq1sGrid[2048];
 
+// The distinct byte values of each grid, ascending (as int8: IQ1's entries
+// are -1, 0 and 1); tests/kernel_test.cc checks each grid against its set.
+struct GgmlGridValues {
+  int8_t v[8];
+  int32_t n;
+};
+inline constexpr GgmlGridValues kGgmlIq2GridValues = {{8, 25, 43}, 3};  // IQ2_XXS, IQ2_XS, IQ2_S
+inline constexpr GgmlGridValues kGgmlIq3xxsGridValues = {{4, 12, 20, 28, 36, 44, 52, 62}, 8};
+inline constexpr GgmlGridValues kGgmlIq3sGridValues = {{1, 3, 5, 7, 9, 11, 13, 15}, 8};
+inline constexpr GgmlGridValues kGgmlIq1GridValues = {{-1, 0, 1}, 3};  // IQ1_S, IQ1_M
+
+// The index grids: each grid above with every byte replaced by its
+// position in the grid's value set (the kernels look values up in small
+// per-group tables with them: kernels/x86_avx512-inl.h GridTable). Derived
+// from the grids when the library loads (kernels/ggml_index_grids.cc).
+extern const uint64_t* const kGgmlIq2xxsIndexGrid;
+extern const uint64_t* const kGgmlIq2xsIndexGrid;
+extern const uint64_t* const kGgmlIq2sIndexGrid;
+extern const uint32_t* const kGgmlIq3xxsIndexGrid;
+extern const uint32_t* const kGgmlIq3sIndexGrid;
+extern const uint64_t* const kGgmlIq1sIndexGrid;
+
 }  // namespace nibble
 
 #endif  // NIBBLE_KERNELS_GGML_GRIDS_H_

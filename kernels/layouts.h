@@ -646,11 +646,11 @@ static_assert(Ue4m3HalfOf(0x38) == 0.5f && Ue4m3HalfOf(0x7E) == 224.0f &&
 //                  sign bit j is set (the i-quants: ggml's db * grid[j] *
 //                  (+-1.f); the same float32 value, and a NaN scale's bits
 //                  kept as that product keeps them)
-//   kNegatedBytes  y = scale * grid byte j, its sign bit flipped where sign
-//                  bit j is set (Q1_0: ggml's -d, IEEE negation, which
-//                  flips a NaN's sign too)
+//   kNegatedScale  y = scale * 1.0f, its sign bit flipped where sign bit j
+//                  is set (Q1_0: ggml's d or -d, IEEE negation, which flips
+//                  a NaN's sign too); the grid entry is unused
 //   kShiftedInt8   y = scale * (int8 grid byte j + delta)
-enum class GridValues { kSignedBytes, kNegatedBytes, kShiftedInt8 };
+enum class GridValues { kSignedBytes, kNegatedScale, kShiftedInt8 };
 // The groups of one grid block, field by field (the kernels load each field
 // as a vector): group k holds values 8k .. 8k+7. Groups sets every group's
 // grid and scale, and its signs (k*Bytes) or delta (kShiftedInt8); the
@@ -713,12 +713,10 @@ NIBBLE_DECODE_INLINE void ExpandGroup(const GroupSet<kGroups>& g, size_t k, floa
       const int32_t v = ((uint32_t{g.signs[k]} >> j) & 1u) != 0 ? -int32_t{q[j]} : int32_t{q[j]};
       y[j] = g.scale[k] * static_cast<float>(v);
     }
-  } else if constexpr (V == GridValues::kNegatedBytes) {
-    uint8_t q[8];
-    std::memcpy(q, &g.grid[k], 8);
+  } else if constexpr (V == GridValues::kNegatedScale) {
     for (int j = 0; j < 8; ++j) {
       const uint32_t flip = ((uint32_t{g.signs[k]} >> j) & 1u) << 31;
-      y[j] = F32FromBits(BitsFromF32(g.scale[k] * static_cast<float>(q[j])) ^ flip);
+      y[j] = F32FromBits(BitsFromF32(g.scale[k] * 1.0f) ^ flip);
     }
   } else {
     int8_t q[8];
@@ -787,7 +785,7 @@ struct GgufTQ1_0 {
 
 // Q1_0: {f16 d; u8 qs[16]}, 128 elements: bit j % 8 of qs[j / 8] set: d,
 // clear: -d (ggml negates d: -0.0 for d = 0).
-struct GgufQ1_0 : GridLayout<GgufQ1_0, GridValues::kNegatedBytes> {
+struct GgufQ1_0 : GridLayout<GgufQ1_0, GridValues::kNegatedScale> {
   struct Block {
     uint16_t d;
     uint8_t qs[16];
@@ -801,7 +799,7 @@ struct GgufQ1_0 : GridLayout<GgufQ1_0, GridValues::kNegatedBytes> {
   NIBBLE_DECODE_INLINE static void Groups(const uint8_t* b, G& g) {
     const float d = layout_internal::Half(b, offsetof(Block, d));
     for (size_t k = 0; k < 16; ++k) {
-      g.SetSigned(k, 0x0101010101010101ull, ~uint32_t{b[offsetof(Block, qs) + k]} & 0xFFu, d);
+      g.SetSigned(k, 0, ~uint32_t{b[offsetof(Block, qs) + k]} & 0xFFu, d);  // (no grid)
     }
   }
 };

@@ -622,7 +622,51 @@ HWY_INLINE void NegateBytes(GroupSet<32>& g) {
     _mm512_storeu_si512(g.grid + 8 * c, _mm512_mask_sub_epi8(v, m, _mm512_setzero_si512(), v));
   }
 }
+// Index bytes (Fill<true>: gathered from an index grid) made positions in
+// the unit's table (GridTable): group k's offset T::Offset(k) added, and
+// T::kM where its sign bit is set (kSignedBytes).
+template <class T>
+HWY_INLINE void TableIndices(GroupSet<32>& g) {
+  alignas(64) static constexpr struct Offsets {
+    uint8_t v[64];
+    constexpr Offsets() : v() {
+      for (int i = 0; i < 64; ++i) v[i] = static_cast<uint8_t>(T::Offset(i / 8));
+    }
+  } kOffsets{};
+  const __m512i offsets = _mm512_load_si512(kOffsets.v);
+  for (int c = 0; c < 4; ++c) {
+    __m512i v = _mm512_add_epi8(_mm512_loadu_si512(g.grid + 8 * c), offsets);
+    if constexpr (T::kSigned) {
+      const __mmask64 m = _load_mask64(reinterpret_cast<__mmask64*>(g.signs + 8 * c));
+      v = _mm512_mask_add_epi8(v, m, v, _mm512_set1_epi8(static_cast<char>(T::kM)));
+    }
+    _mm512_storeu_si512(g.grid + 8 * c, v);
+  }
+}
 }  // namespace grid_internal
+
+// The table of a 32-value unit of a grid type (float16 / bfloat16 output,
+// kernels/dequantize_decoded.cc): the unit's kP parameter sets (a scale,
+// and IQ1's delta: one per kSubElems, per group for the delta) times its
+// kV values (kSignedBytes: the kM values of the grid's set, then their
+// negations), entry p * kV + i; kP * kV <= 16. Value(i) is value i as a
+// float (what At converts from the signed byte); Group(t) the group (of
+// the unit's 4) whose parameters entry t takes; Offset(k) the offset of
+// group k's entries.
+template <class D, const GgmlGridValues& kValues>
+struct GridTable {
+  static constexpr bool kSigned = D::kGridValues == GridValues::kSignedBytes;
+  static constexpr int kM = kValues.n;
+  static constexpr int kV = kSigned ? 2 * kM : kM;
+  static constexpr int kP =
+      kSigned ? static_cast<int>(32 / std::min<int64_t>(D::kSubElems, 32)) : 4;
+  static_assert(kP * kV <= 16, "one 16-lane table per unit");
+  static constexpr float Value(int i) {
+    return i < kM ? static_cast<float>(kValues.v[i]) : -static_cast<float>(kValues.v[i - kM]);
+  }
+  static constexpr int Group(int t) { return t / kV < kP ? t / kV * (4 / kP) : 0; }
+  static constexpr int Offset(int k) { return (k % 4) / (4 / kP) * kV; }
+};
 
 template <class D, class = void>
 struct GridGroups {
@@ -634,16 +678,18 @@ struct GridGroups {
 template <class D>
 struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>> {
   static constexpr bool kVector = true;
+  using Table = GridTable<D, kGgmlIq2GridValues>;
+  template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
     using namespace grid_internal;
+    const auto* const grid = kIndex ? kGgmlIq2xxsIndexGrid : kGgmlIq2xxsGrid;
     const float d = layout_internal::Half(b, offsetof(GgufIQ2_XXS::Block, d));
     const __m512i qs = _mm512_loadu_si512(b + offsetof(GgufIQ2_XXS::Block, qs));
     // The 32 index bytes in group order: the even dwords.
     const __m512i even = _mm512_permutexvar_epi32(
         _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0, 0, 0, 0, 0), qs);
-    GatherGrid64(kGgmlIq2xxsGrid, _mm512_cvtepu8_epi32(_mm512_castsi512_si128(even)), g.grid);
-    GatherGrid64(kGgmlIq2xxsGrid, _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(even, 1)),
-                 g.grid + 16);
+    GatherGrid64(grid, _mm512_cvtepu8_epi32(_mm512_castsi512_si128(even)), g.grid);
+    GatherGrid64(grid, _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(even, 1)), g.grid + 16);
     for (int h = 0; h < 2; ++h) {
       // Lane k: aux of sub-block 4 h + k / 4 (dword 2 ib + 1).
       const __m512i aux = _mm512_permutexvar_epi32(
@@ -651,7 +697,11 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>> {
       StoreSigns7(Bits(aux, QuarterShifts(7), 127), g.signs + 16 * h);
       _mm512_storeu_ps(g.scale + 16 * h, Iq2Scales(d, _mm512_srli_epi32(aux, 28)));
     }
-    NegateBytes(g);
+    if constexpr (kIndex) {
+      TableIndices<Table>(g);
+    } else {
+      NegateBytes(g);
+    }
   }
 };
 
@@ -659,18 +709,25 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>> {
 template <class D>
 struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XS>>> {
   static constexpr bool kVector = true;
+  using Table = GridTable<D, kGgmlIq2GridValues>;
+  template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
     using namespace grid_internal;
+    const auto* const grid = kIndex ? kGgmlIq2xsIndexGrid : kGgmlIq2xsGrid;
     using Block = GgufIQ2_XS::Block;
     const float d = layout_internal::Half(b, offsetof(Block, d));
     for (int h = 0; h < 2; ++h) {
       const __m512i q = _mm512_cvtepu16_epi32(
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + offsetof(Block, qs) + 32 * h)));
-      GatherGrid64(kGgmlIq2xsGrid, _mm512_and_si512(q, _mm512_set1_epi32(511)), g.grid + 16 * h);
+      GatherGrid64(grid, _mm512_and_si512(q, _mm512_set1_epi32(511)), g.grid + 16 * h);
       StoreSigns7(_mm512_srli_epi32(q, 9), g.signs + 16 * h);
     }
     Iq2HalfScales(d, b + offsetof(Block, scales), g.scale);
-    NegateBytes(g);
+    if constexpr (kIndex) {
+      TableIndices<Table>(g);
+    } else {
+      NegateBytes(g);
+    }
   }
 };
 
@@ -679,8 +736,11 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XS>>> {
 template <class D>
 struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_S>>> {
   static constexpr bool kVector = true;
+  using Table = GridTable<D, kGgmlIq2GridValues>;
+  template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
     using namespace grid_internal;
+    const auto* const grid = kIndex ? kGgmlIq2sIndexGrid : kGgmlIq2sGrid;
     using Block = GgufIQ2_S::Block;
     const float d = layout_internal::Half(b, offsetof(Block, d));
     const __m512i qh = Bytes8(b + offsetof(Block, qh));
@@ -689,11 +749,15 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_S>>> {
           Bits(_mm512_permutexvar_epi32(QuarterLanes(4 * h), qh), QuarterShifts(2), 3);
       const __m512i idx =
           _mm512_or_si512(Bytes16(b + offsetof(Block, qs) + 16 * h), _mm512_slli_epi32(high, 8));
-      GatherGrid64(kGgmlIq2sGrid, idx, g.grid + 16 * h);
+      GatherGrid64(grid, idx, g.grid + 16 * h);
     }
     std::memcpy(g.signs, b + offsetof(Block, signs), 32);
     Iq2HalfScales(d, b + offsetof(Block, scales), g.scale);
-    NegateBytes(g);
+    if constexpr (kIndex) {
+      TableIndices<Table>(g);
+    } else {
+      NegateBytes(g);
+    }
   }
 };
 
@@ -702,13 +766,16 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_S>>> {
 template <class D>
 struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_XXS>>> {
   static constexpr bool kVector = true;
+  using Table = GridTable<D, kGgmlIq3xxsGridValues>;
+  template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
     using namespace grid_internal;
+    const auto* const grid = kIndex ? kGgmlIq3xxsIndexGrid : kGgmlIq3xxsGrid;
     using Block = GgufIQ3_XXS::Block;
     const float d = layout_internal::Half(b, offsetof(Block, d));
-    auto* grid = reinterpret_cast<uint32_t*>(g.grid);
+    auto* entries = reinterpret_cast<uint32_t*>(g.grid);
     for (int c = 0; c < 4; ++c) {
-      GatherGrid32(kGgmlIq3xxsGrid, Bytes16(b + offsetof(Block, qs) + 16 * c), grid + 16 * c);
+      GatherGrid32(grid, Bytes16(b + offsetof(Block, qs) + 16 * c), entries + 16 * c);
     }
     const __m512i words = _mm512_castsi256_si512(
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + offsetof(Block, scales_signs))));
@@ -721,7 +788,11 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_XXS>>> {
           _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(d), _mm512_add_ps(_mm512_set1_ps(0.5f), s)),
                         _mm512_set1_ps(0.5f)));
     }
-    NegateBytes(g);
+    if constexpr (kIndex) {
+      TableIndices<Table>(g);
+    } else {
+      NegateBytes(g);
+    }
   }
 };
 
@@ -731,20 +802,23 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_XXS>>> {
 template <class D>
 struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_S>>> {
   static constexpr bool kVector = true;
+  using Table = GridTable<D, kGgmlIq3sGridValues>;
+  template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
     using namespace grid_internal;
+    const auto* const grid = kIndex ? kGgmlIq3sIndexGrid : kGgmlIq3sGrid;
     using Block = GgufIQ3_S::Block;
     const float d = layout_internal::Half(b, offsetof(Block, d));
     const __m512i qh = Bytes8(b + offsetof(Block, qh));
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m512i bit = _mm512_and_si512(lane, _mm512_set1_epi32(7));
-    auto* grid = reinterpret_cast<uint32_t*>(g.grid);
+    auto* entries = reinterpret_cast<uint32_t*>(g.grid);
     for (int c = 0; c < 4; ++c) {
       const __m512i high = _mm512_permutexvar_epi32(
           _mm512_add_epi32(_mm512_srli_epi32(lane, 3), _mm512_set1_epi32(2 * c)), qh);
       const __m512i idx = _mm512_or_si512(Bytes16(b + offsetof(Block, qs) + 16 * c),
                                           _mm512_slli_epi32(Bits(high, bit, 1), 8));
-      GatherGrid32(kGgmlIq3sGrid, idx, grid + 16 * c);
+      GatherGrid32(grid, idx, entries + 16 * c);
     }
     std::memcpy(g.signs, b + offsetof(Block, signs), 32);
     uint32_t packed;
@@ -757,7 +831,11 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_S>>> {
                              _mm512_slli_epi32(_mm512_and_si512(ib, _mm512_set1_epi32(1)), 2), 15);
       _mm512_storeu_ps(g.scale + 16 * h, OddScales(d, s));
     }
-    NegateBytes(g);
+    if constexpr (kIndex) {
+      TableIndices<Table>(g);
+    } else {
+      NegateBytes(g);
+    }
   }
 };
 
@@ -766,8 +844,11 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_S>>> {
 template <class D>
 struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_S>>> {
   static constexpr bool kVector = true;
+  using Table = GridTable<D, kGgmlIq1GridValues>;
+  template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
     using namespace grid_internal;
+    const auto* const grid = kIndex ? kGgmlIq1sIndexGrid : kGgmlIq1sGrid;
     using Block = GgufIQ1_S::Block;
     const float d = layout_internal::Half(b, offsetof(Block, d));
     const __m512i qh = _mm512_castsi256_si512(_mm256_cvtepu16_epi32(
@@ -776,11 +857,12 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_S>>> {
       const __m512i word = _mm512_permutexvar_epi32(QuarterLanes(4 * h), qh);
       const __m512i idx = _mm512_or_si512(Bytes16(b + offsetof(Block, qs) + 16 * h),
                                           _mm512_slli_epi32(Bits(word, QuarterShifts(3), 7), 8));
-      GatherGrid64(kGgmlIq1sGrid, idx, g.grid + 16 * h);
+      GatherGrid64(grid, idx, g.grid + 16 * h);
       _mm512_storeu_ps(g.scale + 16 * h, OddScales(d, _mm512_and_si512(_mm512_srli_epi32(word, 12),
                                                                        _mm512_set1_epi32(7))));
       _mm512_storeu_ps(g.delta + 16 * h, Eighths(word, 15));
     }
+    if constexpr (kIndex) TableIndices<Table>(g);
   }
 };
 
@@ -791,8 +873,11 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_S>>> {
 template <class D>
 struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_M>>> {
   static constexpr bool kVector = true;
+  using Table = GridTable<D, kGgmlIq1GridValues>;
+  template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
     using namespace grid_internal;
+    const auto* const grid = kIndex ? kGgmlIq1sIndexGrid : kGgmlIq1sGrid;
     using Block = GgufIQ1_M::Block;
     uint32_t sc[4];
     for (size_t i = 0; i < 4; ++i) {
@@ -820,12 +905,13 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_M>>> {
       const __m512i idx =
           _mm512_or_si512(Bytes16(b + offsetof(Block, qs) + 16 * h),
                           _mm512_slli_epi32(_mm512_and_si512(nib, _mm512_set1_epi32(7)), 8));
-      GatherGrid64(kGgmlIq1sGrid, idx, g.grid + 16 * h);
+      GatherGrid64(grid, idx, g.grid + 16 * h);
       _mm512_storeu_ps(g.delta + 16 * h, Eighths(nib, 3));
       const __m512i word = _mm512_permutexvar_epi32(
           _mm512_add_epi32(_mm512_srli_epi32(lane, 3), _mm512_set1_epi32(2 * h)), words);
       _mm512_storeu_ps(g.scale + 16 * h, OddScales(d, Bits(word, scale_shift, 7)));
     }
+    if constexpr (kIndex) TableIndices<Table>(g);
   }
 };
 

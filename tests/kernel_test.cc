@@ -18,6 +18,7 @@
 #include "hwy/targets.h"
 #include "kernels/convert.h"
 #include "kernels/dequantize.h"
+#include "kernels/ggml_grids.h"
 #include "kernels/layouts.h"
 #include "kernels/matmul.h"
 #include "kernels/reference.h"
@@ -571,6 +572,40 @@ TEST_CASE("block layouts whose values can never be float32 subnormals") {
   NIBBLE_BLOCK_LAYOUTS(NIBBLE_TEST_NORMAL)
 #undef NIBBLE_TEST_NORMAL
   CHECK(normal == "q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k tq2_0 q2_0 iq4_nl iq4_xs ");
+}
+
+// The grids' value sets and index grids (kernels/ggml_grids.h): every byte
+// of every grid is in its set, the set holds no value the grid lacks, and
+// the index grid holds each byte's position in the set.
+template <class T, size_t N>
+void CheckIndexGrid(const char* name, const T (&grid)[N], const T* index,
+                    const GgmlGridValues& values) {
+  CAPTURE(name);
+  std::vector<bool> seen(static_cast<size_t>(values.n), false);
+  int64_t bad = 0;
+  for (size_t i = 0; i < N; ++i) {
+    for (size_t j = 0; j < sizeof(T); ++j) {
+      const auto byte = static_cast<int8_t>(static_cast<uint8_t>(grid[i] >> (8 * j)));
+      const auto position = static_cast<uint8_t>(index[i] >> (8 * j));
+      if (position >= values.n || values.v[position] != byte) {
+        ++bad;
+      } else {
+        seen[position] = true;
+      }
+    }
+  }
+  CHECK(bad == 0);
+  CHECK(std::count(seen.begin(), seen.end(), true) == values.n);
+  for (int32_t k = 1; k < values.n; ++k) CHECK(values.v[k - 1] < values.v[k]);
+}
+
+TEST_CASE("grid value sets and index grids") {
+  CheckIndexGrid("iq2_xxs", kGgmlIq2xxsGrid, kGgmlIq2xxsIndexGrid, kGgmlIq2GridValues);
+  CheckIndexGrid("iq2_xs", kGgmlIq2xsGrid, kGgmlIq2xsIndexGrid, kGgmlIq2GridValues);
+  CheckIndexGrid("iq2_s", kGgmlIq2sGrid, kGgmlIq2sIndexGrid, kGgmlIq2GridValues);
+  CheckIndexGrid("iq3_xxs", kGgmlIq3xxsGrid, kGgmlIq3xxsIndexGrid, kGgmlIq3xxsGridValues);
+  CheckIndexGrid("iq3_s", kGgmlIq3sGrid, kGgmlIq3sIndexGrid, kGgmlIq3sGridValues);
+  CheckIndexGrid("iq1_s", kGgmlIq1sGrid, kGgmlIq1sIndexGrid, kGgmlIq1GridValues);
 }
 
 // Block-structured checkpoint layouts (GGUF Q4_0 / Q4_1 / Q8_0 / Q4_K, AWQ

@@ -1,0 +1,50 @@
+// The index grids of kernels/ggml_grids.h: each ggml grid entry with its
+// bytes replaced by their positions in the grid's value set, computed from
+// the grids (kernels/ggml_grids.cc) during static initialization.
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/ggml_grids.h"
+
+namespace nibble {
+namespace {
+
+// grid with each byte b replaced by the position of int8(b) in `values`
+// (a byte outside the set would become 0xFF; tests/kernel_test.cc checks
+// that every byte is in its set).
+template <class T, size_t N>
+struct IndexGrid {
+  T v[N];
+  IndexGrid(const T (&grid)[N], const GgmlGridValues& values) : v() {
+    for (size_t i = 0; i < N; ++i) {
+      T entry = 0;
+      for (size_t j = 0; j < sizeof(T); ++j) {
+        const auto byte = static_cast<int8_t>(static_cast<uint8_t>(grid[i] >> (8 * j)));
+        T position = 0xFF;
+        for (int32_t k = 0; k < values.n; ++k) {
+          if (values.v[k] == byte) position = static_cast<T>(k);
+        }
+        entry = static_cast<T>(entry | (position << (8 * j)));
+      }
+      v[i] = entry;
+    }
+  }
+};
+
+const IndexGrid<uint64_t, 256> kIq2xxs(kGgmlIq2xxsGrid, kGgmlIq2GridValues);
+const IndexGrid<uint64_t, 512> kIq2xs(kGgmlIq2xsGrid, kGgmlIq2GridValues);
+const IndexGrid<uint64_t, 1024> kIq2s(kGgmlIq2sGrid, kGgmlIq2GridValues);
+const IndexGrid<uint32_t, 256> kIq3xxs(kGgmlIq3xxsGrid, kGgmlIq3xxsGridValues);
+const IndexGrid<uint32_t, 512> kIq3s(kGgmlIq3sGrid, kGgmlIq3sGridValues);
+const IndexGrid<uint64_t, 2048> kIq1s(kGgmlIq1sGrid, kGgmlIq1GridValues);
+
+}  // namespace
+
+const uint64_t* const kGgmlIq2xxsIndexGrid = kIq2xxs.v;
+const uint64_t* const kGgmlIq2xsIndexGrid = kIq2xs.v;
+const uint64_t* const kGgmlIq2sIndexGrid = kIq2s.v;
+const uint32_t* const kGgmlIq3xxsIndexGrid = kIq3xxs.v;
+const uint32_t* const kGgmlIq3sIndexGrid = kIq3s.v;
+const uint64_t* const kGgmlIq1sIndexGrid = kIq1s.v;
+
+}  // namespace nibble
