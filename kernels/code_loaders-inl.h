@@ -92,6 +92,11 @@ struct LoaderTypes {
   // Block layouts: scales / zero points come from each block's header
   // (the descriptor's Params), not from Plan::scale.
   static constexpr bool kBlockParams = false;
+  // Each code a whole byte or 16-bit word in element order (Load is one
+  // widening load): the fused dot decodes such codes by the contract's
+  // arithmetic (RowKernel::CanDot; other codes without a table measured
+  // slower fused than through the tile).
+  static constexpr bool kWholeCodes = false;
 };
 
 // Shift of the nibble of element k % 8 of a word, repeated so that
@@ -243,6 +248,7 @@ using DenseNibbles = DenseNibblesOf<false>;
 template <CodeKind kCode>
 struct DenseBytes : LoaderTypes {
   static constexpr bool kNibbles = false;
+  static constexpr bool kWholeCodes = true;
   static constexpr int64_t Align() { return 1; }
   static CodeRef Row(const Plan& plan, int64_t r) {
     return {plan.codes + r * plan.cols(), 0, false, 0};
@@ -265,6 +271,7 @@ struct DenseBytes : LoaderTypes {
 template <CodeKind kCode>
 struct DenseHalves : LoaderTypes {
   static constexpr bool kNibbles = false;
+  static constexpr bool kWholeCodes = true;
   static constexpr int64_t Align() { return 1; }
   static CodeRef Row(const Plan& plan, int64_t r) {
     return {plan.codes + 2 * r * plan.cols(), 0, false, 0};

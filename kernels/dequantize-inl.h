@@ -517,45 +517,57 @@ class RowKernel {
 #if HWY_TARGET <= HWY_AVX3
   // --- The fused dot (Plan::dot; DotUnits below) ---------------------------
   // Whether DotUnits can give elements [k0, k1) of this row: codes looked
-  // up in a per-group table (kTable), whole units from a loadable k0, no
-  // unit across a group boundary.
+  // up in the group's table (kTable) or whole codes (L::kWholeCodes: the
+  // contract's arithmetic), whole units from a loadable k0, no unit across
+  // a group boundary.
   bool CanDot(int64_t k0, int64_t k1) const {
-    if constexpr (!kTable) {
-      (void)k0;
-      (void)k1;
-      return false;
-    } else {
-      constexpr int64_t kUnit = 2 * static_cast<int64_t>(hn::MaxLanes(DF()));
-      return !job_.per_element && k0 % kUnit == 0 && (k1 - k0) % kUnit == 0 &&
-             (job_.step == 0 || job_.group % kUnit == 0) &&
-             (k0 + L::Phase(job_.code)) % L::Align() == 0 && kUnit % L::Align() == 0;
-    }
+    constexpr int64_t kUnit = 2 * static_cast<int64_t>(hn::MaxLanes(DF()));
+    return (kTable || L::kWholeCodes) && !job_.per_element && k0 % kUnit == 0 &&
+           (k1 - k0) % kUnit == 0 && (job_.step == 0 || job_.group % kUnit == 0) &&
+           (k0 + L::Phase(job_.code)) % L::Align() == 0 && kUnit % L::Align() == 0;
   }
+  // A group's state for UnitValues: its table (kTable) or its parameters.
+  struct DotGroup {
+    VF t, s, zf;
+    VI z;
+  };
   // Element k's group: its parameters' index; the elements per group
   // along the row (0: one group for the whole row) and the index step
   // from one group to the next.
   int64_t GroupIndex(int64_t k) const { return ScaleIndex(k); }
   int64_t GroupLength() const { return job_.step == 0 ? 0 : job_.group; }
   int64_t GroupStep() const { return job_.step; }
-  // Group idx's table (UnitTable: the values Run's lookups give).
-  HWY_INLINE VF GroupTable(int64_t idx) const {
+  // Group idx's DotGroup: its table (UnitTable: the values Run's lookups
+  // give) or the scale and zero points Run's Arith takes.
+  HWY_INLINE DotGroup GroupTable(int64_t idx) const {
+    const DF df;
     const VI z =
         hn::Set(DI(), kZp == ZeroPointKind::kInteger ? job_.zp_int[idx] : plan_.code_offset);
-    return UnitTable(z, job_.scale[idx], kZp == ZeroPointKind::kFloat ? job_.zp_float[idx] : 0.0f);
+    const float zf = kZp == ZeroPointKind::kFloat ? job_.zp_float[idx] : 0.0f;
+    DotGroup g{hn::Zero(df), hn::Set(df, job_.scale[idx]), hn::Set(df, zf), z};
+    if constexpr (kTable) g.t = UnitTable(z, job_.scale[idx], zf);
+    return g;
   }
   using Loader = L;
   const CodeRef& Code() const { return job_.code; }
-  // Values of elements k .. k+2N-1 (k as CanDot allows) from table t.
-  HWY_INLINE void UnitValues(VF t, int64_t k, VF* v0, VF* v1) const {
+  // Values of elements k .. k+2N-1 (k as CanDot allows) of group g.
+  HWY_INLINE void UnitValues(const DotGroup& g, int64_t k, VF* v0, VF* v1) const {
+    constexpr int64_t kN = static_cast<int64_t>(hn::MaxLanes(DF()));
+    if constexpr (!kTable) {
+      *v0 = Arith(Decode(L::Load(job_.code, k)), g.s, g.z, g.zf);
+      *v1 = Arith(Decode(L::Load(job_.code, k + kN)), g.s, g.z, g.zf);
+      return;
+    }
+    const VF t = g.t;
     VI lo, hi;
     if constexpr (HasLoadLow2<L>::value) {
       L::LoadLow2(job_.code, k, &lo, &hi);
     } else if constexpr (HasLoadLow<L>::value) {
       lo = L::LoadLow(job_.code, k);
-      hi = L::LoadLow(job_.code, k + static_cast<int64_t>(hn::MaxLanes(DF())));
+      hi = L::LoadLow(job_.code, k + kN);
     } else {
       lo = L::Load(job_.code, k);
-      hi = L::Load(job_.code, k + static_cast<int64_t>(hn::MaxLanes(DF())));
+      hi = L::Load(job_.code, k + kN);
     }
     // (vpermps reads an index's low 4 bits: the raw codes' upper bits are
     // never looked at.)
@@ -1205,7 +1217,8 @@ struct BlockChunk<L, std::enable_if_t<L::kBlockParams>> {
 // once (ks: the weight rows' kernels, each CanDot(k0, k1)): x is X row 0's
 // activation of element k0, X row i at x + i * ldx; the partial sums of
 // (X row i, weight row r) at p + i * ldp + r * 16. Per unit and weight row:
-// the unit's 2N values by the group's table (the values Run writes), then
+// the unit's 2N values by the group's table or the contract's arithmetic
+// (UnitValues: the values Run writes), then
 // for each row of X x0 * v0 and x1 * v1 added in that order — lane l of a
 // vector is partial sum (k - k0 + l) % 16, so this is AccumulateDotRows's
 // order exactly. kRows weight rows interleaved: each product's sums are one
@@ -1228,7 +1241,7 @@ HWY_INLINE void DotUnits(const K* ks, int64_t k0, int64_t k1, const float* x, in
   const int64_t length = ks[0].GroupLength(), step = ks[0].GroupStep();
   int64_t end = length == 0 ? k1 : std::min(k1, (k0 / length + 1) * length);
   for (int64_t k = k0; k < k1; end = std::min(k1, end + length)) {
-    VF t[kRows];
+    typename K::DotGroup t[kRows];
     for (int r = 0; r < kRows; ++r) {
       t[r] = ks[r].GroupTable(idx[r]);
       idx[r] += step;
@@ -1236,13 +1249,13 @@ HWY_INLINE void DotUnits(const K* ks, int64_t k0, int64_t k1, const float* x, in
     for (; k < end; k += 2 * kN) {
       const float* const xk = x + (k - k0);
       VF v0[kRows], v1[kRows];
-      if constexpr (kRows == 4 && HasLoadLow2Rows4<typename K::Loader>::value) {
+      if constexpr (K::kTable && kRows == 4 && HasLoadLow2Rows4<typename K::Loader>::value) {
         // (the four rows' codes from shared loads: rows r0 .. r0 + 3)
         hn::Vec<hn::RebindToSigned<KernelTag>> lo[4], hi[4];
         K::Loader::LoadLow2Rows4(ks[0].Code(), k, lo, hi);
         for (int r = 0; r < kRows; ++r) {
-          v0[r] = VF{_mm512_permutexvar_ps(lo[r].raw, t[r].raw)};
-          v1[r] = VF{_mm512_permutexvar_ps(hi[r].raw, t[r].raw)};
+          v0[r] = VF{_mm512_permutexvar_ps(lo[r].raw, t[r].t.raw)};
+          v1[r] = VF{_mm512_permutexvar_ps(hi[r].raw, t[r].t.raw)};
         }
       } else {
         for (int r = 0; r < kRows; ++r) ks[r].UnitValues(t[r], k, &v0[r], &v1[r]);
@@ -1260,8 +1273,8 @@ HWY_INLINE void DotUnits(const K* ks, int64_t k0, int64_t k1, const float* x, in
   }
 }
 
-// Plan::dot for rows [r0, r1), columns [c0, c1) (kernels with a table:
-// RowKernel::kTable), four rows at a time. chunk_job / row_job: RunRows's
+// Plan::dot for rows [r0, r1), columns [c0, c1) (the row kernels' float32
+// instantiation), four rows at a time. chunk_job / row_job: RunRows's
 // jobs (block layouts by chunks of their parameters, others by row).
 // Returns false, having done nothing, where a row cannot (CanDot).
 template <class L, CodeKind kCode, ZeroPointKind kZp, class ChunkJob, class RowJobOf>
@@ -1271,6 +1284,11 @@ HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
   using Chunk = BlockChunk<L>;
   constexpr int kRows = 4;
   const Plan::Dot& dot = *plan.dot;
+  // Without a table (the contract's arithmetic per unit: a scale and zero
+  // points per weight row) only one row of X: with more the four rows'
+  // parameters and sums outgrow the registers (measured slower than the
+  // tile).
+  if (!K::kTable && dot.m > 1) return false;
   const int64_t ldp = (r1 - r0) * 16;  // between rows of X's sums
   // Weight rows [r, r + rows) over [k0, k1) from their jobs, with every
   // row of X: four at a time, the others one by one (the weight rows'
@@ -1494,8 +1512,9 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
     }
   };
 #if HWY_TARGET <= HWY_AVX3
-  if constexpr (kOut == OutType::kF32 && RowKernel<L, kCode, kZp, kOut>::kTable &&
-                !std::is_same_v<L, AwqColumns>) {
+  if constexpr (kOut == OutType::kF32 &&
+                (RowKernel<L, kCode, kZp, kOut>::kTable || L::kWholeCodes) &&
+                !std::is_same_v<L, AwqColumns>) {  // (CanDot's kinds: others never fuse)
     if (plan.dot != nullptr && FusedDot<L, kCode, kZp>(plan, r0, r1, c0, c1, chunk_job, row_job)) {
       *plan.dot->done = true;
       return;

@@ -14,9 +14,9 @@
 //  - BlockBytes64: 64 codes of a two-plane block type (Q6_K) assembled in
 //    byte lanes (16-bit variable shifts and byte masks).
 //  - GridGroups<D>::Fill: a grid i-quant block's groups (indices from
-//    their bit fields, vpgatherdq / vpgatherdd from the grid, the sign
-//    parity, the scales) in 16-lane vectors; Highway 1.0.3 has no 64-bit
-//    gather from 32-bit indices nor byte-masked subtraction.
+//    their bit fields, vpgatherdq / vpgatherdd from the grid or its index
+//    grid, the sign parity, the scales) in 16-lane vectors; Highway 1.0.3
+//    has no 64-bit gather from 32-bit indices nor byte-masked arithmetic.
 //  - Transpose16x16 / ColumnNibbleTiles / GptqBlockTiles: the in-register
 //    transposes and 16-bit table lookups of the GPTQ / AWQ [N, K] kernels (Highway 1.0.3
 //    has no 128-bit-block shuffles of two vectors and no 16-bit

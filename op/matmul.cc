@@ -54,13 +54,14 @@ T* Grow(std::vector<T>* v, size_t n) {
   return v->data();
 }
 
-// Whether the kernels fuse the dot of one row of X with w's values
-// (Plan::dot): asked on view row `row` (W's first), its first 256 values.
-bool FusedDotProbe(const Dequantizer& w, int64_t row, const float* x) {
+// Whether the kernels fuse the dot of m (<= 4) rows of X (x, leading
+// dimension ldx) with w's values (Plan::dot): asked on view row `row` (W's
+// first), its first 256 values.
+bool FusedDotProbe(const Dequantizer& w, int64_t row, const float* x, int64_t m, int64_t ldx) {
   const int64_t n = std::min<int64_t>(256, w.cols());
-  alignas(64) float sums[16] = {}, values[256];
+  alignas(64) float sums[4 * 16] = {}, values[256];
   bool done = false;
-  const Plan::Dot dot{x, 1, 0, sums, &done};
+  const Plan::Dot dot{x, m, ldx, sums, &done};
   Plan p = w.plan();
   p.dot = &dot;
   DequantizeTile(p, row, row + 1, 0, n, values, n);
@@ -302,7 +303,7 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // one thread, 4096 x 4096, M = 1): see docs/embedding.md.
   const bool fused = ((m <= 4 && !columns) || (m == 1 && layout == Layout::kGptqColumns)) &&
                      !across && wt == OutType::kF32 && !w.plan().Staged() && k % 32 == 0 &&
-                     FusedDotProbe(w, row_base, xf);
+                     FusedDotProbe(w, row_base, xf, m, k);
   const bool l1_rows = !fused && !across && !columns && w.plan().axis_group == nullptr && m <= 4 &&
                        k > 8192 && CpuIsIntel();
   const int64_t chunk_rows = fused     ? 64
