@@ -295,7 +295,8 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // dot (kernels/plan.h Plan::dot) where they have one — the values are
   // decoded in registers and never stored (AVX-512, 4-bit codes looked up
   // in a group's table: PMX / ONNX / MatMulNBits int4, compressed-tensors,
-  // bitsandbytes, GGUF Q4_0 / Q4_1 / Q4_K / IQ4_NL / IQ4_XS / MXFP4; GPTQ
+  // bitsandbytes, GGUF Q4_0 / Q4_1 / Q4_K / IQ4_NL / IQ4_XS / MXFP4; whole
+  // byte / 16-bit codes (int8, FP8) by arithmetic at M = 1 only; GPTQ
   // [N, K] words at M = 1 only: measured no faster at M = 4; rows whose K
   // is a multiple of 32). Asked on the first row's first 256 values; a
   // tile the kernels decline later is written and multiplied as below.
