@@ -98,10 +98,8 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
       Read(b);
       const DF df;
       const VF p = hn::Mul(hn::Set(df, g_.scale[0]), hn::Set(df, 1.0f));
-      const __m128i t = _mm256_castsi256_si128(
-          OutBits16<kOut, true>(hn::IfThenElse(hn::FirstN(df, 1), p, hn::Neg(p)), bf16_hw).raw);
-      pos_ = _mm512_broadcastw_epi16(t);
-      neg_ = _mm512_broadcastw_epi16(_mm_srli_epi32(t, 16));
+      SplitPair16(OutBits16<kOut, true>(hn::IfThenElse(hn::FirstN(df, 1), p, hn::Neg(p)), bf16_hw),
+                  &pos_, &neg_);
     }
   }
   template <OutType kOut>
@@ -136,14 +134,10 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
         const VF delta = hn::TableLookupLanes(hn::LoadU(df, g_.delta + e / 8), group);
         table = hn::Mul(scale, hn::Add(value, delta));  // At: scale * (float(q) + delta)
       }
-      const __m512i t16 = _mm512_zextsi256_si512(OutBits16<kOut, true>(table, bf16_hw_).raw);
-      const __m512i idx = _mm512_cvtepu8_epi16(_mm256_loadu_si256(
-          reinterpret_cast<const __m256i*>(reinterpret_cast<const uint8_t*>(g_.grid) + e)));
-      return _mm512_permutexvar_epi16(idx, t16);
+      return LookupHalves32(HalfTable16(OutBits16<kOut, true>(table, bf16_hw_)),
+                            reinterpret_cast<const uint8_t*>(g_.grid) + e);
     } else {
-      __mmask32 m;
-      std::memcpy(&m, g_.signs + e / 8, 4);
-      return _mm512_mask_blend_epi16(m, pos_, neg_);
+      return BlendHalves32(g_.signs + e / 8, pos_, neg_);
     }
   }
 #endif
@@ -227,7 +221,7 @@ class BlockVectors<D, std::enable_if_t<std::is_same_v<D, GgufTQ1_0>>> {
     const hn::RebindToSigned<DF> di;
     const VF v =
         hn::Mul(hn::ConvertTo(df, hn::Sub(hn::Iota(di, 0), hn::Set(di, 1))), hn::Set(df, d_));
-    table_ = _mm512_zextsi256_si512(OutBits16<kOut, true>(v, bf16_hw).raw);
+    table_ = HalfTable16(OutBits16<kOut, true>(v, bf16_hw));
     const uint8_t* qs = b + offsetof(GgufTQ1_0::Block, qs);
     std::memcpy(mid_, qs + 32, 16);
     std::memcpy(mid_ + 16, qs + 32, 16);

@@ -6,8 +6,9 @@
 //    exactly like BF16FromF32, 2-3x faster than the integer-lane rounding.
 //    Chosen at run time (CpuHasAvx512Bf16, the CPU's own flag: Highway's
 //    dispatch does not detect this extension).
-//  - PermuteHalves: a 32 x 16-bit table lookup (vpermw); Highway 1.0.3's
-//    TableLookupLanes has no 16-bit lanes.
+//  - PermuteHalves / LookupHalves32 / BlendHalves32: 32 x 16-bit table
+//    lookups (vpermw) and blends; Highway 1.0.3's TableLookupLanes has no
+//    16-bit lanes.
 //  - BlockTable16 / BlockCodes32 / BlockTableRun: 32-entry 16-bit tables
 //    of the small-code ggml block types (vpermw again, byte-mask tests of
 //    bit planes, masked 16-bit adds).
@@ -145,6 +146,30 @@ HWY_INLINE hn::Vec<hn::Rebind<uint16_t, hn::ScalableTag<float>>> OutBits16(
 template <class V>
 HWY_INLINE V PermuteHalves(V table, V idx) {
   return V{_mm512_permutexvar_epi16(idx.raw, table.raw)};
+}
+
+// 16-bit tables of few values (the decoded layouts' Out16,
+// kernels/dequantize_decoded.cc): a table from 16 output bits (lanes
+// 16-31 zero), the 32 lanes of `table` selected by the 32 bytes at idx
+// (each < 32: vpmovzxbw, vpermw), and 32 lanes of b where bit i of the 4
+// bytes at bits is set, else a (lane i taking lane 0 / 1 of `pair`).
+HWY_INLINE __m512i HalfTable16(hn::Vec<hn::Rebind<uint16_t, hn::ScalableTag<float>>> h) {
+  return _mm512_zextsi256_si512(h.raw);
+}
+HWY_INLINE __m512i LookupHalves32(__m512i table, const uint8_t* idx) {
+  return _mm512_permutexvar_epi16(
+      _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(idx))), table);
+}
+HWY_INLINE void SplitPair16(hn::Vec<hn::Rebind<uint16_t, hn::ScalableTag<float>>> pair, __m512i* a,
+                            __m512i* b) {
+  const __m128i t = _mm256_castsi256_si128(pair.raw);
+  *a = _mm512_broadcastw_epi16(t);
+  *b = _mm512_broadcastw_epi16(_mm_srli_epi32(t, 16));
+}
+HWY_INLINE __m512i BlendHalves32(const uint8_t* bits, __m512i a, __m512i b) {
+  __mmask32 m;
+  std::memcpy(&m, bits, 4);
+  return _mm512_mask_blend_epi16(m, a, b);
 }
 
 // v0 (16 lanes) then v1 as 32 output bits (kF16 / kBF16), each rounded
