@@ -12,6 +12,8 @@
 //   Row(plan, r)    the CodeRef of row r of the plan's 2-D view
 //   Phase(c)        see Align (non-zero only for odd-start dense nibbles)
 //   Scalar(c, k)    raw code of element k of the row
+//   Address(c, k)   (optional) the byte holding element k's code: for
+//                   fetching rows ahead (the fused dot), never read
 //   Load(c, k)      raw codes of elements k .. k+N-1 (int32 lanes)
 //   Load16(c, k)    (kNibbles) raw codes of elements k .. k+2N-1 (u16 lanes,
 //                   each < 16: a 16-entry table lookup needs no masking)
@@ -26,6 +28,10 @@
 //   LoadLow2(c, k, lo, hi) (optional, AVX-512, kNibbles) LoadLow of
 //                   elements k .. k+N-1 into *lo and k+N .. k+2N-1 into *hi,
 //                   from one load
+//   LoadDot(c, k, lo, hi) (optional, AVX-512, kNibbles) LoadLow2 in the
+//                   loader's lane order kDotOrder (a 16-entry array): lane
+//                   l of *lo holds element k + kDotOrder[l], of *hi
+//                   k + N + kDotOrder[l]
 // Inputs are read with unaligned loads only, never beyond the codes of the
 // elements asked for (block layouts: beyond the block holding them).
 #if defined(NIBBLE_KERNELS_CODE_LOADERS_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -98,6 +104,21 @@ struct LoaderTypes {
   // slower fused than through the tile).
   static constexpr bool kWholeCodes = false;
 };
+
+#if HWY_TARGET <= HWY_AVX3
+// The fused dot's lane orders (LoadDot; the row kernel's DotUnits permutes
+// X and its partial sums to match): lane l of a 16-lane vector holds
+// element kDotOrder[l] of the 16.
+// 16 nibbles in 8 bytes, the 8 bytes broadcast to every 64-bit lane and
+// lane q rotated right by 4q bits: lane 2q (the low half) holds element q,
+// lane 2q + 1 element q + 8.
+constexpr int32_t kDotOrder8Bytes[16] = {0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15};
+// 16 nibbles, one in each of 16 bytes, the 16 bytes broadcast to every
+// 128-bit lane and 64-bit lane q rotated right by 8 (q / 2) bits: lane 2q
+// holds element 8 (q % 2) + q / 2, lane 2q + 1 element 8 (q % 2) + q / 2 + 4
+// (a 4 x 4 transpose).
+constexpr int32_t kDotOrder16Bytes[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
+#endif
 
 // Shift of the nibble of element k % 8 of a word, repeated so that
 // table + (k % 8) covers 16 lanes.
@@ -185,6 +206,9 @@ struct DenseNibblesOf : LoaderTypes {
     return {plan.codes + e0 / 2, 0, (e0 & 1) != 0, 0};
   }
   static int64_t Phase(const CodeRef& c) { return c.odd_start ? 1 : 0; }
+  static const uint8_t* Address(const CodeRef& c, int64_t k) {
+    return c.codes + (k + (c.odd_start ? 1 : 0)) / 2;
+  }
   static uint32_t Scalar(const CodeRef& c, int64_t k) {
     const int64_t e = k + (c.odd_start ? 1 : 0);
     return (uint32_t{c.codes[e / 2]} >> (4 * ((e % 2) ^ (kHighFirst ? 1 : 0)))) & 0xFu;
@@ -203,6 +227,22 @@ struct DenseNibblesOf : LoaderTypes {
     const __m128i b = kHighFirst ? _mm_unpackhi_epi8(y, x) : _mm_unpackhi_epi8(x, y);
     *lo = VI{_mm512_cvtepu8_epi32(a)};
     *hi = VI{_mm512_cvtepu8_epi32(b)};
+  }
+  // Each 8 bytes (16 codes) broadcast to the 8 64-bit lanes (a load, no
+  // shuffle) and lane q rotated right by 4q bits (4(q ^ 1) high nibble
+  // first): bits 0-3 of its low half then hold element q, of its high half
+  // element q + 8; no work on the shuffle port.
+  static constexpr const int32_t* kDotOrder = kDotOrder8Bytes;
+  static HWY_INLINE void LoadDot(const CodeRef& c, int64_t k, VI* lo, VI* hi) {
+    const int64_t e = k + (c.odd_start ? 1 : 0);  // even, >= 0
+    const uint8_t* p = c.codes + (e >> 1);
+    uint64_t a, b;
+    std::memcpy(&a, p, 8);
+    std::memcpy(&b, p + 8, 8);
+    const __m512i rot = kHighFirst ? _mm512_set_epi64(24, 28, 16, 20, 8, 12, 0, 4)
+                                   : _mm512_set_epi64(28, 24, 20, 16, 12, 8, 4, 0);
+    *lo = VI{_mm512_rorv_epi64(_mm512_set1_epi64(static_cast<long long>(a)), rot)};
+    *hi = VI{_mm512_rorv_epi64(_mm512_set1_epi64(static_cast<long long>(b)), rot)};
   }
   // The 16 bytes widened to 16-bit lanes, each lane copied to the two lanes
   // of its byte's codes (one word permute), the second shifted down by 4.
@@ -254,6 +294,7 @@ struct DenseBytes : LoaderTypes {
     return {plan.codes + r * plan.cols(), 0, false, 0};
   }
   static int64_t Phase(const CodeRef&) { return 0; }
+  static const uint8_t* Address(const CodeRef& c, int64_t k) { return c.codes + k; }
   static uint32_t Scalar(const CodeRef& c, int64_t k) { return c.codes[k]; }
   static HWY_INLINE VI Load(const CodeRef& c, int64_t k) {
     const DI di;
@@ -277,6 +318,7 @@ struct DenseHalves : LoaderTypes {
     return {plan.codes + 2 * r * plan.cols(), 0, false, 0};
   }
   static int64_t Phase(const CodeRef&) { return 0; }
+  static const uint8_t* Address(const CodeRef& c, int64_t k) { return c.codes + 2 * k; }
   static uint32_t Scalar(const CodeRef& c, int64_t k) {
     uint16_t h;
     std::memcpy(&h, c.codes + 2 * k, 2);
@@ -308,6 +350,9 @@ struct PmxWords : LoaderTypes {
     return {plan.codes + ((d / p) * rr + j) * (p / 2), static_cast<int>(4 * (d % p)), false, 0};
   }
   static int64_t Phase(const CodeRef&) { return 0; }
+  static const uint8_t* Address(const CodeRef& c, int64_t k) {
+    return c.codes + k * (kWordBits / 8);
+  }
   static uint32_t Scalar(const CodeRef& c, int64_t k) {
     if (kWordBits == 16) {
       uint16_t w;
@@ -376,6 +421,7 @@ struct AwqWords : LoaderTypes {
     return {plan.codes + (r * plan.cols() / 8) * 4, 0, false, 0};
   }
   static int64_t Phase(const CodeRef&) { return 0; }
+  static const uint8_t* Address(const CodeRef& c, int64_t k) { return c.codes + (k / 8) * 4; }
   static uint32_t Scalar(const CodeRef& c, int64_t k) {
     const uint8_t nib = kAwqNibbleOrder[k % 8];
     return (uint32_t{c.codes[(k / 8) * 4 + nib / 2]} >> (4 * (nib % 2))) & 0xFu;
@@ -494,6 +540,32 @@ struct BlockLowLoads<D, true> {
           _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16)));
       *lo = VI{_mm512_srlv_epi32(x, sh)};
       *hi = VI{_mm512_srlv_epi32(y, sh)};
+    }
+  }
+  // LoadLow2's codes in kDotOrder16Bytes: each 16 bytes broadcast to the
+  // four 128-bit lanes (a load, no shuffle) and 64-bit lane q rotated right
+  // by 8 (q / 2) bits, plus the nibble shift (span N: 4 for the high
+  // nibbles; span >= 2N: the plane's) — no work on the shuffle port.
+  static constexpr const int32_t* kDotOrder = kDotOrder16Bytes;
+  static HWY_INLINE void LoadDot(const CodeRef& c, int64_t k, VI* lo, VI* hi) {
+    constexpr CodePlane pl = D::kPlanes[0];
+    constexpr uint64_t kRun = pl.run, kSpan = pl.span();
+    constexpr uint64_t kElems = static_cast<uint64_t>(D::kBlockElems);
+    alignas(64) static constexpr uint64_t kRot[2][8] = {{0, 0, 8, 8, 16, 16, 24, 24},
+                                                        {4, 4, 12, 12, 20, 20, 28, 28}};
+    const uint64_t u = static_cast<uint64_t>(k), p = u % kElems, q = p % kRun;
+    const uint8_t* b = c.codes + (u / kElems) * static_cast<uint64_t>(D::kBytes) + pl.at +
+                       (p / kRun) * kSpan + q % kSpan;
+    const __m512i x = _mm512_broadcast_i64x2(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+    if constexpr (kSpan == 16) {
+      *lo = VI{_mm512_rorv_epi64(x, _mm512_load_si512(kRot[0]))};
+      *hi = VI{_mm512_rorv_epi64(x, _mm512_load_si512(kRot[1]))};
+    } else {
+      const __m512i rot = _mm512_load_si512(kRot[q / kSpan]);
+      const __m512i y =
+          _mm512_broadcast_i64x2(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16)));
+      *lo = VI{_mm512_rorv_epi64(x, rot)};
+      *hi = VI{_mm512_rorv_epi64(y, rot)};
     }
   }
 };

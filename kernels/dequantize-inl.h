@@ -97,6 +97,25 @@ struct HasLoadLow2 : std::false_type {};
 template <class L>
 struct HasLoadLow2<L, std::void_t<decltype(&L::LoadLow2)>> : std::true_type {};
 
+// Whether loader L has the optional LoadDot.
+template <class L, class = void>
+struct HasLoadDot : std::false_type {};
+template <class L>
+struct HasLoadDot<L, std::void_t<decltype(&L::LoadDot)>> : std::true_type {};
+
+#if HWY_TARGET <= HWY_AVX3
+// Loader L's kDotOrder where it has LoadDot, else element order.
+constexpr int32_t kDotOrderIdentity[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+template <class L>
+constexpr const int32_t* DotOrderOf() {
+  if constexpr (HasLoadDot<L>::value) {
+    return L::kDotOrder;
+  } else {
+    return kDotOrderIdentity;
+  }
+}
+#endif
+
 // Whether loader L has the optional LoadLow2Rows4.
 template <class L, class = void>
 struct HasLoadLow2Rows4 : std::false_type {};
@@ -550,7 +569,11 @@ class RowKernel {
   }
   using Loader = L;
   const CodeRef& Code() const { return job_.code; }
-  // Values of elements k .. k+2N-1 (k as CanDot allows) of group g.
+  // Whether UnitValues gives the values in the loader's kDotOrder (its
+  // LoadDot) rather than in element order.
+  static constexpr bool kDotOrdered = kTable && HasLoadDot<L>::value;
+  // Values of elements k .. k+2N-1 (k as CanDot allows) of group g, in
+  // element order or (kDotOrdered) in L::kDotOrder.
   HWY_INLINE void UnitValues(const DotGroup& g, int64_t k, VF* v0, VF* v1) const {
     constexpr int64_t kN = static_cast<int64_t>(hn::MaxLanes(DF()));
     if constexpr (!kTable) {
@@ -560,7 +583,9 @@ class RowKernel {
     }
     const VF t = g.t;
     VI lo, hi;
-    if constexpr (HasLoadLow2<L>::value) {
+    if constexpr (kDotOrdered) {
+      L::LoadDot(job_.code, k, &lo, &hi);
+    } else if constexpr (HasLoadLow2<L>::value) {
       L::LoadLow2(job_.code, k, &lo, &hi);
     } else if constexpr (HasLoadLow<L>::value) {
       lo = L::LoadLow(job_.code, k);
@@ -1213,6 +1238,29 @@ struct BlockChunk<L, std::enable_if_t<L::kBlockParams>> {
 };
 
 #if HWY_TARGET <= HWY_AVX3
+// Lines DotUnits fetches ahead while it runs (the next weight rows' codes
+// of the same columns): up to four byte ranges, spread evenly over its
+// units, so that the loop never waits on a full set of line fill buffers.
+struct DotPrefetch {
+  const uint8_t* at[4] = {};
+  const uint8_t* end[4] = {};
+  int ranges = 0;
+  // Adds [begin, begin + bytes) unless empty or where the last range
+  // begins (rows sharing their words).
+  void Add(const uint8_t* begin, int64_t bytes) {
+    if (bytes <= 0 || ranges == 4 || (ranges > 0 && begin == at[ranges - 1])) return;
+    at[ranges] =
+        reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(begin) & ~uintptr_t{63});
+    end[ranges] = begin + bytes;
+    ++ranges;
+  }
+  int64_t Lines() const {
+    int64_t n = 0;
+    for (int i = 0; i < ranges; ++i) n += (end[i] - at[i] + 63) / 64;
+    return n;
+  }
+};
+
 // Plan::dot over elements [k0, k1) of kRows weight rows and kM rows of X at
 // once (ks: the weight rows' kernels, each CanDot(k0, k1)): x is X row 0's
 // activation of element k0, X row i at x + i * ldx; the partial sums of
@@ -1221,18 +1269,27 @@ struct BlockChunk<L, std::enable_if_t<L::kBlockParams>> {
 // (UnitValues: the values Run writes), then
 // for each row of X x0 * v0 and x1 * v1 added in that order — lane l of a
 // vector is partial sum (k - k0 + l) % 16, so this is AccumulateDotRows's
-// order exactly. kRows weight rows interleaved: each product's sums are one
-// chain of dependent additions.
+// order exactly. Where UnitValues gives its values in the loader's
+// kDotOrder (K::kDotOrdered), X's vectors and the partial sums are permuted
+// the same way (lane l then holds partial sum kDotOrder[l]: the same additions in
+// the same order, so the same bits). kRows weight rows interleaved: each
+// product's sums are one chain of dependent additions.
 template <int kRows, int kM, class K>
 HWY_INLINE void DotUnits(const K* ks, int64_t k0, int64_t k1, const float* x, int64_t ldx, float* p,
-                         int64_t ldp) {
+                         int64_t ldp, DotPrefetch pf) {
   const KernelTag df;
   using VF = hn::Vec<KernelTag>;
   constexpr int64_t kN = static_cast<int64_t>(hn::MaxLanes(KernelTag()));
   static_assert(kN == 16, "one vector of partial sums per product");
+  const hn::RebindToSigned<KernelTag> di;
+  const int32_t* const dot_order = DotOrderOf<typename K::Loader>();
+  const auto order = hn::IndicesFromVec(df, hn::LoadU(di, dot_order));
+  // v's 16 values (element order) in kDotOrder where K::kDotOrdered: lane l
+  // from lane kDotOrder[l].
+  auto in = [&](VF v) HWY_ATTR { return K::kDotOrdered ? hn::TableLookupLanes(v, order) : v; };
   VF acc[kM][kRows];
   for (int i = 0; i < kM; ++i) {
-    for (int r = 0; r < kRows; ++r) acc[i][r] = hn::LoadU(df, p + i * ldp + r * kN);
+    for (int r = 0; r < kRows; ++r) acc[i][r] = in(hn::LoadU(df, p + i * ldp + r * kN));
   }
   // The groups' parameter indices step along (no division per group: the
   // groups of ggml's blocks are one unit long).
@@ -1240,6 +1297,10 @@ HWY_INLINE void DotUnits(const K* ks, int64_t k0, int64_t k1, const float* x, in
   for (int r = 0; r < kRows; ++r) idx[r] = ks[r].GroupIndex(k0);
   const int64_t length = ks[0].GroupLength(), step = ks[0].GroupStep();
   int64_t end = length == 0 ? k1 : std::min(k1, (k0 / length + 1) * length);
+  // pf's lines: per_unit at each unit, range by range.
+  const int64_t units = (k1 - k0) / (2 * kN);
+  const int64_t per_unit = units == 0 ? 0 : (pf.Lines() + units - 1) / units;
+  int range = 0;
   for (int64_t k = k0; k < k1; end = std::min(k1, end + length)) {
     typename K::DotGroup t[kRows];
     for (int r = 0; r < kRows; ++r) {
@@ -1248,6 +1309,11 @@ HWY_INLINE void DotUnits(const K* ks, int64_t k0, int64_t k1, const float* x, in
     }
     for (; k < end; k += 2 * kN) {
       const float* const xk = x + (k - k0);
+      for (int64_t j = 0; j < per_unit && range < pf.ranges; ++j) {
+        hwy::Prefetch(pf.at[range]);
+        pf.at[range] += 64;
+        if (pf.at[range] >= pf.end[range]) ++range;
+      }
       VF v0[kRows], v1[kRows];
       if constexpr (K::kTable && kRows == 4 && HasLoadLow2Rows4<typename K::Loader>::value) {
         // (the four rows' codes from shared loads: rows r0 .. r0 + 3)
@@ -1260,16 +1326,33 @@ HWY_INLINE void DotUnits(const K* ks, int64_t k0, int64_t k1, const float* x, in
       } else {
         for (int r = 0; r < kRows; ++r) ks[r].UnitValues(t[r], k, &v0[r], &v1[r]);
       }
+      VF x0[kM], x1[kM];
+      for (int i = 0; i < kM; ++i) {
+        x0[i] = in(hn::LoadU(df, xk + i * ldx));
+        x1[i] = in(hn::LoadU(df, xk + i * ldx + kN));
+      }
       for (int r = 0; r < kRows; ++r) {
         for (int i = 0; i < kM; ++i) {
-          acc[i][r] = hn::Add(acc[i][r], hn::Mul(hn::LoadU(df, xk + i * ldx), v0[r]));
-          acc[i][r] = hn::Add(acc[i][r], hn::Mul(hn::LoadU(df, xk + i * ldx + kN), v1[r]));
+          acc[i][r] = hn::Add(acc[i][r], hn::Mul(x0[i], v0[r]));
+          acc[i][r] = hn::Add(acc[i][r], hn::Mul(x1[i], v1[r]));
         }
       }
     }
   }
-  for (int i = 0; i < kM; ++i) {
-    for (int r = 0; r < kRows; ++r) hn::StoreU(acc[i][r], df, p + i * ldp + r * kN);
+  if constexpr (K::kDotOrdered) {
+    // (back to element order: lane kDotOrder[l] from lane l)
+    alignas(64) int32_t back[kN];
+    for (int64_t l = 0; l < kN; ++l) back[dot_order[l]] = static_cast<int32_t>(l);
+    const auto out = hn::IndicesFromVec(df, hn::Load(di, back));
+    for (int i = 0; i < kM; ++i) {
+      for (int r = 0; r < kRows; ++r) {
+        hn::StoreU(hn::TableLookupLanes(acc[i][r], out), df, p + i * ldp + r * kN);
+      }
+    }
+  } else {
+    for (int i = 0; i < kM; ++i) {
+      for (int r = 0; r < kRows; ++r) hn::StoreU(acc[i][r], df, p + i * ldp + r * kN);
+    }
   }
 }
 
@@ -1293,8 +1376,9 @@ HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
   // Weight rows [r, r + rows) over [k0, k1) from their jobs, with every
   // row of X: four at a time, the others one by one (the weight rows'
   // codes are then in L1).
-  auto rows_dot = [&](const RowJob* jobs, int64_t r, int64_t rows, int64_t k0,
-                      int64_t k1) HWY_ATTR {
+  // pf: lines to fetch meanwhile (by the first pass over X's rows).
+  auto rows_dot = [&](const RowJob* jobs, int64_t r, int64_t rows, int64_t k0, int64_t k1,
+                      const DotPrefetch& pf) HWY_ATTR {
     // kR weight rows from ks, their sums from p.
     auto with_x = [&](const K* ks, auto rows_c, float* p) HWY_ATTR {
       constexpr int kR = decltype(rows_c)::value;
@@ -1302,11 +1386,13 @@ HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
       int64_t i = 0;
       if constexpr (kR == kRows) {  // (one weight row: X row by row)
         for (; i + 4 <= dot.m; i += 4) {
-          DotUnits<kR, 4>(ks, k0, k1, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp);
+          DotUnits<kR, 4>(ks, k0, k1, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp,
+                          i == 0 ? pf : DotPrefetch());
         }
       }
       for (; i < dot.m; ++i) {
-        DotUnits<kR, 1>(ks, k0, k1, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp);
+        DotUnits<kR, 1>(ks, k0, k1, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp,
+                        i == 0 ? pf : DotPrefetch());
       }
     };
     float* const p = dot.sums + (r - r0) * 16;
@@ -1319,6 +1405,9 @@ HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
       with_x(one, std::integral_constant<int, 1>(), p + j * 16);
     }
   };
+  // The view's rows after [r, r + kRows) (the next four, those of the
+  // next tile past r1 too).
+  const int64_t rows_all = plan.rows();
   if constexpr (L::kBlockParams) {
     // Every chunk starts at c0 or a multiple of Chunk::kElems (of the unit)
     // and a block layout's rows at a block: CanDot over [c0, c1) with the
@@ -1345,11 +1434,11 @@ HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
         using Desc = typename L::Desc;
         const int64_t b0 = x0 / Desc::kBlockElems;
         const int64_t bytes = (x1 - x0 + Desc::kBlockElems - 1) / Desc::kBlockElems * Desc::kBytes;
-        for (int64_t i = r + kRows; i < std::min(r1, r + 2 * kRows); ++i) {
-          const uint8_t* next = L::Row(plan, i).codes + b0 * Desc::kBytes;
-          for (int64_t o = 0; o < bytes; o += 64) hwy::Prefetch(next + o);
+        DotPrefetch pf;
+        for (int64_t i = r + kRows; i < std::min(rows_all, r + 2 * kRows); ++i) {
+          pf.Add(L::Row(plan, i).codes + b0 * Desc::kBytes, bytes);
         }
-        rows_dot(jobs, r, rows, x0, x1);
+        rows_dot(jobs, r, rows, x0, x1, pf);
         x0 = x1;
       }
     }
@@ -1376,7 +1465,7 @@ HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
             hwy::Prefetch(line + 4 * (re - rb) - 1);
           }
           for (int64_t r = rb; r < re; r += kRows) {
-            rows_dot(jobs + (r - rb), r, std::min<int64_t>(kRows, re - r), cc, ce);
+            rows_dot(jobs + (r - rb), r, std::min<int64_t>(kRows, re - r), cc, ce, DotPrefetch());
           }
         }
       }
@@ -1385,7 +1474,12 @@ HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
         const int64_t rows = std::min<int64_t>(kRows, r1 - r);
         RowJob jobs[kRows];
         for (int64_t i = 0; i < rows; ++i) jobs[i] = row_job(r + i);
-        rows_dot(jobs, r, rows, c0, c1);
+        DotPrefetch pf;
+        for (int64_t i = r + kRows; i < std::min(rows_all, r + 2 * kRows); ++i) {
+          const CodeRef next = L::Row(plan, i);
+          pf.Add(L::Address(next, c0), L::Address(next, c1) - L::Address(next, c0));
+        }
+        rows_dot(jobs, r, rows, c0, c1, pf);
       }
     }
   }

@@ -300,8 +300,11 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // [N, K] words at M = 1 only: measured no faster at M = 4; rows whose K
   // is a multiple of 32). Asked on the first row's first 256 values; a
   // tile the kernels decline later is written and multiplied as below.
-  // Tiles of 64 rows x K (x 4096 for K > 8192). Measured (Intel Xeon guest,
-  // one thread, 4096 x 4096, M = 1): see docs/embedding.md.
+  // Tiles of 64 rows x the whole of K (the kernels fetch the next rows
+  // while they run; at 4096 x 14336, M = 1 / 4, whole rows measured 1.0-1.1x
+  // the speed of chunks of 4096, `bench/results/2026-11-28-dot-order/`).
+  // Measured (Intel Xeon guest, one thread, 4096 x 4096, M = 1): see
+  // docs/embedding.md.
   const bool fused = ((m <= 4 && !columns) || (m == 1 && layout == Layout::kGptqColumns)) &&
                      !across && wt == OutType::kF32 && !w.plan().Staged() && k % 32 == 0 &&
                      FusedDotProbe(w, row_base, xf, m, k);
@@ -316,7 +319,7 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
                        ((m >= 2 || columns) && k * 4 * 8 > (int64_t{256} << 10));
   const int64_t block =
       chunked ? chunk_rows : std::clamp<int64_t>(tile_bytes / std::max<int64_t>(1, k * 4), 1, 256);
-  const int64_t chunk = fused     ? (k <= 8192 ? k : 4096)
+  const int64_t chunk = fused     ? k
                         : l1_rows ? 1024
                         : across  ? across_chunk
                         : chunked
