@@ -522,14 +522,21 @@ struct BlockLowLoads {};
 template <class D>
 struct BlockLowLoads<D, true> {
   using VI = LoaderTypes::VI;
-  static HWY_INLINE void LoadLow2(const CodeRef& c, int64_t k, VI* lo, VI* hi) {
-    constexpr CodePlane pl = D::kPlanes[0];
-    constexpr uint64_t kRun = pl.run, kSpan = pl.span();
-    static_assert(pl.bits == 4 && (kSpan == 16 || kSpan % 32 == 0), "span N or >= 2N");
+  static constexpr CodePlane kPlane = D::kPlanes[0];
+  static constexpr uint64_t kSpan = kPlane.span();
+  static_assert(kPlane.bits == 4 && (kSpan == 16 || kSpan % 32 == 0), "span N or >= 2N");
+  // The unit's first byte from k (a multiple of 2N); *q: k's offset in its
+  // run of the plane (q / kSpan: the nibble, low or high).
+  static HWY_INLINE const uint8_t* UnitBytes(const CodeRef& c, int64_t k, uint64_t* q) {
     constexpr uint64_t kElems = static_cast<uint64_t>(D::kBlockElems);
-    const uint64_t u = static_cast<uint64_t>(k), p = u % kElems, q = p % kRun;
-    const uint8_t* b = c.codes + (u / kElems) * static_cast<uint64_t>(D::kBytes) + pl.at +
-                       (p / kRun) * kSpan + q % kSpan;
+    const uint64_t u = static_cast<uint64_t>(k), p = u % kElems;
+    *q = p % kPlane.run;
+    return c.codes + (u / kElems) * static_cast<uint64_t>(D::kBytes) + kPlane.at +
+           (p / kPlane.run) * kSpan + *q % kSpan;
+  }
+  static HWY_INLINE void LoadLow2(const CodeRef& c, int64_t k, VI* lo, VI* hi) {
+    uint64_t q;
+    const uint8_t* b = UnitBytes(c, k, &q);
     const __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
     if constexpr (kSpan == 16) {
       *lo = VI{x};
@@ -548,14 +555,10 @@ struct BlockLowLoads<D, true> {
   // nibbles; span >= 2N: the plane's) — no work on the shuffle port.
   static constexpr const int32_t* kDotOrder = kDotOrder16Bytes;
   static HWY_INLINE void LoadDot(const CodeRef& c, int64_t k, VI* lo, VI* hi) {
-    constexpr CodePlane pl = D::kPlanes[0];
-    constexpr uint64_t kRun = pl.run, kSpan = pl.span();
-    constexpr uint64_t kElems = static_cast<uint64_t>(D::kBlockElems);
     alignas(64) static constexpr uint64_t kRot[2][8] = {{0, 0, 8, 8, 16, 16, 24, 24},
                                                         {4, 4, 12, 12, 20, 20, 28, 28}};
-    const uint64_t u = static_cast<uint64_t>(k), p = u % kElems, q = p % kRun;
-    const uint8_t* b = c.codes + (u / kElems) * static_cast<uint64_t>(D::kBytes) + pl.at +
-                       (p / kRun) * kSpan + q % kSpan;
+    uint64_t q;
+    const uint8_t* b = UnitBytes(c, k, &q);
     const __m512i x = _mm512_broadcast_i64x2(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
     if constexpr (kSpan == 16) {
       *lo = VI{_mm512_rorv_epi64(x, _mm512_load_si512(kRot[0]))};
