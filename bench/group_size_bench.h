@@ -44,6 +44,10 @@ struct BenchOptions {
   // "in_out": the [K, N] matrix (an ONNX MatMul's B, ONNX Runtime's
   // DequantizeLinear -> MatMul), multiplied as MatMulOptions::kInOut.
   std::string matmul_weight = "out_in";
+  // --matmul with the weight left in the caches between runs (no flush):
+  // the decode's own speed, as for a layer that stays cache-resident; the
+  // read yardstick is then a read from the caches too.
+  bool matmul_warm = false;
   // Real weights instead of the synthetic one: a checkpoint (GGUF file,
   // GPTQ/AWQ folder, safetensors, ...) and a regex picking the tensor (the
   // first large 2-D float or quantized weight by default). Loaded through

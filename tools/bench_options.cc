@@ -83,6 +83,9 @@ void AddBenchOptions(CLI::App* app, BenchOptions* o) {
                   "or in_out, the [K, N] B of an ONNX MatMul (x @ W)")
       ->check(CLI::IsMember({"out_in", "in_out"}))
       ->capture_default_str();
+  app->add_flag("--matmul-warm", o->matmul_warm,
+                "--matmul with the weight left in the caches between runs (no flush): the "
+                "decode's own speed; the read yardstick then reads from the caches too");
   app->add_flag("--store-sweep", o->store_sweep,
                 "Measure plain vs non-temporal stores by output size (one thread, f32, "
                 "int4x4 G=128) to place the streaming threshold");
