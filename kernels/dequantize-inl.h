@@ -1245,12 +1245,13 @@ struct DotPrefetch {
   const uint8_t* at[4] = {};
   const uint8_t* end[4] = {};
   int ranges = 0;
-  // Adds [begin, begin + bytes) unless empty or where the last range
-  // begins (rows sharing their words).
+  // Adds [begin, begin + bytes) from its line unless empty or from the
+  // last range's line (rows sharing their words).
   void Add(const uint8_t* begin, int64_t bytes) {
-    if (bytes <= 0 || ranges == 4 || (ranges > 0 && begin == at[ranges - 1])) return;
-    at[ranges] =
+    const uint8_t* const line =
         reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(begin) & ~uintptr_t{63});
+    if (bytes <= 0 || ranges == 4 || (ranges > 0 && line == at[ranges - 1])) return;
+    at[ranges] = line;
     end[ranges] = begin + bytes;
     ++ranges;
   }
