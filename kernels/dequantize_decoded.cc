@@ -36,8 +36,8 @@ using VF = hn::Vec<DF>;
 // (float16 / bfloat16) of values e .. e+2N-1 (e a multiple of 2N), each the
 // value At gives rounded once (OutBits16): the layout's few distinct values
 // computed by At's operations, rounded once, and selected (vpermw by index,
-// or a blend by sign bits) — as the row kernels' kHalfTable and the block
-// tables do.
+// then a sign flip where At's value is an exact negation; or a blend by
+// sign bits) — as the row kernels' kHalfTable and the block tables do.
 // bf16_hw: CpuHasAvx512Bf16().
 // Every layout without its own: D::Decode into a buffer, then loads.
 template <class D, class = void>
@@ -316,6 +316,65 @@ class BlockVectors<D, std::enable_if_t<std::is_same_v<D, GgufNVFP4>>> {
       d_[s] = layout_internal::GgmlUe4m3Half(b[offsetof(GgufNVFP4::Block, d) + s]);
     }
   }
+#if HWY_TARGET <= HWY_AVX3
+  // 16-bit outputs from one table per block: lane 8 s + m the kOut bits of
+  // kMagnitude[m] * d[s] (At's operation for the codes m < 8). Code c >= 8
+  // is the negation of code c - 8 — At's float(-x) * d is -(x * d) exactly
+  // and rounding to float16 / bfloat16 is symmetric — except that code 8
+  // is +0 (0 * d, d >= 0), as code 0: so value c is table lane
+  // 8 s + (c & 7) with its sign bit flipped where c >= 9.
+  static constexpr bool kOut16 = true;
+  template <OutType kOut>
+  HWY_INLINE void Read16(const uint8_t* b, bool bf16_hw) {
+    alignas(64) static constexpr float kMagnitude[16] = {0, 1, 2, 3, 4, 6, 8, 12,
+                                                         0, 1, 2, 3, 4, 6, 8, 12};
+    qs_ = b + offsetof(GgufNVFP4::Block, qs);
+    const __m512 m = _mm512_load_ps(kMagnitude);
+    __m512 v[2];
+    for (size_t h = 0; h < 2; ++h) {
+      const float d0 = layout_internal::GgmlUe4m3Half(b[offsetof(GgufNVFP4::Block, d) + 2 * h]);
+      const float d1 = layout_internal::GgmlUe4m3Half(b[offsetof(GgufNVFP4::Block, d) + 2 * h + 1]);
+      v[h] = _mm512_mul_ps(m, _mm512_mask_mov_ps(_mm512_set1_ps(d0), 0xFF00, _mm512_set1_ps(d1)));
+    }
+    table_ = OutBits32<kOut, true>(v[0], v[1], bf16_hw);
+  }
+  // Values e .. e+31: sub-blocks 2 u, 2 u + 1 (u = e / 32), their codes the
+  // 16 bytes qs[16 u ..] — in 16-bit lanes bytes 0-7 (low nibbles), 0-7
+  // (high), 8-15 (low), 8-15 (high).
+  template <OutType kOut>
+  HWY_INLINE __m512i Out16(size_t e) const {
+    alignas(64) static constexpr struct Offsets {
+      uint16_t v[2][32];
+      constexpr Offsets() : v() {
+        for (int u = 0; u < 2; ++u) {
+          for (int i = 0; i < 32; ++i) v[u][i] = static_cast<uint16_t>(16 * u + 8 * (i / 16));
+        }
+      }
+    } kOffsets{};
+    uint64_t lo, hi;
+    std::memcpy(&lo, qs_ + e / 2, 8);
+    std::memcpy(&hi, qs_ + e / 2 + 8, 8);
+    const __m256i bytes = _mm256_blend_epi32(_mm256_set1_epi64x(static_cast<int64_t>(lo)),
+                                             _mm256_set1_epi64x(static_cast<int64_t>(hi)), 0xF0);
+    // Each lane's nibble in bits 12-15 (low nibbles shifted by 12, high
+    // ones by 8; bits 8-11 of the latter hold the low nibble).
+    alignas(64) static constexpr struct Shifts {
+      uint16_t v[32];
+      constexpr Shifts() : v() {
+        for (int i = 0; i < 32; ++i) v[i] = i % 16 < 8 ? 12 : 8;
+      }
+    } kShifts{};
+    const __m512i x = _mm512_sllv_epi16(_mm512_cvtepu8_epi16(bytes), _mm512_load_si512(kShifts.v));
+    // Table lane (c & 7) | offset; the sign flipped where c >= 9: bit 15
+    // of x - 0x1000 saturated (c = 0: 0; c >= 1: (c - 1) << 12 | low bits).
+    const __m512i idx = _mm512_ternarylogic_epi32(_mm512_srli_epi16(x, 12), _mm512_set1_epi16(7),
+                                                  _mm512_load_si512(kOffsets.v[e / 32]), 0xEA);
+    const __m512i flip = _mm512_subs_epu16(x, _mm512_set1_epi16(0x1000));
+    // r ^ (flip & 0x8000)
+    return _mm512_ternarylogic_epi32(_mm512_permutexvar_epi16(idx, table_), flip,
+                                     _mm512_set1_epi16(static_cast<int16_t>(0x8000)), 0x78);
+  }
+#endif
   HWY_INLINE VF At(size_t e) const {
     const DF df;
     const hn::RebindToSigned<DF> di;
@@ -327,6 +386,10 @@ class BlockVectors<D, std::enable_if_t<std::is_same_v<D, GgufNVFP4>>> {
  private:
   alignas(16) int8_t values_[64];
   float d_[4];
+#if HWY_TARGET <= HWY_AVX3
+  const uint8_t* qs_ = nullptr;  // Read16's block's codes
+  __m512i table_;
+#endif
 };
 
 // Whether BlockVectors B has the 16-bit output path (Read16 / Out16).
