@@ -148,7 +148,7 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
     const uint8_t* bytes = reinterpret_cast<const uint8_t*>(g_.grid) + e;
     if constexpr (D::kGridValues == GridValues::kSignedBytes) {
 #if HWY_TARGET <= HWY_AVX3
-      if constexpr (GridGroups<D>::kVector) {  // Fill stored the bytes signed
+      if constexpr (GridGroups<D>::kBytesSigned) {  // Fill negated the bytes
         const hn::Rebind<int8_t, DF> d8;
         const auto q = hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(bytes)));
         return hn::Mul(scale, hn::ConvertTo(df, q));

@@ -668,6 +668,17 @@ HWY_INLINE void TableIndices(GroupSet<32>& g) {
     _mm512_storeu_si512(g.grid + 8 * c, v);
   }
 }
+// The last step of every Fill: the index bytes made table positions
+// (kIndex), or the grid bytes negated by their sign bits (kSigned grids;
+// GridGroups<D>::kBytesSigned says so to the expansion).
+template <class T, bool kIndex>
+HWY_INLINE void Finish(GroupSet<32>& g) {
+  if constexpr (kIndex) {
+    TableIndices<T>(g);
+  } else if constexpr (T::kSigned) {
+    NegateBytes(g);
+  }
+}
 }  // namespace grid_internal
 
 // The table of a 32-value unit of a grid type (float16 / bfloat16 output,
@@ -693,16 +704,27 @@ struct GridTable {
   static constexpr int Offset(int k) { return (k % 4) / (4 / kP) * kV; }
 };
 
+// GridGroups<D>: kVector (a Fill here), kBytesSigned (Fill<false> leaves
+// kSignedBytes grid bytes negated by their sign bits, grid_internal::Finish),
+// Table (GridTable), Fill<kIndex>(block, g).
 template <class D, class = void>
 struct GridGroups {
   static constexpr bool kVector = false;
+  static constexpr bool kBytesSigned = false;
+};
+// The members every vector Fill shares.
+template <class D, const GgmlGridValues& kValues>
+struct GridFill {
+  static constexpr bool kVector = true;
+  using Table = GridTable<D, kValues>;
+  static constexpr bool kBytesSigned = Table::kSigned;
 };
 
 // IQ2_XXS: dword 2 ib of the sub-block's 8 bytes holds the four grid
 // indices, dword 2 ib + 1 (aux) the sign indices (7 l) and the scale (28).
 template <class D>
-struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>> {
-  static constexpr bool kVector = true;
+struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>>
+    : GridFill<D, kGgmlIq2GridValues> {
   using Table = GridTable<D, kGgmlIq2GridValues>;
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
@@ -722,18 +744,14 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>> {
       StoreSigns7(Bits(aux, QuarterShifts(7), 127), g.signs + 16 * h);
       _mm512_storeu_ps(g.scale + 16 * h, Iq2Scales(d, _mm512_srli_epi32(aux, 28)));
     }
-    if constexpr (kIndex) {
-      TableIndices<Table>(g);
-    } else {
-      NegateBytes(g);
-    }
+    Finish<Table, kIndex>(g);
   }
 };
 
 // IQ2_XS: u16 qs[k]: grid index bits 0-8, sign index bits 9-15.
 template <class D>
-struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XS>>> {
-  static constexpr bool kVector = true;
+struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XS>>>
+    : GridFill<D, kGgmlIq2GridValues> {
   using Table = GridTable<D, kGgmlIq2GridValues>;
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
@@ -748,19 +766,15 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XS>>> {
       StoreSigns7(_mm512_srli_epi32(q, 9), g.signs + 16 * h);
     }
     Iq2HalfScales(d, b + offsetof(Block, scales), g.scale);
-    if constexpr (kIndex) {
-      TableIndices<Table>(g);
-    } else {
-      NegateBytes(g);
-    }
+    Finish<Table, kIndex>(g);
   }
 };
 
 // IQ2_S: grid index qs[k] | bits 2 (k % 4) .. +1 of qh[k / 4] << 8, the
 // sign bytes as stored.
 template <class D>
-struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_S>>> {
-  static constexpr bool kVector = true;
+struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_S>>>
+    : GridFill<D, kGgmlIq2GridValues> {
   using Table = GridTable<D, kGgmlIq2GridValues>;
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
@@ -778,19 +792,15 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_S>>> {
     }
     std::memcpy(g.signs, b + offsetof(Block, signs), 32);
     Iq2HalfScales(d, b + offsetof(Block, scales), g.scale);
-    if constexpr (kIndex) {
-      TableIndices<Table>(g);
-    } else {
-      NegateBytes(g);
-    }
+    Finish<Table, kIndex>(g);
   }
 };
 
 // IQ3_XXS: two 4-byte grid entries per group (index bytes 2 k, 2 k + 1),
 // aux as IQ2_XXS in scales_signs, db = d * (0.5 + s) * 0.5.
 template <class D>
-struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_XXS>>> {
-  static constexpr bool kVector = true;
+struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_XXS>>>
+    : GridFill<D, kGgmlIq3xxsGridValues> {
   using Table = GridTable<D, kGgmlIq3xxsGridValues>;
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
@@ -813,11 +823,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_XXS>>> {
           _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(d), _mm512_add_ps(_mm512_set1_ps(0.5f), s)),
                         _mm512_set1_ps(0.5f)));
     }
-    if constexpr (kIndex) {
-      TableIndices<Table>(g);
-    } else {
-      NegateBytes(g);
-    }
+    Finish<Table, kIndex>(g);
   }
 };
 
@@ -825,8 +831,8 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_XXS>>> {
 // qh[j / 8] << 8; sign bytes as stored; db = d * (1 + 2 s), s nibble ib % 2
 // of scales[ib / 2], ib = k / 4.
 template <class D>
-struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_S>>> {
-  static constexpr bool kVector = true;
+struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_S>>>
+    : GridFill<D, kGgmlIq3sGridValues> {
   using Table = GridTable<D, kGgmlIq3sGridValues>;
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
@@ -856,19 +862,15 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_S>>> {
                              _mm512_slli_epi32(_mm512_and_si512(ib, _mm512_set1_epi32(1)), 2), 15);
       _mm512_storeu_ps(g.scale + 16 * h, OddScales(d, s));
     }
-    if constexpr (kIndex) {
-      TableIndices<Table>(g);
-    } else {
-      NegateBytes(g);
-    }
+    Finish<Table, kIndex>(g);
   }
 };
 
 // IQ1_S: grid index qs[k] | bits 3 (k % 4) .. +2 of qh[ib] << 8; qh[ib]
 // bits 12-14 the scale, bit 15 the delta's sign.
 template <class D>
-struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_S>>> {
-  static constexpr bool kVector = true;
+struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_S>>>
+    : GridFill<D, kGgmlIq1GridValues> {
   using Table = GridTable<D, kGgmlIq1GridValues>;
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
@@ -887,7 +889,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_S>>> {
                                                                        _mm512_set1_epi32(7))));
       _mm512_storeu_ps(g.delta + 16 * h, Eighths(word, 15));
     }
-    if constexpr (kIndex) TableIndices<Table>(g);
+    Finish<Table, kIndex>(g);
   }
 };
 
@@ -896,8 +898,8 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_S>>> {
 // 2) + 3 (k % 4 / 2) of the u16 sc[ib / 2] (ib = k / 4); d from the top
 // nibbles of sc (as D::Groups).
 template <class D>
-struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_M>>> {
-  static constexpr bool kVector = true;
+struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_M>>>
+    : GridFill<D, kGgmlIq1GridValues> {
   using Table = GridTable<D, kGgmlIq1GridValues>;
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
@@ -936,7 +938,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_M>>> {
           _mm512_add_epi32(_mm512_srli_epi32(lane, 3), _mm512_set1_epi32(2 * h)), words);
       _mm512_storeu_ps(g.scale + 16 * h, OddScales(d, Bits(word, scale_shift, 7)));
     }
-    if constexpr (kIndex) TableIndices<Table>(g);
+    Finish<Table, kIndex>(g);
   }
 };
 
