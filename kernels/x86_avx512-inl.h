@@ -725,7 +725,6 @@ struct GridFill {
 template <class D>
 struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>>
     : GridFill<D, kGgmlIq2GridValues> {
-  using Table = GridTable<D, kGgmlIq2GridValues>;
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
     using namespace grid_internal;
@@ -744,7 +743,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>>
       StoreSigns7(Bits(aux, QuarterShifts(7), 127), g.signs + 16 * h);
       _mm512_storeu_ps(g.scale + 16 * h, Iq2Scales(d, _mm512_srli_epi32(aux, 28)));
     }
-    Finish<Table, kIndex>(g);
+    Finish<typename GridGroups::Table, kIndex>(g);
   }
 };
 
@@ -752,7 +751,6 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>>
 template <class D>
 struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XS>>>
     : GridFill<D, kGgmlIq2GridValues> {
-  using Table = GridTable<D, kGgmlIq2GridValues>;
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
     using namespace grid_internal;
@@ -766,7 +764,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XS>>>
       StoreSigns7(_mm512_srli_epi32(q, 9), g.signs + 16 * h);
     }
     Iq2HalfScales(d, b + offsetof(Block, scales), g.scale);
-    Finish<Table, kIndex>(g);
+    Finish<typename GridGroups::Table, kIndex>(g);
   }
 };
 
@@ -775,7 +773,6 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XS>>>
 template <class D>
 struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_S>>>
     : GridFill<D, kGgmlIq2GridValues> {
-  using Table = GridTable<D, kGgmlIq2GridValues>;
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
     using namespace grid_internal;
@@ -792,7 +789,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_S>>>
     }
     std::memcpy(g.signs, b + offsetof(Block, signs), 32);
     Iq2HalfScales(d, b + offsetof(Block, scales), g.scale);
-    Finish<Table, kIndex>(g);
+    Finish<typename GridGroups::Table, kIndex>(g);
   }
 };
 
@@ -801,7 +798,6 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_S>>>
 template <class D>
 struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_XXS>>>
     : GridFill<D, kGgmlIq3xxsGridValues> {
-  using Table = GridTable<D, kGgmlIq3xxsGridValues>;
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
     using namespace grid_internal;
@@ -823,7 +819,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_XXS>>>
           _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(d), _mm512_add_ps(_mm512_set1_ps(0.5f), s)),
                         _mm512_set1_ps(0.5f)));
     }
-    Finish<Table, kIndex>(g);
+    Finish<typename GridGroups::Table, kIndex>(g);
   }
 };
 
@@ -833,7 +829,6 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_XXS>>>
 template <class D>
 struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_S>>>
     : GridFill<D, kGgmlIq3sGridValues> {
-  using Table = GridTable<D, kGgmlIq3sGridValues>;
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
     using namespace grid_internal;
@@ -862,7 +857,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_S>>>
                              _mm512_slli_epi32(_mm512_and_si512(ib, _mm512_set1_epi32(1)), 2), 15);
       _mm512_storeu_ps(g.scale + 16 * h, OddScales(d, s));
     }
-    Finish<Table, kIndex>(g);
+    Finish<typename GridGroups::Table, kIndex>(g);
   }
 };
 
@@ -871,7 +866,6 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_S>>>
 template <class D>
 struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_S>>>
     : GridFill<D, kGgmlIq1GridValues> {
-  using Table = GridTable<D, kGgmlIq1GridValues>;
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
     using namespace grid_internal;
@@ -889,7 +883,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_S>>>
                                                                        _mm512_set1_epi32(7))));
       _mm512_storeu_ps(g.delta + 16 * h, Eighths(word, 15));
     }
-    Finish<Table, kIndex>(g);
+    Finish<typename GridGroups::Table, kIndex>(g);
   }
 };
 
@@ -900,7 +894,6 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_S>>>
 template <class D>
 struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_M>>>
     : GridFill<D, kGgmlIq1GridValues> {
-  using Table = GridTable<D, kGgmlIq1GridValues>;
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
     using namespace grid_internal;
@@ -938,7 +931,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_M>>>
           _mm512_add_epi32(_mm512_srli_epi32(lane, 3), _mm512_set1_epi32(2 * h)), words);
       _mm512_storeu_ps(g.scale + 16 * h, OddScales(d, Bits(word, scale_shift, 7)));
     }
-    Finish<Table, kIndex>(g);
+    Finish<typename GridGroups::Table, kIndex>(g);
   }
 };
 
