@@ -82,6 +82,11 @@ struct RowJob {
 };
 
 // Whether loader L has the optional LoadLow.
+// Whether loader L has Address(c, k) (the byte holding element k's code).
+template <class L, class = void>
+struct HasAddress : std::false_type {};
+template <class L>
+struct HasAddress<L, std::void_t<decltype(&L::Address)>> : std::true_type {};
 template <class L, class = void>
 struct HasLoadLow : std::false_type {};
 template <class L>
@@ -184,6 +189,15 @@ class RowKernel {
   // is rounded to 16-bit output bits once, then 2N outputs are one 16-bit
   // permute (vpermw) of 2N codes. Same bits: rounding is per value.
   static constexpr bool kHalfTable = kTable && OutDesc<kOut>::kBytes == 2;
+  // Bytes ahead of the codes being decoded that the per-element units and
+  // the group loop fetch (their rows' codes, contiguous: int8, PMX / ONNX
+  // scales along the row). With 16-bit outputs the hardware prefetcher
+  // fell behind beside the streamed stores: 4096 x 4096 from memory on
+  // the 2-core Intel VM, x r+w one thread, int8 0.73-0.74 -> 0.85-0.92,
+  // pmx-q0 0.61-0.62 -> 0.70-0.71 at 2048 bytes (1024: about half the
+  // gain); float32 outputs showed none (0.88-0.97 either way), so they
+  // fetch nothing (bench/results/2026-11-28-fetch-ahead/).
+  static constexpr int64_t kFetchAhead = OutDesc<kOut>::kBytes == 2 ? 2048 : 0;
   // kOut where it is a 2-byte type (the half-width paths are compiled
   // for the others too, but never taken).
   static constexpr OutType kHalfOut = OutDesc<kOut>::kBytes == 2 ? kOut : OutType::kF16;
@@ -246,6 +260,9 @@ class RowKernel {
     const VF vt = ValueTable();
     const bool fast = FastBf16();
     for (; k + 2 * n <= k1; k += 2 * n) {
+      if constexpr (kFetchAhead > 0 && HasAddress<L>::value) {
+        hwy::Prefetch(L::Address(codes, k) + kFetchAhead);
+      }
       VI lo, hi;
       UnitCodes(codes, k, &lo, &hi);
       StoreUnit(df, PerElementValuesOf(lo, sp, zi, zfp, off, vt, k),
@@ -512,6 +529,11 @@ class RowKernel {
         }
         if (k + unit > k1) break;
         if (k == g_end) {  // groups aligned with units: step to the next
+          if constexpr (kFetchAhead > 0 && HasAddress<L>::value) {  // the next group's lines
+            const uint8_t* a = L::Address(codes, k) + kFetchAhead;
+            const uint8_t* const e = L::Address(codes, std::min(k1, k + job_.group)) + kFetchAhead;
+            for (; a < e; a += 64) hwy::Prefetch(a);
+          }
           g_idx += job_.step;
           g_end += job_.group;
           g = MakeGroup(g_idx);
