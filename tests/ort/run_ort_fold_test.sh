@@ -20,7 +20,9 @@ if [ ! -d "$ort_dir/node_modules/onnxruntime-node" ]; then
     exit 77
   fi
 fi
-models="$work/fold_models"
+# Its own folder: fold_models/ is the fixture other tests read while this
+# one runs (removing and rewriting it under them failed hostile_corpus).
+models="$work/ort_fold_models"
 rm -rf "$models" && mkdir -p "$models"
 "$make_models" "$models" >/dev/null || exit 1
 pairs=()
