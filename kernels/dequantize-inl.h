@@ -81,12 +81,12 @@ struct RowJob {
   int64_t map_groups = 0;
 };
 
-// Whether loader L has the optional LoadLow.
 // Whether loader L has Address(c, k) (the byte holding element k's code).
 template <class L, class = void>
 struct HasAddress : std::false_type {};
 template <class L>
 struct HasAddress<L, std::void_t<decltype(&L::Address)>> : std::true_type {};
+// Whether loader L has the optional LoadLow.
 template <class L, class = void>
 struct HasLoadLow : std::false_type {};
 template <class L>
@@ -193,10 +193,10 @@ class RowKernel {
   // the group loop fetch (their rows' codes, contiguous: int8, PMX / ONNX
   // scales along the row). With 16-bit outputs the hardware prefetcher
   // fell behind beside the streamed stores: 4096 x 4096 from memory on
-  // the 2-core Intel VM, x r+w one thread, int8 0.73-0.74 -> 0.85-0.92,
-  // pmx-q0 0.61-0.62 -> 0.70-0.71 at 2048 bytes (1024: about half the
-  // gain); float32 outputs showed none (0.88-0.97 either way), so they
-  // fetch nothing (bench/results/2026-11-28-fetch-ahead/).
+  // the 2-core Intel VM, x r+w one thread, int8 0.73-0.76 -> 0.88-0.91,
+  // onnx-b0 bfloat16 0.69 -> 0.85, pmx-q0 bfloat16 0.62 -> 0.77 at 2048
+  // bytes (a probe of 1024: about half the gain); float32 outputs showed
+  // none, so they fetch nothing (bench/results/2026-11-28-fetch-ahead/).
   static constexpr int64_t kFetchAhead = OutDesc<kOut>::kBytes == 2 ? 2048 : 0;
   // kOut where it is a 2-byte type (the half-width paths are compiled
   // for the others too, but never taken).
