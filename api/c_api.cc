@@ -35,6 +35,12 @@ bool ToView(const nibble_tensor* t, const char* what, nibble::TensorView* v, nib
   return true;
 }
 
+// The C++ callback of a nibble_cancel (empty for NULL or no function).
+nibble::CancelCallback CancelOf(const nibble_cancel* c) {
+  if (c == nullptr || c->cancelled == nullptr) return {};
+  return [f = c->cancelled, user = c->cancel_user] { return f(user) != 0; };
+}
+
 }  // namespace
 
 extern "C" {
@@ -65,11 +71,7 @@ int32_t nibble_status_code(const nibble_status* s) {
   if (s->message.compare(0, std::strlen(nibble::kOutOfMemory), nibble::kOutOfMemory) == 0) {
     return NIBBLE_STATUS_OUT_OF_MEMORY;
   }
-  const size_t n = std::strlen(nibble::kInterrupted);
-  if (s->message.size() >= n &&
-      s->message.compare(s->message.size() - n, n, nibble::kInterrupted) == 0) {
-    return NIBBLE_STATUS_INTERRUPTED;
-  }
+  if (nibble::IsInterrupted(s->message)) return NIBBLE_STATUS_INTERRUPTED;
   return NIBBLE_STATUS_INVALID;
 }
 void nibble_status_free(nibble_status* s) { delete s; }
@@ -159,11 +161,17 @@ int64_t nibble_dequantizer_rows(const nibble_dequantizer* d) { return d->impl.ro
 int64_t nibble_dequantizer_cols(const nibble_dequantizer* d) { return d->impl.cols(); }
 
 nibble_status* nibble_dequantize(const nibble_dequantizer* d, void* out, size_t out_bytes,
-                                 int32_t threads) try {
+                                 int32_t threads) {
+  return nibble_dequantize_cancellable(d, out, out_bytes, threads, nullptr);
+}
+
+nibble_status* nibble_dequantize_cancellable(const nibble_dequantizer* d, void* out,
+                                             size_t out_bytes, int32_t threads,
+                                             const nibble_cancel* cancel) try {
   if (!d) return Fail("nibble_dequantize: dequantizer is NULL");
   const auto& o = d->impl.output();
-  return FromStatus(
-      d->impl.Run(nibble::MutableTensorView{o.dtype, o.shape, out, out_bytes}, threads));
+  return FromStatus(d->impl.Run(nibble::MutableTensorView{o.dtype, o.shape, out, out_bytes},
+                                threads, CancelOf(cancel)));
 } catch (const std::bad_alloc&) {
   return Fail(std::string(nibble::kOutOfMemory) + " in nibble_dequantize");
 } catch (const std::exception& e) {
@@ -204,9 +212,8 @@ nibble_status* nibble_matmul_with(const nibble_dequantizer* w, const nibble_tens
                                 : nibble::MatMulOptions::Weight::kOutIn;
   o.threads = opts.threads;
   o.expert = opts.expert;
-  if (opts.cancelled != nullptr) {
-    o.cancelled = [f = opts.cancelled, user = opts.cancel_user] { return f(user) != 0; };
-  }
+  const nibble_cancel cancel{opts.cancelled, opts.cancel_user};
+  o.cancelled = CancelOf(&cancel);
   auto ys = nibble::MatMulOutputShape(w->impl, xv.shape, o);
   if (!ys.ok()) return FromStatus(ys.status());
   const nibble::MutableTensorView yv{static_cast<nibble::DType>(opts.y_dtype), *ys, y, y_bytes};
@@ -367,13 +374,22 @@ nibble_status* nibble_checkpoint_prepare(const nibble_checkpoint* ck, int64_t in
 
 nibble_status* nibble_checkpoint_read(const nibble_checkpoint* ck, int64_t index, int32_t dtype,
                                       int64_t row0, int64_t row1, void* out, size_t out_bytes,
-                                      int32_t threads) try {
+                                      int32_t threads) {
+  return nibble_checkpoint_read_cancellable(ck, index, dtype, row0, row1, out, out_bytes, threads,
+                                            nullptr);
+}
+
+nibble_status* nibble_checkpoint_read_cancellable(const nibble_checkpoint* ck, int64_t index,
+                                                  int32_t dtype, int64_t row0, int64_t row1,
+                                                  void* out, size_t out_bytes, int32_t threads,
+                                                  const nibble_cancel* cancel) try {
   static const char kWho[] = "nibble_checkpoint_read";
   nibble_status* err = nullptr;
   const nibble::CheckpointTensor* t = TensorAt(ck, index, kWho, &err);
   nibble::DType d;
   if (!t || !ToReadDType(dtype, kWho, &d, &err)) return err;
-  return FromStatus(ck->impl.Read(*t, d, row0, row1, threads, out, out_bytes));
+  return FromStatus(
+      ck->impl.Read(*t, d, row0, row1, threads, out, out_bytes, nullptr, CancelOf(cancel)));
 } catch (const std::bad_alloc&) {
   return Fail(std::string(nibble::kOutOfMemory) + " in nibble_checkpoint_read");
 } catch (const std::exception& e) {

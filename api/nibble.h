@@ -128,6 +128,21 @@ int64_t nibble_dequantizer_cols(const nibble_dequantizer* d);
 /* Whole tensor into out (out_bytes >= nibble_dequantizer_output_bytes). */
 nibble_status* nibble_dequantize(const nibble_dequantizer* d, void* out, size_t out_bytes,
                                  int32_t threads);
+/* A way to stop a long call from outside (Ctrl-C): cancelled(cancel_user)
+ * is called on the calling thread between pieces of the work; non-zero
+ * stops the call soon after, which then returns NIBBLE_STATUS_INTERRUPTED
+ * (the output's contents unspecified). It must not call back into nibble.
+ * A NULL nibble_cancel or cancelled never stops anything. */
+typedef struct {
+  int32_t (*cancelled)(void* cancel_user);
+  void* cancel_user;
+} nibble_cancel;
+/* nibble_dequantize, asking `cancel` before each piece of rows of at most
+ * 16 MiB of output (whole rows of the first dimension, at least one; 4 MiB
+ * per thread on more than 4 threads). */
+nibble_status* nibble_dequantize_cancellable(const nibble_dequantizer* d, void* out,
+                                             size_t out_bytes, int32_t threads,
+                                             const nibble_cancel* cancel);
 /* Rows [r0, r1) x cols [c0, c1) into out, element (r, c) at
  * out[(r - r0) * ld + (c - c0)]. Calling thread, no allocation (up to about
  * 64 KiB of its stack). */
@@ -252,6 +267,13 @@ nibble_status* nibble_checkpoint_prepare(const nibble_checkpoint* ck, int64_t in
 nibble_status* nibble_checkpoint_read(const nibble_checkpoint* ck, int64_t index, int32_t dtype,
                                       int64_t row0, int64_t row1, void* out, size_t out_bytes,
                                       int32_t threads);
+/* nibble_checkpoint_read, asking `cancel` (see nibble_cancel) before the
+ * tensor's packed inputs are read and before each piece of rows of output
+ * (as nibble_dequantize_cancellable's). */
+nibble_status* nibble_checkpoint_read_cancellable(const nibble_checkpoint* ck, int64_t index,
+                                                  int32_t dtype, int64_t row0, int64_t row1,
+                                                  void* out, size_t out_bytes, int32_t threads,
+                                                  const nibble_cancel* cancel);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -31,7 +31,8 @@
 //   awq512      the same in bands of 512 rows (4 adjacent lines)
 //   gBxC, aBxC  GPTQ, AWQ in blocks of B rows by C columns: a chunk's word
 //               rows read into a staging block, then each row's C columns
-//               written as one run (GptqBlockTiles' order; Blocked below);
+//               written as one run (GptqBlockTiles' order; Blocked below;
+//               C = 4096: whole rows, C at most K);
 //   gBxCp, aBxCp  the same, the next chunk prefetched into L2 meanwhile
 #include <immintrin.h>
 #include <omp.h>
@@ -226,6 +227,7 @@ __attribute__((target("avx512f"))) void Awq(const Geometry& g, char* out, int t,
 __attribute__((target("avx512f"))) void Blocked(const Geometry& g, char* out, int t, int threads,
                                                 const char* qweight, bool gptq, int64_t band,
                                                 int64_t cols, bool prefetch) {
+  cols = std::min(cols, g.k);  // whole rows (cols = 4096) of a smaller K
   static thread_local std::vector<char> stage_vec;
   stage_vec.resize(static_cast<size_t>(band * cols / 2 + 64));
   char* const stage =
@@ -362,9 +364,10 @@ int main(int argc, char** argv) {
     bool gptq;
     int64_t band, cols;
   };
-  static const Block kBlocks[] = {{true, 64, 256},   {true, 128, 256},  {true, 256, 128},
-                                  {true, 256, 256},  {true, 128, 512},  {true, 64, 1024},
-                                  {false, 256, 256}, {false, 128, 512}, {false, 512, 128}};
+  static const Block kBlocks[] = {
+      {true, 64, 256},  {true, 128, 256},  {true, 256, 128},  {true, 256, 256},  {true, 128, 512},
+      {true, 64, 1024}, {false, 256, 256}, {false, 128, 512}, {false, 512, 128}, {true, 32, 4096},
+      {true, 64, 4096}, {true, 128, 4096}, {true, 128, 1024}};
   static std::vector<std::string> names;  // the Patterns' names point here
   names.reserve(2 * std::size(kBlocks));
   for (const Block& b : kBlocks) {

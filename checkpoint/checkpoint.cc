@@ -206,13 +206,14 @@ StatusOr<uint64_t> Checkpoint::CheckRead(const CheckpointTensor& t, DType reques
 }
 
 Status Checkpoint::RunPrepared(const Dequantizer& d, const CheckpointTensor& t, int64_t row0,
-                               int64_t row1, void* dst, uint64_t need, int threads) {
+                               int64_t row1, void* dst, uint64_t need, int threads,
+                               const CancelCallback& cancelled) {
   if (need == 0) return Status::Ok();
   if (row0 == 0 && row1 == Rows(t)) {
     MutableTensorView y{d.output().dtype, t.shape, dst, static_cast<size_t>(need)};
-    return d.Run(y, threads);
+    return d.Run(y, threads, cancelled);
   }
-  return d.RunRows(row0, row1, dst, static_cast<size_t>(need), threads);
+  return d.RunRows(row0, row1, dst, static_cast<size_t>(need), threads, cancelled);
 }
 
 StatusOr<Checkpoint::RowReader> Checkpoint::PrepareRows(const CheckpointTensor& t, DType requested,
@@ -245,10 +246,13 @@ StatusOr<Checkpoint::RowReader> Checkpoint::PrepareRows(const CheckpointTensor& 
 
 Status Checkpoint::Read(const CheckpointTensor& t, DType requested, int64_t row0, int64_t row1,
                         int threads, void* dst, size_t dst_bytes,
-                        CheckpointTensor::Buffers* scratch) const try {
+                        CheckpointTensor::Buffers* scratch, const CancelCallback& cancelled) const
+    try {
   const auto need = CheckRead(t, requested, row0, &row1, threads, dst, dst_bytes);
   if (!need.ok()) return need.status();
   if (*need == 0) return Status::Ok();
+  const std::string who = "tensor '" + t.name + "'";
+  NIBBLE_RETURN_IF_ERROR(CheckCancelled(cancelled).WithPrefix(who));
   const int64_t rows = Rows(t);
   uint8_t* const out = static_cast<uint8_t*>(dst);
   if (!t.quantized) {
@@ -260,7 +264,15 @@ Status Checkpoint::Read(const CheckpointTensor& t, DType requested, int64_t row0
     const uint64_t offset = row_bytes * static_cast<uint64_t>(row0);
     const uint64_t stored = row_bytes * static_cast<uint64_t>(row1 - row0);
     const DType to = OutputDType(t, requested);
-    if (to == t.stored_dtype) return t.read_stored(offset, stored, out);
+    if (to == t.stored_dtype) {
+      // In pieces of kCancelCheckBytes when the read may be cancelled.
+      const uint64_t piece = cancelled ? kCancelCheckBytes : stored;
+      for (uint64_t k = 0; k < stored; k += piece) {
+        if (k > 0) NIBBLE_RETURN_IF_ERROR(CheckCancelled(cancelled).WithPrefix(who));
+        NIBBLE_RETURN_IF_ERROR(t.read_stored(offset + k, std::min(piece, stored - k), out + k));
+      }
+      return Status::Ok();
+    }
     // A float copy in another float type: each value rounded once. Read in
     // pieces of at most 4 MiB (a multi-GB embedding is not held twice).
     const uint64_t in_bytes = static_cast<uint64_t>(DTypeBits(t.stored_dtype) / 8);
@@ -269,6 +281,7 @@ Status Checkpoint::Read(const CheckpointTensor& t, DType requested, int64_t row0
     const uint64_t piece = std::min<uint64_t>(n, uint64_t{1} << 20);
     std::vector<uint8_t> bytes(static_cast<size_t>(piece * in_bytes));
     for (uint64_t k = 0; k < n; k += piece) {
+      if (k > 0) NIBBLE_RETURN_IF_ERROR(CheckCancelled(cancelled).WithPrefix(who));
       const uint64_t m = std::min(piece, n - k);
       NIBBLE_RETURN_IF_ERROR(t.read_stored(offset + k * in_bytes, m * in_bytes, bytes.data()));
       if (IsFloat8(t.stored_dtype)) {
@@ -291,7 +304,12 @@ Status Checkpoint::Read(const CheckpointTensor& t, DType requested, int64_t row0
   ScopedPrepareThreads prepare_threads(threads);
   auto d = t.prepare(OutputDType(t, requested), buffers);
   if (!d.ok()) return d.status();
-  return RunPrepared(*d, t, row0, row1, dst, *need, threads);
+  const Status st = RunPrepared(*d, t, row0, row1, dst, *need, threads, cancelled);
+  // The dequantizer's own name may differ from the tensor's: say which.
+  if (cancelled && IsInterrupted(st.message())) {
+    return Status::Error(who + ": " + kInterrupted);
+  }
+  return st;
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("Checkpoint::Read");
 }
@@ -302,7 +320,8 @@ Status Checkpoint::Fill(const CheckpointTensor& t, DType requested, int threads,
 }
 
 StatusOr<Tensor> Checkpoint::Read(const CheckpointTensor& t, DType requested, int64_t row0,
-                                  int64_t row1, int threads) const try {
+                                  int64_t row1, int threads, const CancelCallback& cancelled) const
+    try {
   const int64_t rows = Rows(t);
   if (row1 == -1) row1 = rows;
   const auto need = OutputBytes(t, requested, row0, row1);
@@ -312,7 +331,7 @@ StatusOr<Tensor> Checkpoint::Read(const CheckpointTensor& t, DType requested, in
   auto y = Tensor::Allocate(OutputDType(t, requested), shape);
   if (!y.ok()) return y.status().WithPrefix("tensor '" + t.name + "'");
   NIBBLE_RETURN_IF_ERROR(Read(t, requested, row0, row1, threads, y->mutable_view().data,
-                              y->mutable_view().size_bytes));
+                              y->mutable_view().size_bytes, nullptr, cancelled));
   return y;
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("Checkpoint::Read");

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/cancel.h"
 #include "base/status.h"
 #include "base/tensor.h"
 #include "formats/files.h"
@@ -146,8 +147,15 @@ class Checkpoint {
   // `scratch` (optional; one thread's at a time): input buffers reused from
   // an earlier Read (CheckpointTensor::Buffers) — a caller reading tensor
   // after tensor passes the same one and saves an allocation per input.
+  // `cancelled` (optional, base/cancel.h): asked on the calling thread
+  // before the tensor's packed inputs are read and before each piece of
+  // rows of output (kCancelCheckBytes, as Dequantizer::Run's pieces); when it says stop, Read
+  // returns an error naming the tensor whose message ends in kInterrupted
+  // (dst's contents then unspecified). Reading the packed inputs (one
+  // positioned read per input) is not interrupted.
   Status Read(const CheckpointTensor& t, DType requested, int64_t row0, int64_t row1, int threads,
-              void* dst, size_t dst_bytes, CheckpointTensor::Buffers* scratch = nullptr) const;
+              void* dst, size_t dst_bytes, CheckpointTensor::Buffers* scratch = nullptr,
+              const CancelCallback& cancelled = {}) const;
   // Reads rows [r0, r1) of one prepared tensor into dst (as Read does).
   using RowReader = std::function<Status(int64_t r0, int64_t r1, void* dst, size_t dst_bytes)>;
   // Prepares `t` once (reads its packed inputs into *scratch and lowers
@@ -160,7 +168,8 @@ class Checkpoint {
                                   CheckpointTensor::Buffers* scratch) const;
   // Same as Read, into a new tensor of shape t.shape with shape[0] = row1 - row0.
   StatusOr<Tensor> Read(const CheckpointTensor& t, DType requested, int64_t row0 = 0,
-                        int64_t row1 = -1, int threads = 0) const;
+                        int64_t row1 = -1, int threads = 0,
+                        const CancelCallback& cancelled = {}) const;
   // Writes all of `t` to dst, which holds its OutputBytes() (scratch: as
   // for Read).
   Status Fill(const CheckpointTensor& t, DType requested, int threads, uint8_t* dst,
@@ -187,7 +196,8 @@ class Checkpoint {
   // Rows [row0, row1) of a prepared quantized tensor into dst (`need`
   // bytes, checked).
   static Status RunPrepared(const Dequantizer& d, const CheckpointTensor& t, int64_t row0,
-                            int64_t row1, void* dst, uint64_t need, int threads);
+                            int64_t row1, void* dst, uint64_t need, int threads,
+                            const CancelCallback& cancelled = {});
   // Builds the name indexes Find() uses (after tensors_ is final).
   void IndexNames();
   std::string description_;

@@ -324,24 +324,32 @@ Status Dequantizer::CheckNoOverlap(const void* out, uint64_t rows, uint64_t row_
 }
 
 Status Dequantizer::Run(const MutableTensorView& y, int threads) const {
-  auto who = [this] { return "DequantizeLinear" + (name_.empty() ? "" : " '" + name_ + "'"); };
+  return Run(y, threads, CancelCallback());
+}
+
+Status Dequantizer::Run(const MutableTensorView& y, int threads, const CancelCallback& cancelled,
+                        uint64_t check_bytes) const {
   if (y.dtype != output_.dtype) {
-    return Status::Error(who() + ": output Y must be " + DTypeName(output_.dtype) + " (got " +
+    return Status::Error(Who() + ": output Y must be " + DTypeName(output_.dtype) + " (got " +
                          DTypeName(y.dtype) + ")");
   }
   if (y.shape != output_.shape) {
-    return Status::Error(who() + ": output Y shape " + ShapeToString(y.shape) +
+    return Status::Error(Who() + ": output Y shape " + ShapeToString(y.shape) +
                          " does not match the expected " + ShapeToString(output_.shape));
   }
   const size_t need =
       static_cast<size_t>(rows() * cols()) * static_cast<size_t>(OutBytes(plan_.out));
   if (y.size_bytes < need) {
-    return Status::Error(who() + ": output Y has " + std::to_string(y.size_bytes) +
+    return Status::Error(Who() + ": output Y has " + std::to_string(y.size_bytes) +
                          " bytes, needs " + std::to_string(need));
   }
-  if (need > 0 && y.data == nullptr) return Status::Error(who() + ": output Y data is null");
-  NIBBLE_RETURN_IF_ERROR(CheckNoOverlap(y.data, 1, need, need, who()));
-  NIBBLE_RETURN_IF_ERROR(CheckThreads(threads).WithPrefix(who()));
+  if (need > 0 && y.data == nullptr) return Status::Error(Who() + ": output Y data is null");
+  NIBBLE_RETURN_IF_ERROR(CheckNoOverlap(y.data, 1, need, need, Who()));
+  NIBBLE_RETURN_IF_ERROR(CheckThreads(threads).WithPrefix(Who()));
+  if (cancelled) {
+    return RunRows(0, output_.shape.empty() ? 1 : output_.shape[0], y.data, y.size_bytes, threads,
+                   cancelled, check_bytes);
+  }
   if (output_transposed_) {
     WriteTransposed(y.data, threads, 0, transpose_batches_, 0, cols());
   } else {
@@ -351,21 +359,20 @@ Status Dequantizer::Run(const MutableTensorView& y, int threads) const {
 }
 
 Status Dequantizer::RunTransposed(const MutableTensorView& y, int threads) const {
-  auto who = [this] { return "DequantizeLinear" + (name_.empty() ? "" : " '" + name_ + "'"); };
   const int64_t rows = this->rows(), cols = this->cols();
   const Shape want{cols, rows};
   if (y.dtype != output_.dtype || y.shape != want) {
-    return Status::Error(who() + ": transposed output must be " + DTypeName(output_.dtype) + " " +
+    return Status::Error(Who() + ": transposed output must be " + DTypeName(output_.dtype) + " " +
                          ShapeToString(want) + " (got " + DTypeName(y.dtype) + " " +
                          ShapeToString(y.shape) + ")");
   }
   const size_t eb = static_cast<size_t>(OutBytes(plan_.out));
   if (y.size_bytes < static_cast<size_t>(rows * cols) * eb || (rows * cols > 0 && !y.data)) {
-    return Status::Error(who() + ": transposed output buffer is too small");
+    return Status::Error(Who() + ": transposed output buffer is too small");
   }
   const uint64_t bytes = static_cast<uint64_t>(rows * cols) * eb;
-  NIBBLE_RETURN_IF_ERROR(CheckNoOverlap(y.data, 1, bytes, bytes, who()));
-  NIBBLE_RETURN_IF_ERROR(CheckThreads(threads).WithPrefix(who()));
+  NIBBLE_RETURN_IF_ERROR(CheckNoOverlap(y.data, 1, bytes, bytes, Who()));
+  NIBBLE_RETURN_IF_ERROR(CheckThreads(threads).WithPrefix(Who()));
   WriteTransposed(y.data, threads, 0, 1, 0, this->cols());
   return Status::Ok();
 }
@@ -437,25 +444,24 @@ void Dequantizer::WriteTransposedBatch(uint8_t* dst, int t, int64_t row_base, in
 
 Status Dequantizer::RunRows(int64_t r0, int64_t r1, void* y, size_t y_bytes, int threads) const
     try {
-  auto who = [this] { return "DequantizeLinear" + (name_.empty() ? "" : " '" + name_ + "'"); };
   const int64_t n0 = output_.shape.empty() ? 1 : output_.shape[0];
   if (r0 < 0 || r0 > r1 || r1 > n0) {
-    return Status::Error(who() + ": rows [" + std::to_string(r0) + ", " + std::to_string(r1) +
+    return Status::Error(Who() + ": rows [" + std::to_string(r0) + ", " + std::to_string(r1) +
                          ") are outside the first dimension (" + std::to_string(n0) + " rows)");
   }
-  NIBBLE_RETURN_IF_ERROR(CheckThreads(threads).WithPrefix(who()));
+  NIBBLE_RETURN_IF_ERROR(CheckThreads(threads).WithPrefix(Who()));
   const int64_t per_row = n0 == 0 ? 0 : rows() * cols() / n0;
   const int64_t eb = OutBytes(plan_.out);
   const int64_t n = (r1 - r0) * per_row;
   if (y_bytes < static_cast<size_t>(n * eb)) {
-    return Status::Error(who() + ": output has " + std::to_string(y_bytes) + " bytes, rows [" +
+    return Status::Error(Who() + ": output has " + std::to_string(y_bytes) + " bytes, rows [" +
                          std::to_string(r0) + ", " + std::to_string(r1) + ") need " +
                          std::to_string(n * eb));
   }
   if (n == 0) return Status::Ok();
-  if (y == nullptr) return Status::Error(who() + ": output data is null");
+  if (y == nullptr) return Status::Error(Who() + ": output data is null");
   const auto bytes = static_cast<uint64_t>(n * eb);
-  NIBBLE_RETURN_IF_ERROR(CheckNoOverlap(y, 1, bytes, bytes, who()));
+  NIBBLE_RETURN_IF_ERROR(CheckNoOverlap(y, 1, bytes, bytes, Who()));
   if (output_transposed_) {
     // Output rows are columns of the view, or whole transposed batches.
     if (transpose_batches_ > 1) {
@@ -489,6 +495,33 @@ Status Dequantizer::RunRows(int64_t r0, int64_t r1, void* y, size_t y_bytes, int
   return Status::Ok();
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("Dequantizer::RunRows");
+}
+
+Status Dequantizer::RunRows(int64_t r0, int64_t r1, void* y, size_t y_bytes, int threads,
+                            const CancelCallback& cancelled, uint64_t check_bytes) const {
+  const int64_t n0 = output_.shape.empty() ? 1 : output_.shape[0];
+  const uint64_t row_bytes = n0 == 0 ? 0
+                                     : static_cast<uint64_t>(rows() * cols() / n0) *
+                                           static_cast<uint64_t>(OutBytes(plan_.out));
+  // Requests RunRows refuses (or that write nothing): its own answer.
+  if (!cancelled || r0 < 0 || r0 >= r1 || r1 > n0 || y == nullptr || row_bytes == 0 ||
+      y_bytes / row_bytes < static_cast<uint64_t>(r1 - r0)) {
+    return RunRows(r0, r1, y, y_bytes, threads);
+  }
+  if (check_bytes == 0) {
+    check_bytes = std::max(kCancelCheckBytes,
+                           static_cast<uint64_t>(ResolveThreads(threads)) * (uint64_t{4} << 20));
+  }
+  const int64_t step = static_cast<int64_t>(
+      std::clamp<uint64_t>(check_bytes / row_bytes, 1, static_cast<uint64_t>(r1 - r0)));
+  char* const out = static_cast<char*>(y);
+  for (int64_t r = r0; r < r1; r += step) {
+    NIBBLE_RETURN_IF_ERROR(CheckCancelled(cancelled).WithPrefix(Who()));
+    const int64_t e = std::min(r1, r + step);
+    const uint64_t at = static_cast<uint64_t>(r - r0) * row_bytes;
+    NIBBLE_RETURN_IF_ERROR(RunRows(r, e, out + at, static_cast<size_t>(y_bytes - at), threads));
+  }
+  return Status::Ok();
 }
 
 StatusOr<Tensor> Dequantizer::Run(int threads) const try {

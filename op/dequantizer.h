@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/cancel.h"
 #include "base/status.h"
 #include "base/tensor.h"
 #include "kernels/plan.h"
@@ -140,6 +141,15 @@ class Dequantizer {
   // larger counts are an error, see CheckThreads). Results are identical
   // for every thread count.
   Status Run(const MutableTensorView& y, int threads = 0) const;
+  // Same, asking `cancelled` (base/cancel.h) before each piece of whole
+  // rows of the first dimension (at least one) of at most `check_bytes` of
+  // output — 0: kCancelCheckBytes, or 4 MiB per thread of the run when
+  // that is more (each piece is one threaded run: its threads wait for
+  // each other at its end). When it says stop, returns an error whose
+  // message ends in kInterrupted, y's contents then unspecified. An empty
+  // `cancelled`: Run(y, threads). The same bits.
+  Status Run(const MutableTensorView& y, int threads, const CancelCallback& cancelled,
+             uint64_t check_bytes = 0) const;
   // Same, into a newly allocated tensor.
   StatusOr<Tensor> Run(int threads = 0) const;
 
@@ -164,6 +174,9 @@ class Dequantizer {
   // there. `y_bytes` must be at least that; threads as for Run(). Any
   // range, any layout (act-order GPTQ included).
   Status RunRows(int64_t r0, int64_t r1, void* y, size_t y_bytes, int threads = 0) const;
+  // Same, asking `cancelled` between pieces as Run(y, threads, cancelled).
+  Status RunRows(int64_t r0, int64_t r1, void* y, size_t y_bytes, int threads,
+                 const CancelCallback& cancelled, uint64_t check_bytes = 0) const;
 
   // --- For front ends (op/): build from a Plan whose pointers are set. ---
   struct Storage {
@@ -235,6 +248,8 @@ class Dequantizer {
   int64_t cols_ = 0;
   Storage storage_;
   OutputInfo output_;
+  // "DequantizeLinear 'name'": how messages name this request.
+  std::string Who() const { return "DequantizeLinear" + (name_.empty() ? "" : " '" + name_ + "'"); }
   std::string name_;  // for messages
 };
 

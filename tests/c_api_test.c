@@ -19,6 +19,11 @@ static int32_t stop_now(void* calls) {
   return 1;
 }
 
+static int32_t never_stop(void* calls) {
+  ++*(int*)calls;
+  return 0;
+}
+
 int main(void) {
   /* codes [[0,15],[8,9],[11,7],[4,10]] -> int16 words 0x4B80, 0xA79F */
   const unsigned char x_bytes[4] = {0x80, 0x4b, 0x9f, 0xa7};
@@ -99,6 +104,24 @@ int main(void) {
     CHECK(st != NULL && strcmp(nibble_status_message(st), "matmul: interrupted") == 0);
     nibble_status_free(st);
     nibble_dequantizer_free(e);
+  }
+  {
+    /* nibble_dequantize_cancellable: a callback that never stops gives the
+     * same values (asked once: 32 bytes is one piece); one that stops at
+     * once, NIBBLE_STATUS_INTERRUPTED naming the request. */
+    int calls = 0;
+    float yc[8];
+    nibble_cancel never = {never_stop, &calls};
+    CHECK(nibble_dequantize_cancellable(d, yc, sizeof yc, 1, &never) == NULL);
+    CHECK(memcmp(yc, want, sizeof yc) == 0 && calls == 1);
+    CHECK(nibble_dequantize_cancellable(d, yc, sizeof yc, 1, NULL) == NULL);
+    nibble_cancel now = {stop_now, &calls};
+    calls = 0;
+    st = nibble_dequantize_cancellable(d, yc, sizeof yc, 1, &now);
+    CHECK(st != NULL && nibble_status_code(st) == NIBBLE_STATUS_INTERRUPTED && calls == 1);
+    CHECK(st != NULL &&
+          strcmp(nibble_status_message(st), "DequantizeLinear 'example': interrupted") == 0);
+    nibble_status_free(st);
   }
   /* Errors carry a message and must be freed. */
   st = nibble_dequantize(d, y, 4, 1);

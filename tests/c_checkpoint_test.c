@@ -31,6 +31,16 @@ static void ExpectError(nibble_status* st, const char* needle) {
   nibble_status_free(st);
 }
 
+static int32_t NeverStop(void* calls) {
+  ++*(int*)calls;
+  return 0;
+}
+
+static int32_t StopNow(void* calls) {
+  ++*(int*)calls;
+  return 1;
+}
+
 static int Ok(nibble_status* st) {
   if (st == NULL) return 1;
   fprintf(stderr, "unexpected error: %s\n", nibble_status_message(st));
@@ -98,6 +108,25 @@ static void CheckTensor(const nibble_checkpoint* ck, int64_t i) {
         CHECK(memcmp(part, b16, n16) == 0);
         CHECK(part[n16 / 2] == 0xBEEF);
       }
+    }
+    /* Cancellable: a callback that never stops gives the same bytes (asked
+     * at least once); one that stops at once, NIBBLE_STATUS_INTERRUPTED
+     * naming the tensor, asked once. */
+    int calls = 0;
+    nibble_cancel never = {NeverStop, &calls};
+    memset(part, 0, n16);
+    if (Ok(nibble_checkpoint_read_cancellable(ck, i, NIBBLE_BFLOAT16, 0, -1, part, n16, 2,
+                                              &never))) {
+      CHECK(memcmp(part, b16, n16) == 0 && (n16 == 0 || calls >= 1));
+    }
+    if (n16 > 0) { /* (nothing to write: nothing asked) */
+      nibble_cancel now = {StopNow, &calls};
+      calls = 0;
+      nibble_status* st =
+          nibble_checkpoint_read_cancellable(ck, i, NIBBLE_BFLOAT16, 0, -1, part, n16, 2, &now);
+      CHECK(st != NULL && nibble_status_code(st) == NIBBLE_STATUS_INTERRUPTED && calls == 1);
+      CHECK(st != NULL && strstr(nibble_status_message(st), info.name) != NULL);
+      nibble_status_free(st);
     }
     /* Misuse. */
     ExpectError(nibble_checkpoint_read(ck, i, NIBBLE_FLOAT32, 0, -1, f32, n32 - 1, 1), "need");

@@ -1736,6 +1736,105 @@ TEST_CASE("Checkpoint: one open checkpoint read from several threads at once") {
   }
 }
 
+TEST_CASE("Checkpoint::Read and Dequantizer::Run stop between pieces of rows when cancelled") {
+  // Q4_0 [2048, 4096]: 32 MiB of float32, two pieces of kCancelCheckBytes;
+  // a float16 copy [1024, 2048]: two 1M-value conversion pieces to float32,
+  // and as stored (4 MiB) one read; a 3-D Q8_0 tensor for Run's pieces.
+  std::mt19937 rng(23);
+  const fs::path dir = TempDir("cancel_reads");
+  GgufBuilder b;
+  auto blocks = [&](uint32_t type, int64_t values) {
+    const int64_t n = values / OracleBlockElems(type), bb = OracleBlockBytes(type);
+    std::vector<uint8_t> bytes(static_cast<size_t>(n * bb));
+    for (auto& x : bytes) x = static_cast<uint8_t>(rng());
+    for (int64_t k = 0; k < n; ++k) {
+      OracleModerateScales(type, bytes.data() + k * bb, static_cast<uint32_t>(rng()));
+    }
+    return bytes;
+  };
+  b.Tensor("big.q4_0", {4096, 2048}, 2, blocks(2, 4096 * 2048));
+  b.Tensor("experts.q8_0", {64, 16, 6}, 8, blocks(8, 64 * 16 * 6));
+  std::vector<uint8_t> f16(2 * 1024 * 2048);
+  for (size_t k = 0; k < f16.size(); k += 2) {
+    const uint16_t h = F16FromF32(static_cast<float>(k % 1000) * 0.01f - 5.0f);
+    std::memcpy(&f16[k], &h, 2);
+  }
+  b.Tensor("emb.f16", {2048, 1024}, 1, f16);
+  WriteText((dir / "m.gguf").string(), b.Bytes());
+  auto ck = Checkpoint::Open((dir / "m.gguf").string());
+  REQUIRE(ck.ok());
+
+  // Reads `name` as `dtype` asking a callback that says stop at its
+  // `stop_at`-th question (0: never); returns the status, the questions
+  // asked and the bytes.
+  struct Result {
+    Status status;
+    int asked = 0;
+    std::vector<uint8_t> bytes;
+  };
+  auto read = [&](const std::string& name, DType dtype, int stop_at) {
+    const CheckpointTensor* t = ck->Find(name);
+    REQUIRE(t != nullptr);
+    auto need = ck->OutputBytes(*t, dtype);
+    REQUIRE(need.ok());
+    Result r;
+    r.bytes.assign(static_cast<size_t>(*need), 0);
+    r.status = ck->Read(*t, dtype, 0, -1, 2, r.bytes.data(), r.bytes.size(), nullptr,
+                        [&] { return ++r.asked == stop_at; });
+    return r;
+  };
+  for (const auto& [name, dtype, pieces] :
+       {std::tuple<std::string, DType, int>{"big.q4_0", DType::kFloat32, 2},
+        {"emb.f16", DType::kFloat32, 2},
+        {"emb.f16", DType::kUndefined, 1}}) {
+    CAPTURE(name);
+    const CheckpointTensor* t = ck->Find(name);
+    auto want = ck->Read(*t, dtype);
+    REQUIRE(want.ok());
+    // Never stopping: asked before the inputs are read and before each
+    // piece but the first of a copy; the same bytes.
+    const Result all = read(name, dtype, 0);
+    REQUIRE(all.status.ok());
+    CHECK(all.asked == (t->quantized ? 1 + pieces : pieces));
+    CHECK(std::memcmp(all.bytes.data(), want->data(), want->size_bytes()) == 0);
+    // Stopped at the last question: an error naming the tensor, asked no
+    // more.
+    const Result stopped = read(name, dtype, all.asked);
+    CHECK_FALSE(stopped.status.ok());
+    CHECK(IsInterrupted(stopped.status.message()));
+    CHECK(stopped.status.message() == "tensor '" + name + "': interrupted");
+    CHECK(stopped.asked == all.asked);
+  }
+  // Dequantizer::Run in pieces of any size: the same bits as one run;
+  // stopped, asked no more. The 3-D tensor's rows are its 6 experts.
+  const CheckpointTensor* t = ck->Find("experts.q8_0");
+  CheckpointTensor::Buffers scratch;
+  auto d = t->prepare(DType::kBFloat16, &scratch);
+  REQUIRE(d.ok());
+  auto whole = d->Run(1);
+  REQUIRE(whole.ok());
+  const size_t bytes = whole->size_bytes();
+  for (const uint64_t check_bytes :
+       {uint64_t{1}, uint64_t{2048}, uint64_t{4096}, uint64_t{1} << 30}) {
+    CAPTURE(check_bytes);
+    std::vector<uint8_t> got(bytes, 0);
+    int asked = 0;
+    MutableTensorView y{DType::kBFloat16, whole->shape(), got.data(), bytes};
+    REQUIRE(d->Run(
+                 y, 2, [&] { return ++asked < 0; }, check_bytes)
+                .ok());
+    CHECK(std::memcmp(got.data(), whole->data(), bytes) == 0);
+    // 2 KiB per expert: one question per expert, per 2 experts, or all.
+    const int pieces = check_bytes < 2048 ? 6 : check_bytes < 4096 ? 6 : check_bytes < 8192 ? 3 : 1;
+    CHECK(asked == pieces);
+    int asked_stop = 0;
+    const Status st = d->Run(
+        y, 1, [&] { return ++asked_stop == pieces; }, check_bytes);
+    CHECK(IsInterrupted(st.message()));
+    CHECK(asked_stop == pieces);
+  }
+}
+
 TEST_CASE("float64 copies: converted on request, each value rounded once") {
   // Values where rounding through float32 first (double rounding) would
   // give other bits: 1 + 2^-11 + 2^-40 is above the float16 midpoint

@@ -200,6 +200,54 @@ for mode in ("plain", "cb"):
     check("Python Ctrl-C (%s): nothing published, no temporaries: %s" % (mode, os.listdir(out_dir)),
           not os.path.exists(out) and not leftovers(out_dir))
 
+# --- 3b. Python: Ctrl-C stops reading one large tensor into memory ---------
+# A timer thread sends SIGINT 10 ms into a read of 256 MiB of float32; the
+# read asks between pieces of 16 MiB and raises KeyboardInterrupt long
+# before it would have finished (judged when the whole read takes 30 ms or
+# more; a faster one must stop or end before the signal).
+def ctrl_c_stops(label, fn):
+    fn()  # the output's pages and the inputs touched once
+    t0 = time.perf_counter()
+    fn()
+    full = time.perf_counter() - t0
+    timer = threading.Timer(0.01, lambda: os.kill(os.getpid(), signal.SIGINT))
+    inside = False
+    t0 = time.perf_counter()
+    try:
+        timer.start()
+        fn()
+        took = time.perf_counter() - t0
+        try:  # the signal came after the call: let it land here
+            timer.join()
+            time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+    except KeyboardInterrupt:
+        took = time.perf_counter() - t0
+        inside = True
+    timer.join()
+    ok = (inside and took < 0.6 * full) if full > 0.03 else (inside or took < 0.01)
+    check("Python Ctrl-C stops %s (%.3f s of %.3f s, stopped: %s)" % (label, took, full, inside),
+          ok)
+
+
+rng = np.random.default_rng(5)
+big_codes = rng.integers(-32768, 32767, size=(8192, 2048), dtype=np.int16)  # int4 x 4
+big_scale = rng.random((32768, 16), dtype=np.float32) + 0.5
+big_d = nibble.Dequantizer.pmx(big_codes, big_scale, group_size=128)
+ctrl_c_stops("Dequantizer.run, 32768 x 2048 int4 -> float32", lambda: big_d.run(threads=1))
+del big_d, big_codes, big_scale
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from safetensors_util import write_st  # noqa: E402
+
+emb_path = os.path.join(work, "emb_f16.safetensors")
+write_st(emb_path, {"emb": ("F16", rng.standard_normal((8192, 8192)).astype(np.float16))})
+emb = nibble.open(emb_path)
+ctrl_c_stops("get_tensor, float16 8192 x 8192 -> float32",
+             lambda: emb.get_tensor("emb", dtype="float32"))
+del emb
+os.remove(emb_path)
+
 # --- 4. Two threads writing one output folder ------------------------------
 out = os.path.join(out_dir, "shared")
 results = []

@@ -209,8 +209,9 @@ void Check(const nibble::Status& s) {
 // How a long call (dequant, fold, matmul) is stopped from Python: a pending
 // signal's exception (Ctrl-C: KeyboardInterrupt) or an exception raised by
 // the progress callback. The library asks `cancelled` between tensors and
-// row chunks (a matmul: between tiles); the first exception is kept and re-raised when the call
-// returns, with nothing published. Lives on the calling frame, which
+// row chunks (a matmul: between tiles; a read: between pieces of rows of
+// kCancelCheckBytes); the first exception is kept and re-raised when the
+// call returns, with nothing published. Lives on the calling frame, which
 // outlives the conversion.
 class PyStop {
  public:
@@ -321,11 +322,13 @@ struct PyDequantizer {
     }
     nibble::MutableTensorView v{d->output().dtype, d->output().shape, y.mutable_data(),
                                 static_cast<size_t>(y.nbytes())};
+    PyStop stop;  // Ctrl-C stops a long run between pieces of rows
     nibble::Status st;
     {
       py::gil_scoped_release release;
-      st = d->Run(v, threads);
+      st = d->Run(v, threads, stop.Callback());
     }
+    stop.RaiseIfStopped();
     Check(st);
     return y;
   }
@@ -704,11 +707,13 @@ class PyCheckpoint {
     py::array y(NumpyDType(out), dims);
     void* dst = y.mutable_data();
     const size_t n = static_cast<size_t>(y.nbytes());
+    PyStop ctrl_c;  // Ctrl-C stops a long read between pieces of rows
     nibble::Status st;
     {
       py::gil_scoped_release release;
-      st = c.Read(t, want, start, r1, threads, dst, n);
+      st = c.Read(t, want, start, r1, threads, dst, n, nullptr, ctrl_c.Callback());
     }
+    ctrl_c.RaiseIfStopped();
     Check(st);
     return py::make_tuple(y, nibble::DTypeName(out));
   }
