@@ -127,7 +127,8 @@ StatusOr<Dequantizer> PrepareBroadcastDequantize(const TensorView& input, const 
   plan.out = *out_type;
   const float* scale_f = nullptr;
   NIBBLE_RETURN_IF_ERROR(
-      fail(internal::WidenScale(scale, "scale", &storage.scale, &scale_f, &storage.scales_normal)));
+      fail(internal::WidenScale(scale, "scale", &storage.scale, &scale_f,
+                                internal::NormalFlag(plan.out, &storage.scales_normal))));
   const int32_t* zp_i = nullptr;
   if (has_zp) {
     NIBBLE_RETURN_IF_ERROR(

@@ -69,6 +69,13 @@ StatusOr<int64_t> CheckView(const TensorView& v, const std::string& what);
 Status WidenScale(const TensorView& v, const std::string& what, ParamVector<float>* store,
                   const float** out, bool* normal);
 
+// WidenScale's `normal` for a plan writing `out`: `flag` for bfloat16 (the
+// only output whose kernels read Plan::normal_values: AVX512_BF16 rounding
+// flushes subnormal inputs), else null — no scan of in-place float32
+// scales (a 4096 x 4096 layer's G = 128 scales, 512 KiB, measured as
+// part of its preparation), *flag left false.
+inline bool* NormalFlag(OutType out, bool* flag) { return out == OutType::kBF16 ? flag : nullptr; }
+
 // Integer zero point (any integer dtype incl. packed 2/4-bit) -> int32.
 Status WidenIntegerZeroPoint(const TensorView& v, const std::string& what,
                              ParamVector<int32_t>* store, const int32_t** out);

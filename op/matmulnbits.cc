@@ -80,9 +80,10 @@ StatusOr<Dequantizer> PrepareMatMulNBits(const MatMulNBitsAttributes& a, const T
   plan.group = a.block_size;
   plan.s_outer = kb;
   plan.s_axis = 1;
-  NIBBLE_RETURN_IF_ERROR(internal::WidenScale(scales, "input scales", &storage.scale, &plan.scale,
-                                              &storage.scales_normal)
-                             .WithPrefix(who));
+  NIBBLE_RETURN_IF_ERROR(
+      internal::WidenScale(scales, "input scales", &storage.scale, &plan.scale,
+                           internal::NormalFlag(plan.out, &storage.scales_normal))
+          .WithPrefix(who));
 
   const bool has_zp = zp != nullptr && zp->dtype != DType::kUndefined;
   if (!has_zp) {

@@ -299,9 +299,10 @@ StatusOr<Dequantizer> PrepareOnnx(const OnnxDequantizeAttributes& attrs, const T
       break;
     }
   }
-  NIBBLE_RETURN_IF_ERROR(internal::WidenScale(scale, "input x_scale", &storage.scale, &plan.scale,
-                                              &storage.scales_normal)
-                             .WithPrefix(who));
+  NIBBLE_RETURN_IF_ERROR(
+      internal::WidenScale(scale, "input x_scale", &storage.scale, &plan.scale,
+                           internal::NormalFlag(plan.out, &storage.scales_normal))
+          .WithPrefix(who));
 
   if (a.zp_present && x.dtype != DType::kFloat4E2M1) {  // float4 zero points are ignored
     if (IsFloat8(x.dtype)) {

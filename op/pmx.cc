@@ -233,9 +233,10 @@ StatusOr<Dequantizer> PreparePmx(const PmxAttributes& attrs, const TensorView& x
       break;
   }
 
-  NIBBLE_RETURN_IF_ERROR(internal::WidenScale(scale, "input Scale", &storage.scale, &plan.scale,
-                                              &storage.scales_normal)
-                             .WithPrefix(who));
+  NIBBLE_RETURN_IF_ERROR(
+      internal::WidenScale(scale, "input Scale", &storage.scale, &plan.scale,
+                           internal::NormalFlag(plan.out, &storage.scales_normal))
+          .WithPrefix(who));
   if (a.zp_kind == 1) {
     plan.zp_kind = ZeroPointKind::kInteger;
     NIBBLE_RETURN_IF_ERROR(internal::WidenIntegerZeroPoint(*zero_point, "input ZeroPoint",

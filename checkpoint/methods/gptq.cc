@@ -46,9 +46,9 @@ StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweigh
   plan.inner = 1;
   plan.s_outer = 1;
   plan.s_axis = N;
-  NIBBLE_RETURN_IF_ERROR(
-      internal::WidenScale(scales, "scales", &st.scale, &plan.scale, &st.scales_normal)
-          .WithPrefix(who));
+  NIBBLE_RETURN_IF_ERROR(internal::WidenScale(scales, "scales", &st.scale, &plan.scale,
+                                              internal::NormalFlag(plan.out, &st.scales_normal))
+                             .WithPrefix(who));
   if (qzeros != nullptr) {
     if (N % per_word != 0) {
       return Status::Error(who + ": N = " + std::to_string(N) + " is not a multiple of " +
