@@ -267,9 +267,10 @@ nibble_status* nibble_checkpoint_prepare(const nibble_checkpoint* ck, int64_t in
 nibble_status* nibble_checkpoint_read(const nibble_checkpoint* ck, int64_t index, int32_t dtype,
                                       int64_t row0, int64_t row1, void* out, size_t out_bytes,
                                       int32_t threads);
-/* nibble_checkpoint_read, asking `cancel` (see nibble_cancel) before the
- * tensor's packed inputs are read and before each piece of rows of output
- * (as nibble_dequantize_cancellable's). */
+/* nibble_checkpoint_read, asking `cancel` (see nibble_cancel) before
+ * anything is read, between 16 MiB pieces of each input read from its file
+ * and before each piece of rows of output (as
+ * nibble_dequantize_cancellable's). */
 nibble_status* nibble_checkpoint_read_cancellable(const nibble_checkpoint* ck, int64_t index,
                                                   int32_t dtype, int64_t row0, int64_t row1,
                                                   void* out, size_t out_bytes, int32_t threads,

@@ -301,11 +301,14 @@ Status Checkpoint::Read(const CheckpointTensor& t, DType requested, int64_t row0
   CheckpointTensor::Buffers own;
   CheckpointTensor::Buffers* buffers = scratch != nullptr ? scratch : &own;
   buffers->Reuse();
+  buffers->cancelled = cancelled;
   ScopedPrepareThreads prepare_threads(threads);
   auto d = t.prepare(OutputDType(t, requested), buffers);
-  if (!d.ok()) return d.status();
-  const Status st = RunPrepared(*d, t, row0, row1, dst, *need, threads, cancelled);
-  // The dequantizer's own name may differ from the tensor's: say which.
+  buffers->cancelled = nullptr;  // (it may refer to the caller's frame)
+  const Status st =
+      d.ok() ? RunPrepared(*d, t, row0, row1, dst, *need, threads, cancelled) : d.status();
+  // The readers' and the dequantizer's messages name the tensor their own
+  // way: say which, once.
   if (cancelled && IsInterrupted(st.message())) {
     return Status::Error(who + ": " + kInterrupted);
   }

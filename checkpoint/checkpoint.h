@@ -62,7 +62,11 @@ struct CheckpointTensor {
     void Reuse() {
       next_bytes = 0;
       tensors.clear();
+      cancelled = nullptr;
     }
+    // Asked between pieces of the inputs' reads (Checkpoint::Read sets it
+    // for its preparation only; empty: never stops).
+    CancelCallback cancelled;
     std::vector<std::vector<uint8_t>> bytes;
     size_t next_bytes = 0;
     std::vector<Tensor> tensors;
@@ -148,11 +152,11 @@ class Checkpoint {
   // an earlier Read (CheckpointTensor::Buffers) — a caller reading tensor
   // after tensor passes the same one and saves an allocation per input.
   // `cancelled` (optional, base/cancel.h): asked on the calling thread
-  // before the tensor's packed inputs are read and before each piece of
-  // rows of output (kCancelCheckBytes, as Dequantizer::Run's pieces); when it says stop, Read
-  // returns an error naming the tensor whose message ends in kInterrupted
-  // (dst's contents then unspecified). Reading the packed inputs (one
-  // positioned read per input) is not interrupted.
+  // before anything is read, between pieces of kCancelCheckBytes of each
+  // input read from its file, and before each piece of rows of output (as
+  // Dequantizer::Run's pieces); when it says stop, Read returns
+  // "tensor '<name>': interrupted" (base/cancel.h's kInterrupted; dst's
+  // contents then unspecified).
   Status Read(const CheckpointTensor& t, DType requested, int64_t row0, int64_t row1, int threads,
               void* dst, size_t dst_bytes, CheckpointTensor::Buffers* scratch = nullptr,
               const CancelCallback& cancelled = {}) const;

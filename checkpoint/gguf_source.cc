@@ -52,7 +52,7 @@ StatusOr<CheckpointListing> ListGgufCheckpoint(const std::string& path) {
       ct.quantized = true;
       ct.detail = GgmlBlockDescription(t.type);
       ct.prepare = [tp, fp](DType out, CheckpointTensor::Buffers* bufs) -> StatusOr<Dequantizer> {
-        auto d = fp->Load(*tp, bufs->NextBytes());
+        auto d = fp->Load(*tp, bufs->NextBytes(), &bufs->cancelled);
         if (!d.ok()) return d.status();
         return PrepareGgml(tp->type, tp->ne, *d, static_cast<size_t>(tp->bytes), out, tp->name);
       };

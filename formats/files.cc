@@ -127,10 +127,14 @@ ReadOnlyFile::~ReadOnlyFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-Status ReadOnlyFile::Read(uint64_t offset, size_t n, void* dst) const {
+Status ReadOnlyFile::Read(uint64_t offset, size_t n, void* dst,
+                          const CancelCallback* cancelled) const {
   auto* p = static_cast<uint8_t*>(dst);
-  while (n > 0) {
-    const size_t chunk = std::min<size_t>(n, size_t{1} << 30);
+  const bool ask = cancelled != nullptr && *cancelled;
+  const size_t piece = ask ? static_cast<size_t>(kCancelCheckBytes) : size_t{1} << 30;
+  for (bool first = true; n > 0; first = false) {
+    if (ask && !first) NIBBLE_RETURN_IF_ERROR(CheckCancelled(*cancelled));
+    const size_t chunk = std::min<size_t>(n, piece);
     const ssize_t r = ::pread(fd_, p, chunk, static_cast<off_t>(offset));
     if (r < 0) {
       if (errno == EINTR) continue;

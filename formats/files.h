@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "base/cancel.h"
 #include "base/status.h"
 
 namespace nibble {
@@ -64,8 +65,11 @@ class ReadOnlyFile {
   const std::string& path() const { return path_; }
   const FileId& id() const { return id_; }
   // Reads exactly n bytes at `offset` into dst; an error naming the file if
-  // it has become shorter or cannot be read.
-  Status Read(uint64_t offset, size_t n, void* dst) const;
+  // it has become shorter or cannot be read. `cancelled` (optional): asked
+  // between pieces of kCancelCheckBytes; when it says stop, an error
+  // ending in kInterrupted (dst's contents then unspecified).
+  Status Read(uint64_t offset, size_t n, void* dst,
+              const CancelCallback* cancelled = nullptr) const;
 
  private:
   ReadOnlyFile() = default;

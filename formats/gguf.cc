@@ -282,16 +282,18 @@ StatusOr<std::shared_ptr<GgufFile>> GgufFile::Open(const std::string& path, Inpu
   }
 }
 
-StatusOr<const uint8_t*> GgufFile::Load(const GgufTensor& t, std::vector<uint8_t>* storage) const {
+StatusOr<const uint8_t*> GgufFile::Load(const GgufTensor& t, std::vector<uint8_t>* storage,
+                                        const CancelCallback* cancelled) const {
   if (!t.known()) {
     return Status::Error("GGUF tensor '" + t.name + "': unknown type " + GgmlTypeName(t.type));
   }
   if (!file_) return t.data;
   if (storage->size() < t.bytes) storage->resize(static_cast<size_t>(t.bytes));
   if (t.bytes > 0) {
-    NIBBLE_RETURN_IF_ERROR(
-        file_->Read(data_offset_ + t.offset, static_cast<size_t>(t.bytes), storage->data())
-            .WithPrefix("GGUF tensor '" + t.name + "'"));
+    NIBBLE_RETURN_IF_ERROR(file_
+                               ->Read(data_offset_ + t.offset, static_cast<size_t>(t.bytes),
+                                      storage->data(), cancelled)
+                               .WithPrefix("GGUF tensor '" + t.name + "'"));
   }
   return static_cast<const uint8_t*>(storage->data());
 }

@@ -182,7 +182,9 @@ class GgufFile {
   // of `*storage` (grown when smaller, never shrunk, so a reused buffer
   // costs no allocation; an error if the file has shrunk), or its view for
   // FromBytes.
-  StatusOr<const uint8_t*> Load(const GgufTensor& t, std::vector<uint8_t>* storage) const;
+  // `cancelled` (optional): as ReadOnlyFile::Read's.
+  StatusOr<const uint8_t*> Load(const GgufTensor& t, std::vector<uint8_t>* storage,
+                                const CancelCallback* cancelled = nullptr) const;
   // Copies a known-type tensor's bytes [offset, offset + n) (default: all,
   // t.bytes of them) straight to `dst`; a range past the tensor is an error.
   Status ReadInto(const GgufTensor& t, uint8_t* dst, uint64_t offset = 0,

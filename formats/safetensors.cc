@@ -251,7 +251,8 @@ const SafetensorsTensor* SafetensorsFile::Find(const std::string& name) const {
 }
 
 StatusOr<TensorView> SafetensorsFile::Load(const SafetensorsTensor& t,
-                                           std::vector<uint8_t>* storage) const {
+                                           std::vector<uint8_t>* storage,
+                                           const CancelCallback* cancelled) const {
   TensorView v;
   v.dtype = t.dtype;
   v.shape = t.shape;
@@ -262,8 +263,9 @@ StatusOr<TensorView> SafetensorsFile::Load(const SafetensorsTensor& t,
   }
   if (storage->size() < v.size_bytes) storage->resize(v.size_bytes);
   if (v.size_bytes > 0) {
-    NIBBLE_RETURN_IF_ERROR(file_->Read(buffer_offset_ + t.begin, v.size_bytes, storage->data())
-                               .WithPrefix("tensor '" + t.name + "'"));
+    NIBBLE_RETURN_IF_ERROR(
+        file_->Read(buffer_offset_ + t.begin, v.size_bytes, storage->data(), cancelled)
+            .WithPrefix("tensor '" + t.name + "'"));
   }
   v.data = storage->data();
   return v;

@@ -56,7 +56,9 @@ class SafetensorsFile {
   // `*storage` (grown when smaller, never shrunk, so a reused buffer costs
   // no allocation), or (FromBytes) a view of the caller's bytes, possibly
   // misaligned.
-  StatusOr<TensorView> Load(const SafetensorsTensor& t, std::vector<uint8_t>* storage) const;
+  // `cancelled` (optional): as ReadOnlyFile::Read's.
+  StatusOr<TensorView> Load(const SafetensorsTensor& t, std::vector<uint8_t>* storage,
+                            const CancelCallback* cancelled = nullptr) const;
   // Copies the tensor's bytes [offset, offset + n) (default: all, end -
   // begin of them) straight to `dst`; a range past the tensor is an error.
   Status ReadInto(const SafetensorsTensor& t, uint8_t* dst, uint64_t offset = 0,

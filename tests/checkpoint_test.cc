@@ -1738,8 +1738,10 @@ TEST_CASE("Checkpoint: one open checkpoint read from several threads at once") {
 
 TEST_CASE("Checkpoint::Read and Dequantizer::Run stop between pieces of rows when cancelled") {
   // Q4_0 [2048, 4096]: 32 MiB of float32, two pieces of kCancelCheckBytes;
-  // a float16 copy [1024, 2048]: two 1M-value conversion pieces to float32,
-  // and as stored (4 MiB) one read; a 3-D Q8_0 tensor for Run's pieces.
+  // Q8_0 [4096, 4096]: 17 MiB of blocks read in two pieces, 32 MiB of
+  // bfloat16 written in two; a float16 copy [1024, 2048]: two 1M-value
+  // conversion pieces to float32, and as stored (4 MiB) one read; a 3-D
+  // Q8_0 tensor for Run's pieces.
   std::mt19937 rng(23);
   const fs::path dir = TempDir("cancel_reads");
   GgufBuilder b;
@@ -1753,6 +1755,7 @@ TEST_CASE("Checkpoint::Read and Dequantizer::Run stop between pieces of rows whe
     return bytes;
   };
   b.Tensor("big.q4_0", {4096, 2048}, 2, blocks(2, 4096 * 2048));
+  b.Tensor("big.q8_0", {4096, 4096}, 8, blocks(8, 4096 * 4096));  // 17 MiB stored
   b.Tensor("experts.q8_0", {64, 16, 6}, 8, blocks(8, 64 * 16 * 6));
   std::vector<uint8_t> f16(2 * 1024 * 2048);
   for (size_t k = 0; k < f16.size(); k += 2) {
@@ -1783,8 +1786,11 @@ TEST_CASE("Checkpoint::Read and Dequantizer::Run stop between pieces of rows whe
                         [&] { return ++r.asked == stop_at; });
     return r;
   };
+  // pieces: questions after the first (input pieces after the first of
+  // each, output pieces).
   for (const auto& [name, dtype, pieces] :
        {std::tuple<std::string, DType, int>{"big.q4_0", DType::kFloat32, 2},
+        {"big.q8_0", DType::kBFloat16, 1 + 2},
         {"emb.f16", DType::kFloat32, 2},
         {"emb.f16", DType::kUndefined, 1}}) {
     CAPTURE(name);
@@ -1797,13 +1803,16 @@ TEST_CASE("Checkpoint::Read and Dequantizer::Run stop between pieces of rows whe
     REQUIRE(all.status.ok());
     CHECK(all.asked == (t->quantized ? 1 + pieces : pieces));
     CHECK(std::memcmp(all.bytes.data(), want->data(), want->size_bytes()) == 0);
-    // Stopped at the last question: an error naming the tensor, asked no
-    // more.
-    const Result stopped = read(name, dtype, all.asked);
-    CHECK_FALSE(stopped.status.ok());
-    CHECK(IsInterrupted(stopped.status.message()));
-    CHECK(stopped.status.message() == "tensor '" + name + "': interrupted");
-    CHECK(stopped.asked == all.asked);
+    // Stopped at any question (the inputs' reads, the output's pieces): an
+    // error naming the tensor, asked no more.
+    for (int stop_at = 1; stop_at <= all.asked; ++stop_at) {
+      CAPTURE(stop_at);
+      const Result stopped = read(name, dtype, stop_at);
+      CHECK_FALSE(stopped.status.ok());
+      CHECK(IsInterrupted(stopped.status.message()));
+      CHECK(stopped.status.message() == "tensor '" + name + "': interrupted");
+      CHECK(stopped.asked == stop_at);
+    }
   }
   // Dequantizer::Run in pieces of any size: the same bits as one run;
   // stopped, asked no more. The 3-D tensor's rows are its 6 experts.

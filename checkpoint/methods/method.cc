@@ -45,7 +45,7 @@ uint64_t BytesOf(const SafetensorsSet::Entry* e) {
 Status LoadInto(const SafetensorsSet::Entry* x, CheckpointTensor::Buffers* bufs,
                 std::optional<TensorView>* out) {
   if (x == nullptr) return Status::Ok();
-  auto v = x->file->Load(*x->tensor, bufs->NextBytes());
+  auto v = x->file->Load(*x->tensor, bufs->NextBytes(), &bufs->cancelled);
   if (!v.ok()) return v.status();
   *out = *v;
   return Status::Ok();
