@@ -216,10 +216,25 @@ Status Checkpoint::RunPrepared(const Dequantizer& d, const CheckpointTensor& t, 
   return d.RunRows(row0, row1, dst, static_cast<size_t>(need), threads, cancelled);
 }
 
+StatusOr<Dequantizer> Checkpoint::Prepare(const CheckpointTensor& t, DType requested, int threads,
+                                          CheckpointTensor::Buffers* buffers,
+                                          const CancelCallback& cancelled) const {
+  buffers->Reuse();
+  buffers->cancelled = cancelled;
+  ScopedPrepareThreads prepare_threads(threads);
+  auto d = t.prepare(OutputDType(t, requested), buffers);
+  buffers->cancelled = nullptr;  // (it may refer to the caller's frame)
+  // The file readers name the tensor their own way: say which, once.
+  if (!d.ok() && cancelled && IsInterrupted(d.status().message())) {
+    return Status::Error("tensor '" + t.name + "': " + kInterrupted);
+  }
+  return d;
+}
+
 StatusOr<Checkpoint::RowReader> Checkpoint::PrepareRows(const CheckpointTensor& t, DType requested,
                                                         int threads,
-                                                        CheckpointTensor::Buffers* scratch) const
-    try {
+                                                        CheckpointTensor::Buffers* scratch,
+                                                        const CancelCallback& cancelled) const try {
   NIBBLE_RETURN_IF_ERROR(CheckRequest(t, requested, threads));
   if (!t.quantized) {
     // Copies are positioned reads of their byte range: nothing to prepare.
@@ -229,9 +244,7 @@ StatusOr<Checkpoint::RowReader> Checkpoint::PrepareRows(const CheckpointTensor& 
         });
   }
   if (scratch == nullptr) return Status::Error("tensor '" + t.name + "': no scratch buffers");
-  scratch->Reuse();
-  ScopedPrepareThreads prepare_threads(threads);
-  auto d = t.prepare(OutputDType(t, requested), scratch);
+  auto d = Prepare(t, requested, threads, scratch, cancelled);
   if (!d.ok()) return d.status();
   auto prepared = std::make_shared<const Dequantizer>(std::move(*d));
   return RowReader([this, &t, requested, threads, prepared](int64_t r0, int64_t r1, void* dst,
@@ -299,20 +312,11 @@ Status Checkpoint::Read(const CheckpointTensor& t, DType requested, int64_t row0
     return Status::Ok();
   }
   CheckpointTensor::Buffers own;
-  CheckpointTensor::Buffers* buffers = scratch != nullptr ? scratch : &own;
-  buffers->Reuse();
-  buffers->cancelled = cancelled;
-  ScopedPrepareThreads prepare_threads(threads);
-  auto d = t.prepare(OutputDType(t, requested), buffers);
-  buffers->cancelled = nullptr;  // (it may refer to the caller's frame)
-  const Status st =
-      d.ok() ? RunPrepared(*d, t, row0, row1, dst, *need, threads, cancelled) : d.status();
-  // The readers' and the dequantizer's messages name the tensor their own
-  // way: say which, once.
-  if (cancelled && IsInterrupted(st.message())) {
-    return Status::Error(who + ": " + kInterrupted);
-  }
-  return st;
+  auto d = Prepare(t, requested, threads, scratch != nullptr ? scratch : &own, cancelled);
+  if (!d.ok()) return d.status();
+  const Status st = RunPrepared(*d, t, row0, row1, dst, *need, threads, cancelled);
+  // The dequantizer names the request its own way: say which tensor.
+  return cancelled && IsInterrupted(st.message()) ? Status::Error(who + ": " + kInterrupted) : st;
 } catch (const std::bad_alloc&) {
   return OutOfMemoryError("Checkpoint::Read");
 }

@@ -167,9 +167,11 @@ class Checkpoint {
   // tensor in pieces (Read() prepares on every call). The result refers to
   // *this, `t` and *scratch, which must outlive it; scratch serves one
   // prepared tensor at a time (preparing another reuses it). Same
-  // arguments, errors and bits as Read().
+  // arguments, errors and bits as Read(); `cancelled` is asked while the
+  // inputs are read (the row reads' pieces are the caller's).
   StatusOr<RowReader> PrepareRows(const CheckpointTensor& t, DType requested, int threads,
-                                  CheckpointTensor::Buffers* scratch) const;
+                                  CheckpointTensor::Buffers* scratch,
+                                  const CancelCallback& cancelled = {}) const;
   // Same as Read, into a new tensor of shape t.shape with shape[0] = row1 - row0.
   StatusOr<Tensor> Read(const CheckpointTensor& t, DType requested, int64_t row0 = 0,
                         int64_t row1 = -1, int threads = 0,
@@ -197,6 +199,11 @@ class Checkpoint {
   // writes (row1 = -1 resolved).
   StatusOr<uint64_t> CheckRead(const CheckpointTensor& t, DType requested, int64_t row0,
                                int64_t* row1, int threads, const void* dst, size_t dst_bytes) const;
+  // Reads quantized `t`'s inputs into *buffers (Reuse()d first; asking
+  // `cancelled` meanwhile) and lowers them: Read's and PrepareRows' step.
+  StatusOr<Dequantizer> Prepare(const CheckpointTensor& t, DType requested, int threads,
+                                CheckpointTensor::Buffers* buffers,
+                                const CancelCallback& cancelled) const;
   // Rows [row0, row1) of a prepared quantized tensor into dst (`need`
   // bytes, checked).
   static Status RunPrepared(const Dequantizer& d, const CheckpointTensor& t, int64_t row0,

@@ -446,8 +446,8 @@ Status DequantToFolder(const Checkpoint& ck, const std::string& in, const std::s
     const DType req = options.dtype;
     const int threads = options.threads;
     const Checkpoint* c = &ck;
-    it.out.open_rows = [c, t, req, threads, scratch]() {
-      return c->PrepareRows(*t, req, threads, scratch.get());
+    it.out.open_rows = [c, t, req, threads, scratch, cancelled = options.cancelled]() {
+      return c->PrepareRows(*t, req, threads, scratch.get(), cancelled);
     };
     items.push_back(std::move(it));
     if (t->quantized) {
@@ -532,8 +532,8 @@ Status DequantOpenCheckpoint(const Checkpoint& ck, const std::string& in, const 
     o.shape = t->shape;
     const DType req = options.dtype;
     const int threads = options.threads;
-    o.open_rows = [c, t, req, threads, scratch]() {
-      return c->PrepareRows(*t, req, threads, scratch.get());
+    o.open_rows = [c, t, req, threads, scratch, cancelled = options.cancelled]() {
+      return c->PrepareRows(*t, req, threads, scratch.get(), cancelled);
     };
     outs.push_back(std::move(o));
     if (t->quantized) {

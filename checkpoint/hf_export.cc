@@ -885,6 +885,7 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
       const DType req = options.dtype;
       const int threads = options.threads;
       it.out.open_rows = [c, srcs, req, threads, n_parts, rows, cols, eb,
+                          cancelled = options.cancelled,
                           expert_bytes]() -> StatusOr<SafetensorsOutput::RowWriter> {
         struct State {
           std::vector<Checkpoint::RowReader> readers;
@@ -894,7 +895,7 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
         auto st = std::make_shared<State>();
         st->buffers.resize(srcs.size());
         for (size_t k = 0; k < srcs.size(); ++k) {
-          auto r = c->PrepareRows(*srcs[k], req, threads, &st->buffers[k]);
+          auto r = c->PrepareRows(*srcs[k], req, threads, &st->buffers[k], cancelled);
           if (!r.ok()) return r.status();
           st->readers.push_back(std::move(*r));
           st->experts.emplace_back(
@@ -953,9 +954,10 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
         it.out.shape = {t->shape[1], t->shape[2]};
         it.bytes = static_cast<uint64_t>(t->shape[1] * t->shape[2] * DTypeBits(it.out.dtype) / 8);
         const uint64_t bytes = it.bytes;
-        it.out.fill = [c, t, req, threads, shared, e, experts, bytes](uint8_t* dst) -> Status {
+        it.out.fill = [c, t, req, threads, shared, e, experts, bytes,
+                       cancelled = options.cancelled](uint8_t* dst) -> Status {
           if (!shared->reader) {
-            auto r = c->PrepareRows(*t, req, threads, &shared->buffers);
+            auto r = c->PrepareRows(*t, req, threads, &shared->buffers, cancelled);
             if (!r.ok()) return r.status();
             shared->reader.emplace(std::move(*r));
           }
@@ -1070,8 +1072,8 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
         return Status::Ok();
       };
     } else if (heads == 0 && it.out.shape == t->shape) {
-      it.out.open_rows = [c, t, req, threads, scratch]() {
-        return c->PrepareRows(*t, req, threads, scratch.get());
+      it.out.open_rows = [c, t, req, threads, scratch, cancelled = options.cancelled]() {
+        return c->PrepareRows(*t, req, threads, scratch.get(), cancelled);
       };
     } else {  // rows permuted within each head, or reshaped: the whole tensor at once
       it.out.fill = [c, t, req, threads, rows, row_bytes, src, heads,

@@ -1814,6 +1814,19 @@ TEST_CASE("Checkpoint::Read and Dequantizer::Run stop between pieces of rows whe
       CHECK(stopped.asked == stop_at);
     }
   }
+  // PrepareRows (a conversion's step): asked while the inputs are read.
+  {
+    const CheckpointTensor* q8 = ck->Find("big.q8_0");
+    CheckpointTensor::Buffers scratch;
+    int asked = 0;
+    auto rows = ck->PrepareRows(*q8, DType::kFloat32, 1, &scratch, [&] { return ++asked == 1; });
+    CHECK(asked == 1);
+    REQUIRE_FALSE(rows.ok());
+    CHECK(rows.status().message() == "tensor 'big.q8_0': interrupted");
+    asked = 0;
+    CHECK(ck->PrepareRows(*q8, DType::kFloat32, 1, &scratch, [&] { return ++asked < 0; }).ok());
+    CHECK(asked == 1);  // between its two pieces
+  }
   // Dequantizer::Run in pieces of any size: the same bits as one run;
   // stopped, asked no more. The 3-D tensor's rows are its 6 experts.
   const CheckpointTensor* t = ck->Find("experts.q8_0");
