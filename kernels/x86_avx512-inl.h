@@ -1,6 +1,12 @@
-// Every raw x86 intrinsic of the kernels, in one place, for AVX-512 targets
-// only (HWY_TARGET <= HWY_AVX3), included once per Highway target by
-// kernels/dequantize-inl.h. Why they are not Highway ops:
+// The raw x86 intrinsics of the kernels' larger AVX-512 paths, for
+// AVX-512 targets only (HWY_TARGET <= HWY_AVX3), included once per Highway
+// target by kernels/dequantize-inl.h. Short ones also sit, inside
+// `#if HWY_TARGET <= HWY_AVX3` blocks, beside the code they serve:
+// kernels/code_loaders-inl.h (nibble and byte unpacking of the code
+// loaders: included before this file), kernels/dequantize-inl.h (vpermps
+// table lookups of the row kernels and the fused dot, the group-map
+// selects) and kernels/dequantize_decoded.cc (NVFP4's 16-bit table).
+// Why they are not Highway ops:
 //  - BF16x32 / BF16x16 / StoreBF16x32: Highway 1.0.3 has no AVX512_BF16
 //    target, and its bfloat16 DemoteTo truncates; vcvtne2ps2bf16 rounds
 //    exactly like BF16FromF32, 2-3x faster than the integer-lane rounding.
