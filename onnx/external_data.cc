@@ -93,27 +93,9 @@ Status TensorResolver::OpenExternal(const nibble_onnx::TensorProto& p) {
   return f.ok() ? Status::Ok() : f.status();
 }
 
-StatusOr<TensorView> TensorResolver::Resolve(const nibble_onnx::TensorProto& p, Tensor* storage) {
+StatusOr<std::pair<const ReadOnlyFile*, uint64_t>> TensorResolver::ExternalRange(
+    const nibble_onnx::TensorProto& p, const TensorView& v) {
   const std::string who = "tensor '" + p.name() + "'";
-  auto desc = Describe(p);
-  if (!desc.ok()) return desc.status();
-  TensorView v = *desc;
-  if (!HasExternalData(p)) {
-    if (p.has_raw_data()) {
-      if (p.raw_data().size() != v.size_bytes) {
-        return Status::Error(who + ": raw_data has " + std::to_string(p.raw_data().size()) +
-                             " bytes, " + DTypeName(v.dtype) + " " + ShapeToString(v.shape) +
-                             " needs " + std::to_string(v.size_bytes));
-      }
-      v.data = p.raw_data().data();
-      return v;
-    }
-    auto t = TensorFromProto(p);  // typed fields
-    if (!t.ok()) return t.status();
-    *storage = std::move(*t);
-    v.data = storage->data();
-    return v;
-  }
   std::string location;
   uint64_t offset = 0, length = 0;
   bool has_length = false;
@@ -147,10 +129,63 @@ StatusOr<TensorView> TensorResolver::Resolve(const nibble_onnx::TensorProto& p, 
                          std::to_string(offset + length) + ") lies outside '" + location + "' (" +
                          std::to_string(f.size()) + " bytes)");
   }
+  return std::make_pair(&f, offset);
+}
+
+Status TensorResolver::ReadRange(const nibble_onnx::TensorProto& p, uint64_t offset, uint64_t n,
+                                 uint8_t* dst, const CancelCallback* cancelled) {
+  auto desc = Describe(p);
+  if (!desc.ok()) return desc.status();
+  const uint64_t size = desc->size_bytes;
+  if (offset > size || n > size - offset) {
+    return Status::Error("tensor '" + EscapeBytes(p.name()) + "': bytes [" +
+                         std::to_string(offset) + ", +" + std::to_string(n) + ") are outside its " +
+                         std::to_string(size));
+  }
+  if (n == 0) return Status::Ok();
+  if (HasExternalData(p)) {
+    auto range = ExternalRange(p, *desc);
+    if (!range.ok()) return range.status();
+    return range->first->Read(range->second + offset, static_cast<size_t>(n), dst, cancelled)
+        .WithPrefix("tensor '" + EscapeBytes(p.name()) + "'");
+  }
+  Tensor storage;  // inline raw_data: a view; typed fields: decoded whole
+  auto v = Resolve(p, &storage);
+  if (!v.ok()) return v.status();
+  std::memcpy(dst, static_cast<const uint8_t*>(v->data) + offset, static_cast<size_t>(n));
+  return Status::Ok();
+}
+
+StatusOr<TensorView> TensorResolver::Resolve(const nibble_onnx::TensorProto& p, Tensor* storage,
+                                             const CancelCallback* cancelled) {
+  const std::string who = "tensor '" + p.name() + "'";
+  auto desc = Describe(p);
+  if (!desc.ok()) return desc.status();
+  TensorView v = *desc;
+  if (!HasExternalData(p)) {
+    if (p.has_raw_data()) {
+      if (p.raw_data().size() != v.size_bytes) {
+        return Status::Error(who + ": raw_data has " + std::to_string(p.raw_data().size()) +
+                             " bytes, " + DTypeName(v.dtype) + " " + ShapeToString(v.shape) +
+                             " needs " + std::to_string(v.size_bytes));
+      }
+      v.data = p.raw_data().data();
+      return v;
+    }
+    auto t = TensorFromProto(p);  // typed fields
+    if (!t.ok()) return t.status();
+    *storage = std::move(*t);
+    v.data = storage->data();
+    return v;
+  }
+  auto range = ExternalRange(p, v);
+  if (!range.ok()) return range.status();
   auto t = Tensor::Allocate(v.dtype, v.shape);
   if (!t.ok()) return t.status().WithPrefix(who);
-  if (length > 0)
-    NIBBLE_RETURN_IF_ERROR(f.Read(offset, static_cast<size_t>(length), t->data()).WithPrefix(who));
+  if (v.size_bytes > 0) {
+    NIBBLE_RETURN_IF_ERROR(
+        range->first->Read(range->second, v.size_bytes, t->data(), cancelled).WithPrefix(who));
+  }
   *storage = std::move(*t);
   v.data = storage->data();
   return v;

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "base/status.h"
 #include "base/tensor.h"
@@ -41,13 +42,26 @@ class TensorResolver {
   // A view of the tensor's bytes. Inline raw_data is zero-copy (valid while
   // `proto` lives); external data is read into `*storage` (checked against
   // the file's size first), typed fields are decoded into it. Errors name
-  // the tensor.
-  StatusOr<TensorView> Resolve(const nibble_onnx::TensorProto& proto, Tensor* storage);
+  // the tensor. `cancelled` (optional): asked between pieces of an external
+  // read (ReadOnlyFile::Read).
+  StatusOr<TensorView> Resolve(const nibble_onnx::TensorProto& proto, Tensor* storage,
+                               const CancelCallback* cancelled = nullptr);
+
+  // Copies bytes [offset, offset + n) of the tensor's data to dst: from
+  // its external file (only that range is read; `cancelled` as Resolve's)
+  // or its inline raw_data; typed fields are decoded whole first. A range
+  // past the tensor is an error naming it.
+  Status ReadRange(const nibble_onnx::TensorProto& proto, uint64_t offset, uint64_t n, uint8_t* dst,
+                   const CancelCallback* cancelled = nullptr);
 
   // Element type and shape without touching data.
   static StatusOr<TensorView> Describe(const nibble_onnx::TensorProto& proto);
 
  private:
+  // Where external `proto`'s data lies (v: its Describe()): its opened
+  // file and the data's first byte, every location field checked.
+  StatusOr<std::pair<const ReadOnlyFile*, uint64_t>> ExternalRange(
+      const nibble_onnx::TensorProto& proto, const TensorView& v);
   // The opened external file of `proto` (checked location), or an error.
   StatusOr<const ReadOnlyFile*> ExternalFile(const nibble_onnx::TensorProto& proto,
                                              const std::string& location);

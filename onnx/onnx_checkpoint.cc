@@ -134,7 +134,8 @@ StatusOr<Checkpoint> OpenOnnxCheckpoint(const std::string& path) try {
       StatusOr<Dequantizer> d = Status::Error("not prepared");
       {
         std::lock_guard<std::mutex> lock(st->mu);
-        d = internal::PrepareWeightNode(st->view, *node, st->resolver.get(), out, &bufs->tensors);
+        d = internal::PrepareWeightNode(st->view, *node, st->resolver.get(), out, &bufs->tensors,
+                                        &bufs->cancelled);
       }
       if (d.ok() && mm) d->TransposeOutput();
       return d;
@@ -170,16 +171,10 @@ StatusOr<Checkpoint> OpenOnnxCheckpoint(const std::string& path) try {
     if (!names.insert(ct.name).second) continue;  // a weight of that name is listed
     const nibble_onnx::TensorProto* tp = &t;
     OnnxState* st = state.get();
+    // Only the range asked for is read (Read converts and copies in pieces).
     ct.read_stored = [st, tp](uint64_t offset, uint64_t n, uint8_t* dst) -> Status {
       std::lock_guard<std::mutex> lock(st->mu);
-      Tensor scratch;
-      auto v = st->resolver->Resolve(*tp, &scratch);
-      if (!v.ok()) return v.status();
-      if (offset > v->size_bytes || n > v->size_bytes - offset) {
-        return Status::Error("tensor '" + EscapeBytes(tp->name()) + "': bytes out of range");
-      }
-      if (n) std::memcpy(dst, static_cast<const uint8_t*>(v->data) + offset, n);
-      return Status::Ok();
+      return st->resolver->ReadRange(*tp, offset, n, dst);
     };
     tensors.push_back(std::move(ct));
   }

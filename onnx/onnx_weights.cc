@@ -105,7 +105,8 @@ bool HasConstantWeight(const OnnxGraphView& view, const nibble_onnx::NodeProto& 
 
 StatusOr<Dequantizer> PrepareWeightNode(const OnnxGraphView& view, const nibble_onnx::NodeProto& n,
                                         TensorResolver* resolver, DType out,
-                                        std::vector<Tensor>* storage) try {
+                                        std::vector<Tensor>* storage,
+                                        const CancelCallback* cancelled) try {
   const bool dq = IsDequantizeNode(n);
   StatusOr<MatMulNBitsAttributes> mm_attrs = MatMulNBitsAttributes();
   if (!dq) {  // attributes before any input is read or sized
@@ -124,7 +125,7 @@ StatusOr<Dequantizer> PrepareWeightNode(const OnnxGraphView& view, const nibble_
                            "' is not an initializer");
     }
     const size_t ku = static_cast<size_t>(k);
-    auto v = resolver->Resolve(view.graph->initializer(it->second), &(*storage)[ku]);
+    auto v = resolver->Resolve(view.graph->initializer(it->second), &(*storage)[ku], cancelled);
     if (!v.ok()) return v.status().WithPrefix(NodeLabel(n));
     views[ku] = *v;
     inputs_v[ku] = &views[ku];

@@ -52,10 +52,12 @@ bool HasConstantWeight(const OnnxGraphView& view, const nibble_onnx::NodeProto& 
 // and builds its Dequantizer; every check happens here. `out`: the output
 // type to produce (kUndefined: the node's own: its scale's type or its
 // output_dtype attribute). MatMulNBits gives the [N, K] weight view (its
-// MatMul operand is the transpose). Errors name the node.
+// MatMul operand is the transpose). Errors name the node. `cancelled`
+// (optional): asked between pieces of the external data's reads.
 StatusOr<Dequantizer> PrepareWeightNode(const OnnxGraphView& view, const nibble_onnx::NodeProto& n,
                                         TensorResolver* resolver, DType out,
-                                        std::vector<Tensor>* storage);
+                                        std::vector<Tensor>* storage,
+                                        const CancelCallback* cancelled = nullptr);
 
 }  // namespace internal
 }  // namespace nibble

@@ -17,6 +17,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/numeric.h"
@@ -204,6 +205,72 @@ TEST_CASE("fold: external data output is aligned and reads back identically") {
   o.external_name = "weights.bin";
   REQUIRE(FoldModel(in.string(), (dir / "named.onnx").string(), o, &r).ok());
   CHECK(fs::exists(dir / "weights.bin"));
+}
+
+TEST_CASE("TensorResolver: byte ranges read only what they ask, external reads stop when asked") {
+  // A 17 MiB uint8 tensor 100 bytes into its data file: two pieces of
+  // kCancelCheckBytes.
+  const fs::path dir = Scratch("resolver_ranges");
+  const size_t n = (size_t{17} << 20) + 3;
+  std::string file(n + 100, '\0');
+  for (size_t k = 0; k < file.size(); ++k) file[k] = static_cast<char>(k * 131 + k / 977);
+  {
+    std::ofstream f(dir / "w.bin", std::ios::binary);
+    f.write(file.data(), static_cast<std::streamsize>(file.size()));
+  }
+  nibble_onnx::TensorProto p;
+  p.set_name("big");
+  p.set_data_type(2);  // uint8
+  p.add_dims(static_cast<int64_t>(n));
+  p.set_data_location(nibble_onnx::TensorProto::EXTERNAL);
+  for (const auto& [k, v] : {std::pair<std::string, std::string>{"location", "w.bin"},
+                             {"offset", "100"},
+                             {"length", std::to_string(n)}}) {
+    auto* e = p.add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  }
+  TensorResolver res(dir.string());
+  std::string got(1000, '\0');
+  REQUIRE(res.ReadRange(p, 5, 1000, reinterpret_cast<uint8_t*>(got.data())).ok());
+  CHECK(got == file.substr(105, 1000));
+  REQUIRE(res.ReadRange(p, n - 1000, 1000, reinterpret_cast<uint8_t*>(got.data())).ok());
+  CHECK(got == file.substr(100 + n - 1000, 1000));
+  CHECK(res.ReadRange(p, n - 10, 11, reinterpret_cast<uint8_t*>(got.data())).message() ==
+        "tensor 'big': bytes [" + std::to_string(n - 10) + ", +11) are outside its " +
+            std::to_string(n));
+  // Resolve: asked between the two pieces; stopped there, an error naming
+  // the tensor.
+  int asked = 0;
+  CancelCallback never = [&] { return ++asked < 0; };
+  Tensor whole;
+  auto v = res.Resolve(p, &whole, &never);
+  REQUIRE(v.ok());
+  CHECK(asked == 1);
+  CHECK(std::memcmp(v->data, file.data() + 100, n) == 0);
+  asked = 0;
+  CancelCallback stop = [&] { return ++asked == 1; };
+  auto s = res.Resolve(p, &whole, &stop);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.status().message() == "tensor 'big': interrupted");
+  CHECK(asked == 1);
+  // Inline raw_data and typed fields.
+  nibble_onnx::TensorProto r;
+  r.set_name("inline");
+  r.set_data_type(2);
+  r.add_dims(6);
+  r.set_raw_data("abcdef");
+  std::string three(3, '\0');
+  REQUIRE(res.ReadRange(r, 2, 3, reinterpret_cast<uint8_t*>(three.data())).ok());
+  CHECK(three == "cde");
+  nibble_onnx::TensorProto f;
+  f.set_name("typed");
+  f.set_data_type(1);  // float32
+  f.add_dims(3);
+  for (float x : {1.5f, -2.0f, 0.25f}) f.add_float_data(x);
+  float last = 0;
+  REQUIRE(res.ReadRange(f, 8, 4, reinterpret_cast<uint8_t*>(&last)).ok());
+  CHECK(last == 0.25f);
 }
 
 TEST_CASE("fold: a model with nothing to fold is copied with a note") {

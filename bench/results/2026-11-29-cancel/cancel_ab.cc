@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <vector>
+
 #include "bench/synthetic_weights.h"
 #include "op/pmx.h"
 #include "op/quantize.h"
@@ -10,14 +11,22 @@ using namespace nibble;
 int main() {
   const int64_t N = 4096, K = 4096;
   std::vector<float> w = MakeLlmLikeWeight(N, K, 1);
-  QuantizeConfig c; c.group_size = 128;
+  QuantizeConfig c;
+  c.group_size = 128;
   auto q = QuantizePmx(w.data(), Shape{N, K}, c);
-  if (!q.ok()) { std::printf("%s\n", q.status().message().c_str()); return 1; }
+  if (!q.ok()) {
+    std::printf("%s\n", q.status().message().c_str());
+    return 1;
+  }
   for (DType out : {DType::kFloat32, DType::kFloat16}) {
-    DequantizeOptions o; o.output_dtype = out;
+    DequantizeOptions o;
+    o.output_dtype = out;
     TensorView zs;
     auto d = PreparePmx(q->attrs, q->x.view(), q->scale.view(), q->zero_point_view_or_null(&zs), o);
-    if (!d.ok()) { std::printf("%s\n", d.status().message().c_str()); return 1; }
+    if (!d.ok()) {
+      std::printf("%s\n", d.status().message().c_str());
+      return 1;
+    }
     auto y = d->Run(1);
     for (int threads : {1, 2}) {
       std::vector<double> a, b;
@@ -31,9 +40,11 @@ int main() {
           (v == 0 ? a : b).push_back(s);
         }
       }
-      std::sort(a.begin(), a.end()); std::sort(b.begin(), b.end());
-      std::printf("%s threads %d: plain %.3f ms, cancellable %.3f ms (medians of 41, interleaved)\n",
-                  out == DType::kFloat32 ? "f32" : "f16", threads, a[20] * 1e3, b[20] * 1e3);
+      std::sort(a.begin(), a.end());
+      std::sort(b.begin(), b.end());
+      std::printf(
+          "%s threads %d: plain %.3f ms, cancellable %.3f ms (medians of 41, interleaved)\n",
+          out == DType::kFloat32 ? "f32" : "f16", threads, a[20] * 1e3, b[20] * 1e3);
     }
   }
 }
