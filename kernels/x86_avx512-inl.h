@@ -24,10 +24,11 @@
 //    their bit fields, vpgatherdq / vpgatherdd from the grid or its index
 //    grid, the sign parity, the scales) in 16-lane vectors; Highway 1.0.3
 //    has no 64-bit gather from 32-bit indices nor byte-masked arithmetic.
-//  - Transpose16x16 / ColumnNibbleTiles / GptqBlockTiles: the in-register
-//    transposes and 16-bit table lookups of the GPTQ / AWQ [N, K] kernels (Highway 1.0.3
-//    has no 128-bit-block shuffles of two vectors and no 16-bit
-//    TableLookupLanes).
+//  - Transpose16x16 / TransposeWords16 / ColumnNibbleTiles /
+//    GptqBlockTiles: the in-register transposes and 16-bit table lookups
+//    of the GPTQ / AWQ [N, K] kernels (Highway 1.0.3 has no 128-bit-block
+//    shuffles of two vectors and no 16-bit TableLookupLanes); PrefetchL2
+//    (Highway's Prefetch fetches into L1 only).
 // Every path here is checked by the tests that compare each compiled target
 // with the scalar reference (==): on a CPU with AVX512_BF16 that covers
 // StoreBF16x32, on one without, its integer-lane fallback.
@@ -972,6 +973,30 @@ HWY_INLINE void Transpose16x16(__m512 r[16]) {
     r[j] = _mm512_shuffle_f32x4(v[j], v[8 + j], 0x88);
     r[8 + j] = _mm512_shuffle_f32x4(v[j], v[8 + j], 0xDD);
   }
+}
+
+// Fetches the line at address a into L2 (a prefetch never faults: any
+// address).
+HWY_INLINE void PrefetchL2(uintptr_t a) {
+  _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T1);
+}
+
+// 32-bit words of up to 16 rows transposed: row q < nrows is the 16 words
+// at src + q * stride (lanes outside m read as 0; rows from nrows on are
+// 0); word j of every row, 16 words, goes to dst + j * pitch (bytes).
+HWY_INLINE void TransposeWords16(const void* src, int64_t stride, __mmask16 m, int64_t nrows,
+                                 void* dst, int64_t pitch) {
+  const auto* s = static_cast<const uint8_t*>(src);
+  auto* d = static_cast<uint8_t*>(dst);
+  __m512 r[16];
+#pragma GCC unroll 16
+  for (int q = 0; q < 16; ++q) {
+    r[q] = q < nrows ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(m, s + q * stride))
+                     : _mm512_setzero_ps();
+  }
+  Transpose16x16(r);
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) _mm512_storeu_ps(d + j * pitch, r[j]);
 }
 
 // Per-row 16-entry value tables for 4-bit codes: for the `rows` (<= 16)

@@ -192,16 +192,23 @@ TEST_CASE(
   // ones, view rows (K) whose 64-byte runs are whole (register transpose)
   // or not (element path), and row ranges read on their own.
   std::mt19937 rng(5);
+  // Groups: up to 128 (rows: the row kernel's tables; 17 fill two
+  // registers and a bit, 65 eight) and more (the column tiles); integer
+  // zero points and symmetric (one code offset).
   struct Case {
     int64_t N, K, G;
+    bool sym;
   };
-  for (const Case c : {Case{1032, 544, 32}, Case{40, 136, 8}, Case{600, 64, 16}, Case{8, 40, 8}}) {
+  for (const Case c :
+       {Case{1032, 544, 32, false}, Case{40, 136, 8, false}, Case{600, 64, 16, true},
+        Case{8, 40, 8, false}, Case{152, 1040, 16, true}, Case{56, 1056, 8, false}}) {
     const std::vector<float> w = MakeLlmLikeWeight(c.N, c.K, 9);
     std::vector<int32_t> g_idx(static_cast<size_t>(c.K));
     for (int64_t k = 0; k < c.K; ++k) g_idx[static_cast<size_t>(k)] = static_cast<int32_t>(k / c.G);
     std::shuffle(g_idx.begin(), g_idx.end(), rng);
-    auto q = QuantizeGptq(w.data(), c.N, c.K, c.G, false, false, g_idx);
+    auto q = QuantizeGptq(w.data(), c.N, c.K, c.G, c.sym, false, g_idx);
     REQUIRE(q.ok());
+    CAPTURE(c.sym);
     GptqOptions o;
     o.group_size = c.G;
     const TensorView z = q->qzeros.view(), g = q->g_idx.view();
@@ -246,6 +253,30 @@ TEST_CASE(
       REQUIRE(d->RunRows(r0, r1, part.data(), n, 2).ok());
       CHECK(part.back() == 0xA5);
       CHECK(std::memcmp(part.data(), &want[static_cast<size_t>(r0 * c.K) * eb], n) == 0);
+      // Tiles from any row and column (mid-word, mid-band), a guard
+      // element after each row.
+      for (int t = 0; t < 4 && tiles; ++t) {
+        const int64_t a0 = static_cast<int64_t>(rng() % static_cast<uint32_t>(c.N));
+        const int64_t a1 = a0 + 1 + static_cast<int64_t>(rng() % static_cast<uint32_t>(c.N - a0));
+        const int64_t b0 = static_cast<int64_t>(rng() % static_cast<uint32_t>(c.K));
+        const int64_t b1 = b0 + 1 + static_cast<int64_t>(rng() % static_cast<uint32_t>(c.K - b0));
+        CAPTURE(a0);
+        CAPTURE(a1);
+        CAPTURE(b0);
+        CAPTURE(b1);
+        const int64_t ld = b1 - b0 + 1;
+        std::vector<uint8_t> tile(static_cast<size_t>((a1 - a0) * ld) * eb, 0xA5);
+        REQUIRE(d->RunTile(a0, a1, b0, b1, tile.data(), ld).ok());
+        bool same = true, guards = true;
+        for (int64_t r = a0; r < a1; ++r) {
+          const uint8_t* got = &tile[static_cast<size_t>((r - a0) * ld) * eb];
+          same = same && std::memcmp(got, &want[static_cast<size_t>(r * c.K + b0) * eb],
+                                     static_cast<size_t>(b1 - b0) * eb) == 0;
+          guards = guards && got[static_cast<size_t>(b1 - b0) * eb] == 0xA5;
+        }
+        CHECK(same);
+        CHECK(guards);
+      }
     }
   }
 }
