@@ -133,6 +133,274 @@ HWY_NOINLINE bool MapRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, 
   return true;
 }
 
+// --- The fused dot of the [N, K] columns (Plan::dot, one row of X) -------
+
+// AWQ: lane l of a strip of 16 rows holds row kAwqDotRow[l] of the strip.
+// A strip's two words (8 bytes) broadcast to every 64-bit lane and lane i
+// shifted right by 4i put nibble i of word 0 in 32-bit lane 2i and nibble
+// i of word 1 in lane 2i + 1; nibble i holds the word's row p with
+// kAwqNibbleOrder[p] == i.
+struct AwqDotRows {
+  int32_t row[16];
+};
+constexpr AwqDotRows MakeAwqDotRows() {
+  AwqDotRows r{};
+  for (int p = 0; p < 8; ++p) {
+    r.row[2 * kAwqNibbleOrder[p]] = p;
+    r.row[2 * kAwqNibbleOrder[p] + 1] = 8 + p;
+  }
+  return r;
+}
+alignas(64) constexpr AwqDotRows kAwqDotRow = MakeAwqDotRows();
+
+// Plan::dot with one row of X over GPTQ's (kGptq) or AWQ's [N, K] columns,
+// rows [r0, r1) (output features), elements [c0, c1) (K; c0 a multiple of
+// 16), without a tile: per element k and strip of 16 rows, the 16 rows'
+// codes of k in one vector (GPTQ: a word row's 16 words, nibble k % 8;
+// AWQ: two words broadcast and shifted per 64-bit lane), the contract's
+// arithmetic float32(q - z) * s with the 16 rows' parameters of k's group
+// (loaded per element under a group map or when groups are not whole
+// 16-element units, else per 16 elements), times X's element k, added to
+// partial sum (k - c0) % 16 of each row — AccumulateDotRows's order, so the
+// same bits as the tile (16 partial sums per row held as 16 vectors of
+// rows, transposed in and out of dot->sums). Rows go in blocks of 128
+// (AWQ: from the word holding r0), K in chunks of 64 staged on the stack
+// (a chunk's bytes of each word row: whole lines, read once, whatever the
+// word stride's L1 sets), the next chunk's lines fetched into L2 meanwhile
+// (no hardware prefetcher follows the word stride).
+template <bool kGptq, ZeroPointKind kZp, bool kPerElement>
+HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  constexpr bool kHasZ = kZp == ZeroPointKind::kInteger;
+  constexpr int64_t kBlock = 128, kChunk = 64, kStrips = kBlock / 16;
+  const float* const x = plan.dot->x;  // X's element c0
+  float* const sums = plan.dot->sums;
+  const int64_t S = plan.word_stride, n_all = plan.rows();
+  const float* const scale = plan.scale;
+  const int32_t* const zp = plan.zp_int;
+  const __m512i lane_row = _mm512_load_si512(kAwqDotRow.row);
+  const __m512i shifts = _mm512_set_epi64(28, 24, 20, 16, 12, 8, 4, 0);
+  const __m512i low4 = _mm512_set1_epi32(15);
+  const __m512i offset = _mm512_set1_epi32(plan.code_offset);
+  // Staged codes: GPTQ 8 word rows x 128 rows' words, AWQ 64 elements x
+  // 128 rows' two words per strip.
+  alignas(64) uint8_t codes[kChunk * 64];
+  alignas(64) float acc_mem[kStrips][16][16];
+  int64_t goff[kChunk];  // the parameters' offset per element (or per 16)
+  // A group map: every group's parameters of the block's rows, one row
+  // of `width` per group (in place, a group's rows lie s_axis apart: the
+  // groups of a power-of-two stride share the L1's sets), if they fit.
+  constexpr int64_t kTableBytes = 32768;
+  alignas(64) float table_s[kPerElement ? kTableBytes / 8 : 1];
+  alignas(64) int32_t table_z[kPerElement && kHasZ ? kTableBytes / 8 : 1];
+  int64_t groups = 0;
+  if (kPerElement && plan.axis_group != nullptr) {
+    for (int64_t k = c0; k < c1; ++k) groups = std::max<int64_t>(groups, plan.axis_group[k] + 1);
+  }
+  // Rows per block: 128, or as many as the group table holds.
+  const int64_t width =
+      groups == 0 ? kBlock
+                  : std::min<int64_t>(kBlock, kTableBytes / (groups * 8) / 16 * 16);
+  struct {
+    bool table;
+    const float* s;
+    const int32_t* z;
+  } params_at{width >= 16 && groups > 0, scale, zp};
+  const int64_t block = width >= 16 ? width : kBlock;
+  if (params_at.table) {
+    params_at.s = table_s;
+    params_at.z = table_z;
+  }
+  // Row of lane l of the strip at row f0.
+  auto row_of = [&](int64_t f0, int l) { return f0 + (kGptq ? l : kAwqDotRow.row[l]); };
+  // One strip's elements [k, k + 16) of the chunk from kc (kTail: those
+  // before c1 only); kFull: the strip's 16 rows exist (else their
+  // parameters are read under a mask).
+  auto strip16 = [&](auto full_c, auto tail_c, int64_t s, int64_t f0, int64_t kc, int64_t k,
+                     __m512* acc) HWY_ATTR {
+    constexpr bool kFull = decltype(full_c)::value, kTail = decltype(tail_c)::value;
+    const auto m = static_cast<__mmask16>(kFull ? 0xFFFFu : (1u << (n_all - f0)) - 1u);
+    // (off + col: the strip's parameters in params.s / params.z)
+    const int64_t col = params_at.table ? 16 * s : f0;
+    auto params = [&](int64_t off, __m512i* z, __m512* sv) HWY_ATTR {
+      if constexpr (kFull) {
+        *sv = _mm512_loadu_ps(params_at.s + off + col);
+        if constexpr (kHasZ) *z = _mm512_loadu_si512(params_at.z + off + col);
+      } else {
+        *sv = _mm512_maskz_loadu_ps(m, params_at.s + off + col);
+        if constexpr (kHasZ) *z = _mm512_maskz_loadu_epi32(m, params_at.z + off + col);
+      }
+      if constexpr (!kGptq) {
+        *sv = _mm512_permutexvar_ps(lane_row, *sv);
+        if constexpr (kHasZ) *z = _mm512_permutexvar_epi32(lane_row, *z);
+      }
+    };
+    __m512i z = offset;
+    __m512 sv;
+    if constexpr (!kPerElement) params(goff[(k - kc) / 16], &z, &sv);
+    __m512i words = _mm512_setzero_si512();
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) {
+      if (kTail && k + j >= c1) break;
+      if constexpr (kPerElement) params(goff[k + j - kc], &z, &sv);
+      __m512i q;
+      if constexpr (kGptq) {
+        if (j % 8 == 0) {
+          words = _mm512_load_si512(codes + ((k + j - kc) / 8) * 512 + 64 * s);
+        }
+        const int sh = 4 * (j % 8);
+        q = sh == 0    ? _mm512_and_si512(words, low4)
+            : sh == 28 ? _mm512_srli_epi32(words, 28)
+                       : _mm512_and_si512(_mm512_srli_epi32(words, static_cast<unsigned>(sh)),
+                                          low4);
+      } else {
+        uint64_t two;
+        std::memcpy(&two, codes + (k + j - kc) * 64 + 8 * s, 8);
+        q = _mm512_and_si512(
+            _mm512_srlv_epi64(_mm512_set1_epi64(static_cast<long long>(two)), shifts), low4);
+      }
+      const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(q, z)), sv);
+      acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_set1_ps(x[k + j - c0]), v));
+    }
+  };
+  for (int64_t fb = kGptq ? r0 : r0 / 8 * 8; fb < r1; fb += block) {
+    const int64_t fe = std::min(r1, fb + block), strips = (fe - fb + 15) / 16;
+    if (params_at.table) {
+      for (int64_t g = 0; g < groups; ++g) {
+        for (int64_t s = 0; s < strips; ++s) {
+          const int64_t f0 = fb + 16 * s;
+          const auto m = static_cast<__mmask16>(
+              f0 + 16 <= n_all ? 0xFFFFu : (1u << (n_all - f0)) - 1u);
+          const int64_t from = g * plan.s_axis + f0, to = g * width + 16 * s;
+          _mm512_store_ps(table_s + to, _mm512_maskz_loadu_ps(m, scale + from));
+          if constexpr (kHasZ) {
+            _mm512_store_si512(table_z + to, _mm512_maskz_loadu_epi32(m, zp + from));
+          }
+        }
+      }
+    }
+    // The strips' sums from dot->sums (rows outside [r0, fe): 0, unused).
+    for (int64_t s = 0; s < strips; ++s) {
+      __m512 r[16];
+      for (int l = 0; l < 16; ++l) {
+        const int64_t f = row_of(fb + 16 * s, l);
+        r[l] = f >= r0 && f < fe ? _mm512_loadu_ps(sums + (f - r0) * 16) : _mm512_setzero_ps();
+      }
+      Transpose16x16(r);
+      for (int j = 0; j < 16; ++j) _mm512_store_ps(acc_mem[s][j], r[j]);
+    }
+    // Each staged row's bytes: GPTQ rows [fb, fe)'s words; AWQ the words
+    // of rows [fb, fe) (fb a multiple of 8).
+    const int64_t at = kGptq ? 4 * fb : fb / 2;
+    const int64_t bytes = kGptq ? 4 * (fe - fb) : 4 * ((fe - fb + 7) / 8);
+    for (int64_t kc = c0; kc < c1; kc += kChunk) {
+      const int64_t ke = std::min(c1, kc + kChunk);
+      // Stage the chunk: GPTQ word rows kc / 8 .., AWQ element rows kc ..
+      const int64_t n_src = kGptq ? (ke - kc + 7) / 8 : ke - kc;
+      for (int64_t i = 0; i < n_src; ++i) {
+        const uint8_t* src = plan.codes + ((kGptq ? kc / 8 : kc) + i) * S + at;
+        if constexpr (kGptq) {
+          for (int64_t s = 0; s < strips; ++s) {
+            const int64_t left = (bytes - 64 * s) / 4;
+            const auto m = static_cast<__mmask16>(left >= 16 ? 0xFFFFu : (1u << left) - 1u);
+            _mm512_store_si512(codes + i * 512 + 64 * s,
+                               _mm512_maskz_loadu_epi32(m, src + 64 * s));
+          }
+        } else {
+          const __mmask64 m = bytes >= 64 ? ~__mmask64{0} : (__mmask64{1} << bytes) - 1u;
+          _mm512_store_si512(codes + i * 64, _mm512_maskz_loadu_epi8(m, src));
+        }
+      }
+      // The parameters' offsets: per element, or per 16 (whole groups of
+      // 16 elements).
+      if constexpr (kPerElement) {
+        const int64_t pitch = params_at.table ? width : plan.s_axis;
+        for (int64_t k = kc; k < ke; ++k) {
+          const int64_t g = plan.axis_group != nullptr ? plan.axis_group[k] : k / plan.group;
+          goff[k - kc] = g * pitch;
+        }
+      } else {
+        for (int64_t k = kc; k < ke; k += 16) goff[(k - kc) / 16] = k / plan.group * plan.s_axis;
+      }
+      // The next chunk's lines, fetched while the strips run.
+      const int64_t n_next = kGptq ? (std::min(c1, ke + kChunk) - ke + 7) / 8
+                                   : std::min(c1, ke + kChunk) - ke;
+      const int64_t next0 = kGptq ? (ke + 7) / 8 : ke;
+      const uintptr_t base = reinterpret_cast<uintptr_t>(plan.codes) + static_cast<uintptr_t>(at);
+      const int64_t per = static_cast<int64_t>((base % 64 + static_cast<uintptr_t>(bytes) + 63) / 64);
+      const int64_t lines = n_next * per;
+      for (int64_t s = 0; s < strips; ++s) {
+        for (int64_t l = s * lines / strips; l < (s + 1) * lines / strips; ++l) {
+          PrefetchL2(base / 64 * 64 + static_cast<uintptr_t>((next0 + l / per) * S + 64 * (l % per)));
+        }
+        const int64_t f0 = fb + 16 * s;
+        __m512 acc[16];
+        for (int j = 0; j < 16; ++j) acc[j] = _mm512_load_ps(acc_mem[s][j]);
+        const bool full = params_at.table || f0 + 16 <= n_all;
+        using T = std::true_type;
+        using F = std::false_type;
+        int64_t k = kc;
+        for (; k + 16 <= ke; k += 16) {
+          if (full) {
+            strip16(T(), F(), s, f0, kc, k, acc);
+          } else {
+            strip16(F(), F(), s, f0, kc, k, acc);
+          }
+        }
+        if (k < ke) {
+          if (full) {
+            strip16(T(), T(), s, f0, kc, k, acc);
+          } else {
+            strip16(F(), T(), s, f0, kc, k, acc);
+          }
+        }
+        for (int j = 0; j < 16; ++j) _mm512_store_ps(acc_mem[s][j], acc[j]);
+      }
+    }
+    // Back to dot->sums, rows [max(r0, fb), fe) only.
+    for (int64_t s = 0; s < strips; ++s) {
+      __m512 r[16];
+      for (int j = 0; j < 16; ++j) r[j] = _mm512_load_ps(acc_mem[s][j]);
+      Transpose16x16(r);
+      for (int l = 0; l < 16; ++l) {
+        const int64_t f = row_of(fb + 16 * s, l);
+        if (f >= r0 && f < fe) _mm512_storeu_ps(sums + (f - r0) * 16, r[l]);
+      }
+    }
+  }
+}
+
+// Plan::dot over GPTQ's / AWQ's [N, K] columns (ColumnsDotAs) where it
+// applies: one row of X, float32 values (no producer's roundings), zero
+// points none or integer, scales [groups, N] (s_outer 1), c0 a multiple of
+// 16; AWQ without a group map and with groups of whole 16-element units.
+// Returns false, having done nothing, elsewhere.
+bool ColumnsDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  const bool gptq = plan.layout == Layout::kGptqColumns;
+  if (plan.dot->m != 1 || plan.out != OutType::kF32 || plan.Staged() || plan.inner != 1 ||
+      plan.s_outer != 1 || c0 % 16 != 0 || c0 >= c1 || r0 >= r1 ||
+      (plan.zp_kind != ZeroPointKind::kNone && plan.zp_kind != ZeroPointKind::kInteger) ||
+      (!gptq && plan.layout != Layout::kAwqColumns)) {
+    return false;
+  }
+  const bool per_element = plan.axis_group != nullptr || plan.group % 16 != 0;
+  if (!gptq && per_element) return false;
+  const bool z = plan.zp_kind == ZeroPointKind::kInteger;
+  using Z = ZeroPointKind;
+  if (gptq) {
+    if (per_element) {
+      z ? ColumnsDotAs<true, Z::kInteger, true>(plan, r0, r1, c0, c1)
+        : ColumnsDotAs<true, Z::kNone, true>(plan, r0, r1, c0, c1);
+    } else {
+      z ? ColumnsDotAs<true, Z::kInteger, false>(plan, r0, r1, c0, c1)
+        : ColumnsDotAs<true, Z::kNone, false>(plan, r0, r1, c0, c1);
+    }
+  } else {
+    z ? ColumnsDotAs<false, Z::kInteger, false>(plan, r0, r1, c0, c1)
+      : ColumnsDotAs<false, Z::kNone, false>(plan, r0, r1, c0, c1);
+  }
+  return true;
+}
+
 // GPTQ columns with a group map (act-order g_idx): MapRows up to
 // kMapRowGroups groups, else ColumnNibbleTiles' kMap tiles (the columns
 // outside its 32-aligned range, the reference).
@@ -182,6 +450,10 @@ void GroupMapColumns(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64
 void DequantizeColumnFamilySimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                                 void* out, int64_t ld) {
 #if HWY_TARGET <= HWY_AVX3
+  if (plan.dot != nullptr && ColumnsDot(plan, r0, r1, c0, c1)) {
+    *plan.dot->done = true;
+    return;
+  }
   if (plan.layout == Layout::kGptqColumns && plan.axis_group != nullptr && plan.inner == 1) {
     return GroupMapColumns(plan, r0, r1, c0, c1, out, ld);
   }

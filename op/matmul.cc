@@ -305,12 +305,12 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // the speed of chunks of 4096, `bench/results/2026-11-28-dot-order/`).
   // Measured (Intel Xeon guest, one thread, 4096 x 4096, M = 1): see
   // docs/embedding.md.
-  const bool fused = ((m <= 4 && !columns) || (m == 1 && layout == Layout::kGptqColumns)) &&
+  const bool fused = ((m <= 4 && !columns) || (m == 1 && columns)) &&
                      !across && wt == OutType::kF32 && !w.plan().Staged() && k % 32 == 0 &&
                      FusedDotProbe(w, row_base, xf, m, k);
   const bool l1_rows = !fused && !across && !columns && w.plan().axis_group == nullptr && m <= 4 &&
                        k > 8192 && CpuIsIntel();
-  const int64_t chunk_rows = fused     ? 64
+  const int64_t chunk_rows = fused     ? (columns ? 128 : 64)
                              : l1_rows ? 4
                              : across  ? across_rows
                              : awq     ? 128
