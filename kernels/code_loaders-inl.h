@@ -447,31 +447,6 @@ struct GptqColumns : LoaderTypes {
   static HWY_INLINE VI Load(const CodeRef& c, int64_t k) {
     return WordNibbles(c.codes + (k >> 3) * c.stride, c.stride, kSeqShift.v, k);
   }
-#if HWY_TARGET <= HWY_AVX3
-  // LoadLow of elements k .. k+2N-1 (k a multiple of 2N) of four
-  // consecutive rows, from the first's CodeRef, into lo[i] / hi[i]: the
-  // four rows' words of 8 elements are 16 consecutive bytes, so a unit's
-  // 4 x 4 words are four 16-byte loads side by side (word j of row i at
-  // lane 4j + i), then per row two word permutes and variable shifts.
-  static HWY_INLINE void LoadLow2Rows4(const CodeRef& c, int64_t k, VI* lo, VI* hi) {
-    const uint8_t* b = c.codes + (k >> 3) * c.stride;
-    auto at = [&](int64_t j) {
-      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + j * c.stride));
-    };
-    __m512i z = _mm512_castsi128_si512(at(0));
-    z = _mm512_inserti32x4(z, at(1), 1);
-    z = _mm512_inserti32x4(z, at(2), 2);
-    z = _mm512_inserti32x4(z, at(3), 3);
-    const __m512i sh = _mm512_set_epi32(28, 24, 20, 16, 12, 8, 4, 0, 28, 24, 20, 16, 12, 8, 4, 0);
-    const __m512i words = _mm512_set_epi32(4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0);
-    for (int i = 0; i < 4; ++i) {
-      const __m512i w = _mm512_add_epi32(words, _mm512_set1_epi32(i));
-      lo[i] = VI{_mm512_srlv_epi32(_mm512_permutexvar_epi32(w, z), sh)};
-      hi[i] = VI{_mm512_srlv_epi32(
-          _mm512_permutexvar_epi32(_mm512_add_epi32(w, _mm512_set1_epi32(8)), z), sh)};
-    }
-  }
-#endif
   static HWY_INLINE VU16 Load16(const CodeRef& c, int64_t k) {
     return TwoLoads16<GptqColumns>(c, k);
   }

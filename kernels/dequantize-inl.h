@@ -121,12 +121,6 @@ constexpr const int32_t* DotOrderOf() {
 }
 #endif
 
-// Whether loader L has the optional LoadLow2Rows4.
-template <class L, class = void>
-struct HasLoadLow2Rows4 : std::false_type {};
-template <class L>
-struct HasLoadLow2Rows4<L, std::void_t<decltype(&L::LoadLow2Rows4)>> : std::true_type {};
-
 // Whether loader L reads a block layout whose values are never float32
 // subnormals (BlockNormalValues of its descriptor).
 template <class L, class = void>
@@ -1338,17 +1332,7 @@ HWY_INLINE void DotUnits(const K* ks, int64_t k0, int64_t k1, const float* x, in
         if (pf.at[range] >= pf.end[range]) ++range;
       }
       VF v0[kRows], v1[kRows];
-      if constexpr (K::kTable && kRows == 4 && HasLoadLow2Rows4<typename K::Loader>::value) {
-        // (the four rows' codes from shared loads: rows r0 .. r0 + 3)
-        hn::Vec<hn::RebindToSigned<KernelTag>> lo[4], hi[4];
-        K::Loader::LoadLow2Rows4(ks[0].Code(), k, lo, hi);
-        for (int r = 0; r < kRows; ++r) {
-          v0[r] = VF{_mm512_permutexvar_ps(lo[r].raw, t[r].t.raw)};
-          v1[r] = VF{_mm512_permutexvar_ps(hi[r].raw, t[r].t.raw)};
-        }
-      } else {
-        for (int r = 0; r < kRows; ++r) ks[r].UnitValues(t[r], k, &v0[r], &v1[r]);
-      }
+      for (int r = 0; r < kRows; ++r) ks[r].UnitValues(t[r], k, &v0[r], &v1[r]);
       VF x0[kM], x1[kM];
       for (int i = 0; i < kM; ++i) {
         x0[i] = in(hn::LoadU(df, xk + i * ldx));
@@ -1470,40 +1454,16 @@ HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
       const RowJob job = row_job(r);
       if (!K(plan, job).CanDot(c0, c1)) return false;
     }
-    if constexpr (std::is_same_v<L, GptqColumns>) {
-      // Word rows lie word_stride bytes apart (a large power of two maps
-      // them to the same L1 sets, and no hardware prefetcher follows that
-      // stride): 16-row bands (one line of each word row) over chunks of
-      // 64 elements (8 lines), the next chunk's lines fetched ahead.
-      constexpr int64_t kBand = 16, kChunk = 64;
-      for (int64_t rb = r0; rb < r1; rb += kBand) {
-        const int64_t re = std::min(r1, rb + kBand);
-        RowJob jobs[kBand];
-        for (int64_t i = 0; i < re - rb; ++i) jobs[i] = row_job(rb + i);
-        for (int64_t cc = c0; cc < c1; cc += kChunk) {
-          const int64_t ce = std::min(c1, cc + kChunk), pe = std::min(c1, ce + kChunk);
-          for (int64_t w = ce / 8; w < (pe + 7) / 8; ++w) {
-            const uint8_t* line = plan.codes + w * plan.word_stride + 4 * rb;
-            hwy::Prefetch(line);
-            hwy::Prefetch(line + 4 * (re - rb) - 1);
-          }
-          for (int64_t r = rb; r < re; r += kRows) {
-            rows_dot(jobs + (r - rb), r, std::min<int64_t>(kRows, re - r), cc, ce, DotPrefetch());
-          }
-        }
+    for (int64_t r = r0; r < r1; r += kRows) {
+      const int64_t rows = std::min<int64_t>(kRows, r1 - r);
+      RowJob jobs[kRows];
+      for (int64_t i = 0; i < rows; ++i) jobs[i] = row_job(r + i);
+      DotPrefetch pf;
+      for (int64_t i = r + kRows; i < std::min(rows_all, r + 2 * kRows); ++i) {
+        const CodeRef next = L::Row(plan, i);
+        pf.Add(L::Address(next, c0), L::Address(next, c1) - L::Address(next, c0));
       }
-    } else {
-      for (int64_t r = r0; r < r1; r += kRows) {
-        const int64_t rows = std::min<int64_t>(kRows, r1 - r);
-        RowJob jobs[kRows];
-        for (int64_t i = 0; i < rows; ++i) jobs[i] = row_job(r + i);
-        DotPrefetch pf;
-        for (int64_t i = r + kRows; i < std::min(rows_all, r + 2 * kRows); ++i) {
-          const CodeRef next = L::Row(plan, i);
-          pf.Add(L::Address(next, c0), L::Address(next, c1) - L::Address(next, c0));
-        }
-        rows_dot(jobs, r, rows, c0, c1, pf);
-      }
+      rows_dot(jobs, r, rows, c0, c1, pf);
     }
   }
   return true;
@@ -1631,7 +1591,8 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
 #if HWY_TARGET <= HWY_AVX3
   if constexpr (kOut == OutType::kF32 &&
                 (RowKernel<L, kCode, kZp, kOut>::kTable || L::kWholeCodes) &&
-                !std::is_same_v<L, AwqColumns>) {  // (CanDot's kinds: others never fuse)
+                !std::is_same_v<L, AwqColumns> &&
+                !std::is_same_v<L, GptqColumns>) {  // (the columns: ColumnsDot)
     if (plan.dot != nullptr && FusedDot<L, kCode, kZp>(plan, r0, r1, c0, c1, chunk_job, row_job)) {
       *plan.dot->done = true;
       return;

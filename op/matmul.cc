@@ -296,21 +296,24 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // decoded in registers and never stored (AVX-512, 4-bit codes looked up
   // in a group's table: PMX / ONNX / MatMulNBits int4, compressed-tensors,
   // bitsandbytes, GGUF Q4_0 / Q4_1 / Q4_K / IQ4_NL / IQ4_XS / MXFP4; whole
-  // byte / 16-bit codes (int8, FP8) by arithmetic at M = 1 only; GPTQ
-  // [N, K] words at M = 1 only: measured no faster at M = 4; rows whose K
-  // is a multiple of 32). Asked on the first row's first 256 values; a
-  // tile the kernels decline later is written and multiplied as below.
-  // Tiles of 64 rows x the whole of K (the kernels fetch the next rows
-  // while they run; at 4096 x 14336, M = 1 / 4, whole rows measured 1.0-1.1x
-  // the speed of chunks of 4096, `bench/results/2026-11-28-dot-order/`).
+  // byte / 16-bit codes (int8, FP8) by arithmetic at M = 1 only; GPTQ /
+  // AWQ [N, K] words, act-order too, at M = 1 only, by columns of 16 rows
+  // (kernels/dequantize_columns.cc ColumnsDot: 16 partial sums per row
+  // take 16 registers per strip, so one row of X); rows whose K is a
+  // multiple of 32). Asked on the first row's first 256 values; a tile the
+  // kernels decline later is written and multiplied as below. Tiles of 64
+  // rows (the columns: 256, ColumnsDot's blocks) x the whole of K (the
+  // kernels fetch ahead while they run; at 4096 x 14336, M = 1 / 4, whole
+  // rows measured 1.0-1.1x the speed of chunks of 4096,
+  // `bench/results/2026-11-28-dot-order/`).
   // Measured (Intel Xeon guest, one thread, 4096 x 4096, M = 1): see
   // docs/embedding.md.
-  const bool fused = ((m <= 4 && !columns) || (m == 1 && columns)) &&
-                     !across && wt == OutType::kF32 && !w.plan().Staged() && k % 32 == 0 &&
+  const bool fused = ((m <= 4 && !columns) || (m == 1 && columns)) && !across &&
+                     wt == OutType::kF32 && !w.plan().Staged() && k % 32 == 0 &&
                      FusedDotProbe(w, row_base, xf, m, k);
   const bool l1_rows = !fused && !across && !columns && w.plan().axis_group == nullptr && m <= 4 &&
                        k > 8192 && CpuIsIntel();
-  const int64_t chunk_rows = fused     ? (columns ? 128 : 64)
+  const int64_t chunk_rows = fused     ? (columns ? 256 : 64)
                              : l1_rows ? 4
                              : across  ? across_rows
                              : awq     ? 128
