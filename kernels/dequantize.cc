@@ -43,6 +43,10 @@ void DequantizeTile(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
   if (plan.Staged()) {
     return DequantizeTileStaged(plan, r0, r1, c0, c1, out, ld, &DequantizeTile, &ConvertFloats);
   }
+  if (plan.dot != nullptr && ColumnsDot(plan, r0, r1, c0, c1)) {
+    *plan.dot->done = true;
+    return;
+  }
   switch (plan.layout) {
     case Layout::kDense:
     case Layout::kPmxWords:

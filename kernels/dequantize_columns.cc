@@ -153,51 +153,63 @@ constexpr AwqDotRows MakeAwqDotRows() {
 }
 alignas(64) constexpr AwqDotRows kAwqDotRow = MakeAwqDotRows();
 
-// Plan::dot with one row of X over GPTQ's (kGptq) or AWQ's [N, K] columns,
-// rows [r0, r1) (output features), elements [c0, c1) (K; c0 a multiple of
-// 16), without a tile: per element k and strip of 16 rows, the 16 rows'
-// codes of k in one vector (GPTQ: a word row's 16 words, nibble k % 8;
-// AWQ: two words broadcast and shifted per 64-bit lane), the contract's
-// arithmetic float32(q - z) * s with the 16 rows' parameters of k's group
-// (loaded per element under a group map or when groups are not whole
-// 16-element units, else per 16 elements), times X's element k, added to
-// partial sum (k - c0) % 16 of each row — AccumulateDotRows's order, so the
-// same bits as the tile (16 partial sums per row held as 16 vectors of
-// rows, transposed in and out of dot->sums). Rows go in blocks of 256
-// (AWQ: from the word holding r0; under a group map as many as a 32 KiB
-// table of every group's parameters holds, in place of parameter rows
-// s_axis apart that share the L1's sets), K in chunks of 64 staged on the
-// stack (a chunk's bytes of each word row: whole lines, read once,
-// whatever the word stride's L1 sets), the next chunk's lines fetched
-// into L2 meanwhile, spread over the strips' steps (no hardware prefetcher
-// follows the word stride). Measured (Intel Xeon guest, one thread,
-// 4096 x 4096, weight flushed): blocks of 256 rows 1.1-1.3x faster than
-// 128 (fewer pages per byte read), no prefetch 1.3x slower, a 64-256 KiB
-// group table (heap) no faster than 32 KiB. About 58 KiB of stack.
-// Declines (false) where ColumnsDot says.
-template <bool kGptq, ZeroPointKind kZp, bool kPerElement>
+// Where ColumnsDotAs finds the codes: GPTQ's [K / 8, N] words, AWQ's [K,
+// N / 8] words (both read as the [N, K] weight), or dense 4-bit rows
+// (compressed-tensors' [N, K / 8] words: element (r, c) at nibble c of row
+// r's bytes, low nibble first).
+enum class ColumnSource { kGptq, kAwq, kRows };
+
+// Plan::dot with one row of X over the [N, K] weight of `kSrc`, rows [r0,
+// r1) (output features), elements [c0, c1) (K; c0 a multiple of 16),
+// without a tile: per element k and strip of 16 rows, the 16 rows' codes
+// of k in one vector (GPTQ, and rows staged as GPTQ's words by 16 x 16
+// word transposes: a word row's 16 words, nibble k % 8; AWQ: two words
+// broadcast and shifted per 64-bit lane), the contract's arithmetic
+// float32(q - z) * s with the 16 rows' parameters of k's group (loaded per
+// element under a group map or when groups are not whole 16-element
+// units, else per 16 elements), times X's element k, added to partial sum
+// (k - c0) % 16 of each row — AccumulateDotRows's order, so the same bits
+// as the tile (16 partial sums per row held as 16 vectors of rows,
+// transposed in and out of dot->sums). Rows go in blocks of 256 (rows:
+// 128; AWQ: from the word holding r0; under a group map as many as a
+// 32 KiB table of every group's parameters holds, in place of parameter
+// rows s_axis apart that share the L1's sets, or of rows' parameters
+// s_outer apart), K in chunks of 64 (rows: 128, a line of each row)
+// staged on the stack (a chunk's bytes of each word row: whole lines, read
+// once, whatever the word stride's L1 sets), the next chunk's lines
+// fetched into L2 meanwhile, spread over the strips' steps (no hardware
+// prefetcher follows the word stride). Measured (Intel Xeon guest, one
+// thread, 4096 x 4096, weight flushed): blocks of 256 rows 1.1-1.3x faster
+// than 128 (fewer pages per byte read), no prefetch 1.3x slower, a
+// 64-256 KiB group table (heap) no faster than 32 KiB. About 58 KiB of
+// stack. Applies where ColumnsDot says.
+template <ColumnSource kSrc, ZeroPointKind kZp, bool kPerElement>
 HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   constexpr bool kHasZ = kZp == ZeroPointKind::kInteger;
-  constexpr int64_t kBlock = 256, kChunk = 64, kStrips = kBlock / 16;
-  // Bytes of a staged row: GPTQ a word row's kBlock words, AWQ an element's
-  // kBlock / 8 words.
-  constexpr int64_t kPitch = kGptq ? 4 * kBlock : kBlock / 2;
+  constexpr bool kAwq = kSrc == ColumnSource::kAwq, kRowSrc = kSrc == ColumnSource::kRows;
+  constexpr int64_t kBlock = kRowSrc ? 128 : 256, kChunk = kRowSrc ? 128 : 64;
+  constexpr int64_t kStrips = kBlock / 16;
+  // Bytes of a staged row: a word row's kBlock words (GPTQ, rows), an
+  // element's kBlock / 8 words (AWQ); the staged rows of a chunk.
+  constexpr int64_t kPitch = kAwq ? kBlock / 2 : 4 * kBlock;
+  constexpr int64_t kStaged = kAwq ? kChunk : kChunk / 8;
   const float* const x = plan.dot->x;  // X's element c0
   float* const sums = plan.dot->sums;
-  const int64_t S = plan.word_stride, n_all = plan.rows();
+  const int64_t n_all = plan.rows();
+  // Bytes between the source's rows: word rows (GPTQ, AWQ) or rows.
+  const int64_t S = kRowSrc ? plan.cols() / 2 : plan.word_stride;
   const float* const scale = plan.scale;
   const int32_t* const zp = plan.zp_int;
   const __m512i lane_row = _mm512_load_si512(kAwqDotRow.row);
   const __m512i shifts = _mm512_set_epi64(28, 24, 20, 16, 12, 8, 4, 0);
   const __m512i low4 = _mm512_set1_epi32(15);
   const __m512i offset = _mm512_set1_epi32(plan.code_offset);
-  // Staged codes: GPTQ 8 word rows x 128 rows' words, AWQ 64 elements x
-  // 128 rows' two words per strip.
-  alignas(64) uint8_t codes[kGptq ? kChunk / 8 * kPitch : kChunk * kPitch];
+  alignas(64) uint8_t codes[kStaged * kPitch];
   alignas(64) float acc_mem[kStrips][16][16];
   int64_t goff[kChunk];  // the parameters' offset per element (or per 16)
-  // The next chunk's lines: GPTQ 8 word rows x up to 9, AWQ 64 rows x 2.
-  uintptr_t next_lines[kGptq ? kChunk / 8 * (kPitch / 64 + 1) : kChunk * (kPitch / 64 + 1)];
+  // The next chunk's lines: up to two per row's bytes (one more per word
+  // row of GPTQ for a block's misaligned start).
+  uintptr_t next_lines[kRowSrc ? 2 * kBlock : kStaged * (kPitch / 64 + 1)];
   // A group map: every group's parameters of the block's rows, one row
   // of `width` per group (in place, a group's rows lie s_axis apart: the
   // groups of a power-of-two stride share the L1's sets), if they fit.
@@ -208,9 +220,11 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
   if (kPerElement && plan.axis_group != nullptr) {
     for (int64_t k = c0; k < c1; ++k) groups = std::max<int64_t>(groups, plan.axis_group[k] + 1);
   }
-  // Rows per block: 128, or as many as the group table holds.
+  // Rows per block: kBlock, or as many as the group table holds (rows:
+  // whole 16-group transposes).
+  const int64_t table_groups = kRowSrc ? (groups + 15) / 16 * 16 : groups;
   const int64_t width =
-      groups == 0 ? kBlock : std::min<int64_t>(kBlock, kTableBytes / (groups * 8) / 16 * 16);
+      groups == 0 ? kBlock : std::min<int64_t>(kBlock, kTableBytes / (table_groups * 8) / 16 * 16);
   struct {
     bool table;
     const float* s;
@@ -222,7 +236,7 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
     params_at.z = table_z;
   }
   // Row of lane l of the strip at row f0.
-  auto row_of = [&](int64_t f0, int l) { return f0 + (kGptq ? l : kAwqDotRow.row[l]); };
+  auto row_of = [&](int64_t f0, int l) { return f0 + (kAwq ? kAwqDotRow.row[l] : l); };
   // One strip's elements [k, k + 16) of the chunk from kc (kTail: those
   // before c1 only); kFull: the strip's 16 rows exist (else their
   // parameters are read under a mask).
@@ -240,7 +254,7 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
         *sv = _mm512_maskz_loadu_ps(m, params_at.s + off + col);
         if constexpr (kHasZ) *z = _mm512_maskz_loadu_epi32(m, params_at.z + off + col);
       }
-      if constexpr (!kGptq) {
+      if constexpr (kAwq) {
         *sv = _mm512_permutexvar_ps(lane_row, *sv);
         if constexpr (kHasZ) *z = _mm512_permutexvar_epi32(lane_row, *z);
       }
@@ -254,7 +268,7 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
       if (kTail && k + j >= c1) break;
       if constexpr (kPerElement) params(goff[k + j - kc], &z, &sv);
       __m512i q;
-      if constexpr (kGptq) {
+      if constexpr (!kAwq) {
         if (j % 8 == 0) {
           words = _mm512_load_si512(codes + ((k + j - kc) / 8) * kPitch + 64 * s);
         }
@@ -273,18 +287,33 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
       acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_set1_ps(x[k + j - c0]), v));
     }
   };
-  for (int64_t fb = kGptq ? r0 : r0 / 8 * 8; fb < r1; fb += block) {
+  for (int64_t fb = kAwq ? r0 / 8 * 8 : r0; fb < r1; fb += block) {
     const int64_t fe = std::min(r1, fb + block), strips = (fe - fb + 15) / 16;
     if (params_at.table) {
-      for (int64_t g = 0; g < groups; ++g) {
-        for (int64_t s = 0; s < strips; ++s) {
-          const int64_t f0 = fb + 16 * s;
-          const auto m =
-              static_cast<__mmask16>(f0 + 16 <= n_all ? 0xFFFFu : (1u << (n_all - f0)) - 1u);
-          const int64_t from = g * plan.s_axis + f0, to = g * width + 16 * s;
-          _mm512_store_ps(table_s + to, _mm512_maskz_loadu_ps(m, scale + from));
-          if constexpr (kHasZ) {
-            _mm512_store_si512(table_z + to, _mm512_maskz_loadu_epi32(m, zp + from));
+      for (int64_t s = 0; s < strips; ++s) {
+        const int64_t f0 = fb + 16 * s;
+        const auto m =
+            static_cast<__mmask16>(f0 + 16 <= n_all ? 0xFFFFu : (1u << (n_all - f0)) - 1u);
+        if constexpr (kRowSrc) {
+          // Each row's parameters lie along it (s_axis 1): 16 rows x 16
+          // groups transposed at a time.
+          for (int64_t g = 0; g < groups; g += 16) {
+            const auto gm =
+                static_cast<__mmask16>(groups - g >= 16 ? 0xFFFFu : (1u << (groups - g)) - 1u);
+            const int64_t from = f0 * plan.s_outer + g, to = g * width + 16 * s;
+            const int64_t nrows = std::min<int64_t>(16, n_all - f0);
+            TransposeWords16(scale + from, 4 * plan.s_outer, gm, nrows, table_s + to, 4 * width);
+            if constexpr (kHasZ) {
+              TransposeWords16(zp + from, 4 * plan.s_outer, gm, nrows, table_z + to, 4 * width);
+            }
+          }
+        } else {
+          for (int64_t g = 0; g < groups; ++g) {
+            const int64_t from = g * plan.s_axis + f0, to = g * width + 16 * s;
+            _mm512_store_ps(table_s + to, _mm512_maskz_loadu_ps(m, scale + from));
+            if constexpr (kHasZ) {
+              _mm512_store_si512(table_z + to, _mm512_maskz_loadu_epi32(m, zp + from));
+            }
           }
         }
       }
@@ -299,28 +328,38 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
       Transpose16x16(r);
       for (int j = 0; j < 16; ++j) _mm512_store_ps(acc_mem[s][j], r[j]);
     }
-    // Each staged row's bytes: GPTQ rows [fb, fe)'s words; AWQ the words
-    // of rows [fb, fe) (fb a multiple of 8).
-    const int64_t at = kGptq ? 4 * fb : fb / 2;
-    const int64_t bytes = kGptq ? 4 * (fe - fb) : 4 * ((fe - fb + 7) / 8);
+    // Each source row's bytes read: GPTQ rows [fb, fe)'s words; AWQ the
+    // words of rows [fb, fe) (fb a multiple of 8); rows: a chunk's.
+    const int64_t at = kRowSrc ? 0 : kAwq ? fb / 2 : 4 * fb;
+    const int64_t bytes = kRowSrc ? kChunk / 2 : kAwq ? 4 * ((fe - fb + 7) / 8) : 4 * (fe - fb);
     for (int64_t kc = c0; kc < c1; kc += kChunk) {
       const int64_t ke = std::min(c1, kc + kChunk);
-      // Stage the chunk: GPTQ word rows kc / 8 .., AWQ element rows kc ..
-      const int64_t n_src = kGptq ? (ke - kc + 7) / 8 : ke - kc;
-      for (int64_t i = 0; i < n_src; ++i) {
-        const uint8_t* src = plan.codes + ((kGptq ? kc / 8 : kc) + i) * S + at;
-        if constexpr (kGptq) {
-          for (int64_t s = 0; s < strips; ++s) {
-            const int64_t left = (bytes - 64 * s) / 4;
-            const auto m = static_cast<__mmask16>(left >= 16 ? 0xFFFFu : (1u << left) - 1u);
-            _mm512_store_si512(codes + i * kPitch + 64 * s,
-                               _mm512_maskz_loadu_epi32(m, src + 64 * s));
-          }
-        } else {
-          for (int64_t b = 0; b < bytes; b += 64) {
-            const __mmask64 m =
-                bytes - b >= 64 ? ~__mmask64{0} : (__mmask64{1} << (bytes - b)) - 1u;
-            _mm512_store_si512(codes + i * kPitch + b, _mm512_maskz_loadu_epi8(m, src + b));
+      // Stage the chunk: GPTQ word rows kc / 8 .., AWQ element rows kc ..,
+      // rows' words kc / 8 .. transposed into GPTQ's word rows.
+      if constexpr (kRowSrc) {
+        const int64_t nw = (ke - kc + 7) / 8;
+        const auto wm = static_cast<__mmask16>(nw >= 16 ? 0xFFFFu : (1u << nw) - 1u);
+        for (int64_t s = 0; s < strips; ++s) {
+          const int64_t f0 = fb + 16 * s;
+          TransposeWords16(plan.codes + f0 * S + kc / 2, S, wm, std::min<int64_t>(16, fe - f0),
+                           codes + 64 * s, kPitch);
+        }
+      } else {
+        for (int64_t i = 0; i < (kAwq ? ke - kc : (ke - kc + 7) / 8); ++i) {
+          const uint8_t* src = plan.codes + ((kAwq ? kc : kc / 8) + i) * S + at;
+          if constexpr (kAwq) {
+            for (int64_t b = 0; b < bytes; b += 64) {
+              const __mmask64 m =
+                  bytes - b >= 64 ? ~__mmask64{0} : (__mmask64{1} << (bytes - b)) - 1u;
+              _mm512_store_si512(codes + i * kPitch + b, _mm512_maskz_loadu_epi8(m, src + b));
+            }
+          } else {
+            for (int64_t s = 0; s < strips; ++s) {
+              const int64_t left = (bytes - 64 * s) / 4;
+              const auto m = static_cast<__mmask16>(left >= 16 ? 0xFFFFu : (1u << left) - 1u);
+              _mm512_store_si512(codes + i * kPitch + 64 * s,
+                                 _mm512_maskz_loadu_epi32(m, src + 64 * s));
+            }
           }
         }
       }
@@ -335,19 +374,24 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
       } else {
         for (int64_t k = kc; k < ke; k += 16) goff[(k - kc) / 16] = k / plan.group * plan.s_axis;
       }
-      // The next chunk's lines (its rows' bytes [at, at + bytes)), fetched
-      // while the strips run, spread evenly over their 16-element steps.
-      const int64_t n_next =
-          kGptq ? (std::min(c1, ke + kChunk) - ke + 7) / 8 : std::min(c1, ke + kChunk) - ke;
-      const uintptr_t first = reinterpret_cast<uintptr_t>(plan.codes) +
-                              static_cast<uintptr_t>((kGptq ? ke / 8 : ke) * S + at);
-      const int64_t per =
-          static_cast<int64_t>((first % 64 + static_cast<uintptr_t>(bytes) + 63) / 64);
+      // The next chunk's lines (each source row's bytes [at, at + bytes)
+      // of it), fetched while the strips run, spread evenly over their
+      // 16-element steps.
+      const int64_t next_end = std::min(c1, ke + kChunk);
+      const int64_t n_next = kRowSrc ? (next_end > ke ? fe - fb : 0)
+                             : kAwq  ? next_end - ke
+                                     : (next_end - ke + 7) / 8;
+      const int64_t next_row = kRowSrc ? fb : kAwq ? ke : ke / 8;
+      const int64_t next_at = kRowSrc ? ke / 2 : at;
+      const uintptr_t first =
+          reinterpret_cast<uintptr_t>(plan.codes) + static_cast<uintptr_t>(next_row * S + next_at);
       int64_t lines = 0;
       for (int64_t i = 0; i < n_next; ++i) {
-        const uintptr_t line = (first + static_cast<uintptr_t>(i * S)) / 64 * 64;
-        for (int64_t l = 0; l < per; ++l)
-          next_lines[lines++] = line + static_cast<uintptr_t>(64 * l);
+        const uintptr_t from = first + static_cast<uintptr_t>(i * S);
+        for (uintptr_t line = from / 64 * 64; line < from + static_cast<uintptr_t>(bytes);
+             line += 64) {
+          next_lines[lines++] = line;
+        }
       }
       const int64_t steps = strips * ((ke - kc + 15) / 16);
       const int64_t per_step = (lines + steps - 1) / steps;
@@ -397,36 +441,51 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
   }
 }
 
-// Plan::dot over GPTQ's / AWQ's [N, K] columns (ColumnsDotAs) where it
-// applies: one row of X, float32 values (no producer's roundings), zero
-// points none or integer, scales [groups, N] (s_outer 1), c0 a multiple of
-// 16; AWQ without a group map and with groups of whole 16-element units.
+// Plan::dot by ColumnsDotAs where it applies: one row of X, float32 values
+// (no producer's roundings), 4-bit codes with zero points none or integer,
+// c0 a multiple of 16, and
+//  - GPTQ's / AWQ's [N, K] columns with scales [groups, N] (s_outer 1;
+//    AWQ without a group map and with groups of whole 16-element units);
+//  - dense unsigned 4-bit rows along K (inner 1, K a multiple of 8) with a
+//    group map (compressed-tensors act-order) and scales [N, groups]
+//    (s_axis 1) of at most 256 groups over [c0, c1).
 // Returns false, having done nothing, elsewhere.
-bool ColumnsDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-  const bool gptq = plan.layout == Layout::kGptqColumns;
-  if (plan.dot->m != 1 || plan.out != OutType::kF32 || plan.Staged() || plan.inner != 1 ||
-      plan.s_outer != 1 || c0 % 16 != 0 || c0 >= c1 || r0 >= r1 ||
-      (plan.zp_kind != ZeroPointKind::kNone && plan.zp_kind != ZeroPointKind::kInteger) ||
-      (!gptq && plan.layout != Layout::kAwqColumns)) {
+bool ColumnsDotHere(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  const Layout layout = plan.layout;
+  if (plan.dot == nullptr || plan.dot->m != 1 || plan.out != OutType::kF32 || plan.Staged() ||
+      plan.inner != 1 || c0 % 16 != 0 || c0 >= c1 || r0 >= r1 ||
+      (plan.zp_kind != ZeroPointKind::kNone && plan.zp_kind != ZeroPointKind::kInteger)) {
     return false;
   }
   const bool per_element = plan.axis_group != nullptr || plan.group % 16 != 0;
-  if (!gptq && per_element) return false;
   const bool z = plan.zp_kind == ZeroPointKind::kInteger;
   using Z = ZeroPointKind;
-  if (gptq) {
+  using Src = ColumnSource;
+  if (layout == Layout::kGptqColumns && plan.s_outer == 1) {
     if (per_element) {
-      z ? ColumnsDotAs<true, Z::kInteger, true>(plan, r0, r1, c0, c1)
-        : ColumnsDotAs<true, Z::kNone, true>(plan, r0, r1, c0, c1);
+      z ? ColumnsDotAs<Src::kGptq, Z::kInteger, true>(plan, r0, r1, c0, c1)
+        : ColumnsDotAs<Src::kGptq, Z::kNone, true>(plan, r0, r1, c0, c1);
     } else {
-      z ? ColumnsDotAs<true, Z::kInteger, false>(plan, r0, r1, c0, c1)
-        : ColumnsDotAs<true, Z::kNone, false>(plan, r0, r1, c0, c1);
+      z ? ColumnsDotAs<Src::kGptq, Z::kInteger, false>(plan, r0, r1, c0, c1)
+        : ColumnsDotAs<Src::kGptq, Z::kNone, false>(plan, r0, r1, c0, c1);
     }
-  } else {
-    z ? ColumnsDotAs<false, Z::kInteger, false>(plan, r0, r1, c0, c1)
-      : ColumnsDotAs<false, Z::kNone, false>(plan, r0, r1, c0, c1);
+    return true;
   }
-  return true;
+  if (layout == Layout::kAwqColumns && plan.s_outer == 1 && !per_element) {
+    z ? ColumnsDotAs<Src::kAwq, Z::kInteger, false>(plan, r0, r1, c0, c1)
+      : ColumnsDotAs<Src::kAwq, Z::kNone, false>(plan, r0, r1, c0, c1);
+    return true;
+  }
+  if (layout == Layout::kDense && plan.code == CodeKind::kU4 && plan.axis_group != nullptr &&
+      plan.s_axis == 1 && plan.cols() % 8 == 0) {
+    int64_t groups = 0;
+    for (int64_t k = c0; k < c1; ++k) groups = std::max<int64_t>(groups, plan.axis_group[k] + 1);
+    if (groups > 256) return false;  // (ColumnsDotAs's table: 16 rows)
+    z ? ColumnsDotAs<Src::kRows, Z::kInteger, true>(plan, r0, r1, c0, c1)
+      : ColumnsDotAs<Src::kRows, Z::kNone, true>(plan, r0, r1, c0, c1);
+    return true;
+  }
+  return false;
 }
 
 // GPTQ columns with a group map (act-order g_idx): MapRows up to
@@ -475,13 +534,13 @@ void GroupMapColumns(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64
 
 #endif  // HWY_TARGET != HWY_SCALAR
 
+#if HWY_TARGET > HWY_AVX3
+bool ColumnsDotHere(const Plan&, int64_t, int64_t, int64_t, int64_t) { return false; }
+#endif
+
 void DequantizeColumnFamilySimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                                 void* out, int64_t ld) {
 #if HWY_TARGET <= HWY_AVX3
-  if (plan.dot != nullptr && ColumnsDot(plan, r0, r1, c0, c1)) {
-    *plan.dot->done = true;
-    return;
-  }
   if (plan.layout == Layout::kGptqColumns && plan.axis_group != nullptr && plan.inner == 1) {
     return GroupMapColumns(plan, r0, r1, c0, c1, out, ld);
   }
@@ -513,11 +572,15 @@ namespace nibble {
 namespace kernels_internal {
 HWY_EXPORT(DequantizeColumnFamilySimd);
 HWY_EXPORT(GroupMapColumnTilesHere);
+HWY_EXPORT(ColumnsDotHere);
 void DequantizeColumnFamily(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                             void* out, int64_t ld) {
   HWY_DYNAMIC_DISPATCH(DequantizeColumnFamilySimd)(plan, r0, r1, c0, c1, out, ld);
 }
 bool GroupMapColumnTilesActive() { return HWY_DYNAMIC_DISPATCH(GroupMapColumnTilesHere)(); }
+bool ColumnsDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  return HWY_DYNAMIC_DISPATCH(ColumnsDotHere)(plan, r0, r1, c0, c1);
+}
 }  // namespace kernels_internal
 }  // namespace nibble
 #endif  // HWY_ONCE

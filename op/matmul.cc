@@ -313,7 +313,7 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
                      FusedDotProbe(w, row_base, xf, m, k);
   const bool l1_rows = !fused && !across && !columns && w.plan().axis_group == nullptr && m <= 4 &&
                        k > 8192 && CpuIsIntel();
-  const int64_t chunk_rows = fused     ? (columns ? 256 : 64)
+  const int64_t chunk_rows = fused     ? (columns || w.plan().axis_group != nullptr ? 256 : 64)
                              : l1_rows ? 4
                              : across  ? across_rows
                              : awq     ? 128

@@ -297,10 +297,11 @@ std::string CompareTile(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, in
 // limit being none.) Returns a description of the first difference ("" if none);
 // *fused counts the fused calls.
 std::string CompareDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                       std::mt19937_64& rng, int64_t* fused) {
+                       std::mt19937_64& rng, int64_t* fused, int64_t rows_of_x = 0) {
   const int64_t rows = r1 - r0, cols = c1 - c0;
-  // 1 to 5 rows of X, their leading dimension past the tile's width.
-  const int64_t m = 1 + static_cast<int64_t>(rng() % 5),
+  // 1 to 5 rows of X (or rows_of_x), their leading dimension past the
+  // tile's width.
+  const int64_t m = rows_of_x > 0 ? rows_of_x : 1 + static_cast<int64_t>(rng() % 5),
                 ldx = cols + static_cast<int64_t>(rng() % 3);
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
   std::vector<float> x(static_cast<size_t>(m * ldx)),
@@ -483,7 +484,7 @@ TEST_CASE("group maps along a row x every target == scalar reference") {
   TargetGuard guard;
   const auto targets = CompiledTargets();
   std::mt19937_64 rng(7);
-  int64_t compared = 0;
+  int64_t compared = 0, fused = 0;
   for (int64_t target : targets) {
     UseTarget(target);
     for (int64_t ng : {1, 15, 16, 17, 31, 32, 33, 48, 63, 64, 65, 100, 127, 128, 129, 130}) {
@@ -491,7 +492,8 @@ TEST_CASE("group maps along a row x every target == scalar reference") {
            {ZeroPointKind::kNone, ZeroPointKind::kInteger, ZeroPointKind::kFloat}) {
         for (OutType out : {OutType::kF32, OutType::kF16, OutType::kBF16}) {
           const int64_t group = ng == 130 ? 4 : 8 + static_cast<int64_t>(rng() % 3) * 8;
-          const int64_t rows = 3, cols = ng * group;
+          // (37 rows: more than two strips of the fused dot's 16 rows)
+          const int64_t rows = ng % 2 == 0 ? 3 : 37, cols = ng * group;
           // Groups in a random order; one in three maps leaves the last
           // groups unused (the row's table is then shorter than s_outer).
           const int64_t used = rng() % 3 == 0 && ng > 1 ? ng - 1 : ng;
@@ -546,11 +548,35 @@ TEST_CASE("group maps along a row x every target == scalar reference") {
               ++compared;
             }
           }
+          p.nontemporal = false;
+          if (out == OutType::kF32) {
+            // Plan::dot (one row of X, then any): the whole view, then
+            // tiles from a multiple of 16.
+            for (int trial = 0; trial < 4; ++trial) {
+              int64_t r0 = 0, r1 = rows, c0 = 0, c1 = cols;
+              if (trial > 0) {
+                r0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(rows));
+                r1 = r0 + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(rows - r0));
+                c0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(cols)) / 16 * 16;
+                c1 = c0 + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(cols - c0));
+              }
+              const std::string diff =
+                  CompareDot(p, r0, r1, c0, c1, rng, &fused, trial < 3 ? 1 : 0);
+              CHECK_MESSAGE(diff.empty(),
+                            std::string(hwy::TargetName(target))
+                                << " dot groups=" << ng << " used=" << used << " group=" << group
+                                << " zp=" << static_cast<int>(zp) << " tile=[" << r0 << "," << r1
+                                << ")x[" << c0 << "," << c1 << "): " << diff);
+            }
+          }
         }
       }
     }
   }
   CHECK(compared > 500);
+  if (std::find(targets.begin(), targets.end(), int64_t{HWY_AVX3}) != targets.end()) {
+    CHECK(fused > 40);
+  }
 }
 
 // A block descriptor's value table (kTable4 codes), else nullptr.
