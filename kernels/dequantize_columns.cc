@@ -203,7 +203,13 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
   const __m512i lane_row = _mm512_load_si512(kAwqDotRow.row);
   const __m512i shifts = _mm512_set_epi64(28, 24, 20, 16, 12, 8, 4, 0);
   const __m512i low4 = _mm512_set1_epi32(15);
-  const __m512i offset = _mm512_set1_epi32(plan.code_offset);
+  // Codes and zero points as float32 2^23 + value (exact: |value| < 2^22,
+  // ColumnsDot), so that q - z is one float subtraction of exact integers:
+  // a code's bits ORed into 2^23's, a zero point converted once.
+  const __m512i magic = _mm512_set1_epi32(0x4B000000);  // 2^23
+  const __m512 offset = _mm512_set1_ps(static_cast<float>(8388608 + plan.code_offset));
+  const __m512i two23 = _mm512_set1_epi32(8388608);
+  auto biased = [&](__m512i z) HWY_ATTR { return _mm512_cvtepi32_ps(_mm512_add_epi32(z, two23)); };
   alignas(64) uint8_t codes[kStaged * kPitch];
   alignas(64) float acc_mem[kStrips][16][16];
   int64_t goff[kChunk];  // the parameters' offset per element (or per 16)
@@ -215,7 +221,8 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
   // groups of a power-of-two stride share the L1's sets), if they fit.
   constexpr int64_t kTableBytes = 32768;
   alignas(64) float table_s[kPerElement ? kTableBytes / 8 : 1];
-  alignas(64) int32_t table_z[kPerElement && kHasZ ? kTableBytes / 8 : 1];
+  // (zero points as 2^23 + z, float32)
+  alignas(64) float table_z[kPerElement && kHasZ ? kTableBytes / 8 : 1];
   int64_t groups = 0;
   if (kPerElement && plan.axis_group != nullptr) {
     for (int64_t k = c0; k < c1; ++k) groups = std::max<int64_t>(groups, plan.axis_group[k] + 1);
@@ -228,7 +235,7 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
   struct {
     bool table;
     const float* s;
-    const int32_t* z;
+    const void* z;  // int32 zero points in place, 2^23 + z in the table
   } params_at{width >= 16 && groups > 0, scale, zp};
   const int64_t block = width >= 16 ? width : kBlock;
   if (params_at.table) {
@@ -246,20 +253,27 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
     const auto m = static_cast<__mmask16>(kFull ? 0xFFFFu : (1u << (n_all - f0)) - 1u);
     // (off + col: the strip's parameters in params.s / params.z)
     const int64_t col = params_at.table ? 16 * s : f0;
-    auto params = [&](int64_t off, __m512i* z, __m512* sv) HWY_ATTR {
+    auto params = [&](int64_t off, __m512* z, __m512* sv) HWY_ATTR {
+      const float* const zt = static_cast<const float*>(params_at.z) + off + col;
+      const int32_t* const zi = static_cast<const int32_t*>(params_at.z) + off + col;
       if constexpr (kFull) {
         *sv = _mm512_loadu_ps(params_at.s + off + col);
-        if constexpr (kHasZ) *z = _mm512_loadu_si512(params_at.z + off + col);
+        if constexpr (kHasZ) {
+          *z = params_at.table ? _mm512_loadu_ps(zt) : biased(_mm512_loadu_si512(zi));
+        }
       } else {
         *sv = _mm512_maskz_loadu_ps(m, params_at.s + off + col);
-        if constexpr (kHasZ) *z = _mm512_maskz_loadu_epi32(m, params_at.z + off + col);
+        if constexpr (kHasZ) {
+          *z = params_at.table ? _mm512_maskz_loadu_ps(m, zt)
+                               : biased(_mm512_maskz_loadu_epi32(m, zi));
+        }
       }
       if constexpr (kAwq) {
         *sv = _mm512_permutexvar_ps(lane_row, *sv);
-        if constexpr (kHasZ) *z = _mm512_permutexvar_epi32(lane_row, *z);
+        if constexpr (kHasZ) *z = _mm512_permutexvar_ps(lane_row, *z);
       }
     };
-    __m512i z = offset;
+    __m512 z = offset;
     __m512 sv;
     if constexpr (!kPerElement) params(goff[(k - kc) / 16], &z, &sv);
     __m512i words = _mm512_setzero_si512();
@@ -272,18 +286,23 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
         if (j % 8 == 0) {
           words = _mm512_load_si512(codes + ((k + j - kc) / 8) * kPitch + 64 * s);
         }
+        // (q & 15) | 2^23's bits: one ternary-logic op (0xEA: A & B | C)
         const int sh = 4 * (j % 8);
-        q = sh == 0 ? _mm512_and_si512(words, low4)
+        q = sh == 0 ? _mm512_ternarylogic_epi32(words, low4, magic, 0xEA)
             : sh == 28
-                ? _mm512_srli_epi32(words, 28)
-                : _mm512_and_si512(_mm512_srli_epi32(words, static_cast<unsigned>(sh)), low4);
+                ? _mm512_or_si512(_mm512_srli_epi32(words, 28), magic)
+                : _mm512_ternarylogic_epi32(_mm512_srli_epi32(words, static_cast<unsigned>(sh)),
+                                            low4, magic, 0xEA);
       } else {
         uint64_t two;
         std::memcpy(&two, codes + (k + j - kc) * kPitch + 8 * s, 8);
-        q = _mm512_and_si512(
-            _mm512_srlv_epi64(_mm512_set1_epi64(static_cast<long long>(two)), shifts), low4);
+        q = _mm512_ternarylogic_epi32(
+            _mm512_srlv_epi64(_mm512_set1_epi64(static_cast<long long>(two)), shifts), low4, magic,
+            0xEA);
       }
-      const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(q, z)), sv);
+      // (2^23 + q) - (2^23 + z) = q - z exactly, times s rounded once: the
+      // contract's float32(q - z) * s.
+      const __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_castsi512_ps(q), z), sv);
       acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_set1_ps(x[k + j - c0]), v));
     }
   };
@@ -305,6 +324,10 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
             TransposeWords16(scale + from, 4 * plan.s_outer, gm, nrows, table_s + to, 4 * width);
             if constexpr (kHasZ) {
               TransposeWords16(zp + from, 4 * plan.s_outer, gm, nrows, table_z + to, 4 * width);
+              for (int64_t i = 0; i < 16; ++i) {  // (int32 zero points -> 2^23 + z)
+                float* const t = table_z + to + i * width;
+                _mm512_store_ps(t, biased(_mm512_castps_si512(_mm512_load_ps(t))));
+              }
             }
           }
         } else {
@@ -312,7 +335,7 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
             const int64_t from = g * plan.s_axis + f0, to = g * width + 16 * s;
             _mm512_store_ps(table_s + to, _mm512_maskz_loadu_ps(m, scale + from));
             if constexpr (kHasZ) {
-              _mm512_store_si512(table_z + to, _mm512_maskz_loadu_epi32(m, zp + from));
+              _mm512_store_ps(table_z + to, biased(_mm512_maskz_loadu_epi32(m, zp + from)));
             }
           }
         }
@@ -452,16 +475,41 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
 // Returns false, having done nothing, elsewhere.
 bool ColumnsDotHere(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   const Layout layout = plan.layout;
+  constexpr int64_t kSmall = int64_t{1} << 22;  // ColumnsDotAs's 2^23 + z
   if (plan.dot == nullptr || plan.dot->m != 1 || plan.out != OutType::kF32 || plan.Staged() ||
       plan.inner != 1 || c0 % 16 != 0 || c0 >= c1 || r0 >= r1 ||
-      (plan.zp_kind != ZeroPointKind::kNone && plan.zp_kind != ZeroPointKind::kInteger)) {
+      (plan.zp_kind != ZeroPointKind::kNone && plan.zp_kind != ZeroPointKind::kInteger) ||
+      plan.code_offset <= -kSmall || plan.code_offset >= kSmall) {
     return false;
   }
   const bool per_element = plan.axis_group != nullptr || plan.group % 16 != 0;
+  const bool gptq = layout == Layout::kGptqColumns && plan.s_outer == 1;
+  const bool awq = layout == Layout::kAwqColumns && plan.s_outer == 1 && !per_element;
+  const bool rows = layout == Layout::kDense && plan.code == CodeKind::kU4 &&
+                    plan.axis_group != nullptr && plan.s_axis == 1 && plan.cols() % 8 == 0;
+  if (!gptq && !awq && !rows) return false;
   const bool z = plan.zp_kind == ZeroPointKind::kInteger;
+  if (z) {
+    // Every zero point the rows [r0, r1) (AWQ: from r0's word) use over
+    // [c0, c1): |z| < 2^22.
+    int64_t g0 = c0 / plan.group, g1 = (c1 - 1) / plan.group + 1;
+    if (plan.axis_group != nullptr) {
+      g0 = 0;
+      g1 = 0;
+      for (int64_t k = c0; k < c1; ++k) g1 = std::max<int64_t>(g1, plan.axis_group[k] + 1);
+    }
+    const bool rows_major = layout == Layout::kDense;
+    const int64_t ra = layout == Layout::kAwqColumns ? r0 / 8 * 8 : r0;
+    for (int64_t g = g0; g < g1; ++g) {
+      for (int64_t r = ra; r < r1; ++r) {
+        const int32_t v = plan.zp_int[rows_major ? r * plan.s_outer + g : g * plan.s_axis + r];
+        if (v <= -kSmall || v >= kSmall) return false;
+      }
+    }
+  }
   using Z = ZeroPointKind;
   using Src = ColumnSource;
-  if (layout == Layout::kGptqColumns && plan.s_outer == 1) {
+  if (gptq) {
     if (per_element) {
       z ? ColumnsDotAs<Src::kGptq, Z::kInteger, true>(plan, r0, r1, c0, c1)
         : ColumnsDotAs<Src::kGptq, Z::kNone, true>(plan, r0, r1, c0, c1);
@@ -471,21 +519,18 @@ bool ColumnsDotHere(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
     }
     return true;
   }
-  if (layout == Layout::kAwqColumns && plan.s_outer == 1 && !per_element) {
+  if (awq) {
     z ? ColumnsDotAs<Src::kAwq, Z::kInteger, false>(plan, r0, r1, c0, c1)
       : ColumnsDotAs<Src::kAwq, Z::kNone, false>(plan, r0, r1, c0, c1);
     return true;
   }
-  if (layout == Layout::kDense && plan.code == CodeKind::kU4 && plan.axis_group != nullptr &&
-      plan.s_axis == 1 && plan.cols() % 8 == 0) {
-    int64_t groups = 0;
-    for (int64_t k = c0; k < c1; ++k) groups = std::max<int64_t>(groups, plan.axis_group[k] + 1);
-    if (groups > 256) return false;  // (ColumnsDotAs's table: 16 rows)
-    z ? ColumnsDotAs<Src::kRows, Z::kInteger, true>(plan, r0, r1, c0, c1)
-      : ColumnsDotAs<Src::kRows, Z::kNone, true>(plan, r0, r1, c0, c1);
-    return true;
-  }
-  return false;
+  // Rows: their group table holds 16 rows of up to 256 groups.
+  int64_t groups = 0;
+  for (int64_t k = c0; k < c1; ++k) groups = std::max<int64_t>(groups, plan.axis_group[k] + 1);
+  if (groups > 256) return false;
+  z ? ColumnsDotAs<Src::kRows, Z::kInteger, true>(plan, r0, r1, c0, c1)
+    : ColumnsDotAs<Src::kRows, Z::kNone, true>(plan, r0, r1, c0, c1);
+  return true;
 }
 
 // GPTQ columns with a group map (act-order g_idx): MapRows up to

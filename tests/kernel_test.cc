@@ -900,6 +900,59 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
 // line (the layouts' words are 4-byte aligned), N of one to four 128-row
 // bands, tiles starting at any row, GPTQ in both traversals: every
 // target == the reference.
+// The fused M = 1 dot by columns computes q - z as (2^23 + q) - (2^23 + z):
+// exact for |z| < 2^22 only. A zero point beyond takes the tile (the
+// reference's bits either way), on GPTQ / AWQ columns and act-order rows.
+TEST_CASE("fused column dot: a zero point beyond 2^22 is declined, the tile's bits kept") {
+  TargetGuard guard;
+  std::mt19937_64 rng(2032);
+  for (int64_t target : CompiledTargets()) {
+    UseTarget(target);
+    const bool avx3 = target == int64_t{HWY_AVX3};
+    for (int kind = 0; kind < 3; ++kind) {
+      for (bool huge : {false, true}) {
+        const int64_t rows = 48, cols = 512, group = 128, ng = cols / group;
+        std::vector<uint8_t> codes(static_cast<size_t>(rows * cols / 2));
+        for (auto& b : codes) b = static_cast<uint8_t>(rng());
+        std::vector<float> scale(static_cast<size_t>(rows * ng));
+        for (auto& v : scale) v = RandomScale(rng);
+        std::vector<int32_t> zpi(scale.size()), map(static_cast<size_t>(cols));
+        for (auto& z : zpi) z = static_cast<int32_t>(rng() % 16);
+        if (huge) zpi[static_cast<size_t>(rng() % zpi.size())] = (1 << 23) + 5;
+        for (int64_t c = 0; c < cols; ++c)
+          map[static_cast<size_t>(c)] = static_cast<int32_t>(c / group);
+        std::shuffle(map.begin(), map.end(), rng);
+        Plan p;
+        p.code = CodeKind::kU4;
+        p.out = OutType::kF32;
+        p.zp_kind = ZeroPointKind::kInteger;
+        p.zp_int = zpi.data();
+        p.scale = scale.data();
+        p.codes = codes.data();
+        p.outer = rows;
+        p.axis = cols;
+        p.group = group;
+        if (kind < 2) {  // GPTQ / AWQ [N, K] columns, scales [K / G, N]
+          p.layout = kind == 0 ? Layout::kGptqColumns : Layout::kAwqColumns;
+          p.s_outer = 1;
+          p.s_axis = rows;
+          p.word_stride = kind == 0 ? 4 * rows : rows / 2;
+        } else {  // compressed-tensors act-order rows, scales [N, K / G]
+          p.layout = Layout::kDense;
+          p.s_outer = ng;
+          p.s_axis = 1;
+          p.axis_group = map.data();
+        }
+        int64_t fused = 0;
+        const std::string diff = CompareDot(p, 0, rows, 0, cols, rng, &fused, 1);
+        CHECK_MESSAGE(diff.empty(), hwy::TargetName(target)
+                                        << " kind=" << kind << " huge=" << huge << ": " << diff);
+        CHECK(fused == (avx3 && !huge ? 1 : 0));
+      }
+    }
+  }
+}
+
 TEST_CASE("AWQ / GPTQ column tiles at every line offset x every target == scalar reference") {
   TargetGuard guard;
   const auto targets = CompiledTargets();
