@@ -945,7 +945,7 @@ TEST_CASE("fused column dot: a zero point beyond 2^22 is declined, the tile's bi
         }
         int64_t fused = 0;
         const std::string diff = CompareDot(p, 0, rows, 0, cols, rng, &fused, 1);
-        CHECK_MESSAGE(diff.empty(), hwy::TargetName(target)
+        CHECK_MESSAGE(diff.empty(), std::string(hwy::TargetName(target))
                                         << " kind=" << kind << " huge=" << huge << ": " << diff);
         CHECK(fused == (avx3 && !huge ? 1 : 0));
       }
