@@ -165,7 +165,8 @@ enum class ColumnSource { kGptq, kAwq, kRows };
 // of k in one vector (GPTQ, and rows staged as GPTQ's words by 16 x 16
 // word transposes: a word row's 16 words, nibble k % 8; AWQ: two words
 // broadcast and shifted per 64-bit lane), the contract's arithmetic
-// float32(q - z) * s with the 16 rows' parameters of k's group (loaded per
+// float32(q - z) * s (q - z as (2^23 + q) - (2^23 + z): exact for |z| <
+// 2^22, which ColumnsDot checks) with the 16 rows' parameters of k's group (loaded per
 // element under a group map or when groups are not whole 16-element
 // units, else per 16 elements), times X's element k, added to partial sum
 // (k - c0) % 16 of each row — AccumulateDotRows's order, so the same bits
