@@ -1374,6 +1374,7 @@ HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
   using Chunk = BlockChunk<L>;
   constexpr int kRows = 4;
   const Plan::Dot& dot = *plan.dot;
+  if (dot.columns) return false;  // (rows only; the columns: ColumnsDot)
   // Without a table (the contract's arithmetic per unit: a scale and zero
   // points per weight row) only one row of X: with more the four rows'
   // parameters and sums outgrow the registers (measured slower than the

@@ -73,6 +73,10 @@ void DequantizeTile(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
   }
 }
 
+bool DequantizeDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  return !plan.Staged() && kernels_internal::ColumnsDot(plan, r0, r1, c0, c1);
+}
+
 const char* ActiveTarget() { return HWY_DYNAMIC_DISPATCH(ActiveTargetName)(); }
 
 bool HasGroupMapColumnTiles() { return kernels_internal::GroupMapColumnTilesActive(); }

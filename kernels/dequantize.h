@@ -16,6 +16,14 @@ namespace nibble {
 void DequantizeTile(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
                     int64_t ld);
 
+// Plan::dot (plan.dot set) over rows [r0, r1) x cols [c0, c1) without a
+// tile where a kernel decodes it by columns (one row of X; GPTQ / AWQ
+// columns, compressed-tensors act-order rows, dense 4-bit [K, N] with
+// Plan::Dot::columns; AVX-512): adds to dot->sums as Plan::dot says and
+// returns true (*dot->done untouched); else returns false having done
+// nothing — the caller then writes tiles its own way. Same preconditions.
+bool DequantizeDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
+
 // Whether this CPU is Intel's (false on any other vendor or architecture):
 // a few tile choices measured opposite ways on an Intel Xeon and an AMD
 // EPYC and follow the vendor (PreferGptqBlocks, the matmul's decode tiles).

@@ -152,12 +152,30 @@ constexpr AwqDotRows MakeAwqDotRows() {
   return r;
 }
 alignas(64) constexpr AwqDotRows kAwqDotRow = MakeAwqDotRows();
+// The same for dense nibbles (row i at nibble i of 8 bytes): lane 2i
+// holds row i, lane 2i + 1 row 8 + i; and the lane of each row.
+constexpr AwqDotRows MakeDenseDotRows(bool lanes) {
+  AwqDotRows r{};
+  for (int i = 0; i < 8; ++i) {
+    if (lanes) {
+      r.row[i] = 2 * i;
+      r.row[8 + i] = 2 * i + 1;
+    } else {
+      r.row[2 * i] = i;
+      r.row[2 * i + 1] = 8 + i;
+    }
+  }
+  return r;
+}
+alignas(64) constexpr AwqDotRows kDenseDotRow = MakeDenseDotRows(false);
+alignas(64) constexpr AwqDotRows kDenseDotLane = MakeDenseDotRows(true);
 
 // Where ColumnsDotAs finds the codes: GPTQ's [K / 8, N] words, AWQ's [K,
-// N / 8] words (both read as the [N, K] weight), or dense 4-bit rows
+// N / 8] words (both read as the [N, K] weight), dense 4-bit rows
 // (compressed-tensors' [N, K / 8] words: element (r, c) at nibble c of row
-// r's bytes, low nibble first).
-enum class ColumnSource { kGptq, kAwq, kRows };
+// r's bytes, low nibble first), or dense 4-bit [K, N] (an ONNX MatMul's B:
+// the view's rows are K, its columns the features, Plan::Dot::columns).
+enum class ColumnSource { kGptq, kAwq, kRows, kDenseKN };
 
 // Plan::dot with one row of X over the [N, K] weight of `kSrc`, rows [r0,
 // r1) (output features), elements [c0, c1) (K; c0 a multiple of 16),
@@ -187,7 +205,9 @@ enum class ColumnSource { kGptq, kAwq, kRows };
 template <ColumnSource kSrc, ZeroPointKind kZp, bool kPerElement>
 HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   constexpr bool kHasZ = kZp == ZeroPointKind::kInteger;
-  constexpr bool kAwq = kSrc == ColumnSource::kAwq, kRowSrc = kSrc == ColumnSource::kRows;
+  constexpr bool kRowSrc = kSrc == ColumnSource::kRows, kKN = kSrc == ColumnSource::kDenseKN;
+  // Two words or 8 bytes of 16 rows per element (broadcast and shifted).
+  constexpr bool kAwq = kSrc == ColumnSource::kAwq || kKN;
   constexpr int64_t kBlock = kRowSrc ? 128 : 256, kChunk = kRowSrc ? 128 : 64;
   constexpr int64_t kStrips = kBlock / 16;
   // Bytes of a staged row: a word row's kBlock words (GPTQ, rows), an
@@ -196,20 +216,24 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
   constexpr int64_t kStaged = kAwq ? kChunk : kChunk / 8;
   const float* const x = plan.dot->x;  // X's element c0
   float* const sums = plan.dot->sums;
-  const int64_t n_all = plan.rows();
+  // kDenseKN: [r0, r1) are view columns, [c0, c1) view rows.
+  const int64_t n_all = kKN ? plan.cols() : plan.rows();
   // Bytes between the source's rows: word rows (GPTQ, AWQ) or rows.
-  const int64_t S = kRowSrc ? plan.cols() / 2 : plan.word_stride;
+  const int64_t S = kRowSrc || kKN ? plan.cols() / 2 : plan.word_stride;
   const float* const scale = plan.scale;
   const int32_t* const zp = plan.zp_int;
-  const __m512i lane_row = _mm512_load_si512(kAwqDotRow.row);
+  const __m512i lane_row = _mm512_load_si512(kKN ? kDenseDotRow.row : kAwqDotRow.row);
+  const __m512i row_lane = _mm512_load_si512(kDenseDotLane.row);
   const __m512i shifts = _mm512_set_epi64(28, 24, 20, 16, 12, 8, 4, 0);
   const __m512i low4 = _mm512_set1_epi32(15);
   // Codes and zero points as float32 2^23 + value (exact: |value| < 2^22,
   // ColumnsDot), so that q - z is one float subtraction of exact integers:
   // a code's bits ORed into 2^23's, a zero point converted once.
-  const __m512i magic = _mm512_set1_epi32(0x4B000000);  // 2^23
-  const __m512 offset = _mm512_set1_ps(static_cast<float>(8388608 + plan.code_offset));
-  const __m512i two23 = _mm512_set1_epi32(8388608);
+  // Signed 4-bit codes: q + 8 is the code XOR 8, so 2^23 + 8 + q.
+  const int32_t bias = 8388608 + (plan.code == CodeKind::kS4 ? 8 : 0);
+  const __m512i magic = _mm512_set1_epi32(0x4B000000 | (bias - 8388608));  // 2^23 (+ 8)
+  const __m512 offset = _mm512_set1_ps(static_cast<float>(bias + plan.code_offset));
+  const __m512i two23 = _mm512_set1_epi32(bias);
   auto biased = [&](__m512i z) HWY_ATTR { return _mm512_cvtepi32_ps(_mm512_add_epi32(z, two23)); };
   alignas(64) uint8_t codes[kStaged * kPitch];
   alignas(64) float acc_mem[kStrips][16][16];
@@ -244,7 +268,9 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
     params_at.z = table_z;
   }
   // Row of lane l of the strip at row f0.
-  auto row_of = [&](int64_t f0, int l) { return f0 + (kAwq ? kAwqDotRow.row[l] : l); };
+  auto row_of = [&](int64_t f0, int l) {
+    return f0 + (kKN ? kDenseDotRow.row[l] : kAwq ? kAwqDotRow.row[l] : l);
+  };
   // One strip's elements [k, k + 16) of the chunk from kc (kTail: those
   // before c1 only); kFull: the strip's 16 rows exist (else their
   // parameters are read under a mask).
@@ -287,19 +313,20 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
         if (j % 8 == 0) {
           words = _mm512_load_si512(codes + ((k + j - kc) / 8) * kPitch + 64 * s);
         }
-        // (q & 15) | 2^23's bits: one ternary-logic op (0xEA: A & B | C)
+        // (q & 15) ^ magic (2^23's bits, and 8 for signed codes): one
+        // ternary-logic op (0x6A: A & B ^ C)
         const int sh = 4 * (j % 8);
-        q = sh == 0 ? _mm512_ternarylogic_epi32(words, low4, magic, 0xEA)
+        q = sh == 0 ? _mm512_ternarylogic_epi32(words, low4, magic, 0x6A)
             : sh == 28
-                ? _mm512_or_si512(_mm512_srli_epi32(words, 28), magic)
+                ? _mm512_xor_si512(_mm512_srli_epi32(words, 28), magic)
                 : _mm512_ternarylogic_epi32(_mm512_srli_epi32(words, static_cast<unsigned>(sh)),
-                                            low4, magic, 0xEA);
+                                            low4, magic, 0x6A);
       } else {
         uint64_t two;
         std::memcpy(&two, codes + (k + j - kc) * kPitch + 8 * s, 8);
         q = _mm512_ternarylogic_epi32(
             _mm512_srlv_epi64(_mm512_set1_epi64(static_cast<long long>(two)), shifts), low4, magic,
-            0xEA);
+            0x6A);
       }
       // (2^23 + q) - (2^23 + z) = q - z exactly, times s rounded once: the
       // contract's float32(q - z) * s.
@@ -343,7 +370,20 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
       }
     }
     // The strips' sums from dot->sums (rows outside [r0, fe): 0, unused).
-    for (int64_t s = 0; s < strips; ++s) {
+    // kDenseKN: AccumulateDotCols's layout, a vector of rows per partial
+    // sum.
+    const int64_t nf = r1 - r0;
+    auto row_mask = [&](int64_t f0) {
+      return static_cast<__mmask16>(fe - f0 >= 16 ? 0xFFFFu : (1u << (fe - f0)) - 1u);
+    };
+    for (int64_t s = 0; s < strips && kKN; ++s) {
+      const int64_t f0 = fb + 16 * s;
+      for (int j = 0; j < 16; ++j) {
+        const __m512 rows = _mm512_maskz_loadu_ps(row_mask(f0), sums + j * nf + (f0 - r0));
+        _mm512_store_ps(acc_mem[s][j], _mm512_permutexvar_ps(lane_row, rows));
+      }
+    }
+    for (int64_t s = 0; s < strips && !kKN; ++s) {
       __m512 r[16];
       for (int l = 0; l < 16; ++l) {
         const int64_t f = row_of(fb + 16 * s, l);
@@ -453,7 +493,14 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
       }
     }
     // Back to dot->sums, rows [max(r0, fb), fe) only.
-    for (int64_t s = 0; s < strips; ++s) {
+    for (int64_t s = 0; s < strips && kKN; ++s) {
+      const int64_t f0 = fb + 16 * s;
+      for (int j = 0; j < 16; ++j) {
+        const __m512 rows = _mm512_permutexvar_ps(row_lane, _mm512_load_ps(acc_mem[s][j]));
+        _mm512_mask_storeu_ps(sums + j * nf + (f0 - r0), row_mask(f0), rows);
+      }
+    }
+    for (int64_t s = 0; s < strips && !kKN; ++s) {
       __m512 r[16];
       for (int j = 0; j < 16; ++j) r[j] = _mm512_load_ps(acc_mem[s][j]);
       Transpose16x16(r);
@@ -478,12 +525,37 @@ bool ColumnsDotHere(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
   const Layout layout = plan.layout;
   constexpr int64_t kSmall = int64_t{1} << 22;  // ColumnsDotAs's 2^23 + z
   if (plan.dot == nullptr || plan.dot->m != 1 || plan.out != OutType::kF32 || plan.Staged() ||
-      plan.inner != 1 || c0 % 16 != 0 || c0 >= c1 || r0 >= r1 ||
+      (plan.inner != 1 && !plan.dot->columns) || c0 % 16 != 0 || c0 >= c1 || r0 >= r1 ||
       (plan.zp_kind != ZeroPointKind::kNone && plan.zp_kind != ZeroPointKind::kInteger) ||
       plan.code_offset <= -kSmall || plan.code_offset >= kSmall) {
     return false;
   }
   const bool per_element = plan.axis_group != nullptr || plan.group % 16 != 0;
+  using Z = ZeroPointKind;
+  using Src = ColumnSource;
+  if (plan.dot->columns) {
+    // Dense 4-bit [K, N] (view rows [r0, r1) of K, columns [c0, c1) the
+    // features), groups of whole 16-element units along K, scales [K / G,
+    // N] (one outer index; s_inner 1).
+    const int64_t n = plan.cols();
+    if (layout != Layout::kDense || (plan.code != CodeKind::kU4 && plan.code != CodeKind::kS4) ||
+        plan.inner == 1 || plan.outer != 1 || plan.s_inner != 1 || per_element || n % 16 != 0 ||
+        r0 % 16 != 0 || c0 % 16 != 0) {
+      return false;
+    }
+    if (plan.zp_kind == ZeroPointKind::kInteger) {
+      for (int64_t g = r0 / plan.group; g <= (r1 - 1) / plan.group; ++g) {
+        for (int64_t f = c0; f < c1; ++f) {
+          const int32_t v = plan.zp_int[g * plan.s_axis + f];
+          if (v <= -kSmall || v >= kSmall) return false;
+        }
+      }
+      ColumnsDotAs<Src::kDenseKN, Z::kInteger, false>(plan, c0, c1, r0, r1);
+    } else {
+      ColumnsDotAs<Src::kDenseKN, Z::kNone, false>(plan, c0, c1, r0, r1);
+    }
+    return true;
+  }
   const bool gptq = layout == Layout::kGptqColumns && plan.s_outer == 1;
   const bool awq = layout == Layout::kAwqColumns && plan.s_outer == 1 && !per_element;
   const bool rows = layout == Layout::kDense && plan.code == CodeKind::kU4 &&
@@ -508,8 +580,6 @@ bool ColumnsDotHere(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
       }
     }
   }
-  using Z = ZeroPointKind;
-  using Src = ColumnSource;
   if (gptq) {
     if (per_element) {
       z ? ColumnsDotAs<Src::kGptq, Z::kInteger, true>(plan, r0, r1, c0, c1)

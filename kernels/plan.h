@@ -113,14 +113,20 @@ struct Plan {
   //   dot->sums[(i * (r1 - r0) + j) * 16 + t % 16]
   //       += dot->x[i * dot->ldx + t] * value(r0 + j, c0 + t)
   // (each product rounded to float32, then the sum: kernels/matmul.h
-  // AccumulateDotRows's order and layout, so the same bits). The kernels
-  // that cannot (every other layout, target or tile shape) ignore it and
-  // write the tile as without, leaving *dot->done as it was.
+  // AccumulateDotRows's order and layout, so the same bits). With
+  // `columns`, the view's columns are the weight's rows (an ONNX MatMul's
+  // [K, N] B) and the sums lie as AccumulateDotCols's: for view column
+  // j < c1 - c0 and view row t < r1 - r0 (in order),
+  //   dot->sums[(i * 16 + t % 16) * (c1 - c0) + j]
+  //       += dot->x[i * dot->ldx + t] * value(r0 + t, c0 + j).
+  // The kernels that cannot (every other layout, target or tile shape)
+  // ignore it and write the tile as without, leaving *dot->done as it was.
   struct Dot {
     const float* x;
     int64_t m, ldx;
     float* sums;
     bool* done;
+    bool columns = false;
   };
   const Dot* dot = nullptr;
 

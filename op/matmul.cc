@@ -68,6 +68,16 @@ bool FusedDotProbe(const Dequantizer& w, int64_t row, const float* x, int64_t m,
   return done;
 }
 
+// Whether the kernels decode the [K, N] view by columns (Plan::Dot::columns,
+// one row of X): asked on its first 16 x 16 (view rows from `row`).
+bool ColumnsDotProbe(const Dequantizer& w, int64_t row, const float* x, int64_t k, int64_t n) {
+  alignas(64) float sums[16 * 16] = {};
+  const Plan::Dot dot{x, 1, k, sums, nullptr, true};
+  Plan p = w.plan();
+  p.dot = &dot;
+  return DequantizeDot(p, row, row + std::min<int64_t>(16, k), 0, std::min<int64_t>(16, n));
+}
+
 }  // namespace
 
 void ReleaseMatMulScratch() { t_scratch = Scratch(); }
@@ -271,7 +281,17 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // / 88-91 / 441-473 ms; without the padding M = 16 26 ms against 15;
   // tiles 128 x 512 / 1024 x 128 / 256 x 256 within 1.3x of the chosen ones
   // at every M.
-  const int64_t across_rows = m <= 2 ? 512 : m <= 4 ? 256 : 128;
+  // W's rows as view columns at M = 1: the kernels' dot by columns where
+  // they have one (ONNX int4 / uint4 [K, N] blocked along K: kernels/
+  // dequantize_columns.cc ColumnsDot), asked per block of 256 features
+  // over the whole of K (DequantizeDot); a block it declines takes the
+  // tiles below. Measured (Intel Xeon guest, 4096 x 4096 / 4096 x 14336,
+  // one thread, 2 rounds): 512 features x 128 of K per call 3.0-3.4 /
+  // 10.4-10.9 ms, 256 x 512 2.1-2.2 / 8.6-10.8, 1024 x 512 2.2-2.3 /
+  // 7.1-7.5, 256 x 4096 2.0-2.4 / 6.7-6.8.
+  const bool across_fused = !rows_are_features && m == 1 && wt == OutType::kF32 &&
+                            !w.plan().Staged() && ColumnsDotProbe(w, row_base, xf, k, n);
+  const int64_t across_rows = across_fused ? 256 : m <= 2 ? 512 : m <= 4 ? 256 : 128;
   const int64_t across_chunk = (int64_t{64} << 10) / across_rows;
   constexpr int64_t kChunkRows = 16, kChunkM = 256;
   const int64_t chunk_tile = m >= 64 ? int64_t{256} << 10 : int64_t{128} << 10;
@@ -324,7 +344,7 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
       chunked ? chunk_rows : std::clamp<int64_t>(tile_bytes / std::max<int64_t>(1, k * 4), 1, 256);
   const int64_t chunk = fused     ? k
                         : l1_rows ? 1024
-                        : across  ? across_chunk
+                        : across  ? (across_fused ? k : across_chunk)
                         : chunked
                             ? std::max<int64_t>(256, chunk_tile / (4 * chunk_rows) / 256 * 256)
                             : k;
@@ -332,7 +352,7 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   const int64_t blocks = (n + block - 1) / block;
   // Across: the tile's rows padded by a line (16 floats).
   const int64_t tile_ld = across ? block + 16 : chunk;
-  const size_t tile_elems = static_cast<size_t>(across ? tile_ld * chunk : block * chunk);
+  const size_t tile_elems = static_cast<size_t>(across ? tile_ld * across_chunk : block * chunk);
   const bool y_f32 = yt == OutType::kF32;
   Status failed = Status::Ok();
   // Set once options.cancelled says stop (asked by the calling thread,
@@ -421,6 +441,22 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
               p.dot = &dot;
               DequantizeTile(p, row_base + n0, row_base + n0 + nb, c0, c0 + cw, tile, cw);
               if (!done) AccumulateDotRows(xf + c0, mi, k, tile, nb, cw, cw, sums);
+              continue;
+            }
+            if (across_fused) {
+              // (one row of X, float32 values, the whole of K: by columns
+              // without a tile where a kernel can, else the tiles)
+              const Plan::Dot dot{xf + i0 * k + c0, mi, k, sums, nullptr, true};
+              Plan p = w.plan();
+              p.dot = &dot;
+              if (DequantizeDot(p, row_base + c0, row_base + c0 + cw, n0, n0 + nb)) continue;
+              for (int64_t t0 = c0; t0 < c0 + cw && st.ok(); t0 += across_chunk) {
+                const int64_t tw = std::min(across_chunk, c0 + cw - t0);
+                st = make_tile(n0, nb, t0, tw);
+                if (st.ok()) {
+                  AccumulateDotCols(xf + i0 * k + t0, mi, k, tile, nb, tile_ld, tw, sums);
+                }
+              }
               continue;
             }
             st = make_tile(n0, nb, c0, cw);

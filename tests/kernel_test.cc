@@ -295,27 +295,35 @@ std::string CompareTile(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, in
 // nothing, or write the tile as without (== the reference) and leave the
 // sums. (The matmul asks for up to 4 rows of X; 5 here, the kernels' own
 // limit being none.) Returns a description of the first difference ("" if none);
-// *fused counts the fused calls.
+// *fused counts the fused calls. With `columns` (Plan::Dot::columns) the
+// view's columns are the weight's rows: AccumulateDotColsReference.
 std::string CompareDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                       std::mt19937_64& rng, int64_t* fused, int64_t rows_of_x = 0) {
+                       std::mt19937_64& rng, int64_t* fused, int64_t rows_of_x = 0,
+                       bool columns = false) {
   const int64_t rows = r1 - r0, cols = c1 - c0;
-  // 1 to 5 rows of X (or rows_of_x), their leading dimension past the
-  // tile's width.
+  const int64_t features = columns ? cols : rows, k = columns ? rows : cols;
+  // 1 to 5 rows of X (or rows_of_x), their leading dimension past K.
   const int64_t m = rows_of_x > 0 ? rows_of_x : 1 + static_cast<int64_t>(rng() % 5),
-                ldx = cols + static_cast<int64_t>(rng() % 3);
+                ldx = k + static_cast<int64_t>(rng() % 3);
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
   std::vector<float> x(static_cast<size_t>(m * ldx)),
-      sums(static_cast<size_t>(m * rows * kDotLanes));
+      sums(static_cast<size_t>(m * features * kDotLanes));
   for (auto& v : x) v = u(rng);
   for (auto& v : sums) v = u(rng);
   std::vector<float> want_tile(static_cast<size_t>(rows * cols)), want_sums = sums;
   DequantizeTileReference(plan, r0, r1, c0, c1, want_tile.data(), cols);
-  AccumulateDotRowsReference(x.data(), m, ldx, want_tile.data(), rows, cols, cols,
-                             want_sums.data());
+  if (columns) {
+    AccumulateDotColsReference(x.data(), m, ldx, want_tile.data(), cols, cols, rows,
+                               want_sums.data());
+  } else {
+    AccumulateDotRowsReference(x.data(), m, ldx, want_tile.data(), rows, cols, cols,
+                               want_sums.data());
+  }
   const float sentinel = -1234.5f;
   std::vector<float> tile(static_cast<size_t>(rows * cols), sentinel), got_sums = sums;
   bool done = false;
-  const Plan::Dot dot{x.data(), m, ldx, got_sums.data(), &done};
+  Plan::Dot dot{x.data(), m, ldx, got_sums.data(), &done};
+  dot.columns = columns;
   Plan p = plan;
   p.dot = &dot;
   DequantizeTile(p, r0, r1, c0, c1, tile.data(), cols);
@@ -900,6 +908,78 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
 // line (the layouts' words are 4-byte aligned), N of one to four 128-row
 // bands, tiles starting at any row, GPTQ in both traversals: every
 // target == the reference.
+// Plan::dot by columns (an ONNX MatMul's [K, N] B): dense int4 / uint4
+// [K, N] blocked along K (ColumnsDot's kDenseKN: one row of X, tiles from
+// multiples of 16), every other plan writing its tile; sums in
+// AccumulateDotCols's layout == the reference's, every target.
+TEST_CASE("Plan::dot by columns over [K, N] weights x every target == reference") {
+  TargetGuard guard;
+  const auto targets = CompiledTargets();
+  std::mt19937_64 rng(2033);
+  int64_t compared = 0, fused = 0;
+  for (int64_t target : targets) {
+    UseTarget(target);
+    for (int trial = 0; trial < 24; ++trial) {
+      const CodeKind code = trial % 2 == 0 ? CodeKind::kU4 : CodeKind::kS4;
+      const ZeroPointKind zp = trial % 3 == 0   ? ZeroPointKind::kNone
+                               : trial % 3 == 1 ? ZeroPointKind::kInteger
+                                                : ZeroPointKind::kFloat;
+      const int64_t group = int64_t{16} << (rng() % 4);               // along K
+      const int64_t n = 16 * (1 + static_cast<int64_t>(rng() % 40));  // features
+      const int64_t kk =
+          group * (1 + static_cast<int64_t>(rng() % 4)) +
+          (trial % 4 == 3 ? static_cast<int64_t>(rng() % static_cast<uint64_t>(group)) : 0);
+      const int64_t ng = (kk + group - 1) / group;
+      std::vector<uint8_t> codes(static_cast<size_t>(kk * n / 2));
+      for (auto& b : codes) b = static_cast<uint8_t>(rng());
+      std::vector<float> scale(static_cast<size_t>(ng * n)), zpf(scale.size());
+      for (auto& v : scale) v = RandomScale(rng);
+      for (auto& v : zpf) v = RandomScale(rng);
+      std::vector<int32_t> zpi(scale.size());
+      for (auto& z : zpi) {
+        z = code == CodeKind::kS4 ? static_cast<int32_t>(rng() % 16) - 8
+                                  : static_cast<int32_t>(rng() % 16);
+      }
+      Plan p;
+      p.layout = Layout::kDense;
+      p.code = code;
+      p.codes = codes.data();
+      p.out = OutType::kF32;
+      p.outer = 1;
+      p.axis = kk;
+      p.inner = n;
+      p.group = group;
+      p.s_axis = n;
+      p.s_inner = 1;
+      p.scale = scale.data();
+      p.zp_kind = zp;
+      p.code_offset = 0;
+      if (zp == ZeroPointKind::kInteger) p.zp_int = zpi.data();
+      if (zp == ZeroPointKind::kFloat) p.zp_float = zpf.data();
+      for (int t = 0; t < 4; ++t) {
+        int64_t r0 = 0, r1 = kk, c0 = 0, c1 = n;
+        if (t > 0) {
+          r0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(kk)) / 16 * 16;
+          r1 = r0 + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(kk - r0));
+          c0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(n)) / 16 * 16;
+          c1 = c0 + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(n - c0));
+        }
+        const std::string diff = CompareDot(p, r0, r1, c0, c1, rng, &fused, t < 3 ? 1 : 0, true);
+        CHECK_MESSAGE(diff.empty(), std::string(hwy::TargetName(target))
+                                        << " code=" << static_cast<int>(code)
+                                        << " zp=" << static_cast<int>(zp) << " K=" << kk
+                                        << " N=" << n << " G=" << group << " tile=[" << r0 << ","
+                                        << r1 << ")x[" << c0 << "," << c1 << "): " << diff);
+        ++compared;
+      }
+    }
+  }
+  CHECK(compared > 0);
+  if (std::find(targets.begin(), targets.end(), int64_t{HWY_AVX3}) != targets.end()) {
+    CHECK(fused > 20);
+  }
+}
+
 // The fused M = 1 dot by columns computes q - z as (2^23 + q) - (2^23 + z):
 // exact for |z| < 2^22 only. A zero point beyond takes the tile (the
 // reference's bits either way), on GPTQ / AWQ columns and act-order rows.
