@@ -289,6 +289,22 @@ std::string CompareTile(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, in
   return "";
 }
 
+// A random tile of a rows x cols view for Plan::dot: r0 a multiple of
+// row_unit, c0 of col_unit, each end anywhere after its start.
+struct DotTile {
+  int64_t r0, r1, c0, c1;
+};
+DotTile RandomDotTile(std::mt19937_64& rng, int64_t rows, int64_t cols, int64_t row_unit,
+                      int64_t col_unit) {
+  auto below = [&](int64_t n) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(n)); };
+  DotTile t;
+  t.r0 = below(rows) / row_unit * row_unit;
+  t.r1 = t.r0 + 1 + below(rows - t.r0);
+  t.c0 = below(cols) / col_unit * col_unit;
+  t.c1 = t.c0 + 1 + below(cols - t.c0);
+  return t;
+}
+
 // Plan::dot on tile [r0, r1) x [c0, c1) of a float32 plan: the kernels
 // either fuse — the sums, from random starting values, == the reference
 // tile's AccumulateDotRowsReference with one row of random X — and write
@@ -561,13 +577,9 @@ TEST_CASE("group maps along a row x every target == scalar reference") {
             // Plan::dot (one row of X, then any): the whole view, then
             // tiles from a multiple of 16.
             for (int trial = 0; trial < 4; ++trial) {
-              int64_t r0 = 0, r1 = rows, c0 = 0, c1 = cols;
-              if (trial > 0) {
-                r0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(rows));
-                r1 = r0 + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(rows - r0));
-                c0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(cols)) / 16 * 16;
-                c1 = c0 + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(cols - c0));
-              }
+              const DotTile t =
+                  trial == 0 ? DotTile{0, rows, 0, cols} : RandomDotTile(rng, rows, cols, 1, 16);
+              const int64_t r0 = t.r0, r1 = t.r1, c0 = t.c0, c1 = t.c1;
               const std::string diff =
                   CompareDot(p, r0, r1, c0, c1, rng, &fused, trial < 3 ? 1 : 0);
               CHECK_MESSAGE(diff.empty(),
@@ -902,12 +914,6 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
   }
 }
 
-// AWQ's and GPTQ's [N, K] column tiles load each band a 64-byte line at a
-// time from the line's start when every word row has the same line offset
-// (word stride a multiple of 64): codes at every 4-byte offset within a
-// line (the layouts' words are 4-byte aligned), N of one to four 128-row
-// bands, tiles starting at any row, GPTQ in both traversals: every
-// target == the reference.
 // Plan::dot by columns (an ONNX MatMul's [K, N] B): dense int4 / uint4
 // [K, N] blocked along K (ColumnsDot's kDenseKN: one row of X, tiles from
 // multiples of 16), every other plan writing its tile; sums in
@@ -957,13 +963,8 @@ TEST_CASE("Plan::dot by columns over [K, N] weights x every target == reference"
       if (zp == ZeroPointKind::kInteger) p.zp_int = zpi.data();
       if (zp == ZeroPointKind::kFloat) p.zp_float = zpf.data();
       for (int t = 0; t < 4; ++t) {
-        int64_t r0 = 0, r1 = kk, c0 = 0, c1 = n;
-        if (t > 0) {
-          r0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(kk)) / 16 * 16;
-          r1 = r0 + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(kk - r0));
-          c0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(n)) / 16 * 16;
-          c1 = c0 + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(n - c0));
-        }
+        const DotTile tile = t == 0 ? DotTile{0, kk, 0, n} : RandomDotTile(rng, kk, n, 16, 16);
+        const int64_t r0 = tile.r0, r1 = tile.r1, c0 = tile.c0, c1 = tile.c1;
         const std::string diff = CompareDot(p, r0, r1, c0, c1, rng, &fused, t < 3 ? 1 : 0, true);
         CHECK_MESSAGE(diff.empty(), std::string(hwy::TargetName(target))
                                         << " code=" << static_cast<int>(code)
@@ -1033,6 +1034,12 @@ TEST_CASE("fused column dot: a zero point beyond 2^22 is declined, the tile's bi
   }
 }
 
+// AWQ's and GPTQ's [N, K] column tiles load each band a 64-byte line at a
+// time from the line's start when every word row has the same line offset
+// (word stride a multiple of 64): codes at every 4-byte offset within a
+// line (the layouts' words are 4-byte aligned), N of one to four 128-row
+// bands, tiles starting at any row, GPTQ in both traversals: every
+// target == the reference.
 TEST_CASE("AWQ / GPTQ column tiles at every line offset x every target == scalar reference") {
   TargetGuard guard;
   const auto targets = CompiledTargets();
