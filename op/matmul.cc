@@ -333,7 +333,12 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
                      FusedDotProbe(w, row_base, xf, m, k);
   const bool l1_rows = !fused && !across && !columns && w.plan().axis_group == nullptr && m <= 4 &&
                        k > 8192 && CpuIsIntel();
-  const int64_t chunk_rows = fused     ? (columns || w.plan().axis_group != nullptr ? 256 : 64)
+  // The word layouts and group maps at M = 1 decode by columns
+  // (DequantizeDot: the dot or nothing) in blocks of 256 rows over the
+  // whole of K; a block it declines takes tiles of 256 rows x 256 of K.
+  const bool columns_fused = fused && (columns || w.plan().axis_group != nullptr);
+  const int64_t columns_chunk = 256;
+  const int64_t chunk_rows = fused     ? (columns_fused ? 256 : 64)
                              : l1_rows ? 4
                              : across  ? across_rows
                              : awq     ? 128
@@ -352,7 +357,9 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   const int64_t blocks = (n + block - 1) / block;
   // Across: the tile's rows padded by a line (16 floats).
   const int64_t tile_ld = across ? block + 16 : chunk;
-  const size_t tile_elems = static_cast<size_t>(across ? tile_ld * across_chunk : block * chunk);
+  const size_t tile_elems = static_cast<size_t>(across          ? tile_ld * across_chunk
+                                                : columns_fused ? block * columns_chunk
+                                                                : block * chunk);
   const bool y_f32 = yt == OutType::kF32;
   Status failed = Status::Ok();
   // Set once options.cancelled says stop (asked by the calling thread,
@@ -432,6 +439,18 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
           std::fill(sums, sums + mi * nb * kDotLanes, 0.0f);
           for (int64_t c0 = 0; c0 < k && st.ok(); c0 += chunk) {
             const int64_t cw = std::min(chunk, k - c0);
+            if (columns_fused) {
+              const Plan::Dot dot{xf + c0, mi, k, sums, nullptr};
+              Plan p = w.plan();
+              p.dot = &dot;
+              if (DequantizeDot(p, row_base + n0, row_base + n0 + nb, c0, c0 + cw)) continue;
+              for (int64_t t0 = c0; t0 < c0 + cw && st.ok(); t0 += columns_chunk) {
+                const int64_t tw = std::min(columns_chunk, c0 + cw - t0);
+                st = make_tile(n0, nb, t0, tw);
+                if (st.ok()) AccumulateDotRows(xf + t0, mi, k, tile, nb, tw, tw, sums);
+              }
+              continue;
+            }
             if (fused) {
               // (fused: m <= 4 (one block of X), rows are features,
               // float32 values)
