@@ -439,15 +439,27 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
           std::fill(sums, sums + mi * nb * kDotLanes, 0.0f);
           for (int64_t c0 = 0; c0 < k && st.ok(); c0 += chunk) {
             const int64_t cw = std::min(chunk, k - c0);
-            if (columns_fused) {
-              const Plan::Dot dot{xf + c0, mi, k, sums, nullptr};
+            if (columns_fused || across_fused) {
+              // (one row of X, float32 values, the whole of K: decoded by
+              // columns without a tile where a kernel can, DequantizeDot;
+              // else by tiles)
+              const Plan::Dot dot{xf + i0 * k + c0, mi, k, sums, nullptr, across};
               Plan p = w.plan();
               p.dot = &dot;
-              if (DequantizeDot(p, row_base + n0, row_base + n0 + nb, c0, c0 + cw)) continue;
-              for (int64_t t0 = c0; t0 < c0 + cw && st.ok(); t0 += columns_chunk) {
-                const int64_t tw = std::min(columns_chunk, c0 + cw - t0);
+              if (across ? DequantizeDot(p, row_base + c0, row_base + c0 + cw, n0, n0 + nb)
+                         : DequantizeDot(p, row_base + n0, row_base + n0 + nb, c0, c0 + cw)) {
+                continue;
+              }
+              const int64_t step = across ? across_chunk : columns_chunk;
+              for (int64_t t0 = c0; t0 < c0 + cw && st.ok(); t0 += step) {
+                const int64_t tw = std::min(step, c0 + cw - t0);
                 st = make_tile(n0, nb, t0, tw);
-                if (st.ok()) AccumulateDotRows(xf + t0, mi, k, tile, nb, tw, tw, sums);
+                if (!st.ok()) break;
+                if (across) {
+                  AccumulateDotCols(xf + i0 * k + t0, mi, k, tile, nb, tile_ld, tw, sums);
+                } else {
+                  AccumulateDotRows(xf + i0 * k + t0, mi, k, tile, nb, tw, tw, sums);
+                }
               }
               continue;
             }
@@ -460,22 +472,6 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
               p.dot = &dot;
               DequantizeTile(p, row_base + n0, row_base + n0 + nb, c0, c0 + cw, tile, cw);
               if (!done) AccumulateDotRows(xf + c0, mi, k, tile, nb, cw, cw, sums);
-              continue;
-            }
-            if (across_fused) {
-              // (one row of X, float32 values, the whole of K: by columns
-              // without a tile where a kernel can, else the tiles)
-              const Plan::Dot dot{xf + i0 * k + c0, mi, k, sums, nullptr, true};
-              Plan p = w.plan();
-              p.dot = &dot;
-              if (DequantizeDot(p, row_base + c0, row_base + c0 + cw, n0, n0 + nb)) continue;
-              for (int64_t t0 = c0; t0 < c0 + cw && st.ok(); t0 += across_chunk) {
-                const int64_t tw = std::min(across_chunk, c0 + cw - t0);
-                st = make_tile(n0, nb, t0, tw);
-                if (st.ok()) {
-                  AccumulateDotCols(xf + i0 * k + t0, mi, k, tile, nb, tile_ld, tw, sums);
-                }
-              }
               continue;
             }
             st = make_tile(n0, nb, c0, cw);
