@@ -380,6 +380,61 @@ TEST_CASE("MatMul on 3-D expert weights: expert e's matrix, both storage orders"
   for (const float f : y) CHECK(f == -5.0f);
 }
 
+// An ONNX MatMul's B: int4 / uint4 [K, N] blocked along K (axis 0), with
+// and without zero points, as weight="in_out" at M = 1 (the kernels'
+// decode by columns, kernels/plan.h Plan::Dot::columns) and M = 2 (tiles):
+// the bits of the reference dot of the dequantized weight, any threads.
+TEST_CASE("MatMul on ONNX int4 [K, N] blocked along K (in_out) == the reference, any threads") {
+  TargetReset reset;
+  std::mt19937 rng(43);
+  // K of several 16-element steps and a partial block; N past one block of
+  // 256 features, a multiple of 16.
+  const int64_t k = 200, n = 528, block = 32, nb = (k + block - 1) / block;
+  for (const DType code : {DType::kInt4, DType::kUInt4}) {
+    for (const bool with_zp : {false, true}) {
+      std::vector<uint8_t> codes(static_cast<size_t>(k * n / 2)),
+          zps(static_cast<size_t>(nb * n / 2));
+      for (auto& c : codes) c = static_cast<uint8_t>(rng());
+      for (auto& z : zps) z = static_cast<uint8_t>(rng());
+      const auto scales = Random(static_cast<size_t>(nb * n), 44);
+      OnnxDequantizeAttributes a;
+      a.axis = 0;
+      a.block_size = block;
+      a.has_axis = a.has_block_size = true;
+      const TensorView xv{code, {k, n}, codes.data(), codes.size()};
+      const TensorView sv{DType::kFloat32, {nb, n}, scales.data(), scales.size() * 4};
+      const TensorView zv{code, {nb, n}, zps.data(), zps.size()};
+      auto d = PrepareOnnx(a, xv, sv, with_zp ? &zv : nullptr);
+      REQUIRE_MESSAGE(d.ok(), d.status().message());
+      auto view = d->Run(1);  // float32 [K, N]
+      REQUIRE(view.ok());
+      const auto* v = static_cast<const float*>(view->data());
+      std::vector<float> w(static_cast<size_t>(n * k));  // [N, K] rows
+      for (int64_t i = 0; i < k; ++i) {
+        for (int64_t j = 0; j < n; ++j) w[static_cast<size_t>(j * k + i)] = v[i * n + j];
+      }
+      for (const int64_t m : {int64_t{1}, int64_t{2}}) {
+        const auto x = Random(static_cast<size_t>(m * k), static_cast<uint32_t>(45 + m));
+        std::vector<float> want(static_cast<size_t>(m * n));
+        DotRowsReference(x.data(), m, k, w.data(), n, k, k, want.data(), n);
+        MatMulOptions o;
+        o.weight = MatMulOptions::Weight::kInOut;
+        const TensorView xs{DType::kFloat32, {m, k}, x.data(), x.size() * 4};
+        for (const int threads : {1, 2, 3}) {
+          o.threads = threads;
+          std::vector<float> y(want.size(), -5.0f);
+          const Status st =
+              MatMul(*d, xs, {DType::kFloat32, {m, n}, y.data(), y.size() * 4}, nullptr, o);
+          REQUIRE_MESSAGE(st.ok(), st.message());
+          CHECK_MESSAGE(std::memcmp(y.data(), want.data(), y.size() * 4) == 0,
+                        "code " << static_cast<int>(code) << " zp " << with_zp << " m " << m
+                                << " threads " << threads);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("MatMul stops between tiles when its cancel callback says so") {
   // 4096 features of K = 512: tiles of 256 rows, 16 of them.
   const int64_t n = 4096, k = 512, m = 2;
