@@ -411,6 +411,18 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
       }
       return Status::Ok();
     };
+    // W's tile [n0, n0 + nb) x [t0, t0 + tw) (make_tile) multiplied into
+    // the partial sums of X's rows [i0, i0 + mi).
+    auto tile_dot = [&](int64_t n0, int64_t nb, int64_t i0, int64_t mi, int64_t t0,
+                        int64_t tw) -> Status {
+      NIBBLE_RETURN_IF_ERROR(make_tile(n0, nb, t0, tw));
+      if (across) {
+        AccumulateDotCols(xf + i0 * k + t0, mi, k, tile, nb, tile_ld, tw, sums);
+      } else {
+        AccumulateDotRows(xf + i0 * k + t0, mi, k, tile, nb, tw, tw, sums);
+      }
+      return Status::Ok();
+    };
 #ifdef NIBBLE_HAVE_OPENMP
 #pragma omp for schedule(static)
 #endif
@@ -452,14 +464,7 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
               }
               const int64_t step = across ? across_chunk : columns_chunk;
               for (int64_t t0 = c0; t0 < c0 + cw && st.ok(); t0 += step) {
-                const int64_t tw = std::min(step, c0 + cw - t0);
-                st = make_tile(n0, nb, t0, tw);
-                if (!st.ok()) break;
-                if (across) {
-                  AccumulateDotCols(xf + i0 * k + t0, mi, k, tile, nb, tile_ld, tw, sums);
-                } else {
-                  AccumulateDotRows(xf + i0 * k + t0, mi, k, tile, nb, tw, tw, sums);
-                }
+                st = tile_dot(n0, nb, i0, mi, t0, std::min(step, c0 + cw - t0));
               }
               continue;
             }
@@ -474,13 +479,7 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
               if (!done) AccumulateDotRows(xf + c0, mi, k, tile, nb, cw, cw, sums);
               continue;
             }
-            st = make_tile(n0, nb, c0, cw);
-            if (!st.ok()) break;
-            if (across) {
-              AccumulateDotCols(xf + i0 * k + c0, mi, k, tile, nb, tile_ld, cw, sums);
-            } else {
-              AccumulateDotRows(xf + i0 * k + c0, mi, k, tile, nb, cw, cw, sums);
-            }
+            st = tile_dot(n0, nb, i0, mi, c0, cw);
           }
           if (st.ok()) {
             if (across) {
