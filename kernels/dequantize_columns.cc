@@ -27,6 +27,14 @@ constexpr unsigned kGptqZp = ZpBit(ZeroPointKind::kNone) | ZpBit(ZeroPointKind::
 // The most groups MapRows takes: MappedRow's table registers.
 constexpr int64_t kMapRowGroups = 128;
 
+// 1 + the largest group of plan.axis_group over elements [c0, c1): the
+// groups a tile there reads.
+int64_t MapGroups(const Plan& plan, int64_t c0, int64_t c1) {
+  int64_t groups = 0;
+  for (int64_t k = c0; k < c1; ++k) groups = std::max<int64_t>(groups, plan.axis_group[k] + 1);
+  return groups;
+}
+
 // GPTQ's [K / 8, N] words with a group map (act-order g_idx, at most
 // kMapRowGroups groups over [c0, c1)) written as the [N, K] output row by
 // row, through the row kernel of compressed-tensors' act-order rows
@@ -51,8 +59,7 @@ HWY_NOINLINE bool MapRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, 
   constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
   constexpr bool kHasZ = kZp == ZeroPointKind::kInteger;
   if (plan.s_outer != 1 || c0 >= c1 || r0 >= r1) return false;
-  int64_t groups = 0;
-  for (int64_t k = c0; k < c1; ++k) groups = std::max<int64_t>(groups, plan.axis_group[k] + 1);
+  const int64_t groups = MapGroups(plan, c0, c1);
   if (groups > kMapRowGroups) return false;
   // Stack budgets (tiles allocate nothing): the band's tables, its staged
   // codes.
@@ -201,9 +208,11 @@ enum class ColumnSource { kGptq, kAwq, kRows, kDenseKN };
 // thread, 4096 x 4096, weight flushed): blocks of 256 rows 1.1-1.3x faster
 // than 128 (fewer pages per byte read), no prefetch 1.3x slower, a
 // 64-256 KiB group table (heap) no faster than 32 KiB. About 58 KiB of
-// stack. Applies where ColumnsDot says.
+// stack. Applies where ColumnsDot says; map_groups: MapGroups(plan, c0,
+// c1) under a group map, else 0.
 template <ColumnSource kSrc, ZeroPointKind kZp, bool kPerElement>
-HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                               int64_t map_groups) {
   constexpr bool kHasZ = kZp == ZeroPointKind::kInteger;
   constexpr bool kRowSrc = kSrc == ColumnSource::kRows, kKN = kSrc == ColumnSource::kDenseKN;
   // Two words or 8 bytes of 16 rows per element (broadcast and shifted).
@@ -248,10 +257,7 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
   alignas(64) float table_s[kPerElement ? kTableBytes / 8 : 1];
   // (zero points as 2^23 + z, float32)
   alignas(64) float table_z[kPerElement && kHasZ ? kTableBytes / 8 : 1];
-  int64_t groups = 0;
-  if (kPerElement && plan.axis_group != nullptr) {
-    for (int64_t k = c0; k < c1; ++k) groups = std::max<int64_t>(groups, plan.axis_group[k] + 1);
-  }
+  const int64_t groups = kPerElement ? map_groups : 0;  // (a table only per element)
   // Rows per block: kBlock, or as many as the group table holds (rows:
   // whole 16-group transposes).
   const int64_t table_groups = kRowSrc ? (groups + 15) / 16 * 16 : groups;
@@ -550,9 +556,9 @@ bool ColumnsDotHere(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
           if (v <= -kSmall || v >= kSmall) return false;
         }
       }
-      ColumnsDotAs<Src::kDenseKN, Z::kInteger, false>(plan, c0, c1, r0, r1);
+      ColumnsDotAs<Src::kDenseKN, Z::kInteger, false>(plan, c0, c1, r0, r1, 0);
     } else {
-      ColumnsDotAs<Src::kDenseKN, Z::kNone, false>(plan, c0, c1, r0, r1);
+      ColumnsDotAs<Src::kDenseKN, Z::kNone, false>(plan, c0, c1, r0, r1, 0);
     }
     return true;
   }
@@ -561,6 +567,10 @@ bool ColumnsDotHere(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
   const bool rows = layout == Layout::kDense && plan.code == CodeKind::kU4 &&
                     plan.axis_group != nullptr && plan.s_axis == 1 && plan.cols() % 8 == 0;
   if (!gptq && !awq && !rows) return false;
+  // Under a group map: the groups [c0, c1) reads (rows: their group table
+  // holds 16 rows of up to 256 groups).
+  const int64_t map_groups = plan.axis_group != nullptr ? MapGroups(plan, c0, c1) : 0;
+  if (rows && map_groups > 256) return false;
   const bool z = plan.zp_kind == ZeroPointKind::kInteger;
   if (z) {
     // Every zero point the rows [r0, r1) (AWQ: from r0's word) use over
@@ -568,8 +578,7 @@ bool ColumnsDotHere(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
     int64_t g0 = c0 / plan.group, g1 = (c1 - 1) / plan.group + 1;
     if (plan.axis_group != nullptr) {
       g0 = 0;
-      g1 = 0;
-      for (int64_t k = c0; k < c1; ++k) g1 = std::max<int64_t>(g1, plan.axis_group[k] + 1);
+      g1 = map_groups;
     }
     const bool rows_major = layout == Layout::kDense;
     const int64_t ra = layout == Layout::kAwqColumns ? r0 / 8 * 8 : r0;
@@ -582,25 +591,21 @@ bool ColumnsDotHere(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
   }
   if (gptq) {
     if (per_element) {
-      z ? ColumnsDotAs<Src::kGptq, Z::kInteger, true>(plan, r0, r1, c0, c1)
-        : ColumnsDotAs<Src::kGptq, Z::kNone, true>(plan, r0, r1, c0, c1);
+      z ? ColumnsDotAs<Src::kGptq, Z::kInteger, true>(plan, r0, r1, c0, c1, map_groups)
+        : ColumnsDotAs<Src::kGptq, Z::kNone, true>(plan, r0, r1, c0, c1, map_groups);
     } else {
-      z ? ColumnsDotAs<Src::kGptq, Z::kInteger, false>(plan, r0, r1, c0, c1)
-        : ColumnsDotAs<Src::kGptq, Z::kNone, false>(plan, r0, r1, c0, c1);
+      z ? ColumnsDotAs<Src::kGptq, Z::kInteger, false>(plan, r0, r1, c0, c1, map_groups)
+        : ColumnsDotAs<Src::kGptq, Z::kNone, false>(plan, r0, r1, c0, c1, map_groups);
     }
     return true;
   }
   if (awq) {
-    z ? ColumnsDotAs<Src::kAwq, Z::kInteger, false>(plan, r0, r1, c0, c1)
-      : ColumnsDotAs<Src::kAwq, Z::kNone, false>(plan, r0, r1, c0, c1);
+    z ? ColumnsDotAs<Src::kAwq, Z::kInteger, false>(plan, r0, r1, c0, c1, map_groups)
+      : ColumnsDotAs<Src::kAwq, Z::kNone, false>(plan, r0, r1, c0, c1, map_groups);
     return true;
   }
-  // Rows: their group table holds 16 rows of up to 256 groups.
-  int64_t groups = 0;
-  for (int64_t k = c0; k < c1; ++k) groups = std::max<int64_t>(groups, plan.axis_group[k] + 1);
-  if (groups > 256) return false;
-  z ? ColumnsDotAs<Src::kRows, Z::kInteger, true>(plan, r0, r1, c0, c1)
-    : ColumnsDotAs<Src::kRows, Z::kNone, true>(plan, r0, r1, c0, c1);
+  z ? ColumnsDotAs<Src::kRows, Z::kInteger, true>(plan, r0, r1, c0, c1, map_groups)
+    : ColumnsDotAs<Src::kRows, Z::kNone, true>(plan, r0, r1, c0, c1, map_groups);
   return true;
 }
 
