@@ -1652,7 +1652,39 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
       }
     }
   } else {
-    for (int64_t r = r0; r < r1; ++r) run_row(r, c0, c1, base + (r - r0) * ld * kOutBytes);
+    // Narrow tiles of many rows (a transposed write's bands): one short
+    // run of each row's codes and scales, rows far apart, which the
+    // hardware prefetcher does not follow: row r + kRowsAhead's are
+    // fetched while row r runs.
+    constexpr int64_t kRowsAhead = 8, kNarrowBytes = 512;
+    const int64_t rows_ahead = [&]() HWY_ATTR -> int64_t {
+      if constexpr (HasAddress<L>::value && !L::kBlockParams) {
+        if (r1 - r0 > kRowsAhead && c1 > c0) {
+          const CodeRef c = L::Row(plan, r0);
+          if (L::Address(c, c1 - 1) - L::Address(c, c0) < kNarrowBytes) return kRowsAhead;
+        }
+      }
+      return 0;
+    }();
+    const bool scale_rows =
+        rows_ahead > 0 && plan.inner == 1 && plan.axis_group == nullptr && plan.s_axis > 0;
+    for (int64_t r = r0; r < r1; ++r) {
+      if constexpr (HasAddress<L>::value && !L::kBlockParams) {
+        if (rows_ahead > 0 && r + rows_ahead < r1) {
+          const CodeRef c = L::Row(plan, r + rows_ahead);
+          const uint8_t* const a = L::Address(c, c0);
+          const uint8_t* const e = L::Address(c, c1 - 1);
+          for (const uint8_t* p = a; p <= e; p += 64) hwy::Prefetch(p);
+          hwy::Prefetch(e);
+          if (scale_rows) {
+            const float* const s = plan.scale + (r + rows_ahead) * plan.s_outer;
+            hwy::Prefetch(s + c0 / plan.group * plan.s_axis);
+            hwy::Prefetch(s + (c1 - 1) / plan.group * plan.s_axis);
+          }
+        }
+      }
+      run_row(r, c0, c1, base + (r - r0) * ld * kOutBytes);
+    }
   }
   // Order the non-temporal stores before anything the caller does next
   // (once per call: an sfence per row would drain the write-combining

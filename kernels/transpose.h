@@ -1,5 +1,6 @@
-// Block transpose for weights produced row by row but stored column-major
-// (MatMulNBits [N, K] -> MatMul [K, N]). Data movement only.
+// Tile transpose for weights produced row by row but written transposed
+// (MatMulNBits [N, K] -> MatMul [K, N], gpt-oss experts [R, K] -> [K, R]).
+// Data movement only.
 #ifndef NIBBLE_KERNELS_TRANSPOSE_H_
 #define NIBBLE_KERNELS_TRANSPOSE_H_
 
@@ -13,17 +14,24 @@
 
 namespace nibble {
 
-// Writes the nr x cols block `src` (row-major, elements of `elem` bytes,
-// nr * elem <= 64) transposed into `dst`: element (j, c) goes to
-// dst[(c * rows + r0 + j) * elem]. Each column of the block is one run of
-// nr * elem contiguous bytes. Whole aligned 64-byte lines of 2- or 4-byte
-// elements, with cols a multiple of 8 or 4: transposed in SSE2 registers
-// (TransposeLines); otherwise gathered element by element, a whole aligned
-// line written with a non-temporal store. Call StreamFence() before the
-// data is read.
-#if defined(__SSE2__)
-namespace transpose_internal {
+// Writes the nr x nc tile `src` (row-major, nc elements of `elem` bytes
+// per row) transposed into `dst`: element (j, c) goes to
+// dst[c * dst_ld + j * elem], so each column of the tile becomes one
+// contiguous run of nr * elem bytes of an output row (dst_ld bytes
+// between output rows). Output rows are written a few at a time from
+// their first byte to their last: sequential streams, not one line in
+// each of nc rows per step (which costs a TLB miss and a read for
+// ownership per line on a large output). 2- and 4-byte elements are
+// transposed in registers (AVX-512: 32 x 32 / 16 x 16 blocks, a whole
+// 64-byte line of an output row per store; else SSE2) and written with
+// non-temporal stores where every output row starts on a 64-byte line;
+// the rest element by element. Call StreamFence() before the data is
+// read. Defined in kernels/transpose.cc (dispatched).
+void TransposeTile(const uint8_t* src, int64_t nr, int64_t nc, size_t elem, uint8_t* dst,
+                   size_t dst_ld);
 
+namespace transpose_internal {
+#if defined(__SSE2__)
 // Transposes the 8 x 8 16-bit elements of rows a[0..7] in place (a[k]
 // becomes column k).
 inline void Transpose8x16(__m128i* a) {
@@ -55,85 +63,95 @@ inline void Transpose4x32(__m128i* a) {
   a[3] = _mm_unpackhi_epi64(t1, t3);
 }
 
-// A whole 64-byte line per column, `kLanes` columns at a time: the four
-// 16-byte pieces of kLanes rows each are transposed in registers, then
-// each column's line is written by four consecutive stores. Plain stores:
-// for this scattered pattern they measured 1.5x faster than non-temporal
-// ones (and writing the pieces of several lines in turn, 3x slower). Needs
-// nr * elem == 64, cols % kLanes == 0 and dst lines 64-byte aligned
-// (checked by the caller).
-template <size_t kElem>
-inline void TransposeLines(const uint8_t* src, int64_t cols, uint8_t* dst, int64_t rows,
-                           int64_t r0) {
-  constexpr size_t kLanes = 16 / kElem;  // elements per piece
-  constexpr size_t kPieces = 4;          // pieces per line
-  const size_t src_row = static_cast<size_t>(cols) * kElem;
-  const size_t dst_col = static_cast<size_t>(rows) * kElem;
-  for (size_t c = 0; c < static_cast<size_t>(cols); c += kLanes) {
-    __m128i v[kPieces][kLanes];
-    for (size_t p = 0; p < kPieces; ++p) {
-      for (size_t i = 0; i < kLanes; ++i) {
-        v[p][i] = _mm_loadu_si128(
-            reinterpret_cast<const __m128i*>(src + (p * kLanes + i) * src_row + c * kElem));
+// Columns [0, nc / kLanes * kLanes) and rows [0, nr / kLanes * kLanes) of
+// TransposeTile, kLanes (16 / kElem) columns at a time: kLanes x kLanes
+// blocks transposed in registers, four blocks (64 bytes of each of kLanes
+// output rows) at a time, each row's four pieces stored one after
+// another; with kStream (every output row's run starts on a 64-byte
+// line) by non-temporal stores.
+template <size_t kElem, bool kStream>
+inline void TransposeLanes(const uint8_t* src, size_t src_ld, int64_t nr, int64_t nc, uint8_t* dst,
+                           size_t dst_ld) {
+  constexpr int64_t kLanes = static_cast<int64_t>(16 / kElem);
+  constexpr int64_t kLine = 4 * kLanes;  // rows per 64-byte line
+  const auto load = [&](int64_t j, int64_t c) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + static_cast<size_t>(j) * src_ld +
+                                                            static_cast<size_t>(c) * kElem));
+  };
+  const auto transpose = [](__m128i* v) {
+    if constexpr (kElem == 2) {
+      Transpose8x16(v);
+    } else {
+      Transpose4x32(v);
+    }
+  };
+  const auto store = [](uint8_t* d, __m128i v) {
+    if constexpr (kStream) {
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d), v);
+    } else {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d), v);
+    }
+  };
+  const int64_t nr_lanes = nr / kLanes * kLanes;
+  for (int64_t c = 0; c + kLanes <= nc; c += kLanes) {
+    uint8_t* const d = dst + static_cast<size_t>(c) * dst_ld;
+    int64_t j = 0;
+    for (; j + kLine <= nr; j += kLine) {
+      __m128i v[4][static_cast<size_t>(kLanes)];
+      for (int64_t p = 0; p < 4; ++p) {
+        for (int64_t i = 0; i < kLanes; ++i) v[p][i] = load(j + p * kLanes + i, c);
+        transpose(v[p]);
       }
-      if (kElem == 2) {
-        Transpose8x16(v[p]);
-      } else {
-        Transpose4x32(v[p]);
+      for (int64_t i = 0; i < kLanes; ++i) {
+        uint8_t* const run = d + static_cast<size_t>(i) * dst_ld + static_cast<size_t>(j) * kElem;
+        for (int64_t p = 0; p < 4; ++p) store(run + 16 * p, v[p][i]);
       }
     }
-    for (size_t i = 0; i < kLanes; ++i) {
-      auto* d =
-          reinterpret_cast<__m128i*>(dst + (c + i) * dst_col + static_cast<size_t>(r0) * kElem);
-      for (size_t p = 0; p < kPieces; ++p) _mm_store_si128(d + p, v[p][i]);
+    for (; j < nr_lanes; j += kLanes) {
+      __m128i v[static_cast<size_t>(kLanes)];
+      for (int64_t i = 0; i < kLanes; ++i) v[i] = load(j + i, c);
+      transpose(v);
+      for (int64_t i = 0; i < kLanes; ++i) {
+        store(d + static_cast<size_t>(i) * dst_ld + static_cast<size_t>(j) * kElem, v[i]);
+      }
+    }
+  }
+}
+
+#endif  // __SSE2__
+
+// TransposeTile on any CPU: the nr x nc tile at src, src_ld bytes between
+// its rows (SSE2 registers where compiled for, else element by element).
+inline void TransposePortable(const uint8_t* src, size_t src_ld, int64_t nr, int64_t nc,
+                              size_t elem, uint8_t* dst, size_t dst_ld) {
+  if (nr <= 0 || nc <= 0) return;
+  int64_t nr_done = 0, nc_done = 0;  // the register part's rows and columns
+#if defined(__SSE2__)
+  if (elem == 2 || elem == 4) {
+    const int64_t lanes = static_cast<int64_t>(16 / elem);
+    const bool stream = reinterpret_cast<uintptr_t>(dst) % 64 == 0 && dst_ld % 64 == 0;
+    if (elem == 2) {
+      stream ? TransposeLanes<2, true>(src, src_ld, nr, nc, dst, dst_ld)
+             : TransposeLanes<2, false>(src, src_ld, nr, nc, dst, dst_ld);
+    } else {
+      stream ? TransposeLanes<4, true>(src, src_ld, nr, nc, dst, dst_ld)
+             : TransposeLanes<4, false>(src, src_ld, nr, nc, dst, dst_ld);
+    }
+    nr_done = nr / lanes * lanes;
+    nc_done = nc / lanes * lanes;
+  }
+#endif
+  // The rest element by element: rows [nr_done, nr) of the register
+  // part's columns, then every row of the columns after them.
+  for (int64_t c = 0; c < nc; ++c) {
+    for (int64_t j = c < nc_done ? nr_done : 0; j < nr; ++j) {
+      std::memcpy(dst + static_cast<size_t>(c) * dst_ld + static_cast<size_t>(j) * elem,
+                  src + static_cast<size_t>(j) * src_ld + static_cast<size_t>(c) * elem, elem);
     }
   }
 }
 
 }  // namespace transpose_internal
-#endif
-
-inline void TransposeBlockToColumns(const uint8_t* src, int64_t nr, int64_t cols, size_t elem,
-                                    uint8_t* dst, int64_t rows, int64_t r0) {
-#if defined(__SSE2__)
-  // Whole lines, every column aligned: the register transpose.
-  const size_t lanes = 16 / elem;
-  if ((elem == 2 || elem == 4) && static_cast<size_t>(nr) * elem == 64 &&
-      static_cast<size_t>(cols) % lanes == 0 &&
-      reinterpret_cast<uintptr_t>(dst + static_cast<size_t>(r0) * elem) % 64 == 0 &&
-      (static_cast<size_t>(rows) * elem) % 64 == 0) {
-    if (elem == 2) {
-      transpose_internal::TransposeLines<2>(src, cols, dst, rows, r0);
-    } else {
-      transpose_internal::TransposeLines<4>(src, cols, dst, rows, r0);
-    }
-    return;
-  }
-#endif
-  alignas(64) uint8_t run[64];
-  const size_t run_bytes = static_cast<size_t>(nr) * elem;
-  for (int64_t c = 0; c < cols; ++c) {
-    const uint8_t* s = src + static_cast<size_t>(c) * elem;
-    if (elem == 4) {
-      for (int64_t j = 0; j < nr; ++j)
-        std::memcpy(run + 4 * j, s + static_cast<size_t>(j * cols) * 4, 4);
-    } else {
-      for (int64_t j = 0; j < nr; ++j)
-        std::memcpy(run + 2 * j, s + static_cast<size_t>(j * cols) * 2, 2);
-    }
-    uint8_t* d = dst + static_cast<size_t>(c * rows + r0) * elem;
-#if defined(__SSE2__)
-    if (run_bytes == 64 && reinterpret_cast<uintptr_t>(d) % 64 == 0) {
-      for (int k = 0; k < 4; ++k) {
-        _mm_stream_si128(reinterpret_cast<__m128i*>(d + 16 * k),
-                         _mm_load_si128(reinterpret_cast<const __m128i*>(run + 16 * k)));
-      }
-      continue;
-    }
-#endif
-    std::memcpy(d, run, run_bytes);
-  }
-}
 
 // Orders earlier non-temporal stores before later loads/stores.
 inline void StreamFence() {

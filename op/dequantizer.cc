@@ -384,23 +384,19 @@ void Dequantizer::WriteTransposed(void* y, int threads, int64_t b_begin, int64_t
   const size_t eb = static_cast<size_t>(OutBytes(plan_.out));
   if (rows == 0 || cols <= 0) return;
   // Tiles of tile_rows view rows x tile_cols view columns (output rows):
-  // each is dequantized into a per-thread buffer (256 KiB) and written as
-  // 64-byte runs of its output rows. A thread owns whole bands of
-  // tile_cols output rows and walks them from the first view row to the
-  // last, so its stores go to tile_cols sequential streams instead of one
-  // 64-byte run in each of `cols` output rows per block (a TLB miss per
-  // store on a large tensor). Measured on 4096 x 4096 act-order GPTQ,
-  // float16, one thread: 45 ms with 32-row blocks of all columns, 5.5 ms
-  // with 512 x 256 tiles (64 x 256: 10 ms; 1024 x 256: 5.7 ms).
-  const int64_t block = static_cast<int64_t>(64 / eb);  // rows per 64-byte run
+  // each is dequantized into a per-thread buffer (256 KiB, in L2) and
+  // written by TransposeTile as one run of tile_rows elements in each of
+  // its tile_cols output rows, row after row. A thread owns whole bands
+  // of tile_cols output rows and walks them from the first view row to
+  // the last.
+  const int64_t line = static_cast<int64_t>(64 / eb);  // elements per 64-byte line
   const int t = static_cast<int>(ThreadsFor(rows * cols, ResolveThreads(threads)));
-  // 512 columns, fewer when that leaves under two bands per thread (but at
-  // least 64: shorter view rows cost more per element than they save).
+  // 512 columns, fewer when that leaves under two bands per thread.
   int64_t tile_cols = 512;
-  while (tile_cols > 64 && (cols + tile_cols - 1) / tile_cols < 2 * t) tile_cols /= 2;
+  while (tile_cols > 32 && (cols + tile_cols - 1) / tile_cols < 2 * t) tile_cols /= 2;
   const int64_t tile_rows = std::max(
-      block, static_cast<int64_t>((size_t{256} << 10) / (static_cast<size_t>(tile_cols) * eb)) /
-                 block * block);
+      line, static_cast<int64_t>((size_t{256} << 10) / (static_cast<size_t>(tile_cols) * eb)) /
+                line * line);
   const int64_t bands = (cols + tile_cols - 1) / tile_cols;
   const size_t row_bytes = static_cast<size_t>(rows) * eb;
   for (int64_t b = b_begin; b < b_end; ++b) {
@@ -414,14 +410,16 @@ void Dequantizer::WriteTransposedBatch(uint8_t* dst, int t, int64_t row_base, in
                                        int64_t c_begin, int64_t cols, int64_t tile_rows,
                                        int64_t tile_cols, int64_t bands) const {
   const size_t eb = static_cast<size_t>(OutBytes(plan_.out));
-  const int64_t block = static_cast<int64_t>(64 / eb);
   const size_t row_bytes = static_cast<size_t>(rows) * eb;
   (void)t;  // unused without OpenMP
 #if NIBBLE_HAVE_OPENMP
 #pragma omp parallel num_threads(t) if (t > 1)
 #endif
   {
-    std::vector<uint8_t> buf(static_cast<size_t>(tile_rows * tile_cols) * eb);
+    // (A ParamVector: the thread's block is reused call after call, no
+    // fresh pages or zeroing per call.)
+    ParamVector<float> tile((static_cast<size_t>(tile_rows * tile_cols) * eb + 3) / 4);
+    auto* const buf = reinterpret_cast<uint8_t*>(tile.data());
 #if NIBBLE_HAVE_OPENMP
 #pragma omp for schedule(static)
 #endif
@@ -430,12 +428,9 @@ void Dequantizer::WriteTransposedBatch(uint8_t* dst, int t, int64_t row_base, in
       uint8_t* const band_dst = dst + static_cast<size_t>(b0) * row_bytes;
       for (int64_t r0 = 0; r0 < rows; r0 += tile_rows) {
         const int64_t r1 = std::min(rows, r0 + tile_rows);
-        DequantizeTile(plan_, row_base + r0, row_base + r1, c_begin + b0, c_begin + b0 + nc,
-                       buf.data(), nc);
-        for (int64_t j = r0; j < r1; j += block) {
-          TransposeBlockToColumns(buf.data() + static_cast<size_t>((j - r0) * nc) * eb,
-                                  std::min(block, r1 - j), nc, eb, band_dst, rows, j);
-        }
+        DequantizeTile(plan_, row_base + r0, row_base + r1, c_begin + b0, c_begin + b0 + nc, buf,
+                       nc);
+        TransposeTile(buf, r1 - r0, nc, eb, band_dst + static_cast<size_t>(r0) * eb, row_bytes);
       }
     }
     StreamFence();

@@ -23,6 +23,7 @@
 #include "kernels/matmul.h"
 #include "kernels/reference.h"
 #include "kernels/stream_fill.h"
+#include "kernels/transpose.h"
 #include "op/dequantizer.h"
 
 namespace nibble {
@@ -54,6 +55,45 @@ TEST_CASE("dispatch follows SetSupportedTargetsForTest for every compiled target
     for (int64_t t : targets) s += std::string(hwy::TargetName(t)) + " ";
     return s;
   }());
+}
+
+TEST_CASE("TransposeTile writes every element at its transposed place, nothing else") {
+  TargetGuard guard;
+  std::mt19937 rng(7);
+  // Whole AVX-512 blocks (32 x 32 / 16 x 16), SSE2 pieces, ragged edges,
+  // one row / column; output rows 64-byte aligned (streamed) or not.
+  const int64_t sizes[] = {1, 3, 8, 16, 17, 32, 33, 64, 80};
+  for (int64_t target : CompiledTargets()) {
+    UseTarget(target);
+    for (const size_t elem : {size_t{1}, size_t{2}, size_t{4}, size_t{8}}) {
+      for (const int64_t nr : sizes) {
+        for (const int64_t nc : sizes) {
+          for (const size_t pad : {size_t{0}, size_t{16}, size_t{2}}) {
+            std::vector<uint8_t> src(static_cast<size_t>(nr * nc) * elem);
+            for (auto& b : src) b = static_cast<uint8_t>(rng());
+            // Output rows of at least nr + 5 elements, whole lines (pad 0:
+            // every row 64-byte aligned) or pad bytes more: the bytes
+            // between the runs must stay as they were.
+            const size_t ld = ((static_cast<size_t>(nr) + 5) * elem + 63) / 64 * 64 + pad;
+            std::vector<uint8_t> dst(static_cast<size_t>(nc) * ld + 128, 0xA5);
+            uint8_t* const base = dst.data() + (64 - reinterpret_cast<uintptr_t>(dst.data()) % 64);
+            std::vector<uint8_t> want(dst);
+            uint8_t* const wbase = want.data() + (base - dst.data());
+            for (int64_t c = 0; c < nc; ++c) {
+              for (int64_t j = 0; j < nr; ++j) {
+                std::memcpy(wbase + static_cast<size_t>(c) * ld + static_cast<size_t>(j) * elem,
+                            src.data() + static_cast<size_t>(j * nc + c) * elem, elem);
+              }
+            }
+            TransposeTile(src.data(), nr, nc, elem, base, ld);
+            StreamFence();
+            CHECK_MESSAGE(dst == want, hwy::TargetName(target) << " elem " << elem << " tile " << nr
+                                                               << " x " << nc << " ld " << ld);
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE(

@@ -1,5 +1,6 @@
 #include "checkpoint/methods/mxfp4.h"
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -39,11 +40,15 @@ StatusOr<Dequantizer> PrepareMxfp4Experts(const TensorView& blocks, const Tensor
   w.out = *ot;
   const auto* s = static_cast<const uint8_t*>(scales.data);
   w.grid.resize(static_cast<size_t>(E * R * G));
-  // torch.ldexp(x, s - 127) = x * pow(2.0, s - 127) in float32 (255: inf).
-  for (size_t i = 0; i < w.grid.size(); ++i) {
-    w.grid[i] = s[i] == 255 ? std::numeric_limits<float>::infinity()
-                            : std::ldexp(1.0f, static_cast<int>(s[i]) - 127);
-  }
+  // torch.ldexp(x, s - 127) = x * pow(2.0, s - 127) in float32 (255: inf),
+  // one table entry per scale byte.
+  static const std::array<float, 256> kPow2 = [] {
+    std::array<float, 256> t{};
+    for (int i = 0; i < 255; ++i) t[static_cast<size_t>(i)] = std::ldexp(1.0f, i - 127);
+    t[255] = std::numeric_limits<float>::infinity();
+    return t;
+  }();
+  for (size_t i = 0; i < w.grid.size(); ++i) w.grid[i] = kPow2[s[i]];
   auto d = PrepareScaleGrid(std::move(w), name, who);
   if (!d.ok()) return d.status();
   d->TransposeOutputBatches(E);
