@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/transpose.cc"
@@ -174,6 +175,21 @@ HWY_NOINLINE void TransposeBlocks512(const uint8_t* src, size_t src_ld, int64_t 
 #endif  // HWY_TARGET <= HWY_AVX3
 #endif  // HWY_ARCH_X86
 
+// Calls f(kElem, kStream) as integral constants for elem (2 or 4) and
+// whether the output rows take non-temporal stores (every one starts on a
+// 64-byte line): the register paths' one dispatch.
+template <class F>
+HWY_INLINE void WithElemStream(size_t elem, const uint8_t* dst, size_t dst_ld, F f) {
+  const bool stream = reinterpret_cast<uintptr_t>(dst) % 64 == 0 && dst_ld % 64 == 0;
+  using E2 = std::integral_constant<size_t, 2>;
+  using E4 = std::integral_constant<size_t, 4>;
+  if (elem == 2) {
+    stream ? f(E2(), std::true_type()) : f(E2(), std::false_type());
+  } else {
+    stream ? f(E4(), std::true_type()) : f(E4(), std::false_type());
+  }
+}
+
 // The nr x nc tile at src (src_ld bytes between its rows) in 128-bit
 // registers where the target has them, then element by element.
 void TransposeRegion128(const uint8_t* src, size_t src_ld, int64_t nr, int64_t nc, size_t elem,
@@ -182,15 +198,11 @@ void TransposeRegion128(const uint8_t* src, size_t src_ld, int64_t nr, int64_t n
   int64_t nr_done = 0, nc_done = 0;  // the register part's rows and columns
 #if HWY_ARCH_X86
   if (elem == 2 || elem == 4) {
-    const bool stream = reinterpret_cast<uintptr_t>(dst) % 64 == 0 && dst_ld % 64 == 0;
+    WithElemStream(elem, dst, dst_ld, [&](auto e, auto stream) HWY_ATTR {
+      TransposeLanes128<decltype(e)::value, decltype(stream)::value>(src, src_ld, nr, nc, dst,
+                                                                     dst_ld);
+    });
     const int64_t lanes = static_cast<int64_t>(16 / elem);
-    if (elem == 2) {
-      stream ? TransposeLanes128<2, true>(src, src_ld, nr, nc, dst, dst_ld)
-             : TransposeLanes128<2, false>(src, src_ld, nr, nc, dst, dst_ld);
-    } else {
-      stream ? TransposeLanes128<4, true>(src, src_ld, nr, nc, dst, dst_ld)
-             : TransposeLanes128<4, false>(src, src_ld, nr, nc, dst, dst_ld);
-    }
     nr_done = nr / lanes * lanes;
     nc_done = nc / lanes * lanes;
   }
@@ -211,14 +223,10 @@ void TransposeTileImpl(const uint8_t* src, int64_t nr, int64_t nc, size_t elem, 
   const size_t src_ld = static_cast<size_t>(nc) * elem;
 #if HWY_TARGET <= HWY_AVX3
   if (elem == 2 || elem == 4) {
-    const bool stream = reinterpret_cast<uintptr_t>(dst) % 64 == 0 && dst_ld % 64 == 0;
-    if (elem == 2) {
-      stream ? TransposeBlocks512<2, true>(src, src_ld, nr, nc, dst, dst_ld)
-             : TransposeBlocks512<2, false>(src, src_ld, nr, nc, dst, dst_ld);
-    } else {
-      stream ? TransposeBlocks512<4, true>(src, src_ld, nr, nc, dst, dst_ld)
-             : TransposeBlocks512<4, false>(src, src_ld, nr, nc, dst, dst_ld);
-    }
+    WithElemStream(elem, dst, dst_ld, [&](auto e, auto stream) HWY_ATTR {
+      TransposeBlocks512<decltype(e)::value, decltype(stream)::value>(src, src_ld, nr, nc, dst,
+                                                                      dst_ld);
+    });
     const int64_t block = static_cast<int64_t>(64 / elem);
     const int64_t nr_done = nr / block * block, nc_done = nc / block * block;
     // The rows under the blocks, then the columns right of them.
