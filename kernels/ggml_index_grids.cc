@@ -38,6 +38,25 @@ const IndexGrid<uint32_t, 256> kIq3xxs(kGgmlIq3xxsGrid, kGgmlIq3xxsGridValues);
 const IndexGrid<uint32_t, 512> kIq3s(kGgmlIq3sGrid, kGgmlIq3sGridValues);
 const IndexGrid<uint64_t, 2048> kIq1s(kGgmlIq1sGrid, kGgmlIq1GridValues);
 
+// An index grid's positions, `bits` each, packed into 16 bits an entry
+// (entries of sizeof(T) positions; sizeof(T) * bits <= 16).
+template <class T, size_t N>
+struct PackedIndexGrid {
+  alignas(64) uint16_t v[N];
+  PackedIndexGrid(const IndexGrid<T, N>& grid, unsigned bits) : v() {
+    for (size_t i = 0; i < N; ++i) {
+      unsigned packed = 0;
+      for (size_t j = 0; j < sizeof(T); ++j) {
+        packed |= static_cast<unsigned>((grid.v[i] >> (8 * j)) & 0xFF) << (bits * j);
+      }
+      v[i] = static_cast<uint16_t>(packed);
+    }
+  }
+};
+
+const PackedIndexGrid<uint64_t, 256> kIq2xxsPacked(kIq2xxs, 2);
+const PackedIndexGrid<uint32_t, 256> kIq3xxsPacked(kIq3xxs, 3);
+
 }  // namespace
 
 const uint64_t* const kGgmlIq2xxsIndexGrid = kIq2xxs.v;
@@ -46,5 +65,7 @@ const uint64_t* const kGgmlIq2sIndexGrid = kIq2s.v;
 const uint32_t* const kGgmlIq3xxsIndexGrid = kIq3xxs.v;
 const uint32_t* const kGgmlIq3sIndexGrid = kIq3s.v;
 const uint64_t* const kGgmlIq1sIndexGrid = kIq1s.v;
+const uint16_t* const kGgmlIq2xxsPackedIndexGrid = kIq2xxsPacked.v;
+const uint16_t* const kGgmlIq3xxsPackedIndexGrid = kIq3xxsPacked.v;
 
 }  // namespace nibble

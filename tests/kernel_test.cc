@@ -692,6 +692,24 @@ TEST_CASE("grid value sets and index grids") {
   CheckIndexGrid("iq3_xxs", kGgmlIq3xxsGrid, kGgmlIq3xxsIndexGrid, kGgmlIq3xxsGridValues);
   CheckIndexGrid("iq3_s", kGgmlIq3sGrid, kGgmlIq3sIndexGrid, kGgmlIq3sGridValues);
   CheckIndexGrid("iq1_s", kGgmlIq1sGrid, kGgmlIq1sIndexGrid, kGgmlIq1GridValues);
+  // The packed index grids: position j of entry i at bits [b j, b j + b).
+  const auto check_packed = [](const char* name, const auto* index, const uint16_t* packed,
+                               int bits) {
+    CAPTURE(name);
+    CHECK(reinterpret_cast<uintptr_t>(packed) % 64 == 0);
+    int64_t bad = 0;
+    for (size_t i = 0; i < 256; ++i) {
+      for (size_t j = 0; j < sizeof(index[0]); ++j) {
+        const unsigned position = static_cast<unsigned>((index[i] >> (8 * j)) & 0xFF);
+        bad += static_cast<unsigned>((packed[i] >> (bits * static_cast<int>(j))) & ((1 << bits) - 1)) !=
+               position;
+      }
+      bad += (packed[i] >> (bits * static_cast<int>(sizeof(index[0])))) != 0;
+    }
+    CHECK(bad == 0);
+  };
+  check_packed("iq2_xxs", kGgmlIq2xxsIndexGrid, kGgmlIq2xxsPackedIndexGrid, 2);
+  check_packed("iq3_xxs", kGgmlIq3xxsIndexGrid, kGgmlIq3xxsPackedIndexGrid, 3);
 }
 
 // Block-structured checkpoint layouts (GGUF Q4_0 / Q4_1 / Q8_0 / Q4_K, AWQ
