@@ -21,6 +21,25 @@ count asked for (default: those in the files):
               thread count, the scaling between them and memcpy's (in
               cache, same threads) over the same step
 
+With --limits, instead: what limits each entry, one row per layout x
+output type x thread count, from the same sweep's own figures (the first
+file's rows):
+
+  x r+w       as above (its median run)
+  limit       the read + write stream's rate in G el/s: output elements per
+              second at x r+w = 1
+  in cache    the LAYOUT-tile row's G el/s at that thread count: the kernel's
+              own rate with no memory traffic (plain stores into L2)
+  cache/limit the two over each other: below 0.85, the kernel cannot reach
+              0.85 of the limit even if its memory traffic cost no time
+  overlap     where x r+w < 0.85: how much of the shorter of the two times
+              (per element: 1 / in cache, 1 / limit) is hidden behind the
+              longer in the measured time, 1 = fully, 0 = they add up
+  verdict     met (x r+w >= 0.85); compute (cache/limit < 0.85: a faster
+              kernel is the only way); overlap (the kernel is fast enough in
+              cache but its run from memory is not: the decode and the
+              memory streams get in each other's way)
+
 Standard library only.
 """
 import argparse
@@ -41,6 +60,8 @@ def fmt_range(values, digits=2):
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", help="two thread counts: low,high (default: from the files)")
+    ap.add_argument("--limits", action="store_true",
+                    help="what limits each entry (see the module's doc)")
     ap.add_argument("sweeps", nargs="+")
     args = ap.parse_args(argv)
 
@@ -65,6 +86,8 @@ def main(argv):
             sys.exit(f"sweep_table: {path}: {e.strerror}")
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             sys.exit(f"sweep_table: {path}: not the JSON of `nibble bench --out` ({e!r})")
+    if args.limits:
+        return limits(order, whole, tile)
     counts = sorted({t for d in whole.values() for t in d})
     if args.threads:
         try:
@@ -116,6 +139,39 @@ def main(argv):
         else:
             row.append("—")
         print("| " + " | ".join(row) + " |")
+
+
+OUT_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
+TARGET = 0.85
+
+
+def limits(order, whole, tile):
+    print("| layout | out | threads | × r+w | limit G el/s | in cache G el/s | cache/limit "
+          "| overlap | verdict |")
+    print("|" + "---|" * 9)
+    for key in order:
+        for t in sorted(whole.get(key, {})):
+            r = whole[key][t][0]
+            tiles = tile.get(key, {}).get(t, [])
+            ratio = r["ratio_rw"]
+            limit = r["rw_gbps"] / OUT_BYTES[r["dtype"]]  # output GB/s -> G el/s
+            cache = tiles[0]["gelems_per_s"] if tiles else None
+            row = [key[0], key[1], str(t), "—" if ratio is None else f"{ratio:.2f}",
+                   f"{limit:.1f}", "—" if cache is None else f"{cache:.1f}"]
+            if cache is None or ratio is None or limit <= 0:
+                row += ["—", "—", "—"]
+            else:
+                row.append(f"{cache / limit:.2f}")
+                if ratio >= TARGET:
+                    row += ["", "met"]
+                else:
+                    # Per element: tc = 1 / cache, tm = 1 / limit, measured
+                    # t = 1 / (ratio * limit) = max + (1 - overlap) * min.
+                    tc, tm, tt = 1 / cache, 1 / limit, 1 / (ratio * limit)
+                    hidden = 1 - (tt - max(tc, tm)) / min(tc, tm)
+                    row.append(f"{min(1.0, max(0.0, hidden)):.2f}")
+                    row.append("compute" if cache / limit < TARGET else "overlap")
+            print("| " + " | ".join(row) + " |")
 
 
 if __name__ == "__main__":

@@ -652,8 +652,7 @@ template <int h>
 HWY_INLINE __m512i SpreadPositions3(__m512i entries) {
   __m512i x = _mm512_cvtepu16_epi32(h == 0 ? _mm512_castsi512_si256(entries)
                                            : _mm512_extracti64x4_epi64(entries, 1));
-  x = _mm512_and_si512(_mm512_or_si512(x, _mm512_slli_epi32(x, 10)),
-                       _mm512_set1_epi32(0x003F003F));
+  x = _mm512_and_si512(_mm512_or_si512(x, _mm512_slli_epi32(x, 10)), _mm512_set1_epi32(0x003F003F));
   return _mm512_and_si512(_mm512_or_si512(x, _mm512_slli_epi32(x, 5)),
                           _mm512_set1_epi32(0x07070707));
 }
@@ -866,10 +865,10 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_XXS>>>
       // The positions: the 64 indices looked up in the packed grid, 32 at
       // a time.
       for (int h = 0; h < 2; ++h) {
-        const __m512i e = Lookup256x16(
-            kGgmlIq3xxsPackedIndexGrid,
-            _mm512_cvtepu8_epi16(_mm256_loadu_si256(
-                reinterpret_cast<const __m256i*>(b + offsetof(Block, qs) + 32 * h))));
+        const __m512i e =
+            Lookup256x16(kGgmlIq3xxsPackedIndexGrid,
+                         _mm512_cvtepu8_epi16(_mm256_loadu_si256(
+                             reinterpret_cast<const __m256i*>(b + offsetof(Block, qs) + 32 * h))));
         _mm512_storeu_si512(entries + 32 * h, SpreadPositions3<0>(e));
         _mm512_storeu_si512(entries + 32 * h + 16, SpreadPositions3<1>(e));
       }

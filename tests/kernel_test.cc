@@ -701,8 +701,8 @@ TEST_CASE("grid value sets and index grids") {
     for (size_t i = 0; i < 256; ++i) {
       for (size_t j = 0; j < sizeof(index[0]); ++j) {
         const unsigned position = static_cast<unsigned>((index[i] >> (8 * j)) & 0xFF);
-        bad += static_cast<unsigned>((packed[i] >> (bits * static_cast<int>(j))) & ((1 << bits) - 1)) !=
-               position;
+        bad += static_cast<unsigned>((packed[i] >> (bits * static_cast<int>(j))) &
+                                     ((1 << bits) - 1)) != position;
       }
       bad += (packed[i] >> (bits * static_cast<int>(sizeof(index[0])))) != 0;
     }
