@@ -656,6 +656,25 @@ HWY_INLINE __m512i SpreadPositions3(__m512i entries) {
   return _mm512_and_si512(_mm512_or_si512(x, _mm512_slli_epi32(x, 5)),
                           _mm512_set1_epi32(0x07070707));
 }
+// Spread positions (bytes, each < kValues.n) as Fill<kIndex> leaves them:
+// as they are (kIndex: positions in the unit's table), else the grid's
+// values there (a byte shuffle through the value set: the grid's bytes).
+template <bool kIndex, const GgmlGridValues& kValues>
+HWY_INLINE __m512i PositionsOrValues(__m512i positions) {
+  if constexpr (kIndex) {
+    return positions;
+  } else {
+    alignas(16) static constexpr struct Set {
+      int8_t v[16];
+      constexpr Set() : v() {
+        for (int i = 0; i < kValues.n; ++i) v[i] = kValues.v[i];
+      }
+    } kSet{};
+    return _mm512_shuffle_epi8(
+        _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kSet.v))),
+        positions);
+  }
+}
 // IQ2 sub-block scales d * (0.5 + s) * 0.25 (layout_internal::Iq2Scale).
 HWY_INLINE __m512 Iq2Scales(float d, __m512i s) {
   return _mm512_mul_ps(
@@ -780,18 +799,16 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>>
     // The 32 index bytes in group order: the even dwords.
     const __m512i even = _mm512_permutexvar_epi32(
         _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0, 0, 0, 0, 0), qs);
-    if constexpr (kIndex) {
-      // The positions: the 32 indices looked up in the packed grid.
+    {
+      // The 32 indices looked up in the packed index grid (the grid bytes'
+      // positions; their values for Fill<false>).
       const __m512i e = Lookup256x16(kGgmlIq2xxsPackedIndexGrid,
                                      _mm512_cvtepu8_epi16(_mm512_castsi512_si256(even)));
-      _mm512_storeu_si512(g.grid, SpreadPositions2<0>(e));
-      _mm512_storeu_si512(g.grid + 8, SpreadPositions2<1>(e));
-      _mm512_storeu_si512(g.grid + 16, SpreadPositions2<2>(e));
-      _mm512_storeu_si512(g.grid + 24, SpreadPositions2<3>(e));
-    } else {
-      const uint64_t* const grid = kGgmlIq2xxsGrid;
-      GatherGrid64(grid, _mm512_cvtepu8_epi32(_mm512_castsi512_si128(even)), g.grid);
-      GatherGrid64(grid, _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(even, 1)), g.grid + 16);
+      constexpr const GgmlGridValues& kSet = kGgmlIq2GridValues;
+      _mm512_storeu_si512(g.grid, PositionsOrValues<kIndex, kSet>(SpreadPositions2<0>(e)));
+      _mm512_storeu_si512(g.grid + 8, PositionsOrValues<kIndex, kSet>(SpreadPositions2<1>(e)));
+      _mm512_storeu_si512(g.grid + 16, PositionsOrValues<kIndex, kSet>(SpreadPositions2<2>(e)));
+      _mm512_storeu_si512(g.grid + 24, PositionsOrValues<kIndex, kSet>(SpreadPositions2<3>(e)));
     }
     for (int h = 0; h < 2; ++h) {
       // Lane k: aux of sub-block 4 h + k / 4 (dword 2 ib + 1).
@@ -861,21 +878,18 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_XXS>>>
     using Block = GgufIQ3_XXS::Block;
     const float d = layout_internal::Half(b, offsetof(Block, d));
     auto* entries = reinterpret_cast<uint32_t*>(g.grid);
-    if constexpr (kIndex) {
-      // The positions: the 64 indices looked up in the packed grid, 32 at
-      // a time.
-      for (int h = 0; h < 2; ++h) {
-        const __m512i e =
-            Lookup256x16(kGgmlIq3xxsPackedIndexGrid,
-                         _mm512_cvtepu8_epi16(_mm256_loadu_si256(
-                             reinterpret_cast<const __m256i*>(b + offsetof(Block, qs) + 32 * h))));
-        _mm512_storeu_si512(entries + 32 * h, SpreadPositions3<0>(e));
-        _mm512_storeu_si512(entries + 32 * h + 16, SpreadPositions3<1>(e));
-      }
-    } else {
-      for (int c = 0; c < 4; ++c) {
-        GatherGrid32(kGgmlIq3xxsGrid, Bytes16(b + offsetof(Block, qs) + 16 * c), entries + 16 * c);
-      }
+    // The 64 indices looked up in the packed index grid, 32 at a time (the
+    // grid bytes' positions; their values for Fill<false>).
+    for (int h = 0; h < 2; ++h) {
+      const __m512i e =
+          Lookup256x16(kGgmlIq3xxsPackedIndexGrid,
+                       _mm512_cvtepu8_epi16(_mm256_loadu_si256(
+                           reinterpret_cast<const __m256i*>(b + offsetof(Block, qs) + 32 * h))));
+      constexpr const GgmlGridValues& kSet = kGgmlIq3xxsGridValues;
+      _mm512_storeu_si512(entries + 32 * h,
+                          PositionsOrValues<kIndex, kSet>(SpreadPositions3<0>(e)));
+      _mm512_storeu_si512(entries + 32 * h + 16,
+                          PositionsOrValues<kIndex, kSet>(SpreadPositions3<1>(e)));
     }
     const __m512i words = _mm512_castsi256_si512(
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + offsetof(Block, scales_signs))));
