@@ -616,22 +616,29 @@ HWY_INLINE __m512i Bytes8(const uint8_t* p) {
 HWY_INLINE __m512i Bits(__m512i v, __m512i shift, int mask) {
   return _mm512_and_si512(_mm512_srlv_epi32(v, shift), _mm512_set1_epi32(mask));
 }
-// Entries table[idx] of a 256-entry 16-bit table (64-byte aligned) for the
-// 32 indices in the low 8 bits of idx's 16-bit lanes: four two-table word
-// permutes on bits 0-5, blended on bits 6 and 7. (16-lane gathers measured
-// about 20 cycles each on Zen 4: IQ3_XXS spent 60 % of its time in them.)
-HWY_INLINE __m512i Lookup256x16(const uint16_t* table, __m512i idx) {
+// Entries table[idx] of a kEntries-entry 16-bit table (64-byte aligned;
+// 256 or 512 entries) for the 32 indices in the low bits of idx's 16-bit
+// lanes: two-table word permutes on bits 0-5, blended on the bits above.
+// (16-lane gathers measured about 20 cycles each on Zen 4: IQ3_XXS spent
+// 60 % of its time in them.)
+template <int kEntries>
+HWY_INLINE __m512i LookupWords(const uint16_t* table, __m512i idx) {
+  static_assert(kEntries == 256 || kEntries == 512, "4 or 8 permutes");
+  constexpr int kPairs = kEntries / 64;
   const auto* t = reinterpret_cast<const __m512i*>(table);
-  __m512i r[4];
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) {
+  __m512i r[kPairs];
+#pragma GCC unroll 8
+  for (int k = 0; k < kPairs; ++k) {
     r[k] = _mm512_permutex2var_epi16(_mm512_load_si512(t + 2 * k), idx,
                                      _mm512_load_si512(t + 2 * k + 1));
   }
-  const __mmask32 bit6 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(64));
-  const __mmask32 bit7 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(128));
-  return _mm512_mask_blend_epi16(bit7, _mm512_mask_blend_epi16(bit6, r[0], r[1]),
-                                 _mm512_mask_blend_epi16(bit6, r[2], r[3]));
+#pragma GCC unroll 3
+  for (int n = kPairs, bit = 64; n > 1; n /= 2, bit *= 2) {
+    const __mmask32 m = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(static_cast<int16_t>(bit)));
+#pragma GCC unroll 4
+    for (int k = 0; k < n / 2; ++k) r[k] = _mm512_mask_blend_epi16(m, r[2 * k], r[2 * k + 1]);
+  }
+  return r[0];
 }
 // Quarter q (lanes 8 q .. 8 q + 7) of 32 packed IQ2_XXS entries (8 2-bit
 // positions each, kGgmlIq2xxsPackedIndexGrid) as 8 bytes each, position j
@@ -802,8 +809,8 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>>
     {
       // The 32 indices looked up in the packed index grid (the grid bytes'
       // positions; their values for Fill<false>).
-      const __m512i e = Lookup256x16(kGgmlIq2xxsPackedIndexGrid,
-                                     _mm512_cvtepu8_epi16(_mm512_castsi512_si256(even)));
+      const __m512i e = LookupWords<256>(kGgmlIq2xxsPackedIndexGrid,
+                                         _mm512_cvtepu8_epi16(_mm512_castsi512_si256(even)));
       constexpr const GgmlGridValues& kSet = kGgmlIq2GridValues;
       _mm512_storeu_si512(g.grid, PositionsOrValues<kIndex, kSet>(SpreadPositions2<0>(e)));
       _mm512_storeu_si512(g.grid + 8, PositionsOrValues<kIndex, kSet>(SpreadPositions2<1>(e)));
@@ -881,10 +888,10 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_XXS>>>
     // The 64 indices looked up in the packed index grid, 32 at a time (the
     // grid bytes' positions; their values for Fill<false>).
     for (int h = 0; h < 2; ++h) {
-      const __m512i e =
-          Lookup256x16(kGgmlIq3xxsPackedIndexGrid,
-                       _mm512_cvtepu8_epi16(_mm256_loadu_si256(
-                           reinterpret_cast<const __m256i*>(b + offsetof(Block, qs) + 32 * h))));
+      const __m512i e = LookupWords<256>(
+          kGgmlIq3xxsPackedIndexGrid,
+          _mm512_cvtepu8_epi16(_mm256_loadu_si256(
+              reinterpret_cast<const __m256i*>(b + offsetof(Block, qs) + 32 * h))));
       constexpr const GgmlGridValues& kSet = kGgmlIq3xxsGridValues;
       _mm512_storeu_si512(entries + 32 * h,
                           PositionsOrValues<kIndex, kSet>(SpreadPositions3<0>(e)));
@@ -915,19 +922,25 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_S>>>
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
     using namespace grid_internal;
-    const auto* const grid = kIndex ? kGgmlIq3sIndexGrid : kGgmlIq3sGrid;
     using Block = GgufIQ3_S::Block;
     const float d = layout_internal::Half(b, offsetof(Block, d));
-    const __m512i qh = Bytes8(b + offsetof(Block, qh));
-    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512i bit = _mm512_and_si512(lane, _mm512_set1_epi32(7));
     auto* entries = reinterpret_cast<uint32_t*>(g.grid);
-    for (int c = 0; c < 4; ++c) {
-      const __m512i high = _mm512_permutexvar_epi32(
-          _mm512_add_epi32(_mm512_srli_epi32(lane, 3), _mm512_set1_epi32(2 * c)), qh);
-      const __m512i idx = _mm512_or_si512(Bytes16(b + offsetof(Block, qs) + 16 * c),
-                                          _mm512_slli_epi32(Bits(high, bit, 1), 8));
-      GatherGrid32(grid, idx, entries + 16 * c);
+    // The 64 indices looked up in the packed index grid, 32 at a time (the
+    // grid bytes' positions; their values for Fill<false>): bit 8 of index
+    // j is bit j % 32 of the little-endian qh word j / 32 (bit j % 8 of
+    // qh[j / 8]).
+    for (int h = 0; h < 2; ++h) {
+      uint32_t high;
+      std::memcpy(&high, b + offsetof(Block, qh) + 4 * h, 4);
+      __m512i idx = _mm512_cvtepu8_epi16(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + offsetof(Block, qs) + 32 * h)));
+      idx = _mm512_mask_add_epi16(idx, static_cast<__mmask32>(high), idx, _mm512_set1_epi16(0x100));
+      const __m512i e = LookupWords<512>(kGgmlIq3sPackedIndexGrid, idx);
+      constexpr const GgmlGridValues& kSet = kGgmlIq3sGridValues;
+      _mm512_storeu_si512(entries + 32 * h,
+                          PositionsOrValues<kIndex, kSet>(SpreadPositions3<0>(e)));
+      _mm512_storeu_si512(entries + 32 * h + 16,
+                          PositionsOrValues<kIndex, kSet>(SpreadPositions3<1>(e)));
     }
     std::memcpy(g.signs, b + offsetof(Block, signs), 32);
     uint32_t packed;

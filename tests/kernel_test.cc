@@ -694,11 +694,11 @@ TEST_CASE("grid value sets and index grids") {
   CheckIndexGrid("iq1_s", kGgmlIq1sGrid, kGgmlIq1sIndexGrid, kGgmlIq1GridValues);
   // The packed index grids: position j of entry i at bits [b j, b j + b).
   const auto check_packed = [](const char* name, const auto* index, const uint16_t* packed,
-                               int bits) {
+                               int bits, size_t entries) {
     CAPTURE(name);
     CHECK(reinterpret_cast<uintptr_t>(packed) % 64 == 0);
     int64_t bad = 0;
-    for (size_t i = 0; i < 256; ++i) {
+    for (size_t i = 0; i < entries; ++i) {
       for (size_t j = 0; j < sizeof(index[0]); ++j) {
         const unsigned position = static_cast<unsigned>((index[i] >> (8 * j)) & 0xFF);
         bad += static_cast<unsigned>((packed[i] >> (bits * static_cast<int>(j))) &
@@ -708,8 +708,9 @@ TEST_CASE("grid value sets and index grids") {
     }
     CHECK(bad == 0);
   };
-  check_packed("iq2_xxs", kGgmlIq2xxsIndexGrid, kGgmlIq2xxsPackedIndexGrid, 2);
-  check_packed("iq3_xxs", kGgmlIq3xxsIndexGrid, kGgmlIq3xxsPackedIndexGrid, 3);
+  check_packed("iq2_xxs", kGgmlIq2xxsIndexGrid, kGgmlIq2xxsPackedIndexGrid, 2, 256);
+  check_packed("iq3_xxs", kGgmlIq3xxsIndexGrid, kGgmlIq3xxsPackedIndexGrid, 3, 256);
+  check_packed("iq3_s", kGgmlIq3sIndexGrid, kGgmlIq3sPackedIndexGrid, 3, 512);
 }
 
 // Block-structured checkpoint layouts (GGUF Q4_0 / Q4_1 / Q8_0 / Q4_K, AWQ
