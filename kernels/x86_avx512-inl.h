@@ -682,6 +682,21 @@ HWY_INLINE __m512i PositionsOrValues(__m512i positions) {
         positions);
   }
 }
+// 32 looked-up entries e (LookupWords) stored as Fill<kIndex> leaves them:
+// IQ2 entries (8 2-bit positions) as 8 bytes each at dst, IQ3 entries (4
+// 3-bit positions) as 4 bytes each (PositionsOrValues of the spread).
+template <bool kIndex, const GgmlGridValues& kValues>
+HWY_INLINE void StoreEntries2(__m512i e, uint64_t* dst) {
+  _mm512_storeu_si512(dst, PositionsOrValues<kIndex, kValues>(SpreadPositions2<0>(e)));
+  _mm512_storeu_si512(dst + 8, PositionsOrValues<kIndex, kValues>(SpreadPositions2<1>(e)));
+  _mm512_storeu_si512(dst + 16, PositionsOrValues<kIndex, kValues>(SpreadPositions2<2>(e)));
+  _mm512_storeu_si512(dst + 24, PositionsOrValues<kIndex, kValues>(SpreadPositions2<3>(e)));
+}
+template <bool kIndex, const GgmlGridValues& kValues>
+HWY_INLINE void StoreEntries3(__m512i e, uint32_t* dst) {
+  _mm512_storeu_si512(dst, PositionsOrValues<kIndex, kValues>(SpreadPositions3<0>(e)));
+  _mm512_storeu_si512(dst + 16, PositionsOrValues<kIndex, kValues>(SpreadPositions3<1>(e)));
+}
 // IQ2 sub-block scales d * (0.5 + s) * 0.25 (layout_internal::Iq2Scale).
 HWY_INLINE __m512 Iq2Scales(float d, __m512i s) {
   return _mm512_mul_ps(
@@ -806,17 +821,12 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>>
     // The 32 index bytes in group order: the even dwords.
     const __m512i even = _mm512_permutexvar_epi32(
         _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0, 0, 0, 0, 0), qs);
-    {
-      // The 32 indices looked up in the packed index grid (the grid bytes'
-      // positions; their values for Fill<false>).
-      const __m512i e = LookupWords<256>(kGgmlIq2xxsPackedIndexGrid,
-                                         _mm512_cvtepu8_epi16(_mm512_castsi512_si256(even)));
-      constexpr const GgmlGridValues& kSet = kGgmlIq2GridValues;
-      _mm512_storeu_si512(g.grid, PositionsOrValues<kIndex, kSet>(SpreadPositions2<0>(e)));
-      _mm512_storeu_si512(g.grid + 8, PositionsOrValues<kIndex, kSet>(SpreadPositions2<1>(e)));
-      _mm512_storeu_si512(g.grid + 16, PositionsOrValues<kIndex, kSet>(SpreadPositions2<2>(e)));
-      _mm512_storeu_si512(g.grid + 24, PositionsOrValues<kIndex, kSet>(SpreadPositions2<3>(e)));
-    }
+    // The 32 indices looked up in the packed index grid (the grid bytes'
+    // positions; their values for Fill<false>).
+    StoreEntries2<kIndex, kGgmlIq2GridValues>(
+        LookupWords<256>(kGgmlIq2xxsPackedIndexGrid,
+                         _mm512_cvtepu8_epi16(_mm512_castsi512_si256(even))),
+        g.grid);
     for (int h = 0; h < 2; ++h) {
       // Lane k: aux of sub-block 4 h + k / 4 (dword 2 ib + 1).
       const __m512i aux = _mm512_permutexvar_epi32(
@@ -892,11 +902,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_XXS>>>
           kGgmlIq3xxsPackedIndexGrid,
           _mm512_cvtepu8_epi16(_mm256_loadu_si256(
               reinterpret_cast<const __m256i*>(b + offsetof(Block, qs) + 32 * h))));
-      constexpr const GgmlGridValues& kSet = kGgmlIq3xxsGridValues;
-      _mm512_storeu_si512(entries + 32 * h,
-                          PositionsOrValues<kIndex, kSet>(SpreadPositions3<0>(e)));
-      _mm512_storeu_si512(entries + 32 * h + 16,
-                          PositionsOrValues<kIndex, kSet>(SpreadPositions3<1>(e)));
+      StoreEntries3<kIndex, kGgmlIq3xxsGridValues>(e, entries + 32 * h);
     }
     const __m512i words = _mm512_castsi256_si512(
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + offsetof(Block, scales_signs))));
@@ -936,11 +942,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_S>>>
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + offsetof(Block, qs) + 32 * h)));
       idx = _mm512_mask_add_epi16(idx, static_cast<__mmask32>(high), idx, _mm512_set1_epi16(0x100));
       const __m512i e = LookupWords<512>(kGgmlIq3sPackedIndexGrid, idx);
-      constexpr const GgmlGridValues& kSet = kGgmlIq3sGridValues;
-      _mm512_storeu_si512(entries + 32 * h,
-                          PositionsOrValues<kIndex, kSet>(SpreadPositions3<0>(e)));
-      _mm512_storeu_si512(entries + 32 * h + 16,
-                          PositionsOrValues<kIndex, kSet>(SpreadPositions3<1>(e)));
+      StoreEntries3<kIndex, kGgmlIq3sGridValues>(e, entries + 32 * h);
     }
     std::memcpy(g.signs, b + offsetof(Block, signs), 32);
     uint32_t packed;
