@@ -6,6 +6,7 @@
 #include "api/c_api_internal.h"
 #include "api/nibble.h"
 #include "checkpoint/checkpoint.h"
+#include "kernels/blas_gemm.h"
 #include "kernels/dequantize.h"
 #include "op/matmul.h"
 #include "op/onnx.h"
@@ -207,9 +208,15 @@ nibble_status* nibble_matmul_with(const nibble_dequantizer* w, const nibble_tens
   if (opts.weight_in_out != 0 && opts.weight_in_out != 1) {
     return Fail("nibble_matmul: weight_in_out must be 0 or 1");
   }
+  if (opts.gemm != NIBBLE_GEMM_EXACT && opts.gemm != NIBBLE_GEMM_BLAS) {
+    return Fail("nibble_matmul: gemm must be NIBBLE_GEMM_EXACT (0) or NIBBLE_GEMM_BLAS (1), not " +
+                std::to_string(opts.gemm));
+  }
   nibble::MatMulOptions o;
   o.weight = opts.weight_in_out ? nibble::MatMulOptions::Weight::kInOut
                                 : nibble::MatMulOptions::Weight::kOutIn;
+  o.gemm = opts.gemm == NIBBLE_GEMM_BLAS ? nibble::MatMulOptions::Gemm::kBlas
+                                         : nibble::MatMulOptions::Gemm::kExact;
   o.threads = opts.threads;
   o.expert = opts.expert;
   const nibble_cancel cancel{opts.cancelled, opts.cancel_user};
@@ -223,6 +230,8 @@ nibble_status* nibble_matmul_with(const nibble_dequantizer* w, const nibble_tens
 } catch (const std::exception& e) {
   return Fail(std::string("nibble_matmul: ") + e.what());
 }
+
+const char* nibble_blas(void) { return nibble::BlasAvailable() ? nibble::BlasName() : nullptr; }
 
 nibble_status* nibble_matmul(const nibble_dequantizer* w, const nibble_tensor* x,
                              const nibble_tensor* bias, int32_t weight_in_out, int32_t y_dtype,

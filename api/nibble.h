@@ -163,7 +163,7 @@ nibble_status* nibble_matmul(const nibble_dequantizer* w, const nibble_tensor* x
 
 /* nibble_matmul's arguments, and what it cannot take: start from
  * nibble_matmul_defaults() (weight_in_out 0, y_dtype NIBBLE_FLOAT32,
- * threads 0, expert -1, no cancel callback). */
+ * threads 0, expert -1, no cancel callback, gemm NIBBLE_GEMM_EXACT). */
 typedef struct {
   int32_t weight_in_out; /* as nibble_matmul's (for an expert: its matrix) */
   int32_t y_dtype;       /* NIBBLE_FLOAT32 or x's type */
@@ -179,7 +179,19 @@ typedef struct {
    * unspecified. It must not call back into nibble. */
   int32_t (*cancelled)(void* cancel_user);
   void* cancel_user;
+  /* NIBBLE_GEMM_EXACT (the default): the fixed-order dot above.
+   * NIBBLE_GEMM_BLAS, for prefill: from 32 rows of x the dequantized tiles
+   * go through the serial OpenBLAS's sgemm (about 2x faster at M = 128 -
+   * 512; the same bits for every thread count on one machine, not across
+   * CPUs, library versions or batch sizes; op/matmul.h MatMulOptions::gemm).
+   * Refused by a build without it (nibble_blas() returns NULL). */
+  int32_t gemm;
 } nibble_matmul_options;
+enum { NIBBLE_GEMM_EXACT = 0, NIBBLE_GEMM_BLAS = 1 };
+/* The BLAS behind NIBBLE_GEMM_BLAS (OpenBLAS's configuration string:
+ * version and the kernels it picked for this CPU), or NULL in a build
+ * without it. The string is static. */
+const char* nibble_blas(void);
 nibble_matmul_options nibble_matmul_defaults(void);
 /* nibble_matmul with options (NULL: the defaults). */
 nibble_status* nibble_matmul_with(const nibble_dequantizer* w, const nibble_tensor* x,

@@ -33,6 +33,7 @@
 #include "formats/files.h"
 #include "formats/gguf.h"
 #include "hwy/cache_control.h"
+#include "kernels/blas_gemm.h"
 #include "kernels/dequantize.h"
 #include "kernels/stream_fill.h"
 #include "op/dequantizer.h"
@@ -845,12 +846,21 @@ int RunMatMulBench(const BenchOptions& opt, std::ostream& out, std::ostream& err
     }
   }
   struct MmRow {
-    std::string layout;
+    std::string layout, gemm;
     int64_t m, n, k;
     int threads;
     double seconds, read_seconds;
     size_t bytes;
+    double dense_seconds;  // 0: no BLAS in the build
   };
+  const bool dense = BlasAvailable();
+  for (const std::string& g : opt.matmul_gemm) {
+    if (g == "blas" && !dense) {
+      err << "nibble bench: --matmul-gemm blas: this nibble was built without its BLAS (the "
+             "serial OpenBLAS, Debian's libopenblas-serial-dev)\n";
+      return 2;
+    }
+  }
   std::vector<MmRow> rows;
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -878,47 +888,81 @@ int RunMatMulBench(const BenchOptions& opt, std::ostream& out, std::ostream& err
         return 1;
       }
       const size_t bytes = bw.InputBytes();
+      // The dense yardstick's float32 W: the layout's output dequantized
+      // once, its first N x K values ([N, K], or [K, N] for in_out; of a
+      // 3-D expert tensor, the same count of its values).
+      std::vector<float> wf;
+      if (dense) {
+        wf.resize(static_cast<size_t>(d->rows() * d->cols()));
+        const Status ds = d->Run({DType::kFloat32, d->output().shape, wf.data(), wf.size() * 4});
+        if (!ds.ok()) {
+          err << "nibble bench: " << lname << ": " << ds.message() << "\n";
+          return 1;
+        }
+        wf.resize(static_cast<size_t>(n * k));
+      }
       for (const int64_t m : opt.matmul) {
         std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n));
         for (float& v : x) v = normal(rng);
         const TensorView xv{DType::kFloat32, {m, k}, x.data(), x.size() * 4};
         const MutableTensorView yv{DType::kFloat32, {m, n}, y.data(), y.size() * 4};
         for (const int t : thread_counts) {
-          MatMulOptions mo;
-          mo.threads = t;
-          if (in_out) mo.weight = MatMulOptions::Weight::kInOut;
-          if (d->output().shape.size() == 3) {
-            // A MoE expert tensor (gptoss-mxfp4: one expert of the [N, K]
-            // weight, stored as gpt-oss stores experts): its expert 0,
-            // oriented so that X [M, K] gives Y [M, N].
-            mo.expert = 0;
-            mo.weight = d->output().shape[2] == k ? MatMulOptions::Weight::kOutIn
-                                                  : MatMulOptions::Weight::kInOut;
-          }
-          Status run = Status::Ok();
-          const auto times = InterleavedSeconds(
-              opt.reps,
-              {[&] {
-                 const Status s1 = MatMul(*d, xv, yv, nullptr, mo);
-                 if (!s1.ok()) run = s1;
-               },
-               [&] {
-                 bw.ForEachInput([&](const void* p, size_t b) {
-                   Parallel(t, b, [&](size_t a, size_t e) {
-                     rw_sink ^= StreamReadWrite(static_cast<const char*>(p) + a, e - a, nullptr, 0);
-                   });
-                 });
-               }},
-              [&](size_t) {
-                if (opt.matmul_warm) return;
-                bw.ForEachInput([](const void* p, size_t b) { FlushFromCaches(p, b); });
+          for (const std::string& gemm : opt.matmul_gemm) {
+            MatMulOptions mo;
+            if (gemm == "blas") mo.gemm = MatMulOptions::Gemm::kBlas;
+            mo.threads = t;
+            if (in_out) mo.weight = MatMulOptions::Weight::kInOut;
+            if (d->output().shape.size() == 3) {
+              // A MoE expert tensor (gptoss-mxfp4: one expert of the [N, K]
+              // weight, stored as gpt-oss stores experts): its expert 0,
+              // oriented so that X [M, K] gives Y [M, N].
+              mo.expert = 0;
+              mo.weight = d->output().shape[2] == k ? MatMulOptions::Weight::kOutIn
+                                                    : MatMulOptions::Weight::kInOut;
+            }
+            Status run = Status::Ok();
+            std::vector<std::function<void()>> runs{
+                [&] {
+                  const Status s1 = MatMul(*d, xv, yv, nullptr, mo);
+                  if (!s1.ok()) run = s1;
+                },
+                [&] {
+                  bw.ForEachInput([&](const void* p, size_t b) {
+                    Parallel(t, b, [&](size_t a, size_t e) {
+                      rw_sink ^=
+                          StreamReadWrite(static_cast<const char*>(p) + a, e - a, nullptr, 0);
+                    });
+                  });
+                }};
+            if (dense) {
+              // sgemm on the float32 weight W (the view's [N, K], or its
+              // [K, N] for in_out): t equal blocks of features, one call each.
+              const bool w_nk = mo.weight == MatMulOptions::Weight::kOutIn;
+              const int64_t ldw = w_nk ? k : n;
+              runs.push_back([&, w_nk, ldw] {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(t)
+#endif
+                for (int i = 0; i < t; ++i) {
+                  const int64_t n0 = n * i / t, n1 = n * (i + 1) / t;
+                  BlasGemm(x.data(), m, k, wf.data() + (w_nk ? n0 * ldw : n0), w_nk, ldw, n1 - n0,
+                           k, false, y.data() + n0, n);
+                }
               });
-          if (!run.ok()) {
-            err << "nibble bench: matmul " << lname << ": " << run.message() << "\n";
-            return 1;
+            }
+            const auto times = InterleavedSeconds(opt.reps, runs, [&](size_t) {
+              if (opt.matmul_warm) return;
+              bw.ForEachInput([](const void* p, size_t b) { FlushFromCaches(p, b); });
+              if (dense) FlushFromCaches(wf.data(), wf.size() * 4);
+            });
+            if (!run.ok()) {
+              err << "nibble bench: matmul " << lname << ": " << run.message() << "\n";
+              return 1;
+            }
+            rows.push_back({lname, gemm, m, n, k, t, Median(times[0]), Median(times[1]), bytes,
+                            dense ? Median(times[2]) : 0.0});
+            err << "." << std::flush;
           }
-          rows.push_back({lname, m, n, k, t, Median(times[0]), Median(times[1]), bytes});
-          err << "." << std::flush;
         }
       }
     }
@@ -934,17 +978,26 @@ int RunMatMulBench(const BenchOptions& opt, std::ostream& out, std::ostream& err
           << ", \"packed_gb_s\": " << Num("%.4g", gbs(r.bytes, r.seconds))
           << ", \"read_gb_s\": " << Num("%.4g", gbs(r.bytes, r.read_seconds))
           << ", \"ratio_read\": " << Num("%.4g", r.read_seconds / r.seconds) << ", \"cache\": \""
-          << (opt.matmul_warm ? "warm" : "cold") << "\"}\n";
+          << (opt.matmul_warm ? "warm" : "cold") << "\", \"gemm\": \"" << r.gemm << "\"";
+      if (r.dense_seconds > 0) {
+        out << ", \"dense_seconds\": " << Num("%.6g", r.dense_seconds)
+            << ", \"ratio_dense\": " << Num("%.4g", r.dense_seconds / r.seconds) << ", \"blas\": \""
+            << BlasName() << "\"";
+      }
+      out << "}\n";
     }
   } else if (opt.format == "csv") {
     out << "m,n,k,layout,weight,dtype,threads,seconds,packed_bytes,packed_gb_s,read_gb_s,"
-           "ratio_read,cache\n";
+           "ratio_read,cache,gemm,dense_seconds,ratio_dense\n";
     for (const MmRow& r : rows) {
       out << r.m << "," << r.n << "," << r.k << "," << r.layout << "," << opt.matmul_weight
           << ",f32," << r.threads << "," << Num("%.6g", r.seconds) << "," << r.bytes << ","
           << Num("%.4g", gbs(r.bytes, r.seconds)) << ","
           << Num("%.4g", gbs(r.bytes, r.read_seconds)) << ","
           << Num("%.4g", r.read_seconds / r.seconds) << "," << (opt.matmul_warm ? "warm" : "cold")
+          << "," << r.gemm << ","
+          << (r.dense_seconds > 0 ? Num("%.6g", r.dense_seconds) : std::string()) << ","
+          << (r.dense_seconds > 0 ? Num("%.4g", r.dense_seconds / r.seconds) : std::string())
           << "\n";
     }
   } else {
@@ -954,17 +1007,23 @@ int RunMatMulBench(const BenchOptions& opt, std::ostream& out, std::ostream& err
            "packed weight once (same threads, interleaved; 1 = the memory limit at M = 1)"
         << (opt.matmul_warm ? "; weight left in the caches (--matmul-warm): both from the caches"
                             : "; weight flushed from the caches before each run")
+        << (dense ? std::string("; dense ms = ") + BlasName() +
+                        " sgemm on the dequantized float32 weight, x dense = dense ms / ms"
+                  : std::string())
         << "\n";
     char line[200];
-    std::snprintf(line, sizeof line, "%-10s %12s %5s %4s %10s %11s %9s %8s\n", "layout", "N,K", "M",
-                  "thr", "ms", "packed GB/s", "read GB/s", "x read");
+    std::snprintf(line, sizeof line, "%-10s %-5s %12s %5s %4s %10s %11s %9s %8s %10s %8s\n",
+                  "layout", "gemm", "N,K", "M", "thr", "ms", "packed GB/s", "read GB/s", "x read",
+                  "dense ms", "x dense");
     out << line;
     for (const MmRow& r : rows) {
       const std::string nk = std::to_string(r.n) + "," + std::to_string(r.k);
-      std::snprintf(line, sizeof line, "%-10s %12s %5ld %4d %10.3f %11.2f %9.2f %8.2f\n",
-                    r.layout.c_str(), nk.c_str(), static_cast<long>(r.m), r.threads,
+      std::snprintf(line, sizeof line,
+                    "%-10s %-5s %12s %5ld %4d %10.3f %11.2f %9.2f %8.2f %10.3f %8.2f\n",
+                    r.layout.c_str(), r.gemm.c_str(), nk.c_str(), static_cast<long>(r.m), r.threads,
                     r.seconds * 1e3, gbs(r.bytes, r.seconds), gbs(r.bytes, r.read_seconds),
-                    r.seconds / r.read_seconds);
+                    r.seconds / r.read_seconds, r.dense_seconds * 1e3,
+                    r.dense_seconds > 0 ? r.dense_seconds / r.seconds : 0.0);
       out << line;
     }
   }

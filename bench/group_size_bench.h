@@ -44,6 +44,10 @@ struct BenchOptions {
   // "in_out": the [K, N] matrix (an ONNX MatMul's B, ONNX Runtime's
   // DequantizeLinear -> MatMul), multiplied as MatMulOptions::kInOut.
   std::string matmul_weight = "out_in";
+  // --matmul's sums (MatMulOptions::Gemm): "exact" and / or "blas". With
+  // the BLAS in the build each row also times the BLAS's sgemm on the
+  // already dequantized float32 weight (the "dense" yardstick).
+  std::vector<std::string> matmul_gemm{"exact"};
   // --matmul with the weight left in the caches between runs (no flush):
   // the decode's own speed, as for a layer that stays cache-resident; the
   // read yardstick is then a read from the caches too.

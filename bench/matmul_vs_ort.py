@@ -18,7 +18,9 @@ bench/ort/ort_worker.js (a benchmark-only dependency, never a build one:
 include one session.run call's overhead, measured on its own (an Identity
 model of the same output size) and reported in `ort_call_ms`.
 
-nibble: Dequantizer.matmul(x, threads=T) from Python (the GIL released).
+nibble: Dequantizer.matmul(x, threads=T) from Python (the GIL released);
+from M = 32, when the build has its BLAS (nibble.blas()), also the prefill
+path matmul(..., gemm="blas"), in `nibble_blas_ms`.
 Both report the median of REPS runs of each (engine, shape, M, threads),
 engines alternating run by run. `read_ms` is the time to read the packed
 weight once (numpy summing its bytes as uint64, best of REPS, as many
@@ -214,7 +216,8 @@ def main():
             x = xs[(m, k)]
             ref = x.astype(np.float64) @ wd.astype(np.float64).T
             for t in threads:
-                times = {"nibble": [], 0: [], 4: [], "id": []}
+                times = {"nibble": [], "blas": [], 0: [], 4: [], "id": []}
+                use_blas = nibble.blas() is not None and m >= 32
                 ys = {}
                 reps = args.reps if m <= 16 else max(3, args.reps // 3)
                 for _ in range(reps):  # interleaved, one run of each per round
@@ -222,6 +225,10 @@ def main():
                     y = d.matmul(x, threads=t)
                     times["nibble"].append((time.perf_counter() - t0) * 1e3)
                     ys["nibble"] = y
+                    if use_blas:
+                        t0 = time.perf_counter()
+                        ys["blas"] = d.matmul(x, threads=t, gemm="blas")
+                        times["blas"].append((time.perf_counter() - t0) * 1e3)
                     for level in (0, 4, "id"):
                         a = ort.ask(op="time", id=ids[(t, level)], m=m, k=k if level != "id"
                                     else n, reps=1)
@@ -243,6 +250,11 @@ def main():
                     "ort_level4_max_rel_err_row0": float(np.abs(ys[4] - ref[0, :8]).max() / scale),
                     "target": nibble.active_target(), "onnxruntime": ver,
                 }
+                if use_blas:
+                    row["nibble_blas_ms"] = round(median(times["blas"]), 4)
+                    row["nibble_blas_max_rel_err"] = float(np.abs(ys["blas"] - ref).max() /
+                                                           np.abs(ref).max())
+                    row["blas"] = nibble.blas()
                 rows.append(row)
                 print(json.dumps(row), flush=True)
                 print("%5dx%-5d M=%-4d thr=%d  nibble %8.3f ms   ORT L0 %8.3f ms   ORT L4 %8.3f "
@@ -250,7 +262,11 @@ def main():
                           n, k, m, t, row["nibble_ms"], row["ort_level0_ms"],
                           row["ort_level4_ms"], row["ort_call_ms"], read_ms,
                           row["ort_level0_ms"] / row["nibble_ms"],
-                          row["ort_level4_ms"] / row["nibble_ms"]), file=sys.stderr, flush=True)
+                          row["ort_level4_ms"] / row["nibble_ms"]) +
+                      ("   nibble blas %8.3f ms  L0/blas %.2f  L4/blas %.2f" % (
+                          row["nibble_blas_ms"], row["ort_level0_ms"] / row["nibble_blas_ms"],
+                          row["ort_level4_ms"] / row["nibble_blas_ms"]) if use_blas else ""),
+                      file=sys.stderr, flush=True)
     ort.p.stdin.close()
     ort.p.wait()
 

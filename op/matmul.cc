@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/blas_gemm.h"
 #include "kernels/convert.h"
 #include "kernels/dequantize.h"
 #include "kernels/matmul.h"
@@ -216,7 +217,18 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
       return Status::Error(who + ": Y overlaps " + (in == &x ? "X" : "bias"));
     }
   }
+  const bool want_blas = options.gemm == MatMulOptions::Gemm::kBlas;
+  if (want_blas && !BlasAvailable()) {
+    return Status::Error(who +
+                         ": gemm=blas, but this nibble was built without its BLAS (the serial "
+                         "OpenBLAS: Debian's libopenblas-serial-dev, cmake -DNIBBLE_BLAS=ON)");
+  }
   if (m == 0 || n == 0) return Status::Ok();
+  // The BLAS path (MatMulOptions::Gemm::kBlas) at M >= kBlasMinRows, in
+  // the BLAS's 32-bit dimensions (X goes in blocks of kBlasMaxRowsPerCall
+  // rows).
+  constexpr int64_t kBlasMaxRowsPerCall = int64_t{1} << 20;
+  const bool blas = want_blas && m >= kBlasMinRows && n <= kBlasMaxDim && k <= kBlasMaxDim;
 
   // X and the bias as float32 (exact).
   std::vector<float> x32, b32;
@@ -289,7 +301,7 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // one thread, 2 rounds): 512 features x 128 of K per call 3.0-3.4 /
   // 10.4-10.9 ms, 256 x 512 2.1-2.2 / 8.6-10.8, 1024 x 512 2.2-2.3 /
   // 7.1-7.5, 256 x 4096 2.0-2.4 / 6.7-6.8.
-  const bool across_fused = !rows_are_features && m == 1 && wt == OutType::kF32 &&
+  const bool across_fused = !blas && !rows_are_features && m == 1 && wt == OutType::kF32 &&
                             !w.plan().Staged() && ColumnsDotProbe(w, row_base, xf, k, n);
   const int64_t across_rows = across_fused ? 256 : m <= 2 ? 512 : m <= 4 ? 256 : 128;
   const int64_t across_chunk = (int64_t{64} << 10) / across_rows;
@@ -328,11 +340,11 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // `bench/results/2026-11-28-dot-order/`).
   // Measured (Intel Xeon guest, one thread, 4096 x 4096, M = 1): see
   // docs/embedding.md.
-  const bool fused = ((m <= 4 && !columns) || (m == 1 && columns)) && !across &&
+  const bool fused = !blas && ((m <= 4 && !columns) || (m == 1 && columns)) && !across &&
                      wt == OutType::kF32 && !w.plan().Staged() && k % 32 == 0 &&
                      FusedDotProbe(w, row_base, xf, m, k);
-  const bool l1_rows = !fused && !across && !columns && w.plan().axis_group == nullptr && m <= 4 &&
-                       k > 8192 && CpuIsIntel();
+  const bool l1_rows = !blas && !fused && !across && !columns && w.plan().axis_group == nullptr &&
+                       m <= 4 && k > 8192 && CpuIsIntel();
   // The word layouts and group maps at M = 1 decode by columns
   // (DequantizeDot: the dot or nothing) in blocks of 256 rows over the
   // whole of K; a block it declines takes tiles of 256 rows x 256 of K.
@@ -343,11 +355,14 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
                              : across  ? across_rows
                              : awq     ? 128
                                        : kChunkRows;
-  const bool chunked = fused || l1_rows || across || awq ||
-                       ((m >= 2 || columns) && k * 4 * 8 > (int64_t{256} << 10));
-  const int64_t block =
-      chunked ? chunk_rows : std::clamp<int64_t>(tile_bytes / std::max<int64_t>(1, k * 4), 1, 256);
-  const int64_t chunk = fused     ? k
+  const bool chunked = !blas && (fused || l1_rows || across || awq ||
+                                 ((m >= 2 || columns) && k * 4 * 8 > (int64_t{256} << 10)));
+  const int64_t block = blas ? kBlasRows
+                        : chunked
+                            ? chunk_rows
+                            : std::clamp<int64_t>(tile_bytes / std::max<int64_t>(1, k * 4), 1, 256);
+  const int64_t chunk = blas      ? std::min(k, kBlasChunk)
+                        : fused   ? k
                         : l1_rows ? 1024
                         : across  ? (across_fused ? k : across_chunk)
                         : chunked
@@ -357,7 +372,7 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   const int64_t blocks = (n + block - 1) / block;
   // Across: the tile's rows padded by a line (16 floats).
   const int64_t tile_ld = across ? block + 16 : chunk;
-  const size_t tile_elems = static_cast<size_t>(across          ? tile_ld * across_chunk
+  const size_t tile_elems = static_cast<size_t>(across ? tile_ld * (blas ? chunk : across_chunk)
                                                 : columns_fused ? block * columns_chunk
                                                                 : block * chunk);
   const bool y_f32 = yt == OutType::kF32;
@@ -442,7 +457,19 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
       float* yb = y_f32 && bias == nullptr ? static_cast<float*>(y.data) + n0 : ytile;
       const int64_t ldy = y_f32 && bias == nullptr ? n : nb;
       Status st;
-      if (!chunked) {
+      if (blas) {
+        // W's tiles [nb, chunk] (across: [chunk, nb]) in order of K, each
+        // multiplied into Y's block by the BLAS (the first one sets it).
+        for (int64_t c0 = 0; c0 < k && st.ok(); c0 += chunk) {
+          const int64_t cw = std::min(chunk, k - c0);
+          st = make_tile(n0, nb, c0, cw);
+          for (int64_t i0 = 0; i0 < m && st.ok(); i0 += kBlasMaxRowsPerCall) {
+            BlasGemm(xf + i0 * k + c0, std::min(kBlasMaxRowsPerCall, m - i0), k, tile,
+                     rows_are_features, rows_are_features ? cw : tile_ld, nb, cw, c0 > 0,
+                     yb + i0 * ldy, ldy);
+          }
+        }
+      } else if (!chunked) {
         st = make_tile(n0, nb, 0, k);
         if (st.ok()) DotRows(xf, m, k, tile, nb, k, k, yb, ldy);
       } else {

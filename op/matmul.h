@@ -54,11 +54,34 @@ struct MatMulOptions {
   // Dequantizer's view: nothing of the other experts is read). -1: the
   // weight is 2-D.
   int64_t expert = -1;
+  // How Y is summed. kExact: the fixed-order dot above (the same bits for
+  // every thread count, SIMD target and batch size). kBlas, the prefill
+  // path: at M >= kBlasMinRows the dequantized float32 tiles (blocks of
+  // kBlasRows features x chunks of kBlasChunk of K, fixed whatever the
+  // thread count) go through the BLAS's sgemm (kernels/blas_gemm.h: the
+  // serial OpenBLAS, one call per tile on each of nibble's threads, the
+  // chunks summed into Y's float32 block in order); below kBlasMinRows the
+  // exact path, which is faster there. Its bits are the same for every
+  // thread count on one machine and library; they differ from kExact's and
+  // may differ across CPUs, OpenBLAS versions and batch sizes. Each output
+  // is within gamma(K + ceil(K / kBlasChunk)) * sum_k |x[m, k] w[n, k]| of
+  // the exact dot (at most that many rounded operations, in any order). A
+  // build without the BLAS (BlasAvailable() false) refuses kBlas.
+  enum class Gemm { kExact, kBlas };
+  Gemm gemm = Gemm::kExact;
   // Asked between tiles on the calling thread (base/cancel.h): when it
   // says stop, the matmul returns an error ending in "interrupted" soon
   // after (the tiles under way finish) and Y's contents are unspecified.
   CancelCallback cancelled;
 };
+
+// MatMulOptions::Gemm::kBlas: the smallest M it sends to the BLAS, and its
+// tiles (features x K). Measured on the VM (Intel Xeon guest, one thread,
+// 4096 x 4096 float32, serial OpenBLAS 0.3.21): sgemm at M = 16 10 ms
+// against the exact path's 7.7, at M = 128 / 512 32 / 106 ms against 58 /
+// 236 (bench/results/2026-12-01-blas-prefill/).
+inline constexpr int64_t kBlasMinRows = 32;
+inline constexpr int64_t kBlasRows = 256, kBlasChunk = 1024;
 
 // Y's shape for an X of shape `x`: X's leading dimensions and N; an error
 // naming the mismatch when the weight is neither 2-D nor 3-D with an

@@ -96,6 +96,24 @@ int main(void) {
     mo.expert = 1; /* W = 0.5 * [[-1, 0, 2], [6, -4, 8]]: y = [2.5, 11] */
     CHECK(nibble_matmul_with(e, &xt, NULL, &mo, ye, sizeof ye) == NULL);
     CHECK(ye[0] == 2.5f && ye[1] == 11.0f);
+    /* gemm: NIBBLE_GEMM_BLAS (below 32 rows of x: the exact path, the same
+     * values) where the build has the BLAS, refused by name where not; any
+     * other value refused. */
+    CHECK(mo.gemm == NIBBLE_GEMM_EXACT);
+    mo.gemm = NIBBLE_GEMM_BLAS;
+    st = nibble_matmul_with(e, &xt, NULL, &mo, ye, sizeof ye);
+    if (nibble_blas() != NULL) {
+      CHECK(st == NULL && ye[0] == 2.5f && ye[1] == 11.0f);
+      CHECK(strstr(nibble_blas(), "OpenBLAS") != NULL);
+    } else {
+      CHECK(st != NULL && strstr(nibble_status_message(st), "built without its BLAS") != NULL);
+    }
+    nibble_status_free(st);
+    mo.gemm = 7;
+    st = nibble_matmul_with(e, &xt, NULL, &mo, ye, sizeof ye);
+    CHECK(st != NULL && strstr(nibble_status_message(st), "gemm must be") != NULL);
+    nibble_status_free(st);
+    mo.gemm = NIBBLE_GEMM_EXACT;
     int calls = 0;
     mo.cancelled = stop_now;
     mo.cancel_user = &calls;

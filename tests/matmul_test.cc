@@ -2,10 +2,12 @@
 // MatMul over PMX layouts (quant axis 0 and 1, int4 x4 / x8, int8, zero
 // points, float16 / bfloat16 weights and activations, bias, both weight
 // orientations) equal to the reference dot of the dequantized weight, for
-// every thread count; bad input refused by name.
+// every thread count; the BLAS prefill path (Gemm::kBlas) within its
+// bound and the same for every thread count; bad input refused by name.
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
@@ -13,6 +15,7 @@
 
 #include "doctest/doctest.h"
 #include "hwy/targets.h"
+#include "kernels/blas_gemm.h"
 #include "kernels/convert.h"
 #include "op/matmul.h"
 #include "op/onnx.h"
@@ -464,6 +467,114 @@ TEST_CASE("MatMul stops between tiles when its cancel callback says so") {
     std::fill(y.begin(), y.end(), -1.0f);
     REQUIRE(MatMul(*d, xv, yv, nullptr, o).ok());
     CHECK(y == want);
+  }
+}
+
+TEST_CASE("MatMul gemm=kBlas: within the stated bound, the same bits for every thread count") {
+  // N = 608: two whole tiles of kBlasRows features and a partial one; K =
+  // 1152: a whole chunk of kBlasChunk and a partial one (in_out swaps them).
+  const int64_t n = 608, k = 1152;
+  const auto wf = Random(static_cast<size_t>(n * k), 11);
+  struct Case {
+    int bits;
+    QuantScheme scheme;
+    int64_t axis, group;
+    DType out;
+  };
+  const Case cases[] = {{4, QuantScheme::kSymmetric, 1, 128, DType::kFloat32},
+                        {4, QuantScheme::kAsymmetric, 0, 32, DType::kBFloat16},
+                        {8, QuantScheme::kSymmetric, 1, 64, DType::kFloat16}};
+  for (const Case& c : cases) {
+    QuantizeConfig cfg;
+    cfg.bits = c.bits;
+    cfg.scheme = c.scheme;
+    cfg.quant_axis = c.axis;
+    cfg.group_size = c.group;
+    auto q = QuantizePmx(wf.data(), {n, k}, cfg);
+    REQUIRE(q.ok());
+    TensorView zs;
+    DequantizeOptions o;
+    o.output_dtype = c.out;
+    auto d = PreparePmx(q->attrs, q->x.view(), q->scale.view(), q->zero_point_view_or_null(&zs), o);
+    REQUIRE(d.ok());
+    for (const bool in_out : {false, true}) {
+      const auto w = WeightRows(*d, in_out);
+      const int64_t nn = in_out ? k : n, kk = in_out ? n : k;
+      // M = 31: below kBlasMinRows, the exact path's bits; 32 and 45: the BLAS.
+      for (const int64_t m : {kBlasMinRows - 1, kBlasMinRows, int64_t{45}}) {
+        CAPTURE(m);
+        const auto x = Random(static_cast<size_t>(m * kk), 12);
+        const auto bias = Random(static_cast<size_t>(nn), 13);
+        TensorView xv{DType::kFloat32, {m, kk}, x.data(), x.size() * 4};
+        TensorView bv{DType::kFloat32, {nn}, bias.data(), bias.size() * 4};
+        MatMulOptions mo;
+        mo.weight = in_out ? MatMulOptions::Weight::kInOut : MatMulOptions::Weight::kOutIn;
+        mo.gemm = MatMulOptions::Gemm::kBlas;
+        std::vector<float> y1(static_cast<size_t>(m * nn));
+        const Status st =
+            MatMul(*d, xv, {DType::kFloat32, {m, nn}, y1.data(), y1.size() * 4}, nullptr, mo);
+        if (!BlasAvailable()) {
+          CHECK(st.message().find("built without its BLAS") != std::string::npos);
+          continue;
+        }
+        REQUIRE_MESSAGE(st.ok(), st.message());
+        // Against float64: |y - exact| <= gamma(K + ceil(K / kBlasChunk)) sum |x w|.
+        const double j = static_cast<double>(kk + (kk + kBlasChunk - 1) / kBlasChunk);
+        const double gamma = j * 0x1p-24 / (1 - j * 0x1p-24);
+        int outside = 0;
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t f = 0; f < nn; ++f) {
+            double exact = 0, mag = 0;
+            for (int64_t t = 0; t < kk; ++t) {
+              const double p = static_cast<double>(x[static_cast<size_t>(i * kk + t)]) *
+                               w[static_cast<size_t>(f * kk + t)];
+              exact += p;
+              mag += std::abs(p);
+            }
+            outside += std::abs(y1[static_cast<size_t>(i * nn + f)] - exact) > gamma * mag;
+          }
+        }
+        CHECK_MESSAGE(outside == 0, "bits " << c.bits << " in_out " << in_out);
+        if (m < kBlasMinRows) {  // the exact path
+          std::vector<float> want(y1.size());
+          DotRowsReference(x.data(), m, kk, w.data(), nn, kk, kk, want.data(), nn);
+          CHECK(std::memcmp(y1.data(), want.data(), y1.size() * 4) == 0);
+        }
+        for (const int threads : {1, 2, 3}) {
+          mo.threads = threads;
+          std::vector<float> y(y1.size(), -5.0f);
+          REQUIRE(
+              MatMul(*d, xv, {DType::kFloat32, {m, nn}, y.data(), y.size() * 4}, nullptr, mo).ok());
+          CHECK_MESSAGE(std::memcmp(y.data(), y1.data(), y.size() * 4) == 0,
+                        "threads " << threads << " in_out " << in_out);
+          // + bias: one more rounding each; Y float16 / bfloat16 from X's type.
+          std::vector<float> yb(y1.size());
+          REQUIRE(
+              MatMul(*d, xv, {DType::kFloat32, {m, nn}, yb.data(), yb.size() * 4}, &bv, mo).ok());
+          int off = 0;
+          for (size_t i = 0; i < yb.size(); ++i) {
+            off += yb[i] != y1[i] + bias[i % static_cast<size_t>(nn)];
+          }
+          CHECK(off == 0);
+        }
+        std::vector<uint16_t> xh(x.size()), yh(y1.size()), want_h(y1.size());
+        ConvertFloats(OutType::kF32, x.data(), OutType::kF16, xh.data(),
+                      static_cast<int64_t>(x.size()));
+        std::vector<float> xw(x.size()), yw(y1.size());
+        ConvertFloats(OutType::kF16, xh.data(), OutType::kF32, xw.data(),
+                      static_cast<int64_t>(x.size()));
+        mo.threads = 2;
+        REQUIRE(MatMul(*d, {DType::kFloat32, {m, kk}, xw.data(), xw.size() * 4},
+                       {DType::kFloat32, {m, nn}, yw.data(), yw.size() * 4}, nullptr, mo)
+                    .ok());
+        ConvertFloats(OutType::kF32, yw.data(), OutType::kF16, want_h.data(),
+                      static_cast<int64_t>(yw.size()));
+        REQUIRE(MatMul(*d, {DType::kFloat16, {m, kk}, xh.data(), xh.size() * 2},
+                       {DType::kFloat16, {m, nn}, yh.data(), yh.size() * 2}, nullptr, mo)
+                    .ok());
+        CHECK(yh == want_h);
+      }
+    }
   }
 }
 

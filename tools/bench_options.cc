@@ -83,6 +83,14 @@ void AddBenchOptions(CLI::App* app, BenchOptions* o) {
                   "or in_out, the [K, N] B of an ONNX MatMul (x @ W)")
       ->check(CLI::IsMember({"out_in", "in_out"}))
       ->capture_default_str();
+  app->add_option("--matmul-gemm", o->matmul_gemm,
+                  "--matmul's sums: exact (the fixed-order dot) and / or blas (the prefill path: "
+                  "sgemm of the serial OpenBLAS on dequantized tiles from M = 32). With the BLAS "
+                  "in the build, rows also time its sgemm on the already dequantized float32 "
+                  "weight (dense ms; x dense = dense time / time)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"exact", "blas"}))
+      ->capture_default_str();
   app->add_flag("--matmul-warm", o->matmul_warm,
                 "--matmul with the weight left in the caches between runs (no flush): the "
                 "decode's own speed; the read yardstick then reads from the caches too");

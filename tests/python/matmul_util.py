@@ -34,11 +34,57 @@ def same_bits(a, b):
                                               (np.isnan(a) & np.isnan(b))))
 
 
+BLAS_MIN_ROWS = 32  # op/matmul.h kBlasMinRows
+BLAS_CHUNK = 1024  # op/matmul.h kBlasChunk
+
+
+def blas_mismatches(d, w, rng, m=BLAS_MIN_ROWS + 1, **kw):
+    """gemm="blas" (the prefill path: the dequantized tiles through the
+    serial OpenBLAS's sgemm) on Dequantizer d against the float64 product
+    with w ([N, K] float32 as the matmul sees W): every output within
+    gamma(K + ceil(K / BLAS_CHUNK)) * sum |x w| (op/matmul.h), the same bits
+    for 1, 2 and 3 threads, X float32 and float16. A build without the BLAS
+    must refuse it by name. kw: matmul's weight= / expert=. Returns the
+    failing cases."""
+    bad = []
+    x = rng.standard_normal((m, w.shape[1])).astype(np.float32)
+    if _nibble_blas() is None:
+        try:
+            d.matmul(x, gemm="blas", **kw)
+            bad.append("gemm=blas without the BLAS: not refused")
+        except ValueError as err:
+            if "built without its BLAS" not in str(err):
+                bad.append("gemm=blas without the BLAS: %s" % err)
+        return bad
+    k = w.shape[1]
+    j = k + -(-k // BLAS_CHUNK)
+    gamma = j * 2.0 ** -24 / (1 - j * 2.0 ** -24)
+    w64 = w.astype(np.float64)
+    for xin in (x, x.astype(np.float16)):
+        x64 = xin.astype(np.float64)
+        ys = [d.matmul(xin, gemm="blas", threads=t, **kw) for t in (1, 2, 3)]
+        y1 = ys[0].astype(np.float64)
+        with np.errstate(all="ignore"):
+            exact = x64 @ w64.T
+            bound = gamma * (np.abs(x64) @ np.abs(w64).T)
+            within = (np.abs(y1 - exact) <= bound) | ~np.isfinite(exact)
+        if not np.all(within):
+            bad.append("gemm=blas x=%s: outside the bound" % xin.dtype)
+        if not all(same_bits(y.astype(np.float32), ys[0].astype(np.float32)) for y in ys[1:]):
+            bad.append("gemm=blas x=%s: threads differ" % xin.dtype)
+    return bad
+
+
+def _nibble_blas():
+    import nibble
+    return nibble.blas()
+
+
 def matmul_mismatches(f, name, rng, ms=(1, 3), w=None):
     """Checkpoint f's matmul on its 2-D tensor `name` (prepared as float32)
     against dot_ref on the tensor read as float32 (or w), bit for bit, for
     each M in ms, X float32, bfloat16 (its values) and float16, 1 and 2
-    threads.
+    threads; and the BLAS path (blas_mismatches).
     Returns the failing cases (empty: all equal)."""
     if w is None:
         w = np.asarray(f.get_tensor(name, dtype="f32"), np.float32)
@@ -55,7 +101,7 @@ def matmul_mismatches(f, name, rng, ms=(1, 3), w=None):
             for t in (1, 2):
                 if not same_bits(d.matmul(xin, threads=t, **kw), want):
                     bad.append("m=%d x=%s threads=%d" % (m, xin.dtype, t))
-    return bad
+    return bad + blas_mismatches(d, w, rng)
 
 
 def expert_matmul_mismatches(f, name, rng, w3=None, ms=(1, 3)):
@@ -77,6 +123,8 @@ def expert_matmul_mismatches(f, name, rng, w3=None, ms=(1, 3)):
                 for t in (1, 2):
                     if not same_bits(d.matmul(x, weight=weight, expert=e, threads=t), want):
                         bad.append("expert=%d weight=%s m=%d threads=%d" % (e, weight, m, t))
+            bad += ["expert=%d weight=%s %s" % (e, weight, b)
+                    for b in blas_mismatches(d, rows, rng, weight=weight, expert=e)]
     try:
         d.matmul(np.zeros((1, w3.shape[2]), np.float32))
         bad.append("no expert: not refused")

@@ -8,7 +8,8 @@ equal bit for bit to a numpy reference of the documented order (16 partial
 sums of float32 products, then a halving sum; tests/python/matmul_util.py)
 on the dequantized weight; the same bits for 1, 2 and 3 threads; within the
 stated error bound of a float64 dot product; bias, X in bfloat16, Y in X's
-type; bad input refused. (The producers' tests run the same check on every
+type; the BLAS prefill path (gemm="blas") within its bound and the same for
+every thread count; bad input refused. (The producers' tests run the same check on every
 layout they build: test_hf_producers.py, test_float_formats.py.)
 Usage: test_matmul.py CHECKPOINTS_DIR WORK_DIR
 """
@@ -29,7 +30,8 @@ except ImportError as e:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gguf_util import GGML_BLOCK_TYPES, write_gguf  # noqa: E402
-from matmul_util import dot_ref, expert_matmul_mismatches, matmul_mismatches, same_bits  # noqa: E402
+from matmul_util import (blas_mismatches, dot_ref, expert_matmul_mismatches,  # noqa: E402
+                         matmul_mismatches, same_bits)
 from packing_util import pack_cols, pack_rows  # noqa: E402
 from safetensors_util import bf16_bits, bf16_value, write_st  # noqa: E402
 
@@ -250,6 +252,12 @@ xk = rng.standard_normal((2, 64)).astype(np.float32)
 y = d.matmul(xk, weight="in_out")
 check("weight='in_out': x @ W", np.array_equal(y.view(np.uint32),
                                                dot_ref(xk, np.ascontiguousarray(w.T)).view(np.uint32)))
+# gemm="blas" (the prefill path) on this PMX weight, and on the Checkpoint
+# entry point; nibble.blas() names the library or is None.
+check("nibble.blas(): OpenBLAS's configuration or None",
+      nibble.blas() is None or "OpenBLAS" in nibble.blas(), nibble.blas())
+bad = blas_mismatches(d, w, rng)
+check("gemm='blas' on PMX: within its bound, the same bits for 1-3 threads", not bad, bad)
 float_ck = nibble.open(os.path.join(ck_dir, "model.gguf"))
 for label, fn, needle in [
         ("K mismatch", lambda: d.matmul(rng.standard_normal((2, 95)).astype(np.float32)),
@@ -258,6 +266,7 @@ for label, fn, needle in [
         ("Y type", lambda: d.matmul(x, out_dtype="float16"), "Y must be float32 or X's type"),
         ("bias length", lambda: d.matmul(x, np.ones(3, np.float32)), "must be [N] = [64]"),
         ("weight spelling", lambda: d.matmul(x, weight="nk"), "weight must be"),
+        ("gemm spelling", lambda: d.matmul(x, gemm="fast"), "gemm must be 'exact' or 'blas'"),
         ("expert of a 2-D weight", lambda: d.matmul(x, expert=0), "of a 2-D weight"),
         ("not quantized", lambda: float_ck.dequantizer(
             [i["name"] for i in float_ck.tensors() if not i["quantized"]][0]), "not quantized")]:

@@ -36,6 +36,7 @@
 #include "checkpoint/gguf_source.h"
 #include "formats/files.h"
 #include "formats/gguf.h"
+#include "kernels/blas_gemm.h"
 #include "kernels/dequantize.h"
 #include "onnx/fold.h"
 #include "onnx/onnx_checkpoint.h"
@@ -270,9 +271,17 @@ struct PyDequantizer {
   // Y = X · W (op/matmul.h), GIL released.
   py::array MatMul(const py::array& x, const std::optional<py::array>& bias,
                    const std::string& weight, int threads, std::optional<std::string> out_dtype,
-                   std::optional<std::string> x_dtype, std::optional<int64_t> expert) const {
+                   std::optional<std::string> x_dtype, std::optional<int64_t> expert,
+                   const std::string& gemm) const {
     Check(nibble::CheckThreads(threads));
     nibble::MatMulOptions o;
+    if (gemm == "exact") {
+      o.gemm = nibble::MatMulOptions::Gemm::kExact;
+    } else if (gemm == "blas") {
+      o.gemm = nibble::MatMulOptions::Gemm::kBlas;
+    } else {
+      throw py::value_error("gemm must be 'exact' or 'blas', not '" + gemm + "'");
+    }
     if (weight == "out_in") {
       o.weight = nibble::MatMulOptions::Weight::kOutIn;
     } else if (weight == "in_out") {
@@ -731,6 +740,14 @@ PYBIND11_MODULE(_nibble, m) {
   m.attr("__version__") = NIBBLE_VERSION;
   m.def("active_target", [] { return std::string(nibble::ActiveTarget()); });
   m.def(
+      "blas",
+      []() -> std::optional<std::string> {
+        if (!nibble::BlasAvailable()) return std::nullopt;
+        return std::string(nibble::BlasName());
+      },
+      "The BLAS behind matmul(gemm='blas') (OpenBLAS's configuration: version and the "
+      "kernels it picked for this CPU), or None in a build without it.");
+  m.def(
       "safetensors_dtype",
       [](const std::string& spelling) {
         const char* st = nibble::SafetensorsDTypeName(ParseOutputDType(spelling));
@@ -768,11 +785,14 @@ PYBIND11_MODULE(_nibble, m) {
       .def("matmul", &PyDequantizer::MatMul, py::arg("x"), py::arg("bias") = py::none(),
            py::kw_only(), py::arg("weight") = "out_in", py::arg("threads") = 0,
            py::arg("out_dtype") = py::none(), py::arg("x_dtype") = py::none(),
-           py::arg("expert") = py::none(),
+           py::arg("expert") = py::none(), py::arg("gemm") = "exact",
            "y = x @ W.T (weight='out_in': the output is [N, K]) or x @ W ('in_out': [K, N]), "
            "+ bias; x float32 / float16 / bfloat16 (uint16 bits with x_dtype='bfloat16'), y "
            "float32 or x's type (out_dtype). A 3-D weight [E, ., .] (MoE experts): W is "
-           "expert `expert`'s matrix. Same bits for every thread count.")
+           "expert `expert`'s matrix. Same bits for every thread count. gemm='exact': a "
+           "fixed-order dot (the same bits on every machine and batch size); 'blas': from 32 "
+           "rows of x, dequantized tiles through the serial OpenBLAS's sgemm (prefill, about "
+           "2x faster; its bits depend on the CPU and library; nibble.blas() says which).")
       .def_property_readonly("rows", [](const PyDequantizer& p) { return p.d->rows(); })
       .def_property_readonly("cols", [](const PyDequantizer& p) { return p.d->cols(); })
       .def_property_readonly("shape", [](const PyDequantizer& p) { return p.d->output().shape; })

@@ -42,6 +42,7 @@ from ._nibble import (  # noqa: F401  (re-exported)
     Dequantizer,
     __version__,
     active_target,
+    blas,
     dequantize_onnx,
     dequantize_pmx,
     quantize,
@@ -51,7 +52,7 @@ from . import _nibble
 
 __all__ = [
     "open", "load_file", "Checkpoint", "TensorSlice", "GgufArray", "dequant", "fold", "inspect", "Dequantizer",
-    "dequantize_pmx", "dequantize_onnx", "quantize", "active_target",
+    "dequantize_pmx", "dequantize_onnx", "quantize", "active_target", "blas",
     "release_cached_memory", "__version__",
 ]
 
@@ -240,7 +241,7 @@ class Checkpoint:
         return self._ck.dequantizer(name, _dtype_name(dtype))
 
     def matmul(self, name, x, bias=None, *, weight="out_in", expert=None, threads=0,
-               out_dtype=None):
+               out_dtype=None, gemm="exact"):
         """``x @ W.T (+ bias)`` for the quantized weight ``name`` ([N, K],
         as ``get_tensor`` returns it; ``weight="in_out"``: ``x @ W`` for a
         [K, N] one) without writing the float weight out: see
@@ -249,7 +250,8 @@ class Checkpoint:
         ``expert``'s matrix. Prepares the weight on each call: keep
         :meth:`dequantizer` for repeated products."""
         return self.dequantizer(name).matmul(x, bias, weight=weight, expert=expert,
-                                             threads=threads, out_dtype=_dtype_name(out_dtype))
+                                             threads=threads, out_dtype=_dtype_name(out_dtype),
+                                             gemm=gemm)
 
     def description(self):
         return self._ck.description()
