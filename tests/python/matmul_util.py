@@ -43,7 +43,7 @@ def blas_mismatches(d, w, rng, m=BLAS_MIN_ROWS + 1, **kw):
     serial OpenBLAS's sgemm) on Dequantizer d against the float64 product
     with w ([N, K] float32 as the matmul sees W): every output within
     gamma(K + ceil(K / BLAS_CHUNK)) * sum |x w| (op/matmul.h), the same bits
-    for 1, 2 and 3 threads, X float32 and float16. A build without the BLAS
+    for 1, 2 and 3 threads, X float32, float16 and bfloat16. A build without the BLAS
     must refuse it by name. kw: matmul's weight= / expert=. Returns the
     failing cases."""
     bad = []
@@ -60,18 +60,21 @@ def blas_mismatches(d, w, rng, m=BLAS_MIN_ROWS + 1, **kw):
     j = k + -(-k // BLAS_CHUNK)
     gamma = j * 2.0 ** -24 / (1 - j * 2.0 ** -24)
     w64 = w.astype(np.float64)
-    for xin in (x, x.astype(np.float16)):
-        x64 = xin.astype(np.float64)
-        ys = [d.matmul(xin, gemm="blas", threads=t, **kw) for t in (1, 2, 3)]
+    xb = (x.view(np.uint32) >> 16).astype(np.uint16)  # bfloat16 bits
+    xbv = (xb.astype(np.uint32) << 16).view(np.float32)
+    for xin, xv, xkw in ((x, x, {}), (x.astype(np.float16), x.astype(np.float16), {}),
+                         (xb, xbv, {"x_dtype": "bfloat16"})):
+        x64 = xv.astype(np.float64)
+        ys = [d.matmul(xin, gemm="blas", threads=t, **xkw, **kw) for t in (1, 2, 3)]
         y1 = ys[0].astype(np.float64)
         with np.errstate(all="ignore"):
             exact = x64 @ w64.T
             bound = gamma * (np.abs(x64) @ np.abs(w64).T)
             within = (np.abs(y1 - exact) <= bound) | ~np.isfinite(exact)
         if not np.all(within):
-            bad.append("gemm=blas x=%s: outside the bound" % xin.dtype)
+            bad.append("gemm=blas x=%s%s: outside the bound" % (xin.dtype, xkw))
         if not all(same_bits(y.astype(np.float32), ys[0].astype(np.float32)) for y in ys[1:]):
-            bad.append("gemm=blas x=%s: threads differ" % xin.dtype)
+            bad.append("gemm=blas x=%s%s: threads differ" % (xin.dtype, xkw))
     return bad
 
 
