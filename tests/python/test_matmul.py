@@ -307,6 +307,11 @@ for src in (os.path.join(ck_dir, "llama_tiny.gguf"), gq):
                        text=True)
     check("examples/mlp_matmul.py " + os.path.basename(src),
           r.returncode == 0 and "max |Y - numpy|" in r.stdout, r.stdout + r.stderr)
+    if nibble.blas() is not None:  # the prefill path: 40 tokens through the BLAS
+        r = subprocess.run([sys.executable, example, src, "--tokens", "40", "--gemm", "blas"],
+                           capture_output=True, text=True)
+        check("examples/mlp_matmul.py --gemm blas " + os.path.basename(src),
+              r.returncode == 0 and "max |Y - numpy|" in r.stdout, r.stdout + r.stderr)
 
 # The example as a MoE block: a GGUF MoE layer (router + Q4_0 gate / up and
 # Q8_0 down experts, moderate scales), top-2 routing, each expert's tokens
