@@ -4,6 +4,9 @@
 // single-threaded OpenBLAS (libopenblas-serial-dev; NIBBLE_BLAS): nibble's
 // own threads each call it on their own tiles, so a library that started
 // threads of its own inside each of them would oversubscribe the cores.
+// Concurrent calls are safe there: Debian builds it with its allocator
+// locked (USE_LOCKING; `objdump -d` shows blas_memory_alloc spinning on its
+// lock), and the tests call it from 2-3 threads at once on every layout.
 #ifndef NIBBLE_KERNELS_BLAS_GEMM_H_
 #define NIBBLE_KERNELS_BLAS_GEMM_H_
 

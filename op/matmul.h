@@ -61,7 +61,8 @@ struct MatMulOptions {
   // thread count) go through the BLAS's sgemm (kernels/blas_gemm.h: the
   // serial OpenBLAS, one call per tile on each of nibble's threads, the
   // chunks summed into Y's float32 block in order); below kBlasMinRows the
-  // exact path, which is faster there. Its bits are the same for every
+  // exact path, which is faster there; so is an N or K beyond the BLAS's
+  // 32-bit integers (kBlasMaxDim). Its bits are the same for every
   // thread count on one machine and library; they differ from kExact's and
   // may differ across CPUs, OpenBLAS versions and batch sizes. Each output
   // is within gamma(K + ceil(K / kBlasChunk)) * sum_k |x[m, k] w[n, k]| of
