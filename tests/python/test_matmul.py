@@ -124,6 +124,11 @@ for src in sources:
             check(label + ": Checkpoint.matmul (the default type's weight)", np.array_equal(
                 f.matmul(name, x[:1]).view(np.uint32),
                 dot_ref(x[:1], wd.astype(np.float32)).view(np.uint32)))
+            if nibble.blas() is not None:  # gemm= reaches the Dequantizer's matmul
+                xb = rng.standard_normal((33, k)).astype(np.float32)
+                check(label + ": Checkpoint.matmul(gemm='blas') == its Dequantizer's",
+                      same_bits(f.matmul(name, xb, gemm="blas"),
+                                f.dequantizer(name).matmul(xb, gemm="blas")))
 
 # Long rows (K = 8448 > 8192: tiles of 16 rows x a chunk of K, from M = 1
 # for the GPTQ / AWQ column kernels): GPTQ, GPTQ act-order and AWQ.
