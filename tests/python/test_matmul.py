@@ -263,11 +263,49 @@ check("nibble.blas(): OpenBLAS's configuration or None",
       nibble.blas() is None or "OpenBLAS" in nibble.blas(), nibble.blas())
 bad = blas_mismatches(d, w, rng)
 check("gemm='blas' on PMX: within its bound, the same bits for 1-3 threads", not bad, bad)
+# torch tensors (CPU) in, torch tensors out; nibble.matmul(w, x) is w.matmul(x).
+try:
+    import torch
+except ImportError:
+    torch = None
+if torch is not None:
+    xt = torch.from_numpy(rng.standard_normal((5, 96)).astype(np.float32))
+    bt = torch.from_numpy(rng.standard_normal(64).astype(np.float32))
+    want = d.matmul(xt.numpy(), bt.numpy())
+    y = nibble.matmul(d, xt, bt)
+    check("torch: float32 X and bias -> a float32 tensor, the numpy bits",
+          isinstance(y, torch.Tensor) and y.dtype == torch.float32 and
+          same_bits(y.numpy(), want))
+    xh = xt.half()
+    y = d.matmul(xh, out_dtype=torch.float16)
+    check("torch: float16 X, Y in X's type", y.dtype == torch.float16 and np.array_equal(
+        y.numpy(), d.matmul(xh.numpy(), out_dtype="float16")))
+    xb = xt.bfloat16()
+    bits = xb.view(torch.int16).numpy().view(np.uint16)
+    y = d.matmul(xb, bt.bfloat16(), out_dtype="bfloat16")
+    yb = d.matmul(bits, (bt.bfloat16().float()).numpy(), x_dtype="bfloat16", out_dtype="bfloat16")
+    check("torch: bfloat16 X and bias, Y in X's type: torch.bfloat16, the numpy bits",
+          y.dtype == torch.bfloat16 and np.array_equal(y.view(torch.int16).numpy().view(np.uint16),
+                                                       yb))
+    y = d.matmul(xt.T.contiguous().T)  # a non-contiguous view: copied
+    check("torch: a non-contiguous X", same_bits(y.numpy(), d.matmul(xt.numpy())))
+    y = nibble.matmul(d, torch.from_numpy(rng.standard_normal((40, 96)).astype(np.float32)),
+                      gemm="exact")
+    check("torch: nibble.matmul keyword options", tuple(y.shape) == (40, 64))
+    for label, fn, needle in [
+            ("float64 X", lambda: d.matmul(xt.double()), "X must be float32"),
+            ("not a Dequantizer", lambda: nibble.matmul(w, xt), "must be a nibble.Dequantizer")]:
+        try:
+            fn()
+            check("torch refused: " + label, False)
+        except (ValueError, TypeError) as e:
+            check("torch refused: " + label, needle in str(e), e)
 float_ck = nibble.open(os.path.join(ck_dir, "model.gguf"))
 for label, fn, needle in [
         ("K mismatch", lambda: d.matmul(rng.standard_normal((2, 95)).astype(np.float32)),
          "must end in K = 96"),
         ("integer X", lambda: d.matmul(np.ones((2, 96), np.int32)), "X must be float32"),
+        ("float64 X", lambda: d.matmul(np.ones((2, 96))), "X must be float32"),
         ("Y type", lambda: d.matmul(x, out_dtype="float16"), "Y must be float32 or X's type"),
         ("bias length", lambda: d.matmul(x, np.ones(3, np.float32)), "must be [N] = [64]"),
         ("weight spelling", lambda: d.matmul(x, weight="nk"), "weight must be"),

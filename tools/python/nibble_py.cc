@@ -95,6 +95,11 @@ DType FromNumpy(const py::array& a) {
   if (k == 'u' && size == 2) return DType::kUInt16;
   if (k == 'i' && size == 4) return DType::kInt32;
   if (k == 'u' && size == 4) return DType::kUInt32;
+  // (no operand takes these: the operation names what it wants, e.g.
+  // "matmul: X must be float32, float16 or bfloat16, not float64")
+  if (k == 'f' && size == 8) return DType::kFloat64;
+  if (k == 'i' && size == 8) return DType::kInt64;
+  if (k == 'b' && size == 1) return DType::kBool;
   throw py::type_error("unsupported numpy dtype " + std::string(py::str(a.dtype())));
 }
 

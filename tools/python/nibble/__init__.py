@@ -52,7 +52,7 @@ from . import _nibble
 
 __all__ = [
     "open", "load_file", "Checkpoint", "TensorSlice", "GgufArray", "dequant", "fold", "inspect", "Dequantizer",
-    "dequantize_pmx", "dequantize_onnx", "quantize", "active_target", "blas",
+    "dequantize_pmx", "dequantize_onnx", "quantize", "matmul", "active_target", "blas",
     "release_cached_memory", "__version__",
 ]
 
@@ -293,6 +293,67 @@ class Checkpoint:
         name = self._resolve(name)
         array, out_dtype = self._ck.read(name, _dtype_name(dtype), start, stop, self._threads)
         return _wrap(array, out_dtype, self._fw)
+
+
+def _matmul_operand(t, what):
+    """Matmul operand t as the extension takes it: (numpy array, its
+    x_dtype spelling or None, the torch module when t was a torch tensor).
+    A CPU torch tensor is used in place when contiguous (bfloat16 as its
+    uint16 bits); another device is refused by name."""
+    import sys
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(t, torch.Tensor):
+        if t.device.type != "cpu":
+            raise ValueError("matmul: %s is a torch tensor on %s; nibble multiplies on the CPU "
+                             "(pass %s.cpu())" % (what, t.device, what))
+        t = t.detach().contiguous()
+        if t.dtype == torch.bfloat16:
+            return t.view(torch.int16).numpy().view("uint16"), "bfloat16", torch
+        return t.numpy(), None, torch
+    return t, None, None
+
+
+_extension_matmul = Dequantizer.matmul
+
+
+def _dequantizer_matmul(self, x, bias=None, *, weight="out_in", threads=0, out_dtype=None,
+                        x_dtype=None, expert=None, gemm="exact"):
+    xa, xd, torch = _matmul_operand(x, "x")
+    ba = bias
+    if bias is not None:
+        ba, bd, _ = _matmul_operand(bias, "bias")
+        if bd == "bfloat16":  # bfloat16 -> float32 is exact
+            import numpy as np
+            ba = (ba.astype(np.uint32) << 16).view(np.float32)
+    y = _extension_matmul(self, xa, ba, weight=weight, threads=threads,
+                          out_dtype=_dtype_name(out_dtype), x_dtype=x_dtype or xd, expert=expert,
+                          gemm=gemm)
+    if torch is None:
+        return y
+    if xd == "bfloat16" and y.dtype.itemsize == 2:  # Y in X's type: bfloat16 bits
+        return torch.from_numpy(y.view("int16")).view(torch.bfloat16)
+    return torch.from_numpy(y)
+
+
+_dequantizer_matmul.__doc__ = (_extension_matmul.__doc__ or "") + """
+
+x and bias may also be CPU torch tensors (float32 / float16 / bfloat16; used
+in place when contiguous): y is then a torch tensor (torch.bfloat16 for a
+bfloat16 Y)."""
+Dequantizer.matmul = _dequantizer_matmul
+
+
+def matmul(w, x, bias=None, **options):
+    """``y = x @ W.T (+ bias)`` straight from the packing of the prepared
+    weight ``w`` (a :class:`Dequantizer`, e.g. ``Checkpoint.dequantizer(name)``):
+    ``w.matmul(x, bias, **options)``. x / bias: numpy arrays or CPU torch
+    tensors (float32, float16, bfloat16); options: weight ("out_in" / "in_out"),
+    expert, threads, out_dtype, gemm ("exact" / "blas"). The GIL is released
+    while it runs."""
+    if not isinstance(w, Dequantizer):
+        raise TypeError("matmul: w must be a nibble.Dequantizer (Checkpoint.dequantizer(name), "
+                        "Dequantizer.pmx / .onnx), not %s" % type(w).__name__)
+    return w.matmul(x, bias, **options)
 
 
 def _wrap(array, dtype, fw):
