@@ -181,7 +181,7 @@ typedef struct {
   void* cancel_user;
   /* NIBBLE_GEMM_EXACT (the default): the fixed-order dot above.
    * NIBBLE_GEMM_BLAS, for prefill: from 32 rows of x the dequantized tiles
-   * go through the serial OpenBLAS's sgemm (about 2x faster at M = 128 -
+   * go through OpenBLAS's sgemm (about 2x faster at M = 128 -
    * 512; the same bits for every thread count on one machine, not across
    * CPUs, library versions or batch sizes; op/matmul.h MatMulOptions::gemm).
    * Refused by a build without it (nibble_blas() returns NULL). */

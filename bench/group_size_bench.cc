@@ -857,7 +857,7 @@ int RunMatMulBench(const BenchOptions& opt, std::ostream& out, std::ostream& err
   for (const std::string& g : opt.matmul_gemm) {
     if (g == "blas" && !dense) {
       err << "nibble bench: --matmul-gemm blas: this nibble was built without its BLAS (the "
-             "serial OpenBLAS, Debian's libopenblas-serial-dev)\n";
+             "OpenMP build of OpenBLAS, Debian's libopenblas-openmp-dev)\n";
       return 2;
     }
   }

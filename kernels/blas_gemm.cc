@@ -2,6 +2,7 @@
 
 #ifdef NIBBLE_HAVE_BLAS
 #include <cblas.h>
+#include <omp.h>
 #endif
 
 namespace nibble {
@@ -11,7 +12,7 @@ namespace nibble {
 bool BlasAvailable() { return true; }
 
 const char* BlasName() {
-  // "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY SkylakeX SINGLE_THREADED":
+  // "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY USE_OPENMP SkylakeX ...":
   // the version, and the kernels it picked for this CPU.
   return openblas_get_config();
 }
@@ -19,10 +20,16 @@ const char* BlasName() {
 void BlasGemm(const float* x, int64_t m, int64_t ldx, const float* w, bool w_rows_are_features,
               int64_t ldw, int64_t n, int64_t k, bool accumulate, float* y, int64_t ldy) {
   if (m == 0 || n == 0) return;
+  // One thread: OpenBLAS's OpenMP build sizes its team by this thread's
+  // omp_get_max_threads() outside an active parallel region (nibble's
+  // one-thread teams are inactive ones).
+  const int saved = omp_get_max_threads();
+  if (saved != 1) omp_set_num_threads(1);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, w_rows_are_features ? CblasTrans : CblasNoTrans,
               static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, x,
               static_cast<blasint>(ldx), w, static_cast<blasint>(ldw), accumulate ? 1.0f : 0.0f, y,
               static_cast<blasint>(ldy));
+  if (saved != 1) omp_set_num_threads(saved);
 }
 
 #else

@@ -220,8 +220,8 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   const bool want_blas = options.gemm == MatMulOptions::Gemm::kBlas;
   if (want_blas && !BlasAvailable()) {
     return Status::Error(who +
-                         ": gemm=blas, but this nibble was built without its BLAS (the serial "
-                         "OpenBLAS: Debian's libopenblas-serial-dev, cmake -DNIBBLE_BLAS=ON)");
+                         ": gemm=blas, but this nibble was built without its BLAS (OpenBLAS's "
+                         "OpenMP build: Debian's libopenblas-openmp-dev, cmake -DNIBBLE_BLAS=ON)");
   }
   if (m == 0 || n == 0) return Status::Ok();
   // The BLAS path (MatMulOptions::Gemm::kBlas) at M >= kBlasMinRows, in

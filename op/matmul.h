@@ -58,8 +58,8 @@ struct MatMulOptions {
   // every thread count, SIMD target and batch size). kBlas, the prefill
   // path: at M >= kBlasMinRows the dequantized float32 tiles (blocks of
   // kBlasRows features x chunks of kBlasChunk of K, fixed whatever the
-  // thread count) go through the BLAS's sgemm (kernels/blas_gemm.h: the
-  // serial OpenBLAS, one call per tile on each of nibble's threads, the
+  // thread count) go through the BLAS's sgemm (kernels/blas_gemm.h:
+  // OpenBLAS, one single-threaded call per tile on each of nibble's threads, the
   // chunks summed into Y's float32 block in order); below kBlasMinRows the
   // exact path, which is faster there; so is an N or K beyond the BLAS's
   // 32-bit integers (kBlasMaxDim). Its bits are the same for every
@@ -78,7 +78,7 @@ struct MatMulOptions {
 
 // MatMulOptions::Gemm::kBlas: the smallest M it sends to the BLAS, and its
 // tiles (features x K). Measured on the VM (Intel Xeon guest, one thread,
-// 4096 x 4096 float32, serial OpenBLAS 0.3.21): sgemm at M = 16 10 ms
+// 4096 x 4096 float32, OpenBLAS 0.3.21): sgemm at M = 16 10 ms
 // against the exact path's 7.7, at M = 128 / 512 32 / 106 ms against 58 /
 // 236 (bench/results/2026-12-01-blas-prefill/).
 inline constexpr int64_t kBlasMinRows = 32;

@@ -9,8 +9,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "doctest/doctest.h"
@@ -160,6 +163,40 @@ std::vector<float> WeightRows(const Dequantizer& d, bool in_out) {
   return w;
 }
 
+// A PMX request quantized from wf [n, k] and prepared with output type out
+// (d reads q's buffers: keep both).
+struct PmxCase {
+  int bits;
+  QuantScheme scheme;
+  int64_t axis, group;
+  bool x8;
+  DType out;
+};
+struct PreparedPmxCase {
+  QuantizedWeight q;
+  std::optional<Dequantizer> d;
+};
+std::unique_ptr<PreparedPmxCase> PreparePmxCase(const std::vector<float>& wf, int64_t n, int64_t k,
+                                                const PmxCase& c) {
+  QuantizeConfig cfg;
+  cfg.bits = c.bits;
+  cfg.scheme = c.scheme;
+  cfg.quant_axis = c.axis;
+  cfg.group_size = c.group;
+  cfg.int4x8 = c.x8;
+  auto q = QuantizePmx(wf.data(), {n, k}, cfg);
+  REQUIRE(q.ok());
+  auto p = std::make_unique<PreparedPmxCase>(PreparedPmxCase{std::move(*q), std::nullopt});
+  TensorView zs;
+  DequantizeOptions o;
+  o.output_dtype = c.out;
+  auto d = PreparePmx(p->q.attrs, p->q.x.view(), p->q.scale.view(),
+                      p->q.zero_point_view_or_null(&zs), o);
+  REQUIRE(d.ok());
+  p->d.emplace(std::move(*d));
+  return p;
+}
+
 TEST_CASE("MatMul on PMX layouts == the reference dot of the dequantized weight, any threads") {
   TargetReset reset;
   // The second shape: in_out takes K = 608 in chunks of 128 / 256 / 512 (M = 1 / 3 / 9) and
@@ -167,33 +204,14 @@ TEST_CASE("MatMul on PMX layouts == the reference dot of the dequantized weight,
   for (const auto& [n, k] : {std::pair<int64_t, int64_t>{96, 320}, {608, 1088}}) {
     CAPTURE(n);
     const auto wf = Random(static_cast<size_t>(n * k), 3);
-    struct Case {
-      int bits;
-      QuantScheme scheme;
-      int64_t axis, group;
-      bool x8;
-      DType out;
-    };
-    const Case cases[] = {{4, QuantScheme::kSymmetric, 1, 64, false, DType::kFloat32},
-                          {4, QuantScheme::kAsymmetric, 1, 32, true, DType::kFloat16},
-                          {4, QuantScheme::kFloatZeroPoint, 0, 32, false, DType::kBFloat16},
-                          {8, QuantScheme::kAsymmetric, 1, 0, false, DType::kFloat32},
-                          {8, QuantScheme::kSymmetric, 0, 16, false, DType::kFloat32}};
-    for (const Case& c : cases) {
-      QuantizeConfig cfg;
-      cfg.bits = c.bits;
-      cfg.scheme = c.scheme;
-      cfg.quant_axis = c.axis;
-      cfg.group_size = c.group;
-      cfg.int4x8 = c.x8;
-      auto q = QuantizePmx(wf.data(), {n, k}, cfg);
-      REQUIRE(q.ok());
-      TensorView zs;
-      DequantizeOptions o;
-      o.output_dtype = c.out;
-      auto d =
-          PreparePmx(q->attrs, q->x.view(), q->scale.view(), q->zero_point_view_or_null(&zs), o);
-      REQUIRE(d.ok());
+    const PmxCase cases[] = {{4, QuantScheme::kSymmetric, 1, 64, false, DType::kFloat32},
+                             {4, QuantScheme::kAsymmetric, 1, 32, true, DType::kFloat16},
+                             {4, QuantScheme::kFloatZeroPoint, 0, 32, false, DType::kBFloat16},
+                             {8, QuantScheme::kAsymmetric, 1, 0, false, DType::kFloat32},
+                             {8, QuantScheme::kSymmetric, 0, 16, false, DType::kFloat32}};
+    for (const PmxCase& c : cases) {
+      const auto prepared = PreparePmxCase(wf, n, k, c);
+      const Dequantizer* d = &*prepared->d;
       for (const bool in_out : {false, true}) {
         const auto w = WeightRows(*d, in_out);
         const int64_t nn = in_out ? k : n, kk = in_out ? n : k;
@@ -475,28 +493,12 @@ TEST_CASE("MatMul gemm=kBlas: within the stated bound, the same bits for every t
   // 1152: a whole chunk of kBlasChunk and a partial one (in_out swaps them).
   const int64_t n = 608, k = 1152;
   const auto wf = Random(static_cast<size_t>(n * k), 11);
-  struct Case {
-    int bits;
-    QuantScheme scheme;
-    int64_t axis, group;
-    DType out;
-  };
-  const Case cases[] = {{4, QuantScheme::kSymmetric, 1, 128, DType::kFloat32},
-                        {4, QuantScheme::kAsymmetric, 0, 32, DType::kBFloat16},
-                        {8, QuantScheme::kSymmetric, 1, 64, DType::kFloat16}};
-  for (const Case& c : cases) {
-    QuantizeConfig cfg;
-    cfg.bits = c.bits;
-    cfg.scheme = c.scheme;
-    cfg.quant_axis = c.axis;
-    cfg.group_size = c.group;
-    auto q = QuantizePmx(wf.data(), {n, k}, cfg);
-    REQUIRE(q.ok());
-    TensorView zs;
-    DequantizeOptions o;
-    o.output_dtype = c.out;
-    auto d = PreparePmx(q->attrs, q->x.view(), q->scale.view(), q->zero_point_view_or_null(&zs), o);
-    REQUIRE(d.ok());
+  const PmxCase cases[] = {{4, QuantScheme::kSymmetric, 1, 128, false, DType::kFloat32},
+                           {4, QuantScheme::kAsymmetric, 0, 32, false, DType::kBFloat16},
+                           {8, QuantScheme::kSymmetric, 1, 64, false, DType::kFloat16}};
+  for (const PmxCase& c : cases) {
+    const auto prepared = PreparePmxCase(wf, n, k, c);
+    const Dequantizer* d = &*prepared->d;
     for (const bool in_out : {false, true}) {
       const auto w = WeightRows(*d, in_out);
       const int64_t nn = in_out ? k : n, kk = in_out ? n : k;
@@ -576,6 +578,34 @@ TEST_CASE("MatMul gemm=kBlas: within the stated bound, the same bits for every t
       }
     }
   }
+}
+
+TEST_CASE("MatMul gemm=kBlas: concurrent calls give the one-thread bits (the BLAS's buffers)") {
+  // Debian's serial OpenBLAS 0.3.21 failed this in 1-3 % of rounds (whole
+  // blocks of Y wrong): two threads' sgemm calls shared its buffers.
+  if (!BlasAvailable()) return;
+  const int64_t n = 608, k = 1152, m = 45;
+  const auto wf = Random(static_cast<size_t>(n * k), 21);
+  const auto prepared =
+      PreparePmxCase(wf, n, k, {4, QuantScheme::kAsymmetric, 0, 32, false, DType::kBFloat16});
+  const auto x = Random(static_cast<size_t>(m * n), 22);
+  const TensorView xv{DType::kFloat32, {m, n}, x.data(), x.size() * 4};
+  MatMulOptions mo;
+  mo.weight = MatMulOptions::Weight::kInOut;  // [K, N] tiles: 5 blocks of features
+  mo.gemm = MatMulOptions::Gemm::kBlas;
+  mo.threads = 1;
+  std::vector<float> want(static_cast<size_t>(m * k)), y(want.size());
+  REQUIRE(
+      MatMul(*prepared->d, xv, {DType::kFloat32, {m, k}, want.data(), want.size() * 4}, nullptr, mo)
+          .ok());
+  int wrong = 0;
+  for (int round = 0; round < 3000; ++round) {
+    mo.threads = 2 + round % 2;
+    REQUIRE(MatMul(*prepared->d, xv, {DType::kFloat32, {m, k}, y.data(), y.size() * 4}, nullptr, mo)
+                .ok());
+    wrong += std::memcmp(y.data(), want.data(), y.size() * 4) != 0;
+  }
+  CHECK(wrong == 0);
 }
 
 TEST_CASE("MatMul refuses bad input by name and writes nothing") {

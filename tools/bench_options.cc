@@ -85,7 +85,7 @@ void AddBenchOptions(CLI::App* app, BenchOptions* o) {
       ->capture_default_str();
   app->add_option("--matmul-gemm", o->matmul_gemm,
                   "--matmul's sums: exact (the fixed-order dot) and / or blas (the prefill path: "
-                  "sgemm of the serial OpenBLAS on dequantized tiles from M = 32). With the BLAS "
+                  "OpenBLAS sgemm on dequantized tiles from M = 32). With the BLAS "
                   "in the build, rows also time its sgemm on the already dequantized float32 "
                   "weight (dense ms; x dense = dense time / time)")
       ->delimiter(',')

@@ -40,7 +40,7 @@ BLAS_CHUNK = 1024  # op/matmul.h kBlasChunk
 
 def blas_mismatches(d, w, rng, m=BLAS_MIN_ROWS + 1, **kw):
     """gemm="blas" (the prefill path: the dequantized tiles through the
-    serial OpenBLAS's sgemm) on Dequantizer d against the float64 product
+    OpenBLAS's sgemm) on Dequantizer d against the float64 product
     with w ([N, K] float32 as the matmul sees W): every output within
     gamma(K + ceil(K / BLAS_CHUNK)) * sum |x w| (op/matmul.h), the same bits
     for 1, 2 and 3 threads, X float32, float16 and bfloat16. A build without the BLAS

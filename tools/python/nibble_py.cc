@@ -796,7 +796,7 @@ PYBIND11_MODULE(_nibble, m) {
            "float32 or x's type (out_dtype). A 3-D weight [E, ., .] (MoE experts): W is "
            "expert `expert`'s matrix. Same bits for every thread count. gemm='exact': a "
            "fixed-order dot (the same bits on every machine and batch size); 'blas': from 32 "
-           "rows of x, dequantized tiles through the serial OpenBLAS's sgemm (prefill, about "
+           "rows of x, dequantized tiles through OpenBLAS's sgemm (prefill, about "
            "2x faster; its bits depend on the CPU and library; nibble.blas() says which).")
       .def_property_readonly("rows", [](const PyDequantizer& p) { return p.d->rows(); })
       .def_property_readonly("cols", [](const PyDequantizer& p) { return p.d->cols(); })
