@@ -457,8 +457,8 @@ TEST_CASE("MatMul on ONNX int4 [K, N] blocked along K (in_out) == the reference,
 }
 
 TEST_CASE("MatMul stops between tiles when its cancel callback says so") {
-  // 4096 features of K = 512: tiles of 256 rows, 16 of them.
-  const int64_t n = 4096, k = 512, m = 2;
+  // 4096 features of K = 512: tiles of 256 rows, 16 of them (both paths).
+  const int64_t n = 4096, k = 512;
   const auto wf = Random(static_cast<size_t>(n * k), 31);
   QuantizeConfig cfg;
   cfg.group_size = 128;
@@ -466,25 +466,32 @@ TEST_CASE("MatMul stops between tiles when its cancel callback says so") {
   REQUIRE(q.ok());
   auto d = PreparePmx(q->attrs, q->x.view(), q->scale.view(), nullptr);
   REQUIRE(d.ok());
-  const auto x = Random(static_cast<size_t>(m * k), 32);
-  TensorView xv{DType::kFloat32, {m, k}, x.data(), x.size() * 4};
-  std::vector<float> want(static_cast<size_t>(m * n)), y(want.size());
-  MutableTensorView wv{DType::kFloat32, {m, n}, want.data(), want.size() * 4};
-  MutableTensorView yv{DType::kFloat32, {m, n}, y.data(), y.size() * 4};
-  REQUIRE(MatMul(*d, xv, wv).ok());
-  for (const int threads : {1, 2}) {
-    int asked = 0;
+  const bool blas = BlasAvailable();
+  for (const auto gemm : {MatMulOptions::Gemm::kExact, MatMulOptions::Gemm::kBlas}) {
+    if (gemm == MatMulOptions::Gemm::kBlas && !blas) continue;
+    const int64_t m = gemm == MatMulOptions::Gemm::kBlas ? kBlasMinRows + 8 : 2;
+    const auto x = Random(static_cast<size_t>(m * k), 32);
+    TensorView xv{DType::kFloat32, {m, k}, x.data(), x.size() * 4};
+    std::vector<float> want(static_cast<size_t>(m * n)), y(want.size());
+    MutableTensorView wv{DType::kFloat32, {m, n}, want.data(), want.size() * 4};
+    MutableTensorView yv{DType::kFloat32, {m, n}, y.data(), y.size() * 4};
     MatMulOptions o;
-    o.threads = threads;
-    o.cancelled = [&] { return ++asked >= 3; };  // stop before the caller's third tile
-    const Status st = MatMul(*d, xv, yv, nullptr, o);
-    CHECK(!st.ok());
-    CHECK(st.message() == "matmul: interrupted");
-    CHECK(asked == 3);                    // asked no more once it said stop
-    o.cancelled = [&] { return false; };  // never stops: the same bits
-    std::fill(y.begin(), y.end(), -1.0f);
-    REQUIRE(MatMul(*d, xv, yv, nullptr, o).ok());
-    CHECK(y == want);
+    o.gemm = gemm;
+    REQUIRE(MatMul(*d, xv, wv, nullptr, o).ok());
+    for (const int threads : {1, 2}) {
+      CAPTURE(threads);
+      int asked = 0;
+      o.threads = threads;
+      o.cancelled = [&] { return ++asked >= 3; };  // stop before the caller's third tile
+      const Status st = MatMul(*d, xv, yv, nullptr, o);
+      CHECK(!st.ok());
+      CHECK(st.message() == "matmul: interrupted");
+      CHECK(asked == 3);                    // asked no more once it said stop
+      o.cancelled = [&] { return false; };  // never stops: the same bits
+      std::fill(y.begin(), y.end(), -1.0f);
+      REQUIRE(MatMul(*d, xv, yv, nullptr, o).ok());
+      CHECK(y == want);
+    }
   }
 }
 
