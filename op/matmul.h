@@ -80,9 +80,12 @@ struct MatMulOptions {
 // tiles (features x K). Measured on the VM (Intel Xeon guest, one thread,
 // 4096 x 4096 float32, OpenBLAS 0.3.21): sgemm at M = 16 10 ms
 // against the exact path's 7.7, at M = 128 / 512 32 / 106 ms against 58 /
-// 236 (bench/results/2026-12-01-blas-prefill/).
+// 236 (bench/results/2026-12-01-blas-prefill/). Tiles of 512 x 1024 (2
+// MiB of float32) against 256 x 1024: at 4096 x 14336, M = 512, 0.88-0.90
+// of the dense sgemm against 0.80-0.82; at 4096 x 4096 within the noise
+// (tile-shapes.txt there).
 inline constexpr int64_t kBlasMinRows = 32;
-inline constexpr int64_t kBlasRows = 256, kBlasChunk = 1024;
+inline constexpr int64_t kBlasRows = 512, kBlasChunk = 1024;
 
 // Y's shape for an X of shape `x`: X's leading dimensions and N; an error
 // naming the mismatch when the weight is neither 2-D nor 3-D with an

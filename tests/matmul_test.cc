@@ -496,7 +496,7 @@ TEST_CASE("MatMul stops between tiles when its cancel callback says so") {
 }
 
 TEST_CASE("MatMul gemm=kBlas: within the stated bound, the same bits for every thread count") {
-  // N = 608: two whole tiles of kBlasRows features and a partial one; K =
+  // N = 608: a whole tile of kBlasRows features and a partial one; K =
   // 1152: a whole chunk of kBlasChunk and a partial one (in_out swaps them).
   const int64_t n = 608, k = 1152;
   const auto wf = Random(static_cast<size_t>(n * k), 11);
@@ -598,7 +598,7 @@ TEST_CASE("MatMul gemm=kBlas: concurrent calls give the one-thread bits (the BLA
   const auto x = Random(static_cast<size_t>(m * n), 22);
   const TensorView xv{DType::kFloat32, {m, n}, x.data(), x.size() * 4};
   MatMulOptions mo;
-  mo.weight = MatMulOptions::Weight::kInOut;  // [K, N] tiles: 5 blocks of features
+  mo.weight = MatMulOptions::Weight::kInOut;  // [K, N] tiles: 3 blocks of features
   mo.gemm = MatMulOptions::Gemm::kBlas;
   mo.threads = 1;
   std::vector<float> want(static_cast<size_t>(m * k)), y(want.size());

@@ -326,20 +326,42 @@ wl = rng.standard_normal((4096, 2048)).astype(np.float32)
 ql = nibble.quantize(wl, bits=4, group_size=128)
 dl = nibble.Dequantizer.pmx(ql["x"], ql["scale"], group_size=128)
 xl = rng.standard_normal((4096, 2048)).astype(np.float32)
-t0 = time.perf_counter()
-dl.matmul(xl, threads=1)
-full = time.perf_counter() - t0
-timer = threading.Timer(0.1, lambda: os.kill(os.getpid(), signal.SIGINT))
-t0 = time.perf_counter()
-try:
-    timer.start()
-    dl.matmul(xl, threads=1)
-    check("Ctrl-C: KeyboardInterrupt", False, "the matmul returned (%.2f s)" % full)
-except KeyboardInterrupt:
-    took = time.perf_counter() - t0
-    check("Ctrl-C: stops between tiles (%.2f s of %.2f s)" % (took, full),
-          full < 0.3 or took < 0.6 * full)
-timer.join()
+for gemm in ("exact", "blas") if nibble.blas() is not None else ("exact",):
+    t0 = time.perf_counter()
+    dl.matmul(xl, threads=1, gemm=gemm)
+    full = time.perf_counter() - t0
+    timer = threading.Timer(0.1, lambda: os.kill(os.getpid(), signal.SIGINT))
+    t0 = time.perf_counter()
+    try:
+        timer.start()
+        dl.matmul(xl, threads=1, gemm=gemm)
+        check("Ctrl-C (gemm=%s): KeyboardInterrupt" % gemm, False,
+              "the matmul returned (%.2f s)" % full)
+    except KeyboardInterrupt:
+        took = time.perf_counter() - t0
+        check("Ctrl-C (gemm=%s): stops between tiles (%.2f s of %.2f s)" % (gemm, took, full),
+              full < 0.3 or took < 0.6 * full)
+    timer.join()
+
+# Two Python threads multiplying at once (the GIL released): each gets the
+# bits it gets alone, on both paths (the BLAS's buffers shared by threads).
+xs = [rng.standard_normal((40, 2048)).astype(np.float32) for _ in range(2)]
+for gemm in ("exact", "blas") if nibble.blas() is not None else ("exact",):
+    alone = [dl.matmul(x, threads=2, gemm=gemm) for x in xs]
+    wrong = [0, 0]
+
+    def worker(i, gemm=gemm, alone=alone, wrong=wrong):
+        for _ in range(60):
+            if not same_bits(dl.matmul(xs[i], threads=2, gemm=gemm), alone[i]):
+                wrong[i] += 1
+
+    ts = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    check("two Python threads at once (gemm=%s): the bits of each alone" % gemm, wrong == [0, 0],
+          wrong)
 
 # The example client: a llama MLP block through nibble's matmul on a GGUF
 # (Q4_0 / Q4_1 / Q4_K) and a GPTQ act-order checkpoint, against numpy.
