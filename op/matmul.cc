@@ -323,7 +323,7 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // M = 4 1.0-1.4x; at K = 4096 within the noise; GPTQ / AWQ / act-order
   // 1.4-9x slower (not taken). The AMD EPYC guest measured small tiles
   // slower (16 x 2048 at M = 1: Q4_0 4096 x 14336 6.8 -> 9.3 ms).
-  // Up to 4 rows of X times the weight's own float32 values: the kernels' fused
+  // Up to 4 rows of X (8: below) times the weight's own float32 values: the kernels' fused
   // dot (kernels/plan.h Plan::dot) where they have one — the values are
   // decoded in registers and never stored (AVX-512, 4-bit codes looked up
   // in a group's table: PMX / ONNX / MatMulNBits int4, compressed-tensors,
@@ -340,9 +340,14 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // `bench/results/2026-11-28-dot-order/`).
   // Measured (Intel Xeon guest, one thread, 4096 x 4096, M = 1): see
   // docs/embedding.md.
-  const bool fused = !blas && ((m <= 4 && !columns) || (m == 1 && columns)) && !across &&
-                     wt == OutType::kF32 && !w.plan().Staged() && k % 32 == 0 &&
-                     FusedDotProbe(w, row_base, xf, m, k);
+  // 5 - 8 rows of X: the fused dot on groups of kFusedRows, each
+  // decoding the block again (from the L2: 64 rows of packed codes), the
+  // same bits. Measured (Intel Xeon guest, one thread, 4096 x 4096,
+  // pmx-q1 / q4_0 / q4_k / ct / nf4): see bench/results/2026-12-01-blas-prefill/fused-8.txt.
+  constexpr int64_t kFusedRows = 4, kFusedMaxRows = 8;
+  const bool fused = !blas && ((m <= kFusedMaxRows && !columns) || (m == 1 && columns)) &&
+                     !across && wt == OutType::kF32 && !w.plan().Staged() && k % 32 == 0 &&
+                     FusedDotProbe(w, row_base, xf, std::min(m, kFusedRows), k);
   const bool l1_rows = !blas && !fused && !across && !columns && w.plan().axis_group == nullptr &&
                        m <= 4 && k > 8192 && CpuIsIntel();
   // The word layouts and group maps at M = 1 decode by columns
@@ -368,7 +373,7 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
                         : chunked
                             ? std::max<int64_t>(256, chunk_tile / (4 * chunk_rows) / 256 * 256)
                             : k;
-  const int64_t m_block = chunked ? std::min(m, kChunkM) : m;
+  const int64_t m_block = fused ? std::min(m, kFusedRows) : chunked ? std::min(m, kChunkM) : m;
   const int64_t blocks = (n + block - 1) / block;
   // Across: the tile's rows padded by a line (16 floats).
   const int64_t tile_ld = across ? block + 16 : chunk;
@@ -496,14 +501,15 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
               continue;
             }
             if (fused) {
-              // (fused: m <= 4 (one block of X), rows are features,
-              // float32 values)
+              // (fused: blocks of at most kFusedRows rows of X, rows are
+              // features, float32 values)
               bool done = false;
-              const Plan::Dot dot{xf + c0, mi, k, sums, &done};
+              const float* xi = xf + i0 * k + c0;
+              const Plan::Dot dot{xi, mi, k, sums, &done};
               Plan p = w.plan();
               p.dot = &dot;
               DequantizeTile(p, row_base + n0, row_base + n0 + nb, c0, c0 + cw, tile, cw);
-              if (!done) AccumulateDotRows(xf + c0, mi, k, tile, nb, cw, cw, sums);
+              if (!done) AccumulateDotRows(xi, mi, k, tile, nb, cw, cw, sums);
               continue;
             }
             st = tile_dot(n0, nb, i0, mi, c0, cw);

@@ -21,7 +21,8 @@
 // weight whose features are the view's columns ([K, N], weight="in_out" on
 // an [N, K] output) is multiplied as the tile holds it, by columns
 // (AccumulateDotCols: the same bits). The float weight is never written to
-// memory beyond that tile. Up to 4 rows of X on a layout whose kernels look
+// memory beyond that tile. Up to 8 rows of X (in groups of 4, each group
+// decoding the weight's block again from the L2) on a layout whose kernels look
 // 4-bit codes up in a group's table (AVX-512: PMX / ONNX / MatMulNBits
 // int4, compressed-tensors, bitsandbytes, GGUF Q4_0 / Q4_1 / Q4_K / IQ4_NL
 // / IQ4_XS / MXFP4, and GPTQ [N, K] words at M = 1; K a multiple of 32,

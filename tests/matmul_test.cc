@@ -217,7 +217,7 @@ TEST_CASE("MatMul on PMX layouts == the reference dot of the dequantized weight,
         const int64_t nn = in_out ? k : n, kk = in_out ? n : k;
         for (const DType xd : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
           const OutType xt = xd == DType::kFloat16 ? OutType::kF16 : OutType::kBF16;
-          for (const int64_t m : {int64_t{1}, int64_t{3}, int64_t{9}}) {
+          for (const int64_t m : {int64_t{1}, int64_t{3}, int64_t{6}, int64_t{9}}) {
             const auto x32 = Random(static_cast<size_t>(m * kk), 4);
             std::vector<uint16_t> xh(x32.size());  // X as 16-bit floats
             ConvertFloats(OutType::kF32, x32.data(), xt, xh.data(),
