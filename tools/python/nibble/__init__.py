@@ -330,9 +330,8 @@ def _dequantizer_matmul(self, x, bias=None, *, weight="out_in", threads=0, out_d
                           gemm=gemm)
     if torch is None:
         return y
-    if xd == "bfloat16" and y.dtype.itemsize == 2:  # Y in X's type: bfloat16 bits
-        return torch.from_numpy(y.view("int16")).view(torch.bfloat16)
-    return torch.from_numpy(y)
+    # (Y in X's type: bfloat16 bits when X was bfloat16)
+    return _wrap(y, "bfloat16" if xd == "bfloat16" and y.dtype.itemsize == 2 else None, "pt")
 
 
 _dequantizer_matmul.__doc__ = (_extension_matmul.__doc__ or "") + """
