@@ -51,6 +51,12 @@ extern const uint64_t* const kGgmlIq1sIndexGrid;
 extern const uint16_t* const kGgmlIq2xxsPackedIndexGrid;
 extern const uint16_t* const kGgmlIq3xxsPackedIndexGrid;
 extern const uint16_t* const kGgmlIq3sPackedIndexGrid;
+// The same three as byte planes, 64-byte aligned: the n entries' low
+// bytes, then their high bytes (entry i = p[i] | p[n + i] << 8), for the
+// byte permutes of CPUs with VBMI (grid_internal::LookupWordPlanes).
+extern const uint8_t* const kGgmlIq2xxsPackedIndexPlanes;
+extern const uint8_t* const kGgmlIq3xxsPackedIndexPlanes;
+extern const uint8_t* const kGgmlIq3sPackedIndexPlanes;
 
 }  // namespace nibble
 

@@ -58,6 +58,24 @@ const PackedIndexGrid<uint64_t, 256> kIq2xxsPacked(kIq2xxs, 2);
 const PackedIndexGrid<uint32_t, 256> kIq3xxsPacked(kIq3xxs, 3);
 const PackedIndexGrid<uint32_t, 512> kIq3sPacked(kIq3s, 3);
 
+// A packed index grid as two byte planes: the N entries' low bytes, then
+// their high bytes.
+template <size_t N>
+struct BytePlanes {
+  alignas(64) uint8_t v[2 * N];
+  template <class T>
+  explicit BytePlanes(const PackedIndexGrid<T, N>& packed) : v() {
+    for (size_t i = 0; i < N; ++i) {
+      v[i] = static_cast<uint8_t>(packed.v[i]);
+      v[N + i] = static_cast<uint8_t>(packed.v[i] >> 8);
+    }
+  }
+};
+
+const BytePlanes<256> kIq2xxsPlanes(kIq2xxsPacked);
+const BytePlanes<256> kIq3xxsPlanes(kIq3xxsPacked);
+const BytePlanes<512> kIq3sPlanes(kIq3sPacked);
+
 }  // namespace
 
 const uint64_t* const kGgmlIq2xxsIndexGrid = kIq2xxs.v;
@@ -69,5 +87,8 @@ const uint64_t* const kGgmlIq1sIndexGrid = kIq1s.v;
 const uint16_t* const kGgmlIq2xxsPackedIndexGrid = kIq2xxsPacked.v;
 const uint16_t* const kGgmlIq3xxsPackedIndexGrid = kIq3xxsPacked.v;
 const uint16_t* const kGgmlIq3sPackedIndexGrid = kIq3sPacked.v;
+const uint8_t* const kGgmlIq2xxsPackedIndexPlanes = kIq2xxsPlanes.v;
+const uint8_t* const kGgmlIq3xxsPackedIndexPlanes = kIq3xxsPlanes.v;
+const uint8_t* const kGgmlIq3sPackedIndexPlanes = kIq3sPlanes.v;
 
 }  // namespace nibble

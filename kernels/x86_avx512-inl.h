@@ -640,6 +640,56 @@ HWY_INLINE __m512i LookupWords(const uint16_t* table, __m512i idx) {
   }
   return r[0];
 }
+#if HWY_TARGET <= HWY_AVX3_DL
+// LookupWords with VBMI's byte permutes, 64 indices at a time: entries
+// table[idx] of a kEntries-entry packed index grid stored in byte planes
+// (kernels/ggml_grids.h, *PackedIndexPlanes: the entries' low bytes, then
+// their high bytes; 64-byte aligned) for kHalves * 32 indices: bits 0-7 of
+// index j in byte j of idx, bit 8 (512 entries) bit j of `high`. Entries
+// 32 h .. 32 h + 31 as 16-bit lanes to w[h]. Per plane, two-table byte
+// permutes on bits 0-6 blended on bits 7 and 8, then one byte permute per
+// 32 entries interleaving the planes: half the permutes of LookupWords
+// (a two-table byte permute does 64 lookups where the word one does 32,
+// at the same cost on the Intel guest: bench/HISTORY.md).
+template <int kEntries, int kHalves>
+HWY_INLINE void LookupWordPlanes(const uint8_t* planes, __m512i idx, __mmask64 high, __m512i* w) {
+  static_assert(kEntries == 256 || kEntries == 512, "2 or 4 permutes a plane");
+  static_assert(kHalves == 1 || kHalves == 2, "32 or 64 indices");
+  constexpr int kPairs = kEntries / 128;
+  const __mmask64 bit7 = _mm512_movepi8_mask(idx);
+  const auto* t = reinterpret_cast<const __m512i*>(planes);
+  __m512i plane[2];
+#pragma GCC unroll 2
+  for (int p = 0; p < 2; ++p) {
+    __m512i r[kPairs];
+#pragma GCC unroll 4
+    for (int k = 0; k < kPairs; ++k) {
+      r[k] = _mm512_permutex2var_epi8(_mm512_load_si512(t + p * 2 * kPairs + 2 * k), idx,
+                                      _mm512_load_si512(t + p * 2 * kPairs + 2 * k + 1));
+    }
+    plane[p] = _mm512_mask_blend_epi8(bit7, r[0], r[1]);
+    if constexpr (kPairs == 4) {
+      plane[p] = _mm512_mask_blend_epi8(high, plane[p], _mm512_mask_blend_epi8(bit7, r[2], r[3]));
+    }
+  }
+  // Byte 2 j of w[h]: low plane byte 32 h + j; byte 2 j + 1: the high one.
+  alignas(64) static constexpr struct Interleave {
+    uint8_t v[2][64];
+    constexpr Interleave() : v() {
+      for (int h = 0; h < 2; ++h) {
+        for (int j = 0; j < 32; ++j) {
+          v[h][2 * j] = static_cast<uint8_t>(32 * h + j);
+          v[h][2 * j + 1] = static_cast<uint8_t>(64 + 32 * h + j);
+        }
+      }
+    }
+  } kInterleave{};
+#pragma GCC unroll 2
+  for (int h = 0; h < kHalves; ++h) {
+    w[h] = _mm512_permutex2var_epi8(plane[0], _mm512_load_si512(kInterleave.v[h]), plane[1]);
+  }
+}
+#endif
 // Quarter q (lanes 8 q .. 8 q + 7) of 32 packed IQ2_XXS entries (8 2-bit
 // positions each, kGgmlIq2xxsPackedIndexGrid) as 8 bytes each, position j
 // in byte j: the 16 bits spread to bytes by three shift-or-mask steps.
@@ -823,10 +873,14 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>>
         _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0, 0, 0, 0, 0), qs);
     // The 32 indices looked up in the packed index grid (the grid bytes'
     // positions; their values for Fill<false>).
-    StoreEntries2<kIndex, kGgmlIq2GridValues>(
-        LookupWords<256>(kGgmlIq2xxsPackedIndexGrid,
-                         _mm512_cvtepu8_epi16(_mm512_castsi512_si256(even))),
-        g.grid);
+#if HWY_TARGET <= HWY_AVX3_DL
+    __m512i e;
+    LookupWordPlanes<256, 1>(kGgmlIq2xxsPackedIndexPlanes, even, 0, &e);
+#else
+    const __m512i e = LookupWords<256>(kGgmlIq2xxsPackedIndexGrid,
+                                       _mm512_cvtepu8_epi16(_mm512_castsi512_si256(even)));
+#endif
+    StoreEntries2<kIndex, kGgmlIq2GridValues>(e, g.grid);
     for (int h = 0; h < 2; ++h) {
       // Lane k: aux of sub-block 4 h + k / 4 (dword 2 ib + 1).
       const __m512i aux = _mm512_permutexvar_epi32(
@@ -895,14 +949,22 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_XXS>>>
     using Block = GgufIQ3_XXS::Block;
     const float d = layout_internal::Half(b, offsetof(Block, d));
     auto* entries = reinterpret_cast<uint32_t*>(g.grid);
-    // The 64 indices looked up in the packed index grid, 32 at a time (the
-    // grid bytes' positions; their values for Fill<false>).
+    // The 64 indices looked up in the packed index grid (the grid bytes'
+    // positions; their values for Fill<false>).
+#if HWY_TARGET <= HWY_AVX3_DL
+    __m512i e[2];
+    LookupWordPlanes<256, 2>(kGgmlIq3xxsPackedIndexPlanes,
+                             _mm512_loadu_si512(b + offsetof(Block, qs)), 0, e);
+#else
+    __m512i e[2];
     for (int h = 0; h < 2; ++h) {
-      const __m512i e = LookupWords<256>(
-          kGgmlIq3xxsPackedIndexGrid,
-          _mm512_cvtepu8_epi16(_mm256_loadu_si256(
-              reinterpret_cast<const __m256i*>(b + offsetof(Block, qs) + 32 * h))));
-      StoreEntries3<kIndex, kGgmlIq3xxsGridValues>(e, entries + 32 * h);
+      e[h] = LookupWords<256>(kGgmlIq3xxsPackedIndexGrid,
+                              _mm512_cvtepu8_epi16(_mm256_loadu_si256(
+                                  reinterpret_cast<const __m256i*>(b + offsetof(Block, qs) + 32 * h))));
+    }
+#endif
+    for (int h = 0; h < 2; ++h) {
+      StoreEntries3<kIndex, kGgmlIq3xxsGridValues>(e[h], entries + 32 * h);
     }
     const __m512i words = _mm512_castsi256_si512(
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + offsetof(Block, scales_signs))));
@@ -931,18 +993,26 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_S>>>
     using Block = GgufIQ3_S::Block;
     const float d = layout_internal::Half(b, offsetof(Block, d));
     auto* entries = reinterpret_cast<uint32_t*>(g.grid);
-    // The 64 indices looked up in the packed index grid, 32 at a time (the
-    // grid bytes' positions; their values for Fill<false>): bit 8 of index
-    // j is bit j % 32 of the little-endian qh word j / 32 (bit j % 8 of
-    // qh[j / 8]).
+    // The 64 indices looked up in the packed index grid (the grid bytes'
+    // positions; their values for Fill<false>): bit 8 of index j is bit j
+    // of the little-endian qh (bit j % 8 of qh[j / 8]).
+    uint64_t high;
+    std::memcpy(&high, b + offsetof(Block, qh), 8);
+    __m512i e[2];
+#if HWY_TARGET <= HWY_AVX3_DL
+    LookupWordPlanes<512, 2>(kGgmlIq3sPackedIndexPlanes,
+                             _mm512_loadu_si512(b + offsetof(Block, qs)), _cvtu64_mask64(high), e);
+#else
     for (int h = 0; h < 2; ++h) {
-      uint32_t high;
-      std::memcpy(&high, b + offsetof(Block, qh) + 4 * h, 4);
       __m512i idx = _mm512_cvtepu8_epi16(
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + offsetof(Block, qs) + 32 * h)));
-      idx = _mm512_mask_add_epi16(idx, static_cast<__mmask32>(high), idx, _mm512_set1_epi16(0x100));
-      const __m512i e = LookupWords<512>(kGgmlIq3sPackedIndexGrid, idx);
-      StoreEntries3<kIndex, kGgmlIq3sGridValues>(e, entries + 32 * h);
+      idx = _mm512_mask_add_epi16(idx, static_cast<__mmask32>(high >> (32 * h)), idx,
+                                  _mm512_set1_epi16(0x100));
+      e[h] = LookupWords<512>(kGgmlIq3sPackedIndexGrid, idx);
+    }
+#endif
+    for (int h = 0; h < 2; ++h) {
+      StoreEntries3<kIndex, kGgmlIq3sGridValues>(e[h], entries + 32 * h);
     }
     std::memcpy(g.signs, b + offsetof(Block, signs), 32);
     uint32_t packed;
