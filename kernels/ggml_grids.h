@@ -51,10 +51,11 @@ extern const uint64_t* const kGgmlIq1sIndexGrid;
 extern const uint16_t* const kGgmlIq2xxsPackedIndexGrid;
 extern const uint16_t* const kGgmlIq3xxsPackedIndexGrid;
 extern const uint16_t* const kGgmlIq3sPackedIndexGrid;
-// The same three as byte planes, 64-byte aligned: the n entries' low
+// The IQ3 types' as byte planes, 64-byte aligned: the n entries' low
 // bytes, then their high bytes (entry i = p[i] | p[n + i] << 8), for the
-// byte permutes of CPUs with VBMI (grid_internal::LookupWordPlanes).
-extern const uint8_t* const kGgmlIq2xxsPackedIndexPlanes;
+// byte permutes of CPUs with VBMI (grid_internal::LookupWordPlanes, 64
+// lookups a block; IQ2_XXS's 32 and IQ2_XS's 32 of 512 entries measured
+// no faster that way than LookupWords and the gathers).
 extern const uint8_t* const kGgmlIq3xxsPackedIndexPlanes;
 extern const uint8_t* const kGgmlIq3sPackedIndexPlanes;
 

@@ -72,7 +72,6 @@ struct BytePlanes {
   }
 };
 
-const BytePlanes<256> kIq2xxsPlanes(kIq2xxsPacked);
 const BytePlanes<256> kIq3xxsPlanes(kIq3xxsPacked);
 const BytePlanes<512> kIq3sPlanes(kIq3sPacked);
 
@@ -87,7 +86,6 @@ const uint64_t* const kGgmlIq1sIndexGrid = kIq1s.v;
 const uint16_t* const kGgmlIq2xxsPackedIndexGrid = kIq2xxsPacked.v;
 const uint16_t* const kGgmlIq3xxsPackedIndexGrid = kIq3xxsPacked.v;
 const uint16_t* const kGgmlIq3sPackedIndexGrid = kIq3sPacked.v;
-const uint8_t* const kGgmlIq2xxsPackedIndexPlanes = kIq2xxsPlanes.v;
 const uint8_t* const kGgmlIq3xxsPackedIndexPlanes = kIq3xxsPlanes.v;
 const uint8_t* const kGgmlIq3sPackedIndexPlanes = kIq3sPlanes.v;
 

@@ -644,17 +644,17 @@ HWY_INLINE __m512i LookupWords(const uint16_t* table, __m512i idx) {
 // LookupWords with VBMI's byte permutes, 64 indices at a time: entries
 // table[idx] of a kEntries-entry packed index grid stored in byte planes
 // (kernels/ggml_grids.h, *PackedIndexPlanes: the entries' low bytes, then
-// their high bytes; 64-byte aligned) for kHalves * 32 indices: bits 0-7 of
-// index j in byte j of idx, bit 8 (512 entries) bit j of `high`. Entries
-// 32 h .. 32 h + 31 as 16-bit lanes to w[h]. Per plane, two-table byte
+// their high bytes; 64-byte aligned) for 64 indices: bits 0-7 of index j
+// in byte j of idx, bit 8 (512 entries) bit j of `high`. Entries 32 h ..
+// 32 h + 31 as 16-bit lanes to w[h], h = 0, 1. Per plane, two-table byte
 // permutes on bits 0-6 blended on bits 7 and 8, then one byte permute per
 // 32 entries interleaving the planes: half the permutes of LookupWords
 // (a two-table byte permute does 64 lookups where the word one does 32,
 // at the same cost on the Intel guest: bench/HISTORY.md).
-template <int kEntries, int kHalves>
-HWY_INLINE void LookupWordPlanes(const uint8_t* planes, __m512i idx, __mmask64 high, __m512i* w) {
+template <int kEntries>
+HWY_INLINE void LookupWordPlanes(const uint8_t* planes, __m512i idx, __mmask64 high,
+                                 __m512i w[2]) {
   static_assert(kEntries == 256 || kEntries == 512, "2 or 4 permutes a plane");
-  static_assert(kHalves == 1 || kHalves == 2, "32 or 64 indices");
   constexpr int kPairs = kEntries / 128;
   const __mmask64 bit7 = _mm512_movepi8_mask(idx);
   const auto* t = reinterpret_cast<const __m512i*>(planes);
@@ -685,7 +685,7 @@ HWY_INLINE void LookupWordPlanes(const uint8_t* planes, __m512i idx, __mmask64 h
     }
   } kInterleave{};
 #pragma GCC unroll 2
-  for (int h = 0; h < kHalves; ++h) {
+  for (int h = 0; h < 2; ++h) {
     w[h] = _mm512_permutex2var_epi8(plane[0], _mm512_load_si512(kInterleave.v[h]), plane[1]);
   }
 }
@@ -873,14 +873,10 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>>
         _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0, 0, 0, 0, 0), qs);
     // The 32 indices looked up in the packed index grid (the grid bytes'
     // positions; their values for Fill<false>).
-#if HWY_TARGET <= HWY_AVX3_DL
-    __m512i e;
-    LookupWordPlanes<256, 1>(kGgmlIq2xxsPackedIndexPlanes, even, 0, &e);
-#else
-    const __m512i e = LookupWords<256>(kGgmlIq2xxsPackedIndexGrid,
-                                       _mm512_cvtepu8_epi16(_mm512_castsi512_si256(even)));
-#endif
-    StoreEntries2<kIndex, kGgmlIq2GridValues>(e, g.grid);
+    StoreEntries2<kIndex, kGgmlIq2GridValues>(
+        LookupWords<256>(kGgmlIq2xxsPackedIndexGrid,
+                         _mm512_cvtepu8_epi16(_mm512_castsi512_si256(even))),
+        g.grid);
     for (int h = 0; h < 2; ++h) {
       // Lane k: aux of sub-block 4 h + k / 4 (dword 2 ib + 1).
       const __m512i aux = _mm512_permutexvar_epi32(
@@ -953,7 +949,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_XXS>>>
     // positions; their values for Fill<false>).
 #if HWY_TARGET <= HWY_AVX3_DL
     __m512i e[2];
-    LookupWordPlanes<256, 2>(kGgmlIq3xxsPackedIndexPlanes,
+    LookupWordPlanes<256>(kGgmlIq3xxsPackedIndexPlanes,
                              _mm512_loadu_si512(b + offsetof(Block, qs)), 0, e);
 #else
     __m512i e[2];
@@ -1000,7 +996,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_S>>>
     std::memcpy(&high, b + offsetof(Block, qh), 8);
     __m512i e[2];
 #if HWY_TARGET <= HWY_AVX3_DL
-    LookupWordPlanes<512, 2>(kGgmlIq3sPackedIndexPlanes,
+    LookupWordPlanes<512>(kGgmlIq3sPackedIndexPlanes,
                              _mm512_loadu_si512(b + offsetof(Block, qs)), _cvtu64_mask64(high), e);
 #else
     for (int h = 0; h < 2; ++h) {

@@ -692,25 +692,38 @@ TEST_CASE("grid value sets and index grids") {
   CheckIndexGrid("iq3_xxs", kGgmlIq3xxsGrid, kGgmlIq3xxsIndexGrid, kGgmlIq3xxsGridValues);
   CheckIndexGrid("iq3_s", kGgmlIq3sGrid, kGgmlIq3sIndexGrid, kGgmlIq3sGridValues);
   CheckIndexGrid("iq1_s", kGgmlIq1sGrid, kGgmlIq1sIndexGrid, kGgmlIq1GridValues);
-  // The packed index grids: position j of entry i at bits [b j, b j + b).
-  const auto check_packed = [](const char* name, const auto* index, const uint16_t* packed,
-                               int bits, size_t entries) {
+  // The packed index grids: position j of entry i at bits [b j, b j + b)
+  // of entry(i) — the 16-bit words, and the byte planes (low bytes, then
+  // high bytes).
+  const auto check_packed = [](const char* name, const auto* index, const void* table,
+                               const auto& entry, int bits, size_t entries) {
     CAPTURE(name);
-    CHECK(reinterpret_cast<uintptr_t>(packed) % 64 == 0);
+    CHECK(reinterpret_cast<uintptr_t>(table) % 64 == 0);
     int64_t bad = 0;
     for (size_t i = 0; i < entries; ++i) {
+      const unsigned packed = entry(i);
       for (size_t j = 0; j < sizeof(index[0]); ++j) {
         const unsigned position = static_cast<unsigned>((index[i] >> (8 * j)) & 0xFF);
-        bad += static_cast<unsigned>((packed[i] >> (bits * static_cast<int>(j))) &
-                                     ((1 << bits) - 1)) != position;
+        bad += ((packed >> (bits * static_cast<int>(j))) & ((1u << bits) - 1)) != position;
       }
-      bad += (packed[i] >> (bits * static_cast<int>(sizeof(index[0])))) != 0;
+      bad += (packed >> (bits * static_cast<int>(sizeof(index[0])))) != 0;
     }
     CHECK(bad == 0);
   };
-  check_packed("iq2_xxs", kGgmlIq2xxsIndexGrid, kGgmlIq2xxsPackedIndexGrid, 2, 256);
-  check_packed("iq3_xxs", kGgmlIq3xxsIndexGrid, kGgmlIq3xxsPackedIndexGrid, 3, 256);
-  check_packed("iq3_s", kGgmlIq3sIndexGrid, kGgmlIq3sPackedIndexGrid, 3, 512);
+  const auto words = [](const uint16_t* w) { return [w](size_t i) -> unsigned { return w[i]; }; };
+  const auto planes = [](const uint8_t* p, size_t n) {
+    return [p, n](size_t i) -> unsigned { return p[i] | unsigned{p[n + i]} << 8; };
+  };
+  check_packed("iq2_xxs", kGgmlIq2xxsIndexGrid, kGgmlIq2xxsPackedIndexGrid,
+               words(kGgmlIq2xxsPackedIndexGrid), 2, 256);
+  check_packed("iq3_xxs", kGgmlIq3xxsIndexGrid, kGgmlIq3xxsPackedIndexGrid,
+               words(kGgmlIq3xxsPackedIndexGrid), 3, 256);
+  check_packed("iq3_s", kGgmlIq3sIndexGrid, kGgmlIq3sPackedIndexGrid,
+               words(kGgmlIq3sPackedIndexGrid), 3, 512);
+  check_packed("iq3_xxs planes", kGgmlIq3xxsIndexGrid, kGgmlIq3xxsPackedIndexPlanes,
+               planes(kGgmlIq3xxsPackedIndexPlanes, 256), 3, 256);
+  check_packed("iq3_s planes", kGgmlIq3sIndexGrid, kGgmlIq3sPackedIndexPlanes,
+               planes(kGgmlIq3sPackedIndexPlanes, 512), 3, 512);
 }
 
 // Block-structured checkpoint layouts (GGUF Q4_0 / Q4_1 / Q8_0 / Q4_K, AWQ
