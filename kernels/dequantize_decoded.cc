@@ -32,7 +32,7 @@ using VF = hn::Vec<DF>;
 // reads a batch of blocks before expanding the first, so those stores
 // have left the store buffer (a load straddling pending stores stalls).
 // Optional, on AVX-512 (kOut16 true): Read16<kOut>(block, bf16_hw) reads as
-// Read does and may prepare Out16; Out16<kOut>(e) returns the kOut bits
+// Read does and may prepare Out16; Out16<kOut>(e, bf16_hw) returns the kOut bits
 // (float16 / bfloat16) of values e .. e+2N-1 (e a multiple of 2N), each the
 // value At gives rounded once (OutBits16): the layout's few distinct values
 // computed by At's operations, rounded once, and selected (vpermw by index,
@@ -93,7 +93,6 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
   HWY_INLINE void Read16(const uint8_t* b, bool bf16_hw) {
     if constexpr (kTable16) {
       GridGroups<D>::template Fill<true>(b, g_);
-      bf16_hw_ = bf16_hw;
     } else {
       Read(b);
       const DF df;
@@ -103,7 +102,7 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
     }
   }
   template <OutType kOut>
-  HWY_INLINE __m512i Out16(size_t e) const {
+  HWY_INLINE __m512i Out16(size_t e, bool bf16_hw) const {
     if constexpr (kTable16) {
       using T = typename GridGroups<D>::Table;
       struct Lanes {
@@ -134,7 +133,7 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
         const VF delta = hn::TableLookupLanes(hn::LoadU(df, g_.delta + e / 8), group);
         table = hn::Mul(scale, hn::Add(value, delta));  // At: scale * (float(q) + delta)
       }
-      return LookupHalves32(HalfTable16(OutBits16<kOut, true>(table, bf16_hw_)),
+      return LookupHalves32(HalfTable16(OutBits16<kOut, true>(table, bf16_hw)),
                             reinterpret_cast<const uint8_t*>(g_.grid) + e);
     } else {
       return BlendHalves32(g_.signs + e / 8, pos_, neg_);
@@ -189,8 +188,7 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
  private:
   GroupSet<kGroups> g_;
 #if HWY_TARGET <= HWY_AVX3
-  __m512i pos_, neg_;     // kBlend16
-  bool bf16_hw_ = false;  // kTable16
+  __m512i pos_, neg_;  // kBlend16
 #endif
 };
 
@@ -230,7 +228,7 @@ class BlockVectors<D, std::enable_if_t<std::is_same_v<D, GgufTQ1_0>>> {
   // 32 digits in 16-bit lanes (x * 3^n, the low byte, times 3, >> 8), each
   // the index of its value in table_.
   template <OutType kOut>
-  HWY_INLINE __m512i Out16(size_t e) const {
+  HWY_INLINE __m512i Out16(size_t e, bool /*bf16_hw*/) const {
     // The powers of values e .. e+31 (unit e / 32).
     struct Pow16 {
       uint16_t v[8][32];
@@ -342,7 +340,7 @@ class BlockVectors<D, std::enable_if_t<std::is_same_v<D, GgufNVFP4>>> {
   // 16 bytes qs[16 u ..] — in 16-bit lanes bytes 0-7 (low nibbles), 0-7
   // (high), 8-15 (low), 8-15 (high).
   template <OutType kOut>
-  HWY_INLINE __m512i Out16(size_t e) const {
+  HWY_INLINE __m512i Out16(size_t e, bool /*bf16_hw*/) const {
     alignas(64) static constexpr struct Offsets {
       uint16_t v[2][32];
       constexpr Offsets() : v() {
@@ -402,19 +400,17 @@ struct HasOut16<B, std::enable_if_t<B::kOut16>> : std::true_type {};
 // at least 2^-27 in magnitude (a float16 scale's smallest subnormal 2^-24
 // times at most 1/8; NVFP4's smallest UE4M3 half-scale 2^-10), so bfloat16
 // rounding needs no subnormal test.
-template <class D, OutType kOut>
-void DecodedRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
-                 int64_t ld) {
+// kFast: bfloat16 output on a CPU with AVX512_BF16 (CpuHasAvx512Bf16),
+// a constant in the loops (DecodedRows).
+template <class D, OutType kOut, bool kFast>
+void DecodedRowsWith(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
+                     int64_t ld) {
   constexpr int64_t kB = D::kBlockElems, kOutBytes = OutDesc<kOut>::kBytes;
   const DF df;
   const size_t N = hn::Lanes(df);
   static_assert(kB % 32 == 0, "whole units of 2N lanes per block");
   const int64_t row_blocks = plan.cols() / kB;
-#if HWY_TARGET <= HWY_AVX3
-  const bool fast = kOut == OutType::kBF16 && CpuHasAvx512Bf16();
-#else
-  const bool fast = false;
-#endif
+  constexpr bool fast = kFast;
 #if HWY_TARGET <= HWY_AVX3
   constexpr bool kOut16 = kOutBytes == 2 && HasOut16<BlockVectors<D>>::value;
 #else
@@ -458,7 +454,7 @@ void DecodedRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c
             char* const at = body + static_cast<int64_t>(e) * kOutBytes;
             if constexpr (kOut16) {
 #if HWY_TARGET <= HWY_AVX3
-              Store64(v[i].template Out16<kOut>(e), at, stream);
+              Store64(v[i].template Out16<kOut>(e, fast), at, stream);
 #endif
             } else {
               StoreOutUnit<kOut>(df, v[i].At(e), v[i].At(e + N), at, stream, fast);
@@ -470,6 +466,17 @@ void DecodedRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c
     if (c1 % kB != 0 && c1 / kB >= b0) part(c1 / kB, std::max(c0, c1 / kB * kB), c1);
   }
   if (streamed) hwy::FlushStream();
+}
+
+template <class D, OutType kOut>
+void DecodedRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
+                 int64_t ld) {
+#if HWY_TARGET <= HWY_AVX3
+  if (kOut == OutType::kBF16 && CpuHasAvx512Bf16()) {
+    return DecodedRowsWith<D, kOut, true>(plan, r0, r1, c0, c1, out, ld);
+  }
+#endif
+  DecodedRowsWith<D, kOut, false>(plan, r0, r1, c0, c1, out, ld);
 }
 
 template <class D>
