@@ -652,8 +652,7 @@ HWY_INLINE __m512i LookupWords(const uint16_t* table, __m512i idx) {
 // (a two-table byte permute does 64 lookups where the word one does 32,
 // at the same cost on the Intel guest: bench/HISTORY.md).
 template <int kEntries>
-HWY_INLINE void LookupWordPlanes(const uint8_t* planes, __m512i idx, __mmask64 high,
-                                 __m512i w[2]) {
+HWY_INLINE void LookupWordPlanes(const uint8_t* planes, __m512i idx, __mmask64 high, __m512i w[2]) {
   static_assert(kEntries == 256 || kEntries == 512, "2 or 4 permutes a plane");
   constexpr int kPairs = kEntries / 128;
   const __mmask64 bit7 = _mm512_movepi8_mask(idx);
@@ -949,14 +948,15 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_XXS>>>
     // positions; their values for Fill<false>).
 #if HWY_TARGET <= HWY_AVX3_DL
     __m512i e[2];
-    LookupWordPlanes<256>(kGgmlIq3xxsPackedIndexPlanes,
-                             _mm512_loadu_si512(b + offsetof(Block, qs)), 0, e);
+    LookupWordPlanes<256>(kGgmlIq3xxsPackedIndexPlanes, _mm512_loadu_si512(b + offsetof(Block, qs)),
+                          0, e);
 #else
     __m512i e[2];
     for (int h = 0; h < 2; ++h) {
-      e[h] = LookupWords<256>(kGgmlIq3xxsPackedIndexGrid,
-                              _mm512_cvtepu8_epi16(_mm256_loadu_si256(
-                                  reinterpret_cast<const __m256i*>(b + offsetof(Block, qs) + 32 * h))));
+      e[h] = LookupWords<256>(
+          kGgmlIq3xxsPackedIndexGrid,
+          _mm512_cvtepu8_epi16(_mm256_loadu_si256(
+              reinterpret_cast<const __m256i*>(b + offsetof(Block, qs) + 32 * h))));
     }
 #endif
     for (int h = 0; h < 2; ++h) {
@@ -996,8 +996,8 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_S>>>
     std::memcpy(&high, b + offsetof(Block, qh), 8);
     __m512i e[2];
 #if HWY_TARGET <= HWY_AVX3_DL
-    LookupWordPlanes<512>(kGgmlIq3sPackedIndexPlanes,
-                             _mm512_loadu_si512(b + offsetof(Block, qs)), _cvtu64_mask64(high), e);
+    LookupWordPlanes<512>(kGgmlIq3sPackedIndexPlanes, _mm512_loadu_si512(b + offsetof(Block, qs)),
+                          _cvtu64_mask64(high), e);
 #else
     for (int h = 0; h < 2; ++h) {
       __m512i idx = _mm512_cvtepu8_epi16(
