@@ -22,8 +22,10 @@
 //    byte lanes (16-bit variable shifts and byte masks).
 //  - GridGroups<D>::Fill: a grid i-quant block's groups (indices from
 //    their bit fields, vpgatherdq / vpgatherdd from the grid or its index
-//    grid, the sign parity, the scales) in 16-lane vectors; Highway 1.0.3
-//    has no 64-bit gather from 32-bit indices nor byte-masked arithmetic.
+//    grid, or permutes of the packed index grid — on AVX3_DL VBMI's byte
+//    permutes —, the sign parity, the scales) in 16-lane vectors; Highway
+//    1.0.3 has no 64-bit gather from 32-bit indices, no byte permutes nor
+//    byte-masked arithmetic.
 //  - Transpose16x16 / TransposeWords16 / ColumnNibbleTiles /
 //    GptqBlockTiles: the in-register transposes and 16-bit table lookups
 //    of the GPTQ / AWQ [N, K] kernels (Highway 1.0.3 has no 128-bit-block
@@ -946,12 +948,11 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_XXS>>>
     auto* entries = reinterpret_cast<uint32_t*>(g.grid);
     // The 64 indices looked up in the packed index grid (the grid bytes'
     // positions; their values for Fill<false>).
-#if HWY_TARGET <= HWY_AVX3_DL
     __m512i e[2];
+#if HWY_TARGET <= HWY_AVX3_DL
     LookupWordPlanes<256>(kGgmlIq3xxsPackedIndexPlanes, _mm512_loadu_si512(b + offsetof(Block, qs)),
                           0, e);
 #else
-    __m512i e[2];
     for (int h = 0; h < 2; ++h) {
       e[h] = LookupWords<256>(
           kGgmlIq3xxsPackedIndexGrid,
