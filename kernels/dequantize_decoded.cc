@@ -472,8 +472,8 @@ template <class D, OutType kOut>
 void DecodedRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
                  int64_t ld) {
 #if HWY_TARGET <= HWY_AVX3
-  if (kOut == OutType::kBF16 && CpuHasAvx512Bf16()) {
-    return DecodedRowsWith<D, kOut, true>(plan, r0, r1, c0, c1, out, ld);
+  if constexpr (kOut == OutType::kBF16) {  // (no kFast copy for the other types)
+    if (CpuHasAvx512Bf16()) return DecodedRowsWith<D, kOut, true>(plan, r0, r1, c0, c1, out, ld);
   }
 #endif
   DecodedRowsWith<D, kOut, false>(plan, r0, r1, c0, c1, out, ld);
