@@ -8,12 +8,16 @@ A binary may carry environment variables for its runs: VAR=VALUE:BIN
 another setting. Every row goes to OUT.jsonl (with `binary` and `round`).
 Printed, per row key and binary:
 - the dequantizing bench: the median G el/s per (layout, dtype, threads)
-  and the median ratio_rw where the bench gave one (n: how many rounds);
+  and the median ratio_rw where the bench gave one (n: how many rounds),
+  then, for each binary after the first, the geometric mean (and range)
+  over the rows of its median G el/s over the first binary's, per thread
+  count and in all;
 - `--matmul` rows: every round's milliseconds per (layout, N x K, M,
   threads).
 """
 import collections
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -65,6 +69,18 @@ def main():
             if rw[key][spec]:
                 line += ' rw %.2f (n=%d)' % (statistics.median(rw[key][spec]), len(rw[key][spec]))
         print(line)
+    for spec in specs[1:]:
+        by_threads = collections.defaultdict(list)
+        for key in gel:
+            if gel[key][spec] and gel[key][specs[0]]:
+                q = statistics.median(gel[key][spec]) / statistics.median(gel[key][specs[0]])
+                by_threads[key[2]].append(q)
+                by_threads['all'].append(q)
+        for t in sorted(by_threads, key=str):
+            qs = by_threads[t]
+            print('%s / %s, threads %s: geometric mean %.3f over %d rows (%.2f-%.2f)' %
+                  (spec.split('/')[-1], specs[0].split('/')[-1], t,
+                   math.exp(sum(map(math.log, qs)) / len(qs)), len(qs), min(qs), max(qs)))
     for key in sorted(ms):
         line = '%-12s %5dx%-5d M=%-4d t=%d' % key
         for spec in specs:

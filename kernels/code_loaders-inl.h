@@ -44,6 +44,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "kernels/layouts.h"
 #include "kernels/plan.h"
@@ -56,6 +57,29 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // The kernels' float vector type (full width).
 using KernelTag = hn::ScalableTag<float>;
+
+// How far ahead of the codes being decoded the kernels that read them in
+// order fetch into L1 (FetchAhead). The hardware prefetchers alone fell
+// behind beside the streamed stores on the Intel guests: the decode's
+// loads then waited for memory while its arithmetic could not overlap the
+// stores (a synthetic stream with arithmetic at 0.45 of its memory time
+// reached 0.81-0.85 of the bare stream, 0.91-0.94 with its reads fetched
+// 0.5-16 KiB ahead, one fetch per line spread over the loop, not in
+// bursts; bench/results/2026-12-02-fetch-ahead/).
+inline constexpr int64_t kFetchAheadBytes = 2048;
+
+// Fetches the lines of [p, p + bytes) kFetchAheadBytes ahead: the call
+// per block or group of a loop that reads its codes in order. Only a hint
+// (never faults, whatever the address).
+HWY_INLINE void FetchAhead(const uint8_t* p, int64_t bytes) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(kFetchAheadBytes);
+  for (int64_t o = 0; o < bytes; o += 64) {
+    hwy::Prefetch(reinterpret_cast<const uint8_t*>(a + static_cast<uintptr_t>(o)));
+  }
+  if (bytes > 0 && bytes % 64 != 0) {  // the last line, when the span is not whole lines
+    hwy::Prefetch(reinterpret_cast<const uint8_t*>(a + static_cast<uintptr_t>(bytes - 1)));
+  }
+}
 
 #if HWY_TARGET != HWY_SCALAR
 

@@ -191,7 +191,7 @@ class RowKernel {
   // onnx-b0 bfloat16 0.69 -> 0.85, pmx-q0 bfloat16 0.62 -> 0.77 at 2048
   // bytes (a probe of 1024: about half the gain); float32 outputs showed
   // none, so they fetch nothing (bench/results/2026-11-28-fetch-ahead/).
-  static constexpr int64_t kFetchAhead = OutDesc<kOut>::kBytes == 2 ? 2048 : 0;
+  static constexpr int64_t kFetchAhead = OutDesc<kOut>::kBytes == 2 ? kFetchAheadBytes : 0;
   // kOut where it is a 2-byte type (the half-width paths are compiled
   // for the others too, but never taken).
   static constexpr OutType kHalfOut = OutDesc<kOut>::kBytes == 2 ? kOut : OutType::kF16;
@@ -235,6 +235,15 @@ class RowKernel {
     const VI z = kZp == ZeroPointKind::kInteger ? hn::GatherIndex(di, zi, g) : off;
     const VF zf = kZp == ZeroPointKind::kFloat ? hn::GatherIndex(df, zfp, g) : hn::Zero(df);
     return LoadArith(codes, kk, vt, s, z, zf);
+  }
+
+  // The next group's codes (from k, at most to k1) fetched ahead
+  // (FetchAhead): at each group step of the loops over groups.
+  HWY_INLINE void FetchGroup(const CodeRef& codes, int64_t k, int64_t k1) const {
+    if constexpr (HasAddress<L>::value) {
+      const uint8_t* const a = L::Address(codes, k);
+      FetchAhead(a, L::Address(codes, std::min(k1, k + job_.group)) - a);
+    }
   }
 
   // The per-element units of [k, k1) (scales, zero points per element):
@@ -523,11 +532,7 @@ class RowKernel {
         }
         if (k + unit > k1) break;
         if (k == g_end) {  // groups aligned with units: step to the next
-          if constexpr (kFetchAhead > 0 && HasAddress<L>::value) {  // the next group's lines
-            const uint8_t* a = L::Address(codes, k) + kFetchAhead;
-            const uint8_t* const e = L::Address(codes, std::min(k1, k + job_.group)) + kFetchAhead;
-            for (; a < e; a += 64) hwy::Prefetch(a);
-          }
+          if constexpr (kFetchAhead > 0 && HasAddress<L>::value) FetchGroup(codes, k, k1);
           g_idx += job_.step;
           g_end += job_.group;
           g = MakeGroup(g_idx);
