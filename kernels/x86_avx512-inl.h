@@ -199,6 +199,77 @@ HWY_INLINE __m512i OutBits32(__m512 v0, __m512 v1) {
   return OutBits32<kOut, kNormal>(v0, v1, kOut == OutType::kBF16 && CpuHasAvx512Bf16());
 }
 
+#if HWY_TARGET <= HWY_AVX3_DL
+// ---------------------------------------------------------------------------
+// float8_e4m3fn codes to 16-bit outputs through byte-plane tables (VBMI).
+// A group's 128 magnitudes m (code & 0x7F) times its scale s, each rounded
+// once to kOut, are one 128-entry table of 16-bit values kept as two byte
+// planes in four registers; 64 codes then take two two-table byte permutes
+// (vpermt2b reads index bits 0-6), the code's sign bit flipped into bit 15,
+// and two unpacks. Same bits as the arithmetic path (decode(c) * s rounded
+// once) when s is finite: round-to-nearest-even is symmetric, so
+// decode(c) * s = -(decode(c & 0x7F) * s) bit for bit for a negative code,
+// zeros included (-0 * s = -(+0 * s)), and the NaN code's product is that
+// NaN with the code's sign (the multiply returns its NaN operand), which
+// the flip gives too. With s infinite or NaN the products' NaNs do not
+// follow the code's sign: such groups take the arithmetic path.
+struct Float8Planes {
+  __m512i lo0, lo1, hi0, hi1;  // low / high bytes of entries 0-63, 64-127
+};
+
+// Byte j of 128 (two registers): byte 2j (kOdd: 2j + 1), as permute indices.
+template <bool kOdd>
+struct EveryOtherByte {
+  uint8_t idx[64];
+  constexpr EveryOtherByte() : idx() {
+    for (int j = 0; j < 64; ++j) idx[j] = static_cast<uint8_t>(2 * j + (kOdd ? 1 : 0));
+  }
+};
+// Codes reordered so that each 128-bit lane's unpacks give outputs in
+// order: lane j holds codes 8j .. 8j + 7, then 32 + 8j .. 32 + 8j + 7.
+struct Float8Order {
+  uint8_t idx[64];
+  constexpr Float8Order() : idx() {
+    for (int j = 0; j < 64; ++j) {
+      const int lane = j / 16, b = j % 16;
+      idx[j] = static_cast<uint8_t>(b < 8 ? 8 * lane + b : 32 + 8 * lane + (b - 8));
+    }
+  }
+};
+
+// The planes of decode[m] * s for m < 128 (decode: the float8 code table,
+// its first 128 entries the magnitudes, +0 to the positive NaN), each
+// entry Arith's multiply rounded by OutBits32 (bf16_hw: as OutBits32's).
+template <OutType kOut>
+HWY_INLINE Float8Planes Float8MagnitudePlanes(const float* decode, float s, bool bf16_hw) {
+  const __m512 sv = _mm512_set1_ps(s);
+  __m512i w[4];
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    w[j] = OutBits32<kOut>(_mm512_mul_ps(_mm512_loadu_ps(decode + 32 * j), sv),
+                           _mm512_mul_ps(_mm512_loadu_ps(decode + 32 * j + 16), sv), bf16_hw);
+  }
+  alignas(64) static constexpr EveryOtherByte<false> kEven{};
+  alignas(64) static constexpr EveryOtherByte<true> kOdd{};
+  const __m512i even = _mm512_load_si512(kEven.idx), odd = _mm512_load_si512(kOdd.idx);
+  return {_mm512_permutex2var_epi8(w[0], even, w[1]), _mm512_permutex2var_epi8(w[2], even, w[3]),
+          _mm512_permutex2var_epi8(w[0], odd, w[1]), _mm512_permutex2var_epi8(w[2], odd, w[3])};
+}
+
+// The 64 float8_e4m3fn codes at p through t, as 64 16-bit values at dst
+// (128 bytes; stream: non-temporal, dst 64-byte aligned).
+HWY_INLINE void StoreFloat8x64(const Float8Planes& t, const uint8_t* p, char* dst, bool stream) {
+  alignas(64) static constexpr Float8Order kOrder{};
+  const __m512i c = _mm512_permutexvar_epi8(_mm512_load_si512(kOrder.idx), _mm512_loadu_si512(p));
+  const __m512i lo = _mm512_permutex2var_epi8(t.lo0, c, t.lo1);
+  // hi ^ (c & 0x80): the code's sign into bit 15.
+  const __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(t.hi0, c, t.hi1), c,
+                                               _mm512_set1_epi8(static_cast<char>(0x80)), 0x78);
+  Store64(_mm512_unpacklo_epi8(lo, hi), dst, stream);
+  Store64(_mm512_unpackhi_epi8(lo, hi), dst + 64, stream);
+}
+#endif  // HWY_TARGET <= HWY_AVX3_DL
+
 // ---------------------------------------------------------------------------
 // Block tables: float16 / bfloat16 output of the ggml block types whose
 // integer codes have at most 5 bits (Q2_K, Q3_K, Q5_0, Q5_1, Q5_K, TQ2_0).
