@@ -63,6 +63,41 @@ HWY_INLINE int32_t DecodeIntCode(CodeKind k, uint32_t u) {
   }
 }
 
+#if HWY_TARGET <= HWY_AVX3_DL
+// The byte-plane tables of float8 groups (Float8Groups) kept across the
+// rows of one RunRows call: entry i for the rows' group first + i, built
+// for the scale whose bits it records. Rows of a 2-D scale grid (DeepSeek /
+// Qwen FP8's 128 x 128 blocks: the rows of a block share their scales) and
+// per-tensor scales then build each table once per block, not per row.
+struct Float8TableCache {
+  static constexpr int64_t kEntries = 160;  // groups cached (K <= 20480 at 128)
+  int64_t first = 0;
+  uint32_t bits[kEntries];  // the scale's bits; a NaN's: none yet (never finite)
+  Float8Planes planes[kEntries];
+  explicit Float8TableCache(int64_t first_group) : first(first_group) {
+    for (uint32_t& b : bits) b = 0x7FC00000u;
+  }
+  // The planes of group gi for the finite scale s: cached, else built (and
+  // cached where gi has an entry).
+  template <OutType kOut>
+  HWY_INLINE Float8Planes Get(int64_t gi, float s, const float* decode, bool bf16_hw) {
+    uint32_t b;
+    std::memcpy(&b, &s, 4);
+    const int64_t i = gi - first;
+    if (i < 0 || i >= kEntries) return Float8MagnitudePlanes<kOut>(decode, s, bf16_hw);
+    if (bits[i] != b) {
+      planes[i] = Float8MagnitudePlanes<kOut>(decode, s, bf16_hw);
+      bits[i] = b;
+    }
+    return planes[i];
+  }
+};
+// (The other instantiations' stand-in.)
+struct NoFloat8TableCache {
+  explicit NoFloat8TableCache(int64_t) {}
+};
+#endif
+
 // One output row segment [k0, k1) (element offsets within the row), all
 // loop-invariant facts of the row.
 struct RowJob {
@@ -80,6 +115,10 @@ struct RowJob {
   const int32_t* map = nullptr;
   // With map: 1 + the largest map entry (the row's scales read).
   int64_t map_groups = 0;
+#if HWY_TARGET <= HWY_AVX3_DL
+  // Float8Groups' tables across the call's rows (null: built per group).
+  Float8TableCache* float8 = nullptr;
+#endif
 };
 
 // Whether loader L has Address(c, k) (the byte holding element k's code).
@@ -1081,7 +1120,10 @@ class RowKernel {
       const int64_t stop = g_end < k1 ? g_end : k1;
       const float s = job_.scale[idx];
       if (std::isfinite(s)) {
-        const Float8Planes t = Float8MagnitudePlanes<kOut>(decode_, s, bf16_hw);
+        const Float8Planes t =
+            job_.float8 != nullptr
+                ? job_.float8->template Get<kOut>(k / job_.group, s, decode_, bf16_hw)
+                : Float8MagnitudePlanes<kOut>(decode_, s, bf16_hw);
         for (; k + 64 <= stop; k += 64) {
           StoreFloat8x64(t, L::Address(codes, k), base + k * 2, kStream);
         }
@@ -1602,9 +1644,20 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
     }
     return job;
   };
+#if HWY_TARGET <= HWY_AVX3_DL
+  // Float8Groups' tables, shared by the rows (about 41 KiB of stack, in
+  // the float8 16-bit instantiations only).
+  using Float8Cache =
+      std::conditional_t<RowKernel<L, kCode, kZp, kOut>::kFloat8Planes, Float8TableCache,
+                         NoFloat8TableCache>;
+  [[maybe_unused]] Float8Cache float8_cache(plan.group > 0 ? c0 / plan.group : 0);
+#endif
   // Row r's job (layouts whose parameters are the plan's).
   auto row_job = [&](int64_t r) HWY_ATTR {
     RowJob job;
+#if HWY_TARGET <= HWY_AVX3_DL
+    if constexpr (RowKernel<L, kCode, kZp, kOut>::kFloat8Planes) job.float8 = &float8_cache;
+#endif
     job.code = L::Row(plan, r);
     // Scales.
     if (plan.inner == 1) {

@@ -539,6 +539,82 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
   }
 }
 
+// float8_e4m3fn codes to float16 / bfloat16 (on AVX3_DL through each
+// group's byte-plane table, kept across the rows of a call): every code
+// value, groups of 64 to 512 and whole rows, scales shared by runs of rows
+// (2-D blocks as DeepSeek's 128 x 128) or by all rows, more groups per row
+// than the table cache holds, scales of every kind (RandomScale: negative,
+// zero, subnormal, infinite, NaN), whole views and tiles from mid-group
+// and mid-row, streamed or not: every target == the reference.
+TEST_CASE("float8 e4m3fn groups to 16-bit outputs x every target == scalar reference") {
+  TargetGuard guard;
+  const auto targets = CompiledTargets();
+  std::mt19937_64 rng(11);
+  struct Shape {
+    int64_t rows, cols, group, block_rows;  // block_rows 0: every row shares the scales
+  };
+  const Shape shapes[] = {{6, 256, 64, 1},   {9, 384, 128, 4}, {5, 1024, 512, 5},
+                          {7, 640, 128, 0},  {4, 448, 448, 2}, {3, 64 * 170, 64, 3},
+                          {130, 128, 128, 128}};
+  int64_t compared = 0;
+  for (int64_t target : targets) {
+    UseTarget(target);
+    for (const Shape& sh : shapes) {
+      for (OutType out : {OutType::kF16, OutType::kBF16}) {
+        const int64_t gc = sh.cols / sh.group;
+        const int64_t block_rows = sh.block_rows == 0 ? sh.rows : sh.block_rows;
+        std::vector<uint8_t> codes(static_cast<size_t>(sh.rows * sh.cols));
+        for (size_t i = 0; i < codes.size(); ++i) {
+          codes[i] = static_cast<uint8_t>(i % 7 == 0 ? i / 7 : rng());  // every byte value
+        }
+        std::vector<float> block_scales(static_cast<size_t>(((sh.rows - 1) / block_rows + 1) * gc));
+        for (float& v : block_scales) v = RandomScale(rng);
+        std::vector<float> scale(static_cast<size_t>(sh.rows * gc));
+        for (int64_t r = 0; r < sh.rows; ++r) {
+          for (int64_t g = 0; g < gc; ++g) {
+            scale[static_cast<size_t>(r * gc + g)] =
+                block_scales[static_cast<size_t>((r / block_rows) * gc + g)];
+          }
+        }
+        Plan p;
+        p.layout = Layout::kDense;
+        p.code = CodeKind::kF8E4M3FN;
+        p.codes = codes.data();
+        p.outer = sh.rows;
+        p.axis = sh.cols;
+        p.group = sh.group;
+        p.s_outer = sh.block_rows == 0 ? 0 : gc;
+        p.s_axis = 1;
+        p.scale = scale.data();
+        p.out = out;
+        for (bool nt : {false, true}) {
+          p.nontemporal = nt;
+          for (int trial = 0; trial < 4; ++trial) {
+            int64_t r0 = 0, r1 = sh.rows, c0 = 0, c1 = sh.cols;
+            if (trial > 0) {
+              r0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(sh.rows));
+              r1 = r0 + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(sh.rows - r0));
+              c0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(sh.cols));
+              if (trial == 1) c0 = c0 / sh.group * sh.group;  // from a group's start
+              c1 = c0 + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(sh.cols - c0));
+            }
+            const int64_t ld = c1 - c0 + (trial == 3 ? 3 : 0);
+            const std::string diff = CompareTile(p, r0, r1, c0, c1, ld, (trial % 2) * 2);
+            CHECK_MESSAGE(diff.empty(), std::string(hwy::TargetName(target))
+                                            << " rows=" << sh.rows << " cols=" << sh.cols
+                                            << " group=" << sh.group << " block_rows="
+                                            << sh.block_rows << " out=" << static_cast<int>(out)
+                                            << " nt=" << nt << " tile=[" << r0 << "," << r1
+                                            << ")x[" << c0 << "," << c1 << "): " << diff);
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  CHECK(compared == static_cast<int64_t>(targets.size()) * 7 * 2 * 2 * 4);
+}
+
 // A group map along the row (compressed-tensors act-order weight_g_idx:
 // inner 1, s_axis 1) with 1 to 130 groups per row — around the register
 // tables of at most 32, 64 and 128 groups (16 per register) and past them —
