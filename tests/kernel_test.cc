@@ -553,8 +553,8 @@ TEST_CASE("float8 e4m3fn groups to 16-bit outputs x every target == scalar refer
   struct Shape {
     int64_t rows, cols, group, block_rows;  // block_rows 0: every row shares the scales
   };
-  const Shape shapes[] = {{6, 256, 64, 1},   {9, 384, 128, 4}, {5, 1024, 512, 5},
-                          {7, 640, 128, 0},  {4, 448, 448, 2}, {3, 64 * 170, 64, 3},
+  const Shape shapes[] = {{6, 256, 64, 1},     {9, 384, 128, 4}, {5, 1024, 512, 5},
+                          {7, 640, 128, 0},    {4, 448, 448, 2}, {3, 64 * 170, 64, 3},
                           {130, 128, 128, 128}};
   int64_t compared = 0;
   for (int64_t target : targets) {
@@ -600,12 +600,12 @@ TEST_CASE("float8 e4m3fn groups to 16-bit outputs x every target == scalar refer
             }
             const int64_t ld = c1 - c0 + (trial == 3 ? 3 : 0);
             const std::string diff = CompareTile(p, r0, r1, c0, c1, ld, (trial % 2) * 2);
-            CHECK_MESSAGE(diff.empty(), std::string(hwy::TargetName(target))
-                                            << " rows=" << sh.rows << " cols=" << sh.cols
-                                            << " group=" << sh.group << " block_rows="
-                                            << sh.block_rows << " out=" << static_cast<int>(out)
-                                            << " nt=" << nt << " tile=[" << r0 << "," << r1
-                                            << ")x[" << c0 << "," << c1 << "): " << diff);
+            CHECK_MESSAGE(diff.empty(),
+                          std::string(hwy::TargetName(target))
+                              << " rows=" << sh.rows << " cols=" << sh.cols << " group=" << sh.group
+                              << " block_rows=" << sh.block_rows << " out=" << static_cast<int>(out)
+                              << " nt=" << nt << " tile=[" << r0 << "," << r1 << ")x[" << c0 << ","
+                              << c1 << "): " << diff);
             ++compared;
           }
         }

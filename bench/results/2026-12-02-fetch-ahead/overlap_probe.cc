@@ -29,16 +29,15 @@
 namespace {
 
 double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 struct Variant {
-  int fetch = 0;         // bytes ahead, 0: none
-  bool each = false;     // a fetch per output line (kFetch ahead)
-  int burst = 0;         // bytes per burst, 0: none
+  int fetch = 0;                  // bytes ahead, 0: none
+  bool each = false;              // a fetch per output line (kFetch ahead)
+  int burst = 0;                  // bytes per burst, 0: none
   size_t read_mask = ~size_t{0};  // 16383: reads from L1
-  int stage = 0;         // lines staged, 0: streamed directly
+  int stage = 0;                  // lines staged, 0: streamed directly
 };
 
 template <int C>
@@ -111,11 +110,11 @@ int main() {
   l1.read_mask = 16383;
   s32.stage = 32;
   const Case cases[] = {
-      {"c0", Run<0>, pure},          {"c2", Run<2>, pure},          {"c3", Run<3>, pure},
-      {"c4", Run<4>, pure},          {"c3 p512", Run<3>, p512},     {"c3 p2k", Run<3>, p2k},
-      {"c3 p8k", Run<3>, p8k},       {"c3 each", Run<3>, each1k},   {"c3 b2k", Run<3>, b2k},
-      {"c3 l1", Run<3>, l1},         {"c3 s32", Run<3>, s32},       {"c4 p2k", Run<4>, p2k},
-      {"c4 l1", Run<4>, l1},         {"c0 p2k", Run<0>, p2k},
+      {"c0", Run<0>, pure},    {"c2", Run<2>, pure},        {"c3", Run<3>, pure},
+      {"c4", Run<4>, pure},    {"c3 p512", Run<3>, p512},   {"c3 p2k", Run<3>, p2k},
+      {"c3 p8k", Run<3>, p8k}, {"c3 each", Run<3>, each1k}, {"c3 b2k", Run<3>, b2k},
+      {"c3 l1", Run<3>, l1},   {"c3 s32", Run<3>, s32},     {"c4 p2k", Run<4>, p2k},
+      {"c4 l1", Run<4>, l1},   {"c0 p2k", Run<0>, p2k},
   };
   const int n = static_cast<int>(sizeof cases / sizeof cases[0]);
   std::vector<std::vector<double>> mem(n), comp(n);
