@@ -1117,6 +1117,9 @@ class RowKernel {
     const bool fast = FastBf16();
     for (;;) {
       const int64_t stop = g_end < k1 ? g_end : k1;
+      // No run left (k1 within 64): done, the group's scale unread (past
+      // the row's last group it may not exist). Else k is the group's start.
+      if (k + 64 > stop) return k;
       const float s = job_.scale[idx];
       if (std::isfinite(s)) {
         const Float8Planes t =
