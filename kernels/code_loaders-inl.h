@@ -62,10 +62,10 @@ using KernelTag = hn::ScalableTag<float>;
 // order fetch into L1 (FetchAhead). The hardware prefetchers alone fell
 // behind beside the streamed stores on the Intel guests: the decode's
 // loads then waited for memory while its arithmetic could not overlap the
-// stores (a synthetic stream with arithmetic at 0.45 of its memory time
-// reached 0.81-0.85 of the bare stream, 0.91-0.94 with its reads fetched
-// 0.5-16 KiB ahead, one fetch per line spread over the loop, not in
-// bursts; bench/results/2026-12-02-fetch-ahead/).
+// stores (a synthetic stream with arithmetic at about 0.8 of its memory
+// time reached 0.69 of the bare stream, 0.83-0.86 with its reads fetched
+// 2 KiB ahead, one fetch per line spread over the loop, not in bursts:
+// as good as reads from L1; bench/results/2026-12-02-fetch-ahead/).
 inline constexpr int64_t kFetchAheadBytes = 2048;
 
 // Fetches the lines of [p, p + bytes) kFetchAheadBytes ahead: the call
