@@ -1102,19 +1102,16 @@ class RowKernel {
   // kFloat8Planes: the runs of 64 codes of [k, k1) through each group's
   // byte-plane table (Float8MagnitudePlanes, StoreFloat8x64), where every
   // group holds whole runs: from group idx (ending at g_end, a whole number
-  // of runs after k) on. A group whose scale is not finite takes Arith per
-  // unit (the planes' sign rule needs a finite scale). Returns the first
+  // of runs after k) on. A group whose scale is not finite takes the group
+  // loop's arithmetic (GroupUnits: the planes' sign rule needs a finite
+  // scale). Returns the first
   // element not written (k + 64 > k1). fp8-block (DeepSeek's 128 x 128
   // blocks) in cache, one thread on the Intel guest: bfloat16 5.97 -> 18.90
   // G el/s, float16 7.14 -> 19.13 against DecodeFloat8 and the rounding.
   template <bool kStream>
   HWY_INLINE int64_t Float8Groups(const CodeRef& codes, int64_t idx, int64_t g_end, int64_t k,
                                   int64_t k1, char* base) const {
-    const DF df;
-    const DI di;
-    const int64_t n = static_cast<int64_t>(hn::Lanes(df));
     const bool bf16_hw = kOut == OutType::kBF16 && CpuHasAvx512Bf16();
-    const bool fast = FastBf16();
     for (;;) {
       const int64_t stop = g_end < k1 ? g_end : k1;
       // No run left (k1 within 64): done, the group's scale unread (past
@@ -1130,15 +1127,8 @@ class RowKernel {
           StoreFloat8x64(t, L::Address(codes, k), base + k * 2, kStream);
         }
       } else {
-        const VF sv = hn::Set(df, s);
-        const VI z = hn::Zero(di);
-        const VF zf = hn::Zero(df);
-        for (; k + 64 <= stop; k += 64) {
-          for (int64_t u = k; u < k + 64; u += 2 * n) {
-            StoreUnit(df, Arith(L::Load(codes, u), sv, z, zf),
-                      Arith(L::Load(codes, u + n), sv, z, zf), base + u * 2, kStream, fast);
-          }
-        }
+        const Group g = MakeGroup(idx);  // the group loop's arithmetic
+        k = GroupUnits<kStream>(codes, g, g.z, k, stop, base);
       }
       if (k != g_end) return k;  // k1 inside this group: fewer than 64 left
       FetchGroup(codes, k, k1);
