@@ -1228,56 +1228,43 @@ HWY_INLINE void TransposeWords16(const void* src, int64_t stride, __mmask16 m, i
   for (int j = 0; j < 16; ++j) _mm512_storeu_ps(d + j * pitch, r[j]);
 }
 
-// Per-row 16-entry value tables for 4-bit codes: for the `rows` (<= 16)
-// rows whose scale / zero point indices are idx .. idx+rows-1, writes to
-// tab[i] row i's table T_i[c] = the contract's value of code c (the same
-// float32 operations as the row kernels' Arith, so a lookup equals the
-// arithmetic), as 16 float32 (kF32) or as the 16 rounded output bits twice
-// (32 x u16: lanes c and 16 + c hold T_i[c], so a vpermw index needs only
-// its low 4 bits right). 16 rows are computed at once, lane-wise, then
-// transposed.
+// One row's 16-entry value table for 4-bit codes (the row's scale and zero
+// point at index idx): T[c] = the contract's value of code c (the same
+// float32 operations as the row kernels' Arith, lane c computing code c, so
+// a lookup equals the arithmetic), as 16 float32 (kF32) or as the 16
+// rounded output bits twice (32 x u16: lanes c and 16 + c hold T[c], so a
+// vpermw index needs only its low 4 bits right). bf16_hw: as OutBits16's.
+// Computed where it is used, between the output's stores: built in bursts
+// (16 rows at a time, then transposed) the tables left the store stream
+// idle (GPTQ whole tensors 1.25x faster without the rebuilds).
 template <ZeroPointKind kZp, OutType kOut>
-HWY_INLINE void RowTables16(const Plan& plan, int64_t idx, int64_t rows, uint8_t (*tab)[64]) {
+HWY_INLINE __m512i RowTable16(const Plan& plan, int64_t idx, bool bf16_hw) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
-  const auto m = static_cast<__mmask16>((1u << rows) - 1u);
-  const __m512 s = _mm512_maskz_loadu_ps(m, plan.scale + idx);
-  __m512i z = _mm512_set1_epi32(plan.code_offset);
-  __m512 zf = _mm512_setzero_ps();
-  if (kZp == ZeroPointKind::kInteger) z = _mm512_maskz_loadu_epi32(m, plan.zp_int + idx);
-  if (kZp == ZeroPointKind::kFloat) zf = _mm512_maskz_loadu_ps(m, plan.zp_float + idx);
-  __m512 t[16];
-#pragma GCC unroll 16
-  for (int c = 0; c < 16; ++c) {
-    const auto q = hn::Sub(hn::Set(di, c), hn::Vec<decltype(di)>{z});
-    auto v = hn::Mul(hn::ConvertTo(df, q), hn::Vec<decltype(df)>{s});
-    if (kZp == ZeroPointKind::kFloat) v = hn::Add(v, hn::Vec<decltype(df)>{zf});
-    t[c] = v.raw;
-  }
-  Transpose16x16(t);
-  for (int64_t i = 0; i < rows; ++i) {
-    if constexpr (OutDesc<kOut>::kBytes == 4) {
-      _mm512_store_ps(tab[i], t[i]);
-    } else {
-      const hn::Vec<decltype(df)> v{t[i]};
-      const __m256i h256 = OutBits16<kOut>(v).raw;
-      _mm512_store_si512(tab[i], _mm512_inserti64x4(_mm512_castsi256_si512(h256), h256, 1));
-    }
+  auto z = hn::Set(di, plan.code_offset);
+  if constexpr (kZp == ZeroPointKind::kInteger) z = hn::Set(di, plan.zp_int[idx]);
+  auto v = hn::Mul(hn::ConvertTo(df, hn::Sub(hn::Iota(di, 0), z)), hn::Set(df, plan.scale[idx]));
+  if constexpr (kZp == ZeroPointKind::kFloat) v = hn::Add(v, hn::Set(df, plan.zp_float[idx]));
+  if constexpr (OutDesc<kOut>::kBytes == 4) {
+    (void)bf16_hw;
+    return _mm512_castps_si512(v.raw);
+  } else {
+    const __m256i h = OutBits16<kOut>(v, bf16_hw).raw;
+    return _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
   }
 }
 
 // Writes one output row's 32 values (codes16: 32 codes in u16 lanes, only
 // the low 4 bits of each are significant; or for kF32 lo / hi: 16 codes in
-// u32 lanes each) through the row's table at dst.
+// u32 lanes each) through the row's table (RowTable16) at dst.
 template <OutType kOut>
-HWY_INLINE void StoreLookup32(const uint8_t* table, __m512i lo, __m512i hi, char* dst,
-                              bool stream) {
+HWY_INLINE void StoreLookup32(__m512i table, __m512i lo, __m512i hi, char* dst, bool stream) {
   if constexpr (OutDesc<kOut>::kBytes == 4) {
-    const __m512 t = _mm512_load_ps(table);
+    const __m512 t = _mm512_castsi512_ps(table);
     StoreF32x32(_mm512_permutexvar_ps(lo, t), _mm512_permutexvar_ps(hi, t), dst, stream);
   } else {
     (void)hi;
-    Store64(_mm512_permutexvar_epi16(lo, _mm512_load_si512(table)), dst, stream);
+    Store64(_mm512_permutexvar_epi16(lo, table), dst, stream);
   }
 }
 
@@ -1343,7 +1330,7 @@ class WordLines {
 //        the transposed codes of up to 4 tiles are kept (8 KiB) and each
 //        row's values for all of them stored as one run: per 32 columns
 //        one lookup in the row's 16-entry table for the tile's group
-//        (RowTables16) and one 64-byte store (f16/bf16; two for f32).
+//        (RowTable16) and one 64-byte store (f16/bf16; two for f32).
 //  GPTQ with a group map (kMap: act-order g_idx, plan.axis_group, any
 //        group per column): bands of up to 16 rows, a tile one 64-byte
 //        load from each of the 4 word rows of its 32 columns; no tables:
@@ -1510,13 +1497,10 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
           next_lines = WordLines::Lines(lane_of(n1), band_rows(n1) / 8);
         }
         const int64_t line_count = next_rows * next_lines;
-        if (g != g_cur) {
-          for (int64_t i = 0; i < rows; i += 16) {
-            RowTables16<kZp, kOut>(plan, g * plan.s_axis + n0 + i, std::min<int64_t>(16, rows - i),
-                                   tab + i);
-          }
-          g_cur = g;
-        }
+        // A new group: rows_out builds each row's table (RowTable16, kept
+        // in tab for the group's next chunks) between the row's stores.
+        const bool fresh = g != g_cur;
+        g_cur = g;
         for (int64_t h = 0; h < lines; ++h) {
           const __mmask16 m = WordLines::Mask(h, lane0, words);
           for (int t = 0; t < tiles; ++t) {
@@ -1571,16 +1555,23 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
               const int64_t i = 8 * j + p;
               char* const d = dst(i, kc0);
               const bool d_nt = nt(d);  // then every tile's run is aligned too
+              __m512i table;
+              if (fresh) {
+                table = RowTable16<kZp, kOut>(plan, g * plan.s_axis + n0 + i, bf16_hw);
+                _mm512_store_si512(tab[i], table);
+              } else {
+                table = _mm512_load_si512(tab[i]);
+              }
 #pragma GCC unroll 4
               for (int t = 0; t < kTiles; ++t) {
                 char* const dt = d + 32 * t * kOutBytes;
                 if constexpr (OutDesc<kOut>::kBytes == 4) {
                   // vpermps reads the low 4 bits of each index.
-                  StoreLookup32<kOut>(tab[i], _mm512_srli_epi32(h[t][0], 4 * nib),
+                  StoreLookup32<kOut>(table, _mm512_srli_epi32(h[t][0], 4 * nib),
                                       _mm512_srli_epi32(h[t][1], 4 * nib), dt, d_nt);
                 } else {
                   const __m512i c16 = _mm512_srli_epi16(h[t][nib / 4], 4 * (nib % 4));
-                  StoreLookup32<kOut>(tab[i], c16, c16, dt, d_nt);
+                  StoreLookup32<kOut>(table, c16, c16, dt, d_nt);
                 }
               }
             }
@@ -1613,13 +1604,10 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
       auto tnt = [&](const char* p) { return !staging && nt(p); };
       for (int64_t k0 = kc0; k0 < kc1; k0 += 32) {
         const int64_t g = k0 / G;
-        if (!kMap && g != g_cur) {
-          for (int64_t i = 0; i < rows; i += 16) {
-            RowTables16<kZp, kOut>(plan, g * plan.s_axis + n0 + i, std::min<int64_t>(16, rows - i),
-                                   tab + i);
-          }
-          g_cur = g;
-        }
+        // A new group: each row's table is built (RowTable16, kept in tab
+        // for the group's next tiles) between the rows' stores.
+        const bool fresh = !kMap && g != g_cur;
+        if (!kMap) g_cur = g;
         if constexpr (kGptq) {
           const auto m = static_cast<__mmask16>((1u << rows) - 1u);
           const uint8_t* wp = plan.codes + (k0 / 8) * S + 4 * n0;
@@ -1637,7 +1625,7 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
             const hn::RebindToSigned<decltype(df)> di;
             const __m512i w[4] = {w0, w1, w2, w3};
             const __m512i low4x32 = _mm512_set1_epi32(0x0F);
-            // Column k0 + c of rows n0 .. n0 + 15: the RowTables16
+            // Column k0 + c of rows n0 .. n0 + 15: the RowTable16
             // arithmetic with the actual codes.
             auto column = [&](int c) HWY_ATTR {
               const int64_t at = plan.axis_group[k0 + c] * map_stride;
@@ -1724,13 +1712,20 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
               const __m256i codes = l % 2 == 0 ? _mm512_castsi512_si256(y[l / 2])
                                                : _mm512_extracti64x4_epi64(y[l / 2], 1);
               char* d = tdst(i, k0);
+              __m512i table;
+              if (fresh) {
+                table = RowTable16<kZp, kOut>(plan, g * plan.s_axis + n0 + i, bf16_hw);
+                _mm512_store_si512(tab[i], table);
+              } else {
+                table = _mm512_load_si512(tab[i]);
+              }
               if constexpr (OutDesc<kOut>::kBytes == 4) {
-                StoreLookup32<kOut>(tab[i], _mm512_cvtepu8_epi32(_mm256_castsi256_si128(codes)),
+                StoreLookup32<kOut>(table, _mm512_cvtepu8_epi32(_mm256_castsi256_si128(codes)),
                                     _mm512_cvtepu8_epi32(_mm256_extracti128_si256(codes, 1)), d,
                                     nt(d));  // staged only when not streaming: nt(d) false
               } else {
                 const __m512i c16 = _mm512_cvtepu8_epi16(codes);
-                StoreLookup32<kOut>(tab[i], c16, c16, d, tnt(d));
+                StoreLookup32<kOut>(table, c16, c16, d, tnt(d));
               }
             }
           }
@@ -1773,8 +1768,9 @@ inline bool PreferGptqBlocks() { return CpuIsIntel(); }
 //     packed bytes, and kept in `stage` (band * chunk / 2 bytes, 16 KiB).
 //  2. Values: each row's chunk is one run of stores (512 bytes for 16-bit
 //     outputs), row after row: per 32 columns one lookup in the row's
-//     16-entry table for that tile's group (RowTables16) and one 64-byte
-//     store (two for float32).
+//     16-entry table for that tile's group and one 64-byte store (two for
+//     float32); the table (RowTable16) is built in the row's loop where
+//     the group changes, its arithmetic between the stores.
 // While a chunk's codes are read, the next chunk's (the next band's first
 // at a band's end) are prefetched into L2, line for line.
 // Why blocks: reading one 64-byte line of each word row (16 rows at a
@@ -1783,8 +1779,7 @@ inline bool PreferGptqBlocks() { return CpuIsIntel(); }
 // 0.39-0.47 of the fill against 0.66-0.75 for blocks). The output rows'
 // runs need no staging for cached stores (16 interleaved rows at a
 // power-of-two pitch would share L1 sets).
-// Needs plan.group % 32 == 0 (a tile has one group). The band shrinks for
-// small groups so the chunk's tables (rows x groups) stay at 256 (16 KiB).
+// Needs plan.group % 32 == 0 (a tile has one group).
 // Columns outside [ka, kb) (32-aligned) go through `edge(r, ca, cb)`.
 template <ZeroPointKind kZp, OutType kOut, class Edge>
 void GptqBlockTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, char* out,
@@ -1793,7 +1788,7 @@ void GptqBlockTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
   // float32: runs of 2 KiB (512 columns) over 64 rows; 16-bit: 512 bytes
   // (256 columns) over 128 rows. Either way 16 KiB of codes.
   constexpr int64_t kChunk = OutDesc<kOut>::kBytes == 4 ? 512 : 256;
-  constexpr int64_t kMaxBand = 16384 / (kChunk / 2), kTables = 256;
+  constexpr int64_t kBand = 16384 / (kChunk / 2);
   const bool stream = plan.nontemporal;
   const int64_t ka = std::min(c1, (c0 + 31) / 32 * 32);
   const int64_t kb = ka + (c1 - ka) / 32 * 32;
@@ -1802,19 +1797,12 @@ void GptqBlockTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
     return;
   }
   const int64_t S = plan.word_stride, G = plan.group;
-  // The most groups a chunk touches, and the band whose tables fit: at
-  // most kChunk / 32 = 16 groups (G % 32 == 0; a G that neither divides
-  // nor is a multiple of kChunk is >= 96: at most 7), so band >= 16 keeps
-  // band * max_groups <= kTables.
-  const int64_t max_groups =
-      kChunk % G == 0 || G % kChunk == 0 ? std::max<int64_t>(1, kChunk / G) : (kChunk - 1) / G + 2;
-  const int64_t band = std::clamp<int64_t>(kTables / max_groups / 16 * 16, 16, kMaxBand);
-  // tab[gi * band + i]: row n0 + i's table for the chunk's group g0 + gi.
-  alignas(64) uint8_t tab[kTables][64];
+  // (In a local: the output stores may alias the flag's static.)
+  const bool bf16_hw = kOut == OutType::kBF16 && CpuHasAvx512Bf16();
   // The codes of tile t of rows 16 * b .. 16 * b + 15 (256 bytes) at
   // stage + (b * tiles + t) * 256; row 16b + 4l + j's 16 bytes at + 64 j +
   // 16 l.
-  alignas(64) uint8_t stage[kMaxBand * kChunk / 2];
+  alignas(64) uint8_t stage[kBand * kChunk / 2];
   auto chunk_end = [&](int64_t k) { return std::min(kb, (k / kChunk + 1) * kChunk); };
   // Word lines (WordLines; row n's word is n): a band's rows are lanes
   // lane0 .. lane0 + rows - 1 of whole lines, each loaded from the line's
@@ -1822,7 +1810,7 @@ void GptqBlockTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
   // from there: float16 1.2-1.4x slower). The first band ends at a line
   // boundary, so the others start at one.
   const WordLines word_lines(plan.codes, S, true);
-  auto band_rows = [&](int64_t n) { return std::min(band - word_lines.Lane(n), r1 - n); };
+  auto band_rows = [&](int64_t n) { return std::min(kBand - word_lines.Lane(n), r1 - n); };
   for (int64_t n0 = r0, rows = 0; n0 < r1; n0 += rows) {
     rows = band_rows(n0);
     // Row n0 + i is lane (lane0 + i) % 16 of line (lane0 + i) / 16 of the
@@ -1849,16 +1837,10 @@ void GptqBlockTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
         next_lines = WordLines::Lines(word_lines.Lane(n1), band_rows(n1));
         next_tiles = (chunk_end(ka) - ka) / 32;
       }
-      const int64_t g0 = kc0 / G, g1 = (kc1 - 1) / G;
-      for (int64_t g = g0; g <= g1; ++g) {
-        for (int64_t i = 0; i < rows; i += 16) {
-          RowTables16<kZp, kOut>(plan, g * plan.s_axis + n0 + i, std::min<int64_t>(16, rows - i),
-                                 tab + (g - g0) * band + i);
-        }
-      }
-      // Tile t's tables: tab[tile_tab[t] + i] (no division per tile).
-      int64_t tile_tab[kChunk / 32];
-      for (int64_t t = 0; t < tiles; ++t) tile_tab[t] = ((kc0 + 32 * t) / G - g0) * band;
+      // Tile t's group's scale and zero point index less the row:
+      // tile_at[t] + n (no division per tile).
+      int64_t tile_at[kChunk / 32];
+      for (int64_t t = 0; t < tiles; ++t) tile_at[t] = (kc0 + 32 * t) / G * plan.s_axis;
       for (int64_t b = 0; b < lines; ++b) {
         const __mmask16 m = WordLines::Mask(b, lane0, rows);
         for (int64_t t = 0; t < tiles; ++t) {
@@ -1892,9 +1874,16 @@ void GptqBlockTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
         const int64_t li = lane0 + i;  // its lane from the band's first line
         const uint8_t* const st =
             stage + (li / 16) * tiles * 256 + (li % 4) * 64 + (li % 16) / 4 * 16;
+        // The row's table for the tile's group, built when the group
+        // changes (RowTable16: between the stores).
+        __m512i table = _mm512_setzero_si512();
+        int64_t table_at = -1;
         for (int64_t t = 0; t < tiles; ++t) {
           const __m128i p = _mm_load_si128(reinterpret_cast<const __m128i*>(st + t * 256));
-          const uint8_t* table = tab[tile_tab[t] + i];
+          if (tile_at[t] != table_at) {
+            table_at = tile_at[t];
+            table = RowTable16<kZp, kOut>(plan, table_at + n0 + i, bf16_hw);
+          }
           char* const dt = d + 32 * t * kOutBytes;
           if constexpr (OutDesc<kOut>::kBytes == 4) {
             // u64 lane m = byte m; | << 28: u32 lane 2m's low 4 bits hold
