@@ -1245,7 +1245,7 @@ TEST_CASE("AWQ / GPTQ column tiles at every line offset x every target == scalar
           }
           const std::string diff = CompareTile(p, r0, r1, c0, c1, c1 - c0, 0);
           CHECK_MESSAGE(diff.empty(), std::string(hwy::TargetName(target))
-                                          << (gptq ? " gptq" : " awq")
+                                          << std::string(gptq ? " gptq" : " awq")
                                           << " order=" << static_cast<int>(p.column_order)
                                           << " at=" << at << " rows=" << rows << " cols=" << cols
                                           << " G=" << group << " out=" << static_cast<int>(out)
