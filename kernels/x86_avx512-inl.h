@@ -1368,6 +1368,15 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
   const bool bf16_hw = kOut == OutType::kBF16 && CpuHasAvx512Bf16();
   (void)bf16_hw;
   alignas(64) uint8_t tab[kBand][64];
+  // Band row i's table for group g (rows from n0): at a new group (fresh)
+  // built (RowTable16, between the rows' stores) and kept in tab[i] for
+  // the group's next tiles.
+  auto row_table = [&](bool fresh, int64_t g, int64_t n0, int64_t i) HWY_ATTR {
+    if (!fresh) return _mm512_load_si512(tab[i]);
+    const __m512i table = RowTable16<kZp, kOut>(plan, g * plan.s_axis + n0 + i, bf16_hw);
+    _mm512_store_si512(tab[i], table);
+    return table;
+  };
   // kStage: the tiles go to a staging block of kStageCols columns whose
   // row pitch is 64 bytes longer than its data (not a power of two),
   // copied out row by row. A band writes its 16 rows interleaved: at a
@@ -1555,13 +1564,7 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
               const int64_t i = 8 * j + p;
               char* const d = dst(i, kc0);
               const bool d_nt = nt(d);  // then every tile's run is aligned too
-              __m512i table;
-              if (fresh) {
-                table = RowTable16<kZp, kOut>(plan, g * plan.s_axis + n0 + i, bf16_hw);
-                _mm512_store_si512(tab[i], table);
-              } else {
-                table = _mm512_load_si512(tab[i]);
-              }
+              const __m512i table = row_table(fresh, g, n0, i);
 #pragma GCC unroll 4
               for (int t = 0; t < kTiles; ++t) {
                 char* const dt = d + 32 * t * kOutBytes;
@@ -1712,13 +1715,7 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
               const __m256i codes = l % 2 == 0 ? _mm512_castsi512_si256(y[l / 2])
                                                : _mm512_extracti64x4_epi64(y[l / 2], 1);
               char* d = tdst(i, k0);
-              __m512i table;
-              if (fresh) {
-                table = RowTable16<kZp, kOut>(plan, g * plan.s_axis + n0 + i, bf16_hw);
-                _mm512_store_si512(tab[i], table);
-              } else {
-                table = _mm512_load_si512(tab[i]);
-              }
+              const __m512i table = row_table(fresh, g, n0, i);
               if constexpr (OutDesc<kOut>::kBytes == 4) {
                 StoreLookup32<kOut>(table, _mm512_cvtepu8_epi32(_mm256_castsi256_si128(codes)),
                                     _mm512_cvtepu8_epi32(_mm256_extracti128_si256(codes, 1)), d,
