@@ -240,17 +240,28 @@ struct DenseNibblesOf : LoaderTypes {
   static HWY_INLINE VI Load(const CodeRef& c, int64_t k) { return LoadPairs<false>(c, k); }
   static HWY_INLINE VI LoadLow(const CodeRef& c, int64_t k) { return LoadPairs<!kHighFirst>(c, k); }
 #if HWY_TARGET <= HWY_AVX3
-  // The 2N = 32 codes' 16 bytes in one load; each byte's codes side by side
-  // in two bytes by two byte interleaves (the second code of a byte: its
-  // high nibble shifted down; bits 4-7 arbitrary), widened to 32 bits.
+  // The 2N = 32 codes' four 32-bit words (8 codes each), each broadcast
+  // (a load, no shuffle), lanes 0-7 and 8-15 of a vector blended from two
+  // of them, and lane l shifted right by 4 (l % 8) (4 ((l % 8) ^ 1) high
+  // nibble first): its code in bits 0-3, bits 4-31 arbitrary. No work on
+  // the shuffle port, which the row kernels' permutes keep busy (a byte
+  // unpack and widening there measured slower).
   static HWY_INLINE void LoadLow2(const CodeRef& c, int64_t k, VI* lo, VI* hi) {
     const int64_t e = k + (c.odd_start ? 1 : 0);  // even, >= 0
-    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(c.codes + (e >> 1)));
-    const __m128i y = _mm_srli_epi16(x, 4);  // byte j: bits 4-7 of x's byte j in bits 0-3
-    const __m128i a = kHighFirst ? _mm_unpacklo_epi8(y, x) : _mm_unpacklo_epi8(x, y);
-    const __m128i b = kHighFirst ? _mm_unpackhi_epi8(y, x) : _mm_unpackhi_epi8(x, y);
-    *lo = VI{_mm512_cvtepu8_epi32(a)};
-    *hi = VI{_mm512_cvtepu8_epi32(b)};
+    const uint8_t* p = c.codes + (e >> 1);
+    const __m512i shift =
+        kHighFirst ? _mm512_set_epi32(24, 28, 16, 20, 8, 12, 0, 4, 24, 28, 16, 20, 8, 12, 0, 4)
+                   : _mm512_set_epi32(28, 24, 20, 16, 12, 8, 4, 0, 28, 24, 20, 16, 12, 8, 4, 0);
+    auto word = [&](int i) HWY_ATTR {
+      int32_t w;
+      std::memcpy(&w, p + 4 * i, 4);
+      return _mm512_set1_epi32(w);
+    };
+    auto two = [&](int i) HWY_ATTR {
+      return _mm512_srlv_epi32(_mm512_mask_blend_epi32(0xFF00, word(i), word(i + 1)), shift);
+    };
+    *lo = VI{two(0)};
+    *hi = VI{two(2)};
   }
   // Each 8 bytes (16 codes) broadcast to the 8 64-bit lanes (a load, no
   // shuffle) and lane q rotated right by 4q bits (4(q ^ 1) high nibble

@@ -115,9 +115,16 @@ HWY_NOINLINE bool MapRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, 
           (at + static_cast<uintptr_t>(4 * (band_end(next_n) - next_n)) - first + 63) / 64);
       const int64_t next_lines = next_words * per;
       const int64_t ka = std::max(c0, 8 * wc0), kb = std::min(c1, 8 * wc1);
+      // (Counted without divisions: acc / rows lines are due by row i.)
+      int64_t acc = 0, line = 0;
+      uintptr_t next_row = first + static_cast<uintptr_t>(next_w * S);
       for (int64_t i = 0; i < rows; ++i) {
-        for (int64_t l = i * next_lines / rows; l < (i + 1) * next_lines / rows; ++l) {
-          PrefetchL2(first + static_cast<uintptr_t>((next_w + l / per) * S + 64 * (l % per)));
+        for (acc += next_lines; acc >= rows; acc -= rows) {
+          PrefetchL2(next_row + static_cast<uintptr_t>(64 * line));
+          if (++line == per) {
+            line = 0;
+            next_row += static_cast<uintptr_t>(S);
+          }
         }
         // Row i's chunk: codes of elements [8 wc0, 8 wc1) of the row, the
         // map from its element 8 wc0.
