@@ -67,7 +67,19 @@ void DequantizeNibbleFamilySimd(const Plan& plan, int64_t r0, int64_t r1, int64_
         if (plan.interleave == 4) {
           return DispatchZpOut<PmxWords<16>, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
         }
-        return DispatchZpOut<PmxWords<32>, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
+        // Eight per 32-bit word: PMX int4x8 and GPTQ's [K, N] order (kU4),
+        // and the transposed tiles of dense 4-bit codes (op/dequantizer.cc
+        // WriteCodesTransposed: any 4-bit code).
+        switch (plan.code) {
+          case CodeKind::kS4:
+            return DispatchZpOut<PmxWords<32>, CodeKind::kS4>(plan, r0, r1, c0, c1, out, ld);
+          case CodeKind::kF4E2M1:
+            return DispatchOut<PmxWords<32>, CodeKind::kF4E2M1>(plan, r0, r1, c0, c1, out, ld);
+          case CodeKind::kTable4:
+            return DispatchOut<PmxWords<32>, CodeKind::kTable4>(plan, r0, r1, c0, c1, out, ld);
+          default:
+            return DispatchZpOut<PmxWords<32>, CodeKind::kU4>(plan, r0, r1, c0, c1, out, ld);
+        }
       default:  // other families: never routed here
         break;
     }

@@ -179,8 +179,9 @@ HWY_NOINLINE void TransposeBlocks512(const uint8_t* src, size_t src_ld, int64_t 
 // whether the output rows take non-temporal stores (every one starts on a
 // 64-byte line): the register paths' one dispatch.
 template <class F>
-HWY_INLINE void WithElemStream(size_t elem, const uint8_t* dst, size_t dst_ld, F f) {
-  const bool stream = reinterpret_cast<uintptr_t>(dst) % 64 == 0 && dst_ld % 64 == 0;
+HWY_INLINE void WithElemStream(size_t elem, const uint8_t* dst, size_t dst_ld, bool stream_ok,
+                               F f) {
+  const bool stream = stream_ok && reinterpret_cast<uintptr_t>(dst) % 64 == 0 && dst_ld % 64 == 0;
   using E2 = std::integral_constant<size_t, 2>;
   using E4 = std::integral_constant<size_t, 4>;
   if (elem == 2) {
@@ -193,12 +194,12 @@ HWY_INLINE void WithElemStream(size_t elem, const uint8_t* dst, size_t dst_ld, F
 // The nr x nc tile at src (src_ld bytes between its rows) in 128-bit
 // registers where the target has them, then element by element.
 void TransposeRegion128(const uint8_t* src, size_t src_ld, int64_t nr, int64_t nc, size_t elem,
-                        uint8_t* dst, size_t dst_ld) {
+                        uint8_t* dst, size_t dst_ld, bool stream_ok) {
   if (nr <= 0 || nc <= 0) return;
   int64_t nr_done = 0, nc_done = 0;  // the register part's rows and columns
 #if HWY_ARCH_X86
   if (elem == 2 || elem == 4) {
-    WithElemStream(elem, dst, dst_ld, [&](auto e, auto stream) HWY_ATTR {
+    WithElemStream(elem, dst, dst_ld, stream_ok, [&](auto e, auto stream) HWY_ATTR {
       TransposeLanes128<decltype(e)::value, decltype(stream)::value>(src, src_ld, nr, nc, dst,
                                                                      dst_ld);
     });
@@ -217,13 +218,12 @@ void TransposeRegion128(const uint8_t* src, size_t src_ld, int64_t nr, int64_t n
   }
 }
 
-void TransposeTileImpl(const uint8_t* src, int64_t nr, int64_t nc, size_t elem, uint8_t* dst,
-                       size_t dst_ld) {
+void TransposeTileImpl(const uint8_t* src, size_t src_ld, int64_t nr, int64_t nc, size_t elem,
+                       uint8_t* dst, size_t dst_ld, bool stream_ok) {
   if (nr <= 0 || nc <= 0) return;
-  const size_t src_ld = static_cast<size_t>(nc) * elem;
 #if HWY_TARGET <= HWY_AVX3
   if (elem == 2 || elem == 4) {
-    WithElemStream(elem, dst, dst_ld, [&](auto e, auto stream) HWY_ATTR {
+    WithElemStream(elem, dst, dst_ld, stream_ok, [&](auto e, auto stream) HWY_ATTR {
       TransposeBlocks512<decltype(e)::value, decltype(stream)::value>(src, src_ld, nr, nc, dst,
                                                                       dst_ld);
     });
@@ -231,13 +231,13 @@ void TransposeTileImpl(const uint8_t* src, int64_t nr, int64_t nc, size_t elem, 
     const int64_t nr_done = nr / block * block, nc_done = nc / block * block;
     // The rows under the blocks, then the columns right of them.
     TransposeRegion128(src + static_cast<size_t>(nr_done) * src_ld, src_ld, nr - nr_done, nc_done,
-                       elem, dst + static_cast<size_t>(nr_done) * elem, dst_ld);
+                       elem, dst + static_cast<size_t>(nr_done) * elem, dst_ld, stream_ok);
     TransposeRegion128(src + static_cast<size_t>(nc_done) * elem, src_ld, nr, nc - nc_done, elem,
-                       dst + static_cast<size_t>(nc_done) * dst_ld, dst_ld);
+                       dst + static_cast<size_t>(nc_done) * dst_ld, dst_ld, stream_ok);
     return;
   }
 #endif
-  TransposeRegion128(src, src_ld, nr, nc, elem, dst, dst_ld);
+  TransposeRegion128(src, src_ld, nr, nc, elem, dst, dst_ld, stream_ok);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -247,9 +247,9 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace nibble {
 HWY_EXPORT(TransposeTileImpl);
-void TransposeTile(const uint8_t* src, int64_t nr, int64_t nc, size_t elem, uint8_t* dst,
-                   size_t dst_ld) {
-  HWY_DYNAMIC_DISPATCH(TransposeTileImpl)(src, nr, nc, elem, dst, dst_ld);
+void TransposeTile(const uint8_t* src, size_t src_ld, int64_t nr, int64_t nc, size_t elem,
+                   uint8_t* dst, size_t dst_ld, bool stream) {
+  HWY_DYNAMIC_DISPATCH(TransposeTileImpl)(src, src_ld, nr, nc, elem, dst, dst_ld, stream);
 }
 }  // namespace nibble
 #endif

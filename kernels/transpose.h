@@ -14,7 +14,8 @@
 namespace nibble {
 
 // Writes the nr x nc tile `src` (row-major, nc elements of `elem` bytes
-// per row) transposed into `dst`: element (j, c) goes to
+// per row, src_ld >= nc * elem bytes between its rows) transposed into
+// `dst`: element (j, c) goes to
 // dst[c * dst_ld + j * elem], so each column of the tile becomes one
 // contiguous run of nr * elem bytes of an output row (dst_ld bytes
 // between output rows). Output rows are written a few at a time from
@@ -23,12 +24,12 @@ namespace nibble {
 // ownership per line on a large output). 2- and 4-byte elements are
 // transposed in registers (AVX-512: 32 x 32 / 16 x 16 blocks, a whole
 // 64-byte line of an output row per store; other x86 targets: 128-bit
-// registers) and written with non-temporal stores where every output row
-// starts on a 64-byte line; the rest element by element. Call
-// StreamFence() before the data is read. Defined in kernels/transpose.cc
-// (dispatched).
-void TransposeTile(const uint8_t* src, int64_t nr, int64_t nc, size_t elem, uint8_t* dst,
-                   size_t dst_ld);
+// registers) and, with `stream`, written with non-temporal stores where
+// every output row starts on a 64-byte line (for an output far larger
+// than the caches); the rest element by element. Call StreamFence()
+// before the data is read. Defined in kernels/transpose.cc (dispatched).
+void TransposeTile(const uint8_t* src, size_t src_ld, int64_t nr, int64_t nc, size_t elem,
+                   uint8_t* dst, size_t dst_ld, bool stream);
 
 // Orders earlier non-temporal stores before later loads/stores.
 inline void StreamFence() {

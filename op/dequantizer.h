@@ -233,9 +233,30 @@ class Dequantizer {
   void WriteTransposed(void* dst, int threads, int64_t b_begin, int64_t b_end, int64_t c_begin,
                        int64_t c_end) const;
   // One batch: view rows [row_base, row_base + rows) on t threads.
+  // stream: the output is far larger than the caches (non-temporal stores).
   void WriteTransposedBatch(uint8_t* dst, int t, int64_t row_base, int64_t rows, int64_t c_begin,
-                            int64_t cols, int64_t tile_rows, int64_t tile_cols,
-                            int64_t bands) const;
+                            int64_t cols, int64_t tile_rows, int64_t tile_cols, int64_t bands,
+                            bool stream) const;
+  // Whether view columns [c0, c0 + nc) can be written transposed by
+  // WriteCodesTransposed: dense 4-bit codes with groups along the view
+  // row (no group map, no staged roundings), every view row starting on
+  // a 32-bit word of codes, c0 on a word and a group boundary, nc whole
+  // words.
+  bool CodesTransposable(int64_t c0, int64_t nc) const;
+  // View rows [r0, r0 + nr) x columns [c0, c0 + nc).
+  struct CodeTile {
+    int64_t r0 = 0, nr = 0, c0 = 0, nc = 0;
+  };
+  // The tile's (CodesTransposable) written transposed to `dst` (element
+  // (r, c) at dst[(c - c0) * ld + (r - r0)]), without transposing the
+  // output: its code words (8 codes each) are transposed into `words`
+  // (nc / 8 x nr words) and its scales and zero points into `params`
+  // (2 * ceil(nc / group) * nr floats), which then form a PMX int4x8 plan
+  // over [nc, nr] — the transposed tile — that the kernels write row by
+  // row, streamed with `stream`. Same values: the same codes, parameters
+  // and arithmetic.
+  void WriteCodesTransposed(const CodeTile& tile, uint32_t* words, float* params, uint8_t* dst,
+                            int64_t ld, bool stream) const;
   // An error prefixed by `who` when an output of `rows` runs of
   // `row_bytes` bytes, `pitch` bytes apart from `out` (pitch >= row_bytes),
   // meets an input the plan reads in place.

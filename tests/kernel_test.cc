@@ -25,6 +25,7 @@
 #include "kernels/stream_fill.h"
 #include "kernels/transpose.h"
 #include "op/dequantizer.h"
+#include "op/onnx.h"
 
 namespace nibble {
 namespace {
@@ -61,7 +62,8 @@ TEST_CASE("TransposeTile writes every element at its transposed place, nothing e
   TargetGuard guard;
   std::mt19937 rng(7);
   // Whole AVX-512 blocks (32 x 32 / 16 x 16), SSE2 pieces, ragged edges,
-  // one row / column; output rows 64-byte aligned (streamed) or not.
+  // one row / column; source rows packed or with a gap after each; output
+  // rows 64-byte aligned (streamed when asked) or not.
   const int64_t sizes[] = {1, 3, 8, 16, 17, 32, 33, 64, 80};
   for (int64_t target : CompiledTargets()) {
     UseTarget(target);
@@ -69,7 +71,11 @@ TEST_CASE("TransposeTile writes every element at its transposed place, nothing e
       for (const int64_t nr : sizes) {
         for (const int64_t nc : sizes) {
           for (const size_t pad : {size_t{0}, size_t{16}, size_t{2}}) {
-            std::vector<uint8_t> src(static_cast<size_t>(nr * nc) * elem);
+            // (Three in four: a 12-byte gap after each source row; two in
+            // three: streamed stores allowed.)
+            const size_t src_ld = static_cast<size_t>(nc) * elem + (rng() % 4 != 0 ? 12 : 0);
+            const bool stream = rng() % 3 != 0;
+            std::vector<uint8_t> src(static_cast<size_t>(nr) * src_ld);
             for (auto& b : src) b = static_cast<uint8_t>(rng());
             // Output rows of at least nr + 5 elements, whole lines (pad 0:
             // every row 64-byte aligned) or pad bytes more: the bytes
@@ -81,19 +87,115 @@ TEST_CASE("TransposeTile writes every element at its transposed place, nothing e
             uint8_t* const wbase = want.data() + (base - dst.data());
             for (int64_t c = 0; c < nc; ++c) {
               for (int64_t j = 0; j < nr; ++j) {
-                std::memcpy(wbase + static_cast<size_t>(c) * ld + static_cast<size_t>(j) * elem,
-                            src.data() + static_cast<size_t>(j * nc + c) * elem, elem);
+                std::memcpy(
+                    wbase + static_cast<size_t>(c) * ld + static_cast<size_t>(j) * elem,
+                    src.data() + static_cast<size_t>(j) * src_ld + static_cast<size_t>(c) * elem,
+                    elem);
               }
             }
-            TransposeTile(src.data(), nr, nc, elem, base, ld);
+            TransposeTile(src.data(), src_ld, nr, nc, elem, base, ld, stream);
             StreamFence();
-            CHECK_MESSAGE(dst == want, hwy::TargetName(target) << " elem " << elem << " tile " << nr
-                                                               << " x " << nc << " ld " << ld);
+            CHECK_MESSAGE(dst == want, hwy::TargetName(target)
+                                           << " elem " << elem << " tile " << nr << " x " << nc
+                                           << " src_ld " << src_ld << " ld " << ld << " stream "
+                                           << stream);
           }
         }
       }
     }
   }
+}
+
+// Weights written transposed (MatMulNBits' [N, K] as MatMul's [K, N],
+// gpt-oss experts [E, R, K] as [E, K, R]): dense 4-bit codes from their
+// code words transposed into PMX int4x8 tiles (WriteCodesTransposed) where
+// rows start on words, else through transposed output tiles. Either way,
+// every target and thread count writes the view's values (the tile API's)
+// transposed, byte for byte; whole outputs and row ranges (RunRows), which
+// start off the groups.
+TEST_CASE("4-bit weights written transposed == the view's values transposed, every target") {
+  TargetGuard guard;
+  std::mt19937 rng(11);
+  struct Case {
+    DType xt;
+    int64_t batches, r, k, block;
+    bool zp;
+    OutType out;
+  };
+  const Case cases[] = {
+      {DType::kFloat4E2M1, 3, 40, 96, 32, false, OutType::kBF16},   // gpt-oss experts
+      {DType::kFloat4E2M1, 2, 37, 1088, 32, false, OutType::kF16},  // bands past 512
+      {DType::kUInt4, 1, 48, 256, 16, true, OutType::kF32},         // MatMulNBits
+      {DType::kInt4, 1, 33, 640, 128, false, OutType::kBF16},
+      {DType::kUInt4, 1, 17, 96, 12, true, OutType::kF16},
+      {DType::kUInt4, 1, 20, 100, 20, true, OutType::kF32},  // rows off words: output tiles
+      {DType::kFloat4E2M1, 1, 1024, 1024, 32, false, OutType::kF32},  // 4 MiB: streamed
+  };
+  int64_t compared = 0;
+  for (const Case& tc : cases) {
+    const int64_t rows = tc.batches * tc.r, k = tc.k, ng = (k + tc.block - 1) / tc.block;
+    std::vector<uint8_t> x(static_cast<size_t>((rows * k + 1) / 2));
+    for (auto& b : x) b = static_cast<uint8_t>(rng());
+    std::vector<float> s(static_cast<size_t>(rows * ng));
+    for (auto& v : s) v = std::ldexp(static_cast<float>(rng() % 200) - 100.0f, -7);
+    std::vector<uint8_t> z(static_cast<size_t>((rows * ng + 1) / 2));
+    for (auto& b : z) b = static_cast<uint8_t>(rng());
+    OnnxDequantizeAttributes a;
+    a.axis = 1;
+    a.block_size = tc.block;
+    a.has_axis = a.has_block_size = true;
+    const TensorView xv{tc.xt, {rows, k}, x.data(), x.size()};
+    const TensorView sv{DType::kFloat32, {rows, ng}, s.data(), s.size() * 4};
+    const TensorView zv{tc.xt, {rows, ng}, z.data(), z.size()};
+    DequantizeOptions o;
+    o.convert_output = DTypeOfOut(tc.out);
+    const size_t eb = static_cast<size_t>(OutBytes(tc.out));
+    for (int64_t target : CompiledTargets()) {
+      UseTarget(target);
+      auto view = PrepareOnnx(a, xv, sv, tc.zp ? &zv : nullptr, o);
+      auto d = PrepareOnnx(a, xv, sv, tc.zp ? &zv : nullptr, o);
+      REQUIRE_MESSAGE(d.ok(), d.status().message());
+      if (tc.batches > 1) {
+        d->TransposeOutputBatches(tc.batches);
+      } else {
+        d->TransposeOutput();
+      }
+      std::vector<uint8_t> v(static_cast<size_t>(rows * k) * eb);
+      REQUIRE(view->RunTile(0, rows, 0, k, v.data(), k).ok());
+      // Output row c of batch b: view column c of rows [b r, (b + 1) r).
+      std::vector<uint8_t> want(v.size());
+      for (int64_t b = 0; b < tc.batches; ++b) {
+        for (int64_t c = 0; c < k; ++c) {
+          for (int64_t j = 0; j < tc.r; ++j) {
+            std::memcpy(&want[static_cast<size_t>((b * k + c) * tc.r + j) * eb],
+                        &v[static_cast<size_t>((b * tc.r + j) * k + c) * eb], eb);
+          }
+        }
+      }
+      for (int threads : {1, 2, 3}) {
+        std::vector<uint8_t> y(v.size(), 0xA5);
+        REQUIRE(d->Run(MutableTensorView{DTypeOfOut(tc.out), d->output().shape, y.data(), y.size()},
+                       threads)
+                    .ok());
+        CHECK_MESSAGE(y == want, hwy::TargetName(target)
+                                     << " " << DTypeName(tc.xt) << " " << tc.batches << "x" << tc.r
+                                     << "x" << k << " block " << tc.block << " threads "
+                                     << threads);
+        // Output rows [r0, r1): whole batches, or view columns from 8
+        // (off a group unless the block is 8) to k - 3 (off a word).
+        const int64_t n0 = d->output().shape[0];
+        const int64_t r0 = tc.batches > 1 ? 1 : 8, r1 = tc.batches > 1 ? 2 : k - 3;
+        const size_t per = want.size() / static_cast<size_t>(n0);
+        std::vector<uint8_t> part(static_cast<size_t>(r1 - r0) * per, 0xA5);
+        REQUIRE(d->RunRows(r0, r1, part.data(), part.size(), threads).ok());
+        CHECK_MESSAGE(
+            std::memcmp(part.data(), &want[static_cast<size_t>(r0) * per], part.size()) == 0,
+            hwy::TargetName(target) << " rows [" << r0 << ", " << r1 << ") threads " << threads);
+        ++compared;
+      }
+    }
+  }
+  CHECK(compared == static_cast<int64_t>(std::size(cases) * CompiledTargets().size() * 3));
 }
 
 TEST_CASE(
