@@ -520,16 +520,8 @@ void Dequantizer::WriteCodesTransposed(const CodeTile& tile, uint32_t* words, fl
   }
   // The transposed tile [nc, nr]: element (c, r) is field c % 8 of word
   // (c / 8) * nr + r, its parameters at (c / group) * nr + r.
-  t.layout = Layout::kPmxWords;
+  internal::SetWordsAlongAxis0(&t, 8, nc, nr);
   t.codes = reinterpret_cast<const uint8_t*>(words);
-  t.interleave = 8;
-  t.interleave_row = nr;
-  t.outer = 1;
-  t.axis = nc;
-  t.inner = nr;
-  t.s_outer = 0;
-  t.s_axis = nr;
-  t.s_inner = 1;
   t.nontemporal = stream;
   DequantizeTile(t, 0, nc, 0, nr, dst, ld);
 }

@@ -122,6 +122,24 @@ bool IsIntegerDType(DType d);
 // types), any alignment.
 int64_t IntegerElement(const TensorView& v, int64_t i);
 
+// Sets *p's view to an [axis, inner] weight whose codes are kPmxWords
+// words of `per_word` fields along axis 0 (word (a / per_word) * inner + i
+// holds element (a, i): GPTQ's [K, N] qweight, a transposed tile of code
+// words) and whose scales (and zero points) are a row-major [groups,
+// inner] grid: element (a, i)'s at group_of(a) * inner + i.
+inline void SetWordsAlongAxis0(Plan* p, int32_t per_word, int64_t axis, int64_t inner) {
+  p->layout = Layout::kPmxWords;
+  p->word_stride = 0;
+  p->interleave = per_word;
+  p->interleave_row = inner;
+  p->outer = 1;
+  p->axis = axis;
+  p->inner = inner;
+  p->s_outer = 0;
+  p->s_axis = inner;
+  p->s_inner = 1;
+}
+
 // A little-endian 32-bit word at p (any alignment).
 inline uint32_t LoadU32(const uint8_t* p) {
   uint32_t v;

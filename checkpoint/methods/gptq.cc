@@ -85,16 +85,7 @@ StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweigh
   }
   // The checkpoint's [K, N] order (words of `per_word` fields along K), one
   // scale row per input channel k (picked by g_idx[k] when given).
-  plan.layout = Layout::kPmxWords;
-  plan.word_stride = 0;
-  plan.interleave = static_cast<int32_t>(per_word);
-  plan.interleave_row = N;
-  plan.outer = 1;
-  plan.axis = K;
-  plan.inner = N;
-  plan.s_outer = 0;
-  plan.s_axis = N;
-  plan.s_inner = 1;
+  internal::SetWordsAlongAxis0(&plan, static_cast<int32_t>(per_word), K, N);
   Dequantizer d(plan, std::move(st), OutputInfo{internal::OutDTypeOf(ot), {N, K}}, name);
   d.set_output_transposed(true);
   d.set_inputs({Dequantizer::InputOf("qweight", &qweight), Dequantizer::InputOf("qzeros", qzeros),
