@@ -461,9 +461,7 @@ bool Dequantizer::CodesTransposable(int64_t c0, int64_t nc) const {
   const Plan& p = plan_;
   return p.layout == Layout::kDense && CodeBits(p.code) == 4 && p.inner == 1 &&
          p.axis_group == nullptr && !p.Staged() && p.dot == nullptr && p.scale != nullptr &&
-         p.axis % 8 == 0 && c0 % 8 == 0 && nc % 8 == 0 && c0 % p.group == 0 &&
-         (p.code == CodeKind::kU4 || p.code == CodeKind::kS4 || p.code == CodeKind::kF4E2M1 ||
-          p.code == CodeKind::kTable4);
+         p.axis % 8 == 0 && c0 % 8 == 0 && nc % 8 == 0 && c0 % p.group == 0;
 }
 
 void Dequantizer::WriteCodesTransposed(const CodeTile& tile, uint32_t* words, float* params,
