@@ -108,11 +108,13 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
       struct Lanes {
         float value[16];
         int32_t group[16];
-        constexpr Lanes() : value(), group() {
+        uint16_t offset[32];  // of value i's group (e / 8 + i / 8)
+        constexpr Lanes() : value(), group(), offset() {
           for (int t = 0; t < 16; ++t) {
             value[t] = t < T::kP * T::kV ? T::Value(t % T::kV) : 0.0f;
             group[t] = T::Group(t);
           }
+          for (int i = 0; i < 32; ++i) offset[i] = static_cast<uint16_t>(T::Offset(i / 8));
         }
       };
       alignas(64) static constexpr Lanes kLanes{};
@@ -133,8 +135,22 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
         const VF delta = hn::TableLookupLanes(hn::LoadU(df, g_.delta + e / 8), group);
         table = hn::Mul(scale, hn::Add(value, delta));  // At: scale * (float(q) + delta)
       }
-      return LookupHalves32(HalfTable16(OutBits16<kOut, true>(table, bf16_hw)),
-                            reinterpret_cast<const uint8_t*>(g_.grid) + e);
+      // Each value's position in the table (GridGroups<D>::kLateIndices:
+      // its group's offset, plus kM where its sign bit is set: the
+      // negations follow; else Fill made them so).
+      __m512i idx = _mm512_cvtepu8_epi16(_mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(reinterpret_cast<const uint8_t*>(g_.grid) + e)));
+      constexpr bool kLate = GridGroups<D>::kLateIndices;
+      if constexpr (kLate && T::kP > 1) {
+        idx = _mm512_add_epi16(idx, _mm512_load_si512(kLanes.offset));
+      }
+      if constexpr (kLate && T::kSigned) {
+        __mmask32 m;
+        std::memcpy(&m, g_.signs + e / 8, 4);
+        idx = _mm512_mask_add_epi16(idx, m, idx, _mm512_set1_epi16(static_cast<int16_t>(T::kM)));
+      }
+      return _mm512_permutexvar_epi16(
+          idx, _mm512_castsi256_si512(OutBits16<kOut, true>(table, bf16_hw).raw));
     } else {
       return BlendHalves32(g_.signs + e / 8, pos_, neg_);
     }

@@ -42,13 +42,12 @@ extern const uint32_t* const kGgmlIq3xxsIndexGrid;
 extern const uint32_t* const kGgmlIq3sIndexGrid;
 extern const uint64_t* const kGgmlIq1sIndexGrid;
 
-// The index grids of IQ2_XXS (256 entries), IQ3_XXS (256) and IQ3_S (512)
-// packed into 16 bits an entry, 64-byte aligned: position j of an entry at
-// bits [b j, b j + b), b = 2 for IQ2_XXS (8 positions of 3 values), 3 for
-// the IQ3 types (4 positions of 8 values). Small enough for the kernels to
-// look up in registers instead of gathering (kernels/x86_avx512-inl.h,
-// grid_internal::LookupWords).
-extern const uint16_t* const kGgmlIq2xxsPackedIndexGrid;
+// The index grids of IQ3_XXS (256 entries) and IQ3_S (512) packed into 16
+// bits an entry, 64-byte aligned: position j of an entry at bits [3 j,
+// 3 j + 3) (4 positions of 8 values). Small enough for the kernels to look
+// up in registers instead of gathering (kernels/x86_avx512-inl.h,
+// grid_internal::LookupWords; IQ2_XXS's 32 entries a block measured
+// faster loaded one by one).
 extern const uint16_t* const kGgmlIq3xxsPackedIndexGrid;
 extern const uint16_t* const kGgmlIq3sPackedIndexGrid;
 // The IQ3 types' as byte planes, 64-byte aligned: the n entries' low

@@ -54,7 +54,6 @@ struct PackedIndexGrid {
   }
 };
 
-const PackedIndexGrid<uint64_t, 256> kIq2xxsPacked(kIq2xxs, 2);
 const PackedIndexGrid<uint32_t, 256> kIq3xxsPacked(kIq3xxs, 3);
 const PackedIndexGrid<uint32_t, 512> kIq3sPacked(kIq3s, 3);
 
@@ -83,7 +82,6 @@ const uint64_t* const kGgmlIq2sIndexGrid = kIq2s.v;
 const uint32_t* const kGgmlIq3xxsIndexGrid = kIq3xxs.v;
 const uint32_t* const kGgmlIq3sIndexGrid = kIq3s.v;
 const uint64_t* const kGgmlIq1sIndexGrid = kIq1s.v;
-const uint16_t* const kGgmlIq2xxsPackedIndexGrid = kIq2xxsPacked.v;
 const uint16_t* const kGgmlIq3xxsPackedIndexGrid = kIq3xxsPacked.v;
 const uint16_t* const kGgmlIq3sPackedIndexGrid = kIq3sPacked.v;
 const uint8_t* const kGgmlIq3xxsPackedIndexPlanes = kIq3xxsPlanes.v;

@@ -12,7 +12,7 @@
 //    exactly like BF16FromF32, 2-3x faster than the integer-lane rounding.
 //    Chosen at run time (CpuHasAvx512Bf16, the CPU's own flag: Highway's
 //    dispatch does not detect this extension).
-//  - PermuteHalves / LookupHalves32 / BlendHalves32: 32 x 16-bit table
+//  - PermuteHalves / BlendHalves32: 32 x 16-bit table
 //    lookups (vpermw) and blends; Highway 1.0.3's TableLookupLanes has no
 //    16-bit lanes.
 //  - BlockTable16 / BlockCodes32 / BlockTableRun: 32-entry 16-bit tables
@@ -23,7 +23,8 @@
 //  - GridGroups<D>::Fill: a grid i-quant block's groups (indices from
 //    their bit fields, vpgatherdq / vpgatherdd from the grid or its index
 //    grid, or permutes of the packed index grid — on AVX3_DL VBMI's byte
-//    permutes —, the sign parity, the scales) in 16-lane vectors; Highway
+//    permutes — or IQ2_XXS's scalar loads, the sign parity, the scales) in
+//    16-lane vectors; Highway
 //    1.0.3 has no 64-bit gather from 32-bit indices, no byte permutes nor
 //    byte-masked arithmetic.
 //  - Transpose16x16 / TransposeWords16 / ColumnNibbleTiles /
@@ -159,15 +160,10 @@ HWY_INLINE V PermuteHalves(V table, V idx) {
 
 // 16-bit tables of few values (the decoded layouts' Out16,
 // kernels/dequantize_decoded.cc): a table from 16 output bits (lanes
-// 16-31 zero), the 32 lanes of `table` selected by the 32 bytes at idx
-// (each < 32: vpmovzxbw, vpermw), and 32 lanes of b where bit i of the 4
-// bytes at bits is set, else a (lane i taking lane 0 / 1 of `pair`).
+// 16-31 zero), and 32 lanes of b where bit i of the 4 bytes at bits is
+// set, else a (lane i taking lane 0 / 1 of `pair`).
 HWY_INLINE __m512i HalfTable16(hn::Vec<hn::Rebind<uint16_t, hn::ScalableTag<float>>> h) {
   return _mm512_zextsi256_si512(h.raw);
-}
-HWY_INLINE __m512i LookupHalves32(__m512i table, const uint8_t* idx) {
-  return _mm512_permutexvar_epi16(
-      _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(idx))), table);
 }
 HWY_INLINE void SplitPair16(hn::Vec<hn::Rebind<uint16_t, hn::ScalableTag<float>>> pair, __m512i* a,
                             __m512i* b) {
@@ -762,19 +758,6 @@ HWY_INLINE void LookupWordPlanes(const uint8_t* planes, __m512i idx, __mmask64 h
   }
 }
 #endif
-// Quarter q (lanes 8 q .. 8 q + 7) of 32 packed IQ2_XXS entries (8 2-bit
-// positions each, kGgmlIq2xxsPackedIndexGrid) as 8 bytes each, position j
-// in byte j: the 16 bits spread to bytes by three shift-or-mask steps.
-template <int q>
-HWY_INLINE __m512i SpreadPositions2(__m512i entries) {
-  __m512i x = _mm512_cvtepu16_epi64(_mm512_maskz_extracti32x4_epi32(0xF, entries, q));
-  x = _mm512_and_si512(_mm512_or_si512(x, _mm512_slli_epi64(x, 24)),
-                       _mm512_set1_epi64(0x000000FF000000FFLL));
-  x = _mm512_and_si512(_mm512_or_si512(x, _mm512_slli_epi64(x, 12)),
-                       _mm512_set1_epi64(0x000F000F000F000FLL));
-  return _mm512_and_si512(_mm512_or_si512(x, _mm512_slli_epi64(x, 6)),
-                          _mm512_set1_epi64(0x0303030303030303LL));
-}
 // Half h of 32 packed IQ3_XXS entries (4 3-bit positions each,
 // kGgmlIq3xxsPackedIndexGrid) as 4 bytes each, position j in byte j.
 template <int h>
@@ -804,16 +787,9 @@ HWY_INLINE __m512i PositionsOrValues(__m512i positions) {
         positions);
   }
 }
-// 32 looked-up entries e (LookupWords) stored as Fill<kIndex> leaves them:
-// IQ2 entries (8 2-bit positions) as 8 bytes each at dst, IQ3 entries (4
-// 3-bit positions) as 4 bytes each (PositionsOrValues of the spread).
-template <bool kIndex, const GgmlGridValues& kValues>
-HWY_INLINE void StoreEntries2(__m512i e, uint64_t* dst) {
-  _mm512_storeu_si512(dst, PositionsOrValues<kIndex, kValues>(SpreadPositions2<0>(e)));
-  _mm512_storeu_si512(dst + 8, PositionsOrValues<kIndex, kValues>(SpreadPositions2<1>(e)));
-  _mm512_storeu_si512(dst + 16, PositionsOrValues<kIndex, kValues>(SpreadPositions2<2>(e)));
-  _mm512_storeu_si512(dst + 24, PositionsOrValues<kIndex, kValues>(SpreadPositions2<3>(e)));
-}
+// 32 looked-up IQ3 entries e (LookupWords: 4 3-bit positions each)
+// stored as Fill<kIndex> leaves them: 4 bytes each (PositionsOrValues of
+// the spread).
 template <bool kIndex, const GgmlGridValues& kValues>
 HWY_INLINE void StoreEntries3(__m512i e, uint32_t* dst) {
   _mm512_storeu_si512(dst, PositionsOrValues<kIndex, kValues>(SpreadPositions3<0>(e)));
@@ -857,7 +833,7 @@ HWY_INLINE void NegateBytes(GroupSet<32>& g) {
     _mm512_storeu_si512(g.grid + 8 * c, _mm512_mask_sub_epi8(v, m, _mm512_setzero_si512(), v));
   }
 }
-// Index bytes (Fill<true>: gathered from an index grid) made positions in
+// Index bytes (Fill<true>: looked up in an index grid) made positions in
 // the unit's table (GridTable): group k's offset T::Offset(k) added, and
 // T::kM where its sign bit is set (kSignedBytes).
 template <class T>
@@ -879,14 +855,19 @@ HWY_INLINE void TableIndices(GroupSet<32>& g) {
   }
 }
 // The last step of every Fill: the index bytes made table positions
-// (kIndex), or the grid bytes negated by their sign bits (kSigned grids;
-// GridGroups<D>::kBytesSigned says so to the expansion).
-template <class T, bool kIndex>
+// (kIndex) — unless kLate: the Fill stored its index bytes with scalar
+// stores, which a vector load here would wait for (they must leave the
+// store buffer first), and the 16-bit expansion makes them positions per
+// 32 values instead (GridGroups<D>::kLateIndices; 5-8 % slower where the
+// bytes came from vector stores) — or the grid bytes negated by their sign
+// bits (kSigned grids; GridGroups<D>::kBytesSigned says so to the
+// expansion).
+template <class T, bool kIndex, bool kLate = false>
 HWY_INLINE void Finish(GroupSet<32>& g) {
   if constexpr (kIndex) {
-    TableIndices<T>(g);
+    if constexpr (!kLate) TableIndices<T>(g);
   } else if constexpr (T::kSigned) {
-    NegateBytes(g);
+    NegateBytes(g);  // (waiting for scalar stores costs less than At's masks)
   }
 }
 }  // namespace grid_internal
@@ -916,7 +897,8 @@ struct GridTable {
 
 // GridGroups<D>: kVector (a Fill here), kBytesSigned (Fill<false> leaves
 // kSignedBytes grid bytes negated by their sign bits, grid_internal::Finish),
-// Table (GridTable), Fill<kIndex>(block, g).
+// kLateIndices (Fill<true> leaves the index bytes unmade: Finish), Table
+// (GridTable), Fill<kIndex>(block, g).
 template <class D, class = void>
 struct GridGroups {
   static constexpr bool kVector = false;
@@ -926,6 +908,7 @@ struct GridGroups {
 template <class D, const GgmlGridValues& kValues>
 struct GridFill {
   static constexpr bool kVector = true;
+  static constexpr bool kLateIndices = false;
   using Table = GridTable<D, kValues>;
   static constexpr bool kBytesSigned = Table::kSigned;
 };
@@ -935,20 +918,23 @@ struct GridFill {
 template <class D>
 struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>>
     : GridFill<D, kGgmlIq2GridValues> {
+  static constexpr bool kLateIndices = true;  // (scalar stores, below)
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
     using namespace grid_internal;
     const float d = layout_internal::Half(b, offsetof(GgufIQ2_XXS::Block, d));
     const __m512i qs = _mm512_loadu_si512(b + offsetof(GgufIQ2_XXS::Block, qs));
-    // The 32 index bytes in group order: the even dwords.
-    const __m512i even = _mm512_permutexvar_epi32(
-        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0, 0, 0, 0, 0), qs);
-    // The 32 indices looked up in the packed index grid (the grid bytes'
-    // positions; their values for Fill<false>).
-    StoreEntries2<kIndex, kGgmlIq2GridValues>(
-        LookupWords<256>(kGgmlIq2xxsPackedIndexGrid,
-                         _mm512_cvtepu8_epi16(_mm512_castsi512_si256(even))),
-        g.grid);
+    // The 32 indices' grid entries (the grid bytes' positions; their values
+    // for Fill<false>), loaded one by one: three memory operations a group
+    // and no vector ones — the expansion is bound by the vector ports, and
+    // looking the entries up in registers took about 45 vector operations
+    // a block (measured 1.15-1.45x slower in cache on the Intel guest).
+    {
+      const uint64_t* const grid = kIndex ? kGgmlIq2xxsIndexGrid : kGgmlIq2xxsGrid;
+      const uint8_t* const q = b + offsetof(GgufIQ2_XXS::Block, qs);
+#pragma GCC unroll 32
+      for (int k = 0; k < 32; ++k) std::memcpy(g.grid + k, grid + q[8 * (k / 4) + k % 4], 8);
+    }
     for (int h = 0; h < 2; ++h) {
       // Lane k: aux of sub-block 4 h + k / 4 (dword 2 ib + 1).
       const __m512i aux = _mm512_permutexvar_epi32(
@@ -956,7 +942,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>>
       StoreSigns7(Bits(aux, QuarterShifts(7), 127), g.signs + 16 * h);
       _mm512_storeu_ps(g.scale + 16 * h, Iq2Scales(d, _mm512_srli_epi32(aux, 28)));
     }
-    Finish<typename GridGroups::Table, kIndex>(g);
+    Finish<typename GridGroups::Table, kIndex, kLateIndices>(g);
   }
 };
 

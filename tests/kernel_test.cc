@@ -892,8 +892,6 @@ TEST_CASE("grid value sets and index grids") {
   const auto planes = [](const uint8_t* p, size_t n) {
     return [p, n](size_t i) -> unsigned { return p[i] | unsigned{p[n + i]} << 8; };
   };
-  check_packed("iq2_xxs", kGgmlIq2xxsIndexGrid, kGgmlIq2xxsPackedIndexGrid,
-               words(kGgmlIq2xxsPackedIndexGrid), 2, 256);
   check_packed("iq3_xxs", kGgmlIq3xxsIndexGrid, kGgmlIq3xxsPackedIndexGrid,
                words(kGgmlIq3xxsPackedIndexGrid), 3, 256);
   check_packed("iq3_s", kGgmlIq3sIndexGrid, kGgmlIq3sPackedIndexGrid,
