@@ -121,30 +121,25 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
       const DF df;
       const hn::RebindToSigned<DF> di;
       const VF value = hn::Load(df, kLanes.value);
-      VF scale, table;
+      VF scale;
       if constexpr (T::kP == 1) {
         scale = hn::Set(df, g_.scale[e / 8]);
       } else {
         const auto group = hn::IndicesFromVec(df, hn::Load(di, kLanes.group));
         scale = hn::TableLookupLanes(hn::LoadU(df, g_.scale + e / 8), group);
       }
-      if constexpr (D::kGridValues == GridValues::kSignedBytes) {
-        table = hn::Mul(scale, value);  // At: scale * float(signed byte)
-      } else {
-        const auto group = hn::IndicesFromVec(df, hn::Load(di, kLanes.group));
-        const VF delta = hn::TableLookupLanes(hn::LoadU(df, g_.delta + e / 8), group);
-        table = hn::Mul(scale, hn::Add(value, delta));  // At: scale * (float(q) + delta)
-      }
+      // At: scale * float(signed byte), or scale * (float(q) + delta).
+      const VF table = hn::Mul(scale, value);
       // Each value's position in the table (GridGroups<D>::kLateIndices:
-      // its group's offset, plus kM where its sign bit is set: the
-      // negations follow; else Fill made them so).
+      // its group's offset, plus kM where its bit in g_.signs is set: the
+      // second set; else Fill made them so).
       __m512i idx = _mm512_cvtepu8_epi16(_mm256_loadu_si256(
           reinterpret_cast<const __m256i*>(reinterpret_cast<const uint8_t*>(g_.grid) + e)));
       constexpr bool kLate = GridGroups<D>::kLateIndices;
       if constexpr (kLate && T::kP > 1) {
         idx = _mm512_add_epi16(idx, _mm512_load_si512(kLanes.offset));
       }
-      if constexpr (kLate && T::kSigned) {
+      if constexpr (kLate) {
         __mmask32 m;
         std::memcpy(&m, g_.signs + e / 8, 4);
         idx = _mm512_mask_add_epi16(idx, m, idx, _mm512_set1_epi16(static_cast<int16_t>(T::kM)));

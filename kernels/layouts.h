@@ -659,6 +659,8 @@ template <size_t kGroups>
 struct GroupSet {
   uint64_t grid[kGroups];      // byte j: position j (little-endian host)
   uint8_t signs[kGroups + 4];  // k*Bytes: bit j set -> value j negated
+                               // (the AVX-512 16-bit tables of kShiftedInt8:
+                               // 0xFF -> the group's delta is negative)
   float scale[kGroups + 16];
   float delta[kGroups + 16];  // kShiftedInt8
   GroupSet() {

@@ -813,6 +813,19 @@ HWY_INLINE __m512 Eighths(__m512i v, int bit) {
       _mm512_slli_epi32(_mm512_and_si512(v, _mm512_set1_epi32(1 << bit)), 31 - bit);
   return _mm512_castsi512_ps(_mm512_or_si512(sign, _mm512_set1_epi32(0x3E000000)));  // 0.125f
 }
+// Fill<kIndex> of IQ1: the delta's sign of each lane's group (`bit` of v)
+// as Fill<false> needs it (Eighths, to g.delta) or as the 16-bit tables do
+// (a byte per group, 0xFF where set: the group's values take the table's
+// second set, GridTable).
+template <bool kIndex>
+HWY_INLINE void StoreDeltas(__m512i v, int bit, GroupSet<32>& g, int first) {
+  if constexpr (kIndex) {
+    const __m512i set = _mm512_srai_epi32(_mm512_sll_epi32(v, _mm_cvtsi32_si128(31 - bit)), 31);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(g.signs + first), _mm512_cvtepi32_epi8(set));
+  } else {
+    _mm512_storeu_ps(g.delta + first, Eighths(v, bit));
+  }
+}
 // The IQ2_XS / IQ2_S scale of groups 16 h .. 16 h + 15: nibble (k / 2) % 2
 // of scales[k / 4].
 HWY_INLINE void Iq2HalfScales(float d, const uint8_t* scales, float* dst) {
@@ -835,7 +848,7 @@ HWY_INLINE void NegateBytes(GroupSet<32>& g) {
 }
 // Index bytes (Fill<true>: looked up in an index grid) made positions in
 // the unit's table (GridTable): group k's offset T::Offset(k) added, and
-// T::kM where its sign bit is set (kSignedBytes).
+// T::kM where the value's bit in g.signs is set (the table's second set).
 template <class T>
 HWY_INLINE void TableIndices(GroupSet<32>& g) {
   alignas(64) static constexpr struct Offsets {
@@ -847,11 +860,9 @@ HWY_INLINE void TableIndices(GroupSet<32>& g) {
   const __m512i offsets = _mm512_load_si512(kOffsets.v);
   for (int c = 0; c < 4; ++c) {
     __m512i v = _mm512_add_epi8(_mm512_loadu_si512(g.grid + 8 * c), offsets);
-    if constexpr (T::kSigned) {
-      const __mmask64 m = _load_mask64(reinterpret_cast<__mmask64*>(g.signs + 8 * c));
-      v = _mm512_mask_add_epi8(v, m, v, _mm512_set1_epi8(static_cast<char>(T::kM)));
-    }
-    _mm512_storeu_si512(g.grid + 8 * c, v);
+    const __mmask64 m = _load_mask64(reinterpret_cast<__mmask64*>(g.signs + 8 * c));
+    _mm512_storeu_si512(g.grid + 8 * c,
+                        _mm512_mask_add_epi8(v, m, v, _mm512_set1_epi8(static_cast<char>(T::kM))));
   }
 }
 // The last step of every Fill: the index bytes made table positions
@@ -873,23 +884,30 @@ HWY_INLINE void Finish(GroupSet<32>& g) {
 }  // namespace grid_internal
 
 // The table of a 32-value unit of a grid type (float16 / bfloat16 output,
-// kernels/dequantize_decoded.cc): the unit's kP parameter sets (a scale,
-// and IQ1's delta: one per kSubElems, per group for the delta) times its
-// kV values (kSignedBytes: the kM values of the grid's set, then their
-// negations), entry p * kV + i; kP * kV <= 16. Value(i) is value i as a
-// float (what At converts from the signed byte); Group(t) the group (of
-// the unit's 4) whose parameters entry t takes; Offset(k) the offset of
-// group k's entries.
+// kernels/dequantize_decoded.cc): the unit's kP scales (one per kSubElems)
+// times its kV values, entry p * kV + i; kP * kV <= 16. The values are
+// two sets of the grid's kM values, the second taken where a value's bit
+// in g.signs is set: kSignedBytes the values and their negations,
+// kShiftedInt8 (IQ1) the values plus 1/8 and minus 1/8 (the group's delta,
+// the same for its 8 values: Fill<true> sets all 8 bits or none). Value(i)
+// is value i as a float (what At converts from the signed byte, or At's
+// float(q) + delta: exact); Group(t) the group (of the unit's 4) whose
+// scale entry t takes; Offset(k) the offset of group k's entries.
 template <class D, const GgmlGridValues& kValues>
 struct GridTable {
+  static_assert(D::kGridValues != GridValues::kNegatedScale, "no table: a blend (Q1_0)");
   static constexpr bool kSigned = D::kGridValues == GridValues::kSignedBytes;
   static constexpr int kM = kValues.n;
-  static constexpr int kV = kSigned ? 2 * kM : kM;
-  static constexpr int kP =
-      kSigned ? static_cast<int>(32 / std::min<int64_t>(D::kSubElems, 32)) : 4;
+  static constexpr int kV = 2 * kM;
+  static constexpr int kP = static_cast<int>(32 / std::min<int64_t>(D::kSubElems, 32));
   static_assert(kP * kV <= 16, "one 16-lane table per unit");
   static constexpr float Value(int i) {
-    return i < kM ? static_cast<float>(kValues.v[i]) : -static_cast<float>(kValues.v[i - kM]);
+    const float v = static_cast<float>(kValues.v[i < kM ? i : i - kM]);
+    if constexpr (kSigned) {
+      return i < kM ? v : -v;
+    } else {
+      return i < kM ? v + 0.125f : v - 0.125f;  // layout_internal::SignedEighth
+    }
   }
   static constexpr int Group(int t) { return t / kV < kP ? t / kV * (4 / kP) : 0; }
   static constexpr int Offset(int k) { return (k % 4) / (4 / kP) * kV; }
@@ -1103,7 +1121,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_S>>>
       GatherGrid64(grid, idx, g.grid + 16 * h);
       _mm512_storeu_ps(g.scale + 16 * h, OddScales(d, _mm512_and_si512(_mm512_srli_epi32(word, 12),
                                                                        _mm512_set1_epi32(7))));
-      _mm512_storeu_ps(g.delta + 16 * h, Eighths(word, 15));
+      StoreDeltas<kIndex>(word, 15, g, 16 * h);
     }
     Finish<typename GridGroups::Table, kIndex>(g);
   }
@@ -1148,7 +1166,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_M>>>
           _mm512_or_si512(Bytes16(b + offsetof(Block, qs) + 16 * h),
                           _mm512_slli_epi32(_mm512_and_si512(nib, _mm512_set1_epi32(7)), 8));
       GatherGrid64(grid, idx, g.grid + 16 * h);
-      _mm512_storeu_ps(g.delta + 16 * h, Eighths(nib, 3));
+      StoreDeltas<kIndex>(nib, 3, g, 16 * h);
       const __m512i word = _mm512_permutexvar_epi32(
           _mm512_add_epi32(_mm512_srli_epi32(lane, 3), _mm512_set1_epi32(2 * h)), words);
       _mm512_storeu_ps(g.scale + 16 * h, OddScales(d, Bits(word, scale_shift, 7)));
