@@ -762,11 +762,24 @@ HWY_INLINE void LookupWordPlanes(const uint8_t* planes, __m512i idx, __mmask64 h
 // kGgmlIq3xxsPackedIndexGrid) as 4 bytes each, position j in byte j.
 template <int h>
 HWY_INLINE __m512i SpreadPositions3(__m512i entries) {
+#if HWY_TARGET <= HWY_AVX3_DL
+  // VBMI: entries 2 L and 2 L + 1 of the half (a dword) into 64-bit lane
+  // L, then each output byte the 8 bits at its position's offset (3 p, or
+  // 16 + 3 p for the second entry) by one multishift, masked to 3 bits.
+  const __m512i pairs = _mm512_permutexvar_epi32(
+      _mm512_setr_epi32(8 * h, 0, 8 * h + 1, 0, 8 * h + 2, 0, 8 * h + 3, 0, 8 * h + 4, 0,
+                        8 * h + 5, 0, 8 * h + 6, 0, 8 * h + 7, 0),
+      entries);
+  return _mm512_and_si512(
+      _mm512_multishift_epi64_epi8(_mm512_set1_epi64(0x1916131009060300LL), pairs),
+      _mm512_set1_epi8(7));
+#else
   __m512i x = _mm512_cvtepu16_epi32(h == 0 ? _mm512_castsi512_si256(entries)
                                            : _mm512_extracti64x4_epi64(entries, 1));
   x = _mm512_and_si512(_mm512_or_si512(x, _mm512_slli_epi32(x, 10)), _mm512_set1_epi32(0x003F003F));
   return _mm512_and_si512(_mm512_or_si512(x, _mm512_slli_epi32(x, 5)),
                           _mm512_set1_epi32(0x07070707));
+#endif
 }
 // Spread positions (bytes, each < kValues.n) as Fill<kIndex> leaves them:
 // as they are (kIndex: positions in the unit's table), else the grid's
@@ -859,7 +872,8 @@ HWY_INLINE void TableIndices(GroupSet<32>& g) {
   } kOffsets{};
   const __m512i offsets = _mm512_load_si512(kOffsets.v);
   for (int c = 0; c < 4; ++c) {
-    __m512i v = _mm512_add_epi8(_mm512_loadu_si512(g.grid + 8 * c), offsets);
+    __m512i v = _mm512_loadu_si512(g.grid + 8 * c);
+    if constexpr (T::kP > 1) v = _mm512_add_epi8(v, offsets);  // (kP == 1: all 0)
     const __mmask64 m = _load_mask64(reinterpret_cast<__mmask64*>(g.signs + 8 * c));
     _mm512_storeu_si512(g.grid + 8 * c,
                         _mm512_mask_add_epi8(v, m, v, _mm512_set1_epi8(static_cast<char>(T::kM))));
