@@ -106,7 +106,7 @@ inline T Field(const uint8_t* block, size_t offset) {
   std::memcpy(&v, block + offset, sizeof(T));
   return v;  // little-endian host (x86-64 / aarch64)
 }
-inline float Half(const uint8_t* block, size_t offset) {
+NIBBLE_DECODE_INLINE float Half(const uint8_t* block, size_t offset) {
   return F32FromF16(Field<uint16_t>(block, offset));
 }
 inline void SetHalf(uint8_t* block, size_t offset, uint16_t bits) {

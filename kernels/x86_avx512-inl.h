@@ -767,8 +767,8 @@ HWY_INLINE __m512i SpreadPositions3(__m512i entries) {
   // L, then each output byte the 8 bits at its position's offset (3 p, or
   // 16 + 3 p for the second entry) by one multishift, masked to 3 bits.
   const __m512i pairs = _mm512_permutexvar_epi32(
-      _mm512_setr_epi32(8 * h, 0, 8 * h + 1, 0, 8 * h + 2, 0, 8 * h + 3, 0, 8 * h + 4, 0,
-                        8 * h + 5, 0, 8 * h + 6, 0, 8 * h + 7, 0),
+      _mm512_setr_epi32(8 * h, 0, 8 * h + 1, 0, 8 * h + 2, 0, 8 * h + 3, 0, 8 * h + 4, 0, 8 * h + 5,
+                        0, 8 * h + 6, 0, 8 * h + 7, 0),
       entries);
   return _mm512_and_si512(
       _mm512_multishift_epi64_epi8(_mm512_set1_epi64(0x1916131009060300LL), pairs),
