@@ -144,6 +144,8 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
         std::memcpy(&m, g_.signs + e / 8, 4);
         idx = _mm512_mask_add_epi16(idx, m, idx, _mm512_set1_epi16(static_cast<int16_t>(T::kM)));
       }
+      // (The table's lanes 16-31 are left undefined: every position is
+      // below kP * kV <= 16.)
       return _mm512_permutexvar_epi16(
           idx, _mm512_castsi256_si512(OutBits16<kOut, true>(table, bf16_hw).raw));
     } else {
