@@ -108,13 +108,11 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
       struct Lanes {
         float value[16];
         int32_t group[16];
-        uint16_t offset[32];  // of value i's group (e / 8 + i / 8)
-        constexpr Lanes() : value(), group(), offset() {
+        constexpr Lanes() : value(), group() {
           for (int t = 0; t < 16; ++t) {
             value[t] = t < T::kP * T::kV ? T::Value(t % T::kV) : 0.0f;
             group[t] = T::Group(t);
           }
-          for (int i = 0; i < 32; ++i) offset[i] = static_cast<uint16_t>(T::Offset(i / 8));
         }
       };
       alignas(64) static constexpr Lanes kLanes{};
@@ -131,14 +129,12 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
       // At: scale * float(signed byte), or scale * (float(q) + delta).
       const VF table = hn::Mul(scale, value);
       // Each value's position in the table (GridGroups<D>::kLateIndices:
-      // its group's offset, plus kM where its bit in g_.signs is set: the
-      // second set; else Fill made them so).
+      // plus kM where its bit in g_.signs is set, the second set — one
+      // scale per unit, so no group offsets; else Fill made them so).
       __m512i idx = _mm512_cvtepu8_epi16(_mm256_loadu_si256(
           reinterpret_cast<const __m256i*>(reinterpret_cast<const uint8_t*>(g_.grid) + e)));
       constexpr bool kLate = GridGroups<D>::kLateIndices;
-      if constexpr (kLate && T::kP > 1) {
-        idx = _mm512_add_epi16(idx, _mm512_load_si512(kLanes.offset));
-      }
+      static_assert(!kLate || T::kP == 1, "late indices add no group offsets");
       if constexpr (kLate) {
         __mmask32 m;
         std::memcpy(&m, g_.signs + e / 8, 4);
