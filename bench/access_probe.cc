@@ -365,9 +365,10 @@ int main(int argc, char** argv) {
     int64_t band, cols;
   };
   static const Block kBlocks[] = {
-      {true, 64, 256},  {true, 128, 256},  {true, 256, 128},  {true, 256, 256},  {true, 128, 512},
-      {true, 64, 1024}, {false, 256, 256}, {false, 128, 512}, {false, 512, 128}, {true, 32, 4096},
-      {true, 64, 4096}, {true, 128, 4096}, {true, 128, 1024}};
+      {true, 64, 256},   {true, 128, 256},  {true, 256, 128},  {true, 256, 256},  {true, 128, 512},
+      {true, 64, 1024},  {false, 256, 256}, {false, 128, 512}, {false, 512, 128}, {true, 32, 4096},
+      {true, 64, 4096},  {true, 128, 4096}, {true, 128, 1024}, {true, 512, 256},  {true, 1024, 256},
+      {true, 4096, 256}, {true, 1024, 128}, {true, 4096, 64},  {true, 2048, 128}};
   static std::vector<std::string> names;  // the Patterns' names point here
   names.reserve(2 * std::size(kBlocks));
   for (const Block& b : kBlocks) {

@@ -5,6 +5,10 @@
 // `switch` over Layout lists all cases: -Wswitch names a missed one).
 #include "kernels/dequantize.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/dequantize.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -34,6 +38,20 @@ bool CpuIsIntel() {
   return intel;
 #else
   return false;
+#endif
+}
+
+int AmdCpuFamily() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const int family = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__builtin_cpu_is("amd") || __get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return 0;
+    const unsigned base = (eax >> 8) & 0xF;
+    return static_cast<int>(base == 0xF ? base + ((eax >> 20) & 0xFF) : base);
+  }();
+  return family;
+#else
+  return 0;
 #endif
 }
 

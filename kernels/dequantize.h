@@ -29,6 +29,11 @@ bool DequantizeDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t
 // EPYC and follow the vendor (PreferGptqBlocks, the matmul's decode tiles).
 bool CpuIsIntel();
 
+// This CPU's x86 family (CPUID leaf 1, the extended family added) when it
+// is AMD's, else 0: 0x19 for Zen 3 and Zen 4, 0x1A for Zen 5. For tile
+// choices that differ between AMD generations (PreferGptqBlocks).
+int AmdCpuFamily();
+
 // Name of the target the dispatcher selects now (e.g. "AVX3", "SSE4").
 const char* ActiveTarget();
 

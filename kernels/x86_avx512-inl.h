@@ -1765,13 +1765,18 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
 }
 
 // Whether GptqBlockTiles (blocks) or ColumnNibbleTiles (16-row bands)
-// runs GPTQ columns without a group map here. Both were alternated on two
-// machines (README, Speed): on a 16-core Intel Xeon (family 6, model 207)
-// the blocks ran 1.14-1.62x at one thread and 1.03-1.25x at 16; on a
-// 2-core AMD EPYC VM they ran 0.73-0.92x, its memory serving the bands'
-// interleaved strided reads and row stores well. So: blocks on Intel,
-// bands elsewhere, until more machines are measured.
-inline bool PreferGptqBlocks() { return CpuIsIntel(); }
+// runs GPTQ columns without a group map here. Both were alternated on three
+// machines (docs/performance.md): on a 16-core Intel Xeon (family 6, model
+// 207) the blocks ran 1.14-1.62x at one thread and 1.03-1.25x at 16; on a
+// 2-core AMD EPYC VM as a Zen 4 guest (family 19h) they ran 0.73-0.92x,
+// its memory serving the bands' interleaved strided reads and row stores
+// well; on the same VM as a Zen 5 guest (family 1Ah) 0.98-1.00x at one
+// thread and 1.19-1.24x at two. So: bands on AMD before Zen 5, blocks
+// elsewhere, until more machines are measured.
+inline bool PreferGptqBlocks() {
+  static const bool blocks = CpuIsIntel() || AmdCpuFamily() >= 0x1A;
+  return blocks;
+}
 
 // GPTQ columns (kGptqColumns without a group map) on AVX-512, written as
 // the [N, K] output in blocks: a band of up to 128 rows (n) by a chunk of
