@@ -130,6 +130,9 @@ TEST_CASE("4-bit weights written transposed == the view's values transposed, eve
       {DType::kUInt4, 1, 17, 96, 12, true, OutType::kF16},
       {DType::kUInt4, 1, 20, 100, 20, true, OutType::kF32},  // rows off words: output tiles
       {DType::kFloat4E2M1, 1, 1024, 1024, 32, false, OutType::kF32},  // 4 MiB: streamed
+      // Tiles of 1024 view rows: three a band, the last of 52 (strips of
+      // 16 rows and one of 4).
+      {DType::kFloat4E2M1, 1, 2100, 1024, 32, false, OutType::kBF16},
   };
   int64_t compared = 0;
   for (const Case& tc : cases) {
