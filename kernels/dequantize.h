@@ -31,7 +31,8 @@ bool CpuIsIntel();
 
 // This CPU's x86 family (CPUID leaf 1, the extended family added) when it
 // is AMD's, else 0: 0x19 for Zen 3 and Zen 4, 0x1A for Zen 5. For tile
-// choices that differ between AMD generations (PreferGptqBlocks).
+// choices that differ between AMD generations (PreferGptqBlocks,
+// PreferGridLoads).
 int AmdCpuFamily();
 
 // Name of the target the dispatcher selects now (e.g. "AVX3", "SSE4").

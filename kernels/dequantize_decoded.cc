@@ -129,13 +129,21 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
       // At: scale * float(signed byte), or scale * (float(q) + delta).
       const VF table = hn::Mul(scale, value);
       // Each value's position in the table (GridGroups<D>::kLateIndices:
-      // plus kM where its bit in g_.signs is set, the second set — one
-      // scale per unit, so no group offsets; else Fill made them so).
+      // plus its group's offset and kM where its bit in g_.signs is set,
+      // the second set; else Fill made them so).
       __m512i idx = _mm512_cvtepu8_epi16(_mm256_loadu_si256(
           reinterpret_cast<const __m256i*>(reinterpret_cast<const uint8_t*>(g_.grid) + e)));
       constexpr bool kLate = GridGroups<D>::kLateIndices;
-      static_assert(!kLate || T::kP == 1, "late indices add no group offsets");
       if constexpr (kLate) {
+        if constexpr (T::kP > 1) {  // value i's group offset T::Offset(i / 8)
+          alignas(64) static constexpr struct Offsets {
+            int16_t v[32];
+            constexpr Offsets() : v() {
+              for (int i = 0; i < 32; ++i) v[i] = static_cast<int16_t>(T::Offset(i / 8));
+            }
+          } kOffsets{};
+          idx = _mm512_add_epi16(idx, _mm512_load_si512(kOffsets.v));
+        }
         __mmask32 m;
         std::memcpy(&m, g_.signs + e / 8, 4);
         idx = _mm512_mask_add_epi16(idx, m, idx, _mm512_set1_epi16(static_cast<int16_t>(T::kM)));
@@ -485,6 +493,12 @@ template <class D, OutType kOut>
 void DecodedRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
                  int64_t ld) {
 #if HWY_TARGET <= HWY_AVX3
+  if constexpr (kHasGridLoads<D>) {  // (the same values, per CPU the faster)
+    const bool loads = plan.grid_entries == Plan::GridEntries::kAuto
+                           ? PreferGridLoads()
+                           : plan.grid_entries == Plan::GridEntries::kLoads;
+    if (loads) return DecodedRows<GridLoads<D>, kOut>(plan, r0, r1, c0, c1, out, ld);
+  }
   if constexpr (kOut == OutType::kBF16) {  // (no kFast copy for the other types)
     if (CpuHasAvx512Bf16()) return DecodedRowsWith<D, kOut, true>(plan, r0, r1, c0, c1, out, ld);
   }

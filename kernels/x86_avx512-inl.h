@@ -999,6 +999,23 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XS>>>
   }
 };
 
+// GridLoads<D>: the gathered IQ2 types (IQ2_XS, IQ2_S) with their 32 grid
+// entries a block loaded one by one (a 16-bit index, an 8-byte load, an
+// 8-byte store: memory ports and scalar ALUs) instead of four 8-lane
+// gathers, the sign offsets then added per 32 values (kLateIndices, as
+// IQ2_XXS). Which is faster depends on the CPU's gathers
+// (PreferGridLoads): on the VM as a Zen 5 guest the loads ran 1.15-1.25x
+// in cache, on it as an Intel Xeon guest 0.74-0.85x. The same values: the
+// same entries, scales and signs (the kernel tests run both).
+template <class D>
+struct GridLoads : D {};
+template <class D>
+inline constexpr bool kHasGridLoads = false;
+
+// Whether the GridLoads variants run here: AMD family 1Ah (Zen 5) and
+// later, where they were measured faster.
+inline bool PreferGridLoads() { return AmdCpuFamily() >= 0x1A; }
+
 // IQ2_S: grid index qs[k] | bits 2 (k % 4) .. +1 of qh[k / 4] << 8, the
 // sign bytes as stored.
 template <class D>
@@ -1021,6 +1038,60 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_S>>>
     std::memcpy(g.signs, b + offsetof(Block, signs), 32);
     Iq2HalfScales(d, b + offsetof(Block, scales), g.scale);
     Finish<typename GridGroups::Table, kIndex>(g);
+  }
+};
+
+template <>
+inline constexpr bool kHasGridLoads<GgufIQ2_XS> = true;
+template <class D>
+struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GridLoads<GgufIQ2_XS>>>>
+    : GridFill<D, kGgmlIq2GridValues> {
+  static constexpr bool kLateIndices = true;  // (scalar stores)
+  template <bool kIndex = false>
+  static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
+    using namespace grid_internal;
+    const auto* const grid = kIndex ? kGgmlIq2xsIndexGrid : kGgmlIq2xsGrid;
+    using Block = GgufIQ2_XS::Block;
+    const float d = layout_internal::Half(b, offsetof(Block, d));
+    const uint8_t* const qs = b + offsetof(Block, qs);
+#pragma GCC unroll 32
+    for (int k = 0; k < 32; ++k) {
+      uint16_t q;
+      std::memcpy(&q, qs + 2 * k, 2);
+      std::memcpy(g.grid + k, grid + (q & 511), 8);
+    }
+    for (int h = 0; h < 2; ++h) {
+      const __m512i q =
+          _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * h)));
+      StoreSigns7(_mm512_srli_epi32(q, 9), g.signs + 16 * h);
+    }
+    Iq2HalfScales(d, b + offsetof(Block, scales), g.scale);
+    Finish<typename GridGroups::Table, kIndex, kLateIndices>(g);
+  }
+};
+
+template <>
+inline constexpr bool kHasGridLoads<GgufIQ2_S> = true;
+template <class D>
+struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GridLoads<GgufIQ2_S>>>>
+    : GridFill<D, kGgmlIq2GridValues> {
+  static constexpr bool kLateIndices = true;  // (scalar stores)
+  template <bool kIndex = false>
+  static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
+    using namespace grid_internal;
+    const auto* const grid = kIndex ? kGgmlIq2sIndexGrid : kGgmlIq2sGrid;
+    using Block = GgufIQ2_S::Block;
+    const float d = layout_internal::Half(b, offsetof(Block, d));
+    const uint8_t* const qs = b + offsetof(Block, qs);
+    const uint8_t* const qh = b + offsetof(Block, qh);
+#pragma GCC unroll 32
+    for (int k = 0; k < 32; ++k) {
+      const int index = qs[k] | (((qh[k / 4] >> (2 * (k % 4))) & 3) << 8);
+      std::memcpy(g.grid + k, grid + index, 8);
+    }
+    std::memcpy(g.signs, b + offsetof(Block, signs), 32);
+    Iq2HalfScales(d, b + offsetof(Block, scales), g.scale);
+    Finish<typename GridGroups::Table, kIndex, kLateIndices>(g);
   }
 };
 
@@ -1773,10 +1844,7 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
 // well; on the same VM as a Zen 5 guest (family 1Ah) 0.98-1.00x at one
 // thread and 1.19-1.24x at two. So: bands on AMD before Zen 5, blocks
 // elsewhere, until more machines are measured.
-inline bool PreferGptqBlocks() {
-  static const bool blocks = CpuIsIntel() || AmdCpuFamily() >= 0x1A;
-  return blocks;
-}
+inline bool PreferGptqBlocks() { return CpuIsIntel() || AmdCpuFamily() >= 0x1A; }
 
 // GPTQ columns (kGptqColumns without a group map) on AVX-512, written as
 // the [N, K] output in blocks: a band of up to 128 rows (n) by a chunk of

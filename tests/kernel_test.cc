@@ -1104,14 +1104,20 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
             }
             const int64_t vr = p.rows(), vc = p.cols();
             // GPTQ columns: both AVX-512 traversals, whichever this CPU
-            // prefers (kernels/plan.h ColumnOrder).
+            // prefers (kernels/plan.h ColumnOrder); IQ2_XS / IQ2_S: both
+            // ways of fetching grid entries (GridEntries).
             const bool orders = kd.layout == Layout::kGptqColumns && !kd.column_map;
-            for (int o = 0; o < (orders ? 4 : 2); ++o) {
+            const bool entries =
+                kd.layout == Layout::kGgufIQ2_XS || kd.layout == Layout::kGgufIQ2_S;
+            for (int o = 0; o < (orders || entries ? 4 : 2); ++o) {
               const bool nt = o % 2 == 1;
               p.nontemporal = nt;
               p.column_order =
                   !orders ? Plan::ColumnOrder::kAuto
                           : (o < 2 ? Plan::ColumnOrder::kBlocks : Plan::ColumnOrder::kBands);
+              p.grid_entries =
+                  !entries ? Plan::GridEntries::kAuto
+                           : (o < 2 ? Plan::GridEntries::kGathers : Plan::GridEntries::kLoads);
               for (int trial = 0; trial < 4; ++trial) {
                 int64_t r0 = 0, r1 = vr, c0 = 0, c1 = vc;
                 if (trial > 0) {
@@ -1128,6 +1134,7 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
                                                 << " cols=" << vc << " zp=" << static_cast<int>(zp)
                                                 << " out=" << static_cast<int>(out) << " nt=" << nt
                                                 << " order=" << static_cast<int>(p.column_order)
+                                                << " entries=" << static_cast<int>(p.grid_entries)
                                                 << " tile=[" << r0 << "," << r1 << ")x[" << c0
                                                 << "," << c1 << "): " << diff);
                 ++compared;
