@@ -1004,7 +1004,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XS>>>
 // 8-byte store: memory ports and scalar ALUs) instead of four 8-lane
 // gathers, the sign offsets then added per 32 values (kLateIndices, as
 // IQ2_XXS). Which is faster depends on the CPU's gathers
-// (PreferGridLoads): on the VM as a Zen 5 guest the loads ran 1.15-1.25x
+// (PreferGridLoads): on the VM as a Zen 5 guest the loads ran 1.11-1.24x
 // in cache, on it as an Intel Xeon guest 0.74-0.85x. The same values: the
 // same entries, scales and signs (the kernel tests run both).
 template <class D>
