@@ -978,27 +978,6 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>>
   }
 };
 
-// IQ2_XS: u16 qs[k]: grid index bits 0-8, sign index bits 9-15.
-template <class D>
-struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XS>>>
-    : GridFill<D, kGgmlIq2GridValues> {
-  template <bool kIndex = false>
-  static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
-    using namespace grid_internal;
-    const auto* const grid = kIndex ? kGgmlIq2xsIndexGrid : kGgmlIq2xsGrid;
-    using Block = GgufIQ2_XS::Block;
-    const float d = layout_internal::Half(b, offsetof(Block, d));
-    for (int h = 0; h < 2; ++h) {
-      const __m512i q = _mm512_cvtepu16_epi32(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + offsetof(Block, qs) + 32 * h)));
-      GatherGrid64(grid, _mm512_and_si512(q, _mm512_set1_epi32(511)), g.grid + 16 * h);
-      StoreSigns7(_mm512_srli_epi32(q, 9), g.signs + 16 * h);
-    }
-    Iq2HalfScales(d, b + offsetof(Block, scales), g.scale);
-    Finish<typename GridGroups::Table, kIndex>(g);
-  }
-};
-
 // GridLoads<D>: the gathered IQ2 types (IQ2_XS, IQ2_S) with their 32 grid
 // entries a block loaded one by one (a 16-bit index, an 8-byte load, an
 // 8-byte store: memory ports and scalar ALUs) instead of four 8-lane
@@ -1009,44 +988,29 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XS>>>
 // same entries, scales and signs (the kernel tests run both).
 template <class D>
 struct GridLoads : D {};
+// GridBase<D>: the type D is (the one GridLoads wraps) and whether it loads.
 template <class D>
-inline constexpr bool kHasGridLoads = false;
+struct GridBase {
+  using Type = D;
+  static constexpr bool kLoads = false;
+};
+template <class D>
+struct GridBase<GridLoads<D>> {
+  using Type = D;
+  static constexpr bool kLoads = true;
+};
+template <class D>
+inline constexpr bool kHasGridLoads = std::is_same_v<D, GgufIQ2_XS> || std::is_same_v<D, GgufIQ2_S>;
 
 // Whether the GridLoads variants run here: AMD family 1Ah (Zen 5) and
 // later, where they were measured faster.
 inline bool PreferGridLoads() { return AmdCpuFamily() >= 0x1A; }
 
-// IQ2_S: grid index qs[k] | bits 2 (k % 4) .. +1 of qh[k / 4] << 8, the
-// sign bytes as stored.
+// IQ2_XS: u16 qs[k]: grid index bits 0-8, sign index bits 9-15.
 template <class D>
-struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_S>>>
+struct GridGroups<D, std::enable_if_t<std::is_same_v<typename GridBase<D>::Type, GgufIQ2_XS>>>
     : GridFill<D, kGgmlIq2GridValues> {
-  template <bool kIndex = false>
-  static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
-    using namespace grid_internal;
-    const auto* const grid = kIndex ? kGgmlIq2sIndexGrid : kGgmlIq2sGrid;
-    using Block = GgufIQ2_S::Block;
-    const float d = layout_internal::Half(b, offsetof(Block, d));
-    const __m512i qh = Bytes8(b + offsetof(Block, qh));
-    for (int h = 0; h < 2; ++h) {
-      const __m512i high =
-          Bits(_mm512_permutexvar_epi32(QuarterLanes(4 * h), qh), QuarterShifts(2), 3);
-      const __m512i idx =
-          _mm512_or_si512(Bytes16(b + offsetof(Block, qs) + 16 * h), _mm512_slli_epi32(high, 8));
-      GatherGrid64(grid, idx, g.grid + 16 * h);
-    }
-    std::memcpy(g.signs, b + offsetof(Block, signs), 32);
-    Iq2HalfScales(d, b + offsetof(Block, scales), g.scale);
-    Finish<typename GridGroups::Table, kIndex>(g);
-  }
-};
-
-template <>
-inline constexpr bool kHasGridLoads<GgufIQ2_XS> = true;
-template <class D>
-struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GridLoads<GgufIQ2_XS>>>>
-    : GridFill<D, kGgmlIq2GridValues> {
-  static constexpr bool kLateIndices = true;  // (scalar stores)
+  static constexpr bool kLateIndices = GridBase<D>::kLoads;  // (scalar stores)
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
     using namespace grid_internal;
@@ -1054,15 +1018,20 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GridLoads<GgufIQ2_XS>>>>
     using Block = GgufIQ2_XS::Block;
     const float d = layout_internal::Half(b, offsetof(Block, d));
     const uint8_t* const qs = b + offsetof(Block, qs);
+    if constexpr (kLateIndices) {  // GridLoads
 #pragma GCC unroll 32
-    for (int k = 0; k < 32; ++k) {
-      uint16_t q;
-      std::memcpy(&q, qs + 2 * k, 2);
-      std::memcpy(g.grid + k, grid + (q & 511), 8);
+      for (int k = 0; k < 32; ++k) {
+        uint16_t q;
+        std::memcpy(&q, qs + 2 * k, 2);
+        std::memcpy(g.grid + k, grid + (q & 511), 8);
+      }
     }
     for (int h = 0; h < 2; ++h) {
       const __m512i q =
           _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * h)));
+      if constexpr (!kLateIndices) {
+        GatherGrid64(grid, _mm512_and_si512(q, _mm512_set1_epi32(511)), g.grid + 16 * h);
+      }
       StoreSigns7(_mm512_srli_epi32(q, 9), g.signs + 16 * h);
     }
     Iq2HalfScales(d, b + offsetof(Block, scales), g.scale);
@@ -1070,12 +1039,12 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GridLoads<GgufIQ2_XS>>>>
   }
 };
 
-template <>
-inline constexpr bool kHasGridLoads<GgufIQ2_S> = true;
+// IQ2_S: grid index qs[k] | bits 2 (k % 4) .. +1 of qh[k / 4] << 8, the
+// sign bytes as stored.
 template <class D>
-struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GridLoads<GgufIQ2_S>>>>
+struct GridGroups<D, std::enable_if_t<std::is_same_v<typename GridBase<D>::Type, GgufIQ2_S>>>
     : GridFill<D, kGgmlIq2GridValues> {
-  static constexpr bool kLateIndices = true;  // (scalar stores)
+  static constexpr bool kLateIndices = GridBase<D>::kLoads;  // (scalar stores)
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
     using namespace grid_internal;
@@ -1084,10 +1053,20 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GridLoads<GgufIQ2_S>>>>
     const float d = layout_internal::Half(b, offsetof(Block, d));
     const uint8_t* const qs = b + offsetof(Block, qs);
     const uint8_t* const qh = b + offsetof(Block, qh);
+    if constexpr (kLateIndices) {  // GridLoads
 #pragma GCC unroll 32
-    for (int k = 0; k < 32; ++k) {
-      const int index = qs[k] | (((qh[k / 4] >> (2 * (k % 4))) & 3) << 8);
-      std::memcpy(g.grid + k, grid + index, 8);
+      for (int k = 0; k < 32; ++k) {
+        const int index = qs[k] | (((qh[k / 4] >> (2 * (k % 4))) & 3) << 8);
+        std::memcpy(g.grid + k, grid + index, 8);
+      }
+    } else {
+      const __m512i high_bits = Bytes8(qh);
+      for (int h = 0; h < 2; ++h) {
+        const __m512i high =
+            Bits(_mm512_permutexvar_epi32(QuarterLanes(4 * h), high_bits), QuarterShifts(2), 3);
+        const __m512i idx = _mm512_or_si512(Bytes16(qs + 16 * h), _mm512_slli_epi32(high, 8));
+        GatherGrid64(grid, idx, g.grid + 16 * h);
+      }
     }
     std::memcpy(g.signs, b + offsetof(Block, signs), 32);
     Iq2HalfScales(d, b + offsetof(Block, scales), g.scale);
