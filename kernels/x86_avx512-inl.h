@@ -999,8 +999,6 @@ struct GridBase<GridLoads<D>> {
   using Type = D;
   static constexpr bool kLoads = true;
 };
-template <class D>
-inline constexpr bool kHasGridLoads = std::is_same_v<D, GgufIQ2_XS> || std::is_same_v<D, GgufIQ2_S>;
 
 // Whether the GridLoads variants run here: AMD family 1Ah (Zen 5) and
 // later, where they were measured faster.
@@ -1073,6 +1071,11 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<typename GridBase<D>::Type,
     Finish<typename GridGroups::Table, kIndex, kLateIndices>(g);
   }
 };
+
+// Whether D has a GridLoads variant: a GridGroups specialization takes
+// GridLoads<D> (the ones above, through GridBase).
+template <class D>
+inline constexpr bool kHasGridLoads = GridGroups<GridLoads<D>>::kVector;
 
 // IQ3_XXS: two 4-byte grid entries per group (index bytes 2 k, 2 k + 1),
 // aux as IQ2_XXS in scales_signs, db = d * (0.5 + s) * 0.5.
