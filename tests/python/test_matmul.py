@@ -15,11 +15,9 @@ Usage: test_matmul.py CHECKPOINTS_DIR WORK_DIR
 """
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
-import time
 
 try:
     import numpy as np
@@ -30,6 +28,7 @@ except ImportError as e:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gguf_util import GGML_BLOCK_TYPES, write_gguf  # noqa: E402
+from interrupt_util import ctrl_c_stops  # noqa: E402
 from matmul_util import (blas_mismatches, dot_ref, expert_matmul_mismatches,  # noqa: E402
                          matmul_mismatches, same_bits)
 from packing_util import pack_cols, pack_rows  # noqa: E402
@@ -320,28 +319,15 @@ for label, fn, needle in [
         check("refused: " + label, needle in str(e), e)
 
 # Ctrl-C in the middle of a long matmul: KeyboardInterrupt between tiles,
-# long before the matmul would have finished (a timer thread sends SIGINT
-# to this process 0.1 s into the call).
+# long before the matmul would have finished (interrupt_util says how it is
+# judged).
 wl = rng.standard_normal((4096, 2048)).astype(np.float32)
 ql = nibble.quantize(wl, bits=4, group_size=128)
 dl = nibble.Dequantizer.pmx(ql["x"], ql["scale"], group_size=128)
 xl = rng.standard_normal((4096, 2048)).astype(np.float32)
 for gemm in ("exact", "blas") if nibble.blas() is not None else ("exact",):
-    t0 = time.perf_counter()
-    dl.matmul(xl, threads=1, gemm=gemm)
-    full = time.perf_counter() - t0
-    timer = threading.Timer(0.1, lambda: os.kill(os.getpid(), signal.SIGINT))
-    t0 = time.perf_counter()
-    try:
-        timer.start()
-        dl.matmul(xl, threads=1, gemm=gemm)
-        check("Ctrl-C (gemm=%s): KeyboardInterrupt" % gemm, False,
-              "the matmul returned (%.2f s)" % full)
-    except KeyboardInterrupt:
-        took = time.perf_counter() - t0
-        check("Ctrl-C (gemm=%s): stops between tiles (%.2f s of %.2f s)" % (gemm, took, full),
-              full < 0.3 or took < 0.6 * full)
-    timer.join()
+    ok, note = ctrl_c_stops(lambda gemm=gemm: dl.matmul(xl, threads=1, gemm=gemm))
+    check("Ctrl-C (gemm=%s): stops between tiles" % gemm, ok, note)
 
 # Two Python threads multiplying at once (the GIL released): each gets the
 # bits it gets alone, on both paths (the BLAS's buffers shared by threads).
