@@ -115,6 +115,12 @@ struct RowJob {
   const int32_t* map = nullptr;
   // With map: 1 + the largest map entry (the row's scales read).
   int64_t map_groups = 0;
+  // Optional, with map, integer zero points, at most 64 groups: the map as
+  // uint16 (same indexing as map) and the row's zero points as int16 (64
+  // entries, zero past map_groups), each within [-32752, 32767] so that a
+  // 4-bit code minus it fits int16 (MappedRow16).
+  const uint16_t* map16 = nullptr;
+  const int16_t* zp16 = nullptr;
 #if HWY_TARGET <= HWY_AVX3_DL
   // Float8Groups' tables across the call's rows (null: built per group).
   Float8TableCache* float8 = nullptr;
@@ -395,6 +401,79 @@ class RowKernel {
   }
 #endif
 
+#if HWY_TARGET <= HWY_AVX3
+  // MappedRow for 4-bit codes with integer zero points given as
+  // job_.map16 / job_.zp16 (at most 16 * kRegs <= 64 groups): per 32
+  // elements the zero points picked by one word permute and subtracted from
+  // the codes in 16-bit lanes (exact: the caller bounds the zero points so
+  // that no difference leaves int16), then widened to the int32 difference
+  // MappedRow computes; the scales as in MappedRow, their indices widened
+  // from map16. The same values as MappedRow, with about half its
+  // operations.
+  template <bool kStream, int kRegs>
+  HWY_INLINE int64_t MappedRow16(int64_t k, int64_t k1, char* base) const {
+    static_assert(kRegs == 2 || kRegs == 4, "2 or 4 table registers");
+    static_assert(kZp == ZeroPointKind::kInteger && kCode == CodeKind::kU4, "integer zero points");
+    const DF df;
+    const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+    constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
+    const CodeRef codes = job_.code;
+    const uint16_t* const map = job_.map16;
+    const int64_t ng = job_.map_groups;
+    __m512 st[kRegs];
+#pragma GCC unroll 4
+    for (int j = 0; j < kRegs; ++j) {
+      const int64_t left = std::max<int64_t>(0, std::min<int64_t>(16, ng - 16 * j));
+      st[j] = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << left) - 1u), job_.scale + 16 * j);
+    }
+    const __m512i z0 = _mm512_loadu_si512(job_.zp16);
+    const __m512i z1 = kRegs == 4 ? _mm512_loadu_si512(job_.zp16 + 32) : z0;
+    const __m512i low4 = _mm512_set1_epi16(0xF), bit5 = _mm512_set1_epi32(32);
+    auto scale = [&](const uint16_t* m) HWY_ATTR {
+      const __m512i g =
+          _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(m)));
+      const __m512 r01 = _mm512_permutex2var_ps(st[0], g, st[1]);
+      if constexpr (kRegs == 2) {
+        return r01;
+      } else {
+        return _mm512_mask_blend_ps(_mm512_test_epi32_mask(g, bit5), r01,
+                                    _mm512_permutex2var_ps(st[2], g, st[3]));
+      }
+    };
+    const bool fast = FastBf16();
+    for (; k + 2 * n <= k1; k += 2 * n) {
+      const __m512i g = _mm512_loadu_si512(map + k);
+      const __m512i z =
+          kRegs == 2 ? _mm512_permutexvar_epi16(g, z0) : _mm512_permutex2var_epi16(z0, g, z1);
+      const __m512i d = _mm512_sub_epi16(_mm512_and_si512(L::Load16Low(codes, k).raw, low4), z);
+      const VF lo{_mm512_mul_ps(
+          _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm512_castsi512_si256(d))), scale(map + k))};
+      const VF hi{
+          _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(d, 1))),
+                        scale(map + k + n))};
+      StoreUnit(df, lo, hi, base + k * kOutBytes, kStream, fast);
+    }
+    return k;
+  }
+  // Whether MappedRow16 applies to this kernel (then job_.map16 / zp16 are
+  // used where given).
+  static constexpr bool kMapped16 =
+      kZp == ZeroPointKind::kInteger && kCode == CodeKind::kU4 && std::is_same_v<L, DenseNibbles>;
+  // MappedRow16 with its table registers for job_.map_groups (1 to 64).
+  HWY_INLINE int64_t MappedRow16Of(int64_t k, int64_t k1, char* base, bool stream) const {
+    if constexpr (kMapped16) {
+      if (job_.map_groups <= 32) {
+        return stream ? MappedRow16<true, 2>(k, k1, base) : MappedRow16<false, 2>(k, k1, base);
+      }
+      return stream ? MappedRow16<true, 4>(k, k1, base) : MappedRow16<false, 4>(k, k1, base);
+    }
+    (void)k1;
+    (void)base;
+    (void)stream;
+    return k;
+  }
+#endif
+
   // Writes elements [k0, k1) of the row to y[k - k0]. `stream`: use
   // non-temporal stores for the aligned body; the caller must FlushStream.
   void Run(int64_t k0, int64_t k1, void* y, bool stream) {
@@ -452,7 +531,9 @@ class RowKernel {
 #if HWY_TARGET <= HWY_AVX3
         // At most 128 groups: their parameters in registers.
         const int64_t ng = job_.map_groups;
-        if (ng > 0 && ng <= 32) {
+        if (kMapped16 && job_.map16 != nullptr && ng > 0 && ng <= 64) {
+          k = MappedRow16Of(k, k1, base, stream);
+        } else if (ng > 0 && ng <= 32) {
           k = stream ? MappedRow<true, 2>(k, k1, base) : MappedRow<false, 2>(k, k1, base);
         } else if (ng > 32 && ng <= 64) {
           k = stream ? MappedRow<true, 4>(k, k1, base) : MappedRow<false, 4>(k, k1, base);

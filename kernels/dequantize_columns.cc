@@ -44,7 +44,10 @@ int64_t MapGroups(const Plan& plan, int64_t c0, int64_t c1) {
 // one table per row; then, a chunk of word rows (k) at a time, its words
 // into row-major codes (16 x 16 word transposes: a row's 8 codes per word
 // then lie along k, low nibble first: dense nibbles), and runs the row
-// kernel over each row's chunk. The same values: the row kernel computes
+// kernel over each row's chunk. With integer zero points and at most 64
+// groups the row kernel takes its 16-bit path (MappedRow16: the chunk's
+// map as uint16, each row's zero points as int16), where every zero point
+// of the band lies in its bounds. The same values: the row kernel computes
 // the contract's arithmetic on the same codes and parameters. Bands are 32
 // rows (fewer where the stack budget for the tables allows no more), so
 // that a chunk is 128 word rows: 1024 elements per row-kernel call (bands
@@ -52,7 +55,7 @@ int64_t MapGroups(const Plan& plan, int64_t c0, int64_t c1) {
 // set-up then weighs on 256 elements each); while a chunk's rows are written, the
 // next chunk's word lines (a new page each: no hardware prefetcher
 // follows the word stride) are fetched into L2. Returns false (nothing
-// written) where it does not apply. (Not inlined: its 56 KiB of stack
+// written) where it does not apply. (Not inlined: its 62 KiB of stack
 // must not add to its caller's.)
 template <ZeroPointKind kZp, OutType kOut>
 HWY_NOINLINE bool MapRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
@@ -76,6 +79,11 @@ HWY_NOINLINE bool MapRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, 
   alignas(64) float scales[kTableBytes / 8];
   alignas(64) int32_t zeros[kHasZ ? kTableBytes / 8 : 1];
   alignas(64) uint8_t codes[kCodeBytes];
+  // MappedRow16's inputs: each of the band's rows' zero points as int16
+  // (64 entries), the chunk's map as uint16 (up to 128 word rows).
+  constexpr int64_t kGroups16 = 64, kMapChunk = 8 * 128;
+  alignas(64) int16_t zeros16[kHasZ ? 32 * kGroups16 : 1];
+  alignas(64) uint16_t map16[kHasZ ? kMapChunk : 1];
   // Band n's first row after n (bands end at multiples of `band` rows).
   auto band_end = [&](int64_t n) { return std::min(r1, (n / band + 1) * band); };
   for (int64_t n0 = r0; n0 < r1; n0 = band_end(n0)) {
@@ -89,6 +97,24 @@ HWY_NOINLINE bool MapRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, 
         if constexpr (kHasZ) {
           TransposeWords16(plan.zp_int + at, 4 * plan.s_axis, m, std::min<int64_t>(16, groups - g),
                            &zeros[b * tpitch + g], 4 * tpitch);
+        }
+      }
+    }
+    bool band16 = false;
+    if constexpr (kHasZ) {
+      band16 = groups <= kGroups16;  // (and rows <= 32: `band`)
+      // Each row's zero points as int16, 64 entries (zero past `groups`),
+      // where all lie in [-32752, 32767].
+      const __m512i lo = _mm512_set1_epi32(-32752), hi = _mm512_set1_epi32(32767);
+      for (int64_t i = 0; band16 && i < rows; ++i) {
+        for (int64_t g = 0; g < kGroups16; g += 16) {
+          const int64_t left = std::max<int64_t>(0, std::min<int64_t>(16, groups - g));
+          const auto m = static_cast<__mmask16>((1u << left) - 1u);
+          const __m512i z = _mm512_maskz_loadu_epi32(m, &zeros[i * tpitch + g]);
+          band16 = band16 && _mm512_cmpge_epi32_mask(z, lo) == 0xFFFF &&
+                   _mm512_cmple_epi32_mask(z, hi) == 0xFFFF;
+          _mm256_store_si256(reinterpret_cast<__m256i*>(&zeros16[i * kGroups16 + g]),
+                             _mm512_cvtepi32_epi16(z));
         }
       }
     }
@@ -117,6 +143,13 @@ HWY_NOINLINE bool MapRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, 
           (at + static_cast<uintptr_t>(4 * (band_end(next_n) - next_n)) - first + 63) / 64);
       const int64_t next_lines = next_words * per;
       const int64_t ka = std::max(c0, 8 * wc0), kb = std::min(c1, 8 * wc1);
+      if (band16) {  // (entries < 64: the narrowing keeps them)
+        for (int64_t k = ka; k < kb; k += 16) {
+          const auto m = static_cast<__mmask16>((1u << std::min<int64_t>(16, kb - k)) - 1u);
+          _mm512_mask_cvtepi32_storeu_epi16(&map16[k - 8 * wc0], m,
+                                            _mm512_maskz_loadu_epi32(m, plan.axis_group + k));
+        }
+      }
       // (Counted without divisions: acc / rows lines are due by row i.)
       int64_t acc = 0, line = 0;
       uintptr_t next_row = first + static_cast<uintptr_t>(next_w * S);
@@ -140,6 +173,10 @@ HWY_NOINLINE bool MapRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, 
         job.step = 1;
         job.map = plan.axis_group + 8 * wc0;
         job.map_groups = groups;
+        if (band16) {
+          job.map16 = map16;
+          job.zp16 = zeros16 + i * kGroups16;
+        }
         Kernel kernel(plan, job);
         kernel.Run(ka - 8 * wc0, kb - 8 * wc0, out + ((n0 + i - r0) * ld + (ka - c0)) * kOutBytes,
                    stream);

@@ -1076,6 +1076,12 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
             std::vector<int32_t> zpi(d.scale.size()), gidx;
             if (zp == ZeroPointKind::kInteger) {
               for (auto& z : zpi) z = static_cast<int32_t>(rng() % 16);
+              if (kd.column_map && rng() % 3 == 0) {
+                // A zero point at or past the bounds of act-order GPTQ's
+                // 16-bit row path (MappedRow16: [-32752, 32767]).
+                static constexpr int32_t kEdges[] = {-32752, 32767, -32753, 32768, 1 << 20};
+                zpi[rng() % zpi.size()] = kEdges[rng() % 5];
+              }
               p.zp_int = zpi.data();
             } else if (zp == ZeroPointKind::kFloat) {
               d.zpf.resize(d.scale.size());
