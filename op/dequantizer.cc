@@ -521,7 +521,21 @@ void Dequantizer::WriteCodesTransposed(const CodeTile& tile, uint32_t* words, fl
   internal::SetWordsAlongAxis0(&t, 8, nc, nr);
   t.codes = reinterpret_cast<const uint8_t*>(words);
   t.nontemporal = stream;
-  DequantizeTile(t, 0, nc, 0, nr, dst, ld);
+  if (nr > 1) {
+    DequantizeTile(t, 0, nc, 0, nr, dst, ld);
+    return;
+  }
+  // One view row (a tensor of one row, or the last tile of rows = 1 mod
+  // the tile's rows): that plan's view is then [1, nc] (inner 1), not [nc,
+  // 1]; its row written in pieces through a scratch row, each transposed.
+  const size_t eb = static_cast<size_t>(OutBytes(p.out));
+  alignas(64) uint8_t row[256 * 4];
+  for (int64_t c = 0; c < nc; c += 256) {
+    const int64_t n = std::min<int64_t>(256, nc - c);
+    DequantizeTile(t, 0, 1, c, c + n, row, n);
+    TransposeTile(row, static_cast<size_t>(n) * eb, 1, n, eb,
+                  dst + static_cast<size_t>(c * ld) * eb, static_cast<size_t>(ld) * eb, false);
+  }
 }
 
 Status Dequantizer::RunRows(int64_t r0, int64_t r1, void* y, size_t y_bytes, int threads) const

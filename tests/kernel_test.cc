@@ -133,6 +133,17 @@ TEST_CASE("4-bit weights written transposed == the view's values transposed, eve
       // Tiles of 1024 view rows: three a band, the last of 52 (strips of
       // 16 rows and one of 4).
       {DType::kFloat4E2M1, 1, 2100, 1024, 32, false, OutType::kBF16},
+      // Integer zero points, groups of 32 and 64.
+      {DType::kUInt4, 1, 99, 320, 32, true, OutType::kF16},
+      {DType::kUInt4, 2, 64, 192, 64, true, OutType::kBF16},
+      {DType::kInt4, 1, 64, 512, 256, false, OutType::kF32},
+      // One view row (such a tile was written as its [1, nc] view: wrong
+      // values before 2026-12-02), and 1025 rows: on one thread a last
+      // tile of one row (tiles of 1024 rows x 512 columns).
+      {DType::kFloat4E2M1, 1, 1, 640, 128, false, OutType::kBF16},
+      {DType::kInt4, 1, 1, 640, 128, false, OutType::kF16},
+      {DType::kFloat4E2M1, 1, 1025, 1024, 32, false, OutType::kF32},
+      {DType::kUInt4, 1, 2048, 1024, 32, true, OutType::kF16},  // streamed
   };
   int64_t compared = 0;
   for (const Case& tc : cases) {
@@ -176,14 +187,17 @@ TEST_CASE("4-bit weights written transposed == the view's values transposed, eve
         }
       }
       for (int threads : {1, 2, 3}) {
-        std::vector<uint8_t> y(v.size(), 0xA5);
-        REQUIRE(d->Run(MutableTensorView{DTypeOfOut(tc.out), d->output().shape, y.data(), y.size()},
-                       threads)
-                    .ok());
-        CHECK_MESSAGE(y == want, hwy::TargetName(target)
-                                     << " " << DTypeName(tc.xt) << " " << tc.batches << "x" << tc.r
-                                     << "x" << k << " block " << tc.block << " threads "
-                                     << threads);
+        // On a 64-byte line (so that large outputs are streamed).
+        std::vector<uint8_t> y_buf(v.size() + 64, 0xA5);
+        uint8_t* const y =
+            y_buf.data() + (64 - reinterpret_cast<uintptr_t>(y_buf.data()) % 64) % 64;
+        REQUIRE(
+            d->Run(MutableTensorView{DTypeOfOut(tc.out), d->output().shape, y, v.size()}, threads)
+                .ok());
+        CHECK_MESSAGE(std::memcmp(y, want.data(), want.size()) == 0,
+                      hwy::TargetName(target)
+                          << " " << DTypeName(tc.xt) << " " << tc.batches << "x" << tc.r << "x" << k
+                          << " block " << tc.block << " threads " << threads);
         // Output rows [r0, r1): whole batches, or view columns from 8
         // (off a group unless the block is 8) to k - 3 (off a word).
         const int64_t n0 = d->output().shape[0];
