@@ -6,9 +6,10 @@ import threading
 import time
 
 
-def ctrl_c_stops(fn, stopped_early=None, tries=3):
+def ctrl_c_stops(fn, stopped_early=None, before=None, tries=3):
     """Sends SIGINT to this process a tenth of the way into fn() (timed by one
-    earlier call) and returns (ok, description).
+    earlier call) and returns (ok, description). `before()`, if given, runs
+    before each interrupted call's timer starts (to mark its output).
 
     Judged against when the signal was actually sent: a timer thread can start
     late, and on a loaded machine the caller can wait a time slice or a GIL
@@ -35,6 +36,8 @@ def ctrl_c_stops(fn, stopped_early=None, tries=3):
 
         timer = threading.Timer(0.1 * full, interrupt)
         inside = False
+        if before is not None:
+            before()
         t0 = time.perf_counter()
         try:
             timer.start()

@@ -194,8 +194,8 @@ for mode in ("plain", "cb"):
 # SIGINT a tenth of the way into a call that writes 256 MiB of float32: the
 # call asks between pieces of 16 MiB and raises KeyboardInterrupt long before
 # it would have finished (interrupt_util says how it is judged).
-def ctrl_c_stops_check(label, fn, stopped_early=None):
-    ok, note = ctrl_c_stops(fn, stopped_early)
+def ctrl_c_stops_check(label, fn, stopped_early=None, before=None):
+    ok, note = ctrl_c_stops(fn, stopped_early, before)
     check("Python Ctrl-C stops %s (%s)" % (label, note), ok)
 
 
@@ -206,13 +206,14 @@ big_d = nibble.Dequantizer.pmx(big_codes, big_scale, group_size=128)
 big_out = np.empty((32768, 2048), dtype=np.float32)
 
 
-def run_into_big_out():
+def mark_last_piece():
     big_out[-1, :] = np.nan  # the last piece: written only by a run that did not stop
-    big_d.run(threads=1, out=big_out)
 
 
-ctrl_c_stops_check("Dequantizer.run, 32768 x 2048 int4 -> float32", run_into_big_out,
-                   stopped_early=lambda: bool(np.isnan(big_out[-1, :]).all()))
+ctrl_c_stops_check("Dequantizer.run, 32768 x 2048 int4 -> float32",
+                   lambda: big_d.run(threads=1, out=big_out),
+                   stopped_early=lambda: bool(np.isnan(big_out[-1, :]).all()),
+                   before=mark_last_piece)
 del big_d, big_codes, big_scale, big_out
 
 emb_path = os.path.join(work, "emb_f16.safetensors")
