@@ -341,12 +341,7 @@ class RowKernel {
     constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
     const CodeRef codes = job_.code;
     const int32_t* const map = job_.map;
-    const int64_t ng = job_.map_groups;
-    auto table = [&](int j, const void* p) HWY_ATTR {
-      const int64_t left = std::max<int64_t>(0, std::min<int64_t>(16, ng - 16 * j));
-      const auto m = static_cast<__mmask16>((1u << left) - 1u);
-      return _mm512_maskz_loadu_ps(m, static_cast<const float*>(p) + 16 * j);
-    };
+    auto table = [&](int j, const void* p) HWY_ATTR { return TableRegister(j, p); };
     const void* zp = kZp == ZeroPointKind::kInteger ? static_cast<const void*>(job_.zp_int)
                                                     : static_cast<const void*>(job_.zp_float);
     constexpr bool kHasZ = kZp == ZeroPointKind::kInteger || kZp == ZeroPointKind::kFloat;
@@ -402,14 +397,23 @@ class RowKernel {
 #endif
 
 #if HWY_TARGET <= HWY_AVX3
+  // Lanes [16 j, 16 j + 16) of the row's table at p (float bits) as one
+  // register, zero past job_.map_groups.
+  HWY_INLINE __m512 TableRegister(int j, const void* p) const {
+    const int64_t left = std::max<int64_t>(0, std::min<int64_t>(16, job_.map_groups - 16 * j));
+    const auto m = static_cast<__mmask16>((1u << left) - 1u);
+    return _mm512_maskz_loadu_ps(m, static_cast<const float*>(p) + 16 * j);
+  }
+
   // MappedRow for 4-bit codes with integer zero points given as
   // job_.map16 / job_.zp16 (at most 16 * kRegs <= 64 groups): per 32
   // elements the zero points picked by one word permute and subtracted from
   // the codes in 16-bit lanes (exact: the caller bounds the zero points so
   // that no difference leaves int16), then widened to the int32 difference
   // MappedRow computes; the scales as in MappedRow, their indices widened
-  // from map16. The same values as MappedRow, with about half its
-  // operations.
+  // from map16. The same values as MappedRow with fewer operations (act-
+  // order GPTQ on a Zen 5 guest: float32 tiles in cache 1.6x, whole
+  // 16-bit outputs 1.04-1.09x).
   template <bool kStream, int kRegs>
   HWY_INLINE int64_t MappedRow16(int64_t k, int64_t k1, char* base) const {
     static_assert(kRegs == 2 || kRegs == 4, "2 or 4 table registers");
@@ -419,13 +423,9 @@ class RowKernel {
     constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
     const CodeRef codes = job_.code;
     const uint16_t* const map = job_.map16;
-    const int64_t ng = job_.map_groups;
     __m512 st[kRegs];
 #pragma GCC unroll 4
-    for (int j = 0; j < kRegs; ++j) {
-      const int64_t left = std::max<int64_t>(0, std::min<int64_t>(16, ng - 16 * j));
-      st[j] = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << left) - 1u), job_.scale + 16 * j);
-    }
+    for (int j = 0; j < kRegs; ++j) st[j] = TableRegister(j, job_.scale);
     const __m512i z0 = _mm512_loadu_si512(job_.zp16);
     const __m512i z1 = kRegs == 4 ? _mm512_loadu_si512(job_.zp16 + 32) : z0;
     const __m512i low4 = _mm512_set1_epi16(0xF), bit5 = _mm512_set1_epi32(32);
