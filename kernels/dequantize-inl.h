@@ -229,6 +229,12 @@ class RowKernel {
   // is rounded to 16-bit output bits once, then 2N outputs are one 16-bit
   // permute (vpermw) of 2N codes. Same bits: rounding is per value.
   static constexpr bool kHalfTable = kTable && OutDesc<kOut>::kBytes == 2;
+  // The same on AVX2, whose permutes hold 8 lanes: the group's 16 output
+  // values split into a table of their low bytes and one of their high
+  // bytes (Group::table16, table16_hi), 2N outputs two byte shuffles of
+  // 2N codes and a blend (ShuffleLookup). Same bits: rounding is per value.
+  static constexpr bool kShuffleTable =
+      HWY_TARGET == HWY_AVX2 && L::kNibbles && OutDesc<kOut>::kBytes == 2;
   // float8_e4m3fn codes to 16-bit outputs through byte-plane tables
   // (Float8Groups; VBMI: AVX3_DL).
   static constexpr bool kFloat8Planes = HWY_TARGET <= HWY_AVX3_DL && kCode == CodeKind::kF8E4M3FN &&
@@ -654,6 +660,17 @@ class RowKernel {
               hn::StoreU(h, du16, p);
             }
           }
+        } else if constexpr (kShuffleTable) {
+          const DU16 du16;
+          for (; k + unit <= stop; k += unit) {
+            const VU16 h = ShuffleLookup(g.table16, g.table16_hi, L::Load16(codes, k));
+            uint16_t* p = reinterpret_cast<uint16_t*>(base + k * kOutBytes);
+            if (stream) {
+              hn::Stream(h, du16, p);
+            } else {
+              hn::StoreU(h, du16, p);
+            }
+          }
         } else if (!kTable && kZp != ZeroPointKind::kInteger && plan_.code_offset == 0) {
           // Nothing to subtract (signed codes: PMX / ONNX int8): a
           // constant zero, so the subtraction folds away (same bits).
@@ -972,6 +989,21 @@ class RowKernel {
 #endif
   }
 
+  // kShuffleTable: lane i of the result = the 16-bit value whose low byte
+  // is byte c[i] of each 128-bit half of `lo` and whose high byte is byte
+  // c[i] of each half of `hi` (c: Load16's codes, each < 16).
+  static HWY_INLINE VU16 ShuffleLookup(VU16 lo, VU16 hi, VU16 c) {
+#if HWY_TARGET == HWY_AVX2
+    const __m256i idx = _mm256_or_si256(c.raw, _mm256_slli_epi16(c.raw, 8));  // c in both bytes
+    return VU16{_mm256_blendv_epi8(_mm256_shuffle_epi8(lo.raw, idx),
+                                   _mm256_shuffle_epi8(hi.raw, idx), _mm256_set1_epi16(-256))};
+#else
+    (void)hi;
+    (void)c;
+    return lo;  // unreachable: kShuffleTable is false here
+#endif
+  }
+
   // Integer value q of raw codes (sign extension for signed sub-byte codes).
   HWY_INLINE VI Decode(VI c) const {
     const DI di;
@@ -1083,6 +1115,9 @@ class RowKernel {
     VF s, zf, table;
     VI z;
     VU16 table16;  // kHalfTable: output bits of T[c] in lanes c and 16 + c
+    // kShuffleTable: byte c of each 128-bit half of table16 / table16_hi
+    // holds the low / high byte of T[c]'s output bits.
+    VU16 table16_hi;
   };
 
   HWY_INLINE Group MakeGroup(int64_t idx) const {
@@ -1109,6 +1144,26 @@ class RowKernel {
     } else {
       g.table16 = hn::Zero(DU16());
     }
+    g.table16_hi = hn::Zero(DU16());
+#if HWY_TARGET == HWY_AVX2
+    if constexpr (kShuffleTable) {
+      // T[c] for every 4-bit code c (lanes: codes 0-7, then 8-15) by the
+      // same operations as Arith, rounded once; then each 128-bit half
+      // [low bytes of T[0..7], high bytes], the quadwords reordered into
+      // [low bytes of T[0..15] | high bytes of T[0..15]], each half
+      // broadcast.
+      const VF t0 = Arith(Decode(hn::Iota(di, 0)), g.s, g.z, g.zf);
+      const VF t1 = Arith(Decode(hn::Iota(di, 8)), g.s, g.z, g.zf);
+      const __m256i bits = Concat16(NarrowBits<kHalfOut>(df, t1), NarrowBits<kHalfOut>(df, t0)).raw;
+      const __m256i split = _mm256_permute4x64_epi64(
+          _mm256_shuffle_epi8(
+              bits, _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4,
+                                     6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)),
+          0xD8);
+      g.table16 = VU16{_mm256_permute2x128_si256(split, split, 0x00)};
+      g.table16_hi = VU16{_mm256_permute2x128_si256(split, split, 0x11)};
+    }
+#endif
     return g;
   }
 

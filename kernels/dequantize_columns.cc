@@ -10,6 +10,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "kernels/dequantize-inl.h"
+#include "kernels/transpose.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace nibble {
@@ -23,10 +24,6 @@ bool GroupMapColumnTilesHere() { return HWY_TARGET <= HWY_AVX3; }
 constexpr unsigned kAwqZp = ZpBit(ZeroPointKind::kNone) | ZpBit(ZeroPointKind::kInteger);
 constexpr unsigned kGptqZp = ZpBit(ZeroPointKind::kNone) | ZpBit(ZeroPointKind::kInteger);
 
-#if HWY_TARGET <= HWY_AVX3
-// The most groups MapRows takes: MappedRow's table registers.
-constexpr int64_t kMapRowGroups = 128;
-
 // 1 + the largest group of plan.axis_group over elements [c0, c1): the
 // groups a tile there reads.
 int64_t MapGroups(const Plan& plan, int64_t c0, int64_t c1) {
@@ -34,6 +31,10 @@ int64_t MapGroups(const Plan& plan, int64_t c0, int64_t c1) {
   for (int64_t k = c0; k < c1; ++k) groups = std::max<int64_t>(groups, plan.axis_group[k] + 1);
   return groups;
 }
+
+#if HWY_TARGET <= HWY_AVX3
+// The most groups MapRows takes: MappedRow's table registers.
+constexpr int64_t kMapRowGroups = 128;
 
 // GPTQ's [K / 8, N] words with a group map (act-order g_idx, at most
 // kMapRowGroups groups over [c0, c1)) written as the [N, K] output row by
@@ -699,6 +700,223 @@ void GroupMapColumns(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64
 }
 #endif  // HWY_TARGET <= HWY_AVX3
 
+#if HWY_TARGET > HWY_AVX3
+// --- Column layouts below AVX-512: staged rows -------------------------------
+//
+// AWQ's [K, N / 8] and GPTQ's [K / 8, N] words (without a group map)
+// written as the [N, K] output on the targets without the AVX-512
+// column tiles. The row kernels' own loaders for these layouts read one
+// word per element from a different row of words (a gather per vector, a
+// new cache line and often a new page per element: AWQ ran at 0.03-0.07 of
+// the read + write stream on an AVX2 Zen 3 guest). Instead, a band of rows
+// (n) by a chunk of columns (k) is staged as dense 4-bit rows (element k of
+// row i at nibble k % 2 of byte k / 2 of the row's run, low nibble first)
+// and each row's chunk goes through the row kernel of dense nibbles
+// (compressed-tensors' rows) with the row's own parameters: the contract's
+// arithmetic on the same codes and parameters, so the same bits.
+//  GPTQ: the chunk's word rows transposed as 32-bit elements (TransposeTile):
+//        word k / 8 of a row holds its codes k .. k+7 in nibble order, which
+//        is the dense row's order.
+//  AWQ:  the chunk's rows of words transposed as 32-bit elements (word
+//        column j's words along k), then each 8 x 8 block of nibbles
+//        (8 words k .. k+7 of column j: rows 8j .. 8j+7 at nibbles
+//        kAwqNibbleOrder) transposed into the 8 rows' words (AwqBlock8).
+// While a chunk's rows are written, the next chunk's lines (the next
+// band's first at a band's end: no hardware prefetcher follows the word
+// stride) are fetched into L2, spread over the rows. (GPTQ's act-order
+// group map stays on its [K, N] lowering below AVX-512: its per-element
+// parameters, gathered here, ran 0.7-0.8x of that.)
+
+// Rows per band and columns per chunk. GPTQ: 32 rows (128 bytes of each
+// word row) by 1024 columns (128 word rows), 16 KiB of codes. AWQ: 128
+// rows (16 words: one 64-byte line of each row k) by 256 columns, 16 KiB
+// of codes and 16 KiB of transposed words.
+constexpr int64_t kStagedGptqBand = 32, kStagedGptqChunk = 1024;
+constexpr int64_t kStagedAwqBand = 128, kStagedAwqChunk = 256;
+
+// AWQ: the 8 words at `in` (32-bit, rows k .. k+7 of one word column: rows
+// 8j .. 8j+7 of the view, row p at nibble kAwqNibbleOrder[p]) as 8 dense
+// words: row p's codes k .. k+7 (nibble t: code k + t) at out + p * pitch.
+HWY_INLINE void AwqBlock8(const uint8_t* in, uint8_t* out, int64_t pitch) {
+#if HWY_TARGET == HWY_AVX2
+  // Byte e of each 64-bit lane of z (two words, k + 2m and k + 2m + 1)
+  // packs nibble position pos(e) of both words: e < 4 the even positions
+  // 2e, else the odd 2(e - 4) + 1; its low nibble from word 2m, high
+  // from 2m + 1. Byte shuffles then gather row p's four bytes (m = 0..3).
+  struct Shuffle {
+    int8_t b[32];
+  };
+  constexpr Shuffle kGather = [] {
+    Shuffle s{};
+    for (int lane = 0; lane < 2; ++lane) {
+      for (int r = 0; r < 8; ++r) {
+        const int pos = kAwqNibbleOrder[r];
+        const int e = pos % 2 == 0 ? pos / 2 : 4 + pos / 2;
+        for (int h = 0; h < 2; ++h) s.b[16 * lane + 2 * r + h] = static_cast<int8_t>(8 * h + e);
+      }
+    }
+    return s;
+  }();
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in));
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i lo = _mm256_and_si256(v, m4);
+  const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+  const __m256i pl = _mm256_or_si256(lo, _mm256_srli_epi64(lo, 28));
+  const __m256i ph = _mm256_or_si256(hi, _mm256_srli_epi64(hi, 28));
+  const __m256i z = _mm256_blend_epi32(pl, _mm256_slli_epi64(ph, 32), 0xAA);
+  // Per 128-bit lane L (m = 2L, 2L + 1): u16 r = row r's bytes (m even, m odd).
+  const __m256i g =
+      _mm256_shuffle_epi8(z, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kGather.b)));
+  // u32 r = row r's bytes m = 0..3.
+  const __m256i rows =
+      _mm256_shuffle_epi8(_mm256_permute4x64_epi64(g, 0xD8),
+                          _mm256_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15, 0,
+                                           1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15));
+  alignas(32) uint32_t w[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(w), rows);
+  for (int p = 0; p < 8; ++p) std::memcpy(out + p * pitch, &w[p], 4);
+#else
+  uint32_t w[8];
+  std::memcpy(w, in, sizeof(w));
+  for (int p = 0; p < 8; ++p) {
+    uint32_t o = 0;
+    for (int t = 0; t < 8; ++t) o |= ((w[t] >> (4 * kAwqNibbleOrder[p])) & 0xFu) << (4 * t);
+    std::memcpy(out + p * pitch, &o, 4);
+  }
+#endif
+}
+
+// The dense row of staged codes whose byte (k - k_first) / 2 holds element
+// k (k_first even): the loader's Address(c, k) is codes + k / 2, so the
+// base is that many bytes before the run (integer arithmetic: no pointer
+// before the object is formed; every element read lies in the run).
+HWY_INLINE CodeRef StagedRow(const uint8_t* run, int64_t k_first) {
+  const uintptr_t base = reinterpret_cast<uintptr_t>(run) - static_cast<uintptr_t>(k_first / 2);
+  return CodeRef{reinterpret_cast<const uint8_t*>(base), 0, false, 0};
+}
+
+// Whether StagedColumns takes this tile: GPTQ or AWQ columns over the
+// [N, K] view (inner 1) without a group map, groups at least a vector
+// long along k (or one scale per row).
+HWY_INLINE bool StagedColumnsApply(const Plan& plan, int64_t c0, int64_t c1) {
+  if (plan.inner != 1 || plan.axis_group != nullptr || c0 >= c1) return false;
+  if (plan.layout != Layout::kGptqColumns && plan.layout != Layout::kAwqColumns) return false;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(KernelTag()));
+  return plan.group >= n || plan.s_axis == 0;
+}
+
+// The staged rows (above) for rows [r0, r1), columns [c0, c1) where
+// StagedColumnsApply. About 33 KiB of stack.
+template <ZeroPointKind kZp, OutType kOut>
+HWY_NOINLINE void StagedColumns(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                                char* out, int64_t ld) {
+  using Kernel = RowKernel<DenseNibbles, CodeKind::kU4, kZp, kOut>;
+  constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
+  const bool gptq = plan.layout == Layout::kGptqColumns;
+  const int64_t K = plan.cols(), S = plan.word_stride;
+  const int64_t band = gptq ? kStagedGptqBand : kStagedAwqBand;
+  const int64_t chunk = gptq ? kStagedGptqChunk : kStagedAwqChunk;
+  const int64_t pitch = chunk / 2 + 64;  // bytes per staged row (not a power of two)
+  alignas(64) uint8_t codes[kStagedAwqBand * (kStagedAwqChunk / 2 + 64)];
+  static_assert(kStagedGptqBand * (kStagedGptqChunk / 2 + 64) <= sizeof(codes), "stage size");
+  alignas(64) uint32_t words[kStagedAwqBand / 8 * kStagedAwqChunk];  // AWQ: transposed words
+  const bool stream = plan.nontemporal;
+  // Band [n0, n1): rows n0 .. up to the next multiple of `band`. Chunk
+  // [ka, kb) of it: columns up to the next multiple of `chunk`; staged
+  // columns [k0, k1) hold it in whole words (GPTQ) or 8-row blocks (AWQ),
+  // at most to the stored rows of words.
+  auto band_end = [&](int64_t n) { return std::min(r1, (n / band + 1) * band); };
+  auto chunk_end = [&](int64_t k) { return std::min(c1, (k / chunk + 1) * chunk); };
+  auto staged_end = [&](int64_t kb) { return std::min((kb + 7) / 8 * 8, (K + 7) / 8 * 8); };
+  // The lines a chunk reads: `rows` rows of words S apart from `first`,
+  // `per` 64-byte lines of each.
+  struct Lines {
+    uintptr_t first = 0;
+    int64_t rows = 0, per = 0;
+  };
+  auto lines_of = [&](int64_t n0, int64_t ka) {
+    Lines l;
+    if (n0 >= r1) return l;
+    const int64_t n1 = band_end(n0), k0 = ka / 8 * 8, k1 = staged_end(chunk_end(ka));
+    const int64_t b0 = gptq ? 4 * n0 : 4 * (n0 / 8), b1 = gptq ? 4 * n1 : 4 * ((n1 + 7) / 8);
+    const int64_t row0 = gptq ? k0 / 8 : k0;
+    l.rows = gptq ? (k1 - k0) / 8 : std::min(k1, K) - k0;
+    const uintptr_t at = reinterpret_cast<uintptr_t>(plan.codes) + static_cast<uintptr_t>(b0);
+    l.first = at / 64 * 64 + static_cast<uintptr_t>(row0 * S);
+    l.per = static_cast<int64_t>((at + static_cast<uintptr_t>(b1 - b0) - at / 64 * 64 + 63) / 64);
+    return l;
+  };
+  for (int64_t n0 = r0; n0 < r1; n0 = band_end(n0)) {
+    const int64_t n1 = band_end(n0);
+    // AWQ stages whole words: rows [8 w0, 8 w1) of the band.
+    const int64_t w0 = n0 / 8, w1 = (n1 + 7) / 8;
+    const int64_t first = gptq ? n0 : 8 * w0;  // staged row 0
+    for (int64_t ka = c0; ka < c1; ka = chunk_end(ka)) {
+      const int64_t kb = chunk_end(ka);
+      const int64_t k0 = ka / 8 * 8, k1 = staged_end(kb);
+      if (gptq) {
+        TransposeTile(plan.codes + (k0 / 8) * S + 4 * n0, static_cast<size_t>(S), (k1 - k0) / 8,
+                      n1 - n0, 4, codes, static_cast<size_t>(pitch), false);
+      } else {
+        // Word column j's words k0 .. k1 - 1 at words + (j - w0) * chunk
+        // (rows past K: zero codes, never written out).
+        const int64_t kr = std::min(k1, K);
+        TransposeTile(plan.codes + k0 * S + 4 * w0, static_cast<size_t>(S), kr - k0, w1 - w0, 4,
+                      reinterpret_cast<uint8_t*>(words), static_cast<size_t>(4 * chunk), false);
+        for (int64_t j = 0; j < w1 - w0; ++j) {
+          uint32_t* const wj = words + j * chunk;
+          for (int64_t k = kr; k < k1; ++k) wj[k - k0] = 0;
+          for (int64_t k = k0; k < k1; k += 8) {
+            AwqBlock8(reinterpret_cast<const uint8_t*>(wj + (k - k0)),
+                      codes + 8 * j * pitch + (k - k0) / 2, pitch);
+          }
+        }
+      }
+      // The next chunk's lines, spread over this chunk's rows (counted
+      // without divisions: acc / rows lines are due by row i).
+      Lines next = kb < c1 ? lines_of(n0, kb) : lines_of(n1, c0);
+      const int64_t rows = n1 - n0, due = next.rows * next.per;
+      int64_t acc = 0, line = 0;
+      for (int64_t n = n0; n < n1; ++n) {
+        for (acc += due; acc >= rows; acc -= rows) {
+          hwy::Prefetch(
+              reinterpret_cast<const uint8_t*>(next.first + static_cast<uintptr_t>(64 * line)));
+          if (++line == next.per) {
+            line = 0;
+            next.first += static_cast<uintptr_t>(S);
+          }
+        }
+        // The plan's parameters, as the row kernels' own jobs.
+        RowJob job{};
+        job.code = StagedRow(codes + (n - first) * pitch, k0);
+        job.per_element = false;
+        job.scale = plan.scale;
+        job.zp_int = plan.zp_int;
+        job.zp_float = nullptr;
+        job.base = n * plan.s_outer;
+        job.group = plan.s_axis == 0 ? K : plan.group;
+        job.step = plan.s_axis;
+        Kernel kernel(plan, job);
+        kernel.Run(ka, kb, out + ((n - r0) * ld + (ka - c0)) * kOutBytes, stream);
+      }
+    }
+  }
+  if (stream) hwy::FlushStream();
+}
+
+template <ZeroPointKind kZp>
+void StagedColumnsZp(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
+                     int64_t ld) {
+  switch (plan.out) {
+#define NIBBLE_CASE(OUT) \
+  case OutType::k##OUT:  \
+    return StagedColumns<kZp, OutType::k##OUT>(plan, r0, r1, c0, c1, static_cast<char*>(out), ld);
+    NIBBLE_OUT_TYPES(NIBBLE_CASE)
+#undef NIBBLE_CASE
+  }
+}
+#endif  // HWY_TARGET > HWY_AVX3
+
 #endif  // HWY_TARGET != HWY_SCALAR
 
 #if HWY_TARGET > HWY_AVX3
@@ -710,6 +928,16 @@ void DequantizeColumnFamilySimd(const Plan& plan, int64_t r0, int64_t r1, int64_
 #if HWY_TARGET <= HWY_AVX3
   if (plan.layout == Layout::kGptqColumns && plan.axis_group != nullptr && plan.inner == 1) {
     return GroupMapColumns(plan, r0, r1, c0, c1, out, ld);
+  }
+#endif
+#if HWY_TARGET > HWY_AVX3 && HWY_TARGET != HWY_SCALAR
+  if (StagedColumnsApply(plan, c0, c1)) {
+    if (plan.zp_kind == ZeroPointKind::kNone) {
+      return StagedColumnsZp<ZeroPointKind::kNone>(plan, r0, r1, c0, c1, out, ld);
+    }
+    if (plan.zp_kind == ZeroPointKind::kInteger) {
+      return StagedColumnsZp<ZeroPointKind::kInteger>(plan, r0, r1, c0, c1, out, ld);
+    }
   }
 #endif
 #if HWY_TARGET != HWY_SCALAR

@@ -30,6 +30,7 @@ RUNTIME = {
     'nibble::ConvertFloats',  # float inputs, a whole run per call
     'nibble::DequantizeTileReference',  # the scalar reference for edge tiles
     'nibble::CpuIsIntel', 'nibble::AmdCpuFamily',  # cached, once per tile choice
+    'nibble::TransposeTile',  # StagedColumns: a chunk's words, once per chunk
 }
 
 # Callees inside a target namespace (N_* stands for any), by name; their
@@ -43,6 +44,7 @@ KERNEL_BOUNDARIES = {
     'nibble::N_*::ColumnsDotAs',
     'nibble::N_*::MapGroups',
     'nibble::N_*::MapRows',
+    'nibble::N_*::StagedColumns',
     'nibble::N_*::DotRowsG',
     'nibble::N_*::AccumulateDotRowsG',
     'nibble::N_*::TransposeLanes128',
