@@ -204,6 +204,18 @@ HWY_INLINE void StoreOutUnit(DF df, VF v0, VF v1, char* dst, bool stream, bool f
     }
 #endif
     const hn::Repartition<uint16_t, DF> du16;  // 2N lanes: one full vector
+#if HWY_TARGET == HWY_AVX2
+    if constexpr (kOut == OutType::kBF16 && hn::MaxLanes(DF()) == 8) {
+      const hn::Vec<decltype(du16)> both{BF16BitsPair(v0.raw, v1.raw)};
+      uint16_t* p = reinterpret_cast<uint16_t*>(dst);
+      if (stream) {
+        hn::Stream(both, du16, p);
+      } else {
+        hn::StoreU(both, du16, p);
+      }
+      return;
+    }
+#endif
     const auto both = Concat16(NarrowBits<kOut>(df, v1), NarrowBits<kOut>(df, v0));
     uint16_t* p = reinterpret_cast<uint16_t*>(dst);
     if (stream) {
