@@ -16,7 +16,8 @@ HWY_BEFORE_NAMESPACE();
 namespace nibble {
 namespace HWY_NAMESPACE {
 
-bool GroupMapColumnTilesHere() { return HWY_TARGET <= HWY_AVX3; }
+// (AVX-512: MapRows and the column tiles; AVX2: WordTiles.)
+bool GroupMapColumnTilesHere() { return HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_AVX2; }
 
 #if HWY_TARGET != HWY_SCALAR
 // The zero-point kinds checkpoint/methods/gptq.cc lowers GPTQ and AWQ with: integer,
@@ -724,8 +725,8 @@ void GroupMapColumns(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64
 // While a chunk's rows are written, the next chunk's lines (the next
 // band's first at a band's end: no hardware prefetcher follows the word
 // stride) are fetched into L2, spread over the rows. (GPTQ's act-order
-// group map stays on its [K, N] lowering below AVX-512: its per-element
-// parameters, gathered here, ran 0.7-0.8x of that.)
+// group map takes WordTiles below: its per-element parameters, gathered
+// here, ran 0.7-0.8x of the [K, N] lowering it had then.)
 
 // Rows per band and columns per chunk. GPTQ: 32 rows (128 bytes of each
 // word row) by 1024 columns (128 word rows), 16 KiB of codes. AWQ: 128
@@ -904,17 +905,246 @@ HWY_NOINLINE void StagedColumns(const Plan& plan, int64_t r0, int64_t r1, int64_
   if (stream) hwy::FlushStream();
 }
 
-template <ZeroPointKind kZp>
-void StagedColumnsZp(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
-                     int64_t ld) {
-  switch (plan.out) {
+// Calls f(kZp, kOut) as integral constants for the plan's zero-point kind
+// (none or integer: the caller checks) and output type.
+template <class F>
+HWY_INLINE void WithZpNoneOrIntegerOut(const Plan& plan, F f) {
+  auto with_out = [&](auto zp) HWY_ATTR {
+    switch (plan.out) {
 #define NIBBLE_CASE(OUT) \
   case OutType::k##OUT:  \
-    return StagedColumns<kZp, OutType::k##OUT>(plan, r0, r1, c0, c1, static_cast<char*>(out), ld);
-    NIBBLE_OUT_TYPES(NIBBLE_CASE)
+    return f(zp, std::integral_constant<OutType, OutType::k##OUT>());
+      NIBBLE_OUT_TYPES(NIBBLE_CASE)
 #undef NIBBLE_CASE
+    }
+  };
+  if (plan.zp_kind == ZeroPointKind::kNone) {
+    with_out(std::integral_constant<ZeroPointKind, ZeroPointKind::kNone>());
+  } else {
+    with_out(std::integral_constant<ZeroPointKind, ZeroPointKind::kInteger>());
   }
 }
+#if HWY_TARGET == HWY_AVX2
+// --- GPTQ act-order words as 8 x 8 register tiles (AVX2) -------------------
+//
+// Nibble j of GPTQ's word (w, n) is element (n, 8w + j) of the [N, K] view,
+// so the 32 bytes of words (w, n .. n+7) are an 8 x 8 tile of codes: for
+// each k = 8w + j, the 8 columns' codes are one shift and mask, and their
+// parameters (scales and zero points [groups, N]: row g(k), columns n ..
+// n+7) one vector load each, whatever g(k) is — a group map (act-order
+// g_idx) costs no gather and no per-element selection. Per k the
+// contract's arithmetic float32(q - z) * s on one vector (the same
+// operations as the row kernels' Arith: the same bits), then the tile's 8
+// vectors are transposed (8 x 8 float32) into the 8 rows' values of k ..
+// k+7.
+//  - A band's parameters (at most kWordTileGroups groups) are first copied
+//    into a table of 16 columns per group: in place, one band's parameter
+//    rows lie s_axis (4N bytes, a power of two in practice) apart, all in
+//    one set of the L1, read in the map's order (1.7 against 2.4 G el/s in
+//    cache on a Zen 3 guest, 4096 x 4096, float32).
+//  - A band of 16 rows (the 64 bytes of each word row) by a chunk of
+//    kWordTileChunk columns is staged in float32; each row's run is then
+//    rounded and stored by the row kernels' StoreOutUnit (non-temporal:
+//    whole lines of one row in order). Two stages: the chunk before's rows
+//    are written while the next is computed, a row every two word rows,
+//    so that the stores' memory traffic overlaps the arithmetic.
+//  - Word row w + kWordTileAhead (a new page each: no hardware prefetcher
+//    follows the word stride) and, at a band's start, the next band's
+//    parameter lines are fetched meanwhile.
+// Below AVX-512 the act-order [N, K] view goes through here (the lowering
+// asks GroupMapColumnTilesHere); it replaced the [K, N] view written
+// transposed (dequantized into L2 tiles, then transposed: 2.1-2.4x the
+// time from memory), but its in-cache 16-row tiles are slower than that
+// path's (the stores of the staged rows: 1 RFO per line): see
+// docs/performance.md, "AVX2 machines".
+constexpr int64_t kWordTileBand = 16, kWordTileChunk = 256, kWordTileGroups = 128;
+// Word rows fetched ahead: lines 4N bytes apart share four sets of a
+// 1024-set L2 (32 lines), so at most 16 in flight.
+constexpr int64_t kWordTileAhead = 12;
+
+// Transposes the 8 x 8 float32 tile v[0..7] (v[i] lane j -> v[j] lane i).
+HWY_INLINE void Transpose8x8(__m256* v) {
+  const __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]), t5 = _mm256_unpackhi_ps(v[4], v[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(v[6], v[7]), t7 = _mm256_unpackhi_ps(v[6], v[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  v[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  v[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  v[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  v[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  v[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  v[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  v[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  v[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+// Whether WordTiles takes part of this tile: GPTQ's columns over the [N,
+// K] view with a group map (without one, StagedColumns measured as fast
+// from memory and faster in cache), scales [groups, N] (s_outer 1), zero
+// points none or integer, at least 8 rows and one whole word of columns.
+HWY_INLINE bool WordTilesApply(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  return plan.layout == Layout::kGptqColumns && plan.axis_group != nullptr && plan.inner == 1 &&
+         plan.s_outer == 1 &&
+         (plan.zp_kind == ZeroPointKind::kNone || plan.zp_kind == ZeroPointKind::kInteger) &&
+         r1 - r0 >= 8 && c1 / 8 > (c0 + 7) / 8;
+}
+
+// The n values at v as kOut at dst: whole units by StoreOutUnit (from a
+// vector-aligned address when `stream`), the rest by StoreOut (the same
+// rounding per value).
+template <OutType kOut>
+HWY_INLINE void StoreRun(const float* v, int64_t n, char* dst, bool stream) {
+  constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
+  const KernelTag df;
+  int64_t i = 0;
+  if (stream) {
+    for (; i < n && reinterpret_cast<uintptr_t>(dst + i * kOutBytes) % 32 != 0; ++i) {
+      StoreOut<kOut>(v[i], dst + i * kOutBytes);
+    }
+  }
+  for (; i + 16 <= n; i += 16) {
+    StoreOutUnit<kOut>(df, hn::LoadU(df, v + i), hn::LoadU(df, v + i + 8), dst + i * kOutBytes,
+                       stream, false);
+  }
+  for (; i < n; ++i) StoreOut<kOut>(v[i], dst + i * kOutBytes);
+}
+
+// Rows [r0, r0 + (r1 - r0) / 8 * 8), columns [8 ceil(c0 / 8), 8 floor(c1
+// / 8)) of the tile, where WordTilesApply (the caller writes the rest).
+template <ZeroPointKind kZp, OutType kOut>
+HWY_NOINLINE void WordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                            char* out, int64_t ld) {
+  constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
+  constexpr int64_t kPitch = kWordTileChunk + 16;  // floats per staged row
+  constexpr bool kHasZ = kZp == ZeroPointKind::kInteger;
+  // Two stages (the chunk being computed, the chunk before being written
+  // out); with the tables, about 52 KiB of stack.
+  alignas(64) float stage[2][kWordTileBand * kPitch];
+  // The band's parameters: group g's at g * kWordTileBand + (n - n0).
+  alignas(64) float scales[kWordTileGroups * kWordTileBand];
+  alignas(64) int32_t zeros[kHasZ ? kWordTileGroups * kWordTileBand : 1];
+  alignas(64) int64_t at[kWordTileChunk];  // k's parameter offset (group g(k)'s)
+  const int64_t rm = r0 + (r1 - r0) / 8 * 8, ka = (c0 + 7) / 8 * 8, kb = c1 / 8 * 8;
+  const int64_t S = plan.word_stride, K = plan.cols();
+  const int64_t groups = plan.s_axis == 0 ? 1 : (K + plan.group - 1) / plan.group;
+  // Past kWordTileGroups groups, the parameters are read in place.
+  const bool table = groups <= kWordTileGroups;
+  const int64_t g_stride = table ? kWordTileBand : plan.s_axis;
+  const bool stream = plan.nontemporal;
+  const uintptr_t codes = reinterpret_cast<uintptr_t>(plan.codes);
+  const __m256i nibble = _mm256_set1_epi32(0xF), offset = _mm256_set1_epi32(plan.code_offset);
+  auto band_end = [&](int64_t n) { return rm - n >= kWordTileBand ? n + kWordTileBand : n + 8; };
+  const int64_t words = (kb - ka) / 8;  // word rows per band
+  // The staged chunk being written out: rows [n0 + next, n1), columns
+  // [k0, k1).
+  struct Pending {
+    const float* stage = nullptr;
+    int64_t n0 = 0, n1 = 0, k0 = 0, k1 = 0, next = 0;
+  } pending;
+  auto write_rows = [&](int64_t upto) HWY_ATTR {
+    for (; pending.next < upto && pending.n0 + pending.next < pending.n1; ++pending.next) {
+      const int64_t n = pending.n0 + pending.next;
+      StoreRun<kOut>(pending.stage + pending.next * kPitch, pending.k1 - pending.k0,
+                     out + ((n - r0) * ld + (pending.k0 - c0)) * kOutBytes, stream);
+    }
+  };
+  int buffer = 0;
+  for (int64_t n0 = r0; n0 < rm; n0 = band_end(n0)) {
+    const int64_t n1 = band_end(n0);
+    // The next band's parameter lines (its first and last column's).
+    if (n1 < rm) {
+      const int64_t last = band_end(n1) - 1;
+      for (int64_t g = 0; g < groups; ++g) {
+        for (int64_t n : {n1, last}) {
+          const int64_t i = g * plan.s_axis + n;
+          hwy::Prefetch(reinterpret_cast<const uint8_t*>(
+              reinterpret_cast<uintptr_t>(plan.scale) + static_cast<uintptr_t>(4 * i)));
+          if constexpr (kHasZ) {
+            hwy::Prefetch(reinterpret_cast<const uint8_t*>(
+                reinterpret_cast<uintptr_t>(plan.zp_int) + static_cast<uintptr_t>(4 * i)));
+          }
+        }
+      }
+    }
+    // Parameter (n, g(k)) at s_base[at[k - k0] + n - col0] (and z_base).
+    const float* s_base = plan.scale;
+    const int32_t* z_base = plan.zp_int;
+    int64_t col0 = 0;
+    if (table) {
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t i = g * plan.s_axis + n0;
+        std::memcpy(scales + g * kWordTileBand, plan.scale + i, 4 * static_cast<size_t>(n1 - n0));
+        if constexpr (kHasZ) {
+          std::memcpy(zeros + g * kWordTileBand, plan.zp_int + i, 4 * static_cast<size_t>(n1 - n0));
+        }
+      }
+      s_base = scales;
+      z_base = zeros;
+      col0 = n0;
+    }
+    for (int64_t k0 = ka; k0 < kb; k0 += kWordTileChunk) {
+      const int64_t k1 = std::min(kb, k0 + kWordTileChunk);
+      if (plan.axis_group != nullptr) {
+        for (int64_t k = k0; k < k1; ++k) at[k - k0] = plan.axis_group[k] * g_stride - col0;
+      } else {  // (one division per chunk: one per element cost ~1 cycle each)
+        int64_t g = k0 / plan.group, left = plan.group - k0 % plan.group;
+        for (int64_t k = k0; k < k1; ++k) {
+          at[k - k0] = g * g_stride - col0;
+          if (--left == 0) {
+            ++g;
+            left = plan.group;
+          }
+        }
+      }
+      float* const st = stage[buffer];
+      for (int64_t w = k0 / 8; w < k1 / 8; ++w) {
+        // Word row w + kWordTileAhead of the band's sweep (past its end:
+        // the next band's), into L2.
+        const int64_t ahead = w + kWordTileAhead;
+        const int64_t fn = ahead < kb / 8 ? n0 : n1, fw = ahead < kb / 8 ? ahead : ahead - words;
+        if (fn < rm) {
+          const uintptr_t line = codes + static_cast<uintptr_t>(fw * S + 4 * fn);
+          _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
+          _mm_prefetch(reinterpret_cast<const char*>(line + static_cast<uintptr_t>(
+                                                                4 * (band_end(fn) - fn) - 1)),
+                       _MM_HINT_T1);
+        }
+        const int64_t j0 = 8 * w - k0;
+        for (int64_t h = n0; h < n1; h += 8) {
+          __m256i word = _mm256_loadu_si256(
+              reinterpret_cast<const __m256i*>(plan.codes + w * S + 4 * h));
+          __m256 v[8];
+#pragma GCC unroll 8
+          for (int j = 0; j < 8; ++j) {
+            const int64_t p = at[j0 + j] + h;
+            const __m256i q = _mm256_and_si256(word, nibble);
+            word = _mm256_srli_epi32(word, 4);
+            const __m256i z =
+                kHasZ ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(z_base + p)) : offset;
+            v[j] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q, z)),
+                                 _mm256_loadu_ps(s_base + p));
+          }
+          Transpose8x8(v);
+          float* const s = st + (h - n0) * kPitch + j0;
+#pragma GCC unroll 8
+          for (int i = 0; i < 8; ++i) _mm256_store_ps(s + i * kPitch, v[i]);
+        }
+        write_rows((w - k0 / 8 + 1) * kWordTileBand * 8 / kWordTileChunk);
+      }
+      write_rows(kWordTileBand);  // (the rest, after a short chunk)
+      pending = Pending{st, n0, n1, k0, k1, 0};
+      buffer ^= 1;
+    }
+  }
+  write_rows(kWordTileBand);
+  if (stream) hwy::FlushStream();
+}
+#endif  // HWY_TARGET == HWY_AVX2
+
 #endif  // HWY_TARGET > HWY_AVX3
 
 #endif  // HWY_TARGET != HWY_SCALAR
@@ -923,21 +1153,21 @@ void StagedColumnsZp(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64
 bool ColumnsDotHere(const Plan&, int64_t, int64_t, int64_t, int64_t) { return false; }
 #endif
 
-void DequantizeColumnFamilySimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                                void* out, int64_t ld) {
+// DequantizeColumnFamilySimd's paths other than WordTiles.
+void ColumnFamilyTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
+                       int64_t ld) {
 #if HWY_TARGET <= HWY_AVX3
   if (plan.layout == Layout::kGptqColumns && plan.axis_group != nullptr && plan.inner == 1) {
     return GroupMapColumns(plan, r0, r1, c0, c1, out, ld);
   }
 #endif
 #if HWY_TARGET > HWY_AVX3 && HWY_TARGET != HWY_SCALAR
-  if (StagedColumnsApply(plan, c0, c1)) {
-    if (plan.zp_kind == ZeroPointKind::kNone) {
-      return StagedColumnsZp<ZeroPointKind::kNone>(plan, r0, r1, c0, c1, out, ld);
-    }
-    if (plan.zp_kind == ZeroPointKind::kInteger) {
-      return StagedColumnsZp<ZeroPointKind::kInteger>(plan, r0, r1, c0, c1, out, ld);
-    }
+  if (StagedColumnsApply(plan, c0, c1) &&
+      (plan.zp_kind == ZeroPointKind::kNone || plan.zp_kind == ZeroPointKind::kInteger)) {
+    return WithZpNoneOrIntegerOut(plan, [&](auto zp, auto ot) HWY_ATTR {
+      StagedColumns<decltype(zp)::value, decltype(ot)::value>(plan, r0, r1, c0, c1,
+                                                              static_cast<char*>(out), ld);
+    });
   }
 #endif
 #if HWY_TARGET != HWY_SCALAR
@@ -956,6 +1186,26 @@ void DequantizeColumnFamilySimd(const Plan& plan, int64_t r0, int64_t r1, int64_
   }
 #endif
   DequantizeTileReference(plan, r0, r1, c0, c1, out, ld);
+}
+
+void DequantizeColumnFamilySimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                                void* out, int64_t ld) {
+#if HWY_TARGET == HWY_AVX2
+  if (WordTilesApply(plan, r0, r1, c0, c1)) {
+    // The whole words of 8-row strips, then the rest around them.
+    const int64_t rm = r0 + (r1 - r0) / 8 * 8, ka = (c0 + 7) / 8 * 8, kb = c1 / 8 * 8;
+    char* const y = static_cast<char*>(out);
+    const int64_t eb = OutBytes(plan.out);
+    WithZpNoneOrIntegerOut(plan, [&](auto zp, auto ot) HWY_ATTR {
+      WordTiles<decltype(zp)::value, decltype(ot)::value>(plan, r0, r1, c0, c1, y, ld);
+    });
+    if (c0 < ka) ColumnFamilyTiles(plan, r0, rm, c0, ka, y, ld);
+    if (kb < c1) ColumnFamilyTiles(plan, r0, rm, kb, c1, y + (kb - c0) * eb, ld);
+    if (rm < r1) ColumnFamilyTiles(plan, rm, r1, c0, c1, y + (rm - r0) * ld * eb, ld);
+    return;
+  }
+#endif
+  ColumnFamilyTiles(plan, r0, r1, c0, c1, out, ld);
 }
 
 }  // namespace HWY_NAMESPACE

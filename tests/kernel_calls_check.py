@@ -45,6 +45,8 @@ KERNEL_BOUNDARIES = {
     'nibble::N_*::MapGroups',
     'nibble::N_*::MapRows',
     'nibble::N_*::StagedColumns',
+    'nibble::N_*::WordTiles',  # a whole tile's bands, loops inside
+    'nibble::N_*::ColumnFamilyTiles',  # the column family's other paths (WordTiles' edges)
     'nibble::N_*::DotRowsG',
     'nibble::N_*::AccumulateDotRowsG',
     'nibble::N_*::TransposeLanes128',

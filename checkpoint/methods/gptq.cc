@@ -75,7 +75,7 @@ StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweigh
     }
     if (contiguous) st.axis_group.clear();  // fast path: k / G
   }
-  // 4 bits with a g_idx where the kernels have tiles for it (AVX-512):
+  // 4 bits with a g_idx where the kernels have tiles for it (AVX-512, AVX2):
   // the [N, K] view, each column's group from the map.
   if (o.bits == 4 && (st.axis_group.empty() || HasGroupMapColumnTiles())) {
     Dequantizer d(plan, std::move(st), OutputInfo{internal::OutDTypeOf(ot), {N, K}}, name);

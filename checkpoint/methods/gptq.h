@@ -18,8 +18,9 @@
 //
 // Output: the PyTorch Linear weight [N, K]. The 2-D view the tile API
 // addresses is that [N, K] weight (codes read straight from qweight's
-// columns), except act-order (a non-contiguous g_idx) on CPUs without
-// AVX-512 and 2- / 8-bit layers, whose view is qweight's [K, N] order
+// columns), except act-order (a non-contiguous g_idx) on CPUs with
+// neither AVX-512 nor AVX2 and 2- / 8-bit layers, whose view is qweight's
+// [K, N] order
 // (output_transposed() is true; HasGroupMapColumnTiles() in
 // kernels/dequantize.h says which).
 #ifndef NIBBLE_CHECKPOINT_METHODS_GPTQ_H_
