@@ -839,7 +839,8 @@ class RowKernel {
     constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
     // Shapes this loop covers: whole units per block, and a group per
     // table (tables) or per vector (arithmetic).
-    constexpr bool kShapeOk = kB % kUnit == 0 && (kTable ? kSub % kUnit == 0 : kSub % kN == 0);
+    constexpr bool kShapeOk =
+        kB % kUnit == 0 && (kTable || kShuffleTable ? kSub % kUnit == 0 : kSub % kN == 0);
     if constexpr (!kShapeOk) {
       return k;
     } else {
@@ -903,6 +904,27 @@ class RowKernel {
             } else {
               StoreLookup(t, L::LoadIn(block, p), L::LoadIn(block, p + kN), out + j * kOutBytes,
                           stream);
+            }
+          }
+        });
+        return k;
+      }
+      if constexpr (kShuffleTable) {
+        // AVX2, 4-bit codes, 16-bit outputs: one pair of byte tables per
+        // sub-block (ShuffleTables), 2N outputs per ShuffleLookup.
+        const DU16 du16;
+        each_block([&](char* out) HWY_ATTR {
+          VU16 lo = hn::Zero(du16), hi = hn::Zero(du16);
+#pragma GCC unroll 16
+          for (int64_t j = 0; j < kB; j += kUnit) {
+            const int64_t g = g0 + j / kSub;
+            if (j % kSub == 0) ShuffleTables(hn::Set(df, sp[g]), zero_of(g), zf_of(g), &lo, &hi);
+            const VU16 h = ShuffleLookup(lo, hi, L::Load16In(block, static_cast<uint64_t>(j)));
+            uint16_t* const at = reinterpret_cast<uint16_t*>(out + j * kOutBytes);
+            if (stream) {
+              hn::Stream(h, du16, at);
+            } else {
+              hn::StoreU(h, du16, at);
             }
           }
         });
@@ -1157,26 +1179,41 @@ class RowKernel {
       g.table16 = hn::Zero(DU16());
     }
     g.table16_hi = hn::Zero(DU16());
-#if HWY_TARGET == HWY_AVX2
-    if constexpr (kShuffleTable) {
-      // T[c] for every 4-bit code c (lanes: codes 0-7, then 8-15) by the
-      // same operations as Arith, rounded once; then each 128-bit half
-      // [low bytes of T[0..7], high bytes], the quadwords reordered into
-      // [low bytes of T[0..15] | high bytes of T[0..15]], each half
-      // broadcast.
-      const VF t0 = Arith(Decode(hn::Iota(di, 0)), g.s, g.z, g.zf);
-      const VF t1 = Arith(Decode(hn::Iota(di, 8)), g.s, g.z, g.zf);
-      const __m256i bits = Concat16(NarrowBits<kHalfOut>(df, t1), NarrowBits<kHalfOut>(df, t0)).raw;
-      const __m256i split = _mm256_permute4x64_epi64(
-          _mm256_shuffle_epi8(
-              bits, _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4,
-                                     6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)),
-          0xD8);
-      g.table16 = VU16{_mm256_permute2x128_si256(split, split, 0x00)};
-      g.table16_hi = VU16{_mm256_permute2x128_si256(split, split, 0x11)};
-    }
-#endif
+    if constexpr (kShuffleTable) ShuffleTables(g.s, g.z, g.zf, &g.table16, &g.table16_hi);
     return g;
+  }
+
+  // kShuffleTable: ShuffleLookup's tables of the 16 4-bit codes' values
+  // with scale s, zero z and additive zero zf (Arith's operations, rounded
+  // once per value).
+  HWY_INLINE void ShuffleTables(VF s, VI z, VF zf, VU16* lo, VU16* hi) const {
+#if HWY_TARGET == HWY_AVX2
+    // T[c] for every 4-bit code c (lanes: codes 0-7, then 8-15); then each
+    // 128-bit half [low bytes of T[0..7], high bytes], the quadwords
+    // reordered into [low bytes of T[0..15] | high bytes of T[0..15]],
+    // each half broadcast.
+    const DF df;
+    const DI di;
+    // (Float codes: the 16 decoded values are a plain load — Arith's
+    // product without its gather.)
+    const VF t0 = kFloatCode ? hn::Mul(hn::LoadU(df, decode_), s)
+                             : Arith(Decode(hn::Iota(di, 0)), s, z, zf);
+    const VF t1 = kFloatCode ? hn::Mul(hn::LoadU(df, decode_ + 8), s)
+                             : Arith(Decode(hn::Iota(di, 8)), s, z, zf);
+    const __m256i bits = Concat16(NarrowBits<kHalfOut>(df, t1), NarrowBits<kHalfOut>(df, t0)).raw;
+    const __m256i split = _mm256_permute4x64_epi64(
+        _mm256_shuffle_epi8(bits, _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11,
+                                                   13, 15, 0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7,
+                                                   9, 11, 13, 15)),
+        0xD8);
+    *lo = VU16{_mm256_permute2x128_si256(split, split, 0x00)};
+    *hi = VU16{_mm256_permute2x128_si256(split, split, 0x11)};
+#else
+    (void)s;
+    (void)z;
+    (void)zf;
+    *lo = *hi = hn::Zero(DU16());  // unreachable: kShuffleTable is false here
+#endif
   }
 
 #if HWY_TARGET <= HWY_AVX3
