@@ -1196,15 +1196,15 @@ class RowKernel {
     const DI di;
     // (Float codes: the 16 decoded values are a plain load — Arith's
     // product without its gather.)
-    const VF t0 = kFloatCode ? hn::Mul(hn::LoadU(df, decode_), s)
-                             : Arith(Decode(hn::Iota(di, 0)), s, z, zf);
+    const VF t0 =
+        kFloatCode ? hn::Mul(hn::LoadU(df, decode_), s) : Arith(Decode(hn::Iota(di, 0)), s, z, zf);
     const VF t1 = kFloatCode ? hn::Mul(hn::LoadU(df, decode_ + 8), s)
                              : Arith(Decode(hn::Iota(di, 8)), s, z, zf);
     const __m256i bits = Concat16(NarrowBits<kHalfOut>(df, t1), NarrowBits<kHalfOut>(df, t0)).raw;
     const __m256i split = _mm256_permute4x64_epi64(
-        _mm256_shuffle_epi8(bits, _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11,
-                                                   13, 15, 0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7,
-                                                   9, 11, 13, 15)),
+        _mm256_shuffle_epi8(
+            bits, _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6,
+                                   8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)),
         0xD8);
     *lo = VU16{_mm256_permute2x128_si256(split, split, 0x00)};
     *hi = VU16{_mm256_permute2x128_si256(split, split, 0x11)};

@@ -1061,8 +1061,8 @@ HWY_NOINLINE void WordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0
       for (int64_t g = 0; g < groups; ++g) {
         for (int64_t n : {n1, last}) {
           const int64_t i = g * plan.s_axis + n;
-          hwy::Prefetch(reinterpret_cast<const uint8_t*>(
-              reinterpret_cast<uintptr_t>(plan.scale) + static_cast<uintptr_t>(4 * i)));
+          hwy::Prefetch(reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(plan.scale) +
+                                                         static_cast<uintptr_t>(4 * i)));
           if constexpr (kHasZ) {
             hwy::Prefetch(reinterpret_cast<const uint8_t*>(
                 reinterpret_cast<uintptr_t>(plan.zp_int) + static_cast<uintptr_t>(4 * i)));
@@ -1109,14 +1109,14 @@ HWY_NOINLINE void WordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0
         if (fn < rm) {
           const uintptr_t line = codes + static_cast<uintptr_t>(fw * S + 4 * fn);
           _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
-          _mm_prefetch(reinterpret_cast<const char*>(line + static_cast<uintptr_t>(
-                                                                4 * (band_end(fn) - fn) - 1)),
+          _mm_prefetch(reinterpret_cast<const char*>(
+                           line + static_cast<uintptr_t>(4 * (band_end(fn) - fn) - 1)),
                        _MM_HINT_T1);
         }
         const int64_t j0 = 8 * w - k0;
         for (int64_t h = n0; h < n1; h += 8) {
-          __m256i word = _mm256_loadu_si256(
-              reinterpret_cast<const __m256i*>(plan.codes + w * S + 4 * h));
+          __m256i word =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(plan.codes + w * S + 4 * h));
           __m256 v[8];
 #pragma GCC unroll 8
           for (int j = 0; j < 8; ++j) {
