@@ -1030,10 +1030,15 @@ HWY_NOINLINE void WordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0
   alignas(64) int64_t at[kWordTileChunk];  // k's parameter offset (group g(k)'s)
   const int64_t rm = r0 + (r1 - r0) / 8 * 8, ka = (c0 + 7) / 8 * 8, kb = c1 / 8 * 8;
   const int64_t S = plan.word_stride, K = plan.cols();
-  const int64_t groups = plan.s_axis == 0 ? 1 : (K + plan.group - 1) / plan.group;
+  // The parameter rows read: every group of the map's entries over the
+  // columns (which may name more than K / G groups), or of k / G; one
+  // where the scale is constant along the row (s_axis 0: g ignored).
+  const int64_t groups = plan.s_axis == 0             ? 1
+                         : plan.axis_group != nullptr ? MapGroups(plan, ka, kb)
+                                                      : (K + plan.group - 1) / plan.group;
   // Past kWordTileGroups groups, the parameters are read in place.
   const bool table = groups <= kWordTileGroups;
-  const int64_t g_stride = table ? kWordTileBand : plan.s_axis;
+  const int64_t g_stride = plan.s_axis == 0 ? 0 : (table ? kWordTileBand : plan.s_axis);
   const bool stream = plan.nontemporal;
   const uintptr_t codes = reinterpret_cast<uintptr_t>(plan.codes);
   const __m256i nibble = _mm256_set1_epi32(0xF), offset = _mm256_set1_epi32(plan.code_offset);
