@@ -243,8 +243,10 @@ class RowKernel {
   static constexpr bool kHalfTable = kTable && OutDesc<kOut>::kBytes == 2;
   // The same on AVX2, whose permutes hold 8 lanes: the group's 16 output
   // values split into a table of their low bytes and one of their high
-  // bytes (Group::table16, table16_hi), 2N outputs two byte shuffles of
-  // 2N codes and a blend (ShuffleLookup). Same bits: rounding is per value.
+  // bytes (Group::table16, table16_hi; ShuffleTables), 2N outputs two byte
+  // shuffles of 2N codes and a blend (ShuffleLookup) — per group of the row
+  // layouts, per sub-block of the nibble block types (WholeBlocks). Same
+  // bits: rounding is per value.
   static constexpr bool kShuffleTable =
       HWY_TARGET == HWY_AVX2 && L::kNibbles && OutDesc<kOut>::kBytes == 2;
   // float8_e4m3fn codes to 16-bit outputs through byte-plane tables
