@@ -91,22 +91,28 @@ HWY_INLINE auto BF16Bits(DF df, VF v) {
 }
 
 #if HWY_TARGET == HWY_AVX2
+// AVX2: the 8 float32 lanes of v with each lane's bfloat16 bits
+// (BF16Bits' rounding, the NaN test as one unordered compare) in its high
+// 16 bits; the low 16 bits are not defined.
+HWY_INLINE __m256i BF16Rounded(__m256 v) {
+  const __m256i bits = _mm256_castps_si256(v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7FFF)), lsb);
+  const __m256i quiet = _mm256_or_si256(bits, _mm256_set1_epi32(0x400000));
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  return _mm256_blendv_epi8(rounded, quiet, nan);
+}
+
 // AVX2: two vectors of 8 float32 lanes as 16 bfloat16 bits (lo's lanes
 // first): BF16Bits' operations on each (the NaN test as one unordered
 // compare, the same lanes), their high halves packed by one pack and one
 // quadword permute instead of two demotions and an insert.
 HWY_INLINE __m256i BF16BitsPair(__m256 lo, __m256 hi) {
-  const auto high_half = [](__m256 v) HWY_ATTR {
-    const __m256i bits = _mm256_castps_si256(v);
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
-    const __m256i rounded =
-        _mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7FFF)), lsb);
-    const __m256i quiet = _mm256_or_si256(bits, _mm256_set1_epi32(0x400000));
-    const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-    return _mm256_srli_epi32(_mm256_blendv_epi8(rounded, quiet, nan), 16);
-  };
   // (Each lane < 2^16: the signed-saturating pack keeps it.)
-  return _mm256_permute4x64_epi64(_mm256_packus_epi32(high_half(lo), high_half(hi)), 0xD8);
+  return _mm256_permute4x64_epi64(
+      _mm256_packus_epi32(_mm256_srli_epi32(BF16Rounded(lo), 16),
+                          _mm256_srli_epi32(BF16Rounded(hi), 16)),
+      0xD8);
 }
 #endif
 

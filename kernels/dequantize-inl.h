@@ -1221,6 +1221,25 @@ class RowKernel {
         kFloatCode ? hn::Mul(hn::LoadU(df, decode_), s) : Arith(Decode(hn::Iota(di, 0)), s, z, zf);
     const VF t1 = kFloatCode ? hn::Mul(hn::LoadU(df, decode_ + 8), s)
                              : Arith(Decode(hn::Iota(di, 8)), s, z, zf);
+    if constexpr (kHalfOut == OutType::kBF16) {
+      // The bfloat16 bits are bytes 2 (low) and 3 (high) of each rounded
+      // lane: one byte shuffle per vector gathers them, T[0..7]'s into
+      // dwords 0-1 of each half ([low, high] of the half's 4 codes),
+      // T[8..15]'s into dwords 2-3; one dword permute per table then
+      // collects [codes 0-3, 4-7, 8-11, 12-15] in both halves.
+      const __m256i a = _mm256_shuffle_epi8(
+          BF16Rounded(t0.raw),
+          _mm256_setr_epi8(2, 6, 10, 14, 3, 7, 11, 15, -1, -1, -1, -1, -1, -1, -1, -1, 2, 6, 10,
+                           14, 3, 7, 11, 15, -1, -1, -1, -1, -1, -1, -1, -1));
+      const __m256i b = _mm256_shuffle_epi8(
+          BF16Rounded(t1.raw),
+          _mm256_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, 2, 6, 10, 14, 3, 7, 11, 15, -1, -1, -1,
+                           -1, -1, -1, -1, -1, 2, 6, 10, 14, 3, 7, 11, 15));
+      const __m256i ab = _mm256_or_si256(a, b);
+      *lo = VU16{_mm256_permutevar8x32_epi32(ab, _mm256_setr_epi32(0, 4, 2, 6, 0, 4, 2, 6))};
+      *hi = VU16{_mm256_permutevar8x32_epi32(ab, _mm256_setr_epi32(1, 5, 3, 7, 1, 5, 3, 7))};
+      return;
+    }
     const __m256i bits = Concat16(NarrowBits<kHalfOut>(df, t1), NarrowBits<kHalfOut>(df, t0)).raw;
     const __m256i split = _mm256_permute4x64_epi64(
         _mm256_shuffle_epi8(
