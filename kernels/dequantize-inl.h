@@ -1209,10 +1209,9 @@ class RowKernel {
   // once per value).
   HWY_INLINE void ShuffleTables(VF s, VI z, VF zf, VU16* lo, VU16* hi) const {
 #if HWY_TARGET == HWY_AVX2
-    // T[c] for every 4-bit code c (lanes: codes 0-7, then 8-15); then each
-    // 128-bit half [low bytes of T[0..7], high bytes], the quadwords
-    // reordered into [low bytes of T[0..15] | high bytes of T[0..15]],
-    // each half broadcast.
+    // T[c] for every 4-bit code c (lanes: codes 0-7, then 8-15), rounded
+    // to the output bits; *lo = their low bytes in both 128-bit halves,
+    // *hi their high bytes.
     const DF df;
     const DI di;
     // (Float codes: the 16 decoded values are a plain load — Arith's
@@ -1240,14 +1239,15 @@ class RowKernel {
       *hi = VU16{_mm256_permutevar8x32_epi32(ab, _mm256_setr_epi32(1, 5, 3, 7, 1, 5, 3, 7))};
       return;
     }
+    // float16: [T[0..7] | T[8..15]] as 16-bit lanes, each half's bytes
+    // split by one byte shuffle into quadwords [low, high]; one quadword
+    // permute per table.
     const __m256i bits = Concat16(NarrowBits<kHalfOut>(df, t1), NarrowBits<kHalfOut>(df, t0)).raw;
-    const __m256i split = _mm256_permute4x64_epi64(
-        _mm256_shuffle_epi8(
-            bits, _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6,
-                                   8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)),
-        0xD8);
-    *lo = VU16{_mm256_permute2x128_si256(split, split, 0x00)};
-    *hi = VU16{_mm256_permute2x128_si256(split, split, 0x11)};
+    const __m256i split = _mm256_shuffle_epi8(
+        bits, _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8,
+                               10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
+    *lo = VU16{_mm256_permute4x64_epi64(split, 0x88)};  // quadwords 0, 2, 0, 2
+    *hi = VU16{_mm256_permute4x64_epi64(split, 0xDD)};  // 1, 3, 1, 3
 #else
     (void)s;
     (void)z;
