@@ -3,6 +3,7 @@
 runs alternate, round by round, so both see the same load.
 
 Usage: ab_binaries.py BIN_A,BIN_B[,...] ROUNDS OUT.jsonl BENCH_ARGS...
+       ab_binaries.py --from OUT.jsonl   (the summary of a saved run again)
 A binary may carry environment variables for its runs: VAR=VALUE:BIN
 (several: A=1:B=2:BIN), so one build can be compared with itself under
 another setting. Every row goes to OUT.jsonl (with `binary` and `round`).
@@ -39,14 +40,8 @@ def run(spec, args):
     return [json.loads(line) for line in text.splitlines() if line.startswith('{')]
 
 
-def main():
-    specs = sys.argv[1].split(',')
-    rounds = int(sys.argv[2])
-    save = open(sys.argv[3], 'w')
-    args = sys.argv[4:]
-    gel = collections.defaultdict(lambda: collections.defaultdict(list))
-    rw = collections.defaultdict(lambda: collections.defaultdict(list))
-    ms = collections.defaultdict(lambda: collections.defaultdict(list))
+def rows_of_runs(specs, rounds, save, args):
+    """Runs every spec `rounds` times, alternating; yields and saves each row."""
     for r in range(rounds):
         for spec in specs:
             for row in run(spec, args):
@@ -54,14 +49,29 @@ def main():
                 row['round'] = r
                 save.write(json.dumps(row) + '\n')
                 save.flush()
-                if 'm' in row:
-                    key = (row['layout'], row['n'], row['k'], row['m'], row['threads'])
-                    ms[key][spec].append(row['seconds'] * 1e3)
-                    continue
-                key = (row['layout'], row['dtype'], row['threads'])
-                gel[key][spec].append(row['gelems_per_s'])
-                if row.get('ratio_rw') is not None:
-                    rw[key][spec].append(row['ratio_rw'])
+                yield row
+
+
+def main():
+    if sys.argv[1] == '--from':  # the summary of a saved OUT.jsonl, again
+        rows = [json.loads(line) for line in open(sys.argv[2])]
+        specs = list(dict.fromkeys(row['binary'] for row in rows))
+    else:
+        specs = sys.argv[1].split(',')
+        rows = rows_of_runs(specs, int(sys.argv[2]), open(sys.argv[3], 'w'), sys.argv[4:])
+    gel = collections.defaultdict(lambda: collections.defaultdict(list))
+    rw = collections.defaultdict(lambda: collections.defaultdict(list))
+    ms = collections.defaultdict(lambda: collections.defaultdict(list))
+    for row in rows:
+        spec = row['binary']
+        if 'm' in row:
+            key = (row['layout'], row['n'], row['k'], row['m'], row['threads'])
+            ms[key][spec].append(row['seconds'] * 1e3)
+            continue
+        key = (row['layout'], row['dtype'], row['threads'])
+        gel[key][spec].append(row['gelems_per_s'])
+        if row.get('ratio_rw') is not None:
+            rw[key][spec].append(row['ratio_rw'])
     for key in sorted(gel):
         line = '%-14s %-4s %2d ' % key
         for spec in specs:
