@@ -109,10 +109,9 @@ HWY_INLINE __m256i BF16Rounded(__m256 v) {
 // quadword permute instead of two demotions and an insert.
 HWY_INLINE __m256i BF16BitsPair(__m256 lo, __m256 hi) {
   // (Each lane < 2^16: the signed-saturating pack keeps it.)
-  return _mm256_permute4x64_epi64(
-      _mm256_packus_epi32(_mm256_srli_epi32(BF16Rounded(lo), 16),
-                          _mm256_srli_epi32(BF16Rounded(hi), 16)),
-      0xD8);
+  return _mm256_permute4x64_epi64(_mm256_packus_epi32(_mm256_srli_epi32(BF16Rounded(lo), 16),
+                                                      _mm256_srli_epi32(BF16Rounded(hi), 16)),
+                                  0xD8);
 }
 #endif
 
