@@ -1215,7 +1215,7 @@ class RowKernel {
     const DF df;
     const DI di;
     // (Float codes: the 16 decoded values are a plain load — Arith's
-    // product without its gather.)
+    // product without its lookup, FloatCodeValues.)
     const VF t0 =
         kFloatCode ? hn::Mul(hn::LoadU(df, decode_), s) : Arith(Decode(hn::Iota(di, 0)), s, z, zf);
     const VF t1 = kFloatCode ? hn::Mul(hn::LoadU(df, decode_ + 8), s)
