@@ -31,7 +31,8 @@ using VF = hn::Vec<DF>;
 // vector loads read what Read stored with narrower stores: the kernel
 // reads a batch of blocks before expanding the first, so those stores
 // have left the store buffer (a load straddling pending stores stalls).
-// Optional, on AVX-512 (kOut16 true): Read16<kOut>(block, bf16_hw) reads as
+// Optional, on AVX-512 and AVX2 (kOut16 true; AVX2: TQ1_0's, returning
+// __m256i): Read16<kOut>(block, bf16_hw) reads as
 // Read does and may prepare Out16; Out16<kOut>(e, bf16_hw) returns the kOut bits
 // (float16 / bfloat16) of values e .. e+2N-1 (e a multiple of 2N), each the
 // value At gives rounded once (OutBits16): the layout's few distinct values
@@ -268,6 +269,43 @@ class BlockVectors<D, std::enable_if_t<std::is_same_v<D, GgufTQ1_0>>> {
     const auto digit = hn::ShiftRight<8>(hn::Mul(q, hn::Set(d16, 3)));
     return PermuteHalves(decltype(digit){table_}, digit).raw;
   }
+#elif HWY_TARGET == HWY_AVX2
+  // AVX2: the same per 16 values and one byte shuffle: table_ holds the
+  // kOut bits of float(t - 1) * d (At's operations) at bytes 2t, 2t + 1 of
+  // both 128-bit halves, and digit t becomes the byte pair (2t, 2t + 1).
+  static constexpr bool kOut16 = true;
+  template <OutType kOut>
+  HWY_INLINE void Read16(const uint8_t* b, bool /*bf16_hw*/) {
+    Read(b);
+    const DF df;
+    const hn::RebindToSigned<DF> di;
+    const VF v =
+        hn::Mul(hn::ConvertTo(df, hn::Sub(hn::Iota(di, 0), hn::Set(di, 1))), hn::Set(df, d_));
+    table_ = _mm256_broadcastsi128_si256(NarrowBits<kOut>(df, v).raw);
+  }
+  // Values e .. e+15 (e a multiple of 16: within one digit run, as At's).
+  template <OutType kOut>
+  HWY_INLINE __m256i Out16(size_t e, bool /*bf16_hw*/) const {
+    static constexpr int16_t kPow3[5] = {1, 3, 9, 27, 81};
+    alignas(16) static constexpr uint8_t kTailPow[16] = {1, 1, 1, 1, 3,  3,  3,  3,
+                                                         9, 9, 9, 9, 27, 27, 27, 27};
+    const uint8_t* qs = b_ + offsetof(GgufTQ1_0::Block, qs);
+    const uint8_t* x = e < 160 ? qs + e % 32 : e < 240 ? qs + 32 : tail_;
+    const __m256i pow =
+        e < 160 ? _mm256_set1_epi16(kPow3[e / 32])
+        : e < 240
+            ? _mm256_set1_epi16(kPow3[(e - 160) / 16])
+            : _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(kTailPow)));
+    // x * 3^n < 2^15, its low byte times 3 < 2^10 (At's operations).
+    const __m256i q = _mm256_and_si256(
+        _mm256_mullo_epi16(
+            _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x))), pow),
+        _mm256_set1_epi16(0xFF));
+    const __m256i digit = _mm256_srli_epi16(_mm256_mullo_epi16(q, _mm256_set1_epi16(3)), 8);
+    const __m256i pair = _mm256_add_epi16(_mm256_mullo_epi16(digit, _mm256_set1_epi16(0x0202)),
+                                          _mm256_set1_epi16(0x0100));
+    return _mm256_shuffle_epi8(table_, pair);
+  }
 #endif
   HWY_INLINE VF At(size_t e) const {
     static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
@@ -301,6 +339,8 @@ class BlockVectors<D, std::enable_if_t<std::is_same_v<D, GgufTQ1_0>>> {
 #if HWY_TARGET <= HWY_AVX3
   __m512i table_;
   alignas(16) uint8_t mid_[48];
+#elif HWY_TARGET == HWY_AVX2
+  __m256i table_;
 #endif
 };
 
@@ -428,7 +468,7 @@ void DecodedRowsWith(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64
   static_assert(kB % 32 == 0, "whole units of 2N lanes per block");
   const int64_t row_blocks = plan.cols() / kB;
   constexpr bool fast = kFast;
-#if HWY_TARGET <= HWY_AVX3
+#if HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_AVX2
   constexpr bool kOut16 = kOutBytes == 2 && HasOut16<BlockVectors<D>>::value;
 #else
   constexpr bool kOut16 = false;
@@ -476,6 +516,13 @@ void DecodedRowsWith(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64
             if constexpr (kOut16) {
 #if HWY_TARGET <= HWY_AVX3
               Store64(v[i].template Out16<kOut>(e, fast), at, stream);
+#elif HWY_TARGET == HWY_AVX2
+              const __m256i bits = v[i].template Out16<kOut>(e, fast);
+              if (stream) {
+                _mm256_stream_si256(reinterpret_cast<__m256i*>(at), bits);
+              } else {
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(at), bits);
+              }
 #endif
             } else {
               StoreOutUnit<kOut>(df, v[i].At(e), v[i].At(e + N), at, stream, fast);
