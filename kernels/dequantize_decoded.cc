@@ -31,8 +31,8 @@ using VF = hn::Vec<DF>;
 // vector loads read what Read stored with narrower stores: the kernel
 // reads a batch of blocks before expanding the first, so those stores
 // have left the store buffer (a load straddling pending stores stalls).
-// Optional, on AVX-512 and AVX2 (kOut16 true; AVX2: TQ1_0's, returning
-// __m256i): Read16<kOut>(block, bf16_hw) reads as
+// Optional, on AVX-512 and AVX2 (kOut16 true; AVX2: TQ1_0's and Q1_0's,
+// returning __m256i): Read16<kOut>(block, bf16_hw) reads as
 // Read does and may prepare Out16; Out16<kOut>(e, bf16_hw) returns the kOut bits
 // (float16 / bfloat16) of values e .. e+2N-1 (e a multiple of 2N), each the
 // value At gives rounded once (OutBits16): the layout's few distinct values
@@ -157,6 +157,32 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
       return BlendHalves32(g_.signs + e / 8, pos_, neg_);
     }
   }
+#elif HWY_TARGET == HWY_AVX2
+  // AVX2: kBlend16's two values (Q1_0) per 16 outputs: their sign bits
+  // (the 16 bits NegatedLanes reads) as a 16-bit lane mask, one blend.
+  static constexpr bool kOut16 =
+      D::kGridValues == GridValues::kNegatedScale && D::kSubElems == D::kBlockElems;
+  template <OutType kOut>
+  HWY_INLINE void Read16(const uint8_t* b, bool /*bf16_hw*/) {
+    Read(b);
+    const DF df;
+    const VF p = hn::Mul(hn::Set(df, g_.scale[0]), hn::Set(df, 1.0f));
+    // Lane 0: p's bits, lane 1: -p's (At's values, each rounded once).
+    const __m128i h = NarrowBits<kOut>(df, hn::IfThenElse(hn::FirstN(df, 1), p, hn::Neg(p))).raw;
+    pos_ = _mm256_broadcastw_epi16(h);
+    neg_ = _mm256_broadcastw_epi16(_mm_srli_epi32(h, 16));
+  }
+  template <OutType kOut>
+  HWY_INLINE __m256i Out16(size_t e, bool /*bf16_hw*/) const {
+    uint16_t bits;
+    std::memcpy(&bits, g_.signs + e / 8, 2);  // bit i: value e + i
+    const __m256i lane_bit =
+        _mm256_setr_epi16(0x1, 0x2, 0x4, 0x8, 0x10, 0x20, 0x40, 0x80, 0x100, 0x200, 0x400, 0x800,
+                          0x1000, 0x2000, 0x4000, static_cast<int16_t>(0x8000));
+    const __m256i negated = _mm256_cmpeq_epi16(
+        _mm256_and_si256(_mm256_set1_epi16(static_cast<int16_t>(bits)), lane_bit), lane_bit);
+    return _mm256_blendv_epi8(pos_, neg_, negated);
+  }
 #endif
   HWY_INLINE VF At(size_t e) const {
     const DF df;
@@ -207,6 +233,8 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
   GroupSet<kGroups> g_;
 #if HWY_TARGET <= HWY_AVX3
   __m512i pos_, neg_;  // kBlend16
+#elif HWY_TARGET == HWY_AVX2
+  __m256i pos_, neg_;  // kOut16
 #endif
 };
 
