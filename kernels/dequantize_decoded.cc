@@ -246,6 +246,11 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
 template <class D>
 class BlockVectors<D, std::enable_if_t<std::is_same_v<D, GgufTQ1_0>>> {
   static_assert(hn::MaxLanes(DF()) <= 16, "a vector within one digit run");
+  // The powers 3^n of the digits, and those of values 240-255 (digit
+  // (e - 240) / 4 of qh[(e - 240) % 4]) per element.
+  static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
+  alignas(16) static constexpr uint8_t kTailPow[16] = {1, 1, 1, 1, 3,  3,  3,  3,
+                                                       9, 9, 9, 9, 27, 27, 27, 27};
 
  public:
   HWY_INLINE void Read(const uint8_t* b) {
@@ -279,7 +284,6 @@ class BlockVectors<D, std::enable_if_t<std::is_same_v<D, GgufTQ1_0>>> {
     struct Pow16 {
       uint16_t v[8][32];
       constexpr Pow16() : v() {
-        constexpr uint16_t kPow3[5] = {1, 3, 9, 27, 81};
         for (size_t j = 0; j < 256; ++j) {
           v[j / 32][j % 32] = j < 160   ? kPow3[j / 32]
                               : j < 240 ? kPow3[(j - 160) / 16]
@@ -314,9 +318,6 @@ class BlockVectors<D, std::enable_if_t<std::is_same_v<D, GgufTQ1_0>>> {
   // Values e .. e+15 (e a multiple of 16: within one digit run, as At's).
   template <OutType kOut>
   HWY_INLINE __m256i Out16(size_t e, bool /*bf16_hw*/) const {
-    static constexpr int16_t kPow3[5] = {1, 3, 9, 27, 81};
-    alignas(16) static constexpr uint8_t kTailPow[16] = {1, 1, 1, 1, 3,  3,  3,  3,
-                                                         9, 9, 9, 9, 27, 27, 27, 27};
     const uint8_t* qs = b_ + offsetof(GgufTQ1_0::Block, qs);
     const uint8_t* x = e < 160 ? qs + e % 32 : e < 240 ? qs + 32 : tail_;
     const __m256i pow =
@@ -336,9 +337,6 @@ class BlockVectors<D, std::enable_if_t<std::is_same_v<D, GgufTQ1_0>>> {
   }
 #endif
   HWY_INLINE VF At(size_t e) const {
-    static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
-    alignas(16) static constexpr uint8_t kTailPow[16] = {1, 1, 1, 1, 3,  3,  3,  3,
-                                                         9, 9, 9, 9, 27, 27, 27, 27};
     const DF df;
     const hn::RebindToSigned<DF> di;
     const hn::Rebind<uint8_t, DF> d8;
