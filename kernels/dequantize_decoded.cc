@@ -159,7 +159,7 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
   }
 #elif HWY_TARGET == HWY_AVX2
   // AVX2: kBlend16's two values (Q1_0) per 16 outputs: their sign bits
-  // (the 16 bits NegatedLanes reads) as a 16-bit lane mask, one blend.
+  // (NegatedLanes' bits) as a 16-bit lane mask, one blend.
   static constexpr bool kOut16 =
       D::kGridValues == GridValues::kNegatedScale && D::kSubElems == D::kBlockElems;
   template <OutType kOut>
@@ -174,14 +174,9 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
   }
   template <OutType kOut>
   HWY_INLINE __m256i Out16(size_t e, bool /*bf16_hw*/) const {
-    uint16_t bits;
-    std::memcpy(&bits, g_.signs + e / 8, 2);  // bit i: value e + i
-    const __m256i lane_bit =
-        _mm256_setr_epi16(0x1, 0x2, 0x4, 0x8, 0x10, 0x20, 0x40, 0x80, 0x100, 0x200, 0x400, 0x800,
-                          0x1000, 0x2000, 0x4000, static_cast<int16_t>(0x8000));
-    const __m256i negated = _mm256_cmpeq_epi16(
-        _mm256_and_si256(_mm256_set1_epi16(static_cast<int16_t>(bits)), lane_bit), lane_bit);
-    return _mm256_blendv_epi8(pos_, neg_, negated);
+    const hn::Repartition<uint16_t, DF> d16;  // 16 lanes: bit i of the signs, value e + i
+    const auto negated = hn::VecFromMask(d16, hn::LoadMaskBits(d16, g_.signs + e / 8));
+    return _mm256_blendv_epi8(pos_, neg_, negated.raw);
   }
 #endif
   HWY_INLINE VF At(size_t e) const {
