@@ -175,6 +175,19 @@ template <class L>
 struct LoaderNormalValues<L, std::void_t<typename L::Desc>>
     : std::bool_constant<BlockNormalValues<typename L::Desc>()> {};
 
+// The kOut bits (a 2-byte output type) of v0's lanes then v1's, each
+// rounded once (NarrowBits: the reference's bits), as one vector of 2N
+// 16-bit lanes.
+template <OutType kOut, class DF = KernelTag, class VF = hn::Vec<DF>>
+HWY_INLINE auto OutBitsPair(DF df, VF v0, VF v1) {
+#if HWY_TARGET == HWY_AVX2
+  if constexpr (kOut == OutType::kBF16 && hn::MaxLanes(DF()) == 8) {
+    return hn::Vec<hn::Repartition<uint16_t, DF>>{BF16BitsPair(v0.raw, v1.raw)};
+  }
+#endif
+  return Concat16(NarrowBits<kOut>(df, v1), NarrowBits<kOut>(df, v0));
+}
+
 // Stores v0 then v1 (2N values of the kernels' full float vectors) at dst
 // as kOut, each rounded once (NarrowBits: the reference's bits). `stream`:
 // non-temporal (dst aligned to a full vector). `fast` (AVX-512 bfloat16
@@ -204,19 +217,7 @@ HWY_INLINE void StoreOutUnit(DF df, VF v0, VF v1, char* dst, bool stream, bool f
     }
 #endif
     const hn::Repartition<uint16_t, DF> du16;  // 2N lanes: one full vector
-#if HWY_TARGET == HWY_AVX2
-    if constexpr (kOut == OutType::kBF16 && hn::MaxLanes(DF()) == 8) {
-      const hn::Vec<decltype(du16)> both{BF16BitsPair(v0.raw, v1.raw)};
-      uint16_t* p = reinterpret_cast<uint16_t*>(dst);
-      if (stream) {
-        hn::Stream(both, du16, p);
-      } else {
-        hn::StoreU(both, du16, p);
-      }
-      return;
-    }
-#endif
-    const auto both = Concat16(NarrowBits<kOut>(df, v1), NarrowBits<kOut>(df, v0));
+    const auto both = OutBitsPair<kOut>(df, v0, v1);
     uint16_t* p = reinterpret_cast<uint16_t*>(dst);
     if (stream) {
       hn::Stream(both, du16, p);

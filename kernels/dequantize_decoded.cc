@@ -62,9 +62,20 @@ class BlockVectors {
 // vector lies within one sub-block (kSubElems a multiple of N), so its
 // scale is one broadcast; with N a multiple of 8 its sign bits are the
 // sign bytes' bits e .. e+N-1, loaded as the mask itself.
+// GridTable of grid type D, or (Q1_0: no table) an empty one.
+template <class D, class = void>
+struct GridTableOf {
+  static constexpr int kM = 0, kV = 0;
+  static constexpr float Value(int) { return 0.0f; }
+};
+template <class D>
+struct GridTableOf<D, std::enable_if_t<D::kGridValues != GridValues::kNegatedScale>>
+    : GridTable<D> {};
+
 template <class D>
 class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
   static constexpr size_t kGroups = static_cast<size_t>(D::kBlockElems / 8);
+  using Table = GridTableOf<D>;
   static_assert(hn::MaxLanes(DF()) <= 16, "lane bits of the sign masks");
   static_assert(D::kSubElems % hn::MaxLanes(DF()) == 0, "one scale per vector");
 
@@ -158,25 +169,101 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
     }
   }
 #elif HWY_TARGET == HWY_AVX2
-  // AVX2: kBlend16's two values (Q1_0) per 16 outputs: their sign bits
-  // (NegatedLanes' bits) as a 16-bit lane mask, one blend.
-  static constexpr bool kOut16 =
+  // AVX2. kBlend16 (Q1_0), per 16 outputs: the block's two values (At's p
+  // and -p, each rounded once), one blend by the sign bits as a 16-bit
+  // lane mask. kTable (the other grid types): Read16 / Read32 run Groups
+  // into g_ in its TableForm (each value's entry t in its sub-block's
+  // table) and build per sub-block (one scale) the table of
+  // its scale times GridTable's kV values (At's operations) in tables_;
+  // Out16 / Out32 look up 16 / 8 values of one sub-block:
+  //  - 16-bit, kV <= 8: 8 entries of kOut bits; one byte shuffle of the
+  //    byte pairs (2 t, 2 t + 1);
+  //  - 16-bit, kV 16 (IQ3): two 16-byte planes, the entries' low bytes
+  //    then their high bytes; both looked up by one byte shuffle (plane h
+  //    in half h), their bytes then interleaved;
+  //  - float32, kV <= 8 only (kOut32): 8 floats, one permute by t.
+  static constexpr bool kBlend16 =
       D::kGridValues == GridValues::kNegatedScale && D::kSubElems == D::kBlockElems;
+  static constexpr bool kTable = D::kGridValues != GridValues::kNegatedScale;
+  static constexpr bool kOut16 = kBlend16 || kTable;
+  // (kV 16, IQ3: two permutes and a blend measured slower than At.)
+  static constexpr bool kOut32 = kTable && Table::kV <= 8;
+  static_assert(D::kSubElems % 16 == 0, "16 outputs within one sub-block");
   template <OutType kOut>
   HWY_INLINE void Read16(const uint8_t* b, bool /*bf16_hw*/) {
-    Read(b);
     const DF df;
-    const VF p = hn::Mul(hn::Set(df, g_.scale[0]), hn::Set(df, 1.0f));
-    // Lane 0: p's bits, lane 1: -p's (At's values, each rounded once).
-    const __m128i h = NarrowBits<kOut>(df, hn::IfThenElse(hn::FirstN(df, 1), p, hn::Neg(p))).raw;
-    pos_ = _mm256_broadcastw_epi16(h);
-    neg_ = _mm256_broadcastw_epi16(_mm_srli_epi32(h, 16));
+    if constexpr (kTable) {
+      TableForm<GroupSet<kGroups>, Table::kM> form{g_};
+      D::Groups(b, form);
+      if constexpr (Table::kV <= 8) {  // two sub-blocks' 8 entries, one per half
+        const VF v = hn::Load(df, kValues.v);
+        for (size_t s = 0; s < kSubBlocks; s += 2) {
+          _mm256_store_si256(
+              reinterpret_cast<__m256i*>(tables_ + 16 * s),
+              OutBitsPair<kOut>(df, hn::Mul(Scale(s), v), hn::Mul(Scale(s + 1), v)).raw);
+        }
+      } else {  // one sub-block's 16 entries as planes
+        // Bytes 2 i (low) and 2 i + 1 (high) of each half's 8 entries to
+        // bytes i and 8 + i, then the halves' low and high quadwords joined.
+        const __m256i planes =
+            _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8,
+                             10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+        const VF v0 = hn::Load(df, kValues.v), v1 = hn::Load(df, kValues.v + 8);
+        for (size_t s = 0; s < kSubBlocks; ++s) {
+          const __m256i w = _mm256_shuffle_epi8(
+              OutBitsPair<kOut>(df, hn::Mul(Scale(s), v0), hn::Mul(Scale(s), v1)).raw, planes);
+          _mm256_store_si256(reinterpret_cast<__m256i*>(tables_ + 32 * s),
+                             _mm256_permute4x64_epi64(w, 0xD8));
+        }
+      }
+    } else {
+      Read(b);
+      const VF p = hn::Mul(hn::Set(df, g_.scale[0]), hn::Set(df, 1.0f));
+      // Lane 0: p's bits, lane 1: -p's (At's values, each rounded once).
+      const __m128i h = NarrowBits<kOut>(df, hn::IfThenElse(hn::FirstN(df, 1), p, hn::Neg(p))).raw;
+      pos_ = _mm256_broadcastw_epi16(h);
+      neg_ = _mm256_broadcastw_epi16(_mm_srli_epi32(h, 16));
+    }
   }
   template <OutType kOut>
   HWY_INLINE __m256i Out16(size_t e, bool /*bf16_hw*/) const {
-    const hn::Repartition<uint16_t, DF> d16;  // 16 lanes: bit i of the signs, value e + i
-    const auto negated = hn::VecFromMask(d16, hn::LoadMaskBits(d16, g_.signs + e / 8));
-    return _mm256_blendv_epi8(pos_, neg_, negated.raw);
+    if constexpr (kTable && Table::kV <= 8) {
+      const __m256i t = _mm256_cvtepu8_epi16(_mm_loadu_si128(Entries(e)));
+      const __m256i pair = _mm256_add_epi16(_mm256_mullo_epi16(t, _mm256_set1_epi16(0x0202)),
+                                            _mm256_set1_epi16(0x0100));
+      return _mm256_shuffle_epi8(
+          _mm256_broadcastsi128_si256(
+              _mm_load_si128(reinterpret_cast<const __m128i*>(tables_ + 16 * (e / kSubElemsU)))),
+          pair);
+    } else if constexpr (kTable) {
+      const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128(Entries(e)));
+      const __m256i table =
+          _mm256_load_si256(reinterpret_cast<const __m256i*>(tables_ + 32 * (e / kSubElemsU)));
+      // Half 0: the low bytes of entries t, half 1 their high bytes;
+      // quadwords reordered so each half holds 8 values' low then high
+      // bytes, interleaved by one byte shuffle.
+      const __m256i bytes = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(table, t), 0xD8);
+      return _mm256_shuffle_epi8(
+          bytes, _mm256_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9,
+                                  2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15));
+    } else {
+      const hn::Repartition<uint16_t, DF> d16;  // 16 lanes: bit i of the signs, value e + i
+      const auto negated = hn::VecFromMask(d16, hn::LoadMaskBits(d16, g_.signs + e / 8));
+      return _mm256_blendv_epi8(pos_, neg_, negated.raw);
+    }
+  }
+  HWY_INLINE void Read32(const uint8_t* b) {
+    const DF df;
+    TableForm<GroupSet<kGroups>, Table::kM> form{g_};
+    D::Groups(b, form);
+    auto* tables = reinterpret_cast<float*>(tables_);
+    const VF v = hn::Load(df, kValues.v);
+    for (size_t s = 0; s < kSubBlocks; ++s) hn::Store(hn::Mul(Scale(s), v), df, tables + 8 * s);
+  }
+  HWY_INLINE VF Out32(size_t e) const {
+    const __m256i t = _mm256_cvtepu8_epi32(_mm_loadl_epi64(Entries(e)));
+    const float* table = reinterpret_cast<const float*>(tables_) + e / kSubElemsU * 8;
+    return VF{_mm256_permutevar8x32_ps(_mm256_load_ps(table), t)};
   }
 #endif
   HWY_INLINE VF At(size_t e) const {
@@ -229,7 +316,26 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
 #if HWY_TARGET <= HWY_AVX3
   __m512i pos_, neg_;  // kBlend16
 #elif HWY_TARGET == HWY_AVX2
-  __m256i pos_, neg_;  // kOut16
+  static constexpr size_t kSubBlocks = static_cast<size_t>(D::kBlockElems / D::kSubElems);
+  static constexpr size_t kGroupsPer = static_cast<size_t>(D::kSubElems / 8);
+  static constexpr size_t kSubElemsU = static_cast<size_t>(D::kSubElems);
+  static constexpr size_t kTableWords = Table::kV <= 8 ? 8 : 16;  // entries a sub-block
+  static_assert(!kTable || Table::kV > 8 || kSubBlocks % 2 == 0, "sub-blocks in pairs");
+  // The kV values (lanes beyond: 0, never looked up).
+  struct Values {
+    float v[16];
+    constexpr Values() : v() {
+      for (int t = 0; t < Table::kV; ++t) v[t] = Table::Value(t);
+    }
+  };
+  alignas(32) static constexpr Values kValues{};
+  HWY_INLINE VF Scale(size_t s) const { return hn::Set(DF(), g_.scale[s * kGroupsPer]); }
+  // The entries t of values e ...
+  HWY_INLINE const __m128i* Entries(size_t e) const {
+    return reinterpret_cast<const __m128i*>(reinterpret_cast<const uint8_t*>(g_.grid) + e);
+  }
+  alignas(32) uint8_t tables_[kTable ? kSubBlocks * 32 : 1];  // kTable: 32 bytes a sub-block
+  __m256i pos_, neg_;                                         // kBlend16
 #endif
 };
 
@@ -473,6 +579,11 @@ template <class B, class = void>
 struct HasOut16 : std::false_type {};
 template <class B>
 struct HasOut16<B, std::enable_if_t<B::kOut16>> : std::true_type {};
+// Whether BlockVectors B has the float32 output path (AVX2: Read32 / Out32).
+template <class B, class = void>
+struct HasOut32 : std::false_type {};
+template <class B>
+struct HasOut32<B, std::enable_if_t<B::kOut32>> : std::true_type {};
 
 // No decoded layout's value is a float32 subnormal: every nonzero value is
 // at least 2^-27 in magnitude (a float16 scale's smallest subnormal 2^-24
@@ -493,6 +604,11 @@ void DecodedRowsWith(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64
   constexpr bool kOut16 = kOutBytes == 2 && HasOut16<BlockVectors<D>>::value;
 #else
   constexpr bool kOut16 = false;
+#endif
+#if HWY_TARGET == HWY_AVX2
+  constexpr bool kOut32 = kOut == OutType::kF32 && HasOut32<BlockVectors<D>>::value;
+#else
+  constexpr bool kOut32 = false;
 #endif
   // Blocks read per batch (about 2048 values).
   constexpr int64_t kBatch = kB >= 2048 ? 1 : 2048 / kB;
@@ -523,6 +639,8 @@ void DecodedRowsWith(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64
         for (int64_t i = 0; i < nb; ++i) {
           if constexpr (kOut16) {
             v[i].template Read16<kOut>(row + (b + i) * D::kBytes, fast);
+          } else if constexpr (kOut32) {
+            v[i].Read32(row + (b + i) * D::kBytes);
           } else {
             v[i].Read(row + (b + i) * D::kBytes);
           }
@@ -545,6 +663,8 @@ void DecodedRowsWith(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64
                 _mm256_storeu_si256(reinterpret_cast<__m256i*>(at), bits);
               }
 #endif
+            } else if constexpr (kOut32) {
+              StoreOutUnit<kOut>(df, v[i].Out32(e), v[i].Out32(e + N), at, stream, fast);
             } else {
               StoreOutUnit<kOut>(df, v[i].At(e), v[i].At(e + N), at, stream, fast);
             }

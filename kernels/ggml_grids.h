@@ -33,7 +33,7 @@ inline constexpr GgmlGridValues kGgmlIq1GridValues = {{-1, 0, 1}, 3};  // IQ1_S,
 
 // The index grids: each grid above with every byte replaced by its
 // position in the grid's value set (the kernels look values up in small
-// per-group tables with them: kernels/x86_avx512-inl.h GridTable). Derived
+// per-group tables with them: kernels/layouts.h GridTable). Derived
 // from the grids when the library loads (kernels/ggml_index_grids.cc).
 extern const uint64_t* const kGgmlIq2xxsIndexGrid;
 extern const uint64_t* const kGgmlIq2xsIndexGrid;

@@ -26,6 +26,7 @@
 #ifndef NIBBLE_KERNELS_LAYOUTS_H_
 #define NIBBLE_KERNELS_LAYOUTS_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -637,9 +638,9 @@ static_assert(Ue4m3HalfOf(0x38) == 0.5f && Ue4m3HalfOf(0x7E) == 224.0f &&
 // (IQ1)) and Q1_0 (entry all ones, the sign from the bit: -d). A grid descriptor
 // derives from GridLayout<D, kind> and adds
 //   Groups(block, g)   the block's kBlockElems / 8 groups into GroupSet g
-//                      (SetSigned / SetShifted per group: grid entry, sign
-//                      bits or delta, scale) — ggml's index and scale
-//                      arithmetic;
+//                      (SetSigned / SetSigned7 / SetShifted per group: grid
+//                      entry, sign bits or delta, scale; the grid GridOf<G>)
+//                      — ggml's index and scale arithmetic;
 // GridLayout derives Decode from it, and the kernel expands the groups with
 // SIMD (kernels/dequantize_decoded.cc) computing the same expression per value:
 //   kSignedBytes   y = scale * float(+-grid byte j), the byte negated where
@@ -651,34 +652,6 @@ static_assert(Ue4m3HalfOf(0x38) == 0.5f && Ue4m3HalfOf(0x7E) == 224.0f &&
 //                  a NaN's sign too); the grid entry is unused
 //   kShiftedInt8   y = scale * (int8 grid byte j + delta)
 enum class GridValues { kSignedBytes, kNegatedScale, kShiftedInt8 };
-// The groups of one grid block, field by field (the kernels load each field
-// as a vector): group k holds values 8k .. 8k+7. Groups sets every group's
-// grid and scale, and its signs (k*Bytes) or delta (kShiftedInt8); the
-// padding, read by whole-vector loads and never used, is zero.
-template <size_t kGroups>
-struct GroupSet {
-  uint64_t grid[kGroups];      // byte j: position j (little-endian host)
-  uint8_t signs[kGroups + 4];  // k*Bytes: bit j set -> value j negated
-                               // (the AVX-512 16-bit tables of kShiftedInt8:
-                               // 0xFF -> the group's delta is negative)
-  float scale[kGroups + 16];
-  float delta[kGroups + 16];  // kShiftedInt8
-  GroupSet() {
-    std::memset(signs + kGroups, 0, 4);
-    std::memset(scale + kGroups, 0, 16 * sizeof(float));
-    std::memset(delta + kGroups, 0, 16 * sizeof(float));
-  }
-  NIBBLE_DECODE_INLINE void SetSigned(size_t k, uint64_t g, uint32_t s, float sc) {
-    grid[k] = g;
-    signs[k] = static_cast<uint8_t>(s);
-    scale[k] = sc;
-  }
-  NIBBLE_DECODE_INLINE void SetShifted(size_t k, uint64_t g, float sc, float d) {
-    grid[k] = g;
-    scale[k] = sc;
-    delta[k] = d;
-  }
-};
 
 namespace layout_internal {
 // ggml's ksigns_iq2xs[i]: the 7 stored sign bits and their parity as bit 7
@@ -696,6 +669,96 @@ struct Signs7Table {
 };
 inline constexpr Signs7Table kSigns7{};
 NIBBLE_DECODE_INLINE uint32_t SignsOf7(uint32_t i) { return kSigns7.v[i & 127u]; }
+// Per sign byte s: kM in byte j where bit j of s is set (GroupSet's
+// second-set offsets).
+template <int kM>
+struct SecondSetTable {
+  uint64_t v[256];
+  constexpr SecondSetTable() : v() {
+    for (uint32_t s = 0; s < 256; ++s) {
+      for (uint32_t j = 0; j < 8; ++j) {
+        if (((s >> j) & 1u) != 0) v[s] |= uint64_t{static_cast<uint32_t>(kM)} << (8 * j);
+      }
+    }
+  }
+};
+template <int kM>
+inline constexpr SecondSetTable<kM> kSecondSet{};
+// The same per 7-bit sign index i: the entry of its sign byte (SignsOf7).
+template <int kM>
+struct SecondSet7Table {
+  uint64_t v[128];
+  constexpr SecondSet7Table() : v() {
+    for (uint32_t i = 0; i < 128; ++i) v[i] = kSecondSet<kM>.v[kSigns7.v[i]];
+  }
+};
+template <int kM>
+inline constexpr SecondSet7Table<kM> kSecondSet7{};
+}  // namespace layout_internal
+
+// The groups of one grid block, field by field (the kernels load each field
+// as a vector): group k holds values 8k .. 8k+7. Groups sets every group's
+// grid and scale, and its signs (k*Bytes) or delta (kShiftedInt8); the
+// padding, read by whole-vector loads and never used, is zero.
+template <size_t kGroups>
+struct GroupSet {
+  static constexpr bool kPositions = false;  // (GridOf: the value grid)
+  uint64_t grid[kGroups];                    // byte j: position j (little-endian host)
+  uint8_t signs[kGroups + 4];                // k*Bytes: bit j set -> value j negated
+                                             // (the AVX-512 16-bit tables of kShiftedInt8:
+                                             // 0xFF -> the group's delta is negative)
+  float scale[kGroups + 16];
+  float delta[kGroups + 16];  // kShiftedInt8
+  GroupSet() {
+    std::memset(signs + kGroups, 0, 4);
+    std::memset(scale + kGroups, 0, 16 * sizeof(float));
+    std::memset(delta + kGroups, 0, 16 * sizeof(float));
+  }
+  NIBBLE_DECODE_INLINE void SetSigned(size_t k, uint64_t g, uint32_t s, float sc) {
+    grid[k] = g;
+    signs[k] = static_cast<uint8_t>(s);
+    scale[k] = sc;
+  }
+  // SetSigned with the sign byte ggml's ksigns_iq2xs[i7] (SignsOf7: the 7
+  // stored bits and their parity).
+  NIBBLE_DECODE_INLINE void SetSigned7(size_t k, uint64_t g, uint32_t i7, float sc) {
+    SetSigned(k, g, layout_internal::SignsOf7(i7), sc);
+  }
+  NIBBLE_DECODE_INLINE void SetShifted(size_t k, uint64_t g, float sc, float d) {
+    grid[k] = g;
+    scale[k] = sc;
+    delta[k] = d;
+  }
+};
+
+// The groups in the form of the kernels' tables (GridTable, kM the value
+// set's size; kernels/dequantize_decoded.cc), written into a GroupSet
+// (Groups(block, form)): Groups reads the index grid (GridOf) and each
+// grid byte becomes its table entry — its position in the value set, plus
+// kM where its sign bit is set (kSignedBytes) or its group's delta is
+// negative (kShiftedInt8): the second set. Scales as GroupSet's; signs
+// and delta are not set.
+template <class Set, int kM>
+struct TableForm {
+  static constexpr bool kPositions = true;
+  Set& set;
+  NIBBLE_DECODE_INLINE void SetSigned(size_t k, uint64_t g, uint32_t s, float sc) {
+    set.grid[k] = g + layout_internal::kSecondSet<kM>.v[s & 255u];
+    set.scale[k] = sc;
+  }
+  NIBBLE_DECODE_INLINE void SetSigned7(size_t k, uint64_t g, uint32_t i7, float sc) {
+    set.grid[k] = g + layout_internal::kSecondSet7<kM>.v[i7 & 127u];  // (one lookup)
+    set.scale[k] = sc;
+  }
+  NIBBLE_DECODE_INLINE void SetShifted(size_t k, uint64_t g, float sc, float d) {
+    // (No branch: IQ1_M's deltas are random per group.)
+    const uint64_t negative = 0 - uint64_t{BitsFromF32(d) >> 31};
+    set.grid[k] = g + (layout_internal::kSecondSet<kM>.v[255] & negative);
+    set.scale[k] = sc;
+  }
+};
+
+namespace layout_internal {
 // IQ1's delta: -1/8 where `bit` (a single bit) is set, else 1/8 (without a
 // branch on a random bit).
 NIBBLE_DECODE_INLINE float SignedEighth(uint32_t bit) {
@@ -728,9 +791,11 @@ NIBBLE_DECODE_INLINE void ExpandGroup(const GroupSet<kGroups>& g, size_t k, floa
 }
 }  // namespace layout_internal
 
-template <class D, GridValues V>
+// kSet: the grid's value set (kernels/ggml_grids.h; none for Q1_0).
+template <class D, GridValues V, const GgmlGridValues* kSet = nullptr>
 struct GridLayout {
   static constexpr GridValues kGridValues = V;
+  static constexpr const GgmlGridValues* kValueSet = kSet;
   static void ModerateScale(uint8_t* b) {
     layout_internal::SetHalf(b, 0, layout_internal::kModerateHalf);  // d first (not IQ1_M)
   }
@@ -746,6 +811,44 @@ template <class D, class = void>
 struct IsGridLayout : std::false_type {};
 template <class D>
 struct IsGridLayout<D, std::void_t<decltype(D::kGridValues)>> : std::true_type {};
+
+// The grid a descriptor's Groups reads into G: the grid itself, or
+// (G::kPositions: the kernels' 16-bit tables) its index grid — the same
+// entries with each byte's position in the value set (kernels/ggml_grids.h).
+template <class G, class T>
+NIBBLE_DECODE_INLINE const T* GridOf(const T* values, const T* positions) {
+  return G::kPositions ? positions : values;
+}
+
+// The table of a 32-value unit of a grid type (float16 / bfloat16 output,
+// kernels/dequantize_decoded.cc): the unit's kP scales (one per kSubElems)
+// times its kV values, entry p * kV + i; kP * kV <= 16. The values are
+// two sets of the grid's kM values, the second taken where a value's bit
+// in g.signs is set: kSignedBytes the values and their negations,
+// kShiftedInt8 (IQ1) the values plus 1/8 and minus 1/8 (the group's delta,
+// the same for its 8 values). Value(i) is
+// value i as a float (what At converts from the signed byte, or At's
+// float(q) + delta: exact); Group(t) the group (of the unit's 4) whose
+// scale entry t takes; Offset(k) the offset of group k's entries.
+template <class D>
+struct GridTable {
+  static_assert(D::kGridValues != GridValues::kNegatedScale, "no table: a blend (Q1_0)");
+  static constexpr bool kSigned = D::kGridValues == GridValues::kSignedBytes;
+  static constexpr int kM = D::kValueSet->n;
+  static constexpr int kV = 2 * kM;
+  static constexpr int kP = static_cast<int>(32 / std::min<int64_t>(D::kSubElems, 32));
+  static_assert(kP * kV <= 16, "one 16-lane table per unit");
+  static constexpr float Value(int i) {
+    const float v = static_cast<float>(D::kValueSet->v[i < kM ? i : i - kM]);
+    if constexpr (kSigned) {
+      return i < kM ? v : -v;
+    } else {
+      return i < kM ? v + 0.125f : v - 0.125f;  // layout_internal::SignedEighth
+    }
+  }
+  static constexpr int Group(int t) { return t / kV < kP ? t / kV * (4 / kP) : 0; }
+  static constexpr int Offset(int k) { return (k % 4) / (4 / kP) * kV; }
+};
 
 // TQ1_0 (ternary, 1.6875 bits): {u8 qs[48]; u8 qh[4]; f16 d}: five base-3
 // digits per byte of qs, four per byte of qh, digit n of byte b read as
@@ -838,7 +941,7 @@ struct GgufNVFP4 {
 // bytes: bytes 0-3 four grid indices (kGgmlIq2xxsGrid), bits 0-27 of the
 // little-endian u32 at bytes 4-7 four 7-bit sign indices, bits 28-31 the
 // scale: db = d * (0.5 + s) * 0.25.
-struct GgufIQ2_XXS : GridLayout<GgufIQ2_XXS, GridValues::kSignedBytes> {
+struct GgufIQ2_XXS : GridLayout<GgufIQ2_XXS, GridValues::kSignedBytes, &kGgmlIq2GridValues> {
   struct Block {
     uint16_t d;
     uint16_t qs[32];
@@ -855,7 +958,8 @@ struct GgufIQ2_XXS : GridLayout<GgufIQ2_XXS, GridValues::kSignedBytes> {
       const uint32_t aux = Field<uint32_t>(q, 4);
       const float db = Iq2Scale(d, aux >> 28);
       for (size_t l = 0; l < 4; ++l) {
-        g.SetSigned(4 * ib + l, kGgmlIq2xxsGrid[q[l]], SignsOf7((aux >> (7 * l)) & 127u), db);
+        g.SetSigned7(4 * ib + l, GridOf<G>(kGgmlIq2xxsGrid, kGgmlIq2xxsIndexGrid)[q[l]],
+                     (aux >> (7 * l)) & 127u, db);
       }
     }
   }
@@ -865,7 +969,7 @@ struct GgufIQ2_XXS : GridLayout<GgufIQ2_XXS, GridValues::kSignedBytes> {
 // 0-8 a grid index (kGgmlIq2xsGrid), bits 9-15 a 7-bit sign index; the
 // sub-block's 16-value halves take nibbles 0 / 1 of scales[ib]: db = d *
 // (0.5 + s) * 0.25.
-struct GgufIQ2_XS : GridLayout<GgufIQ2_XS, GridValues::kSignedBytes> {
+struct GgufIQ2_XS : GridLayout<GgufIQ2_XS, GridValues::kSignedBytes, &kGgmlIq2GridValues> {
   struct Block {
     uint16_t d;
     uint16_t qs[32];
@@ -883,7 +987,8 @@ struct GgufIQ2_XS : GridLayout<GgufIQ2_XS, GridValues::kSignedBytes> {
       const float db[2] = {Iq2Scale(d, s & 0xF), Iq2Scale(d, s >> 4)};
       for (size_t l = 0; l < 4; ++l) {
         const uint32_t q = Field<uint16_t>(b, offsetof(Block, qs) + 2 * (4 * ib + l));
-        g.SetSigned(4 * ib + l, kGgmlIq2xsGrid[q & 511], SignsOf7(q >> 9), db[l / 2]);
+        g.SetSigned7(4 * ib + l, GridOf<G>(kGgmlIq2xsGrid, kGgmlIq2xsIndexGrid)[q & 511], q >> 9,
+                     db[l / 2]);
       }
     }
   }
@@ -893,7 +998,7 @@ struct GgufIQ2_XS : GridLayout<GgufIQ2_XS, GridValues::kSignedBytes> {
 // scales[8]} (ggml's qs[64] is grid bytes then sign bytes): grid index
 // qs[4 ib + l] | bits 2l, 2l+1 of qh[ib] << 8 (kGgmlIq2sGrid), sign byte
 // signs[4 ib + l]; scales as IQ2_XS.
-struct GgufIQ2_S : GridLayout<GgufIQ2_S, GridValues::kSignedBytes> {
+struct GgufIQ2_S : GridLayout<GgufIQ2_S, GridValues::kSignedBytes, &kGgmlIq2GridValues> {
   struct Block {
     uint16_t d;
     uint8_t qs[32];
@@ -914,8 +1019,8 @@ struct GgufIQ2_S : GridLayout<GgufIQ2_S, GridValues::kSignedBytes> {
       const uint32_t qh = b[offsetof(Block, qh) + ib];
       for (size_t l = 0; l < 4; ++l) {
         const uint32_t index = b[offsetof(Block, qs) + 4 * ib + l] | ((qh << (8 - 2 * l)) & 0x300u);
-        g.SetSigned(4 * ib + l, kGgmlIq2sGrid[index], b[offsetof(Block, signs) + 4 * ib + l],
-                    db[l / 2]);
+        g.SetSigned(4 * ib + l, GridOf<G>(kGgmlIq2sGrid, kGgmlIq2sIndexGrid)[index],
+                    b[offsetof(Block, signs) + 4 * ib + l], db[l / 2]);
       }
     }
   }
@@ -926,7 +1031,7 @@ struct GgufIQ2_S : GridLayout<GgufIQ2_S, GridValues::kSignedBytes> {
 // (kGgmlIq3xxsGrid) and the little-endian u32 at scales_signs[4 ib]: four
 // 7-bit sign indices (one per 8 values) and the scale in bits 28-31: db =
 // d * (0.5 + s) * 0.5.
-struct GgufIQ3_XXS : GridLayout<GgufIQ3_XXS, GridValues::kSignedBytes> {
+struct GgufIQ3_XXS : GridLayout<GgufIQ3_XXS, GridValues::kSignedBytes, &kGgmlIq3xxsGridValues> {
   struct Block {
     uint16_t d;
     uint8_t qs[64];
@@ -944,9 +1049,9 @@ struct GgufIQ3_XXS : GridLayout<GgufIQ3_XXS, GridValues::kSignedBytes> {
       const uint32_t aux = Field<uint32_t>(b, offsetof(Block, scales_signs) + 4 * ib);
       const float db = d * (0.5f + static_cast<float>(aux >> 28)) * 0.5f;
       for (size_t l = 0; l < 4; ++l) {
-        const uint64_t grid =
-            kGgmlIq3xxsGrid[q[2 * l]] | (uint64_t{kGgmlIq3xxsGrid[q[2 * l + 1]]} << 32);
-        g.SetSigned(4 * ib + l, grid, SignsOf7((aux >> (7 * l)) & 127u), db);
+        const uint32_t* const grid_of = GridOf<G>(kGgmlIq3xxsGrid, kGgmlIq3xxsIndexGrid);
+        const uint64_t grid = grid_of[q[2 * l]] | (uint64_t{grid_of[q[2 * l + 1]]} << 32);
+        g.SetSigned7(4 * ib + l, grid, (aux >> (7 * l)) & 127u, db);
       }
     }
   }
@@ -956,7 +1061,7 @@ struct GgufIQ3_XXS : GridLayout<GgufIQ3_XXS, GridValues::kSignedBytes> {
 // scales[4]}: per 32-value sub-block ib, eight grid indices of 4 values
 // qs[8 ib + k] | bit k of qh[ib] << 8 (kGgmlIq3sGrid), sign bytes
 // signs[4 ib + l], scale nibble ib % 2 of scales[ib / 2]: db = d * (1 + 2 s).
-struct GgufIQ3_S : GridLayout<GgufIQ3_S, GridValues::kSignedBytes> {
+struct GgufIQ3_S : GridLayout<GgufIQ3_S, GridValues::kSignedBytes, &kGgmlIq3sGridValues> {
   struct Block {
     uint16_t d;
     uint8_t qs[64];
@@ -979,7 +1084,8 @@ struct GgufIQ3_S : GridLayout<GgufIQ3_S, GridValues::kSignedBytes> {
       for (size_t l = 0; l < 4; ++l) {
         const uint32_t i0 = q[2 * l] | ((qh << (8 - 2 * l)) & 256u);
         const uint32_t i1 = q[2 * l + 1] | ((qh << (7 - 2 * l)) & 256u);
-        const uint64_t grid = kGgmlIq3sGrid[i0] | (uint64_t{kGgmlIq3sGrid[i1]} << 32);
+        const uint32_t* const grid_of = GridOf<G>(kGgmlIq3sGrid, kGgmlIq3sIndexGrid);
+        const uint64_t grid = grid_of[i0] | (uint64_t{grid_of[i1]} << 32);
         g.SetSigned(4 * ib + l, grid, b[offsetof(Block, signs) + 4 * ib + l], db);
       }
     }
@@ -990,7 +1096,7 @@ struct GgufIQ3_S : GridLayout<GgufIQ3_S, GridValues::kSignedBytes> {
 // ib, grid indices qs[4 ib + l] | bits 3l .. 3l+2 of qh[ib] << 8
 // (kGgmlIq1sGrid, int8 -1 / 0 / 1), dl = d * (2 * bits 12-14 + 1), delta
 // = -1/8 if bit 15 else 1/8.
-struct GgufIQ1_S : GridLayout<GgufIQ1_S, GridValues::kShiftedInt8> {
+struct GgufIQ1_S : GridLayout<GgufIQ1_S, GridValues::kShiftedInt8, &kGgmlIq1GridValues> {
   struct Block {
     uint16_t d;
     uint8_t qs[32];
@@ -1009,7 +1115,7 @@ struct GgufIQ1_S : GridLayout<GgufIQ1_S, GridValues::kShiftedInt8> {
       const float delta = layout_internal::SignedEighth(qh & 0x8000u);
       for (size_t l = 0; l < 4; ++l) {
         const uint32_t index = b[offsetof(Block, qs) + 4 * ib + l] | (((qh >> (3 * l)) & 7u) << 8);
-        g.SetShifted(4 * ib + l, kGgmlIq1sGrid[index], dl, delta);
+        g.SetShifted(4 * ib + l, GridOf<G>(kGgmlIq1sGrid, kGgmlIq1sIndexGrid)[index], dl, delta);
       }
     }
   }
@@ -1022,7 +1128,7 @@ struct GgufIQ1_S : GridLayout<GgufIQ1_S, GridValues::kShiftedInt8> {
 // even l, 4-6 for odd) << 8, delta -1/8 if bit 3 (even l) / 7 (odd l) of
 // that byte, else 1/8; 3-bit scales of sc[ib / 2] at bit 6 (ib % 2) (l < 2)
 // and 6 (ib % 2) + 3 (l >= 2): dl = d * (2 s + 1).
-struct GgufIQ1_M : GridLayout<GgufIQ1_M, GridValues::kShiftedInt8> {
+struct GgufIQ1_M : GridLayout<GgufIQ1_M, GridValues::kShiftedInt8, &kGgmlIq1GridValues> {
   struct Block {
     uint8_t qs[32];
     uint8_t qh[16];
@@ -1054,7 +1160,8 @@ struct GgufIQ1_M : GridLayout<GgufIQ1_M, GridValues::kShiftedInt8> {
       for (size_t l = 0; l < 4; ++l) {
         const uint32_t qh = uint32_t{b[offsetof(Block, qh) + 2 * ib + l / 2]} >> (4 * (l % 2));
         const uint32_t index = b[offsetof(Block, qs) + 4 * ib + l] | ((qh & 7u) << 8);
-        g.SetShifted(4 * ib + l, kGgmlIq1sGrid[index], dl[l / 2], SignedEighth(qh & 8u));
+        g.SetShifted(4 * ib + l, GridOf<G>(kGgmlIq1sGrid, kGgmlIq1sIndexGrid)[index], dl[l / 2],
+                     SignedEighth(qh & 8u));
       }
     }
   }

@@ -897,36 +897,6 @@ HWY_INLINE void Finish(GroupSet<32>& g) {
 }
 }  // namespace grid_internal
 
-// The table of a 32-value unit of a grid type (float16 / bfloat16 output,
-// kernels/dequantize_decoded.cc): the unit's kP scales (one per kSubElems)
-// times its kV values, entry p * kV + i; kP * kV <= 16. The values are
-// two sets of the grid's kM values, the second taken where a value's bit
-// in g.signs is set: kSignedBytes the values and their negations,
-// kShiftedInt8 (IQ1) the values plus 1/8 and minus 1/8 (the group's delta,
-// the same for its 8 values: Fill<true> sets all 8 bits or none). Value(i)
-// is value i as a float (what At converts from the signed byte, or At's
-// float(q) + delta: exact); Group(t) the group (of the unit's 4) whose
-// scale entry t takes; Offset(k) the offset of group k's entries.
-template <class D, const GgmlGridValues& kValues>
-struct GridTable {
-  static_assert(D::kGridValues != GridValues::kNegatedScale, "no table: a blend (Q1_0)");
-  static constexpr bool kSigned = D::kGridValues == GridValues::kSignedBytes;
-  static constexpr int kM = kValues.n;
-  static constexpr int kV = 2 * kM;
-  static constexpr int kP = static_cast<int>(32 / std::min<int64_t>(D::kSubElems, 32));
-  static_assert(kP * kV <= 16, "one 16-lane table per unit");
-  static constexpr float Value(int i) {
-    const float v = static_cast<float>(kValues.v[i < kM ? i : i - kM]);
-    if constexpr (kSigned) {
-      return i < kM ? v : -v;
-    } else {
-      return i < kM ? v + 0.125f : v - 0.125f;  // layout_internal::SignedEighth
-    }
-  }
-  static constexpr int Group(int t) { return t / kV < kP ? t / kV * (4 / kP) : 0; }
-  static constexpr int Offset(int k) { return (k % 4) / (4 / kP) * kV; }
-};
-
 // GridGroups<D>: kVector (a Fill here), kBytesSigned (Fill<false> leaves
 // kSignedBytes grid bytes negated by their sign bits, grid_internal::Finish),
 // kLateIndices (Fill<true> leaves the index bytes unmade: Finish), Table
@@ -937,19 +907,18 @@ struct GridGroups {
   static constexpr bool kBytesSigned = false;
 };
 // The members every vector Fill shares.
-template <class D, const GgmlGridValues& kValues>
+template <class D>
 struct GridFill {
   static constexpr bool kVector = true;
   static constexpr bool kLateIndices = false;
-  using Table = GridTable<D, kValues>;
+  using Table = GridTable<D>;
   static constexpr bool kBytesSigned = Table::kSigned;
 };
 
 // IQ2_XXS: dword 2 ib of the sub-block's 8 bytes holds the four grid
 // indices, dword 2 ib + 1 (aux) the sign indices (7 l) and the scale (28).
 template <class D>
-struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>>
-    : GridFill<D, kGgmlIq2GridValues> {
+struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>> : GridFill<D> {
   static constexpr bool kLateIndices = true;  // (scalar stores, below)
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
@@ -1007,7 +976,7 @@ inline bool PreferGridLoads() { return AmdCpuFamily() >= 0x1A; }
 // IQ2_XS: u16 qs[k]: grid index bits 0-8, sign index bits 9-15.
 template <class D>
 struct GridGroups<D, std::enable_if_t<std::is_same_v<typename GridBase<D>::Type, GgufIQ2_XS>>>
-    : GridFill<D, kGgmlIq2GridValues> {
+    : GridFill<D> {
   static constexpr bool kLateIndices = GridBase<D>::kLoads;  // (scalar stores)
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
@@ -1041,7 +1010,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<typename GridBase<D>::Type,
 // sign bytes as stored.
 template <class D>
 struct GridGroups<D, std::enable_if_t<std::is_same_v<typename GridBase<D>::Type, GgufIQ2_S>>>
-    : GridFill<D, kGgmlIq2GridValues> {
+    : GridFill<D> {
   static constexpr bool kLateIndices = GridBase<D>::kLoads;  // (scalar stores)
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
@@ -1080,8 +1049,7 @@ inline constexpr bool kHasGridLoads = GridGroups<GridLoads<D>>::kVector;
 // IQ3_XXS: two 4-byte grid entries per group (index bytes 2 k, 2 k + 1),
 // aux as IQ2_XXS in scales_signs, db = d * (0.5 + s) * 0.5.
 template <class D>
-struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_XXS>>>
-    : GridFill<D, kGgmlIq3xxsGridValues> {
+struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_XXS>>> : GridFill<D> {
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
     using namespace grid_internal;
@@ -1124,8 +1092,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_XXS>>>
 // qh[j / 8] << 8; sign bytes as stored; db = d * (1 + 2 s), s nibble ib % 2
 // of scales[ib / 2], ib = k / 4.
 template <class D>
-struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_S>>>
-    : GridFill<D, kGgmlIq3sGridValues> {
+struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_S>>> : GridFill<D> {
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
     using namespace grid_internal;
@@ -1171,8 +1138,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_S>>>
 // IQ1_S: grid index qs[k] | bits 3 (k % 4) .. +2 of qh[ib] << 8; qh[ib]
 // bits 12-14 the scale, bit 15 the delta's sign.
 template <class D>
-struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_S>>>
-    : GridFill<D, kGgmlIq1GridValues> {
+struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_S>>> : GridFill<D> {
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
     using namespace grid_internal;
@@ -1199,8 +1165,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_S>>>
 // 2) + 3 (k % 4 / 2) of the u16 sc[ib / 2] (ib = k / 4); d from the top
 // nibbles of sc (as D::Groups).
 template <class D>
-struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_M>>>
-    : GridFill<D, kGgmlIq1GridValues> {
+struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_M>>> : GridFill<D> {
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
     using namespace grid_internal;
