@@ -702,13 +702,13 @@ inline constexpr SecondSet7Table<kM> kSecondSet7{};
 // padding, read by whole-vector loads and never used, is zero.
 template <size_t kGroups>
 struct GroupSet {
-  static constexpr bool kPositions = false;  // (GridOf: the value grid)
-  uint64_t grid[kGroups];                    // byte j: position j (little-endian host)
-  uint8_t signs[kGroups + 4];                // k*Bytes: bit j set -> value j negated
-                                             // (the AVX-512 16-bit tables of kShiftedInt8:
-                                             // 0xFF -> the group's delta is negative)
+  uint64_t grid[kGroups];      // byte j: position j (little-endian host)
+  uint8_t signs[kGroups + 4];  // k*Bytes: bit j set -> value j negated
+                               // (the AVX-512 16-bit tables of kShiftedInt8:
+                               // 0xFF -> the group's delta is negative)
   float scale[kGroups + 16];
-  float delta[kGroups + 16];  // kShiftedInt8
+  float delta[kGroups + 16];                 // kShiftedInt8
+  static constexpr bool kPositions = false;  // GridOf: the value grid
   GroupSet() {
     std::memset(signs + kGroups, 0, 4);
     std::memset(scale + kGroups, 0, 16 * sizeof(float));
