@@ -62,6 +62,17 @@ class BlockVectors {
 // vector lies within one sub-block (kSubElems a multiple of N), so its
 // scale is one broadcast; with N a multiple of 8 its sign bits are the
 // sign bytes' bits e .. e+N-1, loaded as the mask itself.
+#if HWY_TARGET == HWY_AVX2
+// AVX2: entries idx (16-bit lanes, each < 8) of an 8-entry 16-bit table
+// held in both 128-bit halves of `table`: one byte shuffle of the byte
+// pairs (2 idx, 2 idx + 1).
+HWY_INLINE __m256i LookupWords8(__m256i table, __m256i idx) {
+  const __m256i pair = _mm256_add_epi16(_mm256_mullo_epi16(idx, _mm256_set1_epi16(0x0202)),
+                                        _mm256_set1_epi16(0x0100));
+  return _mm256_shuffle_epi8(table, pair);
+}
+#endif
+
 // GridTable of grid type D, or (Q1_0: no table) an empty one.
 template <class D, class = void>
 struct GridTableOf {
@@ -176,8 +187,8 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
   // table) and build per sub-block (one scale) the table of
   // its scale times GridTable's kV values (At's operations) in tables_;
   // Out16 / Out32 look up 16 / 8 values of one sub-block:
-  //  - 16-bit, kV <= 8: 8 entries of kOut bits; one byte shuffle of the
-  //    byte pairs (2 t, 2 t + 1);
+  //  - 16-bit, kV <= 8: 8 entries of kOut bits; one byte shuffle
+  //    (LookupWords8);
   //  - 16-bit, kV 16 (IQ3): two 16-byte planes, the entries' low bytes
   //    then their high bytes; both looked up by one byte shuffle (plane h
   //    in half h), their bytes then interleaved;
@@ -193,8 +204,7 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
   HWY_INLINE void Read16(const uint8_t* b, bool /*bf16_hw*/) {
     const DF df;
     if constexpr (kTable) {
-      TableForm<GroupSet<kGroups>, Table::kM> form{g_};
-      D::Groups(b, form);
+      ReadTableForm(b);
       if constexpr (Table::kV <= 8) {  // two sub-blocks' 8 entries, one per half
         const VF v = hn::Load(df, kValues.v);
         for (size_t s = 0; s < kSubBlocks; s += 2) {
@@ -228,13 +238,9 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
   template <OutType kOut>
   HWY_INLINE __m256i Out16(size_t e, bool /*bf16_hw*/) const {
     if constexpr (kTable && Table::kV <= 8) {
-      const __m256i t = _mm256_cvtepu8_epi16(_mm_loadu_si128(Entries(e)));
-      const __m256i pair = _mm256_add_epi16(_mm256_mullo_epi16(t, _mm256_set1_epi16(0x0202)),
-                                            _mm256_set1_epi16(0x0100));
-      return _mm256_shuffle_epi8(
-          _mm256_broadcastsi128_si256(
-              _mm_load_si128(reinterpret_cast<const __m128i*>(tables_ + 16 * (e / kSubElemsU)))),
-          pair);
+      return LookupWords8(_mm256_broadcastsi128_si256(_mm_load_si128(
+                              reinterpret_cast<const __m128i*>(tables_ + 16 * (e / kSubElemsU)))),
+                          _mm256_cvtepu8_epi16(_mm_loadu_si128(Entries(e))));
     } else if constexpr (kTable) {
       const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128(Entries(e)));
       const __m256i table =
@@ -254,8 +260,7 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
   }
   HWY_INLINE void Read32(const uint8_t* b) {
     const DF df;
-    TableForm<GroupSet<kGroups>, Table::kM> form{g_};
-    D::Groups(b, form);
+    ReadTableForm(b);
     auto* tables = reinterpret_cast<float*>(tables_);
     const VF v = hn::Load(df, kValues.v);
     for (size_t s = 0; s < kSubBlocks; ++s) hn::Store(hn::Mul(Scale(s), v), df, tables + 8 * s);
@@ -329,6 +334,11 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
     }
   };
   alignas(32) static constexpr Values kValues{};
+  // The block's groups in their table form (TableForm) into g_.
+  HWY_INLINE void ReadTableForm(const uint8_t* b) {
+    TableForm<GroupSet<kGroups>, Table::kM> form{g_};
+    D::Groups(b, form);
+  }
   HWY_INLINE VF Scale(size_t s) const { return hn::Set(DF(), g_.scale[s * kGroupsPer]); }
   // The entries t of values e ...
   HWY_INLINE const __m128i* Entries(size_t e) const {
@@ -405,7 +415,7 @@ class BlockVectors<D, std::enable_if_t<std::is_same_v<D, GgufTQ1_0>>> {
 #elif HWY_TARGET == HWY_AVX2
   // AVX2: the same per 16 values and one byte shuffle: table_ holds the
   // kOut bits of float(t - 1) * d (At's operations) at bytes 2t, 2t + 1 of
-  // both 128-bit halves, and digit t becomes the byte pair (2t, 2t + 1).
+  // both 128-bit halves, looked up by digit (LookupWords8).
   static constexpr bool kOut16 = true;
   template <OutType kOut>
   HWY_INLINE void Read16(const uint8_t* b, bool /*bf16_hw*/) {
@@ -432,9 +442,7 @@ class BlockVectors<D, std::enable_if_t<std::is_same_v<D, GgufTQ1_0>>> {
             _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x))), pow),
         _mm256_set1_epi16(0xFF));
     const __m256i digit = _mm256_srli_epi16(_mm256_mullo_epi16(q, _mm256_set1_epi16(3)), 8);
-    const __m256i pair = _mm256_add_epi16(_mm256_mullo_epi16(digit, _mm256_set1_epi16(0x0202)),
-                                          _mm256_set1_epi16(0x0100));
-    return _mm256_shuffle_epi8(table_, pair);
+    return LookupWords8(table_, digit);
   }
 #endif
   HWY_INLINE VF At(size_t e) const {
