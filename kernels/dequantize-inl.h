@@ -1207,7 +1207,9 @@ class RowKernel {
 
   // kShuffleTable: ShuffleLookup's tables of the 16 4-bit codes' values
   // with scale s, zero z and additive zero zf (Arith's operations, rounded
-  // once per value).
+  // once per value). (Public: the AVX2 GPTQ code tiles look their
+  // transposed codes up in them, kernels/dequantize_columns.cc.)
+ public:
   HWY_INLINE void ShuffleTables(VF s, VI z, VF zf, VU16* lo, VU16* hi) const {
 #if HWY_TARGET == HWY_AVX2
     // T[c] for every 4-bit code c (lanes: codes 0-7, then 8-15), rounded
@@ -1257,6 +1259,7 @@ class RowKernel {
 #endif
   }
 
+ private:
 #if HWY_TARGET <= HWY_AVX3
   // A group's table (float32, or kHalfTable: its 16 output values in lanes
   // c and 16 + c), MakeGroup's (and UnitTable's) by the same operations, with

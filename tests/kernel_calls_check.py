@@ -46,6 +46,7 @@ KERNEL_BOUNDARIES = {
     'nibble::N_*::MapRows',
     'nibble::N_*::StagedColumns',
     'nibble::N_*::WordTiles',  # a whole tile's bands, loops inside
+    'nibble::N_*::CodeTiles',  # a whole tile's bands, loops inside
     'nibble::N_*::ColumnFamilyTiles',  # the column family's other paths (WordTiles' edges)
     'nibble::N_*::DotRowsG',
     'nibble::N_*::AccumulateDotRowsG',
