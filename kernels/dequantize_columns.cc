@@ -1158,14 +1158,9 @@ HWY_NOINLINE void WordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0
 // memory. Each row's 64 codes are then looked up in registers in the row
 // kernels' byte-plane tables of its group (RowKernel::ShuffleTables: the
 // contract's arithmetic on the 16 codes, rounded once per value — the same
-// bits), 32 outputs at a time (CodeTileRow): the 16 bytes broadcast to
-// both halves, each byte copied to the two bytes of a 16-bit lane (half 0:
-// bytes 0-3 and 8-11, half 1: 4-7 and 12-15), low nibble kept in the low
-// byte and high nibble moved to the high one: bytes then hold codes [0-7,
-// 16-23 | 8-15, 24-31]; two byte shuffles look up the tables' low and high
-// bytes and the byte unpacks interleave them into outputs 0-15 and 16-31:
-// about 10 vector operations per 32 outputs, against about 20 for the row
-// kernel on StagedColumns' staged codes (besides the staging's transposes).
+// bits), 32 outputs at a time (CodeTileRow: each 16 bytes broadcast to
+// both halves, DenseNibbleLookup32) — the row kernels' own lookup of dense
+// nibbles, without StagedColumns' staging of the codes.
 //  - A band of kCodeTileBand rows (the 64 bytes of each word row) builds
 //    its rows' tables at each group start (groups a multiple of 64
 //    columns, or one per row).
@@ -1198,22 +1193,14 @@ HWY_INLINE bool CodeTilesApply(const Plan& plan, int64_t r0, int64_t r1, int64_t
 // A row's 64 codes (the 32 bytes of `codes`, dense nibbles) through the
 // tables lo / hi (ShuffleTables) to 64 outputs at dst.
 HWY_INLINE void CodeTileRow(__m256i codes, __m256i lo, __m256i hi, uint16_t* dst) {
-  const __m256i dup = _mm256_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 8, 8, 9, 9, 10, 10, 11, 11, 4, 4, 5,
-                                       5, 6, 6, 7, 7, 12, 12, 13, 13, 14, 14, 15, 15);
-  const __m256i low = _mm256_set1_epi16(0x000F), high = _mm256_set1_epi16(0x0F00);
-#pragma GCC unroll 2
-  for (int h = 0; h < 2; ++h) {
-    const __m256i half =
-        h == 0 ? _mm256_permute4x64_epi64(codes, 0x44) : _mm256_permute4x64_epi64(codes, 0xEE);
-    const __m256i d = _mm256_shuffle_epi8(half, dup);
-    const __m256i c =
-        _mm256_or_si256(_mm256_and_si256(d, low), _mm256_and_si256(_mm256_srli_epi16(d, 4), high));
-    const __m256i l = _mm256_shuffle_epi8(lo, c), u = _mm256_shuffle_epi8(hi, c);
-    const __m256i a = _mm256_unpacklo_epi8(l, u), b = _mm256_unpackhi_epi8(l, u);
-    __m256i* p = reinterpret_cast<__m256i*>(dst + 32 * h);
-    _mm256_storeu_si256(p, a);
-    _mm256_storeu_si256(p + 1, b);
-  }
+  __m256i* p = reinterpret_cast<__m256i*>(dst);
+  __m256i a, b;
+  DenseNibbleLookup32<false>(_mm256_permute4x64_epi64(codes, 0x44), lo, hi, &a, &b);
+  _mm256_storeu_si256(p, a);
+  _mm256_storeu_si256(p + 1, b);
+  DenseNibbleLookup32<false>(_mm256_permute4x64_epi64(codes, 0xEE), lo, hi, &a, &b);
+  _mm256_storeu_si256(p + 2, a);
+  _mm256_storeu_si256(p + 3, b);
 }
 
 // Rows [r0, r0 + (r1 - r0) / 8 * 8), columns [64 ceil(c0 / 64), 64
