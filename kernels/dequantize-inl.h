@@ -197,17 +197,16 @@ struct DenseNibbleBytes<DenseNibblesOf<kH>> : std::true_type {
 // about 9 vector operations per 32 outputs where two ShuffleLookups on
 // Load16's codes take about 20.
 template <bool kHighFirst>
-HWY_INLINE void DenseNibbleLookup32(__m256i bytes, __m256i lo, __m256i hi, __m256i* a,
-                                    __m256i* b) {
+HWY_INLINE void DenseNibbleLookup32(__m256i bytes, __m256i lo, __m256i hi, __m256i* a, __m256i* b) {
   const __m256i dup = _mm256_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 8, 8, 9, 9, 10, 10, 11, 11, 4, 4, 5,
                                        5, 6, 6, 7, 7, 12, 12, 13, 13, 14, 14, 15, 15);
   const __m256i d = _mm256_shuffle_epi8(bytes, dup);  // byte x in both bytes of a lane
   const __m256i shifted = _mm256_srli_epi16(d, 4);
-  const __m256i c =
-      kHighFirst ? _mm256_or_si256(_mm256_and_si256(shifted, _mm256_set1_epi16(0x000F)),
-                                   _mm256_and_si256(d, _mm256_set1_epi16(0x0F00)))
-                 : _mm256_or_si256(_mm256_and_si256(d, _mm256_set1_epi16(0x000F)),
-                                   _mm256_and_si256(shifted, _mm256_set1_epi16(0x0F00)));
+  const __m256i c = kHighFirst
+                        ? _mm256_or_si256(_mm256_and_si256(shifted, _mm256_set1_epi16(0x000F)),
+                                          _mm256_and_si256(d, _mm256_set1_epi16(0x0F00)))
+                        : _mm256_or_si256(_mm256_and_si256(d, _mm256_set1_epi16(0x000F)),
+                                          _mm256_and_si256(shifted, _mm256_set1_epi16(0x0F00)));
   const __m256i l = _mm256_shuffle_epi8(lo, c), u = _mm256_shuffle_epi8(hi, c);
   *a = _mm256_unpacklo_epi8(l, u);
   *b = _mm256_unpackhi_epi8(l, u);
