@@ -962,6 +962,22 @@ constexpr int64_t kWordTileBand = 16, kWordTileChunk = 256, kWordTileGroups = 12
 // 1024-set L2 (32 lines), so at most 16 in flight.
 constexpr int64_t kWordTileAhead = 12;
 
+// A staged chunk being written out while the next one is computed
+// (WordTiles, CodeTiles): rows [n0, n1), columns [k0, k1) of the output,
+// staged row i at stage + i * pitch (elements of T); rows before `next`
+// are written.
+template <class T>
+struct PendingRows {
+  const T* stage = nullptr;
+  int64_t pitch = 0, n0 = 0, n1 = 0, k0 = 0, k1 = 0, next = 0;
+  // Writes rows next .. upto - 1 (those of the chunk) in order:
+  // write(row n, its staged run).
+  template <class F>
+  HWY_INLINE void WriteUpTo(int64_t upto, F write) {
+    for (; next < upto && n0 + next < n1; ++next) write(n0 + next, stage + next * pitch);
+  }
+};
+
 // Transposes the 8 x 8 float32 tile v[0..7] (v[i] lane j -> v[j] lane i).
 HWY_INLINE void Transpose8x8(__m256* v) {
   const __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
@@ -1044,18 +1060,12 @@ HWY_NOINLINE void WordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0
   const __m256i nibble = _mm256_set1_epi32(0xF), offset = _mm256_set1_epi32(plan.code_offset);
   auto band_end = [&](int64_t n) { return rm - n >= kWordTileBand ? n + kWordTileBand : n + 8; };
   const int64_t words = (kb - ka) / 8;  // word rows per band
-  // The staged chunk being written out: rows [n0 + next, n1), columns
-  // [k0, k1).
-  struct Pending {
-    const float* stage = nullptr;
-    int64_t n0 = 0, n1 = 0, k0 = 0, k1 = 0, next = 0;
-  } pending;
+  PendingRows<float> pending;
   auto write_rows = [&](int64_t upto) HWY_ATTR {
-    for (; pending.next < upto && pending.n0 + pending.next < pending.n1; ++pending.next) {
-      const int64_t n = pending.n0 + pending.next;
-      StoreRun<kOut>(pending.stage + pending.next * kPitch, pending.k1 - pending.k0,
+    pending.WriteUpTo(upto, [&](int64_t n, const float* run) HWY_ATTR {
+      StoreRun<kOut>(run, pending.k1 - pending.k0,
                      out + ((n - r0) * ld + (pending.k0 - c0)) * kOutBytes, stream);
-    }
+    });
   };
   int buffer = 0;
   for (int64_t n0 = r0; n0 < rm; n0 = band_end(n0)) {
@@ -1141,7 +1151,7 @@ HWY_NOINLINE void WordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0
         write_rows((w - k0 / 8 + 1) * kWordTileBand * 8 / kWordTileChunk);
       }
       write_rows(kWordTileBand);  // (the rest, after a short chunk)
-      pending = Pending{st, n0, n1, k0, k1, 0};
+      pending = PendingRows<float>{st, kPitch, n0, n1, k0, k1, 0};
       buffer ^= 1;
     }
   }
@@ -1231,16 +1241,10 @@ HWY_NOINLINE void CodeTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0
                       (2 * ld) % 32 == 0;
   const uintptr_t codes = reinterpret_cast<uintptr_t>(plan.codes);
   const int64_t w_end = kb / 8, words = (kb - ka) / 8;
-  // The staged chunk being written out: rows [n0 + next, n1), columns
-  // [k0, k1).
-  struct Pending {
-    const uint8_t* stage = nullptr;
-    int64_t n0 = 0, n1 = 0, k0 = 0, k1 = 0, next = 0;
-  } pending;
+  PendingRows<uint8_t> pending;
   auto write_rows = [&](int64_t upto) HWY_ATTR {
-    for (; pending.next < upto && pending.n0 + pending.next < pending.n1; ++pending.next) {
-      const uint8_t* src = pending.stage + pending.next * kPitch;
-      char* dst = out + 2 * ((pending.n0 + pending.next - r0) * ld + (pending.k0 - c0));
+    pending.WriteUpTo(upto, [&](int64_t n, const uint8_t* src) HWY_ATTR {
+      char* dst = out + 2 * ((n - r0) * ld + (pending.k0 - c0));
       for (int64_t e = 0; e < 2 * (pending.k1 - pending.k0); e += 32) {
         const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(src + e));
         auto* d = reinterpret_cast<__m256i*>(dst + e);
@@ -1250,7 +1254,7 @@ HWY_NOINLINE void CodeTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0
           _mm256_storeu_si256(d, x);
         }
       }
-    }
+    });
   };
   int buffer = 0;
   for (int64_t b0 = r0; b0 < rm; b0 += kBand) {
@@ -1304,7 +1308,7 @@ HWY_NOINLINE void CodeTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0
         write_rows(((k - kc) / kStep + 1) * kBand * kStep / kChunk);
       }
       write_rows(kBand);  // (the rest, after a short chunk)
-      pending = Pending{st, b0, b1, kc, kd, 0};
+      pending = PendingRows<uint8_t>{st, kPitch, b0, b1, kc, kd, 0};
       buffer ^= 1;
     }
   }
