@@ -101,12 +101,15 @@ os.makedirs(out_dir)
 
 
 def start_and_wait_for_temporary(cmd, out, timeout=20):
-    """Starts cmd; returns it once a temporary of `out` exists (or None)."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    """Starts cmd; returns it once it has made a temporary of `out` (one that
+    did not exist before it started), or when it exits or `timeout` passes."""
     base = os.path.basename(out) + ".nibble-tmp-"
+    before = set(os.listdir(os.path.dirname(out)))
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     t0 = time.time()
     while time.time() - t0 < timeout and p.poll() is None:
-        if any(e.startswith(base) for e in os.listdir(os.path.dirname(out))):
+        if any(e.startswith(base) and e not in before
+               for e in os.listdir(os.path.dirname(out))):
             return p
         time.sleep(0.002)
     return p
