@@ -121,6 +121,9 @@ struct RowJob {
   // 4-bit code minus it fits int16 (MappedRow16).
   const uint16_t* map16 = nullptr;
   const int16_t* zp16 = nullptr;
+  // No value of the job is NaN (its codes are integers, its scales and
+  // zero points finite): bfloat16 rounding skips the NaN case (kNoNaN).
+  bool finite = false;
 #if HWY_TARGET <= HWY_AVX3_DL
   // Float8Groups' tables across the call's rows (null: built per group).
   Float8TableCache* float8 = nullptr;
@@ -215,25 +218,34 @@ HWY_INLINE void DenseNibbleLookup32(__m256i bytes, __m256i lo, __m256i hi, __m25
 
 // The kOut bits (a 2-byte output type) of v0's lanes then v1's, each
 // rounded once (NarrowBits: the reference's bits), as one vector of 2N
-// 16-bit lanes.
-template <OutType kOut, class DF = KernelTag, class VF = hn::Vec<DF>>
+// 16-bit lanes. kNoNaN: as BF16Bits'.
+template <OutType kOut, bool kNoNaN = false, class DF = KernelTag, class VF = hn::Vec<DF>>
 HWY_INLINE auto OutBitsPair(DF df, VF v0, VF v1) {
 #if HWY_TARGET == HWY_AVX2
   if constexpr (kOut == OutType::kBF16 && hn::MaxLanes(DF()) == 8) {
-    return hn::Vec<hn::Repartition<uint16_t, DF>>{BF16BitsPair(v0.raw, v1.raw)};
+    return hn::Vec<hn::Repartition<uint16_t, DF>>{BF16BitsPair<kNoNaN>(v0.raw, v1.raw)};
   }
 #endif
-  return Concat16(NarrowBits<kOut>(df, v1), NarrowBits<kOut>(df, v0));
+  return Concat16(NarrowBits<kOut, kNoNaN>(df, v1), NarrowBits<kOut, kNoNaN>(df, v0));
 }
+
+// What the caller of StoreOutUnit knows of a unit's float32 values, as a
+// set of bits: the shortcuts bfloat16 rounding may take (the same bits as
+// without). Decided once per loop (a plan's, a job's or a block chunk's
+// parameters), never per value.
+//   kBf16Hw: the CPU has AVX512_BF16 and no value is a float32 subnormal:
+//            vcvtne2ps2bf16 rounds without the per-unit test.
+//   kNoNaN:  no value is NaN (integer codes, finite scales and zero
+//            points): the integer-lane rounding skips the NaN case.
+using UnitFacts = unsigned;
+constexpr UnitFacts kNoFacts = 0, kBf16Hw = 1, kNoNaN = 2;
 
 // Stores v0 then v1 (2N values of the kernels' full float vectors) at dst
 // as kOut, each rounded once (NarrowBits: the reference's bits). `stream`:
-// non-temporal (dst aligned to a full vector). `fast` (AVX-512 bfloat16
-// only): no lane of v0 / v1 is a float32 subnormal, so vcvtne2ps2bf16
-// rounds without the per-unit test.
+// non-temporal (dst aligned to a full vector). `facts`: UnitFacts.
 template <OutType kOut, class DF = KernelTag, class VF = hn::Vec<DF>>
-HWY_INLINE void StoreOutUnit(DF df, VF v0, VF v1, char* dst, bool stream, bool fast) {
-  (void)fast;
+HWY_INLINE void StoreOutUnit(DF df, VF v0, VF v1, char* dst, bool stream, UnitFacts facts) {
+  (void)facts;
   const size_t N = hn::Lanes(df);
   if constexpr (OutDesc<kOut>::kBytes == 4) {
     float* p = reinterpret_cast<float*>(dst);
@@ -247,7 +259,7 @@ HWY_INLINE void StoreOutUnit(DF df, VF v0, VF v1, char* dst, bool stream, bool f
   } else {
 #if HWY_TARGET <= HWY_AVX3
     if constexpr (kOut == OutType::kBF16 && hn::MaxLanes(DF()) == 16) {
-      if (fast) {
+      if (facts & kBf16Hw) {
         (void)StoreBF16x32<true>(v0.raw, v1.raw, dst, stream);  // (always true)
         return;
       }
@@ -255,7 +267,9 @@ HWY_INLINE void StoreOutUnit(DF df, VF v0, VF v1, char* dst, bool stream, bool f
     }
 #endif
     const hn::Repartition<uint16_t, DF> du16;  // 2N lanes: one full vector
-    const auto both = OutBitsPair<kOut>(df, v0, v1);
+    const auto both = kOut == OutType::kBF16 && (facts & kNoNaN)
+                          ? OutBitsPair<kOut, true>(df, v0, v1)
+                          : OutBitsPair<kOut>(df, v0, v1);
     uint16_t* p = reinterpret_cast<uint16_t*>(dst);
     if (stream) {
       hn::Stream(both, du16, p);
@@ -370,7 +384,7 @@ class RowKernel {
     const float* const zfp = job_.zp_float;
     const VI off = hn::Set(DI(), plan_.code_offset);
     const VF vt = ValueTable();
-    const bool fast = FastBf16();
+    const UnitFacts facts = Facts();
     for (; k + 2 * n <= k1; k += 2 * n) {
       if constexpr (kFetchAhead > 0 && HasAddress<L>::value) {
         hwy::Prefetch(L::Address(codes, k) + kFetchAhead);
@@ -379,7 +393,7 @@ class RowKernel {
       UnitCodes(codes, k, &lo, &hi);
       StoreUnit(df, PerElementValuesOf(lo, sp, zi, zfp, off, vt, k),
                 PerElementValuesOf(hi, sp, zi, zfp, off, vt, k + n), base + k * kOutBytes, kStream,
-                fast);
+                facts);
     }
     return k;
   }
@@ -445,11 +459,11 @@ class RowKernel {
       }
       return CodeArith(c, vt, sv, z, zf);
     };
-    const bool fast = FastBf16();
+    const UnitFacts facts = Facts();
     for (; k + 2 * n <= k1; k += 2 * n) {
       VI lo, hi;
       UnitCodes(codes, k, &lo, &hi);
-      StoreUnit(df, at(lo, k), at(hi, k + n), base + k * kOutBytes, kStream, fast);
+      StoreUnit(df, at(lo, k), at(hi, k + n), base + k * kOutBytes, kStream, facts);
     }
     return k;
   }
@@ -499,7 +513,7 @@ class RowKernel {
                                     _mm512_permutex2var_ps(st[2], g, st[3]));
       }
     };
-    const bool fast = FastBf16();
+    const UnitFacts facts = Facts();
     for (; k + 2 * n <= k1; k += 2 * n) {
       const __m512i g = _mm512_loadu_si512(map + k);
       const __m512i z =
@@ -510,7 +524,7 @@ class RowKernel {
       const VF hi{
           _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(d, 1))),
                         scale(map + k + n))};
-      StoreUnit(df, lo, hi, base + k * kOutBytes, kStream, fast);
+      StoreUnit(df, lo, hi, base + k * kOutBytes, kStream, facts);
     }
     return k;
   }
@@ -541,7 +555,7 @@ class RowKernel {
     const int64_t unit = static_cast<int64_t>(2 * N);
     constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
     char* const out = static_cast<char*>(y);
-    const bool fast = FastBf16();
+    const UnitFacts facts = Facts();
     // Prologue: reach a loadable element (L::Align, L::Phase) and, when streaming, an
     // output address aligned to a full vector (N * 4 bytes for every output
     // type: 2N f16/bf16 lanes or N f32 lanes per store).
@@ -577,12 +591,13 @@ class RowKernel {
       auto units = [&](auto at) HWY_ATTR {
         if (stream) {
           for (; k + unit <= k1; k += unit) {
-            StoreUnit(df, at(k), at(k + static_cast<int64_t>(N)), base + k * kOutBytes, true, fast);
+            StoreUnit(df, at(k), at(k + static_cast<int64_t>(N)), base + k * kOutBytes, true,
+                      facts);
           }
         } else {
           for (; k + unit <= k1; k += unit) {
             StoreUnit(df, at(k), at(k + static_cast<int64_t>(N)), base + k * kOutBytes, false,
-                      fast);
+                      facts);
           }
         }
       };
@@ -622,7 +637,7 @@ class RowKernel {
       };
       for (; k + unit <= k1; k += unit, idx += 2 * step) {
         StoreUnit(df, at(k, idx), at(k + static_cast<int64_t>(N), idx + step), base + k * kOutBytes,
-                  stream, fast);
+                  stream, facts);
       }
     } else if (job_.group == unit && k % unit == 0) {
       // Groups of exactly one unit (ggml's 32-element blocks and K-quant
@@ -648,7 +663,7 @@ class RowKernel {
           const VF s = hn::Set(df, sp[idx]), zfv = hn::Set(df, zf);
           const VF v0 = Arith(Decode(L::Load(codes, k)), s, z, zfv);
           const VF v1 = Arith(Decode(L::Load(codes, k + static_cast<int64_t>(N))), s, z, zfv);
-          StoreUnit(df, v0, v1, dst, stream, fast);
+          StoreUnit(df, v0, v1, dst, stream, facts);
         } else if constexpr (kHalfTable) {
 #if HWY_TARGET <= HWY_AVX3
           if constexpr (!(kFloatCode && kZp == ZeroPointKind::kFloat)) {  // (UnitTable adds zf)
@@ -768,7 +783,7 @@ class RowKernel {
         cur_end_ = g_end;
         const VF v0 = Compute(k);
         const VF v1 = Compute(k + static_cast<int64_t>(N));
-        StoreUnit(df, v0, v1, base + k * kOutBytes, stream, fast);
+        StoreUnit(df, v0, v1, base + k * kOutBytes, stream, facts);
         k += unit;
         g = cur_;
         g_idx = cur_idx_;
@@ -883,7 +898,7 @@ class RowKernel {
   static HWY_INLINE void StoreLookup(VF t, VI c0, VI c1, char* dst, bool stream) {
     const DF df;
     StoreUnit(df, hn::TableLookupLanes(t, hn::IndicesFromVec(df, c0)),
-              hn::TableLookupLanes(t, hn::IndicesFromVec(df, c1)), dst, stream, false);
+              hn::TableLookupLanes(t, hn::IndicesFromVec(df, c1)), dst, stream, kNoFacts);
   }
 
   // Block layouts: the whole blocks from k (if k is at a block start) up to
@@ -920,7 +935,7 @@ class RowKernel {
 #endif
       const int32_t* const zip = job_.zp_int;
       const VI offset = hn::Set(di, plan_.code_offset);
-      const bool fast = FastBf16();
+      const UnitFacts facts = Facts();
       auto zero_of = [&](int64_t g) HWY_ATTR {
         return kZp == ZeroPointKind::kInteger ? hn::Set(di, zip[g]) : offset;
       };
@@ -940,7 +955,7 @@ class RowKernel {
           const VF sa = hn::Set(df, sp[ga]), sb = hn::Set(df, sp[gb]);
           const VF v0 = Arith(q(p), sa, z(ga), zf_of(ga));
           const VF v1 = Arith(q(p + kN), sb, z(gb), zf_of(gb));
-          StoreUnit(df, v0, v1, out + j * kOutBytes, stream, fast);
+          StoreUnit(df, v0, v1, out + j * kOutBytes, stream, facts);
         }
       };
       // Every whole block from k through body(out), out = where it goes.
@@ -1495,7 +1510,7 @@ class RowKernel {
     const DF df;
     const int64_t n = static_cast<int64_t>(hn::Lanes(df));
     constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
-    const bool fast = FastBf16();
+    const UnitFacts facts = Facts();
     for (; k + 2 * n <= stop; k += 2 * n) {
 #if HWY_TARGET <= HWY_AVX3
       if constexpr (kTable && HasLoadLow2<L>::value) {
@@ -1504,13 +1519,13 @@ class RowKernel {
         L::LoadLow2(codes, k, &c0, &c1);
         StoreUnit(df, VF{_mm512_permutexvar_ps(c0.raw, g.table.raw)},
                   VF{_mm512_permutexvar_ps(c1.raw, g.table.raw)}, base + k * kOutBytes, kStream,
-                  fast);
+                  facts);
         continue;
       }
 #endif
       const VF v0 = GroupValue(g, L::Load(codes, k), z);
       const VF v1 = GroupValue(g, L::Load(codes, k + n), z);
-      StoreUnit(df, v0, v1, base + k * kOutBytes, kStream, fast);
+      StoreUnit(df, v0, v1, base + k * kOutBytes, kStream, facts);
     }
     return k;
   }
@@ -1565,23 +1580,28 @@ class RowKernel {
     return hn::IfThenElse(hn::FirstN(df, in_first), a, b);
   }
 
-  // Whether bfloat16 units round with vcvtne2ps2bf16 without the subnormal
-  // test: no value is subnormal (kNormalValues, Plan::normal_values) and
-  // the CPU has AVX512_BF16. For StoreUnit's `fast`, read once per loop.
-  HWY_INLINE bool FastBf16() const {
+  // The job's UnitFacts for bfloat16 units: kBf16Hw where no value is
+  // subnormal (kNormalValues, Plan::normal_values) and the CPU has
+  // AVX512_BF16; kNoNaN where RowJob::finite. For StoreUnit's `facts`,
+  // read once per loop.
+  HWY_INLINE UnitFacts Facts() const {
+    if constexpr (kOut != OutType::kBF16) {
+      return kNoFacts;
+    } else {
+      UnitFacts f = job_.finite && !kFloatCode ? kNoNaN : kNoFacts;
 #if HWY_TARGET <= HWY_AVX3
-    return kOut == OutType::kBF16 && (kNormalValues || plan_.normal_values) && CpuHasAvx512Bf16();
-#else
-    return false;
+      if ((kNormalValues || plan_.normal_values) && CpuHasAvx512Bf16()) f |= kBf16Hw;
 #endif
+      return f;
+    }
   }
 
   // Stores v0 then v1 (2N outputs) at dst; `stream`: non-temporal (dst
-  // aligned to a full vector). `fast`: FastBf16() (a local of the caller's
+  // aligned to a full vector). `facts`: Facts() (a local of the caller's
   // loop: members would be re-read after every store).
  public:
-  static HWY_INLINE void StoreUnit(DF df, VF v0, VF v1, char* dst, bool stream, bool fast) {
-    StoreOutUnit<kOut>(df, v0, v1, dst, stream, fast);
+  static HWY_INLINE void StoreUnit(DF df, VF v0, VF v1, char* dst, bool stream, UnitFacts facts) {
+    StoreOutUnit<kOut>(df, v0, v1, dst, stream, facts);
   }
 
  private:
@@ -1596,6 +1616,24 @@ class RowKernel {
 // (kernels/convert-inl.h's F32FromF16Bits on the kernels' vector type).
 HWY_INLINE hn::Vec<KernelTag> WidenHalfBits(hn::Vec<hn::RebindToSigned<KernelTag>> w) {
   return F32FromF16Bits(KernelTag(), w);
+}
+
+// Whether none of p[0, n) is NaN or infinite (full vectors, then one
+// value at a time).
+HWY_INLINE bool AllFinite(const float* p, int64_t n) {
+  const KernelTag df;
+  const hn::RebindToUnsigned<KernelTag> du;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  const auto exponent = hn::Set(du, 0x7F800000u);
+  auto any = hn::Zero(du);  // exponent bits all set in some lane
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto e = hn::And(hn::BitCast(du, hn::LoadU(df, p + i)), exponent);
+    any = hn::Or(any, hn::VecFromMask(du, hn::Eq(e, exponent)));
+  }
+  bool ok = hn::AllTrue(du, hn::Eq(any, hn::Zero(du)));
+  for (; i < n; ++i) ok &= std::isfinite(p[i]);
+  return ok;
 }
 
 // Params of blocks [0, n) from `blocks` into scale[i] (and zero[i]) for a
@@ -1626,9 +1664,11 @@ HWY_INLINE void HalfHeaders(const uint8_t* blocks, int64_t n, float* scale, floa
 
 // Block layouts' row chunks (RunRows): kElems elements (a multiple of the
 // block), kSubs sub-blocks of kSubElems each; other layouts: unused.
+// kScratch: the length of the arrays that hold a chunk's parameters (at
+// least one AVX-512 vector: AllFinite reads whole vectors).
 template <class L, class = void>
 struct BlockChunk {
-  static constexpr int64_t kElems = 1, kSubElems = 1, kSubs = 1;
+  static constexpr int64_t kElems = 1, kSubElems = 1, kSubs = 1, kScratch = 16;
 };
 template <class L>
 struct BlockChunk<L, std::enable_if_t<L::kBlockParams>> {
@@ -1636,6 +1676,7 @@ struct BlockChunk<L, std::enable_if_t<L::kBlockParams>> {
   static constexpr int64_t kElems = Desc::kBlockElems > 2048 ? Desc::kBlockElems : 2048;
   static constexpr int64_t kSubElems = Desc::kSubElems;
   static constexpr int64_t kSubs = kElems / kSubElems;
+  static constexpr int64_t kScratch = kSubs > 16 ? kSubs : 16;
 };
 
 #if HWY_TARGET <= HWY_AVX3
@@ -1813,8 +1854,8 @@ HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
       shape.step = 1;
       if (!K(plan, shape).CanDot(c0, c1)) return false;
     }
-    alignas(64) float sc[kRows][static_cast<size_t>(Chunk::kSubs)];
-    alignas(64) float zf[kRows][static_cast<size_t>(Chunk::kSubs)];
+    alignas(64) float sc[kRows][static_cast<size_t>(Chunk::kScratch)];
+    alignas(64) float zf[kRows][static_cast<size_t>(Chunk::kScratch)];
     for (int64_t r = r0; r < r1; r += kRows) {
       const int64_t rows = std::min<int64_t>(kRows, r1 - r);
       for (int64_t x0 = c0; x0 < c1;) {
@@ -1877,7 +1918,7 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
   // the work is split over the threads with the rows).
   using Chunk = BlockChunk<L>;
   // Row r's job over [x0, x1), inside one chunk: the chunk's parameters
-  // into sc / zf (Chunk::kSubs each).
+  // into sc / zf (Chunk::kScratch each).
   auto chunk_job = [&](int64_t r, int64_t x0, int64_t x1, float* sc, float* zf) HWY_ATTR {
     RowJob job;
     job.code = L::Row(plan, r);
@@ -1920,6 +1961,14 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
           Desc::Params(job.code.codes + b * Desc::kBytes, sc + at, zf + at);
         }
       }
+      if constexpr (kOut == OutType::kBF16 && !CodeIsFloat(kCode)) {
+        // bfloat16 from integer codes: no value is NaN if no parameter
+        // of the chunk's blocks is NaN or infinite (RowJob::finite).
+        const int64_t at = (b0 - cs / Desc::kBlockElems) * kSubsPerBlock;
+        const int64_t n = (b1 - b0) * kSubsPerBlock;
+        job.finite =
+            AllFinite(sc + at, n) && (kZp != ZeroPointKind::kFloat || AllFinite(zf + at, n));
+      }
     }
     return job;
   };
@@ -1959,6 +2008,7 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
     job.scale = plan.scale;
     job.zp_int = plan.zp_int;
     job.zp_float = plan.zp_float;
+    job.finite = plan.finite_values;
     if (job.per_element) {
       job.scale = plan.scale + job.base;
       if (plan.zp_int) job.zp_int = plan.zp_int + job.base;
@@ -1969,8 +2019,8 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
   // Row r, columns [ca, cb), written at y.
   auto run_row = [&](int64_t r, int64_t ca, int64_t cb, char* y) HWY_ATTR {
     if constexpr (L::kBlockParams) {
-      alignas(64) float sc[static_cast<size_t>(Chunk::kSubs)];
-      alignas(64) float zf[static_cast<size_t>(Chunk::kSubs)];
+      alignas(64) float sc[static_cast<size_t>(Chunk::kScratch)];
+      alignas(64) float zf[static_cast<size_t>(Chunk::kScratch)];
       for (int64_t x0 = ca; x0 < cb;) {
         const int64_t x1 = std::min(cb, (x0 / Chunk::kElems + 1) * Chunk::kElems);
         const RowJob job = chunk_job(r, x0, x1, sc, zf);

@@ -1011,9 +1011,9 @@ HWY_INLINE bool WordTilesApply(const Plan& plan, int64_t r0, int64_t r1, int64_t
 
 // The n values at v as kOut at dst: whole units by StoreOutUnit (from a
 // vector-aligned address when `stream`), the rest by StoreOut (the same
-// rounding per value).
+// rounding per value). `facts`: the values' UnitFacts.
 template <OutType kOut>
-HWY_INLINE void StoreRun(const float* v, int64_t n, char* dst, bool stream) {
+HWY_INLINE void StoreRun(const float* v, int64_t n, char* dst, bool stream, UnitFacts facts) {
   constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
   const KernelTag df;
   int64_t i = 0;
@@ -1024,7 +1024,7 @@ HWY_INLINE void StoreRun(const float* v, int64_t n, char* dst, bool stream) {
   }
   for (; i + 16 <= n; i += 16) {
     StoreOutUnit<kOut>(df, hn::LoadU(df, v + i), hn::LoadU(df, v + i + 8), dst + i * kOutBytes,
-                       stream, false);
+                       stream, facts);
   }
   for (; i < n; ++i) StoreOut<kOut>(v[i], dst + i * kOutBytes);
 }
@@ -1056,6 +1056,7 @@ HWY_NOINLINE void WordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0
   const bool table = groups <= kWordTileGroups;
   const int64_t g_stride = plan.s_axis == 0 ? 0 : (table ? kWordTileBand : plan.s_axis);
   const bool stream = plan.nontemporal;
+  const UnitFacts facts = kOut == OutType::kBF16 && plan.finite_values ? kNoNaN : kNoFacts;
   const uintptr_t codes = reinterpret_cast<uintptr_t>(plan.codes);
   const __m256i nibble = _mm256_set1_epi32(0xF), offset = _mm256_set1_epi32(plan.code_offset);
   auto band_end = [&](int64_t n) { return rm - n >= kWordTileBand ? n + kWordTileBand : n + 8; };
@@ -1064,7 +1065,7 @@ HWY_NOINLINE void WordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0
   auto write_rows = [&](int64_t upto) HWY_ATTR {
     pending.WriteUpTo(upto, [&](int64_t n, const float* run) HWY_ATTR {
       StoreRun<kOut>(run, pending.k1 - pending.k0,
-                     out + ((n - r0) * ld + (pending.k0 - c0)) * kOutBytes, stream);
+                     out + ((n - r0) * ld + (pending.k0 - c0)) * kOutBytes, stream, facts);
     });
   };
   int buffer = 0;

@@ -672,9 +672,11 @@ void DecodedRowsWith(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64
               }
 #endif
             } else if constexpr (kOut32) {
-              StoreOutUnit<kOut>(df, v[i].Out32(e), v[i].Out32(e + N), at, stream, fast);
+              StoreOutUnit<kOut>(df, v[i].Out32(e), v[i].Out32(e + N), at, stream,
+                                 kFast ? kBf16Hw : kNoFacts);
             } else {
-              StoreOutUnit<kOut>(df, v[i].At(e), v[i].At(e + N), at, stream, fast);
+              StoreOutUnit<kOut>(df, v[i].At(e), v[i].At(e + N), at, stream,
+                                 kFast ? kBf16Hw : kNoFacts);
             }
           }
         }

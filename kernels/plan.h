@@ -75,6 +75,13 @@ struct Plan {
   // which flushes subnormal inputs to zero. Block layouts decide by their
   // descriptor instead (kernels/layouts.h BlockNormalValues).
   bool normal_values = false;
+  // No element's float32 value can be NaN, whatever the codes: integer
+  // codes, zero point kNone or kInteger, and every scale finite (a finite
+  // scale times an integer is finite or, past FLT_MAX, infinite). Set by
+  // op/ as normal_values (from WidenScale's scan); bfloat16 rounding then
+  // skips its NaN case (kernels/dequantize-inl.h UnitFacts). Block layouts
+  // decide per chunk of blocks from the headers they read (RowJob::finite).
+  bool finite_values = false;
 
   // --- Output ------------------------------------------------------------
   OutType out = OutType::kF32;
@@ -136,9 +143,9 @@ struct Plan {
   };
   const Dot* dot = nullptr;
 
-  // Whether the codes and zero points make normal_values follow from the
-  // scales alone (see normal_values).
-  bool NormalWithNormalScales() const {
+  // Whether the codes and zero points make normal_values and
+  // finite_values follow from the scales alone (see those).
+  bool ValuesFollowScales() const {
     return !CodeIsFloat(code) &&
            (zp_kind == ZeroPointKind::kNone || zp_kind == ZeroPointKind::kInteger);
   }

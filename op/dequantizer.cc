@@ -287,7 +287,8 @@ Dequantizer::Dequantizer(const Plan& plan, Storage storage, OutputInfo output, s
   if (!storage_.zp_float.empty()) plan_.zp_float = storage_.zp_float.data();
   if (!storage_.axis_group.empty()) plan_.axis_group = storage_.axis_group.data();
   if (!storage_.code_values.empty()) plan_.code_values = storage_.code_values.data();
-  plan_.normal_values = storage_.scales_normal && plan_.NormalWithNormalScales();
+  plan_.normal_values = storage_.scale_facts.normal && plan_.ValuesFollowScales();
+  plan_.finite_values = storage_.scale_facts.finite && plan_.ValuesFollowScales();
 }
 
 void Dequantizer::set_inputs(const std::vector<Input>& inputs) {

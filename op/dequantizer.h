@@ -185,8 +185,12 @@ class Dequantizer {
     ParamVector<float> zp_float;
     ParamVector<int32_t> axis_group;
     ParamVector<float> code_values;  // kTable4 codes read from the checkpoint
-    // Set by WidenScale: no scale is a float32 subnormal (Plan::normal_values).
-    bool scales_normal = false;
+    // Set by WidenScale (for bfloat16 outputs; else both false).
+    struct ScaleFacts {
+      bool normal = false;  // no scale is a float32 subnormal (Plan::normal_values)
+      bool finite = false;  // no scale is NaN or infinite (Plan::finite_values)
+    };
+    ScaleFacts scale_facts;
   };
   // `cols`: columns of the view that are output (default: all of the
   // plan's; fewer when rows are padded in memory, as MatMulNBits blocks).

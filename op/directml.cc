@@ -128,7 +128,7 @@ StatusOr<Dequantizer> PrepareBroadcastDequantize(const TensorView& input, const 
   const float* scale_f = nullptr;
   NIBBLE_RETURN_IF_ERROR(
       fail(internal::WidenScale(scale, "scale", &storage.scale, &scale_f,
-                                internal::NormalFlag(plan.out, &storage.scales_normal))));
+                                internal::ScaleFactsFor(plan.out, &storage.scale_facts))));
   const int32_t* zp_i = nullptr;
   if (has_zp) {
     NIBBLE_RETURN_IF_ERROR(

@@ -28,27 +28,28 @@ StatusOr<int64_t> CheckView(const TensorView& v, const std::string& what) {
 }
 
 namespace {
-// Whether none of s[0, n) is a float32 subnormal (branch-free: the
-// compiler vectorizes it).
-bool NoSubnormalIn(const float* s, size_t n) {
-  uint32_t any = 0;
+// The ScaleFacts of s[0, n) (branch-free: the compiler vectorizes it).
+Dequantizer::Storage::ScaleFacts ScaleFactsIn(const float* s, size_t n) {
+  uint32_t subnormal = 0, nonfinite = 0;
   for (size_t k = 0; k < n; ++k) {
     uint32_t u;
     std::memcpy(&u, s + k, 4);
-    any |=
+    subnormal |=
         static_cast<uint32_t>((u & 0x7F800000u) == 0) & static_cast<uint32_t>((u & 0x7FFFFFu) != 0);
+    nonfinite |= static_cast<uint32_t>((u & 0x7F800000u) == 0x7F800000u);
   }
-  return any == 0;
+  return {subnormal == 0, nonfinite == 0};
 }
 
-// NoSubnormalIn over s[0, n), on the prepare threads.
-bool NoSubnormal(const float* s, size_t n) {
-  std::atomic<bool> any{false};
+// ScaleFactsIn over s[0, n), on the prepare threads.
+Dequantizer::Storage::ScaleFacts ScanScales(const float* s, size_t n) {
+  std::atomic<bool> subnormal{false}, nonfinite{false};
   ForParamRanges(static_cast<int64_t>(n), [&](int64_t b, int64_t e) {
-    if (!NoSubnormalIn(s + b, static_cast<size_t>(e - b)))
-      any.store(true, std::memory_order_relaxed);
+    const auto f = ScaleFactsIn(s + b, static_cast<size_t>(e - b));
+    if (!f.normal) subnormal.store(true, std::memory_order_relaxed);
+    if (!f.finite) nonfinite.store(true, std::memory_order_relaxed);
   });
-  return !any.load(std::memory_order_relaxed);
+  return {!subnormal.load(std::memory_order_relaxed), !nonfinite.load(std::memory_order_relaxed)};
 }
 
 // out[k] = decode(p[k]) for k in [0, n), on the prepare threads.
@@ -76,18 +77,17 @@ void WidenEach(int64_t n, int32_t* out, Get get) {
 }  // namespace
 
 Status WidenScale(const TensorView& v, const std::string& what, ParamVector<float>* store,
-                  const float** out, bool* normal) {
+                  const float** out, Dequantizer::Storage::ScaleFacts* facts) {
   auto n = CheckView(v, what);
   if (!n.ok()) return n.status();
   const auto* p = static_cast<const uint8_t*>(v.data);
   const size_t count = static_cast<size_t>(*n);
-  // float16 widens to normal float32 (its smallest subnormal is 2^-24).
-  if (normal != nullptr) *normal = v.dtype == DType::kFloat16;
+  if (facts != nullptr) *facts = {};
   switch (v.dtype) {
     case DType::kFloat32:
       if (reinterpret_cast<uintptr_t>(p) % alignof(float) == 0) {
         *out = reinterpret_cast<const float*>(p);
-        if (normal != nullptr) *normal = NoSubnormal(*out, count);
+        if (facts != nullptr) *facts = ScanScales(*out, count);
         return Status::Ok();
       }
       store->resize(count);
@@ -116,7 +116,8 @@ Status WidenScale(const TensorView& v, const std::string& what, ParamVector<floa
       return Status::Error(what + " must be float32, float16 or bfloat16 (got " +
                            DTypeName(v.dtype) + ")");
   }
-  if (normal != nullptr && v.dtype != DType::kFloat16) *normal = NoSubnormal(store->data(), count);
+  // (float16 widens to normal float32: its smallest subnormal is 2^-24.)
+  if (facts != nullptr) *facts = ScanScales(store->data(), count);
   // An empty vector has no storage; keep a valid pointer for empty tensors.
   if (store->empty()) store->resize(1);
   *out = store->data();
@@ -182,8 +183,9 @@ Status WidenFloatZeroPoint(const TensorView& v, const std::string& what, ParamVe
     return Status::Error(what + " must be float32, float16 or bfloat16 (got " + DTypeName(v.dtype) +
                          ")");
   }
-  // (No scan: a float zero point makes normal_values false anyway.)
-  return WidenScale(v, what, store, out, /*normal=*/nullptr);
+  // (No scan: a float zero point makes normal_values and finite_values
+  // false anyway.)
+  return WidenScale(v, what, store, out, /*facts=*/nullptr);
 }
 
 StatusOr<OutType> OutTypeFor(DType t, const std::string& what) {

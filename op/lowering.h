@@ -63,18 +63,22 @@ StatusOr<int64_t> CheckView(const TensorView& v, const std::string& what);
 
 // Sets *out to float32 scales for `v` (float32, float16, bfloat16,
 // float8e8m0 or float8e4m3fn; every one widens exactly): a pointer into `v` when it is aligned
-// float32, else widened into `store`. *normal (unless null): whether no scale is a float32
-// subnormal (float16 scales never are; the others are scanned), for
-// Plan::normal_values.
+// float32, else widened into `store`. *facts (unless null): whether no scale is a float32
+// subnormal and whether every scale is finite (one scan of the widened scales; float16
+// scales are never subnormal), for Plan::normal_values and Plan::finite_values.
 Status WidenScale(const TensorView& v, const std::string& what, ParamVector<float>* store,
-                  const float** out, bool* normal);
+                  const float** out, Dequantizer::Storage::ScaleFacts* facts);
 
-// WidenScale's `normal` for a plan writing `out`: `flag` for bfloat16 (the
-// only output whose kernels read Plan::normal_values: AVX512_BF16 rounding
-// flushes subnormal inputs), else null — no scan of in-place float32
-// scales (a 4096 x 4096 layer's G = 128 scales, 512 KiB, measured as
-// part of its preparation), *flag left false.
-inline bool* NormalFlag(OutType out, bool* flag) { return out == OutType::kBF16 ? flag : nullptr; }
+// WidenScale's `facts` for a plan writing `out`: `facts` for bfloat16 (the
+// only output whose kernels read Plan::normal_values / finite_values:
+// AVX512_BF16 rounding flushes subnormal inputs, the integer-lane rounding
+// tests for NaN), else null — no scan of in-place float32 scales (a
+// 4096 x 4096 layer's G = 128 scales, 512 KiB, measured as part of its
+// preparation), *facts left false.
+inline Dequantizer::Storage::ScaleFacts* ScaleFactsFor(OutType out,
+                                                       Dequantizer::Storage::ScaleFacts* facts) {
+  return out == OutType::kBF16 ? facts : nullptr;
+}
 
 // Integer zero point (any integer dtype incl. packed 2/4-bit) -> int32.
 Status WidenIntegerZeroPoint(const TensorView& v, const std::string& what,

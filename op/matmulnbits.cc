@@ -82,7 +82,7 @@ StatusOr<Dequantizer> PrepareMatMulNBits(const MatMulNBitsAttributes& a, const T
   plan.s_axis = 1;
   NIBBLE_RETURN_IF_ERROR(
       internal::WidenScale(scales, "input scales", &storage.scale, &plan.scale,
-                           internal::NormalFlag(plan.out, &storage.scales_normal))
+                           internal::ScaleFactsFor(plan.out, &storage.scale_facts))
           .WithPrefix(who));
 
   const bool has_zp = zp != nullptr && zp->dtype != DType::kUndefined;

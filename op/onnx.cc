@@ -301,7 +301,7 @@ StatusOr<Dequantizer> PrepareOnnx(const OnnxDequantizeAttributes& attrs, const T
   }
   NIBBLE_RETURN_IF_ERROR(
       internal::WidenScale(scale, "input x_scale", &storage.scale, &plan.scale,
-                           internal::NormalFlag(plan.out, &storage.scales_normal))
+                           internal::ScaleFactsFor(plan.out, &storage.scale_facts))
           .WithPrefix(who));
 
   if (a.zp_present && x.dtype != DType::kFloat4E2M1) {  // float4 zero points are ignored

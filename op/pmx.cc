@@ -235,7 +235,7 @@ StatusOr<Dequantizer> PreparePmx(const PmxAttributes& attrs, const TensorView& x
 
   NIBBLE_RETURN_IF_ERROR(
       internal::WidenScale(scale, "input Scale", &storage.scale, &plan.scale,
-                           internal::NormalFlag(plan.out, &storage.scales_normal))
+                           internal::ScaleFactsFor(plan.out, &storage.scale_facts))
           .WithPrefix(who));
   if (a.zp_kind == 1) {
     plan.zp_kind = ZeroPointKind::kInteger;

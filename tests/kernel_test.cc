@@ -329,20 +329,30 @@ struct PlanData {
   std::vector<int32_t> zpi, axis_group;
 };
 
-// Plan::normal_values as op/ sets it (Dequantizer): the plan's codes and
-// zero points allow it and none of `scale` (the plan's scales) is a
-// float32 subnormal. With `edge`, subnormal scales first become FLT_MIN,
-// the smallest normal, whose products are the smallest values the flag
-// allows. Returns the flag.
-bool SetNormalValues(Plan* p, std::vector<float>* scale, bool edge) {
+// Plan::normal_values and Plan::finite_values as op/ sets them
+// (Dequantizer): the plan's codes and zero points allow them and none of
+// `scale` (the plan's scales) is a float32 subnormal / NaN or infinite.
+// Drawn from rng: whether subnormal scales first become FLT_MIN, the
+// smallest normal, whose products are the smallest values normal_values
+// allows, and whether NaN and infinite scales first become -FLT_MAX and
+// +-FLT_MAX, whose products overflow to infinity (the largest values
+// finite_values allows). Returns normal_values.
+bool SetValueFacts(Plan* p, std::vector<float>* scale, std::mt19937_64& rng) {
   auto subnormal = [](float v) { return v != 0.0f && std::fabs(v) < FLT_MIN; };
-  if (edge) {
+  auto finite = [](float v) { return std::isfinite(v); };
+  if (rng() % 2 == 0) {
     for (auto& v : *scale) {
       if (subnormal(v)) v = std::copysign(FLT_MIN, v);
     }
   }
+  if (rng() % 2 == 0) {
+    for (auto& v : *scale) {
+      if (!finite(v)) v = std::isnan(v) ? -FLT_MAX : std::copysign(FLT_MAX, v);
+    }
+  }
   p->normal_values =
-      p->NormalWithNormalScales() && std::none_of(scale->begin(), scale->end(), subnormal);
+      p->ValuesFollowScales() && std::none_of(scale->begin(), scale->end(), subnormal);
+  p->finite_values = p->ValuesFollowScales() && std::all_of(scale->begin(), scale->end(), finite);
   return p->normal_values;
 }
 
@@ -588,7 +598,7 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
   const char* seed_env = std::getenv("NIBBLE_TEST_SEED");
   const uint64_t seed = seed_env ? std::strtoull(seed_env, nullptr, 10) : 2026;
   std::mt19937_64 rng(seed);
-  int64_t compared = 0, normal_plans = 0, fused = 0;
+  int64_t compared = 0, normal_plans = 0, finite_plans = 0, fused = 0;
   for (int64_t target : targets) {
     UseTarget(target);
     for (const Layout& l : layouts) {
@@ -612,7 +622,8 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
             }
             PlanData d =
                 MakePlan(rng, l.form, l.code, l.interleave, rows, cols, group, zp, out, per_elem);
-            normal_plans += SetNormalValues(&d.plan, &d.scale, rng() % 2 == 0) ? 1 : 0;
+            normal_plans += SetValueFacts(&d.plan, &d.scale, rng) ? 1 : 0;
+            finite_plans += d.plan.finite_values && out == OutType::kBF16 ? 1 : 0;
             // The plan's own 2-D view (cols == 1 with scales along the row
             // flips to one row of `rows` elements).
             const int64_t vr = d.plan.rows(), vc = d.plan.cols();
@@ -636,8 +647,9 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
                         << " " << std::string(l.name) << " rows=" << rows << " cols=" << cols
                         << " group=" << group << " per_elem=" << per_elem
                         << " zp=" << static_cast<int>(zp) << " out=" << static_cast<int>(out)
-                        << " nt=" << nt << " normal=" << d.plan.normal_values << " tile=[" << r0
-                        << "," << r1 << ")x[" << c0 << "," << c1 << ") ld=" << ld << ": " << diff);
+                        << " nt=" << nt << " normal=" << d.plan.normal_values
+                        << " finite=" << d.plan.finite_values << " tile=[" << r0 << "," << r1
+                        << ")x[" << c0 << "," << c1 << ") ld=" << ld << ": " << diff);
                 ++compared;
               }
             }
@@ -669,6 +681,7 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
   }
   CHECK(compared > 10000);
   CHECK(normal_plans > 1000);  // Plan::normal_values: both paths run
+  CHECK(finite_plans > 300);   // Plan::finite_values: the bfloat16 NaN-free path runs
   // The fused kernels are AVX-512's: where that target runs, they must run.
   if (std::find(targets.begin(), targets.end(), int64_t{HWY_AVX3}) != targets.end()) {
     CHECK(fused > 20);
@@ -802,7 +815,7 @@ TEST_CASE("group maps along a row x every target == scalar reference") {
           p.code_offset = zp == ZeroPointKind::kInteger ? 0 : 8;
           if (zp == ZeroPointKind::kInteger) p.zp_int = zpi.data();
           if (zp == ZeroPointKind::kFloat) p.zp_float = zpf.data();
-          SetNormalValues(&p, &scale, rng() % 2 == 0);
+          SetValueFacts(&p, &scale, rng);
           for (bool nt : {false, true}) {
             p.nontemporal = nt;
             for (int trial = 0; trial < 3; ++trial) {
@@ -1141,7 +1154,7 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
               p.scale = nullptr;
               p.zp_float = nullptr;
             } else {
-              SetNormalValues(&p, &d.scale, rng() % 2 == 0);
+              SetValueFacts(&p, &d.scale, rng);
             }
             const int64_t vr = p.rows(), vc = p.cols();
             // GPTQ columns: both AVX-512 traversals, whichever this CPU
@@ -1381,7 +1394,7 @@ TEST_CASE("AWQ / GPTQ column tiles at every line offset x every target == scalar
         for (auto& z : zpi) z = static_cast<int32_t>(rng() % 16);
         p.scale = scale.data();
         if (zp == ZeroPointKind::kInteger) p.zp_int = zpi.data();
-        SetNormalValues(&p, &scale, rng() % 2 == 0);
+        SetValueFacts(&p, &scale, rng);
         for (int trial = 0; trial < 6; ++trial) {
           p.nontemporal = trial % 2 == 1;
           // The whole tensor, then tiles from any row (a multiple of 8 or

@@ -48,9 +48,9 @@ StatusOr<Dequantizer> PrepareAwq(int64_t group_size, const TensorView& qweight,
     plan.s_axis = N;
     plan.s_inner = 1;
   }
-  NIBBLE_RETURN_IF_ERROR(
-      internal::WidenScale(scales, "scales", &st.scale, &plan.scale, &st.scales_normal)
-          .WithPrefix(who));
+  NIBBLE_RETURN_IF_ERROR(internal::WidenScale(scales, "scales", &st.scale, &plan.scale,
+                                              internal::ScaleFactsFor(plan.out, &st.scale_facts))
+                             .WithPrefix(who));
   if (qzeros != nullptr) {
     internal::SetZeroPoints(*qzeros, groups, N, 4, kAwqNibbleOrder, GptqZeros::kStored, &plan,
                             &st.zp_int);

@@ -104,7 +104,7 @@ StatusOr<Dequantizer> PrepareCompressedTensors(const CompressedTensorsWeight& w,
   const int32_t offset = w.packed ? (1 << (w.bits - 1)) : 0;
   plan.code = w.packed ? (w.bits == 4 ? CodeKind::kU4 : CodeKind::kU8) : CodeKind::kS8;
   NIBBLE_RETURN_IF_ERROR(internal::WidenScale(sc, "weight_scale", &st.scale, &plan.scale,
-                                              internal::NormalFlag(plan.out, &st.scales_normal))
+                                              internal::ScaleFactsFor(plan.out, &st.scale_facts))
                              .WithPrefix(who));
   if (w.zero_point != nullptr) {
     const TensorView& z = *w.zero_point;

@@ -47,7 +47,7 @@ StatusOr<Dequantizer> PrepareGptq(const GptqOptions& o, const TensorView& qweigh
   plan.s_outer = 1;
   plan.s_axis = N;
   NIBBLE_RETURN_IF_ERROR(internal::WidenScale(scales, "scales", &st.scale, &plan.scale,
-                                              internal::NormalFlag(plan.out, &st.scales_normal))
+                                              internal::ScaleFactsFor(plan.out, &st.scale_facts))
                              .WithPrefix(who));
   if (qzeros != nullptr) {
     if (N % per_word != 0) {
