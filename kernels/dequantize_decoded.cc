@@ -593,6 +593,13 @@ struct HasOut32 : std::false_type {};
 template <class B>
 struct HasOut32<B, std::enable_if_t<B::kOut32>> : std::true_type {};
 
+// Whether every value of decoded layout D is finite (D::kFiniteValues):
+// its bfloat16 units round without the NaN case (UnitFacts' kNoNaN).
+template <class D, class = void>
+struct DecodedFinite : std::false_type {};
+template <class D>
+struct DecodedFinite<D, std::enable_if_t<D::kFiniteValues>> : std::true_type {};
+
 // No decoded layout's value is a float32 subnormal: every nonzero value is
 // at least 2^-27 in magnitude (a float16 scale's smallest subnormal 2^-24
 // times at most 1/8; NVFP4's smallest UE4M3 half-scale 2^-10), so bfloat16
@@ -608,6 +615,10 @@ void DecodedRowsWith(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64
   static_assert(kB % 32 == 0, "whole units of 2N lanes per block");
   const int64_t row_blocks = plan.cols() / kB;
   constexpr bool fast = kFast;
+  // The units' UnitFacts (StoreOutUnit).
+  constexpr UnitFacts kFacts =
+      (kFast ? kBf16Hw : kNoFacts) |
+      (kOut == OutType::kBF16 && DecodedFinite<D>::value ? kNoNaN : kNoFacts);
 #if HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_AVX2
   constexpr bool kOut16 = kOutBytes == 2 && HasOut16<BlockVectors<D>>::value;
 #else
@@ -672,11 +683,9 @@ void DecodedRowsWith(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64
               }
 #endif
             } else if constexpr (kOut32) {
-              StoreOutUnit<kOut>(df, v[i].Out32(e), v[i].Out32(e + N), at, stream,
-                                 kFast ? kBf16Hw : kNoFacts);
+              StoreOutUnit<kOut>(df, v[i].Out32(e), v[i].Out32(e + N), at, stream, kFacts);
             } else {
-              StoreOutUnit<kOut>(df, v[i].At(e), v[i].At(e + N), at, stream,
-                                 kFast ? kBf16Hw : kNoFacts);
+              StoreOutUnit<kOut>(df, v[i].At(e), v[i].At(e + N), at, stream, kFacts);
             }
           }
         }

@@ -630,6 +630,14 @@ static_assert(Ue4m3HalfOf(0x38) == 0.5f && Ue4m3HalfOf(0x7E) == 224.0f &&
                   Ue4m3HalfOf(0x01) == 0x1p-10f && Ue4m3HalfOf(0xFF) == 240.0f &&
                   Ue4m3HalfOf(0x80) == 0.0f,
               "UE4M3 (halved): 1.0, the largest finite, the smallest subnormal, bit 7 ignored");
+static_assert(
+    [] {
+      for (uint32_t x = 0; x < 256; ++x) {
+        if (!(Ue4m3HalfOf(x) >= 0.0f && Ue4m3HalfOf(x) <= 240.0f)) return false;
+      }
+      return true;
+    }(),
+    "UE4M3 (halved): every byte a finite scale (GgufNVFP4::kFiniteValues)");
 }  // namespace layout_internal
 
 // Grid-expanded decoded layouts: the grid i-quants (ggml-quants.c
@@ -922,6 +930,10 @@ struct GgufNVFP4 {
   static constexpr uint32_t kGgmlType = 40;
   static constexpr int64_t kBlockElems = 64, kBytes = 36, kSubElems = 16;
   static void ModerateScale(uint8_t* /*b*/) {}  // UE4M3 scales: finite
+  // Every value is finite (kValues times a UE4M3 half-scale, at most 240:
+  // the format has no NaN or infinity), so bfloat16 rounding skips its NaN
+  // case (kernels/dequantize_decoded.cc DecodedFinite).
+  static constexpr bool kFiniteValues = true;
   NIBBLE_DECODE_INLINE static void Decode(const uint8_t* b, float* y) {
     static constexpr int8_t kValues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
     for (size_t s = 0; s < 4; ++s) {

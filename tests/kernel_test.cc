@@ -296,7 +296,7 @@ TEST_CASE(
 // Awkward scale values: the arithmetic is plain IEEE, including the
 // float16 / bfloat16 overflow, subnormal and NaN paths of the rounding.
 float RandomScale(std::mt19937_64& rng) {
-  std::uniform_int_distribution<int> pick(0, 40);
+  std::uniform_int_distribution<int> pick(0, 41);
   std::uniform_real_distribution<float> u(-0.1f, 0.1f);
   switch (pick(rng)) {
     case 0:
@@ -317,6 +317,11 @@ float RandomScale(std::mt19937_64& rng) {
       return 6.5e37f;  // products overflow float32 / bfloat16
     case 8:
       return F32FromBits(0x3F808000u);  // bfloat16 ties
+    case 9:
+      // NaNs whose products keep a payload that rounding to bfloat16
+      // would carry out of the high half (to -0 / +0): only the NaN case
+      // of the rounding keeps them NaN.
+      return F32FromBits(rng() % 2 == 0 ? 0x7FFFFFFFu : 0xFFFFE000u);
     default:
       return u(rng);
   }
@@ -1115,9 +1120,13 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
             // headers often hold the smallest scales: MXFP4's e = 0, 1 give
             // float32 subnormal values, which the bfloat16 rounding must not
             // flush (layouts.h BlockNormalValues: only types whose values
-            // cannot be subnormal skip that test).
+            // cannot be subnormal skip that test); an eighth 0xFF and a
+            // sixteenth 0x7F, so that float16 headers often hold 0xFFFF /
+            // 0x7FFF, NaNs whose products the bfloat16 rounding must keep
+            // NaN (RowJob::finite: only chunks without them skip that test).
             for (auto& b : d.codes) {
-              b = static_cast<uint8_t>(kd.block && rng() % 4 == 0 ? rng() % 3 : rng());
+              const uint64_t r = kd.block ? rng() % 16 : 15;
+              b = static_cast<uint8_t>(r < 4 ? rng() % 3 : r < 6 ? 0xFF : r == 6 ? 0x7F : rng());
             }
             d.scale.resize(static_cast<size_t>(nscale));
             for (auto& v : d.scale) v = RandomScale(rng);
