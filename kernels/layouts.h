@@ -137,8 +137,9 @@ inline void HalfHeaderParams(const HalfHeader& h, const uint8_t* b, float* scale
 //                                              two's complement)
 //   zero[j]  = -(dmin * float32(min_j))        (dmin_at >= 0 only)
 // Declaring it (kPackedHeader) makes Params PackedHeaderParams, and lets
-// the AVX-512 kernels decode a block's header in vector lanes from the
-// same fields (bit-identical: the same float32 operations per value).
+// the kernels (every SIMD target) decode a block's header in vector lanes
+// from the same fields (bit-identical: the same float32 operations per
+// value).
 struct HeaderField {
   uint8_t at = 0, shift = 0, bits = 0;  // bits [shift, shift + bits) of byte at; bits 0: none
 };

@@ -18,8 +18,6 @@
 //  - BlockTable16 / BlockCodes32 / BlockTableRun: 32-entry 16-bit tables
 //    of the small-code ggml block types (vpermw again, byte-mask tests of
 //    bit planes, masked 16-bit adds).
-//  - BlockBytes64: 64 codes of a two-plane block type (Q6_K) assembled in
-//    byte lanes (16-bit variable shifts and byte masks).
 //  - GridGroups<D>::Fill: a grid i-quant block's groups (indices from
 //    their bit fields, vpgatherdq / vpgatherdd from the grid or its index
 //    grid, or permutes of the packed index grid — on AVX3_DL VBMI's byte
@@ -407,120 +405,6 @@ HWY_INLINE __m512i BlockCodes32(const uint8_t* block, uint64_t p, int64_t sub0) 
   }
 }
 
-// ---------------------------------------------------------------------------
-// Packed headers (kPackedHeader: the K-quants' and IQ4_XS's sub-block
-// scales and mins) decoded in vector lanes, a block at a time: the
-// header's bytes are one 16-byte window, each lane picks its field's bytes
-// with a byte shuffle (pshufb), shifts and masks them per lane, and
-// applies the float32 operations of PackedHeaderParams (d * float32(v -
-// bias), -(dmin * float32(m))), so the values are the scalar decoder's.
-// The scalar loop spent about as long per block as dequantizing its 256
-// elements (perf: 9-19 % of the whole run against 15-34 % for the
-// kernel).
-template <class D>
-struct PackedHeaderLanes {
-  static constexpr PackedHeader kH = D::kPackedHeader;
-  static constexpr int64_t kSubs = D::kBlockElems / D::kSubElems;
-  static constexpr bool kMins = kH.dmin_at >= 0;
-  // Lane plan: vector v, lane l holds parameter p = 16 v + l: the scale of
-  // sub-block p (p < kSubs), else the min of sub-block p - kSubs (kMins).
-  static constexpr int kVectors = kMins && kSubs > 8 ? 2 : 1;
-  static constexpr bool kOk = kMins ? (kSubs == 8 || kSubs == 16) : kSubs <= 16;
-  static constexpr int64_t kWindow = PackedHeaderWindow<D>();
-  struct Table {
-    int8_t lo_idx[2][16] = {}, hi_idx[2][16] = {};  // window bytes (-128: none)
-    uint32_t lo_shift[2][16] = {}, lo_mask[2][16] = {};
-    uint32_t hi_shift[2][16] = {}, hi_mask[2][16] = {}, hi_pos[2][16] = {};
-    uint32_t sext[2][16] = {};  // sign extension: shift left then right by this
-    int32_t bias[2][16] = {};
-    bool has_hi = false;
-  };
-  static constexpr Table Make() {
-    Table t;
-    for (int v = 0; v < 2; ++v) {
-      for (int l = 0; l < 16; ++l) {
-        const int64_t p = 16 * v + l;
-        const bool is_scale = p < kSubs, is_min = kMins && !is_scale && p < 2 * kSubs;
-        t.lo_idx[v][l] = t.hi_idx[v][l] = -128;
-        if (!is_scale && !is_min) continue;
-        const HeaderParam& f = is_scale ? kH.scale[p] : kH.min[p - kSubs];
-        t.lo_idx[v][l] = static_cast<int8_t>(f.lo.at - kWindow);
-        t.lo_shift[v][l] = f.lo.shift;
-        t.lo_mask[v][l] = (1u << f.lo.bits) - 1u;
-        if (f.hi.bits != 0) {
-          t.has_hi = true;
-          t.hi_idx[v][l] = static_cast<int8_t>(f.hi.at - kWindow);
-          t.hi_shift[v][l] = f.hi.shift;
-          t.hi_mask[v][l] = (1u << f.hi.bits) - 1u;
-          t.hi_pos[v][l] = f.lo.bits;
-        }
-        if (is_scale && kH.is_signed) t.sext[v][l] = 32u - f.lo.bits - f.hi.bits;
-        t.bias[v][l] = is_scale ? kH.bias : 0;
-      }
-    }
-    return t;
-  }
-  static constexpr Table kTable = Make();
-};
-
-// Vector v of PackedHeaderLanes<D> for the header window `win`: each
-// lane's field value minus its bias, as float32.
-template <class D>
-HWY_INLINE __m512 PackedHeaderValues(__m128i win, int v) {
-  using P = PackedHeaderLanes<D>;
-  const auto& t = P::kTable;
-  auto widen = [&](const int8_t* idx) HWY_ATTR {
-    return _mm512_cvtepu8_epi32(
-        _mm_shuffle_epi8(win, _mm_loadu_si128(reinterpret_cast<const __m128i*>(idx))));
-  };
-  auto vec = [](const void* p) HWY_ATTR { return _mm512_loadu_si512(p); };
-  __m512i x = _mm512_and_si512(_mm512_srlv_epi32(widen(t.lo_idx[v]), vec(t.lo_shift[v])),
-                               vec(t.lo_mask[v]));
-  if constexpr (P::kTable.has_hi) {
-    const __m512i hi = _mm512_and_si512(_mm512_srlv_epi32(widen(t.hi_idx[v]), vec(t.hi_shift[v])),
-                                        vec(t.hi_mask[v]));
-    x = _mm512_or_si512(x, _mm512_sllv_epi32(hi, vec(t.hi_pos[v])));
-  }
-  if constexpr (P::kH.is_signed) {
-    x = _mm512_srav_epi32(_mm512_sllv_epi32(x, vec(t.sext[v])), vec(t.sext[v]));
-  }
-  return _mm512_cvtepi32_ps(_mm512_sub_epi32(x, vec(t.bias[v])));
-}
-
-// Params of blocks [0, n) from `blocks` (PackedHeaderLanes<D>::kOk): the
-// kSubs scales of block i at scale + i * kSubs (and zeros at zero + ...,
-// kMins only; else zero is not touched).
-template <class D>
-HWY_INLINE void PackedHeaders(const uint8_t* blocks, int64_t n, float* scale, float* zero) {
-  using P = PackedHeaderLanes<D>;
-  static_assert(P::kOk, "packed header lane plan");
-  for (int64_t i = 0; i < n; ++i) {
-    const uint8_t* const b = blocks + i * D::kBytes;
-    float* const s = scale + i * P::kSubs;
-    const __m128i win = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + P::kWindow));
-    const __m512 d = _mm512_set1_ps(layout_internal::Half(b, static_cast<size_t>(P::kH.d_at)));
-    if constexpr (!P::kMins) {
-      (void)zero;
-      constexpr auto kMask = static_cast<__mmask16>((1u << P::kSubs) - 1u);
-      _mm512_mask_storeu_ps(s, kMask, _mm512_mul_ps(d, PackedHeaderValues<D>(win, 0)));
-    } else {
-      float* const z = zero + i * P::kSubs;
-      // zero = -(dmin * m) == (-dmin) * m exactly (negation is exact).
-      const __m512 neg_dmin =
-          _mm512_set1_ps(-layout_internal::Half(b, static_cast<size_t>(P::kH.dmin_at)));
-      if constexpr (P::kSubs == 16) {
-        _mm512_storeu_ps(s, _mm512_mul_ps(d, PackedHeaderValues<D>(win, 0)));
-        _mm512_storeu_ps(z, _mm512_mul_ps(neg_dmin, PackedHeaderValues<D>(win, 1)));
-      } else {
-        const __m512 m = _mm512_mask_blend_ps(0xFF00, d, neg_dmin);
-        const __m512 v = _mm512_mul_ps(m, PackedHeaderValues<D>(win, 0));
-        _mm256_storeu_ps(s, _mm512_castps512_ps256(v));
-        _mm256_storeu_ps(z, _mm512_extractf32x8_ps(v, 1));
-      }
-    }
-  }
-}
-
 // Whole blocks [0, n) of D from `blocks` (scales s / float zero points z,
 // kFloat only, else null: kSubs per block, in order) through block tables to out (n * kBlockElems
 // outputs of kOut; `stream`: non-temporal, out 64-byte aligned).
@@ -560,71 +444,6 @@ HWY_INLINE void BlockTableRun(const uint8_t* blocks, int64_t n, const float* s, 
       }
     }
   }
-}
-
-// ---------------------------------------------------------------------------
-// Block bytes: the codes of the ggml block types with more than one bit
-// plane that block tables do not cover (6-bit Q6_K), gathered 64 at a time
-// in byte lanes (shifts and masks over 64 bytes at once) and stored as
-// int8 q - code_offset, so that the arithmetic path then reads each 16
-// codes with one sign-extending load instead of assembling them from two
-// planes in 32-bit lanes (two widening loads, shifts, masks and an or per
-// 16 values). The arithmetic on q - code_offset is unchanged: the same
-// integer, converted and multiplied the same way.
-template <class D>
-struct BlockBytesShape {
-  // Plane shapes read: each 64-element run of a plane is either 64 bytes at
-  // one shift (span >= 64) or 32 bytes read at two consecutive shifts (span
-  // 32).
-  static constexpr bool PlanesOk() {
-    uint32_t bits = 0;
-    for (const CodePlane& pl : D::kPlanes) {
-      if (pl.span() != 32 && pl.span() % 64 != 0) return false;
-      if (pl.run % 64 != 0) return false;
-      bits += pl.bits;
-    }
-    return bits <= 8;
-  }
-  static constexpr bool kOk = D::kCode == CodeKind::kU8 && PlaneCount<D>() == 2 &&
-                              !BlockTableShape<D>::kOk && D::kBlockElems % 64 == 0 &&
-                              D::kZp != ZeroPointKind::kInteger && PlanesOk();
-  // q - code_offset fits int8 for every q < 2^bits.
-  static bool OffsetOk(int32_t code_offset) {
-    return code_offset <= 128 && code_offset >= (int32_t{1} << PlaneBits<D>()) - 128;
-  }
-};
-
-// Codes p .. p + 63 (p a multiple of 64) of `block` as int8 q - offset at
-// dst (64 bytes).
-template <class D>
-HWY_INLINE void BlockBytes64(const uint8_t* block, uint64_t p, int32_t code_offset, int8_t* dst) {
-  __m512i code = _mm512_setzero_si512();
-  uint32_t acc = 0;  // bits below this plane's field
-  for (const CodePlane& pl : D::kPlanes) {
-    const uint64_t run = pl.run, span = pl.span();
-    const uint64_t q = p % run;
-    const uint8_t* const at = block + pl.at + (p / run) * span + q % span;
-    const uint32_t sh = pl.bits * static_cast<uint32_t>(q / span);
-    __m512i bytes, shift;
-    if (span >= 64) {
-      bytes = _mm512_loadu_si512(at);
-      shift = _mm512_set1_epi16(static_cast<int16_t>(sh));
-    } else {  // span 32: elements p .. p+31 at shift sh, the next 32 at sh + bits
-      bytes = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
-      shift = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(sh)),
-                                 _mm256_set1_epi16(static_cast<int16_t>(sh + pl.bits)), 1);
-    }
-    // 16-bit shifts (there are no 8-bit ones): a field fits its byte
-    // (sh + bits <= 8 and acc + bits <= 8), so the byte mask removes every
-    // bit the shifts moved across a byte boundary.
-    const auto mask = static_cast<char>(((1u << pl.bits) - 1u) << acc);
-    __m512i field = _mm512_srlv_epi16(bytes, shift);
-    if (acc != 0) field = _mm512_slli_epi16(field, acc);
-    code = _mm512_or_si512(code, _mm512_and_si512(field, _mm512_set1_epi8(mask)));
-    acc += pl.bits;
-  }
-  code = _mm512_sub_epi8(code, _mm512_set1_epi8(static_cast<char>(code_offset)));
-  _mm512_store_si512(dst, code);
 }
 
 // ---------------------------------------------------------------------------
