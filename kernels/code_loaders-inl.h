@@ -713,6 +713,40 @@ struct Blocks : LoaderTypes, BlockLowLoads<D, CodeBits(D::kCode) == 4 && PlaneCo
 #endif
     }
   }
+
+  // kNibbles on AVX2: whether Codes32In serves this layout — its plane
+  // holds 32 consecutive codes as 16 bytes' low then high nibbles (span
+  // 16: ggml's 32-element blocks, IQ4_XS) or as 32 bytes at one shift
+  // (span a multiple of 32: Q4_K's 64-element runs).
+  static constexpr bool kCodes32 = HWY_TARGET == HWY_AVX2 && kNibbles &&
+                                   (D::kPlanes[0].span() == 16 || D::kPlanes[0].span() % 32 == 0);
+#if HWY_TARGET == HWY_AVX2
+  // kCodes32: codes p .. p+31 (p a multiple of 32) of `block` as bytes in
+  // the byte unpacks' order, [p+0..7, p+16..23 | p+8..15, p+24..31]: two
+  // byte-shuffle lookups of them and the unpacks of the results (low:
+  // outputs p .. p+15, high: p+16 .. p+31) give the 32 outputs in order
+  // (RowKernel::WholeBlocks), with about half the shuffles of two Load16In
+  // and ShuffleLookups.
+  static HWY_INLINE __m256i Codes32In(const uint8_t* block, uint64_t p) {
+    constexpr uint32_t kSpan = D::kPlanes[0].span();
+    const __m256i nibble = _mm256_set1_epi8(0x0F);
+    int sh;
+    const uint8_t* b = FieldByte<0>(block, p, &sh);
+    if constexpr (kSpan == 16) {
+      // (sh is 0 here: codes p+16 .. are the same bytes' high nibbles.)
+      const __m256i d = _mm256_shuffle_epi8(
+          _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b))),
+          _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
+                           15, 8, 9, 10, 11, 12, 13, 14, 15));
+      return _mm256_blend_epi32(_mm256_and_si256(d, nibble),
+                                _mm256_and_si256(_mm256_srli_epi16(d, 4), nibble), 0xCC);
+    } else {
+      const __m256i q = _mm256_permute4x64_epi64(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)), 0xD8);  // 8-byte runs 0, 2, 1, 3
+      return _mm256_and_si256(sh == 0 ? q : _mm256_srli_epi16(q, 4), nibble);
+    }
+  }
+#endif
 };
 
 // Block bytes: the codes of the ggml block types whose codes are bit
