@@ -1160,44 +1160,179 @@ HWY_NOINLINE void WordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0
   if (stream) hwy::FlushStream();
 }
 
-// --- GPTQ words as 8 x 8 code tiles, 16-bit outputs (AVX2) -----------------
+// --- GPTQ / AWQ words as 64-code row runs, 16-bit outputs (AVX2) ------------
 //
-// GPTQ's words (w, n .. n+7) for w = k/8 .. k/8+7 are 8 x 8 words; one
-// 8 x 8 transpose of them (Transpose8x8 on the bits) leaves in vector j the
-// 8 words (w, n + j): row n + j's codes k .. k+63 in order (nibble t of
-// word i: code 8i + t), the dense nibbles StagedColumns stages through
-// memory. Each row's 64 codes are then looked up in registers in the row
-// kernels' byte-plane tables of its group (RowKernel::ShuffleTables: the
-// contract's arithmetic on the 16 codes, rounded once per value — the same
-// bits), 32 outputs at a time (CodeTileRow: each 16 bytes broadcast to
-// both halves, DenseNibbleLookup32) — the row kernels' own lookup of dense
-// nibbles, without StagedColumns' staging of the codes.
-//  - A band of kCodeTileBand rows (the 64 bytes of each word row) builds
-//    its rows' tables at each group start (groups a multiple of 64
-//    columns, or one per row).
-//  - The outputs of a chunk of kCodeTileChunk columns are staged and each
-//    row's run then written out in order (non-temporal: whole lines of one
-//    row), spread over the next chunk's steps as WordTiles does: written
-//    directly, 32 rows' 128-byte pieces at a time, the outputs ran at 3.4
-//    G el/s against 6.9 with the stores taken out.
-//  - Word rows kCodeTileAhead ahead (a new page each) are fetched into L2.
-constexpr int64_t kCodeTileColumns = 64;  // columns per step: 8 word rows
-// Rows per band (the 64 bytes of each word row), columns per staged chunk
-// (two chunks staged: 34 KiB), word rows fetched ahead into L2 (lines 4N
-// bytes apart share four sets of its 1024: 32 lines). Measured on the
-// Zen 3 guest (4096 x 4096, G = 128, float16, one thread): bands of 8 /
-// 16 / 64 rows by chunks of 512 / 512 / 128 columns 4.3 / 5.3 / 3.2 G el/s.
-constexpr int64_t kCodeTileBand = 16, kCodeTileChunk = 512, kCodeTileAhead = 16;
+// Both layouts' words are turned in registers into each row's run of 64
+// codes (k .. k+63, dense nibbles: code k + i at nibble i % 2 of byte i / 2)
+// for a step of kCodeTileColumns columns:
+//  GPTQ: the words (w, n .. n+7) for w = k/8 .. k/8+7 are 8 x 8 words; one
+//        8 x 8 transpose of them (Transpose8x8 on the bits) leaves in
+//        vector j the 8 words (w, n + j): row n + j's codes in order
+//        (nibble t of word i: code 8i + t) (GptqCodeRuns).
+//  AWQ:  the words (k + i, j .. j+7) for i = 0 .. 7 hold 8 x 8 nibbles per
+//        word column (nibble t of word i: code k + i of row 8j + p with
+//        kAwqNibbleOrder[p] == t); three delta swaps (4-, 8-, 16-bit)
+//        across the 8 vectors transpose every column's 8 x 8 nibbles at
+//        once, so vector t holds, per word column, row (j, t)'s codes k ..
+//        k+7 in order. Eight such steps along k, then one 8 x 8 transpose
+//        of vector t's eight, give the 64-code runs (AwqCodeRuns): no pass
+//        through memory but a 2 KiB stage of the eight steps.
+// Each row's 64 codes are then looked up in registers in the row kernels'
+// byte-plane tables of its group (RowKernel::ShuffleTables: the contract's
+// arithmetic on the 16 codes, rounded once per value — the same bits), 32
+// outputs at a time (CodeTileRow: each 16 bytes broadcast to both halves,
+// DenseNibbleLookup32) — the row kernels' own lookup of dense nibbles.
+//  - A band of rows builds its rows' tables at each group start (groups a
+//    multiple of 64 columns, or one per row).
+//  - The outputs of a chunk of columns are staged and each row's run then
+//    written out in order (non-temporal: whole lines of one row), spread
+//    over the next chunk's rows: written directly, 32 rows' 128-byte
+//    pieces at a time, GPTQ's outputs ran at 3.4 G el/s against 6.9 with
+//    the stores taken out.
+//  - Word rows a step or two ahead (a new page each: no hardware
+//    prefetcher follows the word stride) are fetched into L2, the band's
+//    lines of each.
+constexpr int64_t kCodeTileColumns = 64;  // columns per step
 
-// Whether CodeTiles takes part of this tile: GPTQ's columns over the [N,
-// K] view without a group map, 16-bit outputs, zero points none or
+// Fetches the line at address a into L2 (a prefetch never faults: any
+// address). An asm statement: GCC 12 (-O3) dropped every call of
+// CodeTiles' fetch lambda when its only effect was _mm_prefetch (a call
+// without side effects is dead code), and GPTQ ran 0.68x from memory.
+HWY_INLINE void FetchL2(uintptr_t a) {
+  asm volatile("prefetcht1 %0" : : "m"(*reinterpret_cast<const char*>(a)));
+}
+
+// Transposes the 8 x 8 nibbles of every 32-bit lane of v[0..7] (nibble t
+// of v[i] -> nibble i of v[t]): three delta swaps, bit b of i exchanged
+// with bit b of t.
+HWY_INLINE void TransposeNibbles8x8(__m256i* v) {
+  const auto swap = [&](int i, int j, int shift, uint32_t mask) HWY_ATTR {
+    const __m256i t = _mm256_and_si256(_mm256_xor_si256(_mm256_srli_epi32(v[i], shift), v[j]),
+                                       _mm256_set1_epi32(static_cast<int>(mask)));
+    v[j] = _mm256_xor_si256(v[j], t);
+    v[i] = _mm256_xor_si256(v[i], _mm256_slli_epi32(t, shift));
+  };
+  for (int i = 0; i < 8; i += 2) swap(i, i + 1, 4, 0x0F0F0F0Fu);
+  for (int i : {0, 1, 4, 5}) swap(i, i + 2, 8, 0x00FF00FFu);
+  for (int i = 0; i < 4; ++i) swap(i, i + 4, 16, 0x0000FFFFu);
+}
+
+// GPTQ's [K / 8, N] words: word (w, n) holds row n's codes 8w .. 8w+7.
+struct GptqCodeRuns {
+  // Rows per band (the 64 bytes of each word row), columns per staged
+  // chunk (two chunks staged: 34 KiB), steps fetched ahead (2: 16 word
+  // rows; lines 4N bytes apart share four sets of its 1024: 32 lines).
+  // Measured on the Zen 3 guest (4096 x 4096, G = 128, float16, one
+  // thread): bands of 8 / 16 / 64 rows by chunks of 512 / 512 / 128
+  // columns 4.3 / 5.3 / 3.2 G el/s.
+  static constexpr int64_t kBand = 16, kChunk = 512, kAheadSteps = 2;
+  // Word rows per column, rows per word (the word row of column k: k /
+  // kColumnsPerWordRow; the byte of row n in it: 4 n / kRowsPerWord).
+  static constexpr int64_t kColumnsPerWordRow = 8, kRowsPerWord = 1;
+  // The rows of [r0, r1) it takes: whole 8-row strips from r0.
+  static int64_t Begin(int64_t r0) { return r0; }
+  static int64_t End(int64_t r0, int64_t r1) { return r0 + (r1 - r0) / 8 * 8; }
+  // Rows [b0, b1) (8-row strips), columns k .. k+63: emit(n, run) for
+  // each row, strip() after each 8 rows; fetch(i) for i in [0, 8) (the
+  // word rows ahead).
+  template <class Emit, class Strip, class Fetch>
+  HWY_INLINE static void Step(const Plan& plan, int64_t k, int64_t b0, int64_t b1, Emit emit,
+                              Strip strip, Fetch fetch) {
+    for (int i = 0; i < 8; ++i) fetch(i);
+    const int64_t w = k / 8, S = plan.word_stride;
+    for (int64_t n0 = b0; n0 < b1; n0 += 8) {
+      __m256 v[8];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        v[i] = _mm256_castsi256_ps(_mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(plan.codes + (w + i) * S + 4 * n0)));
+      }
+      Transpose8x8(v);
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) emit(n0 + j, _mm256_castps_si256(v[j]));
+      strip();
+    }
+  }
+};
+
+// AWQ's [K, N / 8] words: word (k, j) holds rows 8j .. 8j+7's code k.
+struct AwqCodeRuns {
+  // Rows per band (the 64 bytes of each word row: 16 word columns),
+  // columns per staged chunk (two chunks staged: 80 KiB), steps fetched
+  // ahead (64 word rows each). Measured on the Zen 3 guest (4096 x 4096,
+  // G = 128, float16, one thread, from memory; medians of 4 alternated
+  // runs, G el/s): band x chunk x steps ahead 128 x 64 x 2 1.76, 64 x 128
+  // x 1 1.98, and 2.02-2.35 (within the machine's noise) for 128 x 128 x
+  // 1 / 2 / 3, 128 x 192 x 2 and 64 x 256 x 2.
+  static constexpr int64_t kBand = 128, kChunk = 128, kAheadSteps = 2;
+  static constexpr int64_t kColumnsPerWordRow = 1, kRowsPerWord = 8;
+  // Whole word columns: rows [8 ceil(r0 / 8), 8 floor(r1 / 8)).
+  static int64_t Begin(int64_t r0) { return (r0 + 7) / 8 * 8; }
+  static int64_t End(int64_t, int64_t r1) { return r1 / 8 * 8; }
+  // Row t of each word column in the transposed nibbles: the row p whose
+  // nibble is t.
+  struct Rows {
+    int8_t of_nibble[8];
+  };
+  static constexpr Rows kRows = [] {
+    Rows r{};
+    for (int p = 0; p < 8; ++p) r.of_nibble[kAwqNibbleOrder[p]] = static_cast<int8_t>(p);
+    return r;
+  }();
+  // Rows [b0, b1) (b0 a multiple of 8), columns k .. k+63 (64 word rows):
+  // emit(n, run) for each row, strip() after each (up to) 8 rows; fetch(i)
+  // for i in [0, 64).
+  template <class Emit, class Strip, class Fetch>
+  HWY_INLINE static void Step(const Plan& plan, int64_t k, int64_t b0, int64_t b1, Emit emit,
+                              Strip strip, Fetch fetch) {
+    const int64_t S = plan.word_stride;
+    alignas(32) __m256i runs[8][8];  // [t][s]: nibble row t's codes k + 8s .. k+8s+7
+    for (int64_t j0 = b0 / 8; j0 < b1 / 8; j0 += 8) {
+      const int64_t jw = std::min<int64_t>(8, b1 / 8 - j0);  // word columns
+      const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(jw)),
+                                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      for (int s = 0; s < 8; ++s) {
+        if (j0 == b0 / 8) {
+          for (int i = 0; i < 8; ++i) fetch(8 * s + i);
+        }
+        __m256i v[8];
+        const uint8_t* const row = plan.codes + (k + 8 * s) * S + 4 * j0;
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) {
+          const auto* p = reinterpret_cast<const int*>(row + i * S);
+          v[i] = jw == 8 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))
+                         : _mm256_maskload_epi32(p, mask);
+        }
+        TransposeNibbles8x8(v);
+#pragma GCC unroll 8
+        for (int t = 0; t < 8; ++t) runs[t][s] = v[t];
+      }
+      for (int t = 0; t < 8; ++t) {
+        __m256 v[8];
+#pragma GCC unroll 8
+        for (int s = 0; s < 8; ++s) v[s] = _mm256_castsi256_ps(runs[t][s]);
+        Transpose8x8(v);
+        for (int64_t j = 0; j < jw; ++j) {
+          emit(8 * (j0 + j) + kRows.of_nibble[t], _mm256_castps_si256(v[j]));
+        }
+        strip();
+      }
+    }
+  }
+};
+
+// Whether CodeTiles takes part of this tile: GPTQ's or AWQ's columns over
+// the [N, K] view without a group map, 16-bit outputs, zero points none or
 // integer, groups a multiple of kCodeTileColumns (or one scale per row),
 // at least 8 rows and one whole step of columns.
 HWY_INLINE bool CodeTilesApply(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-  return plan.layout == Layout::kGptqColumns && plan.axis_group == nullptr && plan.inner == 1 &&
-         OutBytes(plan.out) == 2 &&
+  const bool gptq = plan.layout == Layout::kGptqColumns;
+  if (!gptq && plan.layout != Layout::kAwqColumns) return false;
+  const int64_t ra = gptq ? GptqCodeRuns::Begin(r0) : AwqCodeRuns::Begin(r0);
+  const int64_t rb = gptq ? GptqCodeRuns::End(r0, r1) : AwqCodeRuns::End(r0, r1);
+  return plan.axis_group == nullptr && plan.inner == 1 && OutBytes(plan.out) == 2 &&
          (plan.zp_kind == ZeroPointKind::kNone || plan.zp_kind == ZeroPointKind::kInteger) &&
-         (plan.s_axis == 0 || plan.group % kCodeTileColumns == 0) && r1 - r0 >= 8 &&
+         (plan.s_axis == 0 || plan.group % kCodeTileColumns == 0) && rb - ra >= 8 &&
          c1 / kCodeTileColumns > (c0 + kCodeTileColumns - 1) / kCodeTileColumns;
 }
 
@@ -1214,34 +1349,34 @@ HWY_INLINE void CodeTileRow(__m256i codes, __m256i lo, __m256i hi, uint16_t* dst
   _mm256_storeu_si256(p + 3, b);
 }
 
-// Rows [r0, r0 + (r1 - r0) / 8 * 8), columns [64 ceil(c0 / 64), 64
-// floor(c1 / 64)) of the tile, where CodeTilesApply (the caller writes the
-// rest). About 37 KiB of stack.
-template <ZeroPointKind kZp, OutType kOut>
+// Rows [r0, r1) (Runs' Begin / End of a tile's rows), columns [c0, c1)
+// (multiples of kCodeTileColumns) of the output at `out` (element (r0,
+// c0)), where CodeTilesApply. Stack: the two stages (Runs' kBand x
+// (2 kChunk + 64) bytes each) and the tables (kBand x 64 bytes).
+template <class Runs, ZeroPointKind kZp, OutType kOut>
 HWY_NOINLINE void CodeTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                             char* out, int64_t ld) {
   static_assert(OutDesc<kOut>::kBytes == 2, "16-bit outputs");
   using Kernel = RowKernel<DenseNibbles, CodeKind::kU4, kZp, kOut>;
   using VU16 = typename Kernel::VU16;
-  constexpr int64_t kStep = kCodeTileColumns, kBand = kCodeTileBand, kChunk = kCodeTileChunk;
+  constexpr int64_t kStep = kCodeTileColumns, kBand = Runs::kBand, kChunk = Runs::kChunk;
   constexpr int64_t kPitch = 2 * kChunk + 64;  // bytes per staged row (not a power of two)
+  constexpr int64_t kPerRow = Runs::kColumnsPerWordRow, kPerWord = Runs::kRowsPerWord;
+  constexpr int64_t kAhead = Runs::kAheadSteps * kStep / kPerRow;  // word rows
   // Two stages (the chunk being computed, the chunk before being written
   // out); each band row's tables.
   alignas(64) uint8_t stage[2][kBand * kPitch];
   __m256i lo[kBand], hi[kBand];
   const KernelTag df;
   const hn::RebindToSigned<KernelTag> di;
-  const int64_t rm = r0 + (r1 - r0) / 8 * 8;
-  const int64_t ka = (c0 + kStep - 1) / kStep * kStep, kb = c1 / kStep * kStep;
   const int64_t S = plan.word_stride;
   const RowJob job{};  // (the tables' arithmetic reads none of it)
   const Kernel kernel(plan, job);
   // Non-temporal where every row's runs start 32-byte aligned.
-  const bool stream = plan.nontemporal &&
-                      reinterpret_cast<uintptr_t>(out + 2 * (ka - c0)) % 32 == 0 &&
-                      (2 * ld) % 32 == 0;
+  const bool stream =
+      plan.nontemporal && reinterpret_cast<uintptr_t>(out) % 32 == 0 && (2 * ld) % 32 == 0;
   const uintptr_t codes = reinterpret_cast<uintptr_t>(plan.codes);
-  const int64_t w_end = kb / 8, words = (kb - ka) / 8;
+  const int64_t w_end = c1 / kPerRow, words = (c1 - c0) / kPerRow;
   PendingRows<uint8_t> pending;
   auto write_rows = [&](int64_t upto) HWY_ATTR {
     pending.WriteUpTo(upto, [&](int64_t n, const uint8_t* src) HWY_ATTR {
@@ -1258,12 +1393,21 @@ HWY_NOINLINE void CodeTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0
     });
   };
   int buffer = 0;
-  for (int64_t b0 = r0; b0 < rm; b0 += kBand) {
-    const int64_t b1 = std::min(rm, b0 + kBand);  // (a multiple of 8 rows)
+  for (int64_t b0 = r0; b0 < r1; b0 += kBand) {
+    const int64_t b1 = std::min(r1, b0 + kBand);  // (a multiple of 8 rows)
     int64_t g_cur = -1;
-    for (int64_t kc = ka; kc < kb; kc += kChunk) {
-      const int64_t kd = std::min(kb, kc + kChunk);
+    for (int64_t kc = c0; kc < c1; kc += kChunk) {
+      const int64_t kd = std::min(c1, kc + kChunk);
       uint8_t* const st = stage[buffer];
+      // The chunk before's rows are written out among this chunk's: one
+      // per `steps` rows computed, after each 8 (a band's rows every
+      // step; not inside the 8: the branch made GCC spill the 8 x 8
+      // transpose and the constants), so
+      // that the streamed stores overlap the arithmetic (with a step's
+      // share of them at once, perf put AWQ's time from memory in the
+      // stores: 2.4 G el/s float16 against 4.6 in cache; spread, 1.08x).
+      const int64_t steps = (kd - kc) / kStep;
+      int64_t owed = 0;
       for (int64_t k = kc; k < kd; k += kStep) {
         const int64_t g = plan.s_axis == 0 ? 0 : k / plan.group;
         if (g != g_cur) {  // the band's tables of group g
@@ -1278,35 +1422,30 @@ HWY_NOINLINE void CodeTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0
             hi[n - b0] = u.raw;
           }
         }
-        // Word rows w + kCodeTileAhead .. + 7 (past the band's last: the
-        // next band's first) into L2, the band's lines of each.
-        const int64_t w = k / 8;
-        for (int64_t i = 0; i < 8; ++i) {
-          const int64_t ahead = w + kCodeTileAhead + i;
-          const int64_t fn = ahead < w_end ? b0 : b1, fw = ahead < w_end ? ahead : ahead - words;
-          if (fn >= rm) continue;
-          const int64_t rows = std::min(rm, fn + kBand) - fn;
-          const uintptr_t a = codes + static_cast<uintptr_t>(fw * S + 4 * fn);
-          for (uintptr_t l = a / 64 * 64; l < a + static_cast<uintptr_t>(4 * rows); l += 64) {
-            _mm_prefetch(reinterpret_cast<const char*>(l), _MM_HINT_T1);
+        // Word row `ahead` + i (past the band's last: the next band's
+        // first) into L2, the band's lines of it.
+        const int64_t ahead = k / kPerRow + kAhead;
+        auto fetch = [&](int64_t i) HWY_ATTR {
+          const int64_t a = ahead + i;
+          const int64_t fn = a < w_end ? b0 : b1, fw = a < w_end ? a : a - words;
+          if (fn >= r1) return;
+          const int64_t rows = std::min(r1, fn + kBand) - fn;
+          const uintptr_t at = codes + static_cast<uintptr_t>(fw * S + 4 * fn / kPerWord);
+          for (uintptr_t l = at / 64 * 64; l < at + static_cast<uintptr_t>(4 * rows / kPerWord);
+               l += 64) {
+            FetchL2(l);
           }
-        }
-        for (int64_t n0 = b0; n0 < b1; n0 += 8) {
-          __m256 v[8];
-#pragma GCC unroll 8
-          for (int i = 0; i < 8; ++i) {
-            v[i] = _mm256_castsi256_ps(_mm256_loadu_si256(
-                reinterpret_cast<const __m256i*>(plan.codes + (w + i) * S + 4 * n0)));
-          }
-          Transpose8x8(v);
-#pragma GCC unroll 8
-          for (int j = 0; j < 8; ++j) {
-            CodeTileRow(_mm256_castps_si256(v[j]), lo[n0 - b0 + j], hi[n0 - b0 + j],
-                        reinterpret_cast<uint16_t*>(st + (n0 - b0 + j) * kPitch + 2 * (k - kc)));
-          }
-        }
-        // The chunk before's rows, spread over this chunk's steps.
-        write_rows(((k - kc) / kStep + 1) * kBand * kStep / kChunk);
+        };
+        Runs::Step(
+            plan, k, b0, b1,
+            [&](int64_t n, __m256i run) HWY_ATTR {
+              CodeTileRow(run, lo[n - b0], hi[n - b0],
+                          reinterpret_cast<uint16_t*>(st + (n - b0) * kPitch + 2 * (k - kc)));
+            },
+            [&]() HWY_ATTR {  // a row of the chunk before every `steps` rows computed
+              for (owed += 8; owed >= steps; owed -= steps) write_rows(pending.next + 1);
+            },
+            fetch);
       }
       write_rows(kBand);  // (the rest, after a short chunk)
       pending = PendingRows<uint8_t>{st, kPitch, b0, b1, kc, kd, 0};
@@ -1365,19 +1504,29 @@ void DequantizeColumnFamilySimd(const Plan& plan, int64_t r0, int64_t r1, int64_
                                 void* out, int64_t ld) {
 #if HWY_TARGET == HWY_AVX2
   if (CodeTilesApply(plan, r0, r1, c0, c1)) {
-    // The whole steps of 8-row strips, then the rest around them.
-    const int64_t rm = r0 + (r1 - r0) / 8 * 8;
+    // The whole steps of the runs' rows, then the rest around them.
+    const bool gptq = plan.layout == Layout::kGptqColumns;
+    const int64_t ra = gptq ? GptqCodeRuns::Begin(r0) : AwqCodeRuns::Begin(r0);
+    const int64_t rb = gptq ? GptqCodeRuns::End(r0, r1) : AwqCodeRuns::End(r0, r1);
     const int64_t ka = (c0 + kCodeTileColumns - 1) / kCodeTileColumns * kCodeTileColumns;
     const int64_t kb = c1 / kCodeTileColumns * kCodeTileColumns;
     char* const y = static_cast<char*>(out);
+    char* const ya = y + (ra - r0) * ld * 2;  // row ra
     WithZpNoneOrIntegerOut(plan, [&](auto zp, auto ot) HWY_ATTR {
-      if constexpr (OutDesc<decltype(ot)::value>::kBytes == 2) {
-        CodeTiles<decltype(zp)::value, decltype(ot)::value>(plan, r0, r1, c0, c1, y, ld);
+      constexpr ZeroPointKind kZp = decltype(zp)::value;
+      constexpr OutType kOut = decltype(ot)::value;
+      if constexpr (OutDesc<kOut>::kBytes == 2) {
+        if (gptq) {
+          CodeTiles<GptqCodeRuns, kZp, kOut>(plan, ra, rb, ka, kb, ya + (ka - c0) * 2, ld);
+        } else {
+          CodeTiles<AwqCodeRuns, kZp, kOut>(plan, ra, rb, ka, kb, ya + (ka - c0) * 2, ld);
+        }
       }
     });
-    if (c0 < ka) ColumnFamilyTiles(plan, r0, rm, c0, ka, y, ld);
-    if (kb < c1) ColumnFamilyTiles(plan, r0, rm, kb, c1, y + (kb - c0) * 2, ld);
-    if (rm < r1) ColumnFamilyTiles(plan, rm, r1, c0, c1, y + (rm - r0) * ld * 2, ld);
+    if (r0 < ra) ColumnFamilyTiles(plan, r0, ra, c0, c1, y, ld);
+    if (c0 < ka) ColumnFamilyTiles(plan, ra, rb, c0, ka, ya, ld);
+    if (kb < c1) ColumnFamilyTiles(plan, ra, rb, kb, c1, ya + (kb - c0) * 2, ld);
+    if (rb < r1) ColumnFamilyTiles(plan, rb, r1, c0, c1, y + (rb - r0) * ld * 2, ld);
     return;
   }
   if (WordTilesApply(plan, r0, r1, c0, c1)) {
