@@ -1321,19 +1321,33 @@ struct AwqCodeRuns {
   }
 };
 
+// The part of a tile [r0, r1) x [c0, c1) of GPTQ's or AWQ's columns that
+// CodeTiles takes: the runs' whole steps of rows [ra, rb) (the run
+// source's Begin / End) by the whole kCodeTileColumns steps [ka, kb).
+struct CodeTileRange {
+  bool gptq;
+  int64_t ra, rb, ka, kb;
+};
+HWY_INLINE CodeTileRange CodeTileRangeOf(const Plan& plan, int64_t r0, int64_t r1, int64_t c0,
+                                         int64_t c1) {
+  const bool gptq = plan.layout == Layout::kGptqColumns;
+  return {gptq, gptq ? GptqCodeRuns::Begin(r0) : AwqCodeRuns::Begin(r0),
+          gptq ? GptqCodeRuns::End(r0, r1) : AwqCodeRuns::End(r0, r1),
+          (c0 + kCodeTileColumns - 1) / kCodeTileColumns * kCodeTileColumns,
+          c1 / kCodeTileColumns * kCodeTileColumns};
+}
+
 // Whether CodeTiles takes part of this tile: GPTQ's or AWQ's columns over
 // the [N, K] view without a group map, 16-bit outputs, zero points none or
 // integer, groups a multiple of kCodeTileColumns (or one scale per row),
-// at least 8 rows and one whole step of columns.
-HWY_INLINE bool CodeTilesApply(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-  const bool gptq = plan.layout == Layout::kGptqColumns;
-  if (!gptq && plan.layout != Layout::kAwqColumns) return false;
-  const int64_t ra = gptq ? GptqCodeRuns::Begin(r0) : AwqCodeRuns::Begin(r0);
-  const int64_t rb = gptq ? GptqCodeRuns::End(r0, r1) : AwqCodeRuns::End(r0, r1);
+// at least 8 rows and one whole step of columns (`range`: CodeTileRangeOf
+// the tile).
+HWY_INLINE bool CodeTilesApply(const Plan& plan, const CodeTileRange& range) {
+  if (plan.layout != Layout::kGptqColumns && plan.layout != Layout::kAwqColumns) return false;
   return plan.axis_group == nullptr && plan.inner == 1 && OutBytes(plan.out) == 2 &&
          (plan.zp_kind == ZeroPointKind::kNone || plan.zp_kind == ZeroPointKind::kInteger) &&
-         (plan.s_axis == 0 || plan.group % kCodeTileColumns == 0) && rb - ra >= 8 &&
-         c1 / kCodeTileColumns > (c0 + kCodeTileColumns - 1) / kCodeTileColumns;
+         (plan.s_axis == 0 || plan.group % kCodeTileColumns == 0) && range.rb - range.ra >= 8 &&
+         range.kb > range.ka;
 }
 
 // A row's 64 codes (the 32 bytes of `codes`, dense nibbles) through the
@@ -1503,13 +1517,12 @@ void ColumnFamilyTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
 void DequantizeColumnFamilySimd(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                                 void* out, int64_t ld) {
 #if HWY_TARGET == HWY_AVX2
-  if (CodeTilesApply(plan, r0, r1, c0, c1)) {
+  const CodeTileRange range = CodeTileRangeOf(plan, r0, r1, c0, c1);
+  if (CodeTilesApply(plan, range)) {
     // The whole steps of the runs' rows, then the rest around them.
-    const bool gptq = plan.layout == Layout::kGptqColumns;
-    const int64_t ra = gptq ? GptqCodeRuns::Begin(r0) : AwqCodeRuns::Begin(r0);
-    const int64_t rb = gptq ? GptqCodeRuns::End(r0, r1) : AwqCodeRuns::End(r0, r1);
-    const int64_t ka = (c0 + kCodeTileColumns - 1) / kCodeTileColumns * kCodeTileColumns;
-    const int64_t kb = c1 / kCodeTileColumns * kCodeTileColumns;
+    // (Copies, not structured bindings: C++17 lambdas cannot capture those.)
+    const bool gptq = range.gptq;
+    const int64_t ra = range.ra, rb = range.rb, ka = range.ka, kb = range.kb;
     char* const y = static_cast<char*>(out);
     char* const ya = y + (ra - r0) * ld * 2;  // row ra
     WithZpNoneOrIntegerOut(plan, [&](auto zp, auto ot) HWY_ATTR {
