@@ -5,8 +5,9 @@ runs alternate, round by round, so both see the same load.
 Usage: ab_binaries.py BIN_A,BIN_B[,...] ROUNDS OUT.jsonl BENCH_ARGS...
        ab_binaries.py --from OUT.jsonl   (the summary of a saved run again)
 A binary may carry environment variables for its runs: VAR=VALUE:BIN
-(several: A=1:B=2:BIN), so one build can be compared with itself under
-another setting. Every row goes to OUT.jsonl (with `binary` and `round`).
+(several: A=1:B=2:BIN), and bench arguments of its own after '@' (BIN@ARG,
+several: BIN@A@B, e.g. build/nibble@--target=AVX2), so one build can be
+compared with itself under another setting or on another kernel target. Every row goes to OUT.jsonl (with `binary` and `round`).
 Printed, per row key and binary:
 - the dequantizing bench: the median G el/s per (layout, dtype, threads)
   and the median ratio_rw where the bench gave one (n: how many rounds),
@@ -28,16 +29,24 @@ import sys
 def run(spec, args):
     """Rows of one `nibble bench --format json` run of spec (VAR=V:...:BIN)."""
     *assignments, binary = spec.split(':')
+    binary, *own_args = binary.split('@')
     env = dict(os.environ)
     for a in assignments:
         name, value = a.split('=', 1)
         env[name] = value
-    out = subprocess.run([binary, 'bench', '--format', 'json'] + args,
+    out = subprocess.run([binary, 'bench', '--format', 'json'] + args + own_args,
                          capture_output=True, text=True, env=env).stdout
     text = out.strip()
     if text.startswith('['):  # the dequantizing bench: one JSON array
         return json.loads(text)
     return [json.loads(line) for line in text.splitlines() if line.startswith('{')]
+
+
+def label(spec):
+    """A spec's name in the summary: its settings and binary's file name."""
+    *assignments, binary = spec.split(':')
+    binary, *own_args = binary.split('@')
+    return ' '.join(assignments + [os.path.basename(binary)] + own_args)
 
 
 def rows_of_runs(specs, rounds, save, args):
@@ -75,7 +84,7 @@ def main():
     for key in sorted(gel):
         line = '%-14s %-4s %2d ' % key
         for spec in specs:
-            line += ' | %-12s %6.2f Gel/s' % (spec.split('/')[-1], statistics.median(gel[key][spec]))
+            line += ' | %-12s %6.2f Gel/s' % (label(spec), statistics.median(gel[key][spec]))
             if rw[key][spec]:
                 line += ' rw %.2f (n=%d)' % (statistics.median(rw[key][spec]), len(rw[key][spec]))
         print(line)
@@ -89,12 +98,12 @@ def main():
         for t in sorted(by_threads, key=str):
             qs = by_threads[t]
             print('%s / %s, threads %s: geometric mean %.3f over %d rows (%.2f-%.2f)' %
-                  (spec.split('/')[-1], specs[0].split('/')[-1], t,
+                  (label(spec), label(specs[0]), t,
                    math.exp(sum(map(math.log, qs)) / len(qs)), len(qs), min(qs), max(qs)))
     for key in sorted(ms):
         line = '%-12s %5dx%-5d M=%-4d t=%d' % key
         for spec in specs:
-            line += ' | %s %s ms' % (spec.split('/')[-1], ', '.join('%.2f' % v for v in ms[key][spec]))
+            line += ' | %s %s ms' % (label(spec), ', '.join('%.2f' % v for v in ms[key][spec]))
         print(line)
 
 

@@ -173,6 +173,7 @@ struct Row {
   std::string dtype;
   int threads = 1;
   int64_t elements = 0;
+  std::string target = ActiveTarget();  // the kernel target it ran on
   double seconds = 0, out_gbps = 0, gelems = 0, stream_gbps = 0, memcpy_gbps = 0;
   // The median time of the timed path's first step, preparing the request
   // (validation, lowering, scale / zero-point widening: one thread), inside
@@ -533,6 +534,7 @@ std::vector<Field> Fields(const Row& r) {
           {"rmse", Acc(r, r.rmse, "%.6g", "")},
           {"max_abs_err", Acc(r, r.max_abs, "%.6g", "")},
           {"sqnr_db", Acc(r, r.sqnr_db, "%.3f", "")},
+          {"target", r.target, true},
           {"note", r.note, true}};
 }
 
@@ -978,7 +980,8 @@ int RunMatMulBench(const BenchOptions& opt, std::ostream& out, std::ostream& err
           << ", \"packed_gb_s\": " << Num("%.4g", gbs(r.bytes, r.seconds))
           << ", \"read_gb_s\": " << Num("%.4g", gbs(r.bytes, r.read_seconds))
           << ", \"ratio_read\": " << Num("%.4g", r.read_seconds / r.seconds) << ", \"cache\": \""
-          << (opt.matmul_warm ? "warm" : "cold") << "\", \"gemm\": \"" << r.gemm << "\"";
+          << (opt.matmul_warm ? "warm" : "cold") << "\", \"gemm\": \"" << r.gemm
+          << "\", \"target\": \"" << ActiveTarget() << "\"";
       if (r.dense_seconds > 0) {
         out << ", \"dense_seconds\": " << Num("%.6g", r.dense_seconds)
             << ", \"ratio_dense\": " << Num("%.4g", r.dense_seconds / r.seconds) << ", \"blas\": \""
@@ -1031,6 +1034,24 @@ int RunMatMulBench(const BenchOptions& opt, std::ostream& out, std::ostream& err
 }
 
 int RunGroupSizeBench(const BenchOptions& opt, std::ostream& out, std::ostream& err) {
+  // --target: every run below on that kernel target, the best one again
+  // on return.
+  struct TargetReset {
+    bool set = false;
+    ~TargetReset() {
+      if (set) SelectTarget("");
+    }
+  } target_reset;
+  if (!opt.target.empty()) {
+    if (!SelectTarget(opt.target)) {
+      std::string names;
+      for (const std::string& t : AvailableTargets()) names += (names.empty() ? "" : ", ") + t;
+      err << "nibble bench: --target " << opt.target
+          << " is not a kernel target this build and CPU run (available: " << names << ")\n";
+      return 2;
+    }
+    target_reset.set = true;
+  }
   if (!opt.matmul.empty()) return RunMatMulBench(opt, out, err);
   // --out: checked (and its two files opened) before minutes of runs.
   std::vector<std::unique_ptr<AtomicFile>> out_files;

@@ -35,6 +35,10 @@ struct BenchOptions {
   bool in_cache = true;  // add the in-cache tile rows
   uint64_t seed = 42;
   bool store_sweep = false;  // instead: plain vs non-temporal stores by size
+  // The kernel target every run uses (SelectTarget: one of
+  // AvailableTargets, e.g. "AVX2" on an AVX-512 machine); "" = the best
+  // this CPU runs. Restored when the bench returns.
+  std::string target;
   // Instead: the matmul (op/matmul.h) at these M over `matmul_shapes` (N,K
   // each), the layouts and thread counts, against the machine's read
   // bandwidth over the packed weight (RunMatMulBench). Shapes are "NxK".

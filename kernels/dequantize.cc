@@ -5,6 +5,10 @@
 // `switch` over Layout lists all cases: -Wswitch names a missed one).
 #include "kernels/dequantize.h"
 
+#include <cctype>
+#include <string>
+#include <vector>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
@@ -96,6 +100,48 @@ bool DequantizeDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t
 }
 
 const char* ActiveTarget() { return HWY_DYNAMIC_DISPATCH(ActiveTargetName)(); }
+
+namespace {
+// The targets compiled in that this CPU runs, best first (Highway's bits:
+// a lower bit is a better target), as SupportedTargets() reports them
+// without SelectTarget's mock.
+std::vector<int64_t> CpuTargets() {
+  static const std::vector<int64_t> targets = [] {
+    // (Before any SelectTarget call: the mock is not set yet.)
+    std::vector<int64_t> t;
+    for (int64_t bits = hwy::SupportedTargets() & HWY_TARGETS; bits != 0; bits &= bits - 1) {
+      t.push_back(bits & -bits);
+    }
+    return t;
+  }();
+  return targets;
+}
+}  // namespace
+
+std::vector<std::string> AvailableTargets() {
+  std::vector<std::string> names;
+  for (const int64_t t : CpuTargets()) names.emplace_back(hwy::TargetName(t));
+  return names;
+}
+
+bool SelectTarget(const std::string& name) {
+  const std::vector<int64_t> targets = CpuTargets();  // (first: before any mock)
+  if (name.empty()) {
+    hwy::SetSupportedTargetsForTest(0);
+    return true;
+  }
+  auto upper = [](std::string s) {
+    for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return s;
+  };
+  for (const int64_t t : targets) {
+    if (upper(hwy::TargetName(t)) == upper(name)) {
+      hwy::SetSupportedTargetsForTest(t);
+      return true;
+    }
+  }
+  return false;
+}
 
 bool HasGroupMapColumnTiles() { return kernels_internal::GroupMapColumnTilesActive(); }
 

@@ -3,6 +3,8 @@
 #define NIBBLE_KERNELS_DEQUANTIZE_H_
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "kernels/plan.h"
 
@@ -37,6 +39,19 @@ int AmdCpuFamily();
 
 // Name of the target the dispatcher selects now (e.g. "AVX3", "SSE4").
 const char* ActiveTarget();
+
+// Names of the targets compiled in that this CPU runs, best first (e.g.
+// "AVX3_DL", "AVX3", "AVX2", "SSE4", "SSSE3", "EMU128"), whatever
+// SelectTarget chose.
+std::vector<std::string> AvailableTargets();
+
+// From now on the dispatcher selects the target named `name` (one of
+// AvailableTargets, any case) for every kernel, or the best one again
+// with "". False, and nothing changed, for a name not in the list. For
+// measuring one target against another on one machine (`nibble bench
+// --target`); every target gives the same bits. Not to be called while
+// kernels run on other threads.
+bool SelectTarget(const std::string& name);
 
 // True if the target the dispatcher selects now has vector tiles for
 // Layout::kGptqColumns with a group map along the row (plan.axis_group,

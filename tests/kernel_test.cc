@@ -4,6 +4,7 @@
 // scalar reference (kernels/reference.h), with sentinels around the output.
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
@@ -56,6 +57,26 @@ TEST_CASE("dispatch follows SetSupportedTargetsForTest for every compiled target
     for (int64_t t : targets) s += std::string(hwy::TargetName(t)) + " ";
     return s;
   }());
+}
+
+TEST_CASE("SelectTarget switches every kernel to a named target and back") {
+  TargetGuard guard;
+  const auto targets = CompiledTargets();
+  const std::vector<std::string> names = AvailableTargets();
+  REQUIRE(names.size() == targets.size());
+  CHECK(names.front() == ActiveTarget());  // best first
+  for (size_t i = 0; i < names.size(); ++i) {
+    CHECK(names[i] == hwy::TargetName(targets[i]));
+    std::string lower = names[i];
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    REQUIRE(SelectTarget(lower));
+    CHECK(std::string(ActiveTarget()) == names[i]);
+    CHECK(AvailableTargets() == names);  // the list ignores the selection
+  }
+  CHECK_FALSE(SelectTarget("NOT_A_TARGET"));
+  CHECK(std::string(ActiveTarget()) == names.back());  // unchanged by a bad name
+  REQUIRE(SelectTarget(""));
+  CHECK(std::string(ActiveTarget()) == names.front());
 }
 
 TEST_CASE("TransposeTile writes every element at its transposed place, nothing else") {

@@ -94,6 +94,11 @@ void AddBenchOptions(CLI::App* app, BenchOptions* o) {
   app->add_flag("--matmul-warm", o->matmul_warm,
                 "--matmul with the weight left in the caches between runs (no flush): the "
                 "decode's own speed; the read yardstick then reads from the caches too");
+  app->add_option("--target", o->target,
+                  "Run every kernel on this SIMD target instead of the best one the CPU runs "
+                  "(e.g. AVX2 or SSE4 on an AVX-512 machine: how the same build runs on an "
+                  "older CPU, measured here; the same bits on every target). The choices: "
+                  "the targets compiled in that this CPU runs (an unknown one lists them)");
   app->add_flag("--store-sweep", o->store_sweep,
                 "Measure plain vs non-temporal stores by output size (one thread, f32, "
                 "int4x4 G=128) to place the streaming threshold");
