@@ -655,6 +655,7 @@ class RowKernel {
       const float* const zfp = job_.zp_float;
       const int32_t* const zip = job_.zp_int;
       const VI offset = hn::Set(di, plan_.code_offset);
+      const bool bf16_hw = Bf16Hw();
       for (; k + unit <= k1; k += unit, idx += step) {
         const VI z = kZp == ZeroPointKind::kInteger ? hn::Set(di, zip[idx]) : offset;
         const float zf = kZp == ZeroPointKind::kFloat ? zfp[idx] : 0.0f;
@@ -672,7 +673,7 @@ class RowKernel {
             break;
           }
 #endif
-          StoreHalfLookup(UnitTable(z, sp[idx], zf), L::Load16(codes, k), dst, stream);
+          StoreHalfLookup(UnitTable(z, sp[idx], zf), L::Load16(codes, k), dst, stream, bf16_hw);
         } else {
           StoreLookup(UnitTable(z, sp[idx], zf), L::Load(codes, k),
                       L::Load(codes, k + static_cast<int64_t>(N)), dst, stream);
@@ -853,14 +854,14 @@ class RowKernel {
 
   // Stores the 2N values of `codes16` (Load16: each < 16, so the table's
   // upper half is never read) looked up in table t, rounded to the 16-bit
-  // output type.
-  static HWY_INLINE void StoreHalfLookup(VF t, VU16 codes16, char* dst, bool stream) {
+  // output type. bf16_hw: Bf16Hw().
+  static HWY_INLINE void StoreHalfLookup(VF t, VU16 codes16, char* dst, bool stream, bool bf16_hw) {
     const DU16 du16;
 #if HWY_TARGET <= HWY_AVX3
     // (The table's upper half is never read: left undefined, not zeroed.)
-    const VU16 v = HalfLookup(VU16{_mm512_castsi256_si512(HalfBits(t).raw)}, codes16);
+    const VU16 v = HalfLookup(VU16{_mm512_castsi256_si512(HalfBits(t, bf16_hw).raw)}, codes16);
 #else
-    const VU16 v = HalfLookup(hn::ZeroExtendVector(du16, HalfBits(t)), codes16);
+    const VU16 v = HalfLookup(hn::ZeroExtendVector(du16, HalfBits(t, bf16_hw)), codes16);
 #endif
     uint16_t* p = reinterpret_cast<uint16_t*>(dst);
     if (stream) {
@@ -943,6 +944,7 @@ class RowKernel {
       };
       if constexpr (kTable) {
         // One table per sub-block, one lookup per vector.
+        const bool bf16_hw = Bf16Hw();
         each_block([&](char* out) HWY_ATTR {
           VF t = hn::Zero(df);
 #pragma GCC unroll 16
@@ -953,7 +955,7 @@ class RowKernel {
             }
             const uint64_t p = static_cast<uint64_t>(j);
             if constexpr (kHalfTable) {
-              StoreHalfLookup(t, L::Load16In(block, p), out + j * kOutBytes, stream);
+              StoreHalfLookup(t, L::Load16In(block, p), out + j * kOutBytes, stream, bf16_hw);
             } else {
               StoreLookup(t, L::LoadIn(block, p), L::LoadIn(block, p + kN), out + j * kOutBytes,
                           stream);
@@ -1077,11 +1079,26 @@ class RowKernel {
   // Raw codes (unsigned bit fields) of elements k .. k+N-1.
   HWY_INLINE VI LoadCodes(int64_t k) const { return L::Load(job_.code, k); }
 
-  // 16-bit output bits of the N lanes of v (a group's table).
-  static HWY_INLINE auto HalfBits(VF v) {
+  // Whether bfloat16 rounding may take AVX512_BF16 here (CpuHasAvx512Bf16
+  // for bfloat16 outputs on AVX-512 targets): for a local of the caller's
+  // loop, which HalfBits then takes (read per table, its guarded static is
+  // re-read after every output store and keeps the loop's invariants out of
+  // registers: bfloat16 Q4_0 in cache ran at 0.80 of float16).
+  static HWY_INLINE bool Bf16Hw() {
 #if HWY_TARGET <= HWY_AVX3
-    return OutBits16<kHalfOut, kNormalValues>(v);
+    return kOut == OutType::kBF16 && CpuHasAvx512Bf16();
 #else
+    return false;
+#endif
+  }
+
+  // 16-bit output bits of the N lanes of v (a group's table); bf16_hw:
+  // Bf16Hw().
+  static HWY_INLINE auto HalfBits(VF v, bool bf16_hw) {
+#if HWY_TARGET <= HWY_AVX3
+    return OutBits16<kHalfOut, kNormalValues>(v, bf16_hw);
+#else
+    (void)bf16_hw;
     const DF df;
     return NarrowBits<kHalfOut>(df, v);
 #endif
@@ -1274,7 +1291,7 @@ class RowKernel {
     }
     if (kHalfTable) {
       const DU16 du16;
-      const auto h = HalfBits(g.table);
+      const auto h = HalfBits(g.table, Bf16Hw());
       g.table16 = hn::Combine(du16, h, h);
     } else {
       g.table16 = hn::Zero(DU16());

@@ -408,9 +408,10 @@ HWY_INLINE __m512i BlockCodes32(const uint8_t* block, uint64_t p, int64_t sub0) 
 // Whole blocks [0, n) of D from `blocks` (scales s / float zero points z,
 // kFloat only, else null: kSubs per block, in order) through block tables to out (n * kBlockElems
 // outputs of kOut; `stream`: non-temporal, out 64-byte aligned).
-template <class D, ZeroPointKind kZp, OutType kOut>
-HWY_INLINE void BlockTableRun(const uint8_t* blocks, int64_t n, const float* s, const float* z,
-                              int32_t code_offset, char* out, bool stream) {
+// kBf16Hw: CpuHasAvx512Bf16() for bfloat16 outputs (BlockTableRun).
+template <class D, ZeroPointKind kZp, OutType kOut, bool kBf16Hw>
+HWY_INLINE void BlockTableRunWith(const uint8_t* blocks, int64_t n, const float* s, const float* z,
+                                  int32_t code_offset, char* out, bool stream) {
   using S = BlockTableShape<D>;
   const BlockTableLanes lanes = MakeBlockTableLanes<D>(code_offset);
   constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
@@ -427,7 +428,7 @@ HWY_INLINE void BlockTableRun(const uint8_t* blocks, int64_t n, const float* s, 
         BlockTableF32<D, kZp>(lanes, bs + j / S::kSub,
                               kZp == ZeroPointKind::kFloat ? bz + j / S::kSub : nullptr, &lo, &hi);
         if constexpr (OutDesc<kOut>::kBytes == 2)
-          t = OutBits32<kOut, BlockNormalValues<D>()>(lo, hi);
+          t = OutBits32<kOut, BlockNormalValues<D>()>(lo, hi, kBf16Hw);
       }
       const __m512i idx =
           BlockCodes32<D>(block, static_cast<uint64_t>(j), (j % S::kTableElems) / S::kSub);
@@ -443,6 +444,18 @@ HWY_INLINE void BlockTableRun(const uint8_t* blocks, int64_t n, const float* s, 
         Store64(_mm512_permutexvar_epi16(idx, t), at, stream);
       }
     }
+  }
+}
+
+template <class D, ZeroPointKind kZp, OutType kOut>
+HWY_INLINE void BlockTableRun(const uint8_t* blocks, int64_t n, const float* s, const float* z,
+                              int32_t code_offset, char* out, bool stream) {
+  // (The CPU's bfloat16 flag read once, a constant of the loop: read per
+  // table, its guarded static is re-read after every output store.)
+  if (kOut == OutType::kBF16 && CpuHasAvx512Bf16()) {
+    BlockTableRunWith<D, kZp, kOut, true>(blocks, n, s, z, code_offset, out, stream);
+  } else {
+    BlockTableRunWith<D, kZp, kOut, false>(blocks, n, s, z, code_offset, out, stream);
   }
 }
 
