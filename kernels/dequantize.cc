@@ -45,6 +45,17 @@ bool CpuIsIntel() {
 #endif
 }
 
+namespace kernels_internal {
+const bool kCpuHasAvx512Bf16 = [] {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();  // (before the library's other static initializers may run)
+  return __builtin_cpu_supports("avx512bf16") != 0;
+#else
+  return false;
+#endif
+}();
+}  // namespace kernels_internal
+
 int AmdCpuFamily() {
 #if defined(__x86_64__) || defined(__i386__)
   static const int family = [] {

@@ -37,6 +37,15 @@ bool CpuIsIntel();
 // PreferGridLoads).
 int AmdCpuFamily();
 
+namespace kernels_internal {
+// Whether this CPU has AVX512_BF16 (vcvtne2ps2bf16), set during static
+// initialisation (kernels/dequantize.cc): a plain load in kernel loops
+// (CpuHasAvx512Bf16, kernels/x86_avx512-inl.h). Read before it is set
+// (from another static initializer) it is false: the exact integer-lane
+// rounding.
+extern const bool kCpuHasAvx512Bf16;
+}  // namespace kernels_internal
+
 // Name of the target the dispatcher selects now (e.g. "AVX3", "SSE4").
 const char* ActiveTarget();
 

@@ -63,11 +63,12 @@ namespace HWY_NAMESPACE {
 // to nearest even and quiets NaNs exactly like BF16FromF32, but treats
 // subnormal inputs as zero; units holding a subnormal take the exact
 // integer-lane path instead. Highway 1.0.3 has no target with AVX512_BF16,
-// so this is chosen at run time.
-inline bool CpuHasAvx512Bf16() {
-  static const bool has = __builtin_cpu_supports("avx512bf16");
-  return has;
-}
+// so this is chosen at run time, from a flag set when the program starts
+// (kernels_internal::kCpuHasAvx512Bf16): a function-local static's guard
+// (its first read may call into the runtime) was checked wherever the flag
+// was read, and a possible call in a kernel loop keeps the loop's
+// invariants out of registers.
+inline bool CpuHasAvx512Bf16() { return ::nibble::kernels_internal::kCpuHasAvx512Bf16; }
 
 // v0 (16 lanes) then v1 as 32 bfloat16 values with vcvtne2ps2bf16 into
 // *r; returns false (leaving *r alone) if a lane is subnormal, for the
