@@ -95,7 +95,8 @@ struct Plan {
   // x86_avx512-inl.h, PreferGptqBlocks); the others force one (tests).
   enum class ColumnOrder : uint8_t { kAuto, kBlocks, kBands };
   ColumnOrder column_order = ColumnOrder::kAuto;
-  // IQ2_XS / IQ2_S, AVX-512: how a block's 32 grid entries are fetched
+  // IQ2_XS / IQ2_S / IQ1_S / IQ1_M, AVX-512: how a block's 32 grid entries
+  // are fetched
   // (same bits either way). kAuto: the CPU's measured faster way
   // (kernels/x86_avx512-inl.h, PreferGridLoads); the others force one
   // (tests).

@@ -780,14 +780,16 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>> : GridFil
   }
 };
 
-// GridLoads<D>: the gathered IQ2 types (IQ2_XS, IQ2_S) with their 32 grid
-// entries a block loaded one by one (a 16-bit index, an 8-byte load, an
-// 8-byte store: memory ports and scalar ALUs) instead of four 8-lane
-// gathers, the sign offsets then added per 32 values (kLateIndices, as
-// IQ2_XXS). Which is faster depends on the CPU's gathers
-// (PreferGridLoads): on the VM as a Zen 5 guest the loads ran 1.11-1.24x
-// in cache, on it as an Intel Xeon guest 0.74-0.85x. The same values: the
-// same entries, scales and signs (the kernel tests run both).
+// GridLoads<D>: the gathered grid types (IQ2_XS, IQ2_S, IQ1_S, IQ1_M) with
+// their 32 grid entries a block loaded one by one (an index from scalar
+// code, an 8-byte load, an 8-byte store: memory ports and scalar ALUs,
+// beside the vector work) instead of four 8-lane gathers, the sign or
+// delta offsets then added per 32 values (kLateIndices, as IQ2_XXS).
+// Which is faster depends on the CPU's gathers (PreferGridLoads): on the
+// VM as a Zen 5 guest the IQ2 loads ran 1.11-1.24x in cache, as a Zen 4
+// guest all four 1.10-1.30x (the gathers were half of IQ1_S's samples in
+// perf), as an Intel Xeon guest the IQ2 loads 0.74-0.85x. The same values:
+// the same entries, scales, signs and deltas (the kernel tests run both).
 template <class D>
 struct GridLoads : D {};
 // GridBase<D>: the type D is (the one GridLoads wraps) and whether it loads.
@@ -802,9 +804,9 @@ struct GridBase<GridLoads<D>> {
   static constexpr bool kLoads = true;
 };
 
-// Whether the GridLoads variants run here: AMD family 1Ah (Zen 5) and
-// later, where they were measured faster.
-inline bool PreferGridLoads() { return AmdCpuFamily() >= 0x1A; }
+// Whether the GridLoads variants run here: AMD family 19h with AVX-512
+// (Zen 4) and later, where they were measured faster.
+inline bool PreferGridLoads() { return AmdCpuFamily() >= 0x19; }
 
 // IQ2_XS: u16 qs[k]: grid index bits 0-8, sign index bits 9-15.
 template <class D>
@@ -971,25 +973,41 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_S>>> : GridFill<
 // IQ1_S: grid index qs[k] | bits 3 (k % 4) .. +2 of qh[ib] << 8; qh[ib]
 // bits 12-14 the scale, bit 15 the delta's sign.
 template <class D>
-struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_S>>> : GridFill<D> {
+struct GridGroups<D, std::enable_if_t<std::is_same_v<typename GridBase<D>::Type, GgufIQ1_S>>>
+    : GridFill<D> {
+  static constexpr bool kLateIndices = GridBase<D>::kLoads;  // (scalar stores)
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
     using namespace grid_internal;
     const auto* const grid = kIndex ? kGgmlIq1sIndexGrid : kGgmlIq1sGrid;
     using Block = GgufIQ1_S::Block;
     const float d = layout_internal::Half(b, offsetof(Block, d));
+    if constexpr (kLateIndices) {  // GridLoads
+      const uint8_t* const qs = b + offsetof(Block, qs);
+#pragma GCC unroll 8
+      for (int ib = 0; ib < 8; ++ib) {
+        const uint32_t word = layout_internal::Field<uint16_t>(b, offsetof(Block, qh) + 2 * ib);
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+          const uint32_t index = qs[4 * ib + j] | (((word >> (3 * j)) & 7u) << 8);
+          std::memcpy(g.grid + 4 * ib + j, grid + index, 8);
+        }
+      }
+    }
     const __m512i qh = _mm512_castsi256_si512(_mm256_cvtepu16_epi32(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(Block, qh)))));
     for (int h = 0; h < 2; ++h) {
       const __m512i word = _mm512_permutexvar_epi32(QuarterLanes(4 * h), qh);
-      const __m512i idx = _mm512_or_si512(Bytes16(b + offsetof(Block, qs) + 16 * h),
-                                          _mm512_slli_epi32(Bits(word, QuarterShifts(3), 7), 8));
-      GatherGrid64(grid, idx, g.grid + 16 * h);
+      if constexpr (!kLateIndices) {
+        const __m512i idx = _mm512_or_si512(Bytes16(b + offsetof(Block, qs) + 16 * h),
+                                            _mm512_slli_epi32(Bits(word, QuarterShifts(3), 7), 8));
+        GatherGrid64(grid, idx, g.grid + 16 * h);
+      }
       _mm512_storeu_ps(g.scale + 16 * h, OddScales(d, _mm512_and_si512(_mm512_srli_epi32(word, 12),
                                                                        _mm512_set1_epi32(7))));
       StoreDeltas<kIndex>(word, 15, g, 16 * h);
     }
-    Finish<typename GridGroups::Table, kIndex>(g);
+    Finish<typename GridGroups::Table, kIndex, kLateIndices>(g);
   }
 };
 
@@ -998,12 +1016,24 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_S>>> : GridFill<
 // 2) + 3 (k % 4 / 2) of the u16 sc[ib / 2] (ib = k / 4); d from the top
 // nibbles of sc (as D::Groups).
 template <class D>
-struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_M>>> : GridFill<D> {
+struct GridGroups<D, std::enable_if_t<std::is_same_v<typename GridBase<D>::Type, GgufIQ1_M>>>
+    : GridFill<D> {
+  static constexpr bool kLateIndices = GridBase<D>::kLoads;  // (scalar stores)
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
     using namespace grid_internal;
     const auto* const grid = kIndex ? kGgmlIq1sIndexGrid : kGgmlIq1sGrid;
     using Block = GgufIQ1_M::Block;
+    if constexpr (kLateIndices) {  // GridLoads
+      const uint8_t* const qs = b + offsetof(Block, qs);
+      const uint8_t* const high = b + offsetof(Block, qh);
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) {
+        const uint32_t h = high[i];
+        std::memcpy(g.grid + 2 * i, grid + (qs[2 * i] | ((h & 7u) << 8)), 8);
+        std::memcpy(g.grid + 2 * i + 1, grid + (qs[2 * i + 1] | (((h >> 4) & 7u) << 8)), 8);
+      }
+    }
     uint32_t sc[4];
     for (size_t i = 0; i < 4; ++i) {
       sc[i] = layout_internal::Field<uint16_t>(b, offsetof(Block, scales) + 2 * i);
@@ -1027,16 +1057,18 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_M>>> : GridFill<
           Bits(_mm512_permutexvar_epi32(
                    _mm512_add_epi32(_mm512_srli_epi32(lane, 1), _mm512_set1_epi32(8 * h)), qh),
                nibble_shift, 15);
-      const __m512i idx =
-          _mm512_or_si512(Bytes16(b + offsetof(Block, qs) + 16 * h),
-                          _mm512_slli_epi32(_mm512_and_si512(nib, _mm512_set1_epi32(7)), 8));
-      GatherGrid64(grid, idx, g.grid + 16 * h);
+      if constexpr (!kLateIndices) {
+        const __m512i idx =
+            _mm512_or_si512(Bytes16(b + offsetof(Block, qs) + 16 * h),
+                            _mm512_slli_epi32(_mm512_and_si512(nib, _mm512_set1_epi32(7)), 8));
+        GatherGrid64(grid, idx, g.grid + 16 * h);
+      }
       StoreDeltas<kIndex>(nib, 3, g, 16 * h);
       const __m512i word = _mm512_permutexvar_epi32(
           _mm512_add_epi32(_mm512_srli_epi32(lane, 3), _mm512_set1_epi32(2 * h)), words);
       _mm512_storeu_ps(g.scale + 16 * h, OddScales(d, Bits(word, scale_shift, 7)));
     }
-    Finish<typename GridGroups::Table, kIndex>(g);
+    Finish<typename GridGroups::Table, kIndex, kLateIndices>(g);
   }
 };
 

@@ -1188,11 +1188,12 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
             }
             const int64_t vr = p.rows(), vc = p.cols();
             // GPTQ columns: both AVX-512 traversals, whichever this CPU
-            // prefers (kernels/plan.h ColumnOrder); IQ2_XS / IQ2_S: both
-            // ways of fetching grid entries (GridEntries).
+            // prefers (kernels/plan.h ColumnOrder); IQ2_XS / IQ2_S / IQ1_S /
+            // IQ1_M: both ways of fetching grid entries (GridEntries).
             const bool orders = kd.layout == Layout::kGptqColumns && !kd.column_map;
-            const bool entries =
-                kd.layout == Layout::kGgufIQ2_XS || kd.layout == Layout::kGgufIQ2_S;
+            const bool entries = kd.layout == Layout::kGgufIQ2_XS ||
+                                 kd.layout == Layout::kGgufIQ2_S ||
+                                 kd.layout == Layout::kGgufIQ1_S || kd.layout == Layout::kGgufIQ1_M;
             for (int o = 0; o < (orders || entries ? 4 : 2); ++o) {
               const bool nt = o % 2 == 1;
               p.nontemporal = nt;
