@@ -356,7 +356,9 @@ HWY_INLINE void BlockTableF32(const BlockTableLanes& lanes, const float* s, cons
 // element's code plus kC times its sub-block's place in the table (`sub0`:
 // that of element p; with 16-element sub-blocks the upper 16 lanes are in
 // the next one). BlockTableShape<D>::kOk.
-template <class D>
+// kSplit: the high plane's bit adds 2 kC / 2 = kC instead of kC / 2 (the
+// index of vpermt2w over a table split in two registers, SplitTable).
+template <class D, bool kSplit = false>
 HWY_INLINE __m512i BlockCodes32(const uint8_t* block, uint64_t p, int64_t sub0) {
   using S = BlockTableShape<D>;
   using L = Blocks<D>;
@@ -393,7 +395,8 @@ HWY_INLINE __m512i BlockCodes32(const uint8_t* block, uint64_t p, int64_t sub0) 
                                 _mm256_set1_epi8(static_cast<char>(1 << hsh)));
     }
     // (Add: the bit is clear in c; AVX-512 has no 16-bit masked or.)
-    c = _mm512_mask_add_epi16(c, m, c, _mm512_set1_epi16(static_cast<int16_t>(1u << lo.bits)));
+    c = _mm512_mask_add_epi16(
+        c, m, c, _mm512_set1_epi16(static_cast<int16_t>((kSplit ? 2u : 1u) << lo.bits)));
   }
   const auto base = static_cast<int16_t>(S::kC * sub0);
   if constexpr (S::kSub >= 32) {
@@ -416,23 +419,34 @@ HWY_INLINE void BlockTableRunWith(const uint8_t* blocks, int64_t n, const float*
   using S = BlockTableShape<D>;
   const BlockTableLanes lanes = MakeBlockTableLanes<D>(code_offset);
   constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
+  // float16 tables of one sub-block's 32 codes (Q5_0, Q5_1, Q5_K): the two
+  // converted halves kept in two registers and looked up by vpermt2w (the
+  // codes' high bit then selects the second), instead of joined by a
+  // cross-lane insert per table.
+  constexpr bool kSplit = kOut == OutType::kF16 && S::kPerTable == 1 && S::kC == 32 &&
+                          PlaneCount<D>() == 2 && D::kPlanes[0].bits == 4;
   for (int64_t i = 0; i < n; ++i) {
     const uint8_t* const block = blocks + i * D::kBytes;
     const float* const bs = s + i * S::kSubs;
     const float* const bz = kZp == ZeroPointKind::kFloat ? z + i * S::kSubs : nullptr;
     char* const dst = out + i * D::kBlockElems * kOutBytes;
     __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
-    __m512i t = _mm512_setzero_si512();
+    __m512i t = _mm512_setzero_si512(), t_hi = _mm512_setzero_si512();
 #pragma GCC unroll 16
     for (int64_t j = 0; j < D::kBlockElems; j += 32) {
       if (j % S::kTableElems == 0) {
         BlockTableF32<D, kZp>(lanes, bs + j / S::kSub,
                               kZp == ZeroPointKind::kFloat ? bz + j / S::kSub : nullptr, &lo, &hi);
-        if constexpr (OutDesc<kOut>::kBytes == 2)
+        if constexpr (kSplit) {
+          using VF = hn::Vec<hn::ScalableTag<float>>;
+          t = _mm512_zextsi256_si512(OutBits16<kOut>(VF{lo}, false).raw);
+          t_hi = _mm512_zextsi256_si512(OutBits16<kOut>(VF{hi}, false).raw);
+        } else if constexpr (OutDesc<kOut>::kBytes == 2) {
           t = OutBits32<kOut, BlockNormalValues<D>()>(lo, hi, kBf16Hw);
+        }
       }
       const __m512i idx =
-          BlockCodes32<D>(block, static_cast<uint64_t>(j), (j % S::kTableElems) / S::kSub);
+          BlockCodes32<D, kSplit>(block, static_cast<uint64_t>(j), (j % S::kTableElems) / S::kSub);
       char* const at = dst + j * kOutBytes;
       if constexpr (OutDesc<kOut>::kBytes == 4) {
         // float32: the 32-entry table in two registers (vpermt2ps).
@@ -441,6 +455,8 @@ HWY_INLINE void BlockTableRunWith(const uint8_t* blocks, int64_t n, const float*
         const __m512 v1 = _mm512_permutex2var_ps(
             lo, _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(idx, 1)), hi);
         StoreF32x32(v0, v1, at, stream);
+      } else if constexpr (kSplit) {
+        Store64(_mm512_permutex2var_epi16(t, idx, t_hi), at, stream);
       } else {
         Store64(_mm512_permutexvar_epi16(idx, t), at, stream);
       }
