@@ -96,9 +96,8 @@ struct Plan {
   enum class ColumnOrder : uint8_t { kAuto, kBlocks, kBands };
   ColumnOrder column_order = ColumnOrder::kAuto;
   // IQ2_XS / IQ2_S / IQ1_S / IQ1_M, AVX-512: how a block's 32 grid entries
-  // are fetched
-  // (same bits either way). kAuto: the CPU's measured faster way
-  // (kernels/x86_avx512-inl.h, PreferGridLoads); the others force one
+  // are fetched (same bits either way). kAuto: the CPU's measured faster
+  // way (kernels/x86_avx512-inl.h, PreferGridLoads); the others force one
   // (tests).
   enum class GridEntries : uint8_t { kAuto, kGathers, kLoads };
   GridEntries grid_entries = GridEntries::kAuto;

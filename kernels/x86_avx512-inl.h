@@ -16,12 +16,14 @@
 //    lookups (vpermw) and blends; Highway 1.0.3's TableLookupLanes has no
 //    16-bit lanes.
 //  - BlockTable16 / BlockCodes32 / BlockTableRun: 32-entry 16-bit tables
-//    of the small-code ggml block types (vpermw again, byte-mask tests of
-//    bit planes, masked 16-bit adds).
+//    of the small-code ggml block types (vpermw again, or vpermt2w over a
+//    table's two halves; byte-mask tests of bit planes, masked 16-bit
+//    adds).
 //  - GridGroups<D>::Fill: a grid i-quant block's groups (indices from
 //    their bit fields, vpgatherdq / vpgatherdd from the grid or its index
 //    grid, or permutes of the packed index grid — on AVX3_DL VBMI's byte
-//    permutes — or IQ2_XXS's scalar loads, the sign parity, the scales) in
+//    permutes — or scalar loads: IQ2_XXS always, GridLoads<D> per CPU;
+//    the sign parity, the scales) in
 //    16-lane vectors; Highway
 //    1.0.3 has no 64-bit gather from 32-bit indices, no byte permutes nor
 //    byte-masked arithmetic.
@@ -356,8 +358,9 @@ HWY_INLINE void BlockTableF32(const BlockTableLanes& lanes, const float* s, cons
 // element's code plus kC times its sub-block's place in the table (`sub0`:
 // that of element p; with 16-element sub-blocks the upper 16 lanes are in
 // the next one). BlockTableShape<D>::kOk.
-// kSplit: the high plane's bit adds 2 kC / 2 = kC instead of kC / 2 (the
-// index of vpermt2w over a table split in two registers, SplitTable).
+// kSplit: the high plane's bit adds 2 << bits of the low plane instead of
+// 1 << bits, so that it picks the second register of a vpermt2w over a
+// table split in two (BlockTableRunWith's kSplit).
 template <class D, bool kSplit = false>
 HWY_INLINE __m512i BlockCodes32(const uint8_t* block, uint64_t p, int64_t sub0) {
   using S = BlockTableShape<D>;
@@ -803,7 +806,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>> : GridFil
 // delta offsets then added per 32 values (kLateIndices, as IQ2_XXS).
 // Which is faster depends on the CPU's gathers (PreferGridLoads): on the
 // VM as a Zen 5 guest the IQ2 loads ran 1.11-1.24x in cache, as a Zen 4
-// guest all four 1.10-1.30x (the gathers were half of IQ1_S's samples in
+// guest all four 1.07-1.28x (the gathers were half of IQ1_S's samples in
 // perf), as an Intel Xeon guest the IQ2 loads 0.74-0.85x. The same values:
 // the same entries, scales, signs and deltas (the kernel tests run both).
 template <class D>
