@@ -95,12 +95,13 @@ struct Plan {
   // x86_avx512-inl.h, PreferGptqBlocks); the others force one (tests).
   enum class ColumnOrder : uint8_t { kAuto, kBlocks, kBands };
   ColumnOrder column_order = ColumnOrder::kAuto;
-  // IQ2_XS / IQ2_S / IQ1_S / IQ1_M, AVX-512: how a block's 32 grid entries
-  // are fetched (same bits either way). kAuto: the CPU's measured faster
-  // way (kernels/x86_avx512-inl.h, PreferGridLoads); the others force one
-  // (tests).
-  enum class GridEntries : uint8_t { kAuto, kGathers, kLoads };
-  GridEntries grid_entries = GridEntries::kAuto;
+  // How scattered fields are fetched — the 32 grid entries of an IQ2_XS /
+  // IQ2_S / IQ1_S / IQ1_M block (AVX-512), the float16 headers of the
+  // GGUF blocks that have one (every target): by gathers or by scalar
+  // loads (same bits either way). kAuto: the CPU's measured faster way
+  // (kernels/dequantize.h, PreferLoads); the others force one (tests).
+  enum class Fetch : uint8_t { kAuto, kGathers, kLoads };
+  Fetch fetch = Fetch::kAuto;
 
   // --- A producer's extra roundings -------------------------------------
   // Checkpoint formats whose producer computes a value in steps. After the

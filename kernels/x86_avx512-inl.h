@@ -804,7 +804,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>> : GridFil
 // code, an 8-byte load, an 8-byte store: memory ports and scalar ALUs,
 // beside the vector work) instead of four 8-lane gathers, the sign or
 // delta offsets then added per 32 values (kLateIndices, as IQ2_XXS).
-// Which is faster depends on the CPU's gathers (PreferGridLoads): on the
+// Which is faster depends on the CPU's gathers (PreferLoads, kernels/dequantize.h): on the
 // VM as a Zen 5 guest the IQ2 loads ran 1.11-1.24x in cache, as a Zen 4
 // guest all four 1.07-1.28x (the gathers were half of IQ1_S's samples in
 // perf), as an Intel Xeon guest the IQ2 loads 0.74-0.85x. The same values:
@@ -822,10 +822,6 @@ struct GridBase<GridLoads<D>> {
   using Type = D;
   static constexpr bool kLoads = true;
 };
-
-// Whether the GridLoads variants run here: AMD family 19h with AVX-512
-// (Zen 4) and later, where they were measured faster.
-inline bool PreferGridLoads() { return AmdCpuFamily() >= 0x19; }
 
 // IQ2_XS: u16 qs[k]: grid index bits 0-8, sign index bits 9-15.
 template <class D>

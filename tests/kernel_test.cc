@@ -1188,21 +1188,19 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
             }
             const int64_t vr = p.rows(), vc = p.cols();
             // GPTQ columns: both AVX-512 traversals, whichever this CPU
-            // prefers (kernels/plan.h ColumnOrder); IQ2_XS / IQ2_S / IQ1_S /
-            // IQ1_M: both ways of fetching grid entries (GridEntries).
+            // prefers (kernels/plan.h ColumnOrder); block layouts: both ways
+            // of fetching scattered fields (Fetch: IQ2_XS / IQ2_S / IQ1_S /
+            // IQ1_M grid entries, float16 block headers).
             const bool orders = kd.layout == Layout::kGptqColumns && !kd.column_map;
-            const bool entries = kd.layout == Layout::kGgufIQ2_XS ||
-                                 kd.layout == Layout::kGgufIQ2_S ||
-                                 kd.layout == Layout::kGgufIQ1_S || kd.layout == Layout::kGgufIQ1_M;
-            for (int o = 0; o < (orders || entries ? 4 : 2); ++o) {
+            const bool fetches = kd.block;
+            for (int o = 0; o < (orders || fetches ? 4 : 2); ++o) {
               const bool nt = o % 2 == 1;
               p.nontemporal = nt;
               p.column_order =
                   !orders ? Plan::ColumnOrder::kAuto
                           : (o < 2 ? Plan::ColumnOrder::kBlocks : Plan::ColumnOrder::kBands);
-              p.grid_entries =
-                  !entries ? Plan::GridEntries::kAuto
-                           : (o < 2 ? Plan::GridEntries::kGathers : Plan::GridEntries::kLoads);
+              p.fetch = !fetches ? Plan::Fetch::kAuto
+                                 : (o < 2 ? Plan::Fetch::kGathers : Plan::Fetch::kLoads);
               for (int trial = 0; trial < 4; ++trial) {
                 int64_t r0 = 0, r1 = vr, c0 = 0, c1 = vc;
                 if (trial > 0) {
@@ -1219,7 +1217,7 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
                                                 << " cols=" << vc << " zp=" << static_cast<int>(zp)
                                                 << " out=" << static_cast<int>(out) << " nt=" << nt
                                                 << " order=" << static_cast<int>(p.column_order)
-                                                << " entries=" << static_cast<int>(p.grid_entries)
+                                                << " fetch=" << static_cast<int>(p.fetch)
                                                 << " tile=[" << r0 << "," << r1 << ")x[" << c0
                                                 << "," << c1 << "): " << diff);
                 ++compared;
