@@ -2218,8 +2218,7 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
   // the work is split over the threads with the rows).
   using Chunk = BlockChunk<L>;
   // Float16 headers by scalar loads or gathers (Plan::Fetch).
-  const bool header_loads =
-      plan.fetch == Plan::Fetch::kAuto ? PreferLoads() : plan.fetch == Plan::Fetch::kLoads;
+  const bool header_loads = FetchByLoads(plan);
   // Row r's job over [x0, x1), inside one chunk: the chunk's parameters
   // into sc / zf (Chunk::kScratch each).
   auto chunk_job = [&](int64_t r, int64_t x0, int64_t x1, float* sc, float* zf) HWY_ATTR {

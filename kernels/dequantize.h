@@ -43,6 +43,11 @@ int AmdCpuFamily();
 // cache, float16 block headers 1.05-1.09x; Zen 5: IQ2_XS / IQ2_S 1.1-1.2x);
 // gathers elsewhere (the IQ2 loads ran 0.74-0.85x on an Intel Xeon).
 inline bool PreferLoads() { return AmdCpuFamily() >= 0x19; }
+// Whether `plan` fetches its scattered fields by loads: plan.fetch where it
+// forces a way, else PreferLoads().
+inline bool FetchByLoads(const Plan& plan) {
+  return plan.fetch == Plan::Fetch::kAuto ? PreferLoads() : plan.fetch == Plan::Fetch::kLoads;
+}
 
 namespace kernels_internal {
 // Whether this CPU has AVX512_BF16 (vcvtne2ps2bf16), set during static

@@ -701,9 +701,7 @@ void DecodedRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c
                  int64_t ld) {
 #if HWY_TARGET <= HWY_AVX3
   if constexpr (kHasGridLoads<D>) {  // (the same values, per CPU the faster)
-    const bool loads =
-        plan.fetch == Plan::Fetch::kAuto ? PreferLoads() : plan.fetch == Plan::Fetch::kLoads;
-    if (loads) return DecodedRows<GridLoads<D>, kOut>(plan, r0, r1, c0, c1, out, ld);
+    if (FetchByLoads(plan)) return DecodedRows<GridLoads<D>, kOut>(plan, r0, r1, c0, c1, out, ld);
   }
   if constexpr (kOut == OutType::kBF16) {  // (no kFast copy for the other types)
     if (CpuHasAvx512Bf16()) return DecodedRowsWith<D, kOut, true>(plan, r0, r1, c0, c1, out, ld);
