@@ -222,11 +222,11 @@ struct EveryOtherByte {
     for (int j = 0; j < 64; ++j) idx[j] = static_cast<uint8_t>(2 * j + (kOdd ? 1 : 0));
   }
 };
-// Codes reordered so that each 128-bit lane's unpacks give outputs in
-// order: lane j holds codes 8j .. 8j + 7, then 32 + 8j .. 32 + 8j + 7.
-struct Float8Order {
+// Bytes reordered so that each 128-bit lane's byte unpacks give outputs
+// in order: lane j holds bytes 8j .. 8j + 7, then 32 + 8j .. 32 + 8j + 7.
+struct UnpackOrder {
   uint8_t idx[64];
-  constexpr Float8Order() : idx() {
+  constexpr UnpackOrder() : idx() {
     for (int j = 0; j < 64; ++j) {
       const int lane = j / 16, b = j % 16;
       idx[j] = static_cast<uint8_t>(b < 8 ? 8 * lane + b : 32 + 8 * lane + (b - 8));
@@ -256,7 +256,7 @@ HWY_INLINE Float8Planes Float8MagnitudePlanes(const float* decode, float s, bool
 // The 64 float8_e4m3fn codes at p through t, as 64 16-bit values at dst
 // (128 bytes; stream: non-temporal, dst 64-byte aligned).
 HWY_INLINE void StoreFloat8x64(const Float8Planes& t, const uint8_t* p, char* dst, bool stream) {
-  alignas(64) static constexpr Float8Order kOrder{};
+  alignas(64) static constexpr UnpackOrder kOrder{};
   const __m512i c = _mm512_permutexvar_epi8(_mm512_load_si512(kOrder.idx), _mm512_loadu_si512(p));
   const __m512i lo = _mm512_permutex2var_epi8(t.lo0, c, t.lo1);
   // hi ^ (c & 0x80): the code's sign into bit 15.
@@ -1144,23 +1144,20 @@ HWY_INLINE void TransposeWords16(const void* src, int64_t stride, __mmask16 m, i
   for (int j = 0; j < 16; ++j) _mm512_storeu_ps(d + j * pitch, r[j]);
 }
 
-// One row's 16-entry value table for 4-bit codes (the row's scale and zero
-// point at index idx): T[c] = the contract's value of code c (the same
+// The 16-entry value table of 4-bit codes under one scale s and zero point
+// (z: the integer zero point, or the plan's code offset; zf: the float zero
+// point, kFloat only): T[c] = the contract's value of code c (the same
 // float32 operations as the row kernels' Arith, lane c computing code c, so
 // a lookup equals the arithmetic), as 16 float32 (kF32) or as the 16
 // rounded output bits twice (32 x u16: lanes c and 16 + c hold T[c], so a
 // vpermw index needs only its low 4 bits right). bf16_hw: as OutBits16's.
-// Computed where it is used, between the output's stores: built in bursts
-// (16 rows at a time, then transposed) the tables left the store stream
-// idle (GPTQ whole tensors 1.25x faster without the rebuilds).
 template <ZeroPointKind kZp, OutType kOut>
-HWY_INLINE __m512i RowTable16(const Plan& plan, int64_t idx, bool bf16_hw) {
+HWY_INLINE __m512i ValueTable16(float s, int32_t z, float zf, bool bf16_hw) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
-  auto z = hn::Set(di, plan.code_offset);
-  if constexpr (kZp == ZeroPointKind::kInteger) z = hn::Set(di, plan.zp_int[idx]);
-  auto v = hn::Mul(hn::ConvertTo(df, hn::Sub(hn::Iota(di, 0), z)), hn::Set(df, plan.scale[idx]));
-  if constexpr (kZp == ZeroPointKind::kFloat) v = hn::Add(v, hn::Set(df, plan.zp_float[idx]));
+  auto v = hn::Mul(hn::ConvertTo(df, hn::Sub(hn::Iota(di, 0), hn::Set(di, z))), hn::Set(df, s));
+  if constexpr (kZp == ZeroPointKind::kFloat) v = hn::Add(v, hn::Set(df, zf));
+  (void)zf;
   if constexpr (OutDesc<kOut>::kBytes == 4) {
     (void)bf16_hw;
     return _mm512_castps_si512(v.raw);
@@ -1169,6 +1166,139 @@ HWY_INLINE __m512i RowTable16(const Plan& plan, int64_t idx, bool bf16_hw) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
   }
 }
+
+// One row's ValueTable16: the row's scale and zero point at index idx.
+// Computed where it is used, between the output's stores: built in bursts
+// (16 rows at a time, then transposed) the tables left the store stream
+// idle (GPTQ whole tensors 1.25x faster without the rebuilds).
+template <ZeroPointKind kZp, OutType kOut>
+HWY_INLINE __m512i RowTable16(const Plan& plan, int64_t idx, bool bf16_hw) {
+  return ValueTable16<kZp, kOut>(
+      plan.scale[idx], kZp == ZeroPointKind::kInteger ? plan.zp_int[idx] : plan.code_offset,
+      kZp == ZeroPointKind::kFloat ? plan.zp_float[idx] : 0.0f, bf16_hw);
+}
+
+#if HWY_TARGET <= HWY_AVX3_DL
+// --- Group maps by byte planes (MapRows' 16-bit outputs on VBMI) ----------
+// A row's 16-bit values under a group map of at most kPlaneGroups groups,
+// as tables: entry (g % 8) * 16 + c of class g / 8 holds ValueTable16's
+// entry c of group g (the row's parameters of g), split into its low and
+// high bytes (two 128-byte planes per class). An element is then two byte
+// permutes per class (vpermi2b, 64 elements each), blended by the class
+// of its column's group, and one interleave of the planes: no per-element
+// parameter pick, conversion or rounding. The values are ValueTable16's,
+// the contract's arithmetic per code, so the same bits.
+constexpr int64_t kPlaneGroups = 32;
+constexpr int64_t kPlaneClasses = kPlaneGroups / 8;
+constexpr int64_t kPlaneRowBytes = kPlaneClasses * 256;  // [class][lo, hi][128]
+
+// The plane tables of one row (kPlaneRowBytes at dst, 64-byte aligned)
+// for groups [0, groups) (groups <= kPlaneGroups) with scales s[g] and
+// zero points z[g] (kInteger; else the code offset `off`); entries of
+// groups past `groups` are zero (never picked).
+template <ZeroPointKind kZp, OutType kOut>
+HWY_INLINE void PlaneTables(const float* s, const int32_t* z, int32_t off, int64_t groups,
+                            bool bf16_hw, uint8_t* dst) {
+  static_assert(OutDesc<kOut>::kBytes == 2, "16-bit outputs");
+  static_assert(kZp == ZeroPointKind::kNone || kZp == ZeroPointKind::kInteger,
+                "integer zero points");
+  alignas(64) static constexpr EveryOtherByte<false> kEven{};
+  alignas(64) static constexpr EveryOtherByte<true> kOdd{};
+  const __m512i lo_idx = _mm512_load_si512(kEven.idx), hi_idx = _mm512_load_si512(kOdd.idx);
+  const int64_t used = (groups + 3) / 4 * 4;
+  for (int64_t g = 0; g < kPlaneGroups; g += 4) {
+    __m256i h[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const int64_t gg = g + j;
+      h[j] = gg < groups ? _mm512_castsi512_si256(ValueTable16<kZp, kOut>(
+                               s[gg], kZp == ZeroPointKind::kInteger ? z[gg] : off, 0.0f, bf16_hw))
+                         : _mm256_setzero_si256();
+    }
+    const __m512i w0 = _mm512_inserti64x4(_mm512_castsi256_si512(h[0]), h[1], 1);
+    const __m512i w1 = _mm512_inserti64x4(_mm512_castsi256_si512(h[2]), h[3], 1);
+    uint8_t* const at = dst + (g / 8) * 256 + (g / 4) % 2 * 64;
+    if (g >= used) {
+      _mm512_store_si512(at, _mm512_setzero_si512());
+      _mm512_store_si512(at + 128, _mm512_setzero_si512());
+      continue;
+    }
+    _mm512_store_si512(at, _mm512_permutex2var_epi8(w0, lo_idx, w1));
+    _mm512_store_si512(at + 128, _mm512_permutex2var_epi8(w0, hi_idx, w1));
+  }
+}
+
+// A chunk's group map as PlaneRun reads it, per 64 columns from `map`
+// (units of them; groups < kPlaneGroups), in UnpackOrder: each column's
+// byte (g % 8) << 4 (gi, 64 bytes a unit) and the mask of the columns of
+// each class c >= 1 (masks, kPlaneClasses a unit; class 0's unused).
+HWY_INLINE void PlaneMap(const int32_t* map, int64_t units, uint8_t* gi, __mmask64* masks) {
+  alignas(64) static constexpr UnpackOrder kOrder{};
+  const __m512i order = _mm512_load_si512(kOrder.idx);
+  for (int64_t u = 0; u < units; ++u) {
+    const int32_t* const m = map + 64 * u;
+    const __m512i g = _mm512_permutexvar_epi8(
+        order,
+        _mm512_inserti64x4(_mm512_castsi256_si512(
+                               _mm256_set_m128i(_mm512_cvtepi32_epi8(_mm512_loadu_si512(m + 16)),
+                                                _mm512_cvtepi32_epi8(_mm512_loadu_si512(m)))),
+                           _mm256_set_m128i(_mm512_cvtepi32_epi8(_mm512_loadu_si512(m + 48)),
+                                            _mm512_cvtepi32_epi8(_mm512_loadu_si512(m + 32))),
+                           1));
+    // (Bytes shifted in 16-bit lanes: the bits crossing a byte are masked.)
+    _mm512_store_si512(gi + 64 * u,
+                       _mm512_and_si512(_mm512_slli_epi16(g, 4), _mm512_set1_epi8(0x70)));
+    const __m512i cls = _mm512_and_si512(_mm512_srli_epi16(g, 3), _mm512_set1_epi8(0x1F));
+    masks[u * kPlaneClasses] = 0;
+    for (int64_t c = 1; c < kPlaneClasses; ++c) {
+      masks[u * kPlaneClasses + c] =
+          _mm512_cmpeq_epi8_mask(cls, _mm512_set1_epi8(static_cast<char>(c)));
+    }
+  }
+}
+
+// One row's `units` x 64 elements through its plane tables (PlaneTables,
+// kClasses classes used), their codes dense nibbles at `codes` (32-byte
+// units, 32-byte aligned; element 0 at the low nibble of byte 0), the
+// chunk's PlaneMap (gi, masks), the 16-bit outputs at dst (non-temporal
+// when `stream`: dst then 64-byte aligned).
+template <int kClasses>
+HWY_INLINE void PlaneRun(const uint8_t* table, const uint8_t* codes, const uint8_t* gi,
+                         const __mmask64* masks, int64_t units, char* dst, bool stream) {
+  __m512i t[kClasses][2][2];
+#pragma GCC unroll 4
+  for (int c = 0; c < kClasses; ++c) {
+    for (int p = 0; p < 2; ++p) {
+      t[c][p][0] = _mm512_load_si512(table + 256 * c + 128 * p);
+      t[c][p][1] = _mm512_load_si512(table + 256 * c + 128 * p + 64);
+    }
+  }
+  // The unit's 8 code dwords in UnpackOrder (dword j, 8 codes, to the low
+  // half of 64-bit lane order[j]); then byte b of each 64-bit lane is bits
+  // 4b .. 4b + 7 of it: code b in the low nibble.
+  const __m512i order = _mm512_set_epi32(7, 7, 3, 3, 6, 6, 2, 2, 5, 5, 1, 1, 4, 4, 0, 0);
+  const __m512i picks = _mm512_set1_epi64(0x1C1814100C080400);
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  for (int64_t u = 0; u < units; ++u) {
+    const __m512i x = _mm512_multishift_epi64_epi8(
+        picks,
+        _mm512_permutexvar_epi32(order, _mm512_castsi256_si512(_mm256_load_si256(
+                                            reinterpret_cast<const __m256i*>(codes + 32 * u)))));
+    // (x & 0x0F) | gi: the table index.
+    const __m512i idx = _mm512_ternarylogic_epi32(x, low4, _mm512_load_si512(gi + 64 * u), 0xEA);
+    __m512i lo = _mm512_permutex2var_epi8(t[0][0][0], idx, t[0][0][1]);
+    __m512i hi = _mm512_permutex2var_epi8(t[0][1][0], idx, t[0][1][1]);
+#pragma GCC unroll 4
+    for (int c = 1; c < kClasses; ++c) {
+      const __mmask64 m = masks[u * kPlaneClasses + c];
+      lo = _mm512_mask_blend_epi8(m, lo, _mm512_permutex2var_epi8(t[c][0][0], idx, t[c][0][1]));
+      hi = _mm512_mask_blend_epi8(m, hi, _mm512_permutex2var_epi8(t[c][1][0], idx, t[c][1][1]));
+    }
+    Store64(_mm512_unpacklo_epi8(lo, hi), dst + 128 * u, stream);
+    Store64(_mm512_unpackhi_epi8(lo, hi), dst + 128 * u + 64, stream);
+  }
+}
+#endif  // HWY_TARGET <= HWY_AVX3_DL
 
 // Writes one output row's 32 values (codes16: 32 codes in u16 lanes, only
 // the low 4 bits of each are significant; or for kF32 lo / hi: 16 codes in
