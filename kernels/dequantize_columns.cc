@@ -81,7 +81,8 @@ HWY_NOINLINE bool MapRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, 
   constexpr int64_t kTableBytes = 32768, kCodeBytes = 24576;
   const int64_t tpitch = (groups + 15) / 16 * 16;  // entries per row's table
   // 16-bit outputs of at most kPlaneGroups groups on VBMI: byte-plane
-  // tables per row (PlaneTables, kernels/x86_avx512-inl.h), 16 rows a band.
+  // tables per row (PlaneTables, kernels/x86_avx512-inl.h), bands of 16
+  // rows (16 KiB of tables).
 #if HWY_TARGET <= HWY_AVX3_DL
   constexpr bool kPlanes =
       OutDesc<kOut>::kBytes == 2 && (kZp == ZeroPointKind::kNone || kZp == ZeroPointKind::kInteger);
@@ -89,14 +90,18 @@ HWY_NOINLINE bool MapRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, 
   const int64_t classes = (groups + 7) / 8;
   const bool bf16_hw = kOut == OutType::kBF16 && CpuHasAvx512Bf16();
   constexpr int64_t kPlaneUnits = 16;  // 64-element units of a chunk (128 word rows)
-  alignas(64) uint8_t plane_rows[kPlanes ? 16 * kPlaneRowBytes : 64];
+  constexpr int64_t kPlaneBytes = 16384;
+  const int64_t plane_row_bytes = PlaneRowBytes(groups);
+  alignas(64) uint8_t plane_rows[kPlanes ? kPlaneBytes : 64];
   alignas(64) uint8_t plane_gi[kPlanes ? 64 * kPlaneUnits : 64];
   __mmask64 plane_masks[kPlanes ? kPlaneClasses * kPlaneUnits : 1];
+  const int64_t plane_band = kPlaneBytes / PlaneRowBytes(kPlaneGroups);  // 16
 #else
   const bool planes = false;
+  const int64_t plane_band = 16;
 #endif
   const int64_t band =
-      planes ? 16 : std::min<int64_t>(32, kTableBytes / (8 * tpitch) / 16 * 16);  // >= 16
+      planes ? plane_band : std::min<int64_t>(32, kTableBytes / (8 * tpitch) / 16 * 16);  // >= 16
   const int64_t chunk_words = std::min<int64_t>(128, (kCodeBytes / band - 64) / 64 * 16);
   const int64_t pitch = 4 * chunk_words + 64;  // bytes per row of staged codes
   const bool stream = plan.nontemporal;
@@ -130,7 +135,7 @@ HWY_NOINLINE bool MapRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, 
     if constexpr (kPlanes) {
       for (int64_t i = 0; planes && i < rows; ++i) {
         PlaneTables<kZp, kOut>(scales + i * tpitch, kHasZ ? zeros + i * tpitch : nullptr,
-                               plan.code_offset, groups, bf16_hw, plane_rows + i * kPlaneRowBytes);
+                               plan.code_offset, groups, bf16_hw, plane_rows + i * plane_row_bytes);
       }
     }
 #endif
@@ -233,7 +238,7 @@ HWY_NOINLINE bool MapRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, 
         if (ka < kp0) kernel.Run(ka - 8 * wc0, kp0 - 8 * wc0, row + ka * kOutBytes, stream);
         char* const d = row + kp0 * kOutBytes;
         const bool nt = stream && reinterpret_cast<uintptr_t>(d) % 64 == 0;
-        const uint8_t* const t = plane_rows + i * kPlaneRowBytes;
+        const uint8_t* const t = plane_rows + i * plane_row_bytes;
         const uint8_t* const c = codes + i * pitch + (kp0 - 8 * wc0) / 2;
         const int64_t units = (kp1 - kp0) / 64;
         switch (classes) {

@@ -1188,14 +1188,17 @@ HWY_INLINE __m512i RowTable16(const Plan& plan, int64_t idx, bool bf16_hw) {
 // of its column's group, and one interleave of the planes: no per-element
 // parameter pick, conversion or rounding. The values are ValueTable16's,
 // the contract's arithmetic per code, so the same bits.
+// (At most 32: with 64 groups, 8 classes, the tables leave the registers
+// and the lookups ran 0.5-0.7x of MappedRow16's on the Zen 4 guest.)
 constexpr int64_t kPlaneGroups = 32;
 constexpr int64_t kPlaneClasses = kPlaneGroups / 8;
-constexpr int64_t kPlaneRowBytes = kPlaneClasses * 256;  // [class][lo, hi][128]
+// A row's tables: 256 bytes a class ([class][lo, hi][128]).
+constexpr int64_t PlaneRowBytes(int64_t groups) { return (groups + 7) / 8 * 256; }
 
-// The plane tables of one row (kPlaneRowBytes at dst, 64-byte aligned)
-// for groups [0, groups) (groups <= kPlaneGroups) with scales s[g] and
-// zero points z[g] (kInteger; else the code offset `off`); entries of
-// groups past `groups` are zero (never picked).
+// The plane tables of one row (PlaneRowBytes(groups) at dst, 64-byte
+// aligned) for groups [0, groups) (groups <= kPlaneGroups) with scales
+// s[g] and zero points z[g] (kInteger; else the code offset `off`);
+// entries of groups past `groups` are zero (never picked).
 template <ZeroPointKind kZp, OutType kOut>
 HWY_INLINE void PlaneTables(const float* s, const int32_t* z, int32_t off, int64_t groups,
                             bool bf16_hw, uint8_t* dst) {
@@ -1206,7 +1209,7 @@ HWY_INLINE void PlaneTables(const float* s, const int32_t* z, int32_t off, int64
   alignas(64) static constexpr EveryOtherByte<true> kOdd{};
   const __m512i lo_idx = _mm512_load_si512(kEven.idx), hi_idx = _mm512_load_si512(kOdd.idx);
   const int64_t used = (groups + 3) / 4 * 4;
-  for (int64_t g = 0; g < kPlaneGroups; g += 4) {
+  for (int64_t g = 0; g < (groups + 7) / 8 * 8; g += 4) {
     __m256i h[4];
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
@@ -1231,7 +1234,7 @@ HWY_INLINE void PlaneTables(const float* s, const int32_t* z, int32_t off, int64
 // A chunk's group map as PlaneRun reads it, per 64 columns from `map`
 // (units of them; groups < kPlaneGroups), in UnpackOrder: each column's
 // byte (g % 8) << 4 (gi, 64 bytes a unit) and the mask of the columns of
-// each class c >= 1 (masks, kPlaneClasses a unit; class 0's unused).
+// each class c = g / 8 (masks, kPlaneClasses a unit).
 HWY_INLINE void PlaneMap(const int32_t* map, int64_t units, uint8_t* gi, __mmask64* masks) {
   alignas(64) static constexpr UnpackOrder kOrder{};
   const __m512i order = _mm512_load_si512(kOrder.idx);
@@ -1249,8 +1252,7 @@ HWY_INLINE void PlaneMap(const int32_t* map, int64_t units, uint8_t* gi, __mmask
     _mm512_store_si512(gi + 64 * u,
                        _mm512_and_si512(_mm512_slli_epi16(g, 4), _mm512_set1_epi8(0x70)));
     const __m512i cls = _mm512_and_si512(_mm512_srli_epi16(g, 3), _mm512_set1_epi8(0x1F));
-    masks[u * kPlaneClasses] = 0;
-    for (int64_t c = 1; c < kPlaneClasses; ++c) {
+    for (int64_t c = 0; c < kPlaneClasses; ++c) {
       masks[u * kPlaneClasses + c] =
           _mm512_cmpeq_epi8_mask(cls, _mm512_set1_epi8(static_cast<char>(c)));
     }
@@ -1258,19 +1260,21 @@ HWY_INLINE void PlaneMap(const int32_t* map, int64_t units, uint8_t* gi, __mmask
 }
 
 // One row's `units` x 64 elements through its plane tables (PlaneTables,
-// kClasses classes used), their codes dense nibbles at `codes` (32-byte
-// units, 32-byte aligned; element 0 at the low nibble of byte 0), the
-// chunk's PlaneMap (gi, masks), the 16-bit outputs at dst (non-temporal
-// when `stream`: dst then 64-byte aligned).
+// kClasses classes), their codes dense nibbles at `codes` (32-byte units,
+// 32-byte aligned; element 0 at the low nibble of byte 0), the chunk's
+// PlaneMap (gi, masks), the 16-bit outputs at dst (non-temporal when
+// `stream`: dst then 64-byte aligned). Each class's lookup is zero outside
+// its columns (zero-masked permutes), the classes ORed three at a time.
 template <int kClasses>
 HWY_INLINE void PlaneRun(const uint8_t* table, const uint8_t* codes, const uint8_t* gi,
                          const __mmask64* masks, int64_t units, char* dst, bool stream) {
-  __m512i t[kClasses][2][2];
+  static_assert(kClasses >= 1 && kClasses <= kPlaneClasses, "the tables in 4 to 16 registers");
+  __m512i held[kClasses][2][2];
 #pragma GCC unroll 4
   for (int c = 0; c < kClasses; ++c) {
     for (int p = 0; p < 2; ++p) {
-      t[c][p][0] = _mm512_load_si512(table + 256 * c + 128 * p);
-      t[c][p][1] = _mm512_load_si512(table + 256 * c + 128 * p + 64);
+      held[c][p][0] = _mm512_load_si512(table + 256 * c + 128 * p);
+      held[c][p][1] = _mm512_load_si512(table + 256 * c + 128 * p + 64);
     }
   }
   // The unit's 8 code dwords in UnpackOrder (dword j, 8 codes, to the low
@@ -1286,14 +1290,24 @@ HWY_INLINE void PlaneRun(const uint8_t* table, const uint8_t* codes, const uint8
                                             reinterpret_cast<const __m256i*>(codes + 32 * u)))));
     // (x & 0x0F) | gi: the table index.
     const __m512i idx = _mm512_ternarylogic_epi32(x, low4, _mm512_load_si512(gi + 64 * u), 0xEA);
-    __m512i lo = _mm512_permutex2var_epi8(t[0][0][0], idx, t[0][0][1]);
-    __m512i hi = _mm512_permutex2var_epi8(t[0][1][0], idx, t[0][1][1]);
+    const __mmask64* const m = masks + u * kPlaneClasses;
+    // Plane p's bytes from class c (zero outside its columns).
+    auto look = [&](int c, int p) HWY_ATTR {
+      const __m512i a = held[c][p][0], b = held[c][p][1];
+      if constexpr (kClasses == 1) return _mm512_permutex2var_epi8(a, idx, b);
+      return _mm512_maskz_permutex2var_epi8(m[c], a, idx, b);
+    };
+    auto plane = [&](int p) HWY_ATTR {
+      __m512i acc = look(0, p);
+      int c = 1;
 #pragma GCC unroll 4
-    for (int c = 1; c < kClasses; ++c) {
-      const __mmask64 m = masks[u * kPlaneClasses + c];
-      lo = _mm512_mask_blend_epi8(m, lo, _mm512_permutex2var_epi8(t[c][0][0], idx, t[c][0][1]));
-      hi = _mm512_mask_blend_epi8(m, hi, _mm512_permutex2var_epi8(t[c][1][0], idx, t[c][1][1]));
-    }
+      for (; c + 2 <= kClasses; c += 2) {
+        acc = _mm512_ternarylogic_epi32(acc, look(c, p), look(c + 1, p), 0xFE);  // a | b | c
+      }
+      if (c < kClasses) acc = _mm512_or_si512(acc, look(c, p));
+      return acc;
+    };
+    const __m512i lo = plane(0), hi = plane(1);
     Store64(_mm512_unpacklo_epi8(lo, hi), dst + 128 * u, stream);
     Store64(_mm512_unpackhi_epi8(lo, hi), dst + 128 * u + 64, stream);
   }

@@ -890,6 +890,83 @@ TEST_CASE("group maps along a row x every target == scalar reference") {
   }
 }
 
+// Act-order GPTQ (GPTQ's [K / 8, N] words read as the [N, K] weight with a
+// random group per column) at every group count that changes how the
+// kernels hold the groups: the byte-plane tables' classes of 8 groups (1
+// to 4: MapRows' 16-bit outputs up to 32 groups on AVX3_DL), the 16-bit
+// and 32-bit row paths past them (up to 128) and the column tiles past
+// those; whole views and tiles at any row and column, cached and
+// non-temporal stores: every target == the reference.
+TEST_CASE("act-order GPTQ columns by group count x every target == scalar reference") {
+  TargetGuard guard;
+  const auto targets = CompiledTargets();
+  std::mt19937_64 rng(11);
+  int64_t compared = 0;
+  for (int64_t target : targets) {
+    UseTarget(target);
+    for (int64_t ng : {1, 8, 9, 16, 17, 24, 32, 33, 40, 48, 56, 57, 64, 65, 129}) {
+      for (ZeroPointKind zp : {ZeroPointKind::kNone, ZeroPointKind::kInteger}) {
+        for (OutType out : {OutType::kF32, OutType::kF16, OutType::kBF16}) {
+          // K: at least 5 of the planes' 64-element units, a multiple of 8.
+          const int64_t group = std::max<int64_t>(8, (320 / ng + 7) / 8 * 8);
+          const int64_t rows = 8 + static_cast<int64_t>(rng() % 20), cols = ng * group;
+          const int64_t used = rng() % 3 == 0 && ng > 1 ? ng - 1 : ng;
+          std::vector<int32_t> map(static_cast<size_t>(cols));
+          for (int64_t c = 0; c < cols; ++c) {
+            map[static_cast<size_t>(c)] = static_cast<int32_t>((c / group) % used);
+          }
+          std::shuffle(map.begin(), map.end(), rng);
+          std::vector<uint8_t> codes(static_cast<size_t>(rows * cols / 2));
+          for (auto& b : codes) b = static_cast<uint8_t>(rng());
+          std::vector<float> scale(static_cast<size_t>(rows * ng));
+          std::vector<int32_t> zpi(scale.size());
+          for (auto& v : scale) v = RandomScale(rng);
+          for (auto& v : zpi) v = static_cast<int32_t>(rng() % 16);
+          Plan p;
+          p.layout = Layout::kGptqColumns;
+          p.code = CodeKind::kU4;
+          p.codes = codes.data();
+          p.out = out;
+          p.outer = rows;
+          p.axis = cols;
+          p.group = group;
+          p.s_outer = 1;
+          p.s_axis = rows;
+          p.word_stride = 4 * rows;
+          p.axis_group = map.data();
+          p.scale = scale.data();
+          p.zp_kind = zp;
+          p.code_offset = zp == ZeroPointKind::kInteger ? 0 : 8;
+          if (zp == ZeroPointKind::kInteger) p.zp_int = zpi.data();
+          SetValueFacts(&p, &scale, rng);
+          for (bool nt : {false, true}) {
+            p.nontemporal = nt;
+            for (int trial = 0; trial < 3; ++trial) {
+              int64_t c0 = 0, c1 = cols, r0 = 0, r1 = rows;
+              if (trial > 0) {
+                c0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(cols / 2));
+                c1 = c0 + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(cols - c0));
+                r0 = static_cast<int64_t>(rng() % 5);
+                r1 = r0 + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(rows - r0));
+              }
+              const std::string diff =
+                  CompareTile(p, r0, r1, c0, c1, c1 - c0, trial == 2 ? OutBytes(out) : 0);
+              CHECK_MESSAGE(diff.empty(),
+                            std::string(hwy::TargetName(target))
+                                << " groups=" << ng << " used=" << used << " group=" << group
+                                << " zp=" << static_cast<int>(zp)
+                                << " out=" << static_cast<int>(out) << " nt=" << nt << " tile=["
+                                << r0 << "," << r1 << ")x[" << c0 << "," << c1 << "): " << diff);
+              ++compared;
+            }
+          }
+        }
+      }
+    }
+  }
+  CHECK(compared > 500);
+}
+
 // A block descriptor's value table (kTable4 codes), else nullptr.
 template <class D>
 const float* TableValuesOf() {
