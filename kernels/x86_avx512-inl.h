@@ -1184,9 +1184,9 @@ HWY_INLINE __m512i RowTable16(const Plan& plan, int64_t idx, bool bf16_hw) {
 // as tables: entry (g % 8) * 16 + c of class g / 8 holds ValueTable16's
 // entry c of group g (the row's parameters of g), split into its low and
 // high bytes (two 128-byte planes per class). An element is then two byte
-// permutes per class (vpermi2b, 64 elements each), blended by the class
-// of its column's group, and one interleave of the planes: no per-element
-// parameter pick, conversion or rounding. The values are ValueTable16's,
+// permutes per class (vpermi2b, 64 elements each), zero-masked to the
+// columns of the class and ORed, and one interleave of the planes: no
+// per-element parameter pick, conversion or rounding. The values are ValueTable16's,
 // the contract's arithmetic per code, so the same bits.
 // (At most 32: with 64 groups, 8 classes, the tables leave the registers
 // and the lookups ran 0.5-0.7x of MappedRow16's on the Zen 4 guest.)
@@ -1232,7 +1232,7 @@ HWY_INLINE void PlaneTables(const float* s, const int32_t* z, int32_t off, int64
 }
 
 // A chunk's group map as PlaneRun reads it, per 64 columns from `map`
-// (units of them; groups < kPlaneGroups), in UnpackOrder: each column's
+// (units of them; every group < kPlaneGroups), in UnpackOrder: each column's
 // byte (g % 8) << 4 (gi, 64 bytes a unit) and the mask of the columns of
 // each class c = g / 8 (masks, kPlaneClasses a unit).
 HWY_INLINE void PlaneMap(const int32_t* map, int64_t units, uint8_t* gi, __mmask64* masks) {
