@@ -790,6 +790,58 @@ TEST_CASE("float8 e4m3fn groups to 16-bit outputs x every target == scalar refer
   CHECK(compared == static_cast<int64_t>(targets.size()) * 7 * 2 * 2 * 4);
 }
 
+// Random inputs of a 4-bit weight under a group map: rows x cols codes
+// (two a byte), a map of cols columns in groups of `group` naming groups
+// [0, used) in a random order, and rows x ng scales, float zero points and
+// integer zero points (0-15).
+struct MappedInputs {
+  std::vector<int32_t> map;
+  std::vector<uint8_t> codes;
+  std::vector<float> scale, zpf;
+  std::vector<int32_t> zpi;
+};
+MappedInputs RandomMappedInputs(int64_t rows, int64_t cols, int64_t group, int64_t used, int64_t ng,
+                                std::mt19937_64& rng) {
+  MappedInputs in;
+  in.map.resize(static_cast<size_t>(cols));
+  for (int64_t c = 0; c < cols; ++c) {
+    in.map[static_cast<size_t>(c)] = static_cast<int32_t>((c / group) % used);
+  }
+  std::shuffle(in.map.begin(), in.map.end(), rng);
+  in.codes.resize(static_cast<size_t>((rows * cols + 1) / 2));
+  for (auto& b : in.codes) b = static_cast<uint8_t>(rng());
+  in.scale.resize(static_cast<size_t>(rows * ng));
+  in.zpf.resize(in.scale.size());
+  in.zpi.resize(in.scale.size());
+  for (auto& v : in.scale) v = RandomScale(rng);
+  for (auto& v : in.zpf) v = RandomScale(rng);
+  for (auto& v : in.zpi) v = static_cast<int32_t>(rng() % 16);
+  return in;
+}
+
+// The plan of `in` (rows x cols of 4-bit codes, groups of `group` along
+// the row) for `layout`, `out` and zero points `zp` (kInteger: in.zpi;
+// kFloat: in.zpf; else the offset 8); the caller sets the layout's strides
+// (inner, s_outer, s_axis, word_stride).
+Plan MappedPlan(Layout layout, MappedInputs& in, OutType out, int64_t rows, int64_t cols,
+                int64_t group, ZeroPointKind zp) {
+  Plan p;
+  p.layout = layout;
+  p.code = CodeKind::kU4;
+  p.codes = in.codes.data();
+  p.out = out;
+  p.outer = rows;
+  p.axis = cols;
+  p.group = group;
+  p.axis_group = in.map.data();
+  p.scale = in.scale.data();
+  p.zp_kind = zp;
+  p.code_offset = zp == ZeroPointKind::kInteger ? 0 : 8;
+  if (zp == ZeroPointKind::kInteger) p.zp_int = in.zpi.data();
+  if (zp == ZeroPointKind::kFloat) p.zp_float = in.zpf.data();
+  return p;
+}
+
 // A group map along the row (compressed-tensors act-order weight_g_idx:
 // inner 1, s_axis 1) with 1 to 130 groups per row — around the register
 // tables of at most 32, 64 and 128 groups (16 per register) and past them —
@@ -812,35 +864,12 @@ TEST_CASE("group maps along a row x every target == scalar reference") {
           // Groups in a random order; one in three maps leaves the last
           // groups unused (the row's table is then shorter than s_outer).
           const int64_t used = rng() % 3 == 0 && ng > 1 ? ng - 1 : ng;
-          std::vector<int32_t> map(static_cast<size_t>(cols));
-          for (int64_t c = 0; c < cols; ++c) {
-            map[static_cast<size_t>(c)] = static_cast<int32_t>((c / group) % used);
-          }
-          std::shuffle(map.begin(), map.end(), rng);
-          std::vector<uint8_t> codes(static_cast<size_t>((rows * cols + 1) / 2));
-          for (auto& b : codes) b = static_cast<uint8_t>(rng());
-          std::vector<float> scale(static_cast<size_t>(rows * ng)), zpf(scale.size());
-          std::vector<int32_t> zpi(scale.size());
-          for (auto& v : scale) v = RandomScale(rng);
-          for (auto& v : zpf) v = RandomScale(rng);
-          for (auto& v : zpi) v = static_cast<int32_t>(rng() % 16);
-          Plan p;
-          p.layout = Layout::kDense;
-          p.code = CodeKind::kU4;
-          p.codes = codes.data();
-          p.out = out;
-          p.outer = rows;
-          p.axis = cols;
+          MappedInputs in = RandomMappedInputs(rows, cols, group, used, ng, rng);
+          std::vector<float>& scale = in.scale;
+          Plan p = MappedPlan(Layout::kDense, in, out, rows, cols, group, zp);
           p.inner = 1;
-          p.group = group;
           p.s_outer = ng;
           p.s_axis = 1;
-          p.axis_group = map.data();
-          p.scale = scale.data();
-          p.zp_kind = zp;
-          p.code_offset = zp == ZeroPointKind::kInteger ? 0 : 8;
-          if (zp == ZeroPointKind::kInteger) p.zp_int = zpi.data();
-          if (zp == ZeroPointKind::kFloat) p.zp_float = zpf.data();
           SetValueFacts(&p, &scale, rng);
           for (bool nt : {false, true}) {
             p.nontemporal = nt;
@@ -911,33 +940,12 @@ TEST_CASE("act-order GPTQ columns by group count x every target == scalar refere
           const int64_t group = std::max<int64_t>(8, (320 / ng + 7) / 8 * 8);
           const int64_t rows = 8 + static_cast<int64_t>(rng() % 20), cols = ng * group;
           const int64_t used = rng() % 3 == 0 && ng > 1 ? ng - 1 : ng;
-          std::vector<int32_t> map(static_cast<size_t>(cols));
-          for (int64_t c = 0; c < cols; ++c) {
-            map[static_cast<size_t>(c)] = static_cast<int32_t>((c / group) % used);
-          }
-          std::shuffle(map.begin(), map.end(), rng);
-          std::vector<uint8_t> codes(static_cast<size_t>(rows * cols / 2));
-          for (auto& b : codes) b = static_cast<uint8_t>(rng());
-          std::vector<float> scale(static_cast<size_t>(rows * ng));
-          std::vector<int32_t> zpi(scale.size());
-          for (auto& v : scale) v = RandomScale(rng);
-          for (auto& v : zpi) v = static_cast<int32_t>(rng() % 16);
-          Plan p;
-          p.layout = Layout::kGptqColumns;
-          p.code = CodeKind::kU4;
-          p.codes = codes.data();
-          p.out = out;
-          p.outer = rows;
-          p.axis = cols;
-          p.group = group;
+          MappedInputs in = RandomMappedInputs(rows, cols, group, used, ng, rng);
+          std::vector<float>& scale = in.scale;
+          Plan p = MappedPlan(Layout::kGptqColumns, in, out, rows, cols, group, zp);
           p.s_outer = 1;
           p.s_axis = rows;
           p.word_stride = 4 * rows;
-          p.axis_group = map.data();
-          p.scale = scale.data();
-          p.zp_kind = zp;
-          p.code_offset = zp == ZeroPointKind::kInteger ? 0 : 8;
-          if (zp == ZeroPointKind::kInteger) p.zp_int = zpi.data();
           SetValueFacts(&p, &scale, rng);
           for (bool nt : {false, true}) {
             p.nontemporal = nt;
