@@ -55,7 +55,7 @@ constexpr int64_t kMapRowGroups = 128;
 // PlaneRun, whole 64-element units of the chunk at a time (the row kernel
 // takes the rest): two byte permutes per class of 8 groups and plane, no
 // per-element arithmetic (act-order GPTQ float16 / bfloat16 on a Zen 4
-// guest: in-cache tiles 1.31-1.35x, whole tensors 1.13-1.17x at one
+// guest: in-cache tiles 1.37-1.42x, whole tensors 1.05-1.3x at one
 // thread); bands are then 16 rows (16 KiB of tables). The same values: the
 // row kernel and the tables compute the contract's arithmetic on the same
 // codes and parameters. Bands are otherwise 32
