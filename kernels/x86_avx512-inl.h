@@ -1208,7 +1208,6 @@ HWY_INLINE void PlaneTables(const float* s, const int32_t* z, int32_t off, int64
   alignas(64) static constexpr EveryOtherByte<false> kEven{};
   alignas(64) static constexpr EveryOtherByte<true> kOdd{};
   const __m512i lo_idx = _mm512_load_si512(kEven.idx), hi_idx = _mm512_load_si512(kOdd.idx);
-  const int64_t used = (groups + 3) / 4 * 4;
   for (int64_t g = 0; g < (groups + 7) / 8 * 8; g += 4) {
     __m256i h[4];
 #pragma GCC unroll 4
@@ -1221,11 +1220,6 @@ HWY_INLINE void PlaneTables(const float* s, const int32_t* z, int32_t off, int64
     const __m512i w0 = _mm512_inserti64x4(_mm512_castsi256_si512(h[0]), h[1], 1);
     const __m512i w1 = _mm512_inserti64x4(_mm512_castsi256_si512(h[2]), h[3], 1);
     uint8_t* const at = dst + (g / 8) * 256 + (g / 4) % 2 * 64;
-    if (g >= used) {
-      _mm512_store_si512(at, _mm512_setzero_si512());
-      _mm512_store_si512(at + 128, _mm512_setzero_si512());
-      continue;
-    }
     _mm512_store_si512(at, _mm512_permutex2var_epi8(w0, lo_idx, w1));
     _mm512_store_si512(at + 128, _mm512_permutex2var_epi8(w0, hi_idx, w1));
   }
