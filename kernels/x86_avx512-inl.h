@@ -515,6 +515,24 @@ HWY_INLINE void StoreSigns7(__m512i s, uint8_t* dst) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(dst),
                    _mm512_cvtepi32_epi8(_mm512_or_si512(s, parity)));
 }
+#if HWY_TARGET <= HWY_AVX3_DL
+// VBMI: the 32 sign bytes of a block (ksigns_iq2xs of 32 7-bit sign
+// indices, SignsOf7) to dst, the indices' bits in bits 0-6 of bytes 0-31
+// of s (bit 7 ignored): one two-table byte permute through the 128-entry
+// table (the parity computation of StoreSigns7 takes 10 operations per
+// 16 indices).
+HWY_INLINE void StoreSignBytes7(__m512i s, uint8_t* dst) {
+  const auto* t = reinterpret_cast<const __m512i*>(layout_internal::kSigns7.v);
+  const __m512i signs =
+      _mm512_permutex2var_epi8(_mm512_loadu_si512(t), s, _mm512_loadu_si512(t + 1));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm512_castsi512_si256(signs));
+}
+// The 7-bit fields at bits 7 l (l = 0-3) of the dwords of v's low 256
+// bits in bytes 4 i + l (bits 0-6; i the dword): one multishift.
+HWY_INLINE __m512i Sevens(__m512i v) {
+  return _mm512_multishift_epi64_epi8(_mm512_set1_epi64(0x352E2720150E0700LL), v);
+}
+#endif
 // 16 grid entries of 8 bytes: table[idx lane k] to dst[k].
 HWY_INLINE void GatherGrid64(const uint64_t* table, __m512i idx, uint64_t* dst) {
   const auto* t = reinterpret_cast<const long long*>(table);  // NOLINT(runtime/int)
@@ -788,11 +806,20 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>> : GridFil
 #pragma GCC unroll 32
       for (int k = 0; k < 32; ++k) std::memcpy(g.grid + k, grid + q[8 * (k / 4) + k % 4], 8);
     }
+#if HWY_TARGET <= HWY_AVX3_DL
+    // The aux dwords (odd) in dwords 0-7.
+    StoreSignBytes7(
+        Sevens(_mm512_permutexvar_epi32(
+            _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 1, 3, 5, 7, 9, 11, 13, 15), qs)),
+        g.signs);
+#endif
     for (int h = 0; h < 2; ++h) {
       // Lane k: aux of sub-block 4 h + k / 4 (dword 2 ib + 1).
       const __m512i aux = _mm512_permutexvar_epi32(
           _mm512_or_si512(_mm512_slli_epi32(QuarterLanes(4 * h), 1), _mm512_set1_epi32(1)), qs);
+#if HWY_TARGET > HWY_AVX3_DL
       StoreSigns7(Bits(aux, QuarterShifts(7), 127), g.signs + 16 * h);
+#endif
       _mm512_storeu_ps(g.scale + 16 * h, Iq2Scales(d, _mm512_srli_epi32(aux, 28)));
     }
     Finish<typename GridGroups::Table, kIndex, kLateIndices>(g);
@@ -855,8 +882,25 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<typename GridBase<D>::Type,
       if constexpr (!kLateIndices) {
         GatherGrid64(grid, _mm512_and_si512(q, _mm512_set1_epi32(511)), g.grid + 16 * h);
       }
+#if HWY_TARGET > HWY_AVX3_DL
       StoreSigns7(_mm512_srli_epi32(q, 9), g.signs + 16 * h);
+#endif
     }
+#if HWY_TARGET <= HWY_AVX3_DL
+    {
+      // The words' high bytes in bytes 0-31, shifted down by one bit (bit
+      // 7: the next byte's bit 0, ignored).
+      alignas(64) static constexpr struct HighBytes {
+        uint8_t v[64];
+        constexpr HighBytes() : v() {
+          for (int i = 0; i < 64; ++i) v[i] = static_cast<uint8_t>((2 * i + 1) % 64);
+        }
+      } kHighBytes{};
+      const __m512i high =
+          _mm512_permutexvar_epi8(_mm512_load_si512(kHighBytes.v), _mm512_loadu_si512(qs));
+      StoreSignBytes7(_mm512_srli_epi64(high, 1), g.signs);
+    }
+#endif
     Iq2HalfScales(d, b + offsetof(Block, scales), g.scale);
     Finish<typename GridGroups::Table, kIndex, kLateIndices>(g);
   }
@@ -939,9 +983,14 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_XXS>>> : GridFil
     }
     const __m512i words = _mm512_castsi256_si512(
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + offsetof(Block, scales_signs))));
+#if HWY_TARGET <= HWY_AVX3_DL
+    StoreSignBytes7(Sevens(words), g.signs);
+#endif
     for (int h = 0; h < 2; ++h) {
       const __m512i aux = _mm512_permutexvar_epi32(QuarterLanes(4 * h), words);
+#if HWY_TARGET > HWY_AVX3_DL
       StoreSigns7(Bits(aux, QuarterShifts(7), 127), g.signs + 16 * h);
+#endif
       const __m512 s = _mm512_cvtepi32_ps(_mm512_srli_epi32(aux, 28));
       _mm512_storeu_ps(
           g.scale + 16 * h,
