@@ -533,6 +533,13 @@ HWY_INLINE __m512i Sevens(__m512i v) {
   return _mm512_multishift_epi64_epi8(_mm512_set1_epi64(0x352E2720150E0700LL), v);
 }
 #endif
+// GridLoads: the 4 entries grid[field j] to dst[j], the indices the
+// 16-bit fields j of idx (four indices assembled by bit deposits).
+template <class Grid>
+HWY_INLINE void LoadFour(const Grid* grid, uint64_t idx, uint64_t* dst) {
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) std::memcpy(dst + j, grid + ((idx >> (16 * j)) & 0xFFFF), 8);
+}
 // 16 grid entries of 8 bytes: table[idx lane k] to dst[k].
 HWY_INLINE void GatherGrid64(const uint64_t* table, __m512i idx, uint64_t* dst) {
   const auto* t = reinterpret_cast<const long long*>(table);  // NOLINT(runtime/int)
@@ -929,10 +936,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<typename GridBase<D>::Type,
         const uint64_t idx =
             _pdep_u64(layout_internal::Field<uint32_t>(qs, 4 * ib), 0x00FF00FF00FF00FFull) |
             _pdep_u64(qh[ib], 0x0300030003000300ull);
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) {
-          std::memcpy(g.grid + 4 * ib + j, grid + ((idx >> (16 * j)) & 0xFFFF), 8);
-        }
+        LoadFour(grid, idx, g.grid + 4 * ib);
       }
     } else {
       const __m512i high_bits = Bytes8(qh);
@@ -1071,10 +1075,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<typename GridBase<D>::Type,
         const uint64_t idx =
             _pdep_u64(layout_internal::Field<uint32_t>(qs, 4 * ib), 0x00FF00FF00FF00FFull) |
             _pdep_u64(word, 0x0700070007000700ull);
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) {
-          std::memcpy(g.grid + 4 * ib + j, grid + ((idx >> (16 * j)) & 0xFFFF), 8);
-        }
+        LoadFour(grid, idx, g.grid + 4 * ib);
       }
     }
     const __m512i qh = _mm512_castsi256_si512(_mm256_cvtepu16_epi32(
@@ -1120,10 +1121,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<typename GridBase<D>::Type,
             _pdep_u64(layout_internal::Field<uint32_t>(qs, 4 * i), 0x00FF00FF00FF00FFull) |
             (_pdep_u64(layout_internal::Field<uint16_t>(high, 2 * i), 0x0F000F000F000F00ull) &
              0x0700070007000700ull);
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) {
-          std::memcpy(g.grid + 4 * i + j, grid + ((idx >> (16 * j)) & 0xFFFF), 8);
-        }
+        LoadFour(grid, idx, g.grid + 4 * i);
       }
     }
     uint32_t sc[4];
