@@ -73,6 +73,16 @@ HWY_INLINE __m256i LookupWords8(__m256i table, __m256i idx) {
 }
 #endif
 
+// G::kUnitTables16 of a GridGroups G with a vector Fill, else false.
+template <class G>
+constexpr bool UnitTables16() {
+  if constexpr (G::kVector) {
+    return G::kUnitTables16;
+  } else {
+    return false;
+  }
+}
+
 // GridTable of grid type D, or (Q1_0: no table) an empty one.
 template <class D, class = void>
 struct GridTableOf {
@@ -112,10 +122,26 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
   // At's operations, kOut bits of at most 16 entries) and one vpermw.
   static constexpr bool kTable16 = GridGroups<D>::kVector;
   static constexpr bool kOut16 = kBlend16 || kTable16;
+  // kUnitTables16 (GridGroups<D>::kUnitTables16: the kSignedBytes types
+  // with kLateIndices — Fill<true> leaves each value's position in the
+  // value set — and more than one unit per 32 values): the block's one
+  // table of its kUnits units' (kSubElems values, one scale) kM
+  // magnitudes, at most 64 entries, built once a block (UnitTables; the
+  // tables above are built every 32 values and take a permute of the
+  // scales each time), and per 32 values one two-register vpermw and bit
+  // 15 flipped where the sign bit is set: rounding to nearest even is
+  // symmetric, so s * -v = -(s * v) bit for bit. Except for a NaN s, whose
+  // products keep the NaN's sign whatever the value's: a block with one
+  // flips nothing (the reference's bits). (IQ2_XS / IQ2_S 1.06-1.09x in
+  // cache on Zen 4; IQ1_S / IQ1_M, whose second set is a delta, lost
+  // 1-10 % this way: docs/performance.md.)
+  static constexpr int kUnits = static_cast<int>(D::kBlockElems / D::kSubElems);
+  static constexpr bool kUnitTables16 = kTable16 && UnitTables16<GridGroups<D>>();
   template <OutType kOut>
   HWY_INLINE void Read16(const uint8_t* b, bool bf16_hw) {
     if constexpr (kTable16) {
       GridGroups<D>::template Fill<true>(b, g_);
+      if constexpr (kUnitTables16) UnitTables<kOut>(bf16_hw);
     } else {
       Read(b);
       const DF df;
@@ -126,7 +152,9 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
   }
   template <OutType kOut>
   HWY_INLINE __m512i Out16(size_t e, bool bf16_hw) const {
-    if constexpr (kTable16) {
+    if constexpr (kUnitTables16) {
+      return UnitLookup(e);
+    } else if constexpr (kTable16) {
       using T = typename GridGroups<D>::Table;
       struct Lanes {
         float value[16];
@@ -179,6 +207,68 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>> {
       return BlendHalves32(g_.signs + e / 8, pos_, neg_);
     }
   }
+
+ private:
+  // kUnitTables16: entry u * kM + i of units_ (64 16-bit lanes) the kOut
+  // bits of unit u's scale times magnitude i (At's multiply, rounded once);
+  // keep_ the sign bits applied (none where the scales are NaN).
+  template <OutType kOut>
+  HWY_INLINE void UnitTables(bool bf16_hw) {
+    using T = Table;
+    static_assert(T::kSigned && kUnits * T::kM <= 64 && kGroups <= 32, "one 64-entry table");
+    constexpr int kVecs = (kUnits * T::kM + 15) / 16;
+    struct Lanes {
+      int32_t group[4][16];  // entry 16 j + l: the first group of its unit
+      float value[4][16];    // and its magnitude
+      constexpr Lanes() : group(), value() {
+        for (int t = 0; t < 64; ++t) {
+          const bool used = t < kUnits * T::kM;
+          group[t / 16][t % 16] = used ? t / T::kM * static_cast<int>(D::kSubElems / 8) : 0;
+          value[t / 16][t % 16] = used ? T::Value(t % T::kM) : 0.0f;
+        }
+      }
+    };
+    alignas(64) static constexpr Lanes kLanes{};
+    const DF df;
+    const __m512 s0 = _mm512_loadu_ps(g_.scale), s1 = _mm512_loadu_ps(g_.scale + 16);
+    __m256i w[4] = {};
+#pragma GCC unroll 4
+    for (int j = 0; j < kVecs; ++j) {
+      const VF s{_mm512_permutex2var_ps(s0, _mm512_load_si512(kLanes.group[j]), s1)};
+      w[j] = OutBits16<kOut, true>(hn::Mul(s, hn::Load(df, kLanes.value[j])), bf16_hw).raw;
+    }
+    units_[0] = _mm512_inserti64x4(_mm512_castsi256_si512(w[0]), w[1], 1);
+    units_[1] = _mm512_inserti64x4(_mm512_castsi256_si512(w[2]), w[3], 1);
+    // Every unit's scale is the block's d times a positive finite factor
+    // (D::Groups): NaN in all units or none.
+    keep_ = std::isnan(g_.scale[0]) ? 0u : ~0u;
+  }
+  // kUnitTables16's values e .. e + 31.
+  HWY_INLINE __m512i UnitLookup(size_t e) const {
+    using T = Table;
+    // Value i's unit's first entry: (e + i) / kSubElems * kM.
+    alignas(64) static constexpr struct Offsets {
+      int16_t v[D::kBlockElems / 32][32];
+      constexpr Offsets() : v() {
+        for (int i = 0; i < static_cast<int>(D::kBlockElems); ++i) {
+          v[i / 32][i % 32] = static_cast<int16_t>(i / static_cast<int>(D::kSubElems) * T::kM);
+        }
+      }
+    } kOffsets{};
+    const __m512i idx = _mm512_add_epi16(
+        _mm512_cvtepu8_epi16(_mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(reinterpret_cast<const uint8_t*>(g_.grid) + e))),
+        _mm512_load_si512(kOffsets.v[e / 32]));
+    const __m512i r = _mm512_permutex2var_epi16(units_[0], idx, units_[1]);
+    uint32_t signs;
+    std::memcpy(&signs, g_.signs + e / 8, 4);
+    return _mm512_mask_add_epi16(r, signs & keep_, r,
+                                 _mm512_set1_epi16(static_cast<int16_t>(0x8000)));
+  }
+  __m512i units_[2];
+  uint32_t keep_ = ~0u;
+
+ public:
 #elif HWY_TARGET == HWY_AVX2
   // AVX2. kBlend16 (Q1_0), per 16 outputs: the block's two values (At's p
   // and -p, each rounded once), one blend by the sign bits as a 16-bit

@@ -776,7 +776,9 @@ HWY_INLINE void Finish(GroupSet<32>& g) {
 
 // GridGroups<D>: kVector (a Fill here), kBytesSigned (Fill<false> leaves
 // kSignedBytes grid bytes negated by their sign bits, grid_internal::Finish),
-// kLateIndices (Fill<true> leaves the index bytes unmade: Finish), Table
+// kLateIndices (Fill<true> leaves the index bytes unmade: Finish),
+// kUnitTables16 (the 16-bit outputs from one table a block: kernels/
+// dequantize_decoded.cc; kSignedBytes with kLateIndices only), Table
 // (GridTable), Fill<kIndex>(block, g).
 template <class D, class = void>
 struct GridGroups {
@@ -788,6 +790,7 @@ template <class D>
 struct GridFill {
   static constexpr bool kVector = true;
   static constexpr bool kLateIndices = false;
+  static constexpr bool kUnitTables16 = false;
   using Table = GridTable<D>;
   static constexpr bool kBytesSigned = Table::kSigned;
 };
@@ -868,6 +871,7 @@ template <class D>
 struct GridGroups<D, std::enable_if_t<std::is_same_v<typename GridBase<D>::Type, GgufIQ2_XS>>>
     : GridFill<D> {
   static constexpr bool kLateIndices = GridBase<D>::kLoads;  // (scalar stores)
+  static constexpr bool kUnitTables16 = kLateIndices;        // (16-value units)
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
     using namespace grid_internal;
@@ -919,6 +923,7 @@ template <class D>
 struct GridGroups<D, std::enable_if_t<std::is_same_v<typename GridBase<D>::Type, GgufIQ2_S>>>
     : GridFill<D> {
   static constexpr bool kLateIndices = GridBase<D>::kLoads;  // (scalar stores)
+  static constexpr bool kUnitTables16 = kLateIndices;        // (16-value units)
   template <bool kIndex = false>
   static HWY_INLINE void Fill(const uint8_t* b, GroupSet<32>& g) {
     using namespace grid_internal;

@@ -1344,6 +1344,84 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
 // [K, N] blocked along K (ColumnsDot's kDenseKN: one row of X, tiles from
 // multiples of 16), every other plan writing its tile; sums in
 // AccumulateDotCols's layout == the reference's, every target.
+// CompareTile lets any NaN match any NaN (SPEC.md); the grid types' 16-bit
+// tables go further and keep the reference's NaN bits: a block whose d
+// is NaN gives NaN products with d's sign for every value, negated or not
+// (the 16-bit paths that flip bit 15 for a negated value flip nothing
+// there: kernels/dequantize_decoded.cc). Every grid layout with d in its
+// first two bytes (all but IQ1_M), d a NaN of either sign, whole blocks,
+// every target, both fetches, bits compared exactly — except AVX2's IQ3
+// 16-bit tables, whose NaNs take the other sign for negated values (still
+// NaN: SPEC.md; not traced).
+TEST_CASE("grid blocks with a NaN d keep the reference's NaN bits on every target") {
+  TargetGuard guard;
+  std::mt19937_64 rng(77);
+  struct Kind {
+    const char* name;
+    Layout layout;
+    int64_t block_elems, block_bytes;
+    bool grid;
+  };
+  const Kind kinds[] = {
+#define NIBBLE_TEST_NAN_D(D) \
+  {D::kName, BlockLayoutOf<D>::kValue, D::kBlockElems, D::kBytes, IsGridLayout<D>::value},
+      NIBBLE_DECODED_LAYOUTS(NIBBLE_TEST_NAN_D)
+#undef NIBBLE_TEST_NAN_D
+  };
+  int64_t compared = 0;
+  for (int64_t target : CompiledTargets()) {
+    UseTarget(target);
+    for (const Kind& kd : kinds) {
+      if (!kd.grid || std::string(kd.name) == "iq1_m") continue;
+      const bool avx2_iq3 = target == HWY_AVX2 && std::string(kd.name).rfind("iq3", 0) == 0;
+      for (OutType out : {OutType::kF32, OutType::kF16, OutType::kBF16}) {
+        if (avx2_iq3 && out != OutType::kF32) continue;
+        PlanData d;
+        Plan& p = d.plan;
+        p.code = CodeKind::kU8;
+        p.layout = kd.layout;
+        p.out = out;
+        const int64_t rows = 2, cols = 4 * kd.block_elems;
+        p.outer = rows;
+        p.axis = cols;
+        p.group = 32;
+        p.s_axis = 1;
+        p.s_outer = cols / 32;
+        d.codes.resize(static_cast<size_t>(rows * cols / kd.block_elems * kd.block_bytes));
+        for (auto& b : d.codes) b = static_cast<uint8_t>(rng());
+        for (size_t k = 0; k < d.codes.size(); k += static_cast<size_t>(kd.block_bytes)) {
+          const auto nan = static_cast<uint16_t>((rng() % 2 ? 0xFE00u : 0x7E00u) | (rng() & 0x1FF));
+          std::memcpy(&d.codes[k], &nan, 2);
+        }
+        p.codes = d.codes.data();
+        for (Plan::Fetch fetch : {Plan::Fetch::kGathers, Plan::Fetch::kLoads}) {
+          p.fetch = fetch;
+          const size_t bytes = static_cast<size_t>(rows * cols * OutBytes(out));
+          std::vector<uint8_t> a(bytes, 0xA5), b(bytes, 0xA5);
+          DequantizeTile(p, 0, rows, 0, cols, a.data(), cols);
+          DequantizeTileReference(p, 0, rows, 0, cols, b.data(), cols);
+          std::string first;
+          for (size_t i = 0; i < bytes && first.empty(); i += static_cast<size_t>(OutBytes(out))) {
+            if (std::memcmp(&a[i], &b[i], static_cast<size_t>(OutBytes(out))) != 0) {
+              uint32_t x = 0, y = 0;
+              std::memcpy(&x, &a[i], static_cast<size_t>(OutBytes(out)));
+              std::memcpy(&y, &b[i], static_cast<size_t>(OutBytes(out)));
+              first = "element " + std::to_string(i / static_cast<size_t>(OutBytes(out))) + ": " +
+                      std::to_string(x) + " vs the reference's " + std::to_string(y);
+            }
+          }
+          CHECK_MESSAGE(a == b, std::string(hwy::TargetName(target))
+                                    << " " << first << " " << std::string(kd.name)
+                                    << " out=" << static_cast<int>(out)
+                                    << " fetch=" << static_cast<int>(fetch));
+          ++compared;
+        }
+      }
+    }
+  }
+  CHECK(compared > 0);
+}
+
 TEST_CASE("Plan::dot by columns over [K, N] weights x every target == reference") {
   TargetGuard guard;
   const auto targets = CompiledTargets();
