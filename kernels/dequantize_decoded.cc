@@ -95,9 +95,8 @@ struct GridTableOf<D, std::enable_if_t<D::kGridValues != GridValues::kNegatedSca
 
 #if HWY_TARGET <= HWY_AVX3
 // The block table of the kUnitTables16 types (BlockVectors below): a base
-// class, empty for the others — their objects keep their size (8 per
-// batch on the stack: one 64 bytes larger measured IQ3_XXS 0.58x from
-// memory on Zen 4, in cache unchanged; the cause is not known).
+// class, empty for the other grid types, whose objects (8 a batch on the
+// stack) keep their size and layout.
 template <bool kUnits>
 struct UnitState {};
 template <>
