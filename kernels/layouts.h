@@ -767,6 +767,18 @@ struct TableForm {
   }
 };
 
+// A Groups sink keeping the sign bytes and one scale (the last group's):
+// what the 16-bit kernel of a kNegatedScale type with one scale a block
+// (Q1_0) needs, without GroupSet's store of every group's scale.
+struct SignsAndScale {
+  uint8_t* signs;
+  float scale;
+  NIBBLE_DECODE_INLINE void SetSigned(size_t k, uint64_t /*grid*/, uint32_t s, float sc) {
+    signs[k] = static_cast<uint8_t>(s);
+    scale = sc;
+  }
+};
+
 namespace layout_internal {
 // IQ1's delta: -1/8 where `bit` (a single bit) is set, else 1/8 (without a
 // branch on a random bit).
