@@ -149,9 +149,10 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>>
   // 15 flipped where the sign bit is set: rounding to nearest even is
   // symmetric, so s * -v = -(s * v) bit for bit. Except for a NaN s, whose
   // products keep the NaN's sign whatever the value's: a block with one
-  // flips nothing (the reference's bits). (IQ2_XS / IQ2_S 1.06-1.09x in
-  // cache on Zen 4; IQ1_S / IQ1_M, whose second set is a delta, lost
-  // 1-10 % this way: docs/performance.md.)
+  // flips nothing (the reference's bits). (IQ2_XS / IQ2_S 1.06-1.15x in
+  // cache on Zen 4; IQ1_S / IQ1_M, whose second set is a delta, and
+  // IQ2_XXS, one scale per 32 values, lost 1-10 % this way:
+  // docs/performance.md.)
   static constexpr int kUnits = static_cast<int>(D::kBlockElems / D::kSubElems);
   static constexpr bool kUnitTables16 = kTable16 && UnitTables16<GridGroups<D>>();
   template <OutType kOut>
