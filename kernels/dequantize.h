@@ -26,6 +26,24 @@ void DequantizeTile(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
 // nothing — the caller then writes tiles its own way. Same preconditions.
 bool DequantizeDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
 
+// Rows [0, n) of the view's tile rows [r0, r0 + nr) x columns [c0, c0 +
+// nc) written transposed to `dst` (element (r, c) at dst[((c - c0) * ld +
+// r - r0) * out bytes]; non-temporal stores with `stream` where every
+// 64-byte run starts on a line), bit-identical to DequantizeTileReference,
+// where every scale of those rows is a power of two 2^k (gpt-oss MXFP4's
+// e8m0 scales): each value's bits are then its code's value in the output
+// type with k added to the exponent, no arithmetic rounded. Returns n,
+// the rows written: nr rounded down to the kernel's block of rows (16 for
+// float32 outputs, 32 for 16-bit), fewer where a scale of the rows after
+// n (blocks of 128) is not 2^k with every nonzero value times 2^k normal
+// in the output type, 0 on targets without AVX-512 and for other plans;
+// the caller writes the rest its own way. Preconditions: plan.layout kDense with
+// 4-bit codes, inner 1, no group map, not Staged(); axis, c0, nc
+// multiples of 8; c0 a multiple of plan.group; `scratch` holds 2 *
+// (ceil(nc / group) + 1) * min(nr, 128) int32_t. Single-threaded, no allocation.
+int64_t DequantizeTransposedPow2(const Plan& plan, int64_t r0, int64_t nr, int64_t c0, int64_t nc,
+                                 int32_t* scratch, uint8_t* dst, int64_t ld, bool stream);
+
 // Whether this CPU is Intel's (false on any other vendor or architecture):
 // a few tile choices measured opposite ways on an Intel Xeon and an AMD
 // EPYC and follow the vendor (PreferGptqBlocks, the matmul's decode tiles).

@@ -468,7 +468,14 @@ bool Dequantizer::CodesTransposable(int64_t c0, int64_t nc) const {
 void Dequantizer::WriteCodesTransposed(const CodeTile& tile, uint32_t* words, float* params,
                                        uint8_t* dst, int64_t ld, bool stream) const {
   const Plan& p = plan_;
-  const int64_t r0 = tile.r0, nr = tile.nr, c0 = tile.c0, nc = tile.nc;
+  const size_t eb = static_cast<size_t>(OutBytes(p.out));
+  // Power-of-two scales (gpt-oss): the rows the kernel takes, straight
+  // from the codes; the rest as below.
+  const int64_t done = DequantizeTransposedPow2(
+      p, tile.r0, tile.nr, tile.c0, tile.nc, reinterpret_cast<int32_t*>(params), dst, ld, stream);
+  dst += static_cast<size_t>(done) * eb;
+  const int64_t r0 = tile.r0 + done, nr = tile.nr - done, c0 = tile.c0, nc = tile.nc;
+  if (nr == 0) return;
   // Code words: view row r's words lie (p.axis / 8) words apart, read in
   // strips of 16 rows, each strip's rows fetched two strips ahead (the
   // rows are far apart: no hardware prefetcher follows them; 1.2x the
@@ -529,7 +536,6 @@ void Dequantizer::WriteCodesTransposed(const CodeTile& tile, uint32_t* words, fl
   // One view row (a tensor of one row, or the last tile of rows = 1 mod
   // the tile's rows): that plan's view is then [1, nc] (inner 1), not [nc,
   // 1]; its row written in pieces through a scratch row, each transposed.
-  const size_t eb = static_cast<size_t>(OutBytes(p.out));
   alignas(64) uint8_t row[256 * 4];
   for (int64_t c = 0; c < nc; c += 256) {
     const int64_t n = std::min<int64_t>(256, nc - c);

@@ -142,6 +142,15 @@ TEST_CASE("4-bit weights written transposed == the view's values transposed, eve
     int64_t batches, r, k, block;
     bool zp;
     OutType out;
+    // Scales: 0 any; 1 powers of two whose values are normal in the output
+    // type (DequantizeTransposedPow2 writes them); 2 powers of two beyond
+    // that and negative ones too (the tiles with one go the other way); 3
+    // and 4 powers of two at the edges of the range k_lo .. k_hi of 2^k
+    // keeping every nonzero value normal in the output type: 3 k_lo,
+    // k_hi, k_hi + 1; 4 k_lo - 1, k_lo, k_hi (so one past either edge
+    // taken as in range gives wrong bits).
+    int pow2 = 0;
+    int k_lo = 0, k_hi = 0;
   };
   const Case cases[] = {
       {DType::kFloat4E2M1, 3, 40, 96, 32, false, OutType::kBF16},   // gpt-oss experts
@@ -165,6 +174,29 @@ TEST_CASE("4-bit weights written transposed == the view's values transposed, eve
       {DType::kInt4, 1, 1, 640, 128, false, OutType::kF16},
       {DType::kFloat4E2M1, 1, 1025, 1024, 32, false, OutType::kF32},
       {DType::kUInt4, 1, 2048, 1024, 32, true, OutType::kF16},  // streamed
+      // Power-of-two scales (gpt-oss's e8m0): rows in the kernel's blocks
+      // of 32 (16-bit) or 16 (float32) and the rest the other way; whole
+      // tiles the other way where a scale is out of the type's range.
+      {DType::kFloat4E2M1, 3, 40, 96, 32, false, OutType::kBF16, 1},
+      {DType::kFloat4E2M1, 2, 37, 1088, 32, false, OutType::kF16, 1},
+      {DType::kFloat4E2M1, 1, 1024, 1024, 32, false, OutType::kF32, 1},
+      {DType::kFloat4E2M1, 1, 2100, 1024, 32, false, OutType::kBF16, 1},
+      {DType::kFloat4E2M1, 1, 2048, 1024, 32, false, OutType::kF16, 1},
+      {DType::kFloat4E2M1, 1, 2048, 512, 32, false, OutType::kF16, 2},
+      {DType::kFloat4E2M1, 1, 1030, 512, 32, false, OutType::kBF16, 2},
+      {DType::kInt4, 1, 64, 512, 256, false, OutType::kF32, 1},
+      {DType::kUInt4, 1, 96, 256, 64, false, OutType::kBF16, 1},
+      {DType::kInt4, 2, 50, 136, 8, false, OutType::kF16, 1},
+      // The range's edges: e2m1 values 0.5 .. 6 (2^-1 .. 1.5 * 2^2), int4
+      // 1 .. 8 in magnitude.
+      {DType::kFloat4E2M1, 1, 256, 256, 32, false, OutType::kF16, 3, -13, 13},
+      {DType::kFloat4E2M1, 1, 256, 256, 32, false, OutType::kF16, 4, -13, 13},
+      {DType::kFloat4E2M1, 1, 256, 256, 32, false, OutType::kBF16, 3, -125, 125},
+      {DType::kFloat4E2M1, 1, 256, 256, 32, false, OutType::kBF16, 4, -125, 125},
+      {DType::kFloat4E2M1, 1, 256, 256, 32, false, OutType::kF32, 3, -125, 125},
+      {DType::kFloat4E2M1, 1, 256, 256, 32, false, OutType::kF32, 4, -125, 125},
+      {DType::kInt4, 1, 256, 256, 32, false, OutType::kF16, 3, -14, 12},
+      {DType::kInt4, 1, 256, 256, 32, false, OutType::kF16, 4, -14, 12},
   };
   // And shapes drawn at random: 1 to 70 rows a batch, columns off words and
   // off blocks, blocks of 8 to 128 (and 24), any of the three outputs.
@@ -181,6 +213,7 @@ TEST_CASE("4-bit weights written transposed == the view's values transposed, eve
     c.block = kBlocks[rng() % 6];
     c.zp = c.xt != DType::kFloat4E2M1 && rng() % 2 == 0;
     c.out = static_cast<OutType>(rng() % 3);
+    c.pow2 = static_cast<int>(rng() % 3);
     all.push_back(c);
   }
   int64_t compared = 0;
@@ -189,7 +222,26 @@ TEST_CASE("4-bit weights written transposed == the view's values transposed, eve
     std::vector<uint8_t> x(static_cast<size_t>((rows * k + 1) / 2));
     for (auto& b : x) b = static_cast<uint8_t>(rng());
     std::vector<float> s(static_cast<size_t>(rows * ng));
-    for (auto& v : s) v = std::ldexp(static_cast<float>(rng() % 200) - 100.0f, -7);
+    // (Exponents: f16 values of int4 codes up to 8 stay normal for 2^-12
+    // to 2^12, float32 / bfloat16 ones for 2^-120 to 2^120.)
+    const unsigned k_max = tc.out == OutType::kF16 ? 12 : 120;
+    const unsigned k_wide = tc.out == OutType::kF16 ? 20 : 126;
+    auto exponent = [&](unsigned m) {
+      return static_cast<int>(rng() % (2 * m + 1)) - static_cast<int>(m);
+    };
+    for (auto& v : s) {
+      if (tc.pow2 == 0) {
+        v = std::ldexp(static_cast<float>(rng() % 200) - 100.0f, -7);
+      } else if (tc.pow2 == 1) {
+        v = std::ldexp(1.0f, exponent(k_max));
+      } else if (tc.pow2 >= 3) {
+        const int edges[2][3] = {{tc.k_lo, tc.k_hi, tc.k_hi + 1}, {tc.k_lo - 1, tc.k_lo, tc.k_hi}};
+        v = std::ldexp(1.0f, edges[tc.pow2 - 3][rng() % 3]);
+      } else {
+        const bool wide = rng() % 64 == 0;
+        v = std::ldexp(rng() % 128 == 0 ? -1.0f : 1.0f, exponent(wide ? k_wide : k_max));
+      }
+    }
     std::vector<uint8_t> z(static_cast<size_t>((rows * ng + 1) / 2));
     for (auto& b : z) b = static_cast<uint8_t>(rng());
     OnnxDequantizeAttributes a;
@@ -233,9 +285,9 @@ TEST_CASE("4-bit weights written transposed == the view's values transposed, eve
             d->Run(MutableTensorView{DTypeOfOut(tc.out), d->output().shape, y, v.size()}, threads)
                 .ok());
         CHECK_MESSAGE(std::memcmp(y, want.data(), want.size()) == 0,
-                      hwy::TargetName(target)
-                          << " " << DTypeName(tc.xt) << " " << tc.batches << "x" << tc.r << "x" << k
-                          << " block " << tc.block << " threads " << threads);
+                      hwy::TargetName(target) << " " << DTypeName(tc.xt) << " " << tc.batches << "x"
+                                              << tc.r << "x" << k << " block " << tc.block
+                                              << " pow2 " << tc.pow2 << " threads " << threads);
         // Output rows [r0, r1): whole batches, or view columns from 8
         // (off a group unless the block is 8) to k - 3 (off a word).
         const int64_t n0 = d->output().shape[0];

@@ -1,0 +1,326 @@
+// DequantizeTransposedPow2 (kernels/dequantize.h): dense 4-bit codes
+// written transposed, every scale of the tile a power of two (gpt-oss
+// MXFP4's e8m0 scales): each value's bits are its code's value in the
+// output type with the scale's exponent added. Highway dynamic dispatch;
+// AVX-512 targets only (the others write nothing and return 0).
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "base/numeric.h"
+#include "kernels/dequantize.h"
+#include "kernels/reference.h"
+#include "kernels/transpose.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/transposed_nibbles.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "kernels/dequantize-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace nibble {
+namespace HWY_NAMESPACE {
+
+#if HWY_TARGET <= HWY_AVX3
+namespace {
+
+// What makes v * 2^k exact in the output type without arithmetic: the
+// codes' 16 values in its bits (bits[c]), its mantissa width (shift: the
+// exponent field's first bit) and the exponents k for which every nonzero
+// value times 2^k is a normal number of the type (k_lo .. k_hi; the scale
+// 2^k itself a normal float32). Then v * 2^k, rounded once to the type, is
+// bits[c] plus k << shift for a nonzero v, and bits[c] (a signed zero) for
+// a zero one — the plan's float32 product rounded to the type, bit for bit.
+struct Pow2Table {
+  uint32_t bits[16];
+  int shift, k_lo, k_hi;
+};
+
+// The plan's 16 code values (zero point kNone: Plan's "integer codes, no
+// zero point" and "float4 / table codes"), or false for any other plan.
+bool CodeValues(const Plan& p, float v[16]) {
+  if (p.zp_kind != ZeroPointKind::kNone || CodeBits(p.code) != 4) return false;
+  for (uint32_t c = 0; c < 16; ++c) {
+    switch (p.code) {
+      case CodeKind::kU4:
+        v[c] = static_cast<float>(static_cast<int64_t>(c) - p.code_offset);
+        break;
+      case CodeKind::kS4:
+        v[c] = static_cast<float>(static_cast<int64_t>(c ^ 8u) - 8 - p.code_offset);
+        break;
+      case CodeKind::kF4E2M1:
+        v[c] = FloatCodeTable(CodeKind::kF4E2M1)[c];
+        break;
+      case CodeKind::kTable4:
+        v[c] = p.code_values[c];
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
+// The Pow2Table of the plan's codes and output type, or false where a
+// value is not exact in the type at some exponent (more significant bits
+// than its mantissa, subnormal, infinite or NaN).
+bool MakePow2Table(const Plan& p, Pow2Table* t) {
+  float v[16];
+  if (!CodeValues(p, v)) return false;
+  int mant = 23, emin = -126, emax = 127;
+  if (p.out == OutType::kF16) mant = 10, emin = -14, emax = 15;
+  if (p.out == OutType::kBF16) mant = 7;
+  int e_lo = emax, e_hi = emin;
+  for (int c = 0; c < 16; ++c) {
+    uint32_t u;
+    std::memcpy(&u, &v[c], 4);
+    if ((u & 0x7FFFFFFFu) != 0) {
+      const int field = static_cast<int>((u >> 23) & 0xFF);
+      if (field == 0 || field == 255) return false;
+      if ((u & ((1u << (23 - mant)) - 1u)) != 0) return false;
+      const int e = field - 127;
+      if (e < emin || e > emax) return false;
+      e_lo = std::min(e_lo, e);
+      e_hi = std::max(e_hi, e);
+    }
+    switch (p.out) {
+      case OutType::kF32:
+        t->bits[c] = u;
+        break;
+      case OutType::kF16:
+        t->bits[c] = F16FromF32(v[c]);
+        break;
+      case OutType::kBF16:
+        t->bits[c] = BF16FromF32(v[c]);
+        break;
+    }
+  }
+  t->shift = mant;
+  t->k_lo = std::max(-126, emin - e_lo);
+  t->k_hi = std::min(127, emax - e_hi);
+  return t->k_lo <= t->k_hi;
+}
+
+// Each scale's exponent k (as k << t.shift: T int32_t for float32 outputs,
+// int16_t for 16-bit ones) of view rows [r0, r0 + nr) and the groups of
+// columns [c0, c0 + nc), to e[(g - c0 / group) * nr + r - r0]; false
+// where one is not 2^k with t.k_lo <= k <= t.k_hi. tmp: nr * ng T (ng the
+// groups): each row's exponents are made 16 groups a vector from its
+// consecutive scales (s_axis 1), then transposed.
+template <class T>
+bool ScaleExponents(const Plan& p, const Pow2Table& t, int64_t r0, int64_t nr, int64_t c0,
+                    int64_t nc, T* e, T* tmp) {
+  const int64_t g0 = c0 / p.group, ng = (c0 + nc - 1) / p.group - g0 + 1;
+  const __m512i lo = _mm512_set1_epi32(t.k_lo + 127), hi = _mm512_set1_epi32(t.k_hi + 127);
+  const bool rows_of_groups = p.s_axis == 1;
+  T* const out = rows_of_groups ? tmp : e;
+  __mmask16 bad = 0;
+  for (int64_t r = 0; r < nr; ++r) {
+    const float* const s = p.scale + (r0 + r) * p.s_outer + g0 * p.s_axis;
+    for (int64_t g = 0; g < ng; g += 16) {
+      const int64_t n = std::min<int64_t>(16, ng - g);
+      const __mmask16 live = static_cast<__mmask16>((1u << n) - 1u);
+      __m512i u;
+      if (rows_of_groups) {
+        u = _mm512_maskz_loadu_epi32(live, s + g);
+      } else {
+        alignas(64) float v[16] = {};
+        for (int64_t i = 0; i < n; ++i) v[i] = s[(g + i) * p.s_axis];
+        u = _mm512_load_si512(v);
+      }
+      // (field with the sign bit: a negative scale is out of range)
+      const __m512i field = _mm512_srli_epi32(u, 23);
+      bad |= _mm512_mask_test_epi32_mask(live, u, _mm512_set1_epi32(0x7FFFFF)) |
+             _mm512_mask_cmplt_epi32_mask(live, field, lo) |
+             _mm512_mask_cmpgt_epi32_mask(live, field, hi);
+      // (k in range: k << shift fits T)
+      const __m512i k = _mm512_sll_epi32(_mm512_sub_epi32(field, _mm512_set1_epi32(127)),
+                                         _mm_cvtsi32_si128(t.shift));
+      if (rows_of_groups) {
+        if constexpr (sizeof(T) == 4) {
+          _mm512_mask_storeu_epi32(out + r * ng + g, live, k);
+        } else {
+          _mm256_mask_storeu_epi16(out + r * ng + g, live, _mm512_cvtepi32_epi16(k));
+        }
+      } else {
+        alignas(64) int32_t kv[16];
+        _mm512_store_si512(kv, k);
+        for (int64_t i = 0; i < n; ++i) e[(g + i) * nr + r] = static_cast<T>(kv[i]);
+      }
+    }
+  }
+  if (bad != 0) return false;
+  if (rows_of_groups) {
+    TransposeTile(reinterpret_cast<const uint8_t*>(tmp), static_cast<size_t>(ng) * sizeof(T), nr,
+                  ng, sizeof(T), reinterpret_cast<uint8_t*>(e), static_cast<size_t>(nr) * sizeof(T),
+                  false);
+  }
+  return true;
+}
+
+}  // namespace
+
+int64_t DequantizeTransposedPow2Simd(const Plan& p, int64_t r0, int64_t nr, int64_t c0, int64_t nc,
+                                     int32_t* scratch, uint8_t* dst, int64_t ld, bool stream) {
+  Pow2Table t;
+  const bool wide = p.out == OutType::kF32;
+  const int64_t block = wide ? 16 : 32;  // view rows per output store
+  const int64_t rows = nr / block * block;
+  if (rows == 0 || p.group % 8 != 0 || !MakePow2Table(p, &t)) return 0;
+  // (scratch: a panel's exponents, then ScaleExponents' rows)
+  const int64_t ng = (c0 + nc - 1) / p.group - c0 / p.group + 1;
+  int32_t* const e32 = scratch;
+  int16_t* const e16 = reinterpret_cast<int16_t*>(scratch);
+  const int64_t eb = wide ? 4 : 2;
+  stream = stream && reinterpret_cast<uintptr_t>(dst) % 64 == 0 && (ld * eb) % 64 == 0;
+  const size_t pitch = static_cast<size_t>(p.axis / 2);
+  const uint8_t* const src = p.codes + (r0 * p.axis + c0) / 2;
+  const int64_t g0 = c0 / p.group;
+  auto put = [&](uint8_t* at, __m512i v) HWY_ATTR {
+    if (stream) {
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(at), v);
+    } else {
+      _mm512_storeu_si512(at, v);
+    }
+  };
+  // 16 consecutive words (128 columns) of view rows j .. j + 15 at word w
+  // (fewer at the tile's right edge: the rest zero) transposed: r[i] holds
+  // word w + i of the 16 rows.
+  auto words = [&](int64_t j, int64_t w, __mmask16 live, __m512 r[16]) HWY_ATTR {
+    for (int i = 0; i < 16; ++i) {
+      r[i] = _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(
+          live, src + static_cast<size_t>(j + i) * pitch + static_cast<size_t>(4 * w)));
+    }
+    Transpose16x16(r);
+  };
+  const __m512i table = _mm512_loadu_si512(t.bits);  // (float32 entries)
+  alignas(64) uint16_t half[32];
+  for (int i = 0; i < 32; ++i) half[i] = static_cast<uint16_t>(t.bits[i % 16]);
+  const __m512i table16 = _mm512_load_si512(half);  // (entries 16-31: 0-15 again)
+  alignas(64) static constexpr struct Halves {
+    uint16_t lo[32], hi[32];  // the words' low / high 16 bits, rows 0-15 then 16-31
+    constexpr Halves() : lo(), hi() {
+      for (int i = 0; i < 32; ++i) {
+        lo[i] = static_cast<uint16_t>(i < 16 ? 2 * i : 32 + 2 * (i - 16));
+        hi[i] = static_cast<uint16_t>(lo[i] + 1);
+      }
+    }
+  } kHalves{};
+  const __m512i lo_idx = _mm512_load_si512(kHalves.lo), hi_idx = _mm512_load_si512(kHalves.hi);
+  // Blocks of kPanel view rows x 128 columns (16 words a row): the rows'
+  // words transposed into `staged` (8 KiB, L1), then each output row's run
+  // of kPanel values written as consecutive stores (one 64-byte store in
+  // each of 128 output rows per 32 view rows instead: 0.84x one thread,
+  // float16). Blocks go along the view rows' words (w0 inner): each row's
+  // codes are read in order, the next panel's rows fetched meanwhile.
+  constexpr int64_t kPanel = 128;
+  constexpr int kSubs = 8;  // blocks of 16 view rows per panel
+  alignas(64) __m512i staged[16][kSubs];
+  // The view's rows past the tile (the caller's next tile of the same
+  // columns) are fetched too: its first panel.
+  const int64_t view_rows = p.rows() - r0;
+  for (int64_t j0 = 0; j0 < rows; j0 += kPanel) {
+    const int64_t np = std::min(kPanel, rows - j0);  // (a multiple of block)
+    // The panel's exponents; where one is out of range, the rows before
+    // it are the ones written.
+    if (wide ? !ScaleExponents(p, t, r0 + j0, np, c0, nc, e32, e32 + ng * np)
+             : !ScaleExponents(p, t, r0 + j0, np, c0, nc, e16, e16 + ng * np)) {
+      return j0;
+    }
+    for (int64_t w0 = 0; w0 < nc / 8; w0 += 16) {
+      const int64_t nw = std::min<int64_t>(16, nc / 8 - w0);
+      const __mmask16 live = static_cast<__mmask16>((1u << nw) - 1u);
+      // The next panel's rows at these words, and (at the first words)
+      // their scales: fetched into L2, kPanel / 16 rows per word written
+      // (a burst of them waits on the L1's miss buffers).
+      const int64_t jn = j0 + kPanel;
+      auto fetch = [&](int64_t i) HWY_ATTR {
+        constexpr int64_t kPer = kPanel / 16;
+        for (int64_t r = jn + kPer * i; r < std::min(view_rows, jn + kPer * (i + 1)); ++r) {
+          PrefetchL2(reinterpret_cast<uintptr_t>(src + static_cast<size_t>(r) * pitch +
+                                                 static_cast<size_t>(4 * w0)));
+          if (w0 == 0) {
+            const float* const sr = p.scale + (r0 + r) * p.s_outer + g0 * p.s_axis;
+            PrefetchL2(reinterpret_cast<uintptr_t>(sr));
+            PrefetchL2(reinterpret_cast<uintptr_t>(sr + (ng - 1) * p.s_axis));
+          }
+        }
+      };
+      for (int64_t sb = 0; sb < np / 16; ++sb) {
+        __m512 a[16];
+        words(j0 + 16 * sb, w0, live, a);
+        for (int i = 0; i < 16; ++i) staged[i][sb] = _mm512_castps_si512(a[i]);
+      }
+      for (int64_t i = 0; i < 16; ++i) {
+        fetch(i);
+        if (i >= nw) continue;
+        const int64_t c = 8 * (w0 + i);                     // the word's first column
+        const int64_t at = ((c0 + c) / p.group - g0) * np;  // its exponents
+        uint8_t* const out = dst + static_cast<size_t>((c * ld + j0) * eb);
+        const size_t row = static_cast<size_t>(ld * eb);
+        if (wide) {
+          __m512i k[kSubs];
+          for (int64_t sb = 0; sb < np / 16; ++sb) k[sb] = _mm512_loadu_si512(e32 + at + 16 * sb);
+          for (int f = 0; f < 8; ++f) {
+            for (int64_t sb = 0; sb < np / 16; ++sb) {
+              // (vpermd reads bits 0-3 of each lane: field f after the shift)
+              const __m512i x =
+                  f == 0 ? staged[i][sb]
+                         : _mm512_srli_epi32(staged[i][sb], static_cast<unsigned>(4 * f));
+              const __m512i v = _mm512_permutexvar_epi32(x, table);
+              const __mmask16 nonzero = _mm512_test_epi32_mask(v, _mm512_set1_epi32(0x7FFFFFFF));
+              put(out + f * row + 64 * sb, _mm512_mask_add_epi32(v, nonzero, v, k[sb]));
+            }
+          }
+        } else {
+          // Rows 32 q .. 32 q + 31: the words' low (fields 0-3) and high
+          // (4-7) halves.
+          __m512i half_words[kSubs / 2][2];
+          for (int64_t q = 0; q < np / 32; ++q) {
+            half_words[q][0] =
+                _mm512_permutex2var_epi16(staged[i][2 * q], lo_idx, staged[i][2 * q + 1]);
+            half_words[q][1] =
+                _mm512_permutex2var_epi16(staged[i][2 * q], hi_idx, staged[i][2 * q + 1]);
+          }
+          __m512i k[kSubs / 2];
+          for (int64_t q = 0; q < np / 32; ++q) k[q] = _mm512_loadu_si512(e16 + at + 32 * q);
+          for (int f = 0; f < 8; ++f) {
+            for (int64_t q = 0; q < np / 32; ++q) {
+              // (vpermw reads bits 0-4 of each lane: field f and the next
+              // field's bit 0, which table16's second half ignores)
+              const __m512i x = f % 4 == 0 ? half_words[q][f / 4]
+                                           : _mm512_srli_epi16(half_words[q][f / 4],
+                                                               static_cast<unsigned>(4 * (f % 4)));
+              const __m512i v = _mm512_permutexvar_epi16(x, table16);
+              const __mmask32 nonzero = _mm512_test_epi16_mask(v, _mm512_set1_epi16(0x7FFF));
+              put(out + f * row + 64 * q, _mm512_mask_add_epi16(v, nonzero, v, k[q]));
+            }
+          }
+        }
+      }
+    }
+  }
+  return rows;
+}
+#else
+int64_t DequantizeTransposedPow2Simd(const Plan&, int64_t, int64_t, int64_t, int64_t, int32_t*,
+                                     uint8_t*, int64_t, bool) {
+  return 0;
+}
+#endif  // HWY_TARGET <= HWY_AVX3
+
+}  // namespace HWY_NAMESPACE
+}  // namespace nibble
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace nibble {
+HWY_EXPORT(DequantizeTransposedPow2Simd);
+int64_t DequantizeTransposedPow2(const Plan& plan, int64_t r0, int64_t nr, int64_t c0, int64_t nc,
+                                 int32_t* scratch, uint8_t* dst, int64_t ld, bool stream) {
+  return HWY_DYNAMIC_DISPATCH(DequantizeTransposedPow2Simd)(plan, r0, nr, c0, nc, scratch, dst, ld,
+                                                            stream);
+}
+}  // namespace nibble
+#endif  // HWY_ONCE
