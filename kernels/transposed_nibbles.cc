@@ -211,8 +211,8 @@ int64_t DequantizeTransposedPow2Simd(const Plan& p, int64_t r0, int64_t nr, int6
   // Blocks of kPanel view rows x 128 columns (16 words a row): the rows'
   // words transposed into `staged` (8 KiB, L1), then each output row's run
   // of kPanel values written as consecutive stores (one 64-byte store in
-  // each of 128 output rows per 32 view rows instead: 0.84x one thread,
-  // float16). Blocks go along the view rows' words (w0 inner): each row's
+  // each of 128 output rows per 32 view rows instead: about 0.8x one
+  // thread, float16). Blocks go along the view rows' words (w0 inner): each row's
   // codes are read in order, the next panel's rows fetched meanwhile.
   constexpr int64_t kPanel = 128;
   constexpr int kSubs = 8;  // blocks of 16 view rows per panel
