@@ -82,6 +82,12 @@ void DequantizeTile(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
   }
   switch (plan.layout) {
     case Layout::kDense:
+      // 4-bit rows with a group map (compressed-tensors act-order): the
+      // column family's word tiles where its target has them.
+      if (CodeBits(plan.code) == 4 && plan.axis_group != nullptr && plan.inner == 1) {
+        return DequantizeColumnFamily(plan, r0, r1, c0, c1, out, ld);
+      }
+      [[fallthrough]];
     case Layout::kPmxWords:
       if (CodeBits(plan.code) == 4) return DequantizeNibbleFamily(plan, r0, r1, c0, c1, out, ld);
       return DequantizeByteFamily(plan, r0, r1, c0, c1, out, ld);

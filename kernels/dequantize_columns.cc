@@ -1,8 +1,9 @@
 // The dequantize kernels of the checkpoint column layouts — AWQ words, GPTQ
-// and AWQ qweight read as the [N, K] weight, GPTQ act-order group maps
-// (kernels/dequantize_families.h): Highway dynamic dispatch over the row
-// kernels of kernels/dequantize-inl.h and the AVX-512 column tiles of
-// kernels/x86_avx512-inl.h.
+// and AWQ qweight read as the [N, K] weight, GPTQ act-order group maps,
+// and on AVX2 compressed-tensors' act-order rows (WordTiles; the nibble
+// family's row kernel elsewhere) (kernels/dequantize_families.h): Highway
+// dynamic dispatch over the row kernels of kernels/dequantize-inl.h and the
+// AVX-512 column tiles of kernels/x86_avx512-inl.h.
 #include "kernels/dequantize_families.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -1037,6 +1038,14 @@ constexpr int64_t kWordTileBand = 16, kWordTileChunk = 256, kWordTileGroups = 12
 // 1024-set L2 (32 lines), so at most 16 in flight.
 constexpr int64_t kWordTileAhead = 12;
 
+// WordTiles' second word source: the plan's view is compressed-tensors'
+// act-order rows (dense unsigned 4-bit codes along K, K even: row n's word
+// w, codes 8w .. 8w+7, the 4 bytes at n K / 2 + 4 w).
+HWY_INLINE bool RowWordsPlan(const Plan& plan) {
+  return plan.layout == Layout::kDense && plan.code == CodeKind::kU4 && plan.cols() % 2 == 0 &&
+         plan.s_axis == 1;
+}
+
 // A staged chunk being written out while the next one is computed
 // (WordTiles, CodeTiles): rows [n0, n1), columns [k0, k1) of the output,
 // staged row i at stage + i * pitch (elements of T); rows before `next`
@@ -1073,15 +1082,23 @@ HWY_INLINE void Transpose8x8(__m256* v) {
   v[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
-// Whether WordTiles takes part of this tile: GPTQ's columns over the [N,
-// K] view with a group map (without one, StagedColumns measured as fast
-// from memory and faster in cache), scales [groups, N] (s_outer 1), zero
-// points none or integer, at least 8 rows and one whole word of columns.
+// Whether WordTiles takes part of this tile: a group map along the rows
+// of the [N, K] view, zero points none or integer, at least 8 rows and one
+// whole word of columns, over
+//  - GPTQ's columns (without a map, StagedColumns measured as fast from
+//    memory and faster in cache), scales [groups, N] (s_outer 1);
+//  - or compressed-tensors' act-order rows (RowWordsPlan: dense unsigned
+//    4-bit codes, each row whole bytes), scales [N, groups] (s_axis 1),
+//    the map's groups over the tile's words at most kWordTileGroups (the
+//    band's table).
 HWY_INLINE bool WordTilesApply(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-  return plan.layout == Layout::kGptqColumns && plan.axis_group != nullptr && plan.inner == 1 &&
-         plan.s_outer == 1 &&
-         (plan.zp_kind == ZeroPointKind::kNone || plan.zp_kind == ZeroPointKind::kInteger) &&
-         r1 - r0 >= 8 && c1 / 8 > (c0 + 7) / 8;
+  if (plan.axis_group == nullptr || plan.inner != 1 ||
+      (plan.zp_kind != ZeroPointKind::kNone && plan.zp_kind != ZeroPointKind::kInteger) ||
+      r1 - r0 < 8 || c1 / 8 <= (c0 + 7) / 8) {
+    return false;
+  }
+  if (plan.layout == Layout::kGptqColumns) return plan.s_outer == 1;
+  return RowWordsPlan(plan) && MapGroups(plan, (c0 + 7) / 8 * 8, c1 / 8 * 8) <= kWordTileGroups;
 }
 
 // The n values at v as kOut at dst: whole units by StoreOutUnit (from a
@@ -1106,7 +1123,11 @@ HWY_INLINE void StoreRun(const float* v, int64_t n, char* dst, bool stream, Unit
 
 // Rows [r0, r0 + (r1 - r0) / 8 * 8), columns [8 ceil(c0 / 8), 8 floor(c1
 // / 8)) of the tile, where WordTilesApply (the caller writes the rest).
-template <ZeroPointKind kZp, OutType kOut>
+// kRows: RowWordsPlan's rows (else GPTQ's columns): each chunk's words of
+// the band first transposed into GPTQ's order (words (w, n .. n+7) 32
+// bytes together: 8 x 8 dword transposes of 8 rows' 8 words), its
+// parameters' table from [N, groups].
+template <bool kRows, ZeroPointKind kZp, OutType kOut>
 HWY_NOINLINE void WordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                             char* out, int64_t ld) {
   constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
@@ -1119,16 +1140,20 @@ HWY_NOINLINE void WordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0
   alignas(64) float scales[kWordTileGroups * kWordTileBand];
   alignas(64) int32_t zeros[kHasZ ? kWordTileGroups * kWordTileBand : 1];
   alignas(64) int64_t at[kWordTileChunk];  // k's parameter offset (group g(k)'s)
+  // kRows: the chunk's words of the band, word i's at i * kWordTileBand + (n - n0).
+  alignas(64) uint32_t row_words[kRows ? kWordTileChunk / 8 * kWordTileBand : 8];
   const int64_t rm = r0 + (r1 - r0) / 8 * 8, ka = (c0 + 7) / 8 * 8, kb = c1 / 8 * 8;
   const int64_t S = plan.word_stride, K = plan.cols();
+  const int64_t row_bytes = K / 2;  // kRows
   // The parameter rows read: every group of the map's entries over the
   // columns (which may name more than K / G groups), or of k / G; one
   // where the scale is constant along the row (s_axis 0: g ignored).
   const int64_t groups = plan.s_axis == 0             ? 1
                          : plan.axis_group != nullptr ? MapGroups(plan, ka, kb)
                                                       : (K + plan.group - 1) / plan.group;
-  // Past kWordTileGroups groups, the parameters are read in place.
-  const bool table = groups <= kWordTileGroups;
+  // Past kWordTileGroups groups, the parameters are read in place (not
+  // kRows: WordTilesApply).
+  const bool table = kRows || groups <= kWordTileGroups;
   const int64_t g_stride = plan.s_axis == 0 ? 0 : (table ? kWordTileBand : plan.s_axis);
   const bool stream = plan.nontemporal;
   const UnitFacts facts = kOut == OutType::kBF16 && plan.finite_values ? kNoNaN : kNoFacts;
@@ -1146,8 +1171,17 @@ HWY_NOINLINE void WordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0
   int buffer = 0;
   for (int64_t n0 = r0; n0 < rm; n0 = band_end(n0)) {
     const int64_t n1 = band_end(n0);
-    // The next band's parameter lines (its first and last column's).
-    if (n1 < rm) {
+    // The next band's parameter lines (its first and last column's; kRows:
+    // each row's first and last group's).
+    if (kRows && n1 < rm) {
+      for (int64_t n = n1; n < band_end(n1); ++n) {
+        for (int64_t g : {int64_t{0}, groups - 1}) {
+          const int64_t i = n * plan.s_outer + g;
+          hwy::Prefetch(plan.scale + i);
+          if constexpr (kHasZ) hwy::Prefetch(plan.zp_int + i);
+        }
+      }
+    } else if (n1 < rm) {
       const int64_t last = band_end(n1) - 1;
       for (int64_t g = 0; g < groups; ++g) {
         for (int64_t n : {n1, last}) {
@@ -1165,7 +1199,18 @@ HWY_NOINLINE void WordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0
     const float* s_base = plan.scale;
     const int32_t* z_base = plan.zp_int;
     int64_t col0 = 0;
-    if (table) {
+    if (kRows) {
+      for (int64_t n = n0; n < n1; ++n) {
+        for (int64_t g = 0; g < groups; ++g) {
+          const int64_t i = n * plan.s_outer + g;
+          scales[g * kWordTileBand + (n - n0)] = plan.scale[i];
+          if constexpr (kHasZ) zeros[g * kWordTileBand + (n - n0)] = plan.zp_int[i];
+        }
+      }
+      s_base = scales;
+      z_base = zeros;
+      col0 = n0;
+    } else if (table) {
       for (int64_t g = 0; g < groups; ++g) {
         const int64_t i = g * plan.s_axis + n0;
         std::memcpy(scales + g * kWordTileBand, plan.scale + i, 4 * static_cast<size_t>(n1 - n0));
@@ -1192,12 +1237,53 @@ HWY_NOINLINE void WordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0
         }
       }
       float* const st = stage[buffer];
+      if constexpr (kRows) {
+        // The band's words of the chunk in GPTQ's order; then the next
+        // chunk's code lines (past the band's end: the next band's first)
+        // into L2.
+        const int64_t nw = (k1 - k0) / 8;
+        for (int64_t h = n0; h < n1; h += 8) {
+          const uint8_t* const rows = plan.codes + h * row_bytes + k0 / 2;
+          int64_t i = 0;
+          for (; i + 8 <= nw; i += 8) {
+            __m256 v[8];
+#pragma GCC unroll 8
+            for (int r = 0; r < 8; ++r) {
+              v[r] = _mm256_castsi256_ps(_mm256_loadu_si256(
+                  reinterpret_cast<const __m256i*>(rows + r * row_bytes + 4 * i)));
+            }
+            Transpose8x8(v);
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; ++j) {
+              _mm256_store_ps(
+                  reinterpret_cast<float*>(row_words + (i + j) * kWordTileBand + (h - n0)), v[j]);
+            }
+          }
+          for (; i < nw; ++i) {
+            for (int64_t r = 0; r < 8; ++r) {
+              std::memcpy(row_words + i * kWordTileBand + (h - n0) + r,
+                          rows + r * row_bytes + 4 * i, 4);
+            }
+          }
+        }
+        const bool last_chunk = k1 == kb;
+        const int64_t fa = last_chunk ? n1 : n0, fb = last_chunk ? band_end(n1) : n1;
+        const int64_t fk = last_chunk ? ka : k1, fk1 = std::min(kb, fk + kWordTileChunk);
+        if (fa < rm) {
+          for (int64_t n = fa; n < fb; ++n) {
+            for (int64_t k = fk; k < fk1; k += 128) {  // one line: 128 codes
+              _mm_prefetch(reinterpret_cast<const char*>(plan.codes + n * row_bytes + k / 2),
+                           _MM_HINT_T1);
+            }
+          }
+        }
+      }
       for (int64_t w = k0 / 8; w < k1 / 8; ++w) {
         // Word row w + kWordTileAhead of the band's sweep (past its end:
         // the next band's), into L2.
         const int64_t ahead = w + kWordTileAhead;
         const int64_t fn = ahead < kb / 8 ? n0 : n1, fw = ahead < kb / 8 ? ahead : ahead - words;
-        if (fn < rm) {
+        if (!kRows && fn < rm) {
           const uintptr_t line = codes + static_cast<uintptr_t>(fw * S + 4 * fn);
           _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
           _mm_prefetch(reinterpret_cast<const char*>(
@@ -1206,8 +1292,10 @@ HWY_NOINLINE void WordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0
         }
         const int64_t j0 = 8 * w - k0;
         for (int64_t h = n0; h < n1; h += 8) {
-          __m256i word =
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(plan.codes + w * S + 4 * h));
+          __m256i word = kRows ? _mm256_load_si256(reinterpret_cast<const __m256i*>(
+                                     row_words + (w - k0 / 8) * kWordTileBand + (h - n0)))
+                               : _mm256_loadu_si256(
+                                     reinterpret_cast<const __m256i*>(plan.codes + w * S + 4 * h));
           __m256 v[8];
 #pragma GCC unroll 8
           for (int j = 0; j < 8; ++j) {
@@ -1618,19 +1706,30 @@ void DequantizeColumnFamilySimd(const Plan& plan, int64_t r0, int64_t r1, int64_
     return;
   }
   if (WordTilesApply(plan, r0, r1, c0, c1)) {
-    // The whole words of 8-row strips, then the rest around them.
+    // The whole words of 8-row strips, then the rest around them (rows:
+    // by the nibble family's row kernel).
     const int64_t rm = r0 + (r1 - r0) / 8 * 8, ka = (c0 + 7) / 8 * 8, kb = c1 / 8 * 8;
     char* const y = static_cast<char*>(out);
     const int64_t eb = OutBytes(plan.out);
+    const bool rows = plan.layout == Layout::kDense;
     WithZpNoneOrIntegerOut(plan, [&](auto zp, auto ot) HWY_ATTR {
-      WordTiles<decltype(zp)::value, decltype(ot)::value>(plan, r0, r1, c0, c1, y, ld);
+      if (rows) {
+        WordTiles<true, decltype(zp)::value, decltype(ot)::value>(plan, r0, r1, c0, c1, y, ld);
+      } else {
+        WordTiles<false, decltype(zp)::value, decltype(ot)::value>(plan, r0, r1, c0, c1, y, ld);
+      }
     });
-    if (c0 < ka) ColumnFamilyTiles(plan, r0, rm, c0, ka, y, ld);
-    if (kb < c1) ColumnFamilyTiles(plan, r0, rm, kb, c1, y + (kb - c0) * eb, ld);
-    if (rm < r1) ColumnFamilyTiles(plan, rm, r1, c0, c1, y + (rm - r0) * ld * eb, ld);
+    const auto rest = rows ? &kernels_internal::DequantizeNibbleFamily : &ColumnFamilyTiles;
+    if (c0 < ka) rest(plan, r0, rm, c0, ka, y, ld);
+    if (kb < c1) rest(plan, r0, rm, kb, c1, y + (kb - c0) * eb, ld);
+    if (rm < r1) rest(plan, rm, r1, c0, c1, y + (rm - r0) * ld * eb, ld);
     return;
   }
 #endif
+  // (Dense rows: routed here for WordTiles; elsewhere the nibble family's.)
+  if (plan.layout == Layout::kDense) {
+    return kernels_internal::DequantizeNibbleFamily(plan, r0, r1, c0, c1, out, ld);
+  }
   ColumnFamilyTiles(plan, r0, r1, c0, c1, out, ld);
 }
 

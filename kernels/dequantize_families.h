@@ -22,7 +22,9 @@ void DequantizeNibbleFamily(const Plan& plan, int64_t r0, int64_t r1, int64_t c0
 // (kernels/dequantize_bytes.cc);
 void DequantizeByteFamily(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                           void* out, int64_t ld);
-// AWQ words, GPTQ and AWQ columns (kernels/dequantize_columns.cc);
+// AWQ words, GPTQ and AWQ columns, dense 4-bit rows with a group map
+// (compressed-tensors act-order: AVX2 word tiles, else the nibble family's)
+// (kernels/dequantize_columns.cc);
 void DequantizeColumnFamily(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                             void* out, int64_t ld);
 // ggml block layouts of 4-bit and of 8-bit codes (kernels/dequantize_blocks4.cc,
