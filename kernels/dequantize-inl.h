@@ -985,43 +985,54 @@ class RowKernel {
         // the current one's lookups (as ShuffleGroups').
         // With L::kCodes32 and sub-blocks of whole 32-code runs, 32 outputs
         // per Codes32In, two byte shuffles and the byte unpacks.
+        // bfloat16 tables of finite values (RowJob::finite: integer codes,
+        // the chunk's headers finite) round without the NaN case.
         constexpr bool kRuns32 = L::kCodes32 && kSub % 32 == 0;
         constexpr int64_t kStep = kRuns32 ? 32 : kUnit;
         const DU16 du16;
         const ShuffleTableSource tables(*this);
-        VU16 next_lo = hn::Zero(du16), next_hi = hn::Zero(du16);
-        if (k + kB <= k1) tables(g0, &next_lo, &next_hi);
-        each_block([&](char* out) HWY_ATTR {
-          VU16 lo = next_lo, hi = next_hi;
+        auto run = [&](auto no_nan) HWY_ATTR {
+          constexpr bool kNoNaNTables = decltype(no_nan)::value;
+          VU16 next_lo = hn::Zero(du16), next_hi = hn::Zero(du16);
+          if (k + kB <= k1) tables.template Build<kNoNaNTables>(g0, &next_lo, &next_hi);
+          each_block([&](char* out) HWY_ATTR {
+            VU16 lo = next_lo, hi = next_hi;
 #pragma GCC unroll 16
-          for (int64_t j = 0; j < kB; j += kStep) {
-            if (j % kSub == 0) {
-              lo = next_lo;
-              hi = next_hi;
-              // (the next block's first, where there is a next block)
-              if (j + kSub < kB || k + 2 * kB <= k1) {
-                tables(g0 + j / kSub + 1, &next_lo, &next_hi);
+            for (int64_t j = 0; j < kB; j += kStep) {
+              if (j % kSub == 0) {
+                lo = next_lo;
+                hi = next_hi;
+                // (the next block's first, where there is a next block)
+                if (j + kSub < kB || k + 2 * kB <= k1) {
+                  tables.template Build<kNoNaNTables>(g0 + j / kSub + 1, &next_lo, &next_hi);
+                }
+              }
+              uint16_t* const at = reinterpret_cast<uint16_t*>(out + j * kOutBytes);
+#if HWY_TARGET == HWY_AVX2
+              if constexpr (kRuns32) {
+                const __m256i c = L::Codes32In(block, static_cast<uint64_t>(j));
+                const __m256i l = _mm256_shuffle_epi8(lo.raw, c),
+                              u = _mm256_shuffle_epi8(hi.raw, c);
+                // (du16's lanes: kUnit.)
+                StoreTwo(du16, VU16{_mm256_unpacklo_epi8(l, u)}, VU16{_mm256_unpackhi_epi8(l, u)},
+                         at, stream);
+                continue;
+              }
+#endif
+              const VU16 h = ShuffleLookup(lo, hi, L::Load16In(block, static_cast<uint64_t>(j)));
+              if (stream) {
+                hn::Stream(h, du16, at);
+              } else {
+                hn::StoreU(h, du16, at);
               }
             }
-            uint16_t* const at = reinterpret_cast<uint16_t*>(out + j * kOutBytes);
-#if HWY_TARGET == HWY_AVX2
-            if constexpr (kRuns32) {
-              const __m256i c = L::Codes32In(block, static_cast<uint64_t>(j));
-              const __m256i l = _mm256_shuffle_epi8(lo.raw, c), u = _mm256_shuffle_epi8(hi.raw, c);
-              // (du16's lanes: kUnit.)
-              StoreTwo(du16, VU16{_mm256_unpacklo_epi8(l, u)}, VU16{_mm256_unpackhi_epi8(l, u)}, at,
-                       stream);
-              continue;
-            }
-#endif
-            const VU16 h = ShuffleLookup(lo, hi, L::Load16In(block, static_cast<uint64_t>(j)));
-            if (stream) {
-              hn::Stream(h, du16, at);
-            } else {
-              hn::StoreU(h, du16, at);
-            }
-          }
-        });
+          });
+        };
+        if (kOut == OutType::kBF16 && job_.finite && !kFloatCode) {
+          run(std::true_type());
+        } else {
+          run(std::false_type());
+        }
         return k;
       }
       if constexpr (BlockBytesShape<D>::kOk) {
@@ -1337,6 +1348,8 @@ class RowKernel {
   // ShuffleTables' second half: T[0..7] = t0, T[8..15] = t1 (float32),
   // rounded to the output bits; *lo = their low bytes in both 128-bit
   // halves, *hi their high bytes.
+  // kNoNaN: no T[c] is NaN (bfloat16 rounds without the NaN case).
+  template <bool kNoNaN = false>
   static HWY_INLINE void ShuffleTablesOf(VF t0, VF t1, VU16* lo, VU16* hi) {
 #if HWY_TARGET == HWY_AVX2
     const DF df;
@@ -1347,11 +1360,11 @@ class RowKernel {
       // T[8..15]'s into dwords 2-3; one dword permute per table then
       // collects [codes 0-3, 4-7, 8-11, 12-15] in both halves.
       const __m256i a = _mm256_shuffle_epi8(
-          BF16Rounded(t0.raw),
+          BF16Rounded<kNoNaN>(t0.raw),
           _mm256_setr_epi8(2, 6, 10, 14, 3, 7, 11, 15, -1, -1, -1, -1, -1, -1, -1, -1, 2, 6, 10, 14,
                            3, 7, 11, 15, -1, -1, -1, -1, -1, -1, -1, -1));
       const __m256i b = _mm256_shuffle_epi8(
-          BF16Rounded(t1.raw),
+          BF16Rounded<kNoNaN>(t1.raw),
           _mm256_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, 2, 6, 10, 14, 3, 7, 11, 15, -1, -1, -1,
                            -1, -1, -1, -1, -1, 2, 6, 10, 14, 3, 7, 11, 15));
       const __m256i ab = _mm256_or_si256(a, b);
@@ -1560,22 +1573,24 @@ class RowKernel {
                         : hn::ConvertTo(DF(), hn::Sub(q0, hn::Set(DI(), rk.plan_.code_offset)))),
           c1(kFloatCode ? hn::LoadU(DF(), rk.decode_ + 8)
                         : hn::ConvertTo(DF(), hn::Sub(q1, hn::Set(DI(), rk.plan_.code_offset)))) {}
-    // Group i's tables to *lo, *hi.
-    HWY_INLINE void operator()(int64_t i, VU16* lo, VU16* hi) const {
+    // Group i's tables to *lo, *hi (kNoNaN: ShuffleTablesOf's).
+    template <bool kNoNaN = false>
+    HWY_INLINE void Build(int64_t i, VU16* lo, VU16* hi) const {
       const DF df;
       const VF s = hn::Set(df, sp[i]);
       if constexpr (!kFloatCode && kZp == ZeroPointKind::kInteger) {
         // Arith with the group's z.
         const VI z = hn::Set(DI(), zip[i]);
-        ShuffleTablesOf(hn::Mul(hn::ConvertTo(df, hn::Sub(q0, z)), s),
-                        hn::Mul(hn::ConvertTo(df, hn::Sub(q1, z)), s), lo, hi);
+        ShuffleTablesOf<kNoNaN>(hn::Mul(hn::ConvertTo(df, hn::Sub(q0, z)), s),
+                                hn::Mul(hn::ConvertTo(df, hn::Sub(q1, z)), s), lo, hi);
       } else if constexpr (!kFloatCode && kZp == ZeroPointKind::kFloat) {
         const VF zf = hn::Set(df, zfp[i]);  // Arith's product plus zf
-        ShuffleTablesOf(hn::Add(hn::Mul(c0, s), zf), hn::Add(hn::Mul(c1, s), zf), lo, hi);
+        ShuffleTablesOf<kNoNaN>(hn::Add(hn::Mul(c0, s), zf), hn::Add(hn::Mul(c1, s), zf), lo, hi);
       } else {
-        ShuffleTablesOf(hn::Mul(c0, s), hn::Mul(c1, s), lo, hi);
+        ShuffleTablesOf<kNoNaN>(hn::Mul(c0, s), hn::Mul(c1, s), lo, hi);
       }
     }
+    HWY_INLINE void operator()(int64_t i, VU16* lo, VU16* hi) const { Build<false>(i, lo, hi); }
     const float* sp;
     const int32_t* zip;
     const float* zfp;
