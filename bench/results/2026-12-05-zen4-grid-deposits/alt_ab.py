@@ -4,11 +4,15 @@
 dtype, threads) the median ratio_rw of each binary and the median of the
 per-round ratios B / A of G el/s.
 
-    alt_ab.py BIN_A BIN_B ROUNDS OUT.jsonl BENCH_ARGS...
+    alt_ab.py [--tiles] BIN_A BIN_B ROUNDS OUT.jsonl BENCH_ARGS...
+
+--tiles: the in-cache '-tile' rows too (else whole tensors only).
 """
 import collections, json, statistics, subprocess, sys
-A, B, rounds, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-args = sys.argv[5:]
+tiles = sys.argv[1] == '--tiles'
+argv = sys.argv[2:] if tiles else sys.argv[1:]
+A, B, rounds, out = argv[0], argv[1], int(argv[2]), argv[3]
+args = argv[4:]
 rw = collections.defaultdict(list)
 ratio = collections.defaultdict(list)
 with open(out, 'w') as f:
@@ -17,7 +21,7 @@ with open(out, 'w') as f:
         for b in ([A, B] if r % 2 == 0 else [B, A]):
             text = subprocess.run([b, 'bench', '--format', 'json'] + args,
                                   capture_output=True, text=True).stdout
-            rows = [x for x in json.loads(text) if '-tile' not in x['layout']]
+            rows = [x for x in json.loads(text) if tiles or '-tile' not in x['layout']]
             got[b] = {(x['layout'], x['dtype'], x['threads']): x for x in rows}
             for x in rows:
                 x['binary'], x['round'] = b, r
