@@ -1082,23 +1082,29 @@ HWY_INLINE void Transpose8x8(__m256* v) {
   v[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
-// Whether WordTiles takes part of this tile: a group map along the rows
-// of the [N, K] view, zero points none or integer, at least 8 rows and one
-// whole word of columns, over
+// Whether WordTiles takes part of this tile — 0 where not, else the
+// parameter rows it reads (WordTiles' `groups`: every group of the map's
+// entries over the tile's words, which may name more than K / G groups;
+// one where the scale is constant along the row, s_axis 0): a group map
+// along the rows of the [N, K] view, zero points none or integer, at least
+// 8 rows and one whole word of columns, over
 //  - GPTQ's columns (without a map, StagedColumns measured as fast from
 //    memory and faster in cache), scales [groups, N] (s_outer 1);
 //  - or compressed-tensors' act-order rows (RowWordsPlan: dense unsigned
 //    4-bit codes, each row whole bytes), scales [N, groups] (s_axis 1),
 //    the map's groups over the tile's words at most kWordTileGroups (the
 //    band's table).
-HWY_INLINE bool WordTilesApply(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+HWY_INLINE int64_t WordTileGroups(const Plan& plan, int64_t r0, int64_t r1, int64_t c0,
+                                  int64_t c1) {
   if (plan.axis_group == nullptr || plan.inner != 1 ||
       (plan.zp_kind != ZeroPointKind::kNone && plan.zp_kind != ZeroPointKind::kInteger) ||
       r1 - r0 < 8 || c1 / 8 <= (c0 + 7) / 8) {
-    return false;
+    return 0;
   }
-  if (plan.layout == Layout::kGptqColumns) return plan.s_outer == 1;
-  return RowWordsPlan(plan) && MapGroups(plan, (c0 + 7) / 8 * 8, c1 / 8 * 8) <= kWordTileGroups;
+  const bool gptq = plan.layout == Layout::kGptqColumns;
+  if (gptq ? plan.s_outer != 1 : !RowWordsPlan(plan)) return 0;
+  const int64_t groups = plan.s_axis == 0 ? 1 : MapGroups(plan, (c0 + 7) / 8 * 8, c1 / 8 * 8);
+  return gptq || groups <= kWordTileGroups ? groups : 0;
 }
 
 // The n values at v as kOut at dst: whole units by StoreOutUnit (from a
@@ -1122,14 +1128,15 @@ HWY_INLINE void StoreRun(const float* v, int64_t n, char* dst, bool stream, Unit
 }
 
 // Rows [r0, r0 + (r1 - r0) / 8 * 8), columns [8 ceil(c0 / 8), 8 floor(c1
-// / 8)) of the tile, where WordTilesApply (the caller writes the rest).
+// / 8)) of the tile, where WordTileGroups gave `groups` (the caller writes
+// the rest).
 // kRows: RowWordsPlan's rows (else GPTQ's columns): each chunk's words of
 // the band first transposed into GPTQ's order (words (w, n .. n+7) 32
 // bytes together: 8 x 8 dword transposes of 8 rows' 8 words), its
 // parameters' table from [N, groups].
 template <bool kRows, ZeroPointKind kZp, OutType kOut>
 HWY_NOINLINE void WordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                            char* out, int64_t ld) {
+                            int64_t groups, char* out, int64_t ld) {
   constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
   constexpr int64_t kPitch = kWordTileChunk + 16;  // floats per staged row
   constexpr bool kHasZ = kZp == ZeroPointKind::kInteger;
@@ -1145,14 +1152,8 @@ HWY_NOINLINE void WordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0
   const int64_t rm = r0 + (r1 - r0) / 8 * 8, ka = (c0 + 7) / 8 * 8, kb = c1 / 8 * 8;
   const int64_t S = plan.word_stride, K = plan.cols();
   const int64_t row_bytes = K / 2;  // kRows
-  // The parameter rows read: every group of the map's entries over the
-  // columns (which may name more than K / G groups), or of k / G; one
-  // where the scale is constant along the row (s_axis 0: g ignored).
-  const int64_t groups = plan.s_axis == 0             ? 1
-                         : plan.axis_group != nullptr ? MapGroups(plan, ka, kb)
-                                                      : (K + plan.group - 1) / plan.group;
   // Past kWordTileGroups groups, the parameters are read in place (not
-  // kRows: WordTilesApply).
+  // kRows: WordTileGroups).
   const bool table = kRows || groups <= kWordTileGroups;
   const int64_t g_stride = plan.s_axis == 0 ? 0 : (table ? kWordTileBand : plan.s_axis);
   const bool stream = plan.nontemporal;
@@ -1705,7 +1706,7 @@ void DequantizeColumnFamilySimd(const Plan& plan, int64_t r0, int64_t r1, int64_
     if (rb < r1) ColumnFamilyTiles(plan, rb, r1, c0, c1, y + (rb - r0) * ld * 2, ld);
     return;
   }
-  if (WordTilesApply(plan, r0, r1, c0, c1)) {
+  if (const int64_t groups = WordTileGroups(plan, r0, r1, c0, c1); groups > 0) {
     // The whole words of 8-row strips, then the rest around them (rows:
     // by the nibble family's row kernel).
     const int64_t rm = r0 + (r1 - r0) / 8 * 8, ka = (c0 + 7) / 8 * 8, kb = c1 / 8 * 8;
@@ -1714,9 +1715,11 @@ void DequantizeColumnFamilySimd(const Plan& plan, int64_t r0, int64_t r1, int64_
     const bool rows = plan.layout == Layout::kDense;
     WithZpNoneOrIntegerOut(plan, [&](auto zp, auto ot) HWY_ATTR {
       if (rows) {
-        WordTiles<true, decltype(zp)::value, decltype(ot)::value>(plan, r0, r1, c0, c1, y, ld);
+        WordTiles<true, decltype(zp)::value, decltype(ot)::value>(plan, r0, r1, c0, c1, groups, y,
+                                                                  ld);
       } else {
-        WordTiles<false, decltype(zp)::value, decltype(ot)::value>(plan, r0, r1, c0, c1, y, ld);
+        WordTiles<false, decltype(zp)::value, decltype(ot)::value>(plan, r0, r1, c0, c1, groups, y,
+                                                                   ld);
       }
     });
     const auto rest = rows ? &kernels_internal::DequantizeNibbleFamily : &ColumnFamilyTiles;
