@@ -54,7 +54,8 @@ class BlockVectors {
 // Grid layouts (GridLayout: the i-quants, Q1_0): D::Groups sets the block's
 // groups (scalar: ggml's index and scale arithmetic) — or, on AVX-512, the
 // same groups computed in vectors (GridGroups<D>::Fill, x86_avx512-inl.h,
-// which also applies the sign bits to the bytes of kSignedBytes grids);
+// which also applies the sign bits to the bytes of kSignedBytes grids),
+// and on AVX2 for the IQ2 types' 16-bit outputs (Iq2Pairs, below);
 // At expands 8-value groups as the scalar ExpandGroup does — grid bytes
 // widened and negated by their sign bits, times the group's scale
 // (kSignedBytes), the scale times 1 and then negated (kNegatedScale), or the
@@ -71,6 +72,141 @@ HWY_INLINE __m256i LookupWords8(__m256i table, __m256i idx) {
                                         _mm256_set1_epi16(0x0100));
   return _mm256_shuffle_epi8(table, pair);
 }
+
+// Iq2Pairs<D> (kHas: IQ2_XXS, IQ2_XS, IQ2_S): a block's groups read in
+// vectors for the 16-bit outputs, the values D::Groups computes —
+// Read(b, offsets, signs, scales) sets group k's byte offset in the pair
+// grid (16 times its grid index: Grid(), kernels/ggml_grids.h), its sign
+// byte (bit j set: value j negated; the 7-bit sign indices with their
+// parity as bit 7, ggml's ksigns_iq2xs) and sub-block s's scale in lane
+// s % 8 of scales[s / 8] (layout_internal::Iq2Scale's operations; kept in
+// registers: a lane read back from a stored vector waits for the store).
+// The kernel then reads a group's 8 table positions as one 16-byte load
+// (BlockVectors::Out16) instead of Groups' scalar lookups and stores and
+// a widening of each stored position.
+template <class D, class = void>
+struct Iq2Pairs {
+  static constexpr bool kHas = false;
+};
+namespace iq2_internal {
+// Bytes x (each < 128) with bit 7 set where x has an odd number of bits
+// set (layout_internal::SignsOf7): the nibbles' parities by two byte
+// shuffles.
+HWY_INLINE __m256i Signs7(__m256i x) {
+  const __m256i parity =
+      _mm256_setr_epi8(0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0, 0,
+                       -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0);
+  const __m256i low = _mm256_and_si256(x, _mm256_set1_epi8(0x0F));
+  const __m256i high = _mm256_and_si256(_mm256_srli_epi16(x, 4), _mm256_set1_epi8(0x0F));
+  return _mm256_or_si256(
+      x, _mm256_xor_si256(_mm256_shuffle_epi8(parity, low), _mm256_shuffle_epi8(parity, high)));
+}
+// Iq2Scale(d, s) of 8 lanes s: d * (0.5 + s) * 0.25, the same operations.
+HWY_INLINE __m256 Scales(float d, __m256i s) {
+  return _mm256_mul_ps(
+      _mm256_mul_ps(_mm256_set1_ps(d), _mm256_add_ps(_mm256_set1_ps(0.5f), _mm256_cvtepi32_ps(s))),
+      _mm256_set1_ps(0.25f));
+}
+// IQ2_XS / IQ2_S: 16-value sub-block j's scale from nibble j % 2 of
+// scales[j / 2].
+HWY_INLINE void NibbleScales(float d, const uint8_t* scales, __m256* dst) {
+  const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales));
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  const __m128i nibbles =
+      _mm_unpacklo_epi8(_mm_and_si128(v, mask), _mm_and_si128(_mm_srli_epi16(v, 4), mask));
+  dst[0] = Scales(d, _mm256_cvtepu8_epi32(nibbles));
+  dst[1] = Scales(d, _mm256_cvtepu8_epi32(_mm_srli_si128(nibbles, 8)));
+}
+// 16 grid indices (16-bit lanes, each < 4096) as byte offsets (16 each).
+HWY_INLINE void StoreOffsets(__m256i index, uint16_t* dst) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm256_slli_epi16(index, 4));
+}
+}  // namespace iq2_internal
+// IQ2_XXS: dword 2 ib of sub-block ib's 8 bytes the four grid indices,
+// dword 2 ib + 1 (aux) the sign indices (7 l) and the scale (28).
+template <class D>
+struct Iq2Pairs<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>> {
+  static constexpr bool kHas = true;
+  static const uint8_t* Grid() { return kGgmlIq2xxsPairGrid; }
+  static HWY_INLINE void Read(const uint8_t* b, uint16_t* offsets, uint8_t* signs, __m256* scales) {
+    using Block = GgufIQ2_XXS::Block;
+    const float* qs = reinterpret_cast<const float*>(b + offsetof(Block, qs));
+    const __m256 lo = _mm256_loadu_ps(qs), hi = _mm256_loadu_ps(qs + 8);
+    // Dwords 2 ib (the indices) and 2 ib + 1 (aux), ib = 0 .. 7 in order.
+    const __m256i index =
+        _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8);
+    const __m256i aux =
+        _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8);
+    iq2_internal::StoreOffsets(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(index)), offsets);
+    iq2_internal::StoreOffsets(_mm256_cvtepu8_epi16(_mm256_extracti128_si256(index, 1)),
+                               offsets + 16);
+    // Sign index l (bits 7 l ..) to byte l of its sub-block's dword.
+    __m256i sevens = _mm256_and_si256(aux, _mm256_set1_epi32(0x7F));
+    for (int l = 1; l < 4; ++l) {
+      sevens = _mm256_or_si256(
+          sevens, _mm256_and_si256(_mm256_slli_epi32(aux, l), _mm256_set1_epi32(0x7F << (8 * l))));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(signs), iq2_internal::Signs7(sevens));
+    scales[0] = iq2_internal::Scales(layout_internal::Half(b, offsetof(Block, d)),
+                                     _mm256_srli_epi32(aux, 28));
+  }
+};
+// IQ2_XS: u16 qs[k]: grid index bits 0-8, sign index bits 9-15.
+template <class D>
+struct Iq2Pairs<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XS>>> {
+  static constexpr bool kHas = true;
+  static const uint8_t* Grid() { return kGgmlIq2xsPairGrid; }
+  static HWY_INLINE void Read(const uint8_t* b, uint16_t* offsets, uint8_t* signs, __m256* scales) {
+    using Block = GgufIQ2_XS::Block;
+    const auto* qs = reinterpret_cast<const __m256i*>(b + offsetof(Block, qs));
+    const __m256i w0 = _mm256_loadu_si256(qs), w1 = _mm256_loadu_si256(qs + 1);
+    const __m256i index_mask = _mm256_set1_epi16(511);
+    iq2_internal::StoreOffsets(_mm256_and_si256(w0, index_mask), offsets);
+    iq2_internal::StoreOffsets(_mm256_and_si256(w1, index_mask), offsets + 16);
+    // The 32 sign indices as bytes in order (the pack interleaves halves).
+    const __m256i sevens = _mm256_permute4x64_epi64(
+        _mm256_packus_epi16(_mm256_srli_epi16(w0, 9), _mm256_srli_epi16(w1, 9)), 0xD8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(signs), iq2_internal::Signs7(sevens));
+    iq2_internal::NibbleScales(layout_internal::Half(b, offsetof(Block, d)),
+                               b + offsetof(Block, scales), scales);
+  }
+};
+// IQ2_S: grid index qs[k] | bits 2 (k % 4) .. +1 of qh[k / 4] << 8, the
+// sign bytes as stored.
+template <class D>
+struct Iq2Pairs<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_S>>> {
+  static constexpr bool kHas = true;
+  static const uint8_t* Grid() { return kGgmlIq2sPairGrid; }
+  static HWY_INLINE void Read(const uint8_t* b, uint16_t* offsets, uint8_t* signs, __m256* scales) {
+    using Block = GgufIQ2_S::Block;
+    const __m256i qh = _mm256_broadcastq_epi64(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + offsetof(Block, qh))));
+    // Lane k: qh[k / 4] shifted left by 8 - 2 (k % 4), bits 8-9 kept
+    // (Groups' (qh << (8 - 2 l)) & 0x300).
+    const __m256i shift =
+        _mm256_setr_epi16(256, 64, 16, 4, 256, 64, 16, 4, 256, 64, 16, 4, 256, 64, 16, 4);
+    for (int h = 0; h < 2; ++h) {
+      // Word k's low byte qh[4 h + k / 4], its high byte 0.
+      const __m256i pick =
+          _mm256_setr_epi8(static_cast<char>(4 * h), -128, static_cast<char>(4 * h), -128,
+                           static_cast<char>(4 * h), -128, static_cast<char>(4 * h), -128,
+                           static_cast<char>(4 * h + 1), -128, static_cast<char>(4 * h + 1), -128,
+                           static_cast<char>(4 * h + 1), -128, static_cast<char>(4 * h + 1), -128,
+                           static_cast<char>(4 * h + 2), -128, static_cast<char>(4 * h + 2), -128,
+                           static_cast<char>(4 * h + 2), -128, static_cast<char>(4 * h + 2), -128,
+                           static_cast<char>(4 * h + 3), -128, static_cast<char>(4 * h + 3), -128,
+                           static_cast<char>(4 * h + 3), -128, static_cast<char>(4 * h + 3), -128);
+      const __m256i high = _mm256_and_si256(
+          _mm256_mullo_epi16(_mm256_shuffle_epi8(qh, pick), shift), _mm256_set1_epi16(0x300));
+      const __m256i low = _mm256_cvtepu8_epi16(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(Block, qs) + 16 * h)));
+      iq2_internal::StoreOffsets(_mm256_or_si256(low, high), offsets + 16 * h);
+    }
+    std::memcpy(signs, b + offsetof(Block, signs), 32);
+    iq2_internal::NibbleScales(layout_internal::Half(b, offsetof(Block, d)),
+                               b + offsetof(Block, scales), scales);
+  }
+};
 #endif
 
 // G::kUnitTables16 of a GridGroups G with a vector Fill, else false.
@@ -287,7 +423,8 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>>
 #elif HWY_TARGET == HWY_AVX2
   // AVX2. kBlend16 (Q1_0), per 16 outputs: the block's two values (At's p
   // and -p, each rounded once), one blend by the sign bits as a 16-bit
-  // lane mask. kTable (the other grid types): Read16 / Read32 run Groups
+  // lane mask. kPairs (the IQ2 types' 16-bit outputs): below. kTable (the
+  // other grid types): Read16 / Read32 run Groups
   // into g_ in its TableForm (each value's entry t in its sub-block's
   // table) and build per sub-block (one scale) the table of
   // its scale times GridTable's kV values (At's operations) in tables_;
@@ -305,10 +442,24 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>>
   // (kV 16, IQ3: two permutes and a blend measured slower than At.)
   static constexpr bool kOut32 = kTable && Table::kV <= 8;
   static_assert(D::kSubElems % 16 == 0, "16 outputs within one sub-block");
+  // kPairs (Iq2Pairs: IQ2_XXS, IQ2_XS, IQ2_S): Read16 reads the groups'
+  // pair-grid offsets, sign bytes and sub-block scales in vectors, not
+  // through Groups; Out16 loads two groups' 16-byte pair-grid entries
+  // (their positions' byte-shuffle indices in the 8-entry table), adds
+  // 2 kM to both bytes of each value whose sign bit is set (the table's
+  // second set) and looks the 16 values up by one byte shuffle. (In cache
+  // on the Zen 3 guest: docs/performance.md.)
+  static constexpr bool kPairs = Iq2Pairs<D>::kHas;
   template <OutType kOut>
   HWY_INLINE void Read16(const uint8_t* b, bool /*bf16_hw*/) {
     const DF df;
     if constexpr (kTable) {
+      if constexpr (kPairs) {
+        __m256 scales[2];
+        Iq2Pairs<D>::Read(b, offsets_, signs_, scales);
+        PairTables<kOut>(scales);
+        return;
+      }
       ReadTableForm(b);
       if constexpr (Table::kV <= 8) {  // two sub-blocks' 8 entries, one per half
         const VF v = hn::Load(df, kValues.v);
@@ -341,7 +492,26 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>>
   }
   template <OutType kOut>
   HWY_INLINE __m256i Out16(size_t e, bool /*bf16_hw*/) const {
-    if constexpr (kTable && Table::kV <= 8) {
+    if constexpr (kPairs) {
+      const size_t k = e / 8;
+      const uint8_t* const grid = Iq2Pairs<D>::Grid();
+      __m256i pairs = _mm256_inserti128_si256(
+          _mm256_castsi128_si256(
+              _mm_load_si128(reinterpret_cast<const __m128i*>(grid + offsets_[k]))),
+          _mm_load_si128(reinterpret_cast<const __m128i*>(grid + offsets_[k + 1])), 1);
+      uint16_t two;  // the two groups' sign bytes: bit i for value e + i
+      std::memcpy(&two, signs_ + k, 2);
+      const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096,
+                                            8192, 16384, -32768);
+      const __m256i set = _mm256_cmpeq_epi16(
+          _mm256_and_si256(_mm256_set1_epi16(static_cast<int16_t>(two)), bit), bit);
+      pairs =
+          _mm256_add_epi8(pairs, _mm256_and_si256(set, _mm256_set1_epi16(0x0101 * 2 * Table::kM)));
+      return _mm256_shuffle_epi8(
+          _mm256_broadcastsi128_si256(
+              _mm_load_si128(reinterpret_cast<const __m128i*>(tables_ + 16 * (e / kSubElemsU)))),
+          pairs);
+    } else if constexpr (kTable && Table::kV <= 8) {
       return LookupWords8(_mm256_broadcastsi128_si256(_mm_load_si128(
                               reinterpret_cast<const __m128i*>(tables_ + 16 * (e / kSubElemsU)))),
                           _mm256_cvtepu8_epi16(_mm_loadu_si128(Entries(e))));
@@ -447,6 +617,49 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>>
     }
   };
   alignas(32) static constexpr Values kValues{};
+  // kPairs: sub-block s's table (scale s in lane s % 8 of scales[s / 8];
+  // scales[1] unset for 8 sub-blocks) into tables_ + 16 s: entries i <
+  // kM the kOut bits of scale times value i (At's multiply, rounded
+  // once), entries kM + i the same with bit 15 flipped — scale times -v
+  // rounded, as rounding is symmetric — except for a NaN scale, whose
+  // products keep its NaN whatever the value's sign: then (every
+  // sub-block's scale is d times a positive finite factor: all NaN or
+  // none) the same bits; entries 6, 7 zero (never looked up). The
+  // products are one vector a value over 16 sub-blocks, their words
+  // transposed to one table a sub-block: a third of the multiplies and
+  // roundings of a table of 8 products per sub-block.
+  template <OutType kOut>
+  HWY_INLINE void PairTables(__m256* scales) {
+    static_assert(Table::kM == 3 && kSubBlocks <= 16, "IQ2: 3 magnitudes, 8 or 16 sub-blocks");
+    const DF df;
+    if constexpr (kSubBlocks == 8) scales[1] = scales[0];  // (lanes 8-15 unused)
+    __m256i r[8];  // row i: entry i of sub-block s in 16-bit lane s
+    for (int i = 0; i < 3; ++i) {
+      const VF v = hn::Set(df, Table::Value(i));
+      r[i] = OutBitsPair<kOut>(df, hn::Mul(VF{scales[0]}, v), hn::Mul(VF{scales[1]}, v)).raw;
+    }
+    const __m256i flip =
+        _mm256_set1_epi16(std::isnan(_mm256_cvtss_f32(scales[0])) ? int16_t{0} : int16_t{-32768});
+    for (int i = 0; i < 3; ++i) r[3 + i] = _mm256_xor_si256(r[i], flip);
+    // 8 x 8 words transposed in each 128-bit half (rows 6, 7 zero): t[j]
+    // holds sub-block j's table in its low half, sub-block 8 + j's in its
+    // high half.
+    const __m256i zero = _mm256_setzero_si256();
+    const __m256i a0 = _mm256_unpacklo_epi16(r[0], r[1]), a1 = _mm256_unpackhi_epi16(r[0], r[1]);
+    const __m256i a2 = _mm256_unpacklo_epi16(r[2], r[3]), a3 = _mm256_unpackhi_epi16(r[2], r[3]);
+    const __m256i a4 = _mm256_unpacklo_epi16(r[4], r[5]), a5 = _mm256_unpackhi_epi16(r[4], r[5]);
+    const __m256i b[8] = {_mm256_unpacklo_epi32(a0, a2),   _mm256_unpackhi_epi32(a0, a2),
+                          _mm256_unpacklo_epi32(a1, a3),   _mm256_unpackhi_epi32(a1, a3),
+                          _mm256_unpacklo_epi32(a4, zero), _mm256_unpackhi_epi32(a4, zero),
+                          _mm256_unpacklo_epi32(a5, zero), _mm256_unpackhi_epi32(a5, zero)};
+    auto* const t = reinterpret_cast<__m128i*>(tables_);
+    for (int j = 0; j < 8; ++j) {
+      const __m256i q = j % 2 == 0 ? _mm256_unpacklo_epi64(b[j / 2], b[4 + j / 2])
+                                   : _mm256_unpackhi_epi64(b[j / 2], b[4 + j / 2]);
+      _mm_store_si128(t + j, _mm256_castsi256_si128(q));
+      if constexpr (kSubBlocks == 16) _mm_store_si128(t + 8 + j, _mm256_extracti128_si256(q, 1));
+    }
+  }
   // The block's groups in their table form (TableForm) into g_.
   HWY_INLINE void ReadTableForm(const uint8_t* b) {
     TableForm<GroupSet<kGroups>, Table::kM> form{g_};
@@ -459,6 +672,9 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>>
   }
   alignas(32) uint8_t tables_[kTable ? kSubBlocks * 32 : 1];  // kTable: 32 bytes a sub-block
   __m256i pos_, neg_;                                         // kBlend16
+  // kPairs (Read16): each group's pair-grid offset and sign byte.
+  alignas(32) uint16_t offsets_[kPairs ? kGroups : 1];
+  alignas(32) uint8_t signs_[kPairs ? kGroups : 2];
 #endif
 };
 
@@ -782,6 +998,7 @@ void DecodedRowsWith(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64
           // stored (one thread from memory: geometric mean 1.04-1.08x
           // over the ten types; IQ2_XXS 1.13-1.18, NVFP4 1.07-1.12).
           FetchAhead(row + (b + i) * D::kBytes, D::kBytes);
+#pragma GCC unroll 16
           for (size_t e = 0; e < static_cast<size_t>(kB); e += 2 * N) {
             char* const at = body + static_cast<int64_t>(e) * kOutBytes;
             if constexpr (kOut16) {

@@ -74,6 +74,26 @@ struct BytePlanes {
 const BytePlanes<256> kIq3xxsPlanes(kIq3xxsPacked);
 const BytePlanes<512> kIq3sPlanes(kIq3sPacked);
 
+// An 8-position index grid as byte pairs: entry i's 16 bytes, bytes 2 j
+// and 2 j + 1 the pair (2 p, 2 p + 1) of position j's p.
+template <size_t N>
+struct PairGrid {
+  alignas(64) uint8_t v[16 * N];
+  explicit PairGrid(const IndexGrid<uint64_t, N>& grid) : v() {
+    for (size_t i = 0; i < N; ++i) {
+      for (size_t j = 0; j < 8; ++j) {
+        const auto p = static_cast<uint8_t>(grid.v[i] >> (8 * j));
+        v[16 * i + 2 * j] = static_cast<uint8_t>(2 * p);
+        v[16 * i + 2 * j + 1] = static_cast<uint8_t>(2 * p + 1);
+      }
+    }
+  }
+};
+
+const PairGrid<256> kIq2xxsPairs(kIq2xxs);
+const PairGrid<512> kIq2xsPairs(kIq2xs);
+const PairGrid<1024> kIq2sPairs(kIq2s);
+
 }  // namespace
 
 const uint64_t* const kGgmlIq2xxsIndexGrid = kIq2xxs.v;
@@ -86,5 +106,8 @@ const uint16_t* const kGgmlIq3xxsPackedIndexGrid = kIq3xxsPacked.v;
 const uint16_t* const kGgmlIq3sPackedIndexGrid = kIq3sPacked.v;
 const uint8_t* const kGgmlIq3xxsPackedIndexPlanes = kIq3xxsPlanes.v;
 const uint8_t* const kGgmlIq3sPackedIndexPlanes = kIq3sPlanes.v;
+const uint8_t* const kGgmlIq2xxsPairGrid = kIq2xxsPairs.v;
+const uint8_t* const kGgmlIq2xsPairGrid = kIq2xsPairs.v;
+const uint8_t* const kGgmlIq2sPairGrid = kIq2sPairs.v;
 
 }  // namespace nibble
