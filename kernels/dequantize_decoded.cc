@@ -55,7 +55,7 @@ class BlockVectors {
 // groups (scalar: ggml's index and scale arithmetic) — or, on AVX-512, the
 // same groups computed in vectors (GridGroups<D>::Fill, x86_avx512-inl.h,
 // which also applies the sign bits to the bytes of kSignedBytes grids),
-// and on AVX2 for the IQ2 types' 16-bit outputs (Iq2Pairs, below);
+// and on AVX2 for the 16-bit outputs (GridPairs, below);
 // At expands 8-value groups as the scalar ExpandGroup does — grid bytes
 // widened and negated by their sign bits, times the group's scale
 // (kSignedBytes), the scale times 1 and then negated (kNegatedScale), or the
@@ -73,22 +73,23 @@ HWY_INLINE __m256i LookupWords8(__m256i table, __m256i idx) {
   return _mm256_shuffle_epi8(table, pair);
 }
 
-// Iq2Pairs<D> (kHas: IQ2_XXS, IQ2_XS, IQ2_S): a block's groups read in
-// vectors for the 16-bit outputs, the values D::Groups computes —
-// Read(b, offsets, signs, scales) sets group k's byte offset in the pair
-// grid (16 times its grid index: Grid(), kernels/ggml_grids.h), its sign
-// byte (bit j set: value j negated; the 7-bit sign indices with their
-// parity as bit 7, ggml's ksigns_iq2xs) and sub-block s's scale in lane
-// s % 8 of scales[s / 8] (layout_internal::Iq2Scale's operations; kept in
-// registers: a lane read back from a stored vector waits for the store).
-// The kernel then reads a group's 8 table positions as one 16-byte load
-// (BlockVectors::Out16) instead of Groups' scalar lookups and stores and
-// a widening of each stored position.
+// GridPairs<D> (kHas: IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S): a block's
+// groups read in vectors for the 16-bit outputs, the values D::Groups
+// computes — Read(b, offsets, signs, scales) sets grid entry i's byte
+// offset in the pair grid (2 kEntryValues times its grid index: Grid(),
+// kernels/ggml_grids.h; IQ2 one entry of 8 values a group, IQ3 two of 4),
+// group k's sign byte (bit j set: value j negated; the 7-bit sign indices
+// with their parity as bit 7, ggml's ksigns_iq2xs) and sub-block s's
+// scale in lane s % 8 of scales[s / 8] (the descriptor's float
+// operations; kept in registers: a lane read back from a stored vector
+// waits for the store). The kernel then reads an entry's table positions
+// as one load (BlockVectors::Out16) instead of Groups' scalar lookups and
+// stores and a widening of each stored position.
 template <class D, class = void>
-struct Iq2Pairs {
+struct GridPairs {
   static constexpr bool kHas = false;
 };
-namespace iq2_internal {
+namespace pairs_internal {
 // Bytes x (each < 128) with bit 7 set where x has an odd number of bits
 // set (layout_internal::SignsOf7): the nibbles' parities by two byte
 // shuffles.
@@ -101,19 +102,38 @@ HWY_INLINE __m256i Signs7(__m256i x) {
   return _mm256_or_si256(
       x, _mm256_xor_si256(_mm256_shuffle_epi8(parity, low), _mm256_shuffle_epi8(parity, high)));
 }
+// The sign bytes of 8 sub-blocks' aux dwords (IQ2_XXS, IQ3_XXS: sign
+// index l in bits 7 l ..): sign index l to byte l of its sub-block's
+// dword, with its parity (Signs7), stored as group 4 ib + l's.
+HWY_INLINE void StoreAuxSigns(__m256i aux, uint8_t* signs) {
+  __m256i sevens = _mm256_and_si256(aux, _mm256_set1_epi32(0x7F));
+  for (int l = 1; l < 4; ++l) {
+    sevens = _mm256_or_si256(
+        sevens, _mm256_and_si256(_mm256_slli_epi32(aux, l), _mm256_set1_epi32(0x7F << (8 * l))));
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(signs), Signs7(sevens));
+}
 // Iq2Scale(d, s) of 8 lanes s: d * (0.5 + s) * 0.25, the same operations.
 HWY_INLINE __m256 Scales(float d, __m256i s) {
   return _mm256_mul_ps(
       _mm256_mul_ps(_mm256_set1_ps(d), _mm256_add_ps(_mm256_set1_ps(0.5f), _mm256_cvtepi32_ps(s))),
       _mm256_set1_ps(0.25f));
 }
+// d * float(2 s + 1) of 8 lanes s (IQ3_S, IQ1), the same operations.
+HWY_INLINE __m256 OddScales(float d, __m256i s) {
+  const __m256i odd = _mm256_or_si256(_mm256_slli_epi32(s, 1), _mm256_set1_epi32(1));
+  return _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(odd));
+}
+// The nibbles of the low 8 bytes of v in order (byte i's low, then its
+// high nibble).
+HWY_INLINE __m128i Nibbles(__m128i v) {
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  return _mm_unpacklo_epi8(_mm_and_si128(v, mask), _mm_and_si128(_mm_srli_epi16(v, 4), mask));
+}
 // IQ2_XS / IQ2_S: 16-value sub-block j's scale from nibble j % 2 of
 // scales[j / 2].
 HWY_INLINE void NibbleScales(float d, const uint8_t* scales, __m256* dst) {
-  const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales));
-  const __m128i mask = _mm_set1_epi8(0x0F);
-  const __m128i nibbles =
-      _mm_unpacklo_epi8(_mm_and_si128(v, mask), _mm_and_si128(_mm_srli_epi16(v, 4), mask));
+  const __m128i nibbles = Nibbles(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales)));
   dst[0] = Scales(d, _mm256_cvtepu8_epi32(nibbles));
   dst[1] = Scales(d, _mm256_cvtepu8_epi32(_mm_srli_si128(nibbles, 8)));
 }
@@ -121,12 +141,13 @@ HWY_INLINE void NibbleScales(float d, const uint8_t* scales, __m256* dst) {
 HWY_INLINE void StoreOffsets(__m256i index, uint16_t* dst) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm256_slli_epi16(index, 4));
 }
-}  // namespace iq2_internal
+}  // namespace pairs_internal
 // IQ2_XXS: dword 2 ib of sub-block ib's 8 bytes the four grid indices,
 // dword 2 ib + 1 (aux) the sign indices (7 l) and the scale (28).
 template <class D>
-struct Iq2Pairs<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>> {
+struct GridPairs<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>> {
   static constexpr bool kHas = true;
+  static constexpr int kEntryValues = 8;
   static const uint8_t* Grid() { return kGgmlIq2xxsPairGrid; }
   static HWY_INLINE void Read(const uint8_t* b, uint16_t* offsets, uint8_t* signs, __m256* scales) {
     using Block = GgufIQ2_XXS::Block;
@@ -137,45 +158,41 @@ struct Iq2Pairs<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>> {
         _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8);
     const __m256i aux =
         _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8);
-    iq2_internal::StoreOffsets(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(index)), offsets);
-    iq2_internal::StoreOffsets(_mm256_cvtepu8_epi16(_mm256_extracti128_si256(index, 1)),
-                               offsets + 16);
-    // Sign index l (bits 7 l ..) to byte l of its sub-block's dword.
-    __m256i sevens = _mm256_and_si256(aux, _mm256_set1_epi32(0x7F));
-    for (int l = 1; l < 4; ++l) {
-      sevens = _mm256_or_si256(
-          sevens, _mm256_and_si256(_mm256_slli_epi32(aux, l), _mm256_set1_epi32(0x7F << (8 * l))));
-    }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(signs), iq2_internal::Signs7(sevens));
-    scales[0] = iq2_internal::Scales(layout_internal::Half(b, offsetof(Block, d)),
-                                     _mm256_srli_epi32(aux, 28));
+    pairs_internal::StoreOffsets(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(index)), offsets);
+    pairs_internal::StoreOffsets(_mm256_cvtepu8_epi16(_mm256_extracti128_si256(index, 1)),
+                                 offsets + 16);
+    pairs_internal::StoreAuxSigns(aux, signs);
+    scales[0] = pairs_internal::Scales(layout_internal::Half(b, offsetof(Block, d)),
+                                       _mm256_srli_epi32(aux, 28));
   }
 };
 // IQ2_XS: u16 qs[k]: grid index bits 0-8, sign index bits 9-15.
 template <class D>
-struct Iq2Pairs<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XS>>> {
+struct GridPairs<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XS>>> {
   static constexpr bool kHas = true;
+  static constexpr int kEntryValues = 8;
   static const uint8_t* Grid() { return kGgmlIq2xsPairGrid; }
   static HWY_INLINE void Read(const uint8_t* b, uint16_t* offsets, uint8_t* signs, __m256* scales) {
     using Block = GgufIQ2_XS::Block;
     const auto* qs = reinterpret_cast<const __m256i*>(b + offsetof(Block, qs));
     const __m256i w0 = _mm256_loadu_si256(qs), w1 = _mm256_loadu_si256(qs + 1);
     const __m256i index_mask = _mm256_set1_epi16(511);
-    iq2_internal::StoreOffsets(_mm256_and_si256(w0, index_mask), offsets);
-    iq2_internal::StoreOffsets(_mm256_and_si256(w1, index_mask), offsets + 16);
+    pairs_internal::StoreOffsets(_mm256_and_si256(w0, index_mask), offsets);
+    pairs_internal::StoreOffsets(_mm256_and_si256(w1, index_mask), offsets + 16);
     // The 32 sign indices as bytes in order (the pack interleaves halves).
     const __m256i sevens = _mm256_permute4x64_epi64(
         _mm256_packus_epi16(_mm256_srli_epi16(w0, 9), _mm256_srli_epi16(w1, 9)), 0xD8);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(signs), iq2_internal::Signs7(sevens));
-    iq2_internal::NibbleScales(layout_internal::Half(b, offsetof(Block, d)),
-                               b + offsetof(Block, scales), scales);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(signs), pairs_internal::Signs7(sevens));
+    pairs_internal::NibbleScales(layout_internal::Half(b, offsetof(Block, d)),
+                                 b + offsetof(Block, scales), scales);
   }
 };
 // IQ2_S: grid index qs[k] | bits 2 (k % 4) .. +1 of qh[k / 4] << 8, the
 // sign bytes as stored.
 template <class D>
-struct Iq2Pairs<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_S>>> {
+struct GridPairs<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_S>>> {
   static constexpr bool kHas = true;
+  static constexpr int kEntryValues = 8;
   static const uint8_t* Grid() { return kGgmlIq2sPairGrid; }
   static HWY_INLINE void Read(const uint8_t* b, uint16_t* offsets, uint8_t* signs, __m256* scales) {
     using Block = GgufIQ2_S::Block;
@@ -200,11 +217,179 @@ struct Iq2Pairs<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_S>>> {
           _mm256_mullo_epi16(_mm256_shuffle_epi8(qh, pick), shift), _mm256_set1_epi16(0x300));
       const __m256i low = _mm256_cvtepu8_epi16(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(Block, qs) + 16 * h)));
-      iq2_internal::StoreOffsets(_mm256_or_si256(low, high), offsets + 16 * h);
+      pairs_internal::StoreOffsets(_mm256_or_si256(low, high), offsets + 16 * h);
     }
     std::memcpy(signs, b + offsetof(Block, signs), 32);
-    iq2_internal::NibbleScales(layout_internal::Half(b, offsetof(Block, d)),
-                               b + offsetof(Block, scales), scales);
+    pairs_internal::NibbleScales(layout_internal::Half(b, offsetof(Block, d)),
+                                 b + offsetof(Block, scales), scales);
+  }
+};
+// IQ3_XXS: qs[j] grid entry j's index (group k: entries 2 k, 2 k + 1);
+// aux dword ib of scales_signs as IQ2_XXS's, db = d * (0.5 + s) * 0.5.
+template <class D>
+struct GridPairs<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_XXS>>> {
+  static constexpr bool kHas = true;
+  static constexpr int kEntryValues = 4;
+  static const uint8_t* Grid() { return kGgmlIq3xxsPairGrid; }
+  static HWY_INLINE void Read(const uint8_t* b, uint16_t* offsets, uint8_t* signs, __m256* scales) {
+    using Block = GgufIQ3_XXS::Block;
+    const uint8_t* const qs = b + offsetof(Block, qs);
+    for (int h = 0; h < 4; ++h) {
+      const __m256i index =
+          _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16 * h)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(offsets + 16 * h),
+                          _mm256_slli_epi16(index, 3));
+    }
+    const __m256i aux =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + offsetof(Block, scales_signs)));
+    pairs_internal::StoreAuxSigns(aux, signs);
+    const __m256 s = _mm256_cvtepi32_ps(_mm256_srli_epi32(aux, 28));
+    const float d = layout_internal::Half(b, offsetof(Block, d));
+    scales[0] =
+        _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(d), _mm256_add_ps(_mm256_set1_ps(0.5f), s)),
+                      _mm256_set1_ps(0.5f));
+  }
+};
+// IQ3_S: entry 8 ib + j's index qs[8 ib + j] | bit j of qh[ib] << 8, the
+// sign bytes as stored, db = d * float(1 + 2 s) with s nibble ib % 2 of
+// scales[ib / 2].
+template <class D>
+struct GridPairs<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_S>>> {
+  static constexpr bool kHas = true;
+  static constexpr int kEntryValues = 4;
+  static const uint8_t* Grid() { return kGgmlIq3sPairGrid; }
+  static HWY_INLINE void Read(const uint8_t* b, uint16_t* offsets, uint8_t* signs, __m256* scales) {
+    using Block = GgufIQ3_S::Block;
+    const __m256i qh = _mm256_broadcastq_epi64(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + offsetof(Block, qh))));
+    const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+    for (int h = 0; h < 4; ++h) {
+      // Word j of entries 16 h .. (sub-blocks 2 h, 2 h + 1): qh[2 h + j / 8]
+      // in its low byte; bit j % 8 of it set -> 256.
+      const char lo = static_cast<char>(2 * h), hi = static_cast<char>(2 * h + 1);
+      const __m256i pick = _mm256_setr_epi8(lo, -128, lo, -128, lo, -128, lo, -128, lo, -128, lo,
+                                            -128, lo, -128, lo, -128, hi, -128, hi, -128, hi, -128,
+                                            hi, -128, hi, -128, hi, -128, hi, -128, hi, -128);
+      const __m256i bits = _mm256_and_si256(_mm256_shuffle_epi8(qh, pick), bit);
+      const __m256i high =
+          _mm256_and_si256(_mm256_cmpeq_epi16(bits, bit), _mm256_set1_epi16(0x100));
+      const __m256i low = _mm256_cvtepu8_epi16(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(Block, qs) + 16 * h)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(offsets + 16 * h),
+                          _mm256_slli_epi16(_mm256_or_si256(low, high), 3));
+    }
+    std::memcpy(signs, b + offsetof(Block, signs), 32);
+    uint32_t packed;
+    std::memcpy(&packed, b + offsetof(Block, scales), 4);
+    const __m128i nibbles = pairs_internal::Nibbles(_mm_cvtsi32_si128(static_cast<int>(packed)));
+    scales[0] = pairs_internal::OddScales(layout_internal::Half(b, offsetof(Block, d)),
+                                          _mm256_cvtepu8_epi32(nibbles));
+  }
+};
+// IQ1_S: grid index qs[k] | bits 3 (k % 4) .. +2 of qh[k / 4] << 8, the
+// group's delta negative where bit 15 of qh[k / 4] is set (its sign byte
+// then 0xFF: every value of the group takes the table's second set), dl =
+// d * float(2 * bits 12-14 + 1).
+template <class D>
+struct GridPairs<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_S>>> {
+  static constexpr bool kHas = true;
+  static constexpr int kEntryValues = 8;
+  static const uint8_t* Grid() { return kGgmlIq1sPairGrid; }
+  static HWY_INLINE void Read(const uint8_t* b, uint16_t* offsets, uint8_t* signs, __m256* scales) {
+    using Block = GgufIQ1_S::Block;
+    const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(Block, qh)));
+    const __m256i qh2 = _mm256_broadcastsi128_si256(qh);
+    for (int h = 0; h < 2; ++h) {
+      // Word k of groups 16 h ..: qh[4 h + k / 4].
+      alignas(32) static constexpr struct Pick {
+        int8_t v[2][32];
+        constexpr Pick() : v() {
+          for (int hh = 0; hh < 2; ++hh) {
+            for (int k = 0; k < 16; ++k) {
+              v[hh][2 * k] = static_cast<int8_t>(2 * (4 * hh + k / 4));
+              v[hh][2 * k + 1] = static_cast<int8_t>(2 * (4 * hh + k / 4) + 1);
+            }
+          }
+        }
+      } kPick{};
+      const __m256i w =
+          _mm256_shuffle_epi8(qh2, _mm256_load_si256(reinterpret_cast<const __m256i*>(kPick.v[h])));
+      // Bits 3 l .. 3 l + 2 to bits 8-10: << 8, 5, 2 for l < 3, >> 1 for l 3.
+      const __m256i up = _mm256_mullo_epi16(
+          w, _mm256_setr_epi16(256, 32, 4, 1, 256, 32, 4, 1, 256, 32, 4, 1, 256, 32, 4, 1));
+      const __m256i high = _mm256_and_si256(_mm256_blend_epi16(up, _mm256_srli_epi16(w, 1), 0x88),
+                                            _mm256_set1_epi16(0x700));
+      const __m256i low = _mm256_cvtepu8_epi16(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(Block, qs) + 16 * h)));
+      pairs_internal::StoreOffsets(_mm256_or_si256(low, high), offsets + 16 * h);
+    }
+    const __m256i words = _mm256_cvtepu16_epi32(qh);  // lane ib: qh[ib]
+    // Bit 15 of qh[ib] over the 4 sign bytes of groups 4 ib ...
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(signs),
+                        _mm256_srai_epi32(_mm256_slli_epi32(words, 16), 31));
+    scales[0] = pairs_internal::OddScales(
+        layout_internal::Half(b, offsetof(Block, d)),
+        _mm256_and_si256(_mm256_srli_epi32(words, 12), _mm256_set1_epi32(7)));
+  }
+};
+// IQ1_M: grid index qs[k] | bits 4 (k % 2) .. +2 of qh[k / 2] << 8, the
+// group's delta negative where bit 4 (k % 2) + 3 of qh[k / 2] is set; the
+// 16-value sub-block j's dl = d * float(2 * (bits 3 (j % 4) .. of sc[j /
+// 4]) + 1), d the float16 of the four top nibbles of sc[0..3].
+template <class D>
+struct GridPairs<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_M>>> {
+  static constexpr bool kHas = true;
+  static constexpr int kEntryValues = 8;
+  static const uint8_t* Grid() { return kGgmlIq1sPairGrid; }
+  static HWY_INLINE void Read(const uint8_t* b, uint16_t* offsets, uint8_t* signs, __m256* scales) {
+    using Block = GgufIQ1_M::Block;
+    const __m256i qh = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(Block, qh))));
+    __m256i negative[2];
+    for (int h = 0; h < 2; ++h) {
+      // Word k of groups 16 h ..: qh[8 h + k / 2] in its low byte.
+      alignas(32) static constexpr struct Pick {
+        int8_t v[2][32];
+        constexpr Pick() : v() {
+          for (int hh = 0; hh < 2; ++hh) {
+            for (int k = 0; k < 16; ++k) {
+              v[hh][2 * k] = static_cast<int8_t>(8 * hh + k / 2);
+              v[hh][2 * k + 1] = -128;
+            }
+          }
+        }
+      } kPick{};
+      const __m256i w =
+          _mm256_shuffle_epi8(qh, _mm256_load_si256(reinterpret_cast<const __m256i*>(kPick.v[h])));
+      // Nibble k % 2's low 3 bits to bits 8-10: << 8 (even k), << 4 (odd).
+      const __m256i high = _mm256_and_si256(
+          _mm256_mullo_epi16(w, _mm256_setr_epi16(256, 16, 256, 16, 256, 16, 256, 16, 256, 16, 256,
+                                                  16, 256, 16, 256, 16)),
+          _mm256_set1_epi16(0x700));
+      const __m256i low = _mm256_cvtepu8_epi16(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(Block, qs) + 16 * h)));
+      pairs_internal::StoreOffsets(_mm256_or_si256(low, high), offsets + 16 * h);
+      const __m256i bit =
+          _mm256_setr_epi16(8, 128, 8, 128, 8, 128, 8, 128, 8, 128, 8, 128, 8, 128, 8, 128);
+      negative[h] = _mm256_cmpeq_epi16(_mm256_and_si256(w, bit), bit);
+    }
+    // 0xFFFF / 0 words to bytes in order (the pack interleaves halves).
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(signs),
+        _mm256_permute4x64_epi64(_mm256_packs_epi16(negative[0], negative[1]), 0xD8));
+    uint16_t sc[4];
+    std::memcpy(sc, b + offsetof(Block, scales), 8);
+    const uint32_t bits = (uint32_t{sc[0]} >> 12) | ((uint32_t{sc[1]} >> 8) & 0xF0u) |
+                          ((uint32_t{sc[2]} >> 4) & 0xF00u) | (uint32_t{sc[3]} & 0xF000u);
+    const float d = F32FromF16(static_cast<uint16_t>(bits));
+    for (int c = 0; c < 2; ++c) {
+      // Lane j of sub-blocks 8 c ..: sc[2 c + j / 4] >> 3 (j % 4), 3 bits.
+      const __m256i field = _mm256_srlv_epi32(
+          _mm256_setr_epi32(sc[2 * c], sc[2 * c], sc[2 * c], sc[2 * c], sc[2 * c + 1],
+                            sc[2 * c + 1], sc[2 * c + 1], sc[2 * c + 1]),
+          _mm256_setr_epi32(0, 3, 6, 9, 0, 3, 6, 9));
+      scales[c] = pairs_internal::OddScales(d, _mm256_and_si256(field, _mm256_set1_epi32(7)));
+    }
   }
 };
 #endif
@@ -423,64 +608,59 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>>
 #elif HWY_TARGET == HWY_AVX2
   // AVX2. kBlend16 (Q1_0), per 16 outputs: the block's two values (At's p
   // and -p, each rounded once), one blend by the sign bits as a 16-bit
-  // lane mask. kPairs (the IQ2 types' 16-bit outputs): below. kTable (the
-  // other grid types): Read16 / Read32 run Groups
-  // into g_ in its TableForm (each value's entry t in its sub-block's
-  // table) and build per sub-block (one scale) the table of
-  // its scale times GridTable's kV values (At's operations) in tables_;
-  // Out16 / Out32 look up 16 / 8 values of one sub-block:
-  //  - 16-bit, kV <= 8: 8 entries of kOut bits; one byte shuffle
-  //    (LookupWords8);
-  //  - 16-bit, kV 16 (IQ3): two 16-byte planes, the entries' low bytes
-  //    then their high bytes; both looked up by one byte shuffle (plane h
-  //    in half h), their bytes then interleaved;
-  //  - float32, kV <= 8 only (kOut32): 8 floats, one permute by t.
+  // lane mask. kTable (the other grid types): the 16-bit outputs through
+  // GridPairs (kPairs, below: every i-quant; a grid type without one
+  // expands through At); the float32 ones (kOut32, kV <= 8): Read32
+  // runs Groups into g_ in its TableForm (each value's entry t in its
+  // sub-block's table) and builds per sub-block (one scale) the table of
+  // its scale times GridTable's kV values (At's operations) in tables_,
+  // and Out32 looks 8 values of one sub-block up by one permute by t.
   static constexpr bool kBlend16 =
       D::kGridValues == GridValues::kNegatedScale && D::kSubElems == D::kBlockElems;
   static constexpr bool kTable = D::kGridValues != GridValues::kNegatedScale;
-  static constexpr bool kOut16 = kBlend16 || kTable;
+  static constexpr bool kOut16 = kBlend16 || (kTable && GridPairs<D>::kHas);
   // (kV 16, IQ3: two permutes and a blend measured slower than At.)
   static constexpr bool kOut32 = kTable && Table::kV <= 8;
   static_assert(D::kSubElems % 16 == 0, "16 outputs within one sub-block");
-  // kPairs (Iq2Pairs: IQ2_XXS, IQ2_XS, IQ2_S): Read16 reads the groups'
-  // pair-grid offsets, sign bytes and sub-block scales in vectors, not
-  // through Groups; Out16 loads two groups' 16-byte pair-grid entries
-  // (their positions' byte-shuffle indices in the 8-entry table), adds
-  // 2 kM to both bytes of each value whose sign bit is set (the table's
-  // second set) and looks the 16 values up by one byte shuffle. (In cache
-  // on the Zen 3 guest: docs/performance.md.)
-  static constexpr bool kPairs = Iq2Pairs<D>::kHas;
+  // kPairs (GridPairs: every grid i-quant): Read16 reads the grid
+  // entries' pair-grid offsets, the groups' sign bytes (IQ1: 0xFF where the
+  // group's delta is negative) and the sub-block scales in vectors, not
+  // through Groups; Out16 loads the pair-grid entries of 16 values (their
+  // positions' byte-shuffle indices in the sub-block's 8-entry table),
+  // looks the values up by one byte shuffle and applies the sign bits: IQ2
+  // and IQ1 (3 values, 6 entries) by adding 2 kM to both bytes of each
+  // such value's pair (the table's second set: the negations, or IQ1's
+  // values minus 1/8), IQ3 (8 magnitudes: kFlip) by flipping bit 15 of
+  // each negated value's output (rounding is symmetric; a NaN d makes
+  // every scale NaN, and its products keep that NaN whatever the value's
+  // sign: flip_ then 0, the reference's bits; no value of the sets is 0).
+  // (Zen 3: docs/performance.md.)
+  static constexpr bool kPairs = GridPairs<D>::kHas;
+  static constexpr bool kFlip = kPairs && Table::kV > 8;
   template <OutType kOut>
   HWY_INLINE void Read16(const uint8_t* b, bool /*bf16_hw*/) {
     const DF df;
-    if constexpr (kTable) {
-      if constexpr (kPairs) {
+    if constexpr (kPairs) {
+      if constexpr (kFlip) {
+        static_assert(Table::kM == 8 && kSubBlocks == 8 && D::kValueSet->v[0] > 0,
+                      "IQ3: 8 nonzero magnitudes, 8 sub-blocks");
         __m256 scales[2];
-        Iq2Pairs<D>::Read(b, offsets_, signs_, scales);
-        PairTables<kOut>(scales);
-        return;
-      }
-      ReadTableForm(b);
-      if constexpr (Table::kV <= 8) {  // two sub-blocks' 8 entries, one per half
+        GridPairs<D>::Read(b, offsets_, signs_, scales);
+        // Sub-block s's table: its scale times magnitude i (At's multiply,
+        // rounded once), two sub-blocks a vector.
         const VF v = hn::Load(df, kValues.v);
-        for (size_t s = 0; s < kSubBlocks; s += 2) {
-          _mm256_store_si256(
-              reinterpret_cast<__m256i*>(tables_ + 16 * s),
-              OutBitsPair<kOut>(df, hn::Mul(Scale(s), v), hn::Mul(Scale(s + 1), v)).raw);
+        for (int s = 0; s < 8; s += 2) {
+          const VF s0{_mm256_permutevar8x32_ps(scales[0], _mm256_set1_epi32(s))};
+          const VF s1{_mm256_permutevar8x32_ps(scales[0], _mm256_set1_epi32(s + 1))};
+          _mm256_store_si256(reinterpret_cast<__m256i*>(tables_ + 16 * s),
+                             OutBitsPair<kOut>(df, hn::Mul(s0, v), hn::Mul(s1, v)).raw);
         }
-      } else {  // one sub-block's 16 entries as planes
-        // Bytes 2 i (low) and 2 i + 1 (high) of each half's 8 entries to
-        // bytes i and 8 + i, then the halves' low and high quadwords joined.
-        const __m256i planes =
-            _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8,
-                             10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-        const VF v0 = hn::Load(df, kValues.v), v1 = hn::Load(df, kValues.v + 8);
-        for (size_t s = 0; s < kSubBlocks; ++s) {
-          const __m256i w = _mm256_shuffle_epi8(
-              OutBitsPair<kOut>(df, hn::Mul(Scale(s), v0), hn::Mul(Scale(s), v1)).raw, planes);
-          _mm256_store_si256(reinterpret_cast<__m256i*>(tables_ + 32 * s),
-                             _mm256_permute4x64_epi64(w, 0xD8));
-        }
+        flip_ = _mm256_set1_epi16(std::isnan(_mm256_cvtss_f32(scales[0])) ? int16_t{0}
+                                                                          : int16_t{-32768});
+      } else {
+        __m256 scales[2];
+        GridPairs<D>::Read(b, offsets_, signs_, scales);
+        PairTables<kOut>(scales);
       }
     } else {
       const VF p = hn::Mul(hn::Set(df, ReadBlend(b)), hn::Set(df, 1.0f));
@@ -494,38 +674,38 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>>
   HWY_INLINE __m256i Out16(size_t e, bool /*bf16_hw*/) const {
     if constexpr (kPairs) {
       const size_t k = e / 8;
-      const uint8_t* const grid = Iq2Pairs<D>::Grid();
-      __m256i pairs = _mm256_inserti128_si256(
-          _mm256_castsi128_si256(
-              _mm_load_si128(reinterpret_cast<const __m128i*>(grid + offsets_[k]))),
-          _mm_load_si128(reinterpret_cast<const __m128i*>(grid + offsets_[k + 1])), 1);
+      const uint8_t* const grid = GridPairs<D>::Grid();
+      __m256i pairs;
+      if constexpr (GridPairs<D>::kEntryValues == 8) {
+        pairs = _mm256_inserti128_si256(
+            _mm256_castsi128_si256(
+                _mm_load_si128(reinterpret_cast<const __m128i*>(grid + offsets_[k]))),
+            _mm_load_si128(reinterpret_cast<const __m128i*>(grid + offsets_[k + 1])), 1);
+      } else {  // four 8-byte entries
+        const auto two_entries = [&](size_t i) HWY_ATTR {
+          return _mm_castpd_si128(_mm_loadh_pd(
+              _mm_castsi128_pd(
+                  _mm_loadl_epi64(reinterpret_cast<const __m128i*>(grid + offsets_[i]))),
+              reinterpret_cast<const double*>(grid + offsets_[i + 1])));
+        };
+        pairs = _mm256_inserti128_si256(_mm256_castsi128_si256(two_entries(e / 4)),
+                                        two_entries(e / 4 + 2), 1);
+      }
       uint16_t two;  // the two groups' sign bytes: bit i for value e + i
       std::memcpy(&two, signs_ + k, 2);
       const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096,
                                             8192, 16384, -32768);
       const __m256i set = _mm256_cmpeq_epi16(
           _mm256_and_si256(_mm256_set1_epi16(static_cast<int16_t>(two)), bit), bit);
-      pairs =
-          _mm256_add_epi8(pairs, _mm256_and_si256(set, _mm256_set1_epi16(0x0101 * 2 * Table::kM)));
-      return _mm256_shuffle_epi8(
-          _mm256_broadcastsi128_si256(
-              _mm_load_si128(reinterpret_cast<const __m128i*>(tables_ + 16 * (e / kSubElemsU)))),
-          pairs);
-    } else if constexpr (kTable && Table::kV <= 8) {
-      return LookupWords8(_mm256_broadcastsi128_si256(_mm_load_si128(
-                              reinterpret_cast<const __m128i*>(tables_ + 16 * (e / kSubElemsU)))),
-                          _mm256_cvtepu8_epi16(_mm_loadu_si128(Entries(e))));
-    } else if constexpr (kTable) {
-      const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128(Entries(e)));
-      const __m256i table =
-          _mm256_load_si256(reinterpret_cast<const __m256i*>(tables_ + 32 * (e / kSubElemsU)));
-      // Half 0: the low bytes of entries t, half 1 their high bytes;
-      // quadwords reordered so each half holds 8 values' low then high
-      // bytes, interleaved by one byte shuffle.
-      const __m256i bytes = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(table, t), 0xD8);
-      return _mm256_shuffle_epi8(
-          bytes, _mm256_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9,
-                                  2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15));
+      const __m256i table = _mm256_broadcastsi128_si256(
+          _mm_load_si128(reinterpret_cast<const __m128i*>(tables_ + 16 * (e / kSubElemsU))));
+      if constexpr (kFlip) {
+        return _mm256_xor_si256(_mm256_shuffle_epi8(table, pairs), _mm256_and_si256(set, flip_));
+      } else {
+        pairs = _mm256_add_epi8(pairs,
+                                _mm256_and_si256(set, _mm256_set1_epi16(0x0101 * 2 * Table::kM)));
+        return _mm256_shuffle_epi8(table, pairs);
+      }
     } else {
       const hn::Repartition<uint16_t, DF> d16;  // 16 lanes: bit i of the signs, value e + i
       const auto negated = hn::VecFromMask(d16, hn::LoadMaskBits(d16, g_.signs + e / 8));
@@ -607,7 +787,6 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>>
   static constexpr size_t kSubBlocks = static_cast<size_t>(D::kBlockElems / D::kSubElems);
   static constexpr size_t kGroupsPer = static_cast<size_t>(D::kSubElems / 8);
   static constexpr size_t kSubElemsU = static_cast<size_t>(D::kSubElems);
-  static constexpr size_t kTableWords = Table::kV <= 8 ? 8 : 16;  // entries a sub-block
   static_assert(!kTable || Table::kV > 8 || kSubBlocks % 2 == 0, "sub-blocks in pairs");
   // The kV values (lanes beyond: 0, never looked up).
   struct Values {
@@ -617,30 +796,42 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>>
     }
   };
   alignas(32) static constexpr Values kValues{};
-  // kPairs: sub-block s's table (scale s in lane s % 8 of scales[s / 8];
-  // scales[1] unset for 8 sub-blocks) into tables_ + 16 s: entries i <
-  // kM the kOut bits of scale times value i (At's multiply, rounded
-  // once), entries kM + i the same with bit 15 flipped — scale times -v
-  // rounded, as rounding is symmetric — except for a NaN scale, whose
-  // products keep its NaN whatever the value's sign: then (every
-  // sub-block's scale is d times a positive finite factor: all NaN or
-  // none) the same bits; entries 6, 7 zero (never looked up). The
+  // kPairs without kFlip (IQ2, IQ1): sub-block s's table (scale s in lane
+  // s % 8 of scales[s / 8]; scales[1] unset for 8 sub-blocks) into
+  // tables_ + 16 s: entry i the kOut bits of scale times GridTable's value
+  // i (At's multiply, rounded once). IQ2: entries 3 + i as entries i with
+  // bit 15 flipped — scale times -v rounded, as rounding is symmetric —
+  // except for a NaN scale, whose products keep its NaN whatever the
+  // value's sign: then (every sub-block's scale is d times a positive
+  // finite factor: all NaN or none) the same bits; IQ1: 6 products (v -
+  // 1/8 is no negation). Entries 6, 7 zero (never looked up). The
   // products are one vector a value over 16 sub-blocks, their words
   // transposed to one table a sub-block: a third of the multiplies and
   // roundings of a table of 8 products per sub-block.
   template <OutType kOut>
   HWY_INLINE void PairTables(__m256* scales) {
-    static_assert(Table::kM == 3 && kSubBlocks <= 16, "IQ2: 3 magnitudes, 8 or 16 sub-blocks");
+    static_assert(Table::kM == 3 && kSubBlocks <= 16, "IQ2 / IQ1: 3 values, 8 or 16 sub-blocks");
     const DF df;
     if constexpr (kSubBlocks == 8) scales[1] = scales[0];  // (lanes 8-15 unused)
     __m256i r[8];  // row i: entry i of sub-block s in 16-bit lane s
-    for (int i = 0; i < 3; ++i) {
-      const VF v = hn::Set(df, Table::Value(i));
+    // kSignedBytes: 3 products, their negations by the flip; IQ1 (the
+    // second set v - 1/8, not a negation): 6 products.
+    constexpr int kProducts = Table::kSigned ? 3 : 6;
+    for (int i = 0; i < kProducts; ++i) {
+      // The value made opaque to the compiler: with it a known constant
+      // GCC may compute s * -c as -(s * c) (IEEE leaves a NaN product's
+      // sign open), flipping a NaN scale's sign where the reference's
+      // multiply keeps it (the NaN-d kernel test failed that way for IQ1).
+      __m256 c = _mm256_set1_ps(Table::Value(i));
+      asm("" : "+x"(c));
+      const VF v{c};
       r[i] = OutBitsPair<kOut>(df, hn::Mul(VF{scales[0]}, v), hn::Mul(VF{scales[1]}, v)).raw;
     }
-    const __m256i flip =
-        _mm256_set1_epi16(std::isnan(_mm256_cvtss_f32(scales[0])) ? int16_t{0} : int16_t{-32768});
-    for (int i = 0; i < 3; ++i) r[3 + i] = _mm256_xor_si256(r[i], flip);
+    if constexpr (Table::kSigned) {
+      const __m256i flip =
+          _mm256_set1_epi16(std::isnan(_mm256_cvtss_f32(scales[0])) ? int16_t{0} : int16_t{-32768});
+      for (int i = 0; i < 3; ++i) r[3 + i] = _mm256_xor_si256(r[i], flip);
+    }
     // 8 x 8 words transposed in each 128-bit half (rows 6, 7 zero): t[j]
     // holds sub-block j's table in its low half, sub-block 8 + j's in its
     // high half.
@@ -672,9 +863,18 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>>
   }
   alignas(32) uint8_t tables_[kTable ? kSubBlocks * 32 : 1];  // kTable: 32 bytes a sub-block
   __m256i pos_, neg_;                                         // kBlend16
-  // kPairs (Read16): each group's pair-grid offset and sign byte.
-  alignas(32) uint16_t offsets_[kPairs ? kGroups : 1];
+  // kPairs (Read16): each grid entry's pair-grid offset, each group's
+  // sign byte; kFlip: the block's sign flip (bit 15, or 0 for a NaN d).
+  static constexpr size_t kEntries = [] {
+    if constexpr (kPairs) {
+      return static_cast<size_t>(D::kBlockElems / GridPairs<D>::kEntryValues);
+    } else {
+      return size_t{1};
+    }
+  }();
+  alignas(32) uint16_t offsets_[kEntries];
   alignas(32) uint8_t signs_[kPairs ? kGroups : 2];
+  __m256i flip_;
 #endif
 };
 
@@ -998,7 +1198,9 @@ void DecodedRowsWith(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64
           // stored (one thread from memory: geometric mean 1.04-1.08x
           // over the ten types; IQ2_XXS 1.13-1.18, NVFP4 1.07-1.12).
           FetchAhead(row + (b + i) * D::kBytes, D::kBytes);
+#if HWY_TARGET == HWY_AVX2  // (the 16 steps unrolled: 1.03-1.26x in cache for IQ2)
 #pragma GCC unroll 16
+#endif
           for (size_t e = 0; e < static_cast<size_t>(kB); e += 2 * N) {
             char* const at = body + static_cast<int64_t>(e) * kOutBytes;
             if constexpr (kOut16) {

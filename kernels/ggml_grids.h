@@ -57,14 +57,17 @@ extern const uint16_t* const kGgmlIq3sPackedIndexGrid;
 // no faster that way than LookupWords and the gathers).
 extern const uint8_t* const kGgmlIq3xxsPackedIndexPlanes;
 extern const uint8_t* const kGgmlIq3sPackedIndexPlanes;
-// The IQ2 types' index grids as byte pairs, 16 bytes an entry (64-byte
-// aligned): bytes 2 j, 2 j + 1 of entry i are 2 p, 2 p + 1 for position
-// j's p — the byte-shuffle indices of a 16-bit table's entry p, so the
-// AVX2 kernel looks a group's 8 values up straight from its entry
-// (kernels/dequantize_decoded.cc, Iq2Pairs).
+// The IQ2, IQ3 and IQ1 types' index grids as byte pairs, 16 (IQ2, IQ1) or
+// 8 (IQ3) bytes an entry (64-byte aligned): bytes 2 j, 2 j + 1 of entry i are
+// 2 p, 2 p + 1 for position j's p — the byte-shuffle indices of a 16-bit
+// table's entry p, so the AVX2 kernel looks an entry's values up straight
+// from it (kernels/dequantize_decoded.cc, GridPairs).
 extern const uint8_t* const kGgmlIq2xxsPairGrid;
 extern const uint8_t* const kGgmlIq2xsPairGrid;
 extern const uint8_t* const kGgmlIq2sPairGrid;
+extern const uint8_t* const kGgmlIq3xxsPairGrid;
+extern const uint8_t* const kGgmlIq3sPairGrid;
+extern const uint8_t* const kGgmlIq1sPairGrid;
 
 }  // namespace nibble
 

@@ -74,25 +74,30 @@ struct BytePlanes {
 const BytePlanes<256> kIq3xxsPlanes(kIq3xxsPacked);
 const BytePlanes<512> kIq3sPlanes(kIq3sPacked);
 
-// An 8-position index grid as byte pairs: entry i's 16 bytes, bytes 2 j
-// and 2 j + 1 the pair (2 p, 2 p + 1) of position j's p.
-template <size_t N>
+// An index grid of sizeof(T) positions an entry as byte pairs: entry i's
+// 2 sizeof(T) bytes, bytes 2 j and 2 j + 1 the pair (2 p, 2 p + 1) of
+// position j's p.
+template <class T, size_t N>
 struct PairGrid {
-  alignas(64) uint8_t v[16 * N];
-  explicit PairGrid(const IndexGrid<uint64_t, N>& grid) : v() {
+  static constexpr size_t kBytes = 2 * sizeof(T);
+  alignas(64) uint8_t v[kBytes * N];
+  explicit PairGrid(const IndexGrid<T, N>& grid) : v() {
     for (size_t i = 0; i < N; ++i) {
-      for (size_t j = 0; j < 8; ++j) {
+      for (size_t j = 0; j < sizeof(T); ++j) {
         const auto p = static_cast<uint8_t>(grid.v[i] >> (8 * j));
-        v[16 * i + 2 * j] = static_cast<uint8_t>(2 * p);
-        v[16 * i + 2 * j + 1] = static_cast<uint8_t>(2 * p + 1);
+        v[kBytes * i + 2 * j] = static_cast<uint8_t>(2 * p);
+        v[kBytes * i + 2 * j + 1] = static_cast<uint8_t>(2 * p + 1);
       }
     }
   }
 };
 
-const PairGrid<256> kIq2xxsPairs(kIq2xxs);
-const PairGrid<512> kIq2xsPairs(kIq2xs);
-const PairGrid<1024> kIq2sPairs(kIq2s);
+const PairGrid<uint64_t, 256> kIq2xxsPairs(kIq2xxs);
+const PairGrid<uint64_t, 512> kIq2xsPairs(kIq2xs);
+const PairGrid<uint64_t, 1024> kIq2sPairs(kIq2s);
+const PairGrid<uint32_t, 256> kIq3xxsPairs(kIq3xxs);
+const PairGrid<uint32_t, 512> kIq3sPairs(kIq3s);
+const PairGrid<uint64_t, 2048> kIq1sPairs(kIq1s);
 
 }  // namespace
 
@@ -109,5 +114,8 @@ const uint8_t* const kGgmlIq3sPackedIndexPlanes = kIq3sPlanes.v;
 const uint8_t* const kGgmlIq2xxsPairGrid = kIq2xxsPairs.v;
 const uint8_t* const kGgmlIq2xsPairGrid = kIq2xsPairs.v;
 const uint8_t* const kGgmlIq2sPairGrid = kIq2sPairs.v;
+const uint8_t* const kGgmlIq3xxsPairGrid = kIq3xxsPairs.v;
+const uint8_t* const kGgmlIq3sPairGrid = kIq3sPairs.v;
+const uint8_t* const kGgmlIq1sPairGrid = kIq1sPairs.v;
 
 }  // namespace nibble

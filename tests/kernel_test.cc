@@ -1110,18 +1110,20 @@ TEST_CASE("grid value sets and index grids") {
                planes(kGgmlIq3xxsPackedIndexPlanes, 256), 3, 256);
   check_packed("iq3_s planes", kGgmlIq3sIndexGrid, kGgmlIq3sPackedIndexPlanes,
                planes(kGgmlIq3sPackedIndexPlanes, 512), 3, 512);
-  // The IQ2 pair grids: bytes 2 j, 2 j + 1 of entry i are 2 p, 2 p + 1
-  // for position p of byte j of the index grid's entry i.
-  const auto check_pairs = [](const char* name, const uint64_t* index, const uint8_t* pairs,
+  // The pair grids: bytes 2 j, 2 j + 1 of entry i (2 sizeof(index[0])
+  // bytes an entry) are 2 p, 2 p + 1 for position p of byte j of the index
+  // grid's entry i.
+  const auto check_pairs = [](const char* name, const auto* index, const uint8_t* pairs,
                               size_t entries) {
     CAPTURE(name);
     CHECK(reinterpret_cast<uintptr_t>(pairs) % 64 == 0);
+    constexpr size_t kPositions = sizeof(index[0]);
     int64_t bad = 0;
     for (size_t i = 0; i < entries; ++i) {
-      for (size_t j = 0; j < 8; ++j) {
+      for (size_t j = 0; j < kPositions; ++j) {
         const unsigned p = static_cast<unsigned>((index[i] >> (8 * j)) & 0xFF);
-        bad += pairs[16 * i + 2 * j] != 2 * p;
-        bad += pairs[16 * i + 2 * j + 1] != 2 * p + 1;
+        bad += pairs[2 * kPositions * i + 2 * j] != 2 * p;
+        bad += pairs[2 * kPositions * i + 2 * j + 1] != 2 * p + 1;
       }
     }
     CHECK(bad == 0);
@@ -1129,6 +1131,9 @@ TEST_CASE("grid value sets and index grids") {
   check_pairs("iq2_xxs pairs", kGgmlIq2xxsIndexGrid, kGgmlIq2xxsPairGrid, 256);
   check_pairs("iq2_xs pairs", kGgmlIq2xsIndexGrid, kGgmlIq2xsPairGrid, 512);
   check_pairs("iq2_s pairs", kGgmlIq2sIndexGrid, kGgmlIq2sPairGrid, 1024);
+  check_pairs("iq3_xxs pairs", kGgmlIq3xxsIndexGrid, kGgmlIq3xxsPairGrid, 256);
+  check_pairs("iq3_s pairs", kGgmlIq3sIndexGrid, kGgmlIq3sPairGrid, 512);
+  check_pairs("iq1 pairs", kGgmlIq1sIndexGrid, kGgmlIq1sPairGrid, 2048);
 }
 
 // Block-structured checkpoint layouts (GGUF Q4_0 / Q4_1 / Q8_0 / Q4_K, AWQ
@@ -1444,9 +1449,7 @@ TEST_CASE("grid blocks with a NaN d keep the reference's NaN bits on every targe
     UseTarget(target);
     for (const Kind& kd : kinds) {
       if (!kd.grid || std::string(kd.name) == "iq1_m") continue;
-      const bool avx2_iq3 = target == HWY_AVX2 && std::string(kd.name).rfind("iq3", 0) == 0;
       for (OutType out : {OutType::kF32, OutType::kF16, OutType::kBF16}) {
-        if (avx2_iq3 && out != OutType::kF32) continue;
         PlanData d;
         Plan& p = d.plan;
         p.code = CodeKind::kU8;
