@@ -130,6 +130,13 @@ HWY_INLINE __m128i Nibbles(__m128i v) {
   const __m128i mask = _mm_set1_epi8(0x0F);
   return _mm_unpacklo_epi8(_mm_and_si128(v, mask), _mm_and_si128(_mm_srli_epi16(v, 4), mask));
 }
+// The sign flip of a block's negated values: bit 15, or none where its
+// scales (lane 0 of `scales`: all NaN or none, each d times a positive
+// finite factor) are NaN — a NaN product keeps the scale's NaN whatever
+// the value's sign.
+HWY_INLINE __m256i SignFlip(__m256 scales) {
+  return _mm256_set1_epi16(std::isnan(_mm256_cvtss_f32(scales)) ? int16_t{0} : int16_t{-32768});
+}
 // IQ2_XS / IQ2_S: 16-value sub-block j's scale from nibble j % 2 of
 // scales[j / 2].
 HWY_INLINE void NibbleScales(float d, const uint8_t* scales, __m256* dst) {
@@ -655,8 +662,7 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>>
           _mm256_store_si256(reinterpret_cast<__m256i*>(tables_ + 16 * s),
                              OutBitsPair<kOut>(df, hn::Mul(s0, v), hn::Mul(s1, v)).raw);
         }
-        flip_ = _mm256_set1_epi16(std::isnan(_mm256_cvtss_f32(scales[0])) ? int16_t{0}
-                                                                          : int16_t{-32768});
+        flip_ = pairs_internal::SignFlip(scales[0]);
       } else {
         __m256 scales[2];
         GridPairs<D>::Read(b, offsets_, signs_, scales);
@@ -828,8 +834,7 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>>
       r[i] = OutBitsPair<kOut>(df, hn::Mul(VF{scales[0]}, v), hn::Mul(VF{scales[1]}, v)).raw;
     }
     if constexpr (Table::kSigned) {
-      const __m256i flip =
-          _mm256_set1_epi16(std::isnan(_mm256_cvtss_f32(scales[0])) ? int16_t{0} : int16_t{-32768});
+      const __m256i flip = pairs_internal::SignFlip(scales[0]);
       for (int i = 0; i < 3; ++i) r[3 + i] = _mm256_xor_si256(r[i], flip);
     }
     // 8 x 8 words transposed in each 128-bit half (rows 6, 7 zero): t[j]
