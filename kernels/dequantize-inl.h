@@ -63,7 +63,103 @@ HWY_INLINE int32_t DecodeIntCode(CodeKind k, uint32_t u) {
   }
 }
 
-#if HWY_TARGET <= HWY_AVX3_DL
+#ifndef NIBBLE_FLOAT8_TABLES
+// The targets with float8_e4m3fn byte-plane tables (RowKernel::
+// kFloat8Planes): AVX3_DL (VBMI's 128-entry byte permutes) and AVX2 (16-entry
+// byte shuffles and exponent adds).
+#define NIBBLE_FLOAT8_TABLES (HWY_TARGET <= HWY_AVX3_DL || HWY_TARGET == HWY_AVX2)
+#endif
+
+#if HWY_TARGET == HWY_AVX2
+// AVX2: a float8_e4m3fn group's tables for scale s (RowKernel::
+// Float8Tables), 16-byte tables of the low (lo) and high (hi) bytes of
+// 16-bit output bits. With m' = (code + 1) & 0x7F (the magnitude plus one;
+// 0 for NaN, 0x7F):
+//   lo / hi:         entry c: code first - 1 + c (exponent fields e_lo and
+//                    e_lo + 1) times s;
+//   low_lo / low_hi: tables j < tables, entry c: the code of m' = 16 j + c
+//                    (NaN for m' = 0) times s; only m' < first is read.
+// first = 8 e_lo + 1: e_lo is the lowest exponent field whose products
+// are all normal numbers of the output type (Float8Tables).
+struct Float8Planes {
+  __m128i lo, hi;
+  __m128i low_lo[4], low_hi[4];
+  int32_t first, tables;
+};
+
+// AVX2: the runs of 32 float8_e4m3fn codes of [k, stop) (stop - k a
+// multiple of 32) at codes + k through t (Float8Planes, kTables its
+// tables), as 16-bit values at base + 2 k (stream: non-temporal, base + 2 k
+// 32-byte aligned); kMantBits: the output type's. A code of exponent
+// field e >= e_lo is the entry of the code with the same mantissa and
+// exponent e_lo + (e - e_lo) % 2, with (e - e_lo) / 2 * 2 added to the
+// exponent field: exact because every such product is a normal number of
+// the output type, for scaling by a power of two then commutes with both
+// roundings (the float32 product and the output's). The other codes (zero,
+// subnormal, NaN, and those whose products are not normal in the output)
+// are the low tables' entries. Rounding to nearest even is symmetric, so
+// the code's sign flips bit 15 (a NaN's sign is the code's own: the entry
+// of 0x7F is positive whatever s).
+template <int kMantBits, int kTables>
+HWY_INLINE int64_t StoreFloat8Runs(const Float8Planes& t, const uint8_t* codes, int64_t k,
+                                   int64_t stop, char* base, bool stream) {
+  const __m256i lo_t = _mm256_broadcastsi128_si256(t.lo);
+  const __m256i hi_t = _mm256_broadcastsi128_si256(t.hi);
+  __m256i low_lo[kTables], low_hi[kTables];
+  for (int j = 0; j < kTables; ++j) {
+    low_lo[j] = _mm256_broadcastsi128_si256(t.low_lo[j]);
+    low_hi[j] = _mm256_broadcastsi128_si256(t.low_hi[j]);
+  }
+  const __m256i first = _mm256_set1_epi8(static_cast<char>(t.first));
+  // (e - e_lo) / 2 in bits 4-6 of m' - first, moved to the exponent field's
+  // second bit within the high byte.
+  constexpr int kShift = kMantBits + 1 - 8;
+  for (; k + 32 <= stop; k += 32) {
+    // Quadwords [0, 2, 1, 3]: the byte unpacks then give outputs in order.
+    const __m256i c = _mm256_permute4x64_epi64(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + k)), 0xD8);
+    const __m256i m1 =
+        _mm256_and_si256(_mm256_add_epi8(c, _mm256_set1_epi8(1)), _mm256_set1_epi8(0x7F));
+    // m' - first: negative (bit 7, the blends' select) for the low tables'
+    // codes, else the table index (bits 0-3) and the exponent steps.
+    const __m256i n = _mm256_sub_epi8(m1, first);
+    const __m256i add = _mm256_and_si256(_mm256_srli_epi16(n, 4 - kShift),
+                                         _mm256_set1_epi8(static_cast<char>(7 << kShift)));
+    __m256i ll, lh;
+    if constexpr (kTables == 1) {
+      ll = _mm256_shuffle_epi8(low_lo[0], m1);  // (m' < first <= 16 where read)
+      lh = _mm256_shuffle_epi8(low_hi[0], m1);
+    } else {
+      // Table j's index: m' - 16 j where in 0 .. 15 (as 0x70 + it), else a
+      // byte with bit 7 set (the shuffle's zero).
+      ll = lh = _mm256_setzero_si256();
+      for (int j = 0; j < kTables; ++j) {
+        const __m256i idx =
+            _mm256_adds_epu8(_mm256_sub_epi8(m1, _mm256_set1_epi8(static_cast<char>(16 * j))),
+                             _mm256_set1_epi8(0x70));
+        ll = _mm256_or_si256(ll, _mm256_shuffle_epi8(low_lo[j], idx));
+        lh = _mm256_or_si256(lh, _mm256_shuffle_epi8(low_hi[j], idx));
+      }
+    }
+    const __m256i lo = _mm256_blendv_epi8(_mm256_shuffle_epi8(lo_t, n), ll, n);
+    const __m256i hi =
+        _mm256_blendv_epi8(_mm256_add_epi8(_mm256_shuffle_epi8(hi_t, n), add), lh, n);
+    const __m256i signed_hi =
+        _mm256_xor_si256(hi, _mm256_and_si256(c, _mm256_set1_epi8(static_cast<char>(0x80))));
+    __m256i* d = reinterpret_cast<__m256i*>(base + k * 2);
+    if (stream) {
+      _mm256_stream_si256(d, _mm256_unpacklo_epi8(lo, signed_hi));
+      _mm256_stream_si256(d + 1, _mm256_unpackhi_epi8(lo, signed_hi));
+    } else {
+      _mm256_storeu_si256(d, _mm256_unpacklo_epi8(lo, signed_hi));
+      _mm256_storeu_si256(d + 1, _mm256_unpackhi_epi8(lo, signed_hi));
+    }
+  }
+  return k;
+}
+#endif
+
+#if NIBBLE_FLOAT8_TABLES
 // The byte-plane tables of float8 groups (Float8Groups) kept across the
 // rows of one RunRows call: entry i for the rows' group first + i, built
 // for the scale whose bits it records. Rows of a 2-D scale grid (DeepSeek /
@@ -77,16 +173,16 @@ struct Float8TableCache {
   explicit Float8TableCache(int64_t first_group) : first(first_group) {
     for (uint32_t& b : bits) b = 0x7FC00000u;
   }
-  // The planes of group gi for the finite scale s: cached, else built (and
-  // cached where gi has an entry).
-  template <OutType kOut>
-  HWY_INLINE Float8Planes Get(int64_t gi, float s, const float* decode, bool bf16_hw) {
+  // The planes of group gi for scale s (RowKernel::Float8TableFits):
+  // cached, else make() (cached where gi has an entry, else in *scratch).
+  template <class Make>
+  HWY_INLINE const Float8Planes& Get(int64_t gi, float s, const Make& make, Float8Planes* scratch) {
     uint32_t b;
     std::memcpy(&b, &s, 4);
     const int64_t i = gi - first;
-    if (i < 0 || i >= kEntries) return Float8MagnitudePlanes<kOut>(decode, s, bf16_hw);
+    if (i < 0 || i >= kEntries) return *scratch = make();
     if (bits[i] != b) {
-      planes[i] = Float8MagnitudePlanes<kOut>(decode, s, bf16_hw);
+      planes[i] = make();
       bits[i] = b;
     }
     return planes[i];
@@ -124,7 +220,7 @@ struct RowJob {
   // No value of the job is NaN (its codes are integers, its scales and
   // zero points finite): bfloat16 rounding skips the NaN case (kNoNaN).
   bool finite = false;
-#if HWY_TARGET <= HWY_AVX3_DL
+#if NIBBLE_FLOAT8_TABLES
   // Float8Groups' tables across the call's rows (null: built per group).
   Float8TableCache* float8 = nullptr;
 #endif
@@ -317,9 +413,11 @@ class RowKernel {
   static constexpr bool kShuffleTable =
       HWY_TARGET == HWY_AVX2 && L::kNibbles && OutDesc<kOut>::kBytes == 2;
   // float8_e4m3fn codes to 16-bit outputs through byte-plane tables
-  // (Float8Groups; VBMI: AVX3_DL).
-  static constexpr bool kFloat8Planes = HWY_TARGET <= HWY_AVX3_DL && kCode == CodeKind::kF8E4M3FN &&
+  // (Float8Groups; NIBBLE_FLOAT8_TABLES: AVX3_DL, AVX2), in runs of
+  // kFloat8Run codes.
+  static constexpr bool kFloat8Planes = NIBBLE_FLOAT8_TABLES && kCode == CodeKind::kF8E4M3FN &&
                                         kZp == ZeroPointKind::kNone && OutDesc<kOut>::kBytes == 2;
+  static constexpr int64_t kFloat8Run = HWY_TARGET == HWY_AVX2 ? 32 : 64;
   // Bytes ahead of the codes being decoded that the per-element units and
   // the group loop fetch (their rows' codes, contiguous: int8, PMX / ONNX
   // scales along the row). With 16-bit outputs the hardware prefetcher
@@ -707,9 +805,10 @@ class RowKernel {
       int64_t g_idx = cur_idx_, g_end = cur_end_;
       while (k + unit <= k1) {
         const int64_t stop = g_end < k1 ? g_end : k1;
-#if HWY_TARGET <= HWY_AVX3_DL
+#if NIBBLE_FLOAT8_TABLES
         if constexpr (kFloat8Planes) {
-          if (job_.group % 64 == 0 && (g_end - k) % 64 == 0) {  // whole 64-code runs per group
+          // whole runs per group
+          if (job_.group % kFloat8Run == 0 && (g_end - k) % kFloat8Run == 0) {
             k = stream ? Float8Groups<true>(codes, g_idx, g_end, k, k1, base)
                        : Float8Groups<false>(codes, g_idx, g_end, k, k1, base);
             break;
@@ -1456,45 +1555,133 @@ class RowKernel {
     }
   }
 
-#if HWY_TARGET <= HWY_AVX3_DL
-  // kFloat8Planes: the runs of 64 codes of [k, k1) through each group's
-  // byte-plane table (Float8MagnitudePlanes, StoreFloat8x64), where every
-  // group holds whole runs: from group idx (ending at g_end, a whole number
-  // of runs after k) on. A group whose scale is not finite takes the group
-  // loop's arithmetic (GroupUnits: the planes' sign rule needs a finite
-  // scale). Returns the first
-  // element not written (k + 64 > k1). fp8-block (DeepSeek's 128 x 128
-  // blocks) in cache, one thread on the Intel guest: bfloat16 5.97 -> 18.90
-  // G el/s, float16 7.14 -> 19.13 against DecodeFloat8 and the rounding.
+#endif  // HWY_TARGET <= HWY_AVX3
+
+#if NIBBLE_FLOAT8_TABLES
+  // Whether Float8Tables(s) gives every code's product with scale s. AVX3_DL
+  // (each of the 128 magnitudes' products rounded): a finite s (the planes'
+  // sign rule). AVX2 (StoreFloat8Runs' exponent adds): s = +-2^E x 1.f
+  // normal with min_exp <= E <= max_exp - 9 (the output type's), so that
+  // 448 x |s| < 1.75 x 2^max_exp is finite in the output and e_lo <= 7 (at
+  // most 4 low tables).
+  static HWY_INLINE bool Float8TableFits(float s) {
+#if HWY_TARGET == HWY_AVX2
+    using O = OutDesc<kOut>;
+    uint32_t b;
+    std::memcpy(&b, &s, 4);
+    const int field = static_cast<int>((b >> 23) & 0xFF);  // E + 127
+    return field != 0 && field - 127 >= O::kMinExp && field - 127 <= O::kMaxExp - 9;
+#else
+    return std::isfinite(s);
+#endif
+  }
+
+  // The tables of a group with scale s (Float8TableFits(s)): each entry
+  // Arith's product (the decode table's value times s) rounded as the
+  // arithmetic path rounds it. AVX2: e_lo = max(1, min_exp + 7 - E), the
+  // lowest exponent field e whose products (at least 2^(e - 7) x 2^E) are
+  // all normal in the output type; bfloat16 has e_lo = 1 (one low table)
+  // for every |s| >= 2^-120, float16 for |s| >= 2^-8 (DeepSeek-like
+  // scales of about 2^-12: e_lo = 5, three low tables).
+  HWY_INLINE Float8Planes Float8Tables(float s, bool bf16_hw) const {
+#if HWY_TARGET == HWY_AVX2
+    (void)bf16_hw;
+    using O = OutDesc<kOut>;
+    uint32_t b;
+    std::memcpy(&b, &s, 4);
+    const int e = static_cast<int>((b >> 23) & 0xFF) - 127;
+    const int e_lo = std::max(1, O::kMinExp + 7 - e);
+    Float8Planes t;
+    t.first = 8 * e_lo + 1;
+    t.tables = (t.first + 15) / 16;
+    const DF df;
+    const VF sv = hn::Set(df, s);
+    VU16 lo, hi;
+    auto keep = [](VU16 v) HWY_ATTR { return _mm256_castsi256_si128(v.raw); };
+    ShuffleTablesOf(hn::Mul(hn::LoadU(df, decode_ + 8 * e_lo), sv),
+                    hn::Mul(hn::LoadU(df, decode_ + 8 * e_lo + 8), sv), &lo, &hi);
+    t.lo = keep(lo);
+    t.hi = keep(hi);
+    for (int j = 0; j < 4; ++j) {
+      // Codes 16 j - 1 .. 16 j + 14 (j = 0: 0x7F, then 0 .. 14).
+      VF a;
+      if (j == 0) {
+        const __m256 shifted = _mm256_permutevar8x32_ps(hn::LoadU(df, decode_).raw,
+                                                        _mm256_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6));
+        a = VF{_mm256_blend_ps(shifted, _mm256_set1_ps(decode_[0x7F]), 0x01)};
+      } else {
+        a = hn::LoadU(df, decode_ + 16 * j - 1);
+      }
+      ShuffleTablesOf(hn::Mul(a, sv), hn::Mul(hn::LoadU(df, decode_ + 16 * j + 7), sv), &lo, &hi);
+      t.low_lo[j] = keep(lo);
+      t.low_hi[j] = keep(hi);
+    }
+    return t;
+#else
+    return Float8MagnitudePlanes<kOut>(decode_, s, bf16_hw);
+#endif
+  }
+
+  // kFloat8Planes: the runs of kFloat8Run codes of [k, k1) through each
+  // group's byte-plane tables (Float8Tables; StoreFloat8x64 on AVX3_DL,
+  // StoreFloat8x32 on AVX2), where every group holds whole runs: from group
+  // idx (ending at g_end, a whole number of runs after k) on. A group whose
+  // scale the tables cannot take (Float8TableFits) takes the group loop's
+  // arithmetic (GroupUnits). Returns the first element not written
+  // (k + kFloat8Run > k1). fp8-block (DeepSeek's 128 x 128 blocks) in
+  // cache, one thread, against DecodeFloat8 and the rounding: bfloat16
+  // 5.97 -> 18.90 G el/s, float16 7.14 -> 19.13 on the Intel guest
+  // (AVX3_DL); 3.25 -> 9.63 and 4.84 -> 7.28 on the Zen 3 guest (AVX2).
   template <bool kStream>
   HWY_INLINE int64_t Float8Groups(const CodeRef& codes, int64_t idx, int64_t g_end, int64_t k,
                                   int64_t k1, char* base) const {
-    const bool bf16_hw = kOut == OutType::kBF16 && CpuHasAvx512Bf16();
-    for (;;) {
+    const bool bf16_hw = Bf16Hw();
+    int64_t gi = k / job_.group;  // the group's index in the row
+    for (;; ++gi) {
       const int64_t stop = g_end < k1 ? g_end : k1;
-      // No run left (k1 within 64): done, the group's scale unread (past
+      // No run left (k1 within a run): done, the group's scale unread (past
       // the row's last group it may not exist). Else k is the group's start.
-      if (k + 64 > stop) return k;
+      if (k + kFloat8Run > stop) return k;
       const float s = job_.scale[idx];
-      if (std::isfinite(s)) {
-        const Float8Planes t =
-            job_.float8 != nullptr
-                ? job_.float8->template Get<kOut>(k / job_.group, s, decode_, bf16_hw)
-                : Float8MagnitudePlanes<kOut>(decode_, s, bf16_hw);
-        for (; k + 64 <= stop; k += 64) {
+      if (Float8TableFits(s)) {
+        const auto make = [&]() HWY_ATTR { return Float8Tables(s, bf16_hw); };
+        Float8Planes scratch;
+        const Float8Planes& t =
+            job_.float8 != nullptr ? job_.float8->Get(gi, s, make, &scratch) : (scratch = make());
+#if HWY_TARGET == HWY_AVX2
+        constexpr int kMant = OutDesc<kOut>::kMantBits;
+        const uint8_t* const p = L::Address(codes, 0);  // (one byte a code)
+        switch (t.tables) {
+          case 1:
+            k = StoreFloat8Runs<kMant, 1>(t, p, k, stop, base, kStream);
+            break;
+          case 2:
+            k = StoreFloat8Runs<kMant, 2>(t, p, k, stop, base, kStream);
+            break;
+          case 3:
+            k = StoreFloat8Runs<kMant, 3>(t, p, k, stop, base, kStream);
+            break;
+          default:
+            k = StoreFloat8Runs<kMant, 4>(t, p, k, stop, base, kStream);
+            break;
+        }
+#else
+        for (; k + kFloat8Run <= stop; k += kFloat8Run) {
           StoreFloat8x64(t, L::Address(codes, k), base + k * 2, kStream);
         }
+#endif
       } else {
         const Group g = MakeGroup(idx);  // the group loop's arithmetic
         k = GroupUnits<kStream>(codes, g, g.z, k, stop, base);
       }
-      if (k != g_end) return k;  // k1 inside this group: fewer than 64 left
+      if (k != g_end) return k;  // k1 inside this group: less than a run left
       FetchGroup(codes, k, k1);
       idx += job_.step;
       g_end += job_.group;
     }
   }
-#endif
+#endif  // NIBBLE_FLOAT8_TABLES
+#if HWY_TARGET <= HWY_AVX3
 
   // The whole units of [k, k1) through their groups' tables (GroupTables:
   // 16-bit outputs, or float32 where the loader has LoadLow2), where every
@@ -2288,9 +2475,9 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
     }
     return job;
   };
-#if HWY_TARGET <= HWY_AVX3_DL
-  // Float8Groups' tables, shared by the rows (about 41 KiB of stack, in
-  // the float8 16-bit instantiations only).
+#if NIBBLE_FLOAT8_TABLES
+  // Float8Groups' tables, shared by the rows (about 41 KiB of stack on
+  // AVX3_DL, 28 KiB on AVX2, in the float8 16-bit instantiations only).
   using Float8Cache = std::conditional_t<RowKernel<L, kCode, kZp, kOut>::kFloat8Planes,
                                          Float8TableCache, NoFloat8TableCache>;
   [[maybe_unused]] Float8Cache float8_cache(plan.group > 0 ? c0 / plan.group : 0);
@@ -2298,7 +2485,7 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
   // Row r's job (layouts whose parameters are the plan's).
   auto row_job = [&](int64_t r) HWY_ATTR {
     RowJob job;
-#if HWY_TARGET <= HWY_AVX3_DL
+#if NIBBLE_FLOAT8_TABLES
     if constexpr (RowKernel<L, kCode, kZp, kOut>::kFloat8Planes) job.float8 = &float8_cache;
 #endif
     job.code = L::Row(plan, r);

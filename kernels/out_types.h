@@ -1,6 +1,7 @@
 // Output types as descriptors: what a kernel writes per element. Each is a
 // struct OutDesc<kOut> holding the facts every kernel, the reference and
-// op/ read — bytes per element, its DType, and the scalar rounding of an
+// op/ read — bytes per element, its DType, its binary format (mantissa
+// bits, the exponents of its normal numbers), and the scalar rounding of an
 // exact float32 value (once, to nearest even) — so no code spells out
 // "4 bytes for f32, else 2". The vector narrowing of each type is
 // NarrowBits in kernels/convert-inl.h (per Highway target);
@@ -35,6 +36,7 @@ struct OutDesc<OutType::kF32> {
   using Bits = float;
   static constexpr int64_t kBytes = 4;
   static constexpr DType kDType = DType::kFloat32;
+  static constexpr int kMantBits = 23, kMinExp = -126, kMaxExp = 127;
   static Bits Round(float v) { return v; }
   static float Widen(Bits b) { return b; }
 };
@@ -44,6 +46,7 @@ struct OutDesc<OutType::kF16> {
   using Bits = uint16_t;
   static constexpr int64_t kBytes = 2;
   static constexpr DType kDType = DType::kFloat16;
+  static constexpr int kMantBits = 10, kMinExp = -14, kMaxExp = 15;
   static Bits Round(float v) { return F16FromF32(v); }
   static float Widen(Bits b) { return F32FromF16(b); }
 };
@@ -53,6 +56,7 @@ struct OutDesc<OutType::kBF16> {
   using Bits = uint16_t;
   static constexpr int64_t kBytes = 2;
   static constexpr DType kDType = DType::kBFloat16;
+  static constexpr int kMantBits = 7, kMinExp = -126, kMaxExp = 127;
   static Bits Round(float v) { return BF16FromF32(v); }
   static float Widen(Bits b) { return F32FromBF16(b); }
 };
@@ -73,6 +77,30 @@ constexpr int64_t OutBytes(OutType t) {
 #undef NIBBLE_OUT_CASE
   }
   return 0;
+}
+
+// 2^e for a normal float32 exponent e (-126 .. 127), at compile time.
+constexpr float Pow2f(int e) {
+  float r = 1.0f;
+  for (; e > 0; --e) r *= 2.0f;
+  for (; e < 0; ++e) r *= 0.5f;
+  return r;
+}
+
+// The binary format of `t` (OutDesc's kMantBits, kMinExp, kMaxExp).
+struct OutFormat {
+  int mant_bits, min_exp, max_exp;
+};
+constexpr OutFormat OutFormatOf(OutType t) {
+  switch (t) {
+#define NIBBLE_OUT_CASE(T)                                                      \
+  case OutType::k##T:                                                           \
+    return {OutDesc<OutType::k##T>::kMantBits, OutDesc<OutType::k##T>::kMinExp, \
+            OutDesc<OutType::k##T>::kMaxExp};
+    NIBBLE_OUT_TYPES(NIBBLE_OUT_CASE)
+#undef NIBBLE_OUT_CASE
+  }
+  return {0, 0, 0};
 }
 
 // The DType of `t`, and the output type of a DType (false: none).

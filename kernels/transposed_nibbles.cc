@@ -9,6 +9,7 @@
 
 #include "base/numeric.h"
 #include "kernels/dequantize.h"
+#include "kernels/out_types.h"
 #include "kernels/reference.h"
 #include "kernels/transpose.h"
 
@@ -68,9 +69,8 @@ bool CodeValues(const Plan& p, float v[16]) {
 bool MakePow2Table(const Plan& p, Pow2Table* t) {
   float v[16];
   if (!CodeValues(p, v)) return false;
-  int mant = 23, emin = -126, emax = 127;
-  if (p.out == OutType::kF16) mant = 10, emin = -14, emax = 15;
-  if (p.out == OutType::kBF16) mant = 7;
+  const OutFormat f = OutFormatOf(p.out);
+  const int mant = f.mant_bits, emin = f.min_exp, emax = f.max_exp;
   int e_lo = emax, e_hi = emin;
   for (int c = 0; c < 16; ++c) {
     uint32_t u;

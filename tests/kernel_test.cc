@@ -780,9 +780,23 @@ TEST_CASE("float8 e4m3fn groups to 16-bit outputs x every target == scalar refer
   struct Shape {
     int64_t rows, cols, group, block_rows;  // block_rows 0: every row shares the scales
   };
-  const Shape shapes[] = {{6, 256, 64, 1},     {9, 384, 128, 4}, {5, 1024, 512, 5},
-                          {7, 640, 128, 0},    {4, 448, 448, 2}, {3, 64 * 170, 64, 3},
-                          {130, 128, 128, 128}};
+  const Shape shapes[] = {{6, 256, 64, 1},      {9, 384, 128, 4}, {5, 1024, 512, 5},
+                          {7, 640, 128, 0},     {4, 448, 448, 2}, {3, 64 * 170, 64, 3},
+                          {130, 128, 128, 128}, {16, 512, 32, 1}};
+  // The last shape's scales: both ends of the AVX2 tables' scale ranges
+  // (s = +-2^E x 1.f with min_exp <= E <= max_exp - 9: bfloat16 -126 ..
+  // 118, float16 -14 .. 6), each also one ulp and one binade outside, and
+  // every E that gives the tables' lowest exponent field e_lo > 1 (1 to 4
+  // low tables), with both signs.
+  std::vector<float> edges;
+  for (int e = -127; e <= -119; ++e) edges.push_back(std::ldexp(1.0f, e));
+  for (int e = -15; e <= -7; ++e) edges.push_back(std::ldexp(1.9f, e));
+  for (int e : {119, 7}) {
+    const float v = std::ldexp(1.0f, e);
+    for (float m : {std::nextafter(v, 0.0f), v, 1.9f * v, 2 * v}) edges.push_back(m);
+  }
+  edges.push_back(std::nextafter(std::ldexp(1.0f, -14), 0.0f));
+  for (size_t i = 0, n = edges.size(); i < n; ++i) edges.push_back(-edges[i]);
   int64_t compared = 0;
   for (int64_t target : targets) {
     UseTarget(target);
@@ -795,7 +809,9 @@ TEST_CASE("float8 e4m3fn groups to 16-bit outputs x every target == scalar refer
           codes[i] = static_cast<uint8_t>(i % 7 == 0 ? i / 7 : rng());  // every byte value
         }
         std::vector<float> block_scales(static_cast<size_t>(((sh.rows - 1) / block_rows + 1) * gc));
-        for (float& v : block_scales) v = RandomScale(rng);
+        for (size_t i = 0; i < block_scales.size(); ++i) {
+          block_scales[i] = &sh == &shapes[7] ? edges[i % edges.size()] : RandomScale(rng);
+        }
         std::vector<float> scale(static_cast<size_t>(sh.rows * gc));
         for (int64_t r = 0; r < sh.rows; ++r) {
           for (int64_t g = 0; g < gc; ++g) {
@@ -839,7 +855,7 @@ TEST_CASE("float8 e4m3fn groups to 16-bit outputs x every target == scalar refer
       }
     }
   }
-  CHECK(compared == static_cast<int64_t>(targets.size()) * 7 * 2 * 2 * 4);
+  CHECK(compared == static_cast<int64_t>(targets.size()) * 8 * 2 * 2 * 4);
 }
 
 // Random inputs of a 4-bit weight under a group map: rows x cols codes
