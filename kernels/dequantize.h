@@ -33,10 +33,11 @@ bool DequantizeDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t
 // where every scale of those rows is a power of two 2^k (gpt-oss MXFP4's
 // e8m0 scales): each value's bits are then its code's value in the output
 // type with k added to the exponent, no arithmetic rounded. Returns n,
-// the rows written: nr rounded down to the kernel's block of rows (16 for
-// float32 outputs, 32 for 16-bit), fewer where a scale of the rows after
+// the rows written: nr rounded down to the kernel's block of rows (AVX-512:
+// 16 for float32 outputs, 32 for 16-bit; AVX2: 16), fewer where a scale of the rows after
 // n (blocks of 128) is not 2^k with every nonzero value times 2^k normal
-// in the output type, 0 on targets without AVX-512 and for other plans;
+// in the output type, 0 on targets without AVX-512 or AVX2, on AVX2 for
+// float32 outputs, and for other plans;
 // the caller writes the rest its own way. Preconditions: plan.layout kDense with
 // 4-bit codes, inner 1, no group map, not Staged(); axis, c0, nc
 // multiples of 8; c0 a multiple of plan.group; `scratch` holds 2 *

@@ -1062,26 +1062,6 @@ struct PendingRows {
   }
 };
 
-// Transposes the 8 x 8 float32 tile v[0..7] (v[i] lane j -> v[j] lane i).
-HWY_INLINE void Transpose8x8(__m256* v) {
-  const __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
-  const __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
-  const __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]), t5 = _mm256_unpackhi_ps(v[4], v[5]);
-  const __m256 t6 = _mm256_unpacklo_ps(v[6], v[7]), t7 = _mm256_unpackhi_ps(v[6], v[7]);
-  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-  v[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-  v[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-  v[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-  v[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-  v[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-  v[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-  v[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-  v[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
-
 // Whether WordTiles takes part of this tile — 0 where not, else the
 // parameter rows it reads (WordTiles' `groups`: every group of the map's
 // entries over the tile's words, which may name more than K / G groups;

@@ -30,8 +30,7 @@
 //  - Transpose16x16 / TransposeWords16 / ColumnNibbleTiles /
 //    GptqBlockTiles: the in-register transposes and 16-bit table lookups
 //    of the GPTQ / AWQ [N, K] kernels (Highway 1.0.3 has no 128-bit-block
-//    shuffles of two vectors and no 16-bit TableLookupLanes); PrefetchL2
-//    (Highway's Prefetch fetches into L1 only).
+//    shuffles of two vectors and no 16-bit TableLookupLanes).
 // Every path here is checked by the tests that compare each compiled target
 // with the scalar reference (==): on a CPU with AVX512_BF16 that covers
 // StoreBF16x32, on one without, its integer-lane fallback.
@@ -1198,12 +1197,6 @@ HWY_INLINE void Transpose16x16(__m512 r[16]) {
     r[j] = _mm512_shuffle_f32x4(v[j], v[8 + j], 0x88);
     r[8 + j] = _mm512_shuffle_f32x4(v[j], v[8 + j], 0xDD);
   }
-}
-
-// Fetches the line at address a into L2 (a prefetch never faults: any
-// address).
-HWY_INLINE void PrefetchL2(uintptr_t a) {
-  _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T1);
 }
 
 // 32-bit words of up to 16 rows transposed: row q < nrows is the 16 words

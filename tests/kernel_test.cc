@@ -148,7 +148,9 @@ TEST_CASE("4-bit weights written transposed == the view's values transposed, eve
     // and 4 powers of two at the edges of the range k_lo .. k_hi of 2^k
     // keeping every nonzero value normal in the output type: 3 k_lo,
     // k_hi, k_hi + 1; 4 k_lo - 1, k_lo, k_hi (so one past either edge
-    // taken as in range gives wrong bits).
+    // taken as in range gives wrong bits); 5 positive powers of two in
+    // range and about one scale in 1024 1.5 times one (not 2^k: a panel of
+    // rows with one goes the other way).
     int pow2 = 0;
     int k_lo = 0, k_hi = 0;
   };
@@ -197,6 +199,10 @@ TEST_CASE("4-bit weights written transposed == the view's values transposed, eve
       {DType::kFloat4E2M1, 1, 256, 256, 32, false, OutType::kF32, 4, -125, 125},
       {DType::kInt4, 1, 256, 256, 32, false, OutType::kF16, 3, -14, 12},
       {DType::kInt4, 1, 256, 256, 32, false, OutType::kF16, 4, -14, 12},
+      // Scales that are not all 2^k, every one positive.
+      {DType::kFloat4E2M1, 1, 512, 256, 32, false, OutType::kF16, 5},
+      {DType::kFloat4E2M1, 1, 512, 256, 32, false, OutType::kBF16, 5},
+      {DType::kFloat4E2M1, 1, 512, 256, 32, false, OutType::kF32, 5},
   };
   // And shapes drawn at random: 1 to 70 rows a batch, columns off words and
   // off blocks, blocks of 8 to 128 (and 24), any of the three outputs.
@@ -234,6 +240,8 @@ TEST_CASE("4-bit weights written transposed == the view's values transposed, eve
         v = std::ldexp(static_cast<float>(rng() % 200) - 100.0f, -7);
       } else if (tc.pow2 == 1) {
         v = std::ldexp(1.0f, exponent(k_max));
+      } else if (tc.pow2 == 5) {
+        v = std::ldexp(rng() % 1024 == 0 ? 1.5f : 1.0f, exponent(k_max));
       } else if (tc.pow2 >= 3) {
         const int edges[2][3] = {{tc.k_lo, tc.k_hi, tc.k_hi + 1}, {tc.k_lo - 1, tc.k_lo, tc.k_hi}};
         v = std::ldexp(1.0f, edges[tc.pow2 - 3][rng() % 3]);
