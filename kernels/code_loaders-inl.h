@@ -344,6 +344,21 @@ struct DenseNibblesOf : LoaderTypes {
 #endif
   }
 #endif
+#if HWY_TARGET == HWY_AVX2
+  // AVX2: the 2N = 16 codes from k, exact, in two vectors: one 8-byte
+  // load, the nibbles split and interleaved as 16 bytes, each half
+  // widened (about half the operations of two Loads).
+  static HWY_INLINE void Load2(const CodeRef& c, int64_t k, VI* lo, VI* hi) {
+    const int64_t e = k + (c.odd_start ? 1 : 0);  // even, >= 0
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(c.codes + (e >> 1)));
+    const __m128i low = b, high = _mm_srli_epi16(b, 4);
+    const __m128i x =
+        _mm_and_si128(kHighFirst ? _mm_unpacklo_epi8(high, low) : _mm_unpacklo_epi8(low, high),
+                      _mm_set1_epi8(0x0F));
+    *lo = VI{_mm256_cvtepu8_epi32(x)};
+    *hi = VI{_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(x, x))};
+  }
+#endif
   template <bool kLowOnly>
   static HWY_INLINE VI LoadPairs(const CodeRef& c, int64_t k) {
     // N codes = N/2 bytes, paired into N bytes, widened to N lanes.

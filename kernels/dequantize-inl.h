@@ -247,6 +247,12 @@ struct HasLoadLow2 : std::false_type {};
 template <class L>
 struct HasLoadLow2<L, std::void_t<decltype(&L::LoadLow2)>> : std::true_type {};
 
+// Whether loader L has the optional Load2 (AVX2).
+template <class L, class = void>
+struct HasLoad2 : std::false_type {};
+template <class L>
+struct HasLoad2<L, std::void_t<decltype(&L::Load2)>> : std::true_type {};
+
 // Whether loader L has the optional LoadDot.
 template <class L, class = void>
 struct HasLoadDot : std::false_type {};
@@ -1383,11 +1389,16 @@ class RowKernel {
     return L::Load(codes, kk);
   }
   // UnitCodesAt of kk (lo) and kk + N (hi): one load where kValueTable and
-  // the loader has LoadLow2.
+  // the loader has LoadLow2 (AVX-512), or the loader has Load2 (AVX2).
   HWY_INLINE void UnitCodes(const CodeRef& codes, int64_t kk, VI* lo, VI* hi) const {
 #if HWY_TARGET <= HWY_AVX3
     if constexpr (kValueTable && HasLoadLow2<L>::value) {
       L::LoadLow2(codes, kk, lo, hi);
+      return;
+    }
+#elif HWY_TARGET == HWY_AVX2
+    if constexpr (HasLoad2<L>::value) {
+      L::Load2(codes, kk, lo, hi);
       return;
     }
 #endif
@@ -1905,6 +1916,14 @@ class RowKernel {
         L::LoadLow2(codes, k, &c0, &c1);
         StoreUnit(df, VF{_mm512_permutexvar_ps(c0.raw, g.table.raw)},
                   VF{_mm512_permutexvar_ps(c1.raw, g.table.raw)}, base + k * kOutBytes, kStream,
+                  facts);
+        continue;
+      }
+#elif HWY_TARGET == HWY_AVX2
+      if constexpr (HasLoad2<L>::value) {
+        VI c0, c1;
+        L::Load2(codes, k, &c0, &c1);
+        StoreUnit(df, GroupValue(g, c0, z), GroupValue(g, c1, z), base + k * kOutBytes, kStream,
                   facts);
         continue;
       }
