@@ -340,9 +340,13 @@ HWY_INLINE void Transpose8x8(__m256* v) {
 
 #if HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_AVX2
 // Fetches the line at address a into L2 (a prefetch never faults: any
-// address; Highway's Prefetch fetches into L1 only).
+// address; Highway's Prefetch fetches into L1 only). An asm statement:
+// GCC 12 (-O3) treats _mm_prefetch as free of side effects, so a lambda
+// whose only effect is a prefetch counts as pure and its calls are
+// dropped (CodeTiles' fetch lambda: GPTQ ran 0.68x from memory;
+// DequantizeTransposedPow2's on every target until 2026-12-06).
 HWY_INLINE void PrefetchL2(uintptr_t a) {
-  _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T1);
+  asm volatile("prefetcht1 %0" : : "m"(*reinterpret_cast<const char*>(a)));
 }
 #endif
 

@@ -1253,8 +1253,7 @@ HWY_NOINLINE void WordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0
         if (fa < rm) {
           for (int64_t n = fa; n < fb; ++n) {
             for (int64_t k = fk; k < fk1; k += 128) {  // one line: 128 codes
-              _mm_prefetch(reinterpret_cast<const char*>(plan.codes + n * row_bytes + k / 2),
-                           _MM_HINT_T1);
+              PrefetchL2(reinterpret_cast<uintptr_t>(plan.codes + n * row_bytes + k / 2));
             }
           }
         }
@@ -1266,10 +1265,8 @@ HWY_NOINLINE void WordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0
         const int64_t fn = ahead < kb / 8 ? n0 : n1, fw = ahead < kb / 8 ? ahead : ahead - words;
         if (!kRows && fn < rm) {
           const uintptr_t line = codes + static_cast<uintptr_t>(fw * S + 4 * fn);
-          _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
-          _mm_prefetch(reinterpret_cast<const char*>(
-                           line + static_cast<uintptr_t>(4 * (band_end(fn) - fn) - 1)),
-                       _MM_HINT_T1);
+          PrefetchL2(line);
+          PrefetchL2(line + static_cast<uintptr_t>(4 * (band_end(fn) - fn) - 1));
         }
         const int64_t j0 = 8 * w - k0;
         for (int64_t h = n0; h < n1; h += 8) {
@@ -1337,14 +1334,6 @@ HWY_NOINLINE void WordTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0
 //    prefetcher follows the word stride) are fetched into L2, the band's
 //    lines of each.
 constexpr int64_t kCodeTileColumns = 64;  // columns per step
-
-// Fetches the line at address a into L2 (a prefetch never faults: any
-// address). An asm statement: GCC 12 (-O3) dropped every call of
-// CodeTiles' fetch lambda when its only effect was _mm_prefetch (a call
-// without side effects is dead code), and GPTQ ran 0.68x from memory.
-HWY_INLINE void FetchL2(uintptr_t a) {
-  asm volatile("prefetcht1 %0" : : "m"(*reinterpret_cast<const char*>(a)));
-}
 
 // Transposes the 8 x 8 nibbles of every 32-bit lane of v[0..7] (nibble t
 // of v[i] -> nibble i of v[t]): three delta swaps, bit b of i exchanged
@@ -1591,7 +1580,7 @@ HWY_NOINLINE void CodeTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0
           const uintptr_t at = codes + static_cast<uintptr_t>(fw * S + 4 * fn / kPerWord);
           for (uintptr_t l = at / 64 * 64; l < at + static_cast<uintptr_t>(4 * rows / kPerWord);
                l += 64) {
-            FetchL2(l);
+            PrefetchL2(l);
           }
         };
         Runs::Step(
