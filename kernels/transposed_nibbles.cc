@@ -213,6 +213,43 @@ bool ScaleExponents(const Plan& p, const Pow2Table& t, int64_t r0, int64_t nr, i
 }
 #endif  // HWY_TARGET <= HWY_AVX3
 
+// A tile's codes and scales as both kernels read them: view row r0 + r's
+// codes from column c0 at src + r * pitch, its scales of groups g0 ..
+// g0 + ng - 1 at p.scale + (r0 + r) * s_outer + g * s_axis.
+struct TileSource {
+  TileSource(const Plan& plan, int64_t r0_, int64_t c0_, int64_t nc)
+      : p(plan),
+        r0(r0_),
+        c0(c0_),
+        g0(c0_ / plan.group),
+        ng((c0_ + nc - 1) / plan.group - c0_ / plan.group + 1),
+        view_rows(plan.rows() - r0_),
+        pitch(static_cast<size_t>(plan.axis / 2)),
+        src(plan.codes + (r0_ * plan.axis + c0_) / 2) {}
+  // Where the exponents of tile column c's group start in a panel's
+  // ScaleExponents grid of np rows.
+  int64_t ExponentsOf(int64_t c, int64_t np) const { return ((c0 + c) / p.group - g0) * np; }
+  // Fetches into L2 the code bytes [at, at + bytes) of rows [a, b) (those
+  // of the view: the caller's next tile of the same columns too), and
+  // with `scales` the first and last of each row's scales.
+  void Fetch(int64_t a, int64_t b, size_t at, size_t bytes, bool scales) const {
+    for (int64_t r = a; r < std::min(view_rows, b); ++r) {
+      const uint8_t* const w = src + static_cast<size_t>(r) * pitch + at;
+      PrefetchL2(reinterpret_cast<uintptr_t>(w));
+      PrefetchL2(reinterpret_cast<uintptr_t>(w + bytes - 1));
+      if (scales) {
+        const float* const sr = p.scale + (r0 + r) * p.s_outer + g0 * p.s_axis;
+        PrefetchL2(reinterpret_cast<uintptr_t>(sr));
+        PrefetchL2(reinterpret_cast<uintptr_t>(sr + (ng - 1) * p.s_axis));
+      }
+    }
+  }
+  const Plan& p;
+  int64_t r0, c0, g0, ng, view_rows;
+  size_t pitch;
+  const uint8_t* src;
+};
+
 }  // namespace
 #endif  // HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_AVX2
 
@@ -225,14 +262,14 @@ int64_t DequantizeTransposedPow2Simd(const Plan& p, int64_t r0, int64_t nr, int6
   const int64_t rows = nr / block * block;
   if (rows == 0 || p.group % 8 != 0 || !MakePow2Table(p, &t)) return 0;
   // (scratch: a panel's exponents, then ScaleExponents' rows)
-  const int64_t ng = (c0 + nc - 1) / p.group - c0 / p.group + 1;
+  const TileSource in(p, r0, c0, nc);
+  const int64_t ng = in.ng, g0 = in.g0;
+  const size_t pitch = in.pitch;
+  const uint8_t* const src = in.src;
   int32_t* const e32 = scratch;
   int16_t* const e16 = reinterpret_cast<int16_t*>(scratch);
   const int64_t eb = wide ? 4 : 2;
   stream = stream && reinterpret_cast<uintptr_t>(dst) % 64 == 0 && (ld * eb) % 64 == 0;
-  const size_t pitch = static_cast<size_t>(p.axis / 2);
-  const uint8_t* const src = p.codes + (r0 * p.axis + c0) / 2;
-  const int64_t g0 = c0 / p.group;
   auto put = [&](uint8_t* at, __m512i v) HWY_ATTR {
     if (stream) {
       _mm512_stream_si512(reinterpret_cast<__m512i*>(at), v);
@@ -275,9 +312,6 @@ int64_t DequantizeTransposedPow2Simd(const Plan& p, int64_t r0, int64_t nr, int6
   constexpr int64_t kPanel = 128;
   constexpr int kSubs = 8;  // blocks of 16 view rows per panel
   alignas(64) __m512i staged[16][kSubs];
-  // The view's rows past the tile (the caller's next tile of the same
-  // columns) are fetched too: its first panel.
-  const int64_t view_rows = p.rows() - r0;
   for (int64_t j0 = 0; j0 < rows; j0 += kPanel) {
     const int64_t np = std::min(kPanel, rows - j0);  // (a multiple of block)
     // The panel's exponents; where one is out of range, the rows before
@@ -295,15 +329,8 @@ int64_t DequantizeTransposedPow2Simd(const Plan& p, int64_t r0, int64_t nr, int6
       const int64_t jn = j0 + kPanel;
       auto fetch = [&](int64_t i) HWY_ATTR {
         constexpr int64_t kPer = kPanel / 16;
-        for (int64_t r = jn + kPer * i; r < std::min(view_rows, jn + kPer * (i + 1)); ++r) {
-          PrefetchL2(reinterpret_cast<uintptr_t>(src + static_cast<size_t>(r) * pitch +
-                                                 static_cast<size_t>(4 * w0)));
-          if (w0 == 0) {
-            const float* const sr = p.scale + (r0 + r) * p.s_outer + g0 * p.s_axis;
-            PrefetchL2(reinterpret_cast<uintptr_t>(sr));
-            PrefetchL2(reinterpret_cast<uintptr_t>(sr + (ng - 1) * p.s_axis));
-          }
-        }
+        in.Fetch(jn + kPer * i, jn + kPer * (i + 1), static_cast<size_t>(4 * w0),
+                 static_cast<size_t>(4 * nw), w0 == 0);
       };
       for (int64_t sb = 0; sb < np / 16; ++sb) {
         __m512 a[16];
@@ -313,8 +340,8 @@ int64_t DequantizeTransposedPow2Simd(const Plan& p, int64_t r0, int64_t nr, int6
       for (int64_t i = 0; i < 16; ++i) {
         fetch(i);
         if (i >= nw) continue;
-        const int64_t c = 8 * (w0 + i);                     // the word's first column
-        const int64_t at = ((c0 + c) / p.group - g0) * np;  // its exponents
+        const int64_t c = 8 * (w0 + i);            // the word's first column
+        const int64_t at = in.ExponentsOf(c, np);  // its exponents
         uint8_t* const out = dst + static_cast<size_t>((c * ld + j0) * eb);
         const size_t row = static_cast<size_t>(ld * eb);
         if (wide) {
@@ -382,13 +409,11 @@ int64_t DequantizeTransposedPow2Simd(const Plan& p, int64_t r0, int64_t nr, int6
   const int64_t rows = nr / kBlock * kBlock;
   if (p.out == OutType::kF32 || rows == 0 || p.group % 8 != 0 || !MakePow2Table(p, &t)) return 0;
   // (scratch: a panel's exponents, then ScaleExponents' rows)
-  const int64_t ng = (c0 + nc - 1) / p.group - c0 / p.group + 1;
+  const TileSource in(p, r0, c0, nc);
+  const int64_t ng = in.ng, g0 = in.g0;
   int16_t* const e16 = reinterpret_cast<int16_t*>(scratch);
   constexpr int64_t kOutBytes = 2;
   stream = stream && reinterpret_cast<uintptr_t>(dst) % 64 == 0 && (ld * kOutBytes) % 64 == 0;
-  const size_t pitch = static_cast<size_t>(p.axis / 2);
-  const uint8_t* const src = p.codes + (r0 * p.axis + c0) / 2;
-  const int64_t g0 = c0 / p.group;
   auto put = [&](uint8_t* at, __m256i v) HWY_ATTR {
     if (stream) {
       _mm256_stream_si256(reinterpret_cast<__m256i*>(at), v);
@@ -428,9 +453,6 @@ int64_t DequantizeTransposedPow2Simd(const Plan& p, int64_t r0, int64_t nr, int6
   constexpr int64_t kWords = 8;  // words per step
   // staged[i][sb][j]: byte j of word w0 + i of block sb's rows (as above).
   alignas(32) __m256i staged[kWords][kSubs][4];
-  // The view's rows past the tile (the caller's next tile of the same
-  // columns) are fetched too: its first panel.
-  const int64_t view_rows = p.rows() - r0;
   for (int64_t j0 = 0; j0 < rows; j0 += kPanel) {
     const int64_t np = std::min(kPanel, rows - j0);  // (a multiple of kBlock)
     // The panel's exponents; where one is out of range, the rows before
@@ -445,23 +467,15 @@ int64_t DequantizeTransposedPow2Simd(const Plan& p, int64_t r0, int64_t nr, int6
       const int64_t jn = j0 + kPanel;
       auto fetch = [&](int64_t i) HWY_ATTR {
         constexpr int64_t kPer = kPanel / kWords;
-        for (int64_t r = jn + kPer * i; r < std::min(view_rows, jn + kPer * (i + 1)); ++r) {
-          const uint8_t* const at =
-              src + static_cast<size_t>(r) * pitch + static_cast<size_t>(4 * w0);
-          PrefetchL2(reinterpret_cast<uintptr_t>(at));
-          PrefetchL2(reinterpret_cast<uintptr_t>(at + 4 * nw - 1));
-          if (w0 == 0) {
-            const float* const sr = p.scale + (r0 + r) * p.s_outer + g0 * p.s_axis;
-            PrefetchL2(reinterpret_cast<uintptr_t>(sr));
-            PrefetchL2(reinterpret_cast<uintptr_t>(sr + (ng - 1) * p.s_axis));
-          }
-        }
+        in.Fetch(jn + kPer * i, jn + kPer * (i + 1), static_cast<size_t>(4 * w0),
+                 static_cast<size_t>(4 * nw), w0 == 0);
       };
       for (int64_t sb = 0; sb < np / kBlock; ++sb) {
         const uint8_t* const at =
-            src + static_cast<size_t>(j0 + kBlock * sb) * pitch + static_cast<size_t>(4 * w0);
+            in.src + static_cast<size_t>(j0 + kBlock * sb) * in.pitch + static_cast<size_t>(4 * w0);
         auto words = [&](int64_t q) HWY_ATTR {
-          const auto* const w = reinterpret_cast<const int*>(at + static_cast<size_t>(q) * pitch);
+          const auto* const w =
+              reinterpret_cast<const int*>(at + static_cast<size_t>(q) * in.pitch);
           return _mm256_castsi256_ps(nw == kWords
                                          ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w))
                                          : _mm256_maskload_epi32(w, live));
@@ -484,8 +498,8 @@ int64_t DequantizeTransposedPow2Simd(const Plan& p, int64_t r0, int64_t nr, int6
       for (int64_t i = 0; i < kWords; ++i) {
         fetch(i);
         if (i >= nw) continue;
-        const int64_t c = 8 * (w0 + i);                     // the word's first column
-        const int64_t at = ((c0 + c) / p.group - g0) * np;  // its exponents
+        const int64_t c = 8 * (w0 + i);            // the word's first column
+        const int64_t at = in.ExponentsOf(c, np);  // its exponents
         uint8_t* const out = dst + static_cast<size_t>((c * ld + j0) * kOutBytes);
         const size_t row = static_cast<size_t>(ld * kOutBytes);
         for (int f = 0; f < 8; ++f) {
