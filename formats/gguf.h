@@ -42,6 +42,7 @@ enum GgmlType : uint32_t {
   kGgmlQ8_0 = 8,
   kGgmlQ4_K = 12,
   kGgmlBF16 = 30,
+  kGgmlMXFP4 = 39,
 };
 
 // Every type ggml defines (ggml.h's enum ggml_type, ggml.c's type_traits):

@@ -280,6 +280,14 @@ template <class L>
 struct LoaderNormalValues<L, std::void_t<typename L::Desc>>
     : std::bool_constant<BlockNormalValues<typename L::Desc>()> {};
 
+// Whether loader L reads a block layout whose scales are powers of two
+// (DeclaresPow2Scales of its descriptor).
+template <class L, class = void>
+struct LoaderPow2Scales : std::false_type {};
+template <class L>
+struct LoaderPow2Scales<L, std::void_t<typename L::Desc>>
+    : std::bool_constant<DeclaresPow2Scales<typename L::Desc>::value> {};
+
 // Loaders whose codes are dense nibbles in bytes (DenseNibblesOf), and
 // their order (kHighFirst: the high nibble first).
 template <class L>
@@ -1128,8 +1136,11 @@ class RowKernel {
         constexpr int64_t kStep = kRuns32 ? 32 : kUnit;
         const DU16 du16;
         const ShuffleTableSource tables(*this);
-        auto run = [&](auto no_nan) HWY_ATTR {
+        // (Streamed or not as a constant: a branch per store moved the
+        // stores out of the loop's line.)
+        auto run = [&](auto no_nan, auto streamed) HWY_ATTR {
           constexpr bool kNoNaNTables = decltype(no_nan)::value;
+          constexpr bool kStreamed = decltype(streamed)::value;
           VU16 next_lo = hn::Zero(du16), next_hi = hn::Zero(du16);
           if (k + kB <= k1) tables.template Build<kNoNaNTables>(g0, &next_lo, &next_hi);
           each_block([&](char* out) HWY_ATTR {
@@ -1152,12 +1163,12 @@ class RowKernel {
                               u = _mm256_shuffle_epi8(hi.raw, c);
                 // (du16's lanes: kUnit.)
                 StoreTwo(du16, VU16{_mm256_unpacklo_epi8(l, u)}, VU16{_mm256_unpackhi_epi8(l, u)},
-                         at, stream);
+                         at, kStreamed);
                 continue;
               }
 #endif
               const VU16 h = ShuffleLookup(lo, hi, L::Load16In(block, static_cast<uint64_t>(j)));
-              if (stream) {
+              if (kStreamed) {
                 hn::Stream(h, du16, at);
               } else {
                 hn::StoreU(h, du16, at);
@@ -1165,10 +1176,17 @@ class RowKernel {
             }
           });
         };
+        auto run_stores = [&](auto no_nan) HWY_ATTR {
+          if (stream) {
+            run(no_nan, std::true_type());
+          } else {
+            run(no_nan, std::false_type());
+          }
+        };
         if (kOut == OutType::kBF16 && job_.finite && !kFloatCode) {
-          run(std::true_type());
+          run_stores(std::true_type());
         } else {
-          run(std::false_type());
+          run_stores(std::false_type());
         }
         return k;
       }
@@ -1787,6 +1805,56 @@ class RowKernel {
   }
 #endif
 
+#if HWY_TARGET == HWY_AVX2
+  // kPow2Tables: a block's byte-plane tables where its scale is 2^k with k
+  // in the code values' range for the output type (Pow2Table): the values'
+  // bits in the type with k << shift added to the nonzero ones — no
+  // multiply, no rounding, the same bits (out_types.h MakePow2Table) —
+  // made once per process for every such k and then loaded: one unsigned
+  // compare picks the scales that qualify (GGUF MXFP4, 16-bit outputs: in
+  // cache on the Zen 3 guest, see docs/performance.md).
+  static constexpr bool kPow2Tables = kShuffleTable && LoaderPow2Scales<L>::value;
+  struct Pow2Planes {
+    // Scale s = 2^k qualifies where x = rotr(bits(s) - base, 23) < limit
+    // (rotated, any mantissa bit lands above bit 8; the sign bit counts
+    // as a field above 255): x = k - k_lo, planes[x] its tables (low
+    // bytes, high bytes, each in both 128-bit halves). None qualifies
+    // where the values have no Pow2Table (limit 0).
+    uint32_t base = 0, limit = 0;
+    alignas(32) uint8_t planes[256][2][32];
+  };
+  // The planes of the descriptor's code values in kOut, once per process.
+  static const Pow2Planes& BlockPow2Planes() {
+    static const Pow2Planes planes = [] {
+      Pow2Planes t{};
+      Pow2Table p;
+      float v[16];
+      for (int c = 0; c < 16; ++c) v[c] = L::Desc::kValues[c];
+      if (!MakePow2Table(v, kOut, &p)) return t;
+      t.base = static_cast<uint32_t>(p.k_lo + 127) << 23;
+      t.limit = static_cast<uint32_t>(p.k_hi - p.k_lo) + 1;
+      for (uint32_t x = 0; x < t.limit; ++x) {
+        const uint32_t add = (x + static_cast<uint32_t>(p.k_lo)) << p.shift;  // k << shift
+        for (int c = 0; c < 32; ++c) {
+          const uint32_t bits = p.bits[c % 16];
+          const uint32_t b = ((bits & 0x7FFFu) != 0 ? bits + add : bits) & 0xFFFFu;
+          t.planes[x][0][c] = static_cast<uint8_t>(b & 0xFF);
+          t.planes[x][1][c] = static_cast<uint8_t>(b >> 8);
+        }
+      }
+      return t;
+    }();
+    return planes;
+  }
+  static const Pow2Planes* Pow2PlanesOf() {
+    if constexpr (kPow2Tables) {
+      return &BlockPow2Planes();
+    } else {
+      return nullptr;
+    }
+  }
+#endif
+
   // kShuffleTable (AVX2): groups' byte-plane tables (ShuffleTables' operations, so the same
   // bits) from what does not change along a job in locals of the caller's loop: the job's
   // parameter pointers and the 16 codes' values before the scale, converted once where what
@@ -1806,6 +1874,19 @@ class RowKernel {
     // Group i's tables to *lo, *hi (kNoNaN: ShuffleTablesOf's).
     template <bool kNoNaN = false>
     HWY_INLINE void Build(int64_t i, VU16* lo, VU16* hi) const {
+#if HWY_TARGET == HWY_AVX2
+      if constexpr (kPow2Tables) {
+        uint32_t b;
+        std::memcpy(&b, &sp[i], 4);
+        const uint32_t d = b - pow2_base, x = (d >> 23) | (d << 9);
+        if (__builtin_expect(x < pow2_limit, 1)) {
+          const auto* t = reinterpret_cast<const __m256i*>(pow2->planes[x]);
+          *lo = VU16{_mm256_load_si256(t)};
+          *hi = VU16{_mm256_load_si256(t + 1)};
+          return;
+        }
+      }
+#endif
       const DF df;
       const VF s = hn::Set(df, sp[i]);
       if constexpr (!kFloatCode && kZp == ZeroPointKind::kInteger) {
@@ -1821,6 +1902,10 @@ class RowKernel {
       }
     }
     HWY_INLINE void operator()(int64_t i, VU16* lo, VU16* hi) const { Build<false>(i, lo, hi); }
+#if HWY_TARGET == HWY_AVX2
+    const Pow2Planes* pow2 = Pow2PlanesOf();
+    uint32_t pow2_base = kPow2Tables ? pow2->base : 0, pow2_limit = kPow2Tables ? pow2->limit : 0;
+#endif
     const float* sp;
     const int32_t* zip;
     const float* zfp;

@@ -78,6 +78,11 @@ inline constexpr uint8_t kAwqNibbleOrder[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 //                                 kPackedHeader, only widens float16 header
 //                                 fields or multiplies them by integers
 //                                 (BlockNormalValues below)
+//   kPow2Scales (optional)        true: Params' scales are powers of two
+//                                 (an E8M0 exponent) but for a few values
+//                                 (subnormal ones): kernels may take a
+//                                 scale's exponent for a multiply where
+//                                 they check it is one (DeclaresPow2Scales)
 // Value of element p of a block: SPEC arithmetic of the Plan with the
 // sub-block's scale / zero, e.g. Q4_0: (q - 8) * d.
 
@@ -574,6 +579,7 @@ struct GgufMXFP4 {
   static constexpr float kValues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
   static constexpr ZeroPointKind kZp = ZeroPointKind::kNone;
   static constexpr int32_t kCodeOffset = 0;
+  static constexpr bool kPow2Scales = true;  // 2^(e - 128), subnormal for e < 2
   static void Params(const uint8_t* b, float* scale, float* /*zero*/) {
     const uint32_t e = b[offsetof(Block, e)];
     scale[0] = F32FromBits(e < 2 ? 0x00200000u << e : (e - 1) << 23);
@@ -1265,6 +1271,13 @@ struct DeclaresHalfGrid : std::false_type {};
 template <class D>
 struct DeclaresHalfGrid<D, std::void_t<decltype(D::kHalfGrid)>> : std::bool_constant<D::kHalfGrid> {
 };
+
+// Whether descriptor D declares kPow2Scales (true).
+template <class D, class = void>
+struct DeclaresPow2Scales : std::false_type {};
+template <class D>
+struct DeclaresPow2Scales<D, std::void_t<decltype(D::kPow2Scales)>>
+    : std::bool_constant<D::kPow2Scales> {};
 
 // Whether every code value of D is an integer: integer codes, or a
 // kTable4 grid of integers.

@@ -103,6 +103,58 @@ constexpr OutFormat OutFormatOf(OutType t) {
   return {0, 0, 0};
 }
 
+// What makes v * 2^k exact in output type `out` without arithmetic, for 16
+// values v[c] (a 4-bit code's values): each value's bits in the type
+// (bits[c]), its mantissa width (shift: the exponent field's first bit) and
+// the exponents k for which every nonzero value times 2^k is a normal
+// number of the type (k_lo .. k_hi; 2^k itself a normal float32). Then
+// v * 2^k, rounded once to the type, is bits[c] plus k << shift for a
+// nonzero v, and bits[c] (a signed zero) for a zero one: the float32
+// product rounded to the type, bit for bit. (Power-of-two scales: gpt-oss
+// MXFP4, GGUF MXFP4 — kernels/transposed_nibbles.cc, the AVX2 block
+// tables in kernels/dequantize-inl.h.)
+struct Pow2Table {
+  uint32_t bits[16];
+  int shift, k_lo, k_hi;
+};
+
+// The Pow2Table of values v in `out`, or false where a value is not exact
+// in the type at some exponent (more significant bits than its mantissa,
+// subnormal, infinite or NaN) or no k fits every value.
+inline bool MakePow2Table(const float v[16], OutType out, Pow2Table* t) {
+  const OutFormat f = OutFormatOf(out);
+  const int mant = f.mant_bits, emin = f.min_exp, emax = f.max_exp;
+  int e_lo = emax, e_hi = emin;
+  for (int c = 0; c < 16; ++c) {
+    uint32_t u;
+    std::memcpy(&u, &v[c], 4);
+    if ((u & 0x7FFFFFFFu) != 0) {
+      const int field = static_cast<int>((u >> 23) & 0xFF);
+      if (field == 0 || field == 255) return false;
+      if ((u & ((1u << (23 - mant)) - 1u)) != 0) return false;
+      const int e = field - 127;
+      if (e < emin || e > emax) return false;
+      e_lo = e < e_lo ? e : e_lo;
+      e_hi = e > e_hi ? e : e_hi;
+    }
+    switch (out) {
+      case OutType::kF32:
+        t->bits[c] = u;
+        break;
+      case OutType::kF16:
+        t->bits[c] = F16FromF32(v[c]);
+        break;
+      case OutType::kBF16:
+        t->bits[c] = BF16FromF32(v[c]);
+        break;
+    }
+  }
+  t->shift = mant;
+  t->k_lo = emin - e_lo > -126 ? emin - e_lo : -126;
+  t->k_hi = emax - e_hi < 127 ? emax - e_hi : 127;
+  return t->k_lo <= t->k_hi;
+}
+
 // The DType of `t`, and the output type of a DType (false: none).
 constexpr DType DTypeOfOut(OutType t) {
   switch (t) {

@@ -27,18 +27,6 @@ namespace HWY_NAMESPACE {
 #if HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_AVX2
 namespace {
 
-// What makes v * 2^k exact in the output type without arithmetic: the
-// codes' 16 values in its bits (bits[c]), its mantissa width (shift: the
-// exponent field's first bit) and the exponents k for which every nonzero
-// value times 2^k is a normal number of the type (k_lo .. k_hi; the scale
-// 2^k itself a normal float32). Then v * 2^k, rounded once to the type, is
-// bits[c] plus k << shift for a nonzero v, and bits[c] (a signed zero) for
-// a zero one — the plan's float32 product rounded to the type, bit for bit.
-struct Pow2Table {
-  uint32_t bits[16];
-  int shift, k_lo, k_hi;
-};
-
 // The plan's 16 code values (zero point kNone: Plan's "integer codes, no
 // zero point" and "float4 / table codes"), or false for any other plan.
 bool CodeValues(const Plan& p, float v[16]) {
@@ -64,43 +52,11 @@ bool CodeValues(const Plan& p, float v[16]) {
   return true;
 }
 
-// The Pow2Table of the plan's codes and output type, or false where a
-// value is not exact in the type at some exponent (more significant bits
-// than its mantissa, subnormal, infinite or NaN).
+// The Pow2Table of the plan's codes and output type (MakePow2Table of
+// its code values), or false.
 bool MakePow2Table(const Plan& p, Pow2Table* t) {
   float v[16];
-  if (!CodeValues(p, v)) return false;
-  const OutFormat f = OutFormatOf(p.out);
-  const int mant = f.mant_bits, emin = f.min_exp, emax = f.max_exp;
-  int e_lo = emax, e_hi = emin;
-  for (int c = 0; c < 16; ++c) {
-    uint32_t u;
-    std::memcpy(&u, &v[c], 4);
-    if ((u & 0x7FFFFFFFu) != 0) {
-      const int field = static_cast<int>((u >> 23) & 0xFF);
-      if (field == 0 || field == 255) return false;
-      if ((u & ((1u << (23 - mant)) - 1u)) != 0) return false;
-      const int e = field - 127;
-      if (e < emin || e > emax) return false;
-      e_lo = std::min(e_lo, e);
-      e_hi = std::max(e_hi, e);
-    }
-    switch (p.out) {
-      case OutType::kF32:
-        t->bits[c] = u;
-        break;
-      case OutType::kF16:
-        t->bits[c] = F16FromF32(v[c]);
-        break;
-      case OutType::kBF16:
-        t->bits[c] = BF16FromF32(v[c]);
-        break;
-    }
-  }
-  t->shift = mant;
-  t->k_lo = std::max(-126, emin - e_lo);
-  t->k_hi = std::min(127, emax - e_hi);
-  return t->k_lo <= t->k_hi;
+  return CodeValues(p, v) && nibble::MakePow2Table(v, p.out, t);
 }
 
 #if HWY_TARGET <= HWY_AVX3

@@ -297,7 +297,12 @@ StatusOr<Bnb4Tensors> QuantizeBnbNf4(const float* w, int64_t N, int64_t K, int64
 StatusOr<std::vector<uint8_t>> QuantizeGgml(uint32_t type, const float* w, int64_t rows,
                                             int64_t cols) try {
   const int64_t block = type == 12 ? 256 : 32;
-  const int64_t bb = type == 2 ? 18 : type == 3 ? 20 : type == 8 ? 34 : type == 12 ? 144 : 0;
+  const int64_t bb = type == 2    ? 18
+                     : type == 3  ? 20
+                     : type == 8  ? 34
+                     : type == 12 ? 144
+                     : type == 39 ? 17
+                                  : 0;
   if (bb == 0) return Status::Error("QuantizeGgml: unsupported ggml type " + std::to_string(type));
   if (rows < 0 || cols < 0 || cols % block != 0) {
     return Status::Error("QuantizeGgml: cols must be a multiple of " + std::to_string(block));
@@ -343,6 +348,28 @@ StatusOr<std::vector<uint8_t>> QuantizeGgml(uint32_t type, const float* w, int64
         o[2 + j] =
             static_cast<uint8_t>(static_cast<int8_t>(std::min(127.0f, std::max(-127.0f, q))));
       }
+    } else if (type == 39) {
+      // MXFP4 as ggml's quantize_row_mxfp4_ref: e = floor(log2(amax)) - 2
+      // + 127 (0 for an all-zero block; clamped to a byte here, where ggml
+      // converts out of range), d = 2^(e - 128) (GGML_E8M0_TO_FP32_HALF),
+      // each value the first code of least |kvalues_mxfp4[c] * d - x|.
+      static constexpr float kValues[16] = {0,  1,  2,  3,  4,  6,  8,  12,
+                                            -0, -1, -2, -3, -4, -6, -8, -12};
+      float amax = 0;
+      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+      const float ef = amax > 0 ? std::floor(std::log2(amax)) - 2 + 127 : 0.0f;
+      const uint32_t e = static_cast<uint32_t>(std::min(255.0f, std::max(0.0f, ef)));
+      const float d = F32FromBits(e < 2 ? 0x00200000u << e : (e - 1) << 23);
+      o[0] = static_cast<uint8_t>(e);
+      auto best = [&](float v) {
+        int c = 0;
+        for (int i = 1; i < 16; ++i) {
+          if (std::fabs(kValues[i] * d - v) < std::fabs(kValues[c] * d - v)) c = i;
+        }
+        return static_cast<uint8_t>(c);
+      };
+      for (int j = 0; j < 16; ++j)
+        o[1 + j] = static_cast<uint8_t>(best(x[j]) | best(x[j + 16]) << 4);
     } else {  // Q4_K: eight 32-element sub-blocks, 6-bit scales and mins
       float sub_scale[8], sub_min[8];
       for (int s = 0; s < 8; ++s) {

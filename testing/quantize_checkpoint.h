@@ -1,7 +1,7 @@
 // Writers of LLM checkpoint layouts from float32 weights (round to nearest,
 // the producers' simple schemes): GPTQ v1/v2 (optionally act-order g_idx),
 // AWQ GEMM, compressed-tensors pack-quantized, bitsandbytes NF4, GGUF
-// Q4_0 / Q4_1 / Q8_0 / Q4_K blocks. For tests, benchmarks
+// Q4_0 / Q4_1 / Q8_0 / Q4_K / MXFP4 blocks. For tests, benchmarks
 // and group-size studies on real weights; the inverse of op/checkpoint.h.
 // W is the PyTorch Linear weight [N, K] (row-major, N outputs).
 #ifndef NIBBLE_TESTING_QUANTIZE_CHECKPOINT_H_
@@ -80,9 +80,9 @@ struct Mxfp4Tensors {
 };
 StatusOr<Mxfp4Tensors> QuantizeMxfp4Experts(const float* w, int64_t N, int64_t K);
 
-// The bytes of a GGUF tensor of ggml type 2 (Q4_0), 3 (Q4_1), 8 (Q8_0) or
-// 12 (Q4_K) holding w as rows x cols (ne = [cols, rows]); cols must be a
-// multiple of the block (32, or 256 for Q4_K).
+// The bytes of a GGUF tensor of ggml type 2 (Q4_0), 3 (Q4_1), 8 (Q8_0), 12
+// (Q4_K) or 39 (MXFP4) holding w as rows x cols (ne = [cols, rows]); cols
+// must be a multiple of the block (32, or 256 for Q4_K).
 StatusOr<std::vector<uint8_t>> QuantizeGgml(uint32_t type, const float* w, int64_t rows,
                                             int64_t cols);
 

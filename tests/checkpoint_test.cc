@@ -542,8 +542,8 @@ TEST_CASE("GPTQ / compressed-tensors writers refuse a g_idx of the wrong length 
   CHECK_FALSE(QuantizeCompressedTensors(w.data(), 8, 16, 0).ok());
 }
 
-TEST_CASE("GGUF round trips: Q4_0 / Q4_1 / Q8_0 / Q4_K, 1-D to 3-D, threads agree") {
-  for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0, kGgmlQ4_K}) {
+TEST_CASE("GGUF round trips: Q4_0 / Q4_1 / Q8_0 / Q4_K / MXFP4, 1-D to 3-D, threads agree") {
+  for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0, kGgmlQ4_K, kGgmlMXFP4}) {
     const int64_t block = type == kGgmlQ4_K ? 256 : 32;
     for (std::vector<int64_t> ne :
          {std::vector<int64_t>{block}, {2 * block, 3}, {4 * block, 5, 2}, {8 * block, 64}}) {

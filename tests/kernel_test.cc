@@ -1520,6 +1520,55 @@ TEST_CASE("grid blocks with a NaN d keep the reference's NaN bits on every targe
   CHECK(compared > 0);
 }
 
+// GGUF MXFP4's scales are powers of two (2^(e - 128)); where one's
+// products are normal in a 16-bit output, the AVX2 block tables take its
+// exponent instead of a multiply (kernels/dequantize-inl.h kPow2Tables).
+// Every exponent byte, each block's 32 codes random, rows starting at
+// different blocks, plain and streamed stores: every target == the
+// reference, so both sides of each range end are checked.
+TEST_CASE("MXFP4 blocks of every exponent byte x every target == scalar reference") {
+  TargetGuard guard;
+  std::mt19937_64 rng(2028);
+  using D = GgufMXFP4;
+  PlanData d;
+  Plan& p = d.plan;
+  p.code = D::kCode;
+  p.layout = BlockLayoutOf<D>::kValue;
+  p.code_values = TableValuesOf<D>();
+  p.zp_kind = D::kZp;
+  p.code_offset = D::kCodeOffset;
+  const int64_t rows = 16, cols = 16 * D::kBlockElems;  // 256 blocks: e = 0 .. 255
+  p.outer = rows;
+  p.axis = cols;
+  p.group = 32;
+  p.s_axis = 1;
+  p.s_outer = cols / 32;
+  d.codes.resize(static_cast<size_t>(rows * cols / D::kBlockElems * D::kBytes));
+  for (auto& b : d.codes) b = static_cast<uint8_t>(rng());
+  for (int64_t b = 0; b < rows * cols / D::kBlockElems; ++b) {
+    d.codes[static_cast<size_t>(b * D::kBytes)] = static_cast<uint8_t>((b * 37) % 256);
+  }
+  p.codes = d.codes.data();
+  int64_t compared = 0;
+  for (int64_t target : CompiledTargets()) {
+    UseTarget(target);
+    for (OutType out : {OutType::kF32, OutType::kF16, OutType::kBF16}) {
+      p.out = out;
+      for (bool nt : {false, true}) {
+        p.nontemporal = nt;
+        for (int64_t c0 : {int64_t{0}, int64_t{32}, int64_t{96}}) {
+          const std::string diff = CompareTile(p, 0, rows, c0, cols, cols - c0, 0);
+          CHECK_MESSAGE(diff.empty(), hwy::TargetName(target)
+                                          << " out=" << static_cast<int>(out) << " nt=" << nt
+                                          << " c0=" << c0 << ": " << diff);
+          ++compared;
+        }
+      }
+    }
+  }
+  CHECK(compared > 0);
+}
+
 TEST_CASE("Plan::dot by columns over [K, N] weights x every target == reference") {
   TargetGuard guard;
   const auto targets = CompiledTargets();
