@@ -217,8 +217,9 @@ struct RowJob {
   // 4-bit code minus it fits int16 (MappedRow16).
   const uint16_t* map16 = nullptr;
   const int16_t* zp16 = nullptr;
-  // No value of the job is NaN (its codes are integers, its scales and
-  // zero points finite): bfloat16 rounding skips the NaN case (kNoNaN).
+  // No value of the job is NaN (its code values are integers, its scales
+  // and zero points finite): bfloat16 rounding skips the NaN case (kNoNaN),
+  // Q4_0's AVX2 tables come from its magnitudes (kSymmetricTables).
   bool finite = false;
 #if NIBBLE_FLOAT8_TABLES
   // Float8Groups' tables across the call's rows (null: built per group).
@@ -288,6 +289,16 @@ struct LoaderIntegerValues : std::false_type {};
 template <class L>
 struct LoaderIntegerValues<L, std::void_t<typename L::Desc>>
     : std::bool_constant<IntegerCodeValues<typename L::Desc>()> {};
+
+// Whether loader L reads a block layout of 4-bit codes q whose values are
+// q - 8 (no zero point: Q4_0), -8 .. 7: every nonzero value's magnitude
+// is one of 1 .. 8 (RowKernel::kSymmetricTables).
+template <class L, class = void>
+struct LoaderSymmetricNibbles : std::false_type {};
+template <class L>
+struct LoaderSymmetricNibbles<L, std::void_t<typename L::Desc>>
+    : std::bool_constant<L::Desc::kCode == CodeKind::kU4 && L::Desc::kCodeOffset == 8 &&
+                         L::Desc::kZp == ZeroPointKind::kNone> {};
 
 // Whether loader L reads a block layout whose scales are powers of two
 // (DeclaresPow2Scales of its descriptor).
@@ -475,6 +486,15 @@ class RowKernel {
   // bits: rounding is per value.
   static constexpr bool kShuffleTable =
       HWY_TARGET == HWY_AVX2 && L::kNibbles && OutDesc<kOut>::kBytes == 2;
+  // kSymmetricTables: a block's byte-plane tables from its 8 magnitudes
+  // (LoaderSymmetricNibbles), where its scale is finite (RowJob::finite):
+  // m_j = (j + 1) s rounded once to the output (one vector, not two), the
+  // value of code c the magnitude of |c - 8| with the sign bit flipped
+  // below 8 — rounding is symmetric and (-k) s = -(k s) — and code 8 the
+  // zero 0 * s, its sign s's (the sign bit of m_0). A NaN or infinite s
+  // (a NaN product's sign is the NaN's, 0 * inf is NaN) takes the
+  // multiply of every value.
+  static constexpr bool kSymmetricTables = kShuffleTable && LoaderSymmetricNibbles<L>::value;
   // float8_e4m3fn codes to 16-bit outputs through byte-plane tables
   // (Float8Groups; NIBBLE_FLOAT8_TABLES: AVX3_DL, AVX2), in runs of
   // kFloat8Run codes.
@@ -1147,8 +1167,9 @@ class RowKernel {
         // the current one's lookups (as ShuffleGroups').
         // With L::kCodes32 and sub-blocks of whole 32-code runs, 32 outputs
         // per Codes32In, two byte shuffles and the byte unpacks.
-        // bfloat16 tables of finite values (RowJob::finite: integer code values,
-        // the chunk's headers finite) round without the NaN case.
+        // Tables of finite values (RowJob::finite: integer code values,
+        // the chunk's headers finite): bfloat16 rounds without the NaN
+        // case, Q4_0's are made from its 8 magnitudes (kSymmetricTables).
         constexpr bool kRuns32 = L::kCodes32 && kSub % 32 == 0;
         constexpr int64_t kStep = kRuns32 ? 32 : kUnit;
         const DU16 du16;
@@ -1200,7 +1221,7 @@ class RowKernel {
             run(no_nan, std::false_type());
           }
         };
-        if (kOut == OutType::kBF16 && job_.finite && kIntegerValues) {
+        if ((kOut == OutType::kBF16 || kSymmetricTables) && job_.finite && kIntegerValues) {
           run_stores(std::true_type());
         } else {
           run_stores(std::false_type());
@@ -1902,6 +1923,37 @@ class RowKernel {
           *hi = VU16{_mm256_load_si256(t + 1)};
           return;
         }
+      }
+      if constexpr (kSymmetricTables && kNoNaN) {
+        const VF m = hn::Mul(VF{_mm256_setr_ps(1, 2, 3, 4, 5, 6, 7, 8)}, hn::Set(DF(), sp[i]));
+        // v: m_j's bits at bytes 2j (low), 2j + 1 (high) of both halves.
+        __m256i v;
+        if constexpr (kHalfOut == OutType::kBF16) {
+          const __m256i r = _mm256_shuffle_epi8(
+              BF16Rounded<true>(m.raw),
+              _mm256_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1, 2, 3, 6,
+                               7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1));
+          v = _mm256_permute4x64_epi64(r, 0x88);  // quadwords 0, 2, 0, 2
+        } else {
+          v = _mm256_broadcastsi128_si256(NarrowBits<kHalfOut>(DF(), m).raw);
+        }
+        // Code c < 8: m_(7 - c), sign flipped; c = 8: m_0's sign bit only;
+        // c > 8: m_(c - 9).
+        const __m256i idx_lo =
+            _mm256_setr_epi8(14, 12, 10, 8, 6, 4, 2, 0, -1, 0, 2, 4, 6, 8, 10, 12, 14, 12, 10, 8, 6,
+                             4, 2, 0, -1, 0, 2, 4, 6, 8, 10, 12);
+        const __m256i idx_hi =
+            _mm256_setr_epi8(15, 13, 11, 9, 7, 5, 3, 1, 1, 1, 3, 5, 7, 9, 11, 13, 15, 13, 11, 9, 7,
+                             5, 3, 1, 1, 1, 3, 5, 7, 9, 11, 13);
+        const __m256i flip = _mm256_setr_epi8(-128, -128, -128, -128, -128, -128, -128, -128, 0, 0,
+                                              0, 0, 0, 0, 0, 0, -128, -128, -128, -128, -128, -128,
+                                              -128, -128, 0, 0, 0, 0, 0, 0, 0, 0);
+        const __m256i keep =
+            _mm256_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -128, -1, -1, -1, -1, -1, -1, -1, -1,
+                             -1, -1, -1, -1, -1, -1, -1, -128, -1, -1, -1, -1, -1, -1, -1);
+        *lo = VU16{_mm256_shuffle_epi8(v, idx_lo)};
+        *hi = VU16{_mm256_and_si256(_mm256_xor_si256(_mm256_shuffle_epi8(v, idx_hi), flip), keep)};
+        return;
       }
 #endif
       const DF df;
@@ -2617,12 +2669,13 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
           Desc::Params(job.code.codes + b * Desc::kBytes, sc + at, zf + at);
         }
       }
-      if constexpr (kOut == OutType::kBF16 && IntegerCodeValues<Desc>() &&
-                    !DeclaresPow2Scales<Desc>::value) {
-        // bfloat16 from integer code values: no value is NaN if no
-        // parameter of the chunk's blocks is NaN or infinite
-        // (RowJob::finite; not read for power-of-two scales:
-        // RowKernel::kIntegerValues).
+      if constexpr ((kOut == OutType::kBF16 ||
+                     (OutDesc<kOut>::kBytes == 2 && LoaderSymmetricNibbles<L>::value)) &&
+                    IntegerCodeValues<Desc>() && !DeclaresPow2Scales<Desc>::value) {
+        // bfloat16 (and Q4_0's 16-bit tables, RowKernel::kSymmetricTables)
+        // from integer code values: no value is NaN if no parameter of the
+        // chunk's blocks is NaN or infinite (RowJob::finite; not read for
+        // power-of-two scales: RowKernel::kIntegerValues).
         const int64_t at = (b0 - cs / Desc::kBlockElems) * kSubsPerBlock;
         const int64_t n = (b1 - b0) * kSubsPerBlock;
         job.finite =
