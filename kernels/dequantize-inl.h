@@ -3,8 +3,8 @@
 // kernels/dequantize_bytes.cc (the foreach_target skeleton). The kernel
 // family is one template, RowKernel<Loader, code, zero point, output>:
 // the loader (kernels/code_loaders-inl.h) unpacks codes of one layout, the
-// output conversion is kernels/convert-inl.h, and the raw AVX-512 pieces
-// are kernels/x86_avx512-inl.h.
+// output conversion is kernels/convert-inl.h, and the raw AVX-512 and AVX2
+// pieces are kernels/x86_avx512-inl.h and kernels/x86_avx2-inl.h.
 //
 // Contract (all kernels): out(r, c) = the exact value of plan element
 // (r, c), bit-identical to DequantizeTileReference:
@@ -40,6 +40,7 @@
 #include "kernels/convert-inl.h"
 #include "kernels/plan.h"
 #include "kernels/reference.h"
+#include "kernels/x86_avx2-inl.h"
 #include "kernels/x86_avx512-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -340,9 +341,7 @@ HWY_INLINE void DenseNibbleLookup32(__m256i bytes, __m256i lo, __m256i hi, __m25
                                           _mm256_and_si256(d, _mm256_set1_epi16(0x0F00)))
                         : _mm256_or_si256(_mm256_and_si256(d, _mm256_set1_epi16(0x000F)),
                                           _mm256_and_si256(shifted, _mm256_set1_epi16(0x0F00)));
-  const __m256i l = _mm256_shuffle_epi8(lo, c), u = _mm256_shuffle_epi8(hi, c);
-  *a = _mm256_unpacklo_epi8(l, u);
-  *b = _mm256_unpackhi_epi8(l, u);
+  PlaneLookup32(lo, hi, c, a, b);
 }
 
 // Transposes the 8 x 8 float32 tile v[0..7] (v[i] lane j -> v[j] lane i).
@@ -1174,8 +1173,6 @@ class RowKernel {
         constexpr int64_t kStep = kRuns32 ? 32 : kUnit;
         const DU16 du16;
         const ShuffleTableSource tables(*this);
-        // (Streamed or not as a constant: a branch per store moved the
-        // stores out of the loop's line.)
         auto run = [&](auto no_nan, auto streamed) HWY_ATTR {
           constexpr bool kNoNaNTables = decltype(no_nan)::value;
           constexpr bool kStreamed = decltype(streamed)::value;
@@ -1196,12 +1193,10 @@ class RowKernel {
               uint16_t* const at = reinterpret_cast<uint16_t*>(out + j * kOutBytes);
 #if HWY_TARGET == HWY_AVX2
               if constexpr (kRuns32) {
-                const __m256i c = L::Codes32In(block, static_cast<uint64_t>(j));
-                const __m256i l = _mm256_shuffle_epi8(lo.raw, c),
-                              u = _mm256_shuffle_epi8(hi.raw, c);
-                // (du16's lanes: kUnit.)
-                StoreTwo(du16, VU16{_mm256_unpacklo_epi8(l, u)}, VU16{_mm256_unpackhi_epi8(l, u)},
-                         at, kStreamed);
+                __m256i a, b;
+                PlaneLookup32(lo.raw, hi.raw, L::Codes32In(block, static_cast<uint64_t>(j)), &a,
+                              &b);
+                StoreTwo(du16, VU16{a}, VU16{b}, at, kStreamed);  // (du16's lanes: kUnit)
                 continue;
               }
 #endif
@@ -1214,20 +1209,42 @@ class RowKernel {
             }
           });
         };
-        auto run_stores = [&](auto no_nan) HWY_ATTR {
-          if (stream) {
-            run(no_nan, std::true_type());
-          } else {
-            run(no_nan, std::false_type());
-          }
-        };
-        if ((kOut == OutType::kBF16 || kSymmetricTables) && job_.finite && kIntegerValues) {
-          run_stores(std::true_type());
-        } else {
-          run_stores(std::false_type());
-        }
+        WithLoopFlags((kOut == OutType::kBF16 || kSymmetricTables) && job_.finite && kIntegerValues,
+                      stream, run);
         return k;
       }
+#if HWY_TARGET == HWY_AVX2
+      if constexpr (kOutBytes == 2 && BlockHalfTableShape<D>::kOk) {
+        // AVX2, codes of 2-4 bits in bit planes, 16-bit outputs: a pair of
+        // byte tables per kTableElems elements (BlockHalfTable), two byte
+        // shuffles and the unpacks per 32 outputs. Tables of finite values
+        // (RowJob::finite): bfloat16 rounds without the NaN case.
+        using S = BlockHalfTableShape<D>;
+        const HalfTableLanes lanes = MakeHalfTableLanes<D>(plan_.code_offset);
+        const DU16 du16;
+        auto run = [&](auto no_nan, auto streamed) HWY_ATTR {
+          constexpr bool kNoNaNTables = decltype(no_nan)::value;
+          constexpr bool kStreamed = decltype(streamed)::value;
+          each_block([&](char* out) HWY_ATTR {
+            __m256i lo = _mm256_setzero_si256(), hi = lo;
+#pragma GCC unroll 16
+            for (int64_t j = 0; j < kB; j += 32) {
+              if (j % S::kTableElems == 0) {
+                const int64_t g = g0 + j / kSub;
+                BlockHalfTable<D, kZp, kOut, kNoNaNTables>(
+                    lanes, sp + g, kZp == ZeroPointKind::kFloat ? zfp + g : nullptr, &lo, &hi);
+              }
+              __m256i a, b;
+              PlaneLookup32(lo, hi, HalfTableCodes32<D>(block, static_cast<uint64_t>(j)), &a, &b);
+              StoreTwo(du16, VU16{a}, VU16{b}, reinterpret_cast<uint16_t*>(out + j * kOutBytes),
+                       kStreamed);
+            }
+          });
+        };
+        WithLoopFlags(kOut == OutType::kBF16 && job_.finite && kIntegerValues, stream, run);
+        return k;
+      }
+#endif
       if constexpr (BlockBytesShape<D>::kOk) {
         if (BlockBytesShape<D>::OffsetOk(plan_.code_offset)) {
           // Bit-field codes: each B gathered into bytes as q - offset
@@ -1258,6 +1275,25 @@ class RowKernel {
       }
       each_block([&](char* out) HWY_ATTR { arith_block(out, codes_at, zero_of); });
       return k;
+    }
+  }
+
+  // Calls run(no_nan, streamed) with both as compile-time constants
+  // (std::bool_constant): the block loops' per-chunk choices, so that no
+  // branch is left per store (one moved the stores out of the loop's line).
+  template <class Run>
+  static HWY_INLINE void WithLoopFlags(bool no_nan, bool stream, const Run& run) {
+    auto stores = [&](auto nn) HWY_ATTR {
+      if (stream) {
+        run(nn, std::true_type());
+      } else {
+        run(nn, std::false_type());
+      }
+    };
+    if (no_nan) {
+      stores(std::true_type());
+    } else {
+      stores(std::false_type());
     }
   }
 

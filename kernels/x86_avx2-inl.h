@@ -1,0 +1,222 @@
+// The raw x86 intrinsics of the kernels' larger AVX2-only paths (the
+// HWY_AVX2 target), included once per Highway target by
+// kernels/dequantize-inl.h. Short ones also sit, inside
+// `#if HWY_TARGET == HWY_AVX2` blocks, beside the code they serve
+// (kernels/code_loaders-inl.h's Codes32In, kernels/dequantize-inl.h's
+// byte-plane tables of the 4-bit layouts).
+// Why they are not Highway ops: AVX2's byte shuffles (vpshufb) look up 16
+// entries per 128-bit half, and Highway 1.0.3's TableLookupBytes does, but
+// it has no 64-bit permutes within a vector nor byte unpacks in the
+// kernels' output order.
+//  - PlaneLookup32: 32 outputs of 16-entry byte-plane tables (the 4-bit
+//    layouts' and the block half tables').
+//  - BlockHalfTableShape / HalfTableCodes32 / BlockHalfTable: 16-entry
+//    16-bit tables of the ggml block types whose bit-plane codes have 2-4
+//    bits (Q2_K, Q3_K, TQ2_0), as two byte planes, looked up by two byte
+//    shuffles per 32 outputs.
+// Every path here is checked by the tests that compare each compiled target
+// with the scalar reference (==).
+#if defined(NIBBLE_KERNELS_X86_AVX2_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef NIBBLE_KERNELS_X86_AVX2_INL_H_
+#undef NIBBLE_KERNELS_X86_AVX2_INL_H_
+#else
+#define NIBBLE_KERNELS_X86_AVX2_INL_H_
+#endif
+
+#include <cstdint>
+#include <cstring>
+
+#include "hwy/highway.h"
+#include "kernels/code_loaders-inl.h"
+#include "kernels/convert-inl.h"
+#include "kernels/layouts.h"
+#include "kernels/plan.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace nibble {
+namespace HWY_NAMESPACE {
+
+#if HWY_TARGET == HWY_AVX2
+
+// 32 16-bit outputs through byte-plane tables: lo / hi the low and high
+// bytes of 16 entries' outputs (the same in both 128-bit halves), c the 32
+// outputs' entries (each < 16) in the byte unpacks' order [0-7, 16-23 |
+// 8-15, 24-31]. Two byte shuffles look up the low and high bytes, the
+// unpacks interleave them in order: outputs 0-15 to *a, 16-31 to *b.
+HWY_INLINE void PlaneLookup32(__m256i lo, __m256i hi, __m256i c, __m256i* a, __m256i* b) {
+  const __m256i l = _mm256_shuffle_epi8(lo, c), u = _mm256_shuffle_epi8(hi, c);
+  *a = _mm256_unpacklo_epi8(l, u);
+  *b = _mm256_unpackhi_epi8(l, u);
+}
+
+// ---------------------------------------------------------------------------
+// Half tables: float16 / bfloat16 output of the ggml block types whose
+// integer codes have 2-4 bits in bit planes (Q2_K, Q3_K, TQ2_0) on AVX2.
+// The contract's values of every code c of kPerTable consecutive sub-blocks
+// (entry c + kC * place, at most 16) are computed with the contract's
+// float32 operations, rounded to the output type once and split into a
+// table of their low bytes and one of their high bytes (each in both
+// 128-bit halves); then each 32 outputs are one PlaneLookup32 of their
+// entries (codes gathered from the block's planes as bytes, plus their
+// sub-block's place). A lookup equals the arithmetic: the entry is that
+// arithmetic on that code. A 32-element run lies in one table
+// (kTableElems is a multiple of 32): one pair of shuffles, no blend. The
+// arithmetic path spends a widening, a conversion, a multiply and a
+// rounding per 8 outputs; here a table's 16 values are rounded for 32
+// (Q3_K), 64 (Q2_K) or 256 (TQ2_0) outputs. (The 5-bit types would need
+// two tables and a blend per 32 outputs, and round as many values as
+// outputs. Tables of 8 entries per 128-bit half, codes in order and the
+// outputs permuted instead, measured 0.93-1.17x of these in cache.)
+template <class D>
+struct BlockHalfTableShape {
+  static constexpr int64_t kC = int64_t{1} << PlaneBits<D>();  // codes per sub-block
+  static constexpr int64_t kSub = D::kSubElems;
+  static constexpr int64_t kSubs = D::kBlockElems / D::kSubElems;
+  // Sub-blocks per 16-entry table and the elements they cover.
+  static constexpr int64_t kPerTable = 16 / kC < kSubs ? 16 / kC : kSubs;
+  static constexpr int64_t kTableElems = kPerTable * kSub;
+  // Plane shapes HalfTableCodes32 reads: the low plane as 32 bytes at one
+  // shift (span a multiple of 32), a second plane of one bit the same way.
+  static constexpr bool PlanesOk() {
+    if (D::kPlanes[0].span() % 32 != 0) return false;
+    if constexpr (PlaneCount<D>() == 2) {
+      const CodePlane hi = D::kPlanes[1];
+      return hi.bits == 1 && hi.span() % 32 == 0;
+    }
+    return PlaneCount<D>() == 1;
+  }
+  static constexpr bool kOk = D::kCode == CodeKind::kU8 && PlaneBits<D>() >= 2 &&
+                              PlaneBits<D>() <= 4 &&
+                              (D::kZp == ZeroPointKind::kNone || D::kZp == ZeroPointKind::kFloat) &&
+                              (kSub == 16 || kSub % 32 == 0) && kTableElems % 32 == 0 &&
+                              D::kBlockElems % kTableElems == 0 && PlanesOk();
+};
+
+// The table entries of elements p .. p+31 of `block` (p % 32 == 0) as
+// bytes in the byte unpacks' order, [p+0..7, p+16..23 | p+8..15,
+// p+24..31] (as Blocks<D>::Codes32In): each element's code plus kC times
+// its sub-block's place in its table. BlockHalfTableShape<D>::kOk.
+template <class D>
+HWY_INLINE __m256i HalfTableCodes32(const uint8_t* block, uint64_t p) {
+  using S = BlockHalfTableShape<D>;
+  using L = Blocks<D>;
+  constexpr int kLowBits = static_cast<int>(D::kPlanes[0].bits);
+  int sh;
+  const uint8_t* b = L::template FieldByte<0>(block, p, &sh);
+  // (16-bit shifts: a field fits its byte, the byte masks drop what
+  // crosses from the neighbouring byte.)
+  __m256i c = _mm256_and_si256(
+      _mm256_srli_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)), sh),
+      _mm256_set1_epi8(static_cast<char>((1 << kLowBits) - 1)));
+  if constexpr (PlaneCount<D>() == 2) {
+    int hsh;
+    const uint8_t* hb = L::template FieldByte<1>(block, p, &hsh);
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hb));
+    // Bit hsh of each byte to bit kLowBits.
+    const __m256i moved = hsh >= kLowBits ? _mm256_srli_epi16(h, hsh - kLowBits)
+                                          : _mm256_slli_epi16(h, kLowBits - hsh);
+    c = _mm256_or_si256(
+        c, _mm256_and_si256(moved, _mm256_set1_epi8(static_cast<char>(1 << kLowBits))));
+  }
+  c = _mm256_permute4x64_epi64(c, 0xD8);  // 8-byte runs 0, 2, 1, 3
+  // The sub-block's place: p's, and with 16-element sub-blocks the next
+  // one for p+16.. (quadwords 1 and 3).
+  if constexpr (S::kSub == 16) {
+    const auto bytes = [](int64_t v) {  // v in each byte of a quadword
+      return static_cast<long long>(0x0101010101010101ull * static_cast<uint64_t>(v));
+    };
+    const int64_t at = S::kC * ((static_cast<int64_t>(p) % S::kTableElems) / S::kSub);
+    return _mm256_or_si256(
+        c, _mm256_setr_epi64x(bytes(at), bytes(at + S::kC), bytes(at), bytes(at + S::kC)));
+  } else {
+    const int64_t at = S::kC * ((static_cast<int64_t>(p) % S::kTableElems) / S::kSub);
+    return at == 0 ? c : _mm256_or_si256(c, _mm256_set1_epi8(static_cast<char>(at)));
+  }
+}
+
+// The loop-invariant float32 code values of a table's entries: entry e
+// (0..15, in two vectors) is code e % kC minus the code offset.
+struct HalfTableLanes {
+  __m256 code0, code1;
+};
+template <class D>
+HWY_INLINE HalfTableLanes MakeHalfTableLanes(int32_t code_offset) {
+  using S = BlockHalfTableShape<D>;
+  alignas(32) int32_t code[16];
+  for (int64_t e = 0; e < 16; ++e) code[e] = static_cast<int32_t>(e % S::kC) - code_offset;
+  return {_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(code))),
+          _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(code + 8)))};
+}
+
+// Entries 8 kI .. 8 kI + 7's parameter (scale or zero) from the table's
+// sub-blocks' p[0 .. kPerTable): entry e's sub-block is
+// min(e / kC, kPerTable - 1). Reads only those.
+template <class D, int kI>
+HWY_INLINE __m256 HalfTableParam(const float* p) {
+  using S = BlockHalfTableShape<D>;
+  constexpr int64_t kA = (8 * kI) / S::kC < S::kPerTable ? (8 * kI) / S::kC : S::kPerTable - 1;
+  constexpr int64_t kB =
+      (8 * kI + 7) / S::kC < S::kPerTable ? (8 * kI + 7) / S::kC : S::kPerTable - 1;
+  if constexpr (kA == kB) {
+    return _mm256_broadcast_ss(p + kA);
+  } else {
+    // kC == 4: sub-blocks kA (lanes 0-3) and kA + 1 (lanes 4-7).
+    static_assert(S::kC == 4 && kB == kA + 1, "two sub-blocks per 8 entries");
+    double two;
+    std::memcpy(&two, p + kA, sizeof(two));
+    return _mm256_permutevar_ps(_mm256_castpd_ps(_mm256_set1_pd(two)),
+                                _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+  }
+}
+
+// The byte planes of the table of sub-blocks s[0 .. kPerTable) (scales; z:
+// their float zero points, kZp == kFloat only): *lo the entries' low bytes,
+// *hi their high bytes, entries 0-15 in each 128-bit half. kNoNaN: no
+// entry is NaN (BF16Rounded's). The arithmetic: Arith's, (q - offset) * s
+// (+ z), rounded once to kOut.
+template <class D, ZeroPointKind kZp, OutType kOut, bool kNoNaN>
+HWY_INLINE void BlockHalfTable(const HalfTableLanes& lanes, const float* s, const float* z,
+                               __m256i* lo, __m256i* hi) {
+  __m256 v0 = _mm256_mul_ps(lanes.code0, HalfTableParam<D, 0>(s));
+  __m256 v1 = _mm256_mul_ps(lanes.code1, HalfTableParam<D, 1>(s));
+  if constexpr (kZp == ZeroPointKind::kFloat) {
+    v0 = _mm256_add_ps(v0, HalfTableParam<D, 0>(z));
+    v1 = _mm256_add_ps(v1, HalfTableParam<D, 1>(z));
+  } else {
+    (void)z;
+  }
+  if constexpr (kOut == OutType::kBF16) {
+    // Bytes 2, 3 of each rounded lane: half 0 [lo 0-3, hi 0-3, lo 8-11,
+    // hi 8-11], half 1 the same of entries 4-7 and 12-15; then the
+    // doublewords of each plane, in order, to both halves.
+    const __m256i pick =
+        _mm256_setr_epi8(2, 6, 10, 14, 3, 7, 11, 15, -1, -1, -1, -1, -1, -1, -1, -1, 2, 6, 10, 14,
+                         3, 7, 11, 15, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m256i split = _mm256_or_si256(
+        _mm256_shuffle_epi8(BF16Rounded<kNoNaN>(v0), pick),
+        _mm256_shuffle_epi8(BF16Rounded<kNoNaN>(v1), _mm256_shuffle_epi32(pick, 0x4E)));
+    *lo = _mm256_permutevar8x32_epi32(split, _mm256_setr_epi32(0, 4, 2, 6, 0, 4, 2, 6));
+    *hi = _mm256_permutevar8x32_epi32(split, _mm256_setr_epi32(1, 5, 3, 7, 1, 5, 3, 7));
+  } else {
+    static_assert(kOut == OutType::kF16, "BlockHalfTable: a 2-byte output type");
+    // Entries 0-7 and 8-15 each in both halves, their bytes packed: in-lane
+    // packs instead of a byte shuffle and two cross-lane permutes (in
+    // cache 1.03-1.06x on the Zen 3 guest).
+    const hn::Full256<float> df;
+    const __m128i x0 = NarrowBits<kOut>(df, hn::Vec<decltype(df)>{v0}).raw;
+    const __m128i x1 = NarrowBits<kOut>(df, hn::Vec<decltype(df)>{v1}).raw;
+    const __m256i a = _mm256_inserti128_si256(_mm256_castsi128_si256(x0), x0, 1);
+    const __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(x1), x1, 1);
+    const __m256i low = _mm256_set1_epi16(0xFF);
+    *lo = _mm256_packus_epi16(_mm256_and_si256(a, low), _mm256_and_si256(b, low));
+    *hi = _mm256_packus_epi16(_mm256_srli_epi16(a, 8), _mm256_srli_epi16(b, 8));
+  }
+}
+
+#endif  // HWY_TARGET == HWY_AVX2
+
+}  // namespace HWY_NAMESPACE
+}  // namespace nibble
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard
