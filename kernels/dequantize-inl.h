@@ -301,6 +301,29 @@ struct LoaderSymmetricNibbles<L, std::void_t<typename L::Desc>>
     : std::bool_constant<L::Desc::kCode == CodeKind::kU4 && L::Desc::kCodeOffset == 8 &&
                          L::Desc::kZp == ZeroPointKind::kNone> {};
 
+// Whether loader L reads Q5_0's layout: 5-bit codes q in two planes (the
+// low 4 bits as 16 bytes' low then high nibbles, the fifth bits packed 32
+// to a word), one scale per 32, values q - 16 (no zero point), -16 .. 15:
+// every nonzero value's magnitude is one of 1 .. 16 (SymmetricFiveTables,
+// AVX2).
+template <class L, class = void>
+struct LoaderSymmetricFives : std::false_type {};
+template <class L>
+struct LoaderSymmetricFives<L, std::void_t<typename L::Desc>> {
+  using D = typename L::Desc;
+  static constexpr bool Planes() {
+    if constexpr (PlaneCount<D>() != 2) {
+      return false;
+    } else {
+      return D::kPlanes[0].bits == 4 && D::kPlanes[0].span() == 16 && D::kPlanes[1].bits == 1 &&
+             D::kPlanes[1].span() == 1;
+    }
+  }
+  static constexpr bool value = D::kCode == CodeKind::kU8 && D::kCodeOffset == 16 &&
+                                D::kZp == ZeroPointKind::kNone && D::kBlockElems == 32 &&
+                                D::kSubElems == 32 && Planes();
+};
+
 // Whether loader L reads a block layout whose scales are powers of two
 // (DeclaresPow2Scales of its descriptor).
 template <class L, class = void>
@@ -1214,6 +1237,28 @@ class RowKernel {
         return k;
       }
 #if HWY_TARGET == HWY_AVX2
+      if constexpr (kOutBytes == 2 && LoaderSymmetricFives<L>::value) {
+        // AVX2, Q5_0 to 16-bit outputs where the chunk's scales are finite
+        // (RowJob::finite): a block's four tables from its 16 magnitudes
+        // (SymmetricFiveTables), 32 outputs per PlaneLookup32x2.
+        if (job_.finite) {
+          const DU16 du16;
+          WithStreamFlag(stream, [&](auto streamed) HWY_ATTR {
+            constexpr bool kStreamed = decltype(streamed)::value;
+            each_block([&](char* out) HWY_ATTR {
+              __m256i neg_lo, neg_hi, pos_lo, pos_hi;
+              SymmetricFiveTables<kOut>(sp[g0], &neg_lo, &neg_hi, &pos_lo, &pos_hi);
+              uint32_t fifth;
+              std::memcpy(&fifth, block + D::kPlanes[1].at, sizeof(fifth));
+              __m256i a, b;
+              PlaneLookup32x2(neg_lo, neg_hi, pos_lo, pos_hi, L::Codes32In(block, 0),
+                              FifthBits32(fifth), &a, &b);
+              StoreTwo(du16, VU16{a}, VU16{b}, reinterpret_cast<uint16_t*>(out), kStreamed);
+            });
+          });
+          return k;
+        }
+      }
       if constexpr (kOutBytes == 2 && BlockHalfTableShape<D>::kOk) {
         // AVX2, codes of 2-4 bits in bit planes, 16-bit outputs: a pair of
         // byte tables per kTableElems elements (BlockHalfTable), two byte
@@ -1283,17 +1328,19 @@ class RowKernel {
   // branch is left per store (one moved the stores out of the loop's line).
   template <class Run>
   static HWY_INLINE void WithLoopFlags(bool no_nan, bool stream, const Run& run) {
-    auto stores = [&](auto nn) HWY_ATTR {
-      if (stream) {
-        run(nn, std::true_type());
-      } else {
-        run(nn, std::false_type());
-      }
-    };
     if (no_nan) {
-      stores(std::true_type());
+      WithStreamFlag(stream, [&](auto streamed) HWY_ATTR { run(std::true_type(), streamed); });
     } else {
-      stores(std::false_type());
+      WithStreamFlag(stream, [&](auto streamed) HWY_ATTR { run(std::false_type(), streamed); });
+    }
+  }
+  // Calls run(streamed), `stream` as a compile-time constant.
+  template <class Run>
+  static HWY_INLINE void WithStreamFlag(bool stream, const Run& run) {
+    if (stream) {
+      run(std::true_type());
+    } else {
+      run(std::false_type());
     }
   }
 
@@ -1586,35 +1633,7 @@ class RowKernel {
   template <bool kNoNaN = false>
   static HWY_INLINE void ShuffleTablesOf(VF t0, VF t1, VU16* lo, VU16* hi) {
 #if HWY_TARGET == HWY_AVX2
-    const DF df;
-    if constexpr (kHalfOut == OutType::kBF16) {
-      // The bfloat16 bits are bytes 2 (low) and 3 (high) of each rounded
-      // lane: one byte shuffle per vector gathers them, T[0..7]'s into
-      // dwords 0-1 of each half ([low, high] of the half's 4 codes),
-      // T[8..15]'s into dwords 2-3; one dword permute per table then
-      // collects [codes 0-3, 4-7, 8-11, 12-15] in both halves.
-      const __m256i a = _mm256_shuffle_epi8(
-          BF16Rounded<kNoNaN>(t0.raw),
-          _mm256_setr_epi8(2, 6, 10, 14, 3, 7, 11, 15, -1, -1, -1, -1, -1, -1, -1, -1, 2, 6, 10, 14,
-                           3, 7, 11, 15, -1, -1, -1, -1, -1, -1, -1, -1));
-      const __m256i b = _mm256_shuffle_epi8(
-          BF16Rounded<kNoNaN>(t1.raw),
-          _mm256_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, 2, 6, 10, 14, 3, 7, 11, 15, -1, -1, -1,
-                           -1, -1, -1, -1, -1, 2, 6, 10, 14, 3, 7, 11, 15));
-      const __m256i ab = _mm256_or_si256(a, b);
-      *lo = VU16{_mm256_permutevar8x32_epi32(ab, _mm256_setr_epi32(0, 4, 2, 6, 0, 4, 2, 6))};
-      *hi = VU16{_mm256_permutevar8x32_epi32(ab, _mm256_setr_epi32(1, 5, 3, 7, 1, 5, 3, 7))};
-      return;
-    }
-    // float16: [T[0..7] | T[8..15]] as 16-bit lanes, each half's bytes
-    // split by one byte shuffle into quadwords [low, high]; one quadword
-    // permute per table.
-    const __m256i bits = Concat16(NarrowBits<kHalfOut>(df, t1), NarrowBits<kHalfOut>(df, t0)).raw;
-    const __m256i split = _mm256_shuffle_epi8(
-        bits, _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8,
-                               10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
-    *lo = VU16{_mm256_permute4x64_epi64(split, 0x88)};  // quadwords 0, 2, 0, 2
-    *hi = VU16{_mm256_permute4x64_epi64(split, 0xDD)};  // 1, 3, 1, 3
+    BytePlanes16<kHalfOut, kNoNaN>(t0.raw, t1.raw, &lo->raw, &hi->raw);
 #else
     (void)t0;
     (void)t1;
@@ -2706,9 +2725,11 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
         }
       }
       if constexpr ((kOut == OutType::kBF16 ||
-                     (OutDesc<kOut>::kBytes == 2 && LoaderSymmetricNibbles<L>::value)) &&
+                     (OutDesc<kOut>::kBytes == 2 &&
+                      (LoaderSymmetricNibbles<L>::value || LoaderSymmetricFives<L>::value))) &&
                     IntegerCodeValues<Desc>() && !DeclaresPow2Scales<Desc>::value) {
-        // bfloat16 (and Q4_0's 16-bit tables, RowKernel::kSymmetricTables)
+        // bfloat16 (and Q4_0's / Q5_0's 16-bit tables, kSymmetricTables,
+        // SymmetricFiveTables)
         // from integer code values: no value is NaN if no parameter of the
         // chunk's blocks is NaN or infinite (RowJob::finite; not read for
         // power-of-two scales: RowKernel::kIntegerValues).

@@ -8,8 +8,12 @@
 // entries per 128-bit half, and Highway 1.0.3's TableLookupBytes does, but
 // it has no 64-bit permutes within a vector nor byte unpacks in the
 // kernels' output order.
-//  - PlaneLookup32: 32 outputs of 16-entry byte-plane tables (the 4-bit
-//    layouts' and the block half tables').
+//  - PlaneLookup32 / BytePlanes16: 32 outputs of 16-entry byte-plane
+//    tables and the tables' making (the 4-bit layouts', the block half
+//    tables', Q5_0's).
+//  - SymmetricFiveTables / FifthBits32 / PlaneLookup32x2: Q5_0's tables
+//    from its 16 magnitudes, looked up by four byte shuffles and two blends
+//    per 32 outputs.
 //  - BlockHalfTableShape / HalfTableCodes32 / BlockHalfTable: 16-entry
 //    16-bit tables of the ggml block types whose bit-plane codes have 2-4
 //    bits (Q2_K, Q3_K, TQ2_0), as two byte planes, looked up by two byte
@@ -47,6 +51,40 @@ HWY_INLINE void PlaneLookup32(__m256i lo, __m256i hi, __m256i c, __m256i* a, __m
   const __m256i l = _mm256_shuffle_epi8(lo, c), u = _mm256_shuffle_epi8(hi, c);
   *a = _mm256_unpacklo_epi8(l, u);
   *b = _mm256_unpackhi_epi8(l, u);
+}
+
+// The byte planes of 16 values (float32: v0 values 0-7, v1 8-15), each
+// rounded once to kOut (NarrowBits' / BF16Rounded's bits; kNoNaN: no
+// value is NaN): *lo their low bytes, *hi their high bytes, values 0-15
+// in each 128-bit half (PlaneLookup32's tables).
+template <OutType kOut, bool kNoNaN>
+HWY_INLINE void BytePlanes16(__m256 v0, __m256 v1, __m256i* lo, __m256i* hi) {
+  if constexpr (kOut == OutType::kBF16) {
+    // Bytes 2, 3 of each rounded lane: half 0 [lo 0-3, hi 0-3, lo 8-11,
+    // hi 8-11], half 1 the same of entries 4-7 and 12-15; then the
+    // doublewords of each plane, in order, to both halves.
+    const __m256i pick =
+        _mm256_setr_epi8(2, 6, 10, 14, 3, 7, 11, 15, -1, -1, -1, -1, -1, -1, -1, -1, 2, 6, 10, 14,
+                         3, 7, 11, 15, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m256i split = _mm256_or_si256(
+        _mm256_shuffle_epi8(BF16Rounded<kNoNaN>(v0), pick),
+        _mm256_shuffle_epi8(BF16Rounded<kNoNaN>(v1), _mm256_shuffle_epi32(pick, 0x4E)));
+    *lo = _mm256_permutevar8x32_epi32(split, _mm256_setr_epi32(0, 4, 2, 6, 0, 4, 2, 6));
+    *hi = _mm256_permutevar8x32_epi32(split, _mm256_setr_epi32(1, 5, 3, 7, 1, 5, 3, 7));
+  } else {
+    static_assert(kOut == OutType::kF16, "BytePlanes16: a 2-byte output type");
+    // Values 0-7 and 8-15 each in both halves, their bytes packed: in-lane
+    // packs instead of a byte shuffle and two cross-lane permutes (Q2_K,
+    // Q3_K, TQ2_0 in cache 1.03-1.06x on the Zen 3 guest).
+    const hn::Full256<float> df;
+    const __m128i x0 = NarrowBits<kOut>(df, hn::Vec<decltype(df)>{v0}).raw;
+    const __m128i x1 = NarrowBits<kOut>(df, hn::Vec<decltype(df)>{v1}).raw;
+    const __m256i a = _mm256_inserti128_si256(_mm256_castsi128_si256(x0), x0, 1);
+    const __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(x1), x1, 1);
+    const __m256i low = _mm256_set1_epi16(0xFF);
+    *lo = _mm256_packus_epi16(_mm256_and_si256(a, low), _mm256_and_si256(b, low));
+    *hi = _mm256_packus_epi16(_mm256_srli_epi16(a, 8), _mm256_srli_epi16(b, 8));
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -185,32 +223,68 @@ HWY_INLINE void BlockHalfTable(const HalfTableLanes& lanes, const float* s, cons
   } else {
     (void)z;
   }
-  if constexpr (kOut == OutType::kBF16) {
-    // Bytes 2, 3 of each rounded lane: half 0 [lo 0-3, hi 0-3, lo 8-11,
-    // hi 8-11], half 1 the same of entries 4-7 and 12-15; then the
-    // doublewords of each plane, in order, to both halves.
-    const __m256i pick =
-        _mm256_setr_epi8(2, 6, 10, 14, 3, 7, 11, 15, -1, -1, -1, -1, -1, -1, -1, -1, 2, 6, 10, 14,
-                         3, 7, 11, 15, -1, -1, -1, -1, -1, -1, -1, -1);
-    const __m256i split = _mm256_or_si256(
-        _mm256_shuffle_epi8(BF16Rounded<kNoNaN>(v0), pick),
-        _mm256_shuffle_epi8(BF16Rounded<kNoNaN>(v1), _mm256_shuffle_epi32(pick, 0x4E)));
-    *lo = _mm256_permutevar8x32_epi32(split, _mm256_setr_epi32(0, 4, 2, 6, 0, 4, 2, 6));
-    *hi = _mm256_permutevar8x32_epi32(split, _mm256_setr_epi32(1, 5, 3, 7, 1, 5, 3, 7));
-  } else {
-    static_assert(kOut == OutType::kF16, "BlockHalfTable: a 2-byte output type");
-    // Entries 0-7 and 8-15 each in both halves, their bytes packed: in-lane
-    // packs instead of a byte shuffle and two cross-lane permutes (in
-    // cache 1.03-1.06x on the Zen 3 guest).
-    const hn::Full256<float> df;
-    const __m128i x0 = NarrowBits<kOut>(df, hn::Vec<decltype(df)>{v0}).raw;
-    const __m128i x1 = NarrowBits<kOut>(df, hn::Vec<decltype(df)>{v1}).raw;
-    const __m256i a = _mm256_inserti128_si256(_mm256_castsi128_si256(x0), x0, 1);
-    const __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(x1), x1, 1);
-    const __m256i low = _mm256_set1_epi16(0xFF);
-    *lo = _mm256_packus_epi16(_mm256_and_si256(a, low), _mm256_and_si256(b, low));
-    *hi = _mm256_packus_epi16(_mm256_srli_epi16(a, 8), _mm256_srli_epi16(b, 8));
-  }
+  BytePlanes16<kOut, kNoNaN>(v0, v1, lo, hi);
+}
+
+// ---------------------------------------------------------------------------
+// Symmetric 5-bit blocks (Q5_0: one scale d per 32 codes q, values
+// (q - 16) d, -16 d .. 15 d) to float16 / bfloat16, where d is finite.
+// Every nonzero value's magnitude is one of d, 2 d, ..., 16 d: those 16
+// products are rounded once (two vectors) into byte planes M, entry j the
+// magnitude 16 - j; the codes below 16 (the negative values) take M at
+// their low 4 bits with the sign bit flipped (rounding to nearest even is
+// symmetric and (-k) d = -(k d)), those from 16 on (0 .. 15 d) M shifted
+// by one entry, code 16 the zero 0 * d with d's sign (the sign bit of
+// M's d). Each 32 outputs are four byte shuffles of the codes' low 4 bits
+// and two byte blends by their fifth bits (PlaneLookup32x2). The
+// arithmetic path rounds all 32 values; a NaN or infinite d takes it.
+// The four tables of scale d: *neg_lo / *neg_hi the low / high bytes of the
+// values of codes 0-15, *pos_lo / *pos_hi those of codes 16-31, in both
+// 128-bit halves.
+template <OutType kOut>
+HWY_INLINE void SymmetricFiveTables(float d, __m256i* neg_lo, __m256i* neg_hi, __m256i* pos_lo,
+                                    __m256i* pos_hi) {
+  const __m256 s = _mm256_set1_ps(d);
+  __m256i m_lo, m_hi;  // entry j: (16 - j) d
+  BytePlanes16<kOut, true>(_mm256_mul_ps(_mm256_setr_ps(16, 15, 14, 13, 12, 11, 10, 9), s),
+                           _mm256_mul_ps(_mm256_setr_ps(8, 7, 6, 5, 4, 3, 2, 1), s), &m_lo, &m_hi);
+  *neg_lo = m_lo;
+  *neg_hi = _mm256_xor_si256(m_hi, _mm256_set1_epi8(-128));
+  // Code 16 + c: entry 16 - c (c > 0); c = 0: low byte 0 (the shuffle's
+  // zeroing index), high byte d's sign (entry 15, masked).
+  *pos_lo = _mm256_shuffle_epi8(
+      m_lo, _mm256_setr_epi8(-128, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, -128, 15, 14,
+                             13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1));
+  *pos_hi = _mm256_and_si256(
+      _mm256_shuffle_epi8(
+          m_hi, _mm256_setr_epi8(15, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 15, 15, 14,
+                                 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1)),
+      _mm256_setr_epi8(-128, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -128, -1,
+                       -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
+}
+
+// The fifth bits of 32 codes, bit p of `bits` that of code p, as bytes
+// (0xFF where set) in the byte unpacks' order [0-7, 16-23 | 8-15, 24-31].
+HWY_INLINE __m256i FifthBits32(uint32_t bits) {
+  const __m256i mask = _mm256_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128,
+                                        1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
+  const __m256i bytes =
+      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
+                          _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1,
+                                           1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(bytes, mask), mask);
+}
+
+// PlaneLookup32 over two pairs of tables: code c's entry c of lo0 / hi0
+// where `second` is clear, of lo1 / hi1 where it is set (0xFF).
+HWY_INLINE void PlaneLookup32x2(__m256i lo0, __m256i hi0, __m256i lo1, __m256i hi1, __m256i c,
+                                __m256i second, __m256i* a, __m256i* b) {
+  const __m256i l =
+      _mm256_blendv_epi8(_mm256_shuffle_epi8(lo0, c), _mm256_shuffle_epi8(lo1, c), second);
+  const __m256i u =
+      _mm256_blendv_epi8(_mm256_shuffle_epi8(hi0, c), _mm256_shuffle_epi8(hi1, c), second);
+  *a = _mm256_unpacklo_epi8(l, u);
+  *b = _mm256_unpackhi_epi8(l, u);
 }
 
 #endif  // HWY_TARGET == HWY_AVX2
