@@ -1259,6 +1259,33 @@ class RowKernel {
           return k;
         }
       }
+      if constexpr (kOutBytes == 2 && BlockFiveTableShape<D>::kOk) {
+        // AVX2, 5-bit codes, 16-bit outputs: two pairs of byte tables per
+        // 32-element sub-block (BlockFiveTable), 32 outputs per
+        // PlaneLookup32x2. Tables of finite values (RowJob::finite):
+        // bfloat16 rounds without the NaN case.
+        const FiveTableLanes lanes(plan_.code_offset);
+        const DU16 du16;
+        auto run = [&](auto no_nan, auto streamed) HWY_ATTR {
+          constexpr bool kNoNaNTables = decltype(no_nan)::value;
+          constexpr bool kStreamed = decltype(streamed)::value;
+          each_block([&](char* out) HWY_ATTR {
+#pragma GCC unroll 16
+            for (int64_t j = 0; j < kB; j += 32) {
+              const int64_t g = g0 + j / 32;
+              __m256i t[4], low, fifth, a, b;
+              BlockFiveTable<kZp, kOut, kNoNaNTables>(
+                  lanes, sp[g], kZp == ZeroPointKind::kFloat ? zfp[g] : 0.0f, t);
+              FiveBitCodes32<D>(block, static_cast<uint64_t>(j), &low, &fifth);
+              PlaneLookup32x2(t[0], t[1], t[2], t[3], low, fifth, &a, &b);
+              StoreTwo(du16, VU16{a}, VU16{b}, reinterpret_cast<uint16_t*>(out + j * kOutBytes),
+                       kStreamed);
+            }
+          });
+        };
+        WithLoopFlags(kOut == OutType::kBF16 && job_.finite && kIntegerValues, stream, run);
+        return k;
+      }
       if constexpr (kOutBytes == 2 && BlockHalfTableShape<D>::kOk) {
         // AVX2, codes of 2-4 bits in bit planes, 16-bit outputs: a pair of
         // byte tables per kTableElems elements (BlockHalfTable), two byte

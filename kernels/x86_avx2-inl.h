@@ -14,6 +14,8 @@
 //  - SymmetricFiveTables / FifthBits32 / PlaneLookup32x2: Q5_0's tables
 //    from its 16 magnitudes, looked up by four byte shuffles and two blends
 //    per 32 outputs.
+//  - BlockFiveTableShape / FiveBitCodes32 / BlockFiveTable: a 32-entry
+//    table per 32-element sub-block of the 5-bit types (Q5_1, Q5_K).
 //  - BlockHalfTableShape / HalfTableCodes32 / BlockHalfTable: 16-entry
 //    16-bit tables of the ggml block types whose bit-plane codes have 2-4
 //    bits (Q2_K, Q3_K, TQ2_0), as two byte planes, looked up by two byte
@@ -285,6 +287,86 @@ HWY_INLINE void PlaneLookup32x2(__m256i lo0, __m256i hi0, __m256i lo1, __m256i h
       _mm256_blendv_epi8(_mm256_shuffle_epi8(hi0, c), _mm256_shuffle_epi8(hi1, c), second);
   *a = _mm256_unpacklo_epi8(l, u);
   *b = _mm256_unpackhi_epi8(l, u);
+}
+
+// ---------------------------------------------------------------------------
+// Five-bit tables: float16 / bfloat16 output of the ggml block types whose
+// 5-bit codes are a 4-bit plane and a 1-bit plane, one sub-block per 32
+// elements (Q5_1, Q5_K; Q5_0 where its scale is not finite). Each
+// sub-block's 32 values (the contract's operations on every code, rounded
+// once) become two pairs of byte-plane tables, and each 32 outputs one
+// PlaneLookup32x2 by the codes' low 4 bits and fifth bits, gathered as
+// bytes. A table rounds as many values as it serves outputs; the
+// arithmetic path spent most of its time gathering the two planes' bits
+// in 32-bit lanes and converting them.
+template <class D>
+struct BlockFiveTableShape {
+  // Plane shapes read: the low plane as Codes32In reads it (span 16 or a
+  // multiple of 32), the fifth bits packed (span 1) or one bit of 32
+  // bytes (span a multiple of 32).
+  static constexpr bool PlanesOk() {
+    if constexpr (PlaneCount<D>() != 2) {
+      return false;
+    } else {
+      constexpr CodePlane lo = D::kPlanes[0], hi = D::kPlanes[1];
+      return lo.bits == 4 && (lo.span() == 16 || lo.span() % 32 == 0) && hi.bits == 1 &&
+             (hi.span() == 1 || hi.span() % 32 == 0);
+    }
+  }
+  static constexpr bool kOk =
+      D::kCode == CodeKind::kU8 && D::kSubElems == 32 && D::kBlockElems % 32 == 0 &&
+      (D::kZp == ZeroPointKind::kNone || D::kZp == ZeroPointKind::kFloat) && PlanesOk();
+};
+
+// Codes p .. p+31 of `block` (p % 32 == 0) in the byte unpacks' order:
+// *low their low 4 bits, *fifth 0xFF where their fifth bit is set.
+template <class D>
+HWY_INLINE void FiveBitCodes32(const uint8_t* block, uint64_t p, __m256i* low, __m256i* fifth) {
+  *low = Blocks<D>::Codes32In(block, p);
+  constexpr CodePlane hi = D::kPlanes[1];
+  if constexpr (hi.span() == 1) {
+    uint32_t bits;
+    std::memcpy(&bits, block + hi.at + p / 8, sizeof(bits));
+    *fifth = FifthBits32(bits);
+  } else {
+    int hsh;
+    const uint8_t* hb = Blocks<D>::template FieldByte<1>(block, p, &hsh);
+    const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << hsh));
+    const __m256i h =
+        _mm256_permute4x64_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(hb)), 0xD8);
+    *fifth = _mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit);
+  }
+}
+
+// The float32 code values q - code_offset of codes 0-31 (the loop's
+// invariants), 8 per vector.
+struct FiveTableLanes {
+  explicit HWY_INLINE FiveTableLanes(int32_t code_offset) {
+    for (int i = 0; i < 4; ++i) {
+      code[i] = _mm256_cvtepi32_ps(
+          _mm256_sub_epi32(_mm256_setr_epi32(8 * i, 8 * i + 1, 8 * i + 2, 8 * i + 3, 8 * i + 4,
+                                             8 * i + 5, 8 * i + 6, 8 * i + 7),
+                           _mm256_set1_epi32(code_offset)));
+    }
+  }
+  __m256 code[4];
+};
+
+// A sub-block's tables (scale s, float zero point z, kZp == kFloat only):
+// t[0] / t[1] the low / high bytes of codes 0-15's values, t[2] / t[3]
+// those of 16-31. The arithmetic: Arith's, (q - offset) * s (+ z), rounded
+// once to kOut. kNoNaN: no value is NaN.
+template <ZeroPointKind kZp, OutType kOut, bool kNoNaN>
+HWY_INLINE void BlockFiveTable(const FiveTableLanes& lanes, float s, float z, __m256i* t) {
+  const __m256 sv = _mm256_set1_ps(s);
+  __m256 v[4];
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm256_mul_ps(lanes.code[i], sv);
+    if constexpr (kZp == ZeroPointKind::kFloat) v[i] = _mm256_add_ps(v[i], _mm256_set1_ps(z));
+  }
+  if constexpr (kZp != ZeroPointKind::kFloat) (void)z;
+  BytePlanes16<kOut, kNoNaN>(v[0], v[1], &t[0], &t[1]);
+  BytePlanes16<kOut, kNoNaN>(v[2], v[3], &t[2], &t[3]);
 }
 
 #endif  // HWY_TARGET == HWY_AVX2
