@@ -1253,6 +1253,19 @@ constexpr uint32_t PlaneBits() {
   return bits;
 }
 
+// The geometry of block tables of kEntries entries of D's sub-blocks (the
+// AVX-512 32-entry tables, the AVX2 16-entry byte-plane tables): kC codes
+// per sub-block, kPerTable whole sub-blocks per table (as many as fit, at
+// most a block's kSubs), covering kTableElems elements.
+template <class D, int64_t kEntries>
+struct BlockTableGeometry {
+  static constexpr int64_t kC = int64_t{1} << PlaneBits<D>();  // codes per sub-block
+  static constexpr int64_t kSub = D::kSubElems;
+  static constexpr int64_t kSubs = D::kBlockElems / D::kSubElems;
+  static constexpr int64_t kPerTable = kEntries / kC < kSubs ? kEntries / kC : kSubs;
+  static constexpr int64_t kTableElems = kPerTable * kSub;
+};
+
 // Whether descriptor D declares kHalfHeader.
 template <class D, class = void>
 struct HasHalfHeader : std::false_type {};

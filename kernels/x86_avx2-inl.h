@@ -108,13 +108,9 @@ HWY_INLINE void BytePlanes16(__m256 v0, __m256 v1, __m256i* lo, __m256i* hi) {
 // outputs. Tables of 8 entries per 128-bit half, codes in order and the
 // outputs permuted instead, measured 0.93-1.17x of these in cache.)
 template <class D>
-struct BlockHalfTableShape {
-  static constexpr int64_t kC = int64_t{1} << PlaneBits<D>();  // codes per sub-block
-  static constexpr int64_t kSub = D::kSubElems;
-  static constexpr int64_t kSubs = D::kBlockElems / D::kSubElems;
-  // Sub-blocks per 16-entry table and the elements they cover.
-  static constexpr int64_t kPerTable = 16 / kC < kSubs ? 16 / kC : kSubs;
-  static constexpr int64_t kTableElems = kPerTable * kSub;
+struct BlockHalfTableShape : BlockTableGeometry<D, 16> {
+  using G = BlockTableGeometry<D, 16>;
+  using G::kC, G::kSub, G::kSubs, G::kPerTable, G::kTableElems;
   // Plane shapes HalfTableCodes32 reads: the low plane as 32 bytes at one
   // shift (span a multiple of 32), a second plane of one bit the same way.
   static constexpr bool PlanesOk() {

@@ -278,15 +278,12 @@ HWY_INLINE void StoreFloat8x64(const Float8Planes& t, const uint8_t* p, char* ds
 // is that arithmetic on that code. (The arithmetic path spends a widening,
 // a conversion, a multiply and a rounding per 16 outputs; measured 1.4-2.5x
 // slower in cache.)
+// (Tables of whole 32-element units: with kC <= kSub, 32 / kC sub-blocks
+// span at least 32 elements.)
 template <class D>
-struct BlockTableShape {
-  static constexpr int64_t kC = int64_t{1} << PlaneBits<D>();  // codes per sub-block
-  static constexpr int64_t kSub = D::kSubElems;
-  static constexpr int64_t kSubs = D::kBlockElems / D::kSubElems;
-  // Sub-blocks per table and the elements they cover (whole 32-element
-  // units: with kC <= kSub, 32 / kC sub-blocks span at least 32 elements).
-  static constexpr int64_t kPerTable = 32 / kC < kSubs ? 32 / kC : kSubs;
-  static constexpr int64_t kTableElems = kPerTable * kSub;
+struct BlockTableShape : BlockTableGeometry<D, 32> {
+  using G = BlockTableGeometry<D, 32>;
+  using G::kC, G::kSub, G::kSubs, G::kPerTable, G::kTableElems;
   // Plane shapes BlockCodes32 reads: the low plane as 32 bytes at one
   // shift (span >= 32) or the two fields of 16 bytes (span 16); a second
   // plane of one bit, as 32 bytes (span >= 32) or 32 consecutive bits.
