@@ -8,6 +8,7 @@
 #include "checkpoint/checkpoint.h"
 #include "kernels/blas_gemm.h"
 #include "kernels/dequantize.h"
+#include "kernels/scratch.h"
 #include "op/matmul.h"
 #include "op/onnx.h"
 #include "op/pmx.h"
@@ -82,6 +83,7 @@ const char* nibble_active_target(void) { return nibble::ActiveTarget(); }
 void nibble_release_cached_memory(void) {
   nibble::ReleaseCachedParameterBlocks();
   nibble::ReleaseMatMulScratch();
+  nibble::ReleaseKernelScratch();
 }
 
 nibble_status* nibble_prepare_pmx(const nibble_pmx_attributes* attrs, const nibble_tensor* x,

@@ -100,9 +100,11 @@ const char* nibble_active_target(void);
 /* Returns to the system the parameter blocks (widened scales / zero points
  * of 256 KiB or more) that the calling thread keeps after freeing them, for
  * its next preparations (at most 8 blocks and 32 MiB per thread; they are
- * also returned when the thread exits), and the calling thread's matmul
+ * also returned when the thread exits), the calling thread's matmul
  * scratch (nibble_matmul keeps its tiles per thread, ~128 KiB - 1 MiB, for
- * the next call). Live handles are not affected. */
+ * the next call) and its kernels' staging buffer (AVX2 GPTQ / AWQ 16-bit
+ * outputs stage their rows in one, 34-144 KiB, kept for the next call).
+ * Live handles are not affected. */
 void nibble_release_cached_memory(void);
 
 /* Validate and lower a request. zero_point may be NULL. output_dtype: 0 =

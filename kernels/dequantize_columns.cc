@@ -11,6 +11,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "kernels/dequantize-inl.h"
+#include "kernels/scratch.h"
 #include "kernels/transpose.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -1353,11 +1354,13 @@ HWY_INLINE void TransposeNibbles8x8(__m256i* v) {
 // GPTQ's [K / 8, N] words: word (w, n) holds row n's codes 8w .. 8w+7.
 struct GptqCodeRuns {
   // Rows per band (the 64 bytes of each word row), columns per staged
-  // chunk (two chunks staged: 34 KiB), steps fetched ahead (2: 16 word
-  // rows; lines 4N bytes apart share four sets of its 1024: 32 lines).
-  // Measured on the Zen 3 guest (4096 x 4096, G = 128, float16, one
-  // thread): bands of 8 / 16 / 64 rows by chunks of 512 / 512 / 128
-  // columns 4.3 / 5.3 / 3.2 G el/s.
+  // chunk (two chunks staged: 34 KiB, KernelScratch), steps fetched ahead
+  // (2: 16 word rows; lines 4N bytes apart share four sets of its 1024:
+  // 32 lines). Measured on the Zen 3 guest (4096 x 4096, G = 128, float16,
+  // one thread): bands of 8 / 16 / 64 rows by chunks of 512 / 512 / 128
+  // columns 4.3 / 5.3 / 3.2 G el/s; later (2026-12-06, eight alternated
+  // rounds of the bench) 64 x 512 1.02-1.09x of 16 x 512 over float16 /
+  // bfloat16 at one and two threads, within the noise: not taken.
   static constexpr int64_t kBand = 16, kChunk = 512, kAheadSteps = 2;
   // Word rows per column, rows per word (the word row of column k: k /
   // kColumnsPerWordRow; the byte of row n in it: 4 n / kRowsPerWord).
@@ -1391,13 +1394,18 @@ struct GptqCodeRuns {
 // AWQ's [K, N / 8] words: word (k, j) holds rows 8j .. 8j+7's code k.
 struct AwqCodeRuns {
   // Rows per band (the 64 bytes of each word row: 16 word columns),
-  // columns per staged chunk (two chunks staged: 80 KiB), steps fetched
-  // ahead (64 word rows each). Measured on the Zen 3 guest (4096 x 4096,
-  // G = 128, float16, one thread, from memory; medians of 4 alternated
-  // runs, G el/s): band x chunk x steps ahead 128 x 64 x 2 1.76, 64 x 128
-  // x 1 1.98, and 2.02-2.35 (within the machine's noise) for 128 x 128 x
-  // 1 / 2 / 3, 128 x 192 x 2 and 64 x 256 x 2.
-  static constexpr int64_t kBand = 128, kChunk = 128, kAheadSteps = 2;
+  // columns per staged chunk (two chunks staged: 144 KiB, KernelScratch),
+  // steps fetched ahead (64 word rows each). Measured on the Zen 3 guest
+  // (4096 x 4096, G = 128, float16, one thread, from memory; medians of 4
+  // alternated runs, G el/s): band x chunk x steps ahead 128 x 64 x 2
+  // 1.76, 64 x 128 x 1 1.98, and 2.02-2.35 (within the machine's noise)
+  // for 128 x 128 x 1 / 2 / 3, 128 x 192 x 2 and 64 x 256 x 2. Later
+  // (2026-12-06, nibble_tile_probe awq whole, four alternated runs):
+  // 128 x 128 3.2-3.9, 128 x 256 4.5-4.9, 128 x 384 4.5-5.0, 256 x 256
+  // 4.4-4.8, 512 x 128 3.4-3.7; 64 x 64, 32 x 128 2.0-2.6 (the stages
+  // past L1: the longer runs of each row written and of each word row
+  // read are what counts).
+  static constexpr int64_t kBand = 128, kChunk = 256, kAheadSteps = 2;
   static constexpr int64_t kColumnsPerWordRow = 1, kRowsPerWord = 8;
   // Whole word columns: rows [8 ceil(r0 / 8), 8 floor(r1 / 8)).
   static int64_t Begin(int64_t r0) { return (r0 + 7) / 8 * 8; }
@@ -1496,24 +1504,34 @@ HWY_INLINE void CodeTileRow(__m256i codes, __m256i lo, __m256i hi, uint16_t* dst
   _mm256_storeu_si256(p + 3, b);
 }
 
+// Bytes per staged row of CodeTiles<Runs> (not a power of two), and of
+// its two stages.
+template <class Runs>
+constexpr int64_t CodeTilePitch() {
+  return 2 * Runs::kChunk + 64;
+}
+template <class Runs>
+constexpr size_t CodeTileStageBytes() {
+  return static_cast<size_t>(2 * Runs::kBand * CodeTilePitch<Runs>());
+}
+
 // Rows [r0, r1) (Runs' Begin / End of a tile's rows), columns [c0, c1)
 // (multiples of kCodeTileColumns) of the output at `out` (element (r0,
-// c0)), where CodeTilesApply. Stack: the two stages (Runs' kBand x
-// (2 kChunk + 64) bytes each) and the tables (kBand x 64 bytes).
+// c0)), where CodeTilesApply. `stages`: CodeTileStageBytes<Runs>() bytes,
+// 64-byte aligned (KernelScratch: the chunk being computed and the chunk
+// before being written out). Stack: the tables (kBand x 64 bytes).
 template <class Runs, ZeroPointKind kZp, OutType kOut>
 HWY_NOINLINE void CodeTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                            char* out, int64_t ld) {
+                            char* out, int64_t ld, uint8_t* stages) {
   static_assert(OutDesc<kOut>::kBytes == 2, "16-bit outputs");
   using Kernel = RowKernel<DenseNibbles, CodeKind::kU4, kZp, kOut>;
   using VU16 = typename Kernel::VU16;
   constexpr int64_t kStep = kCodeTileColumns, kBand = Runs::kBand, kChunk = Runs::kChunk;
-  constexpr int64_t kPitch = 2 * kChunk + 64;  // bytes per staged row (not a power of two)
+  constexpr int64_t kPitch = CodeTilePitch<Runs>();
   constexpr int64_t kPerRow = Runs::kColumnsPerWordRow, kPerWord = Runs::kRowsPerWord;
   constexpr int64_t kAhead = Runs::kAheadSteps * kStep / kPerRow;  // word rows
-  // Two stages (the chunk being computed, the chunk before being written
-  // out); each band row's tables.
-  alignas(64) uint8_t stage[2][kBand * kPitch];
-  __m256i lo[kBand], hi[kBand];
+  uint8_t* const stage[2] = {stages, stages + kBand * kPitch};
+  __m256i lo[kBand], hi[kBand];  // each band row's tables
   const KernelTag df;
   const hn::RebindToSigned<KernelTag> di;
   const int64_t S = plan.word_stride;
@@ -1651,7 +1669,11 @@ void DequantizeColumnFamilySimd(const Plan& plan, int64_t r0, int64_t r1, int64_
                                 void* out, int64_t ld) {
 #if HWY_TARGET == HWY_AVX2
   const CodeTileRange range = CodeTileRangeOf(plan, r0, r1, c0, c1);
-  if (CodeTilesApply(plan, range)) {
+  uint8_t* const stages = CodeTilesApply(plan, range)
+                              ? KernelScratch(range.gptq ? CodeTileStageBytes<GptqCodeRuns>()
+                                                         : CodeTileStageBytes<AwqCodeRuns>())
+                              : nullptr;
+  if (stages != nullptr) {
     // The whole steps of the runs' rows, then the rest around them.
     // (Copies, not structured bindings: C++17 lambdas cannot capture those.)
     const bool gptq = range.gptq;
@@ -1663,9 +1685,9 @@ void DequantizeColumnFamilySimd(const Plan& plan, int64_t r0, int64_t r1, int64_
       constexpr OutType kOut = decltype(ot)::value;
       if constexpr (OutDesc<kOut>::kBytes == 2) {
         if (gptq) {
-          CodeTiles<GptqCodeRuns, kZp, kOut>(plan, ra, rb, ka, kb, ya + (ka - c0) * 2, ld);
+          CodeTiles<GptqCodeRuns, kZp, kOut>(plan, ra, rb, ka, kb, ya + (ka - c0) * 2, ld, stages);
         } else {
-          CodeTiles<AwqCodeRuns, kZp, kOut>(plan, ra, rb, ka, kb, ya + (ka - c0) * 2, ld);
+          CodeTiles<AwqCodeRuns, kZp, kOut>(plan, ra, rb, ka, kb, ya + (ka - c0) * 2, ld, stages);
         }
       }
     });

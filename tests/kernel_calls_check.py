@@ -31,6 +31,7 @@ RUNTIME = {
     'nibble::DequantizeTileReference',  # the scalar reference for edge tiles
     'nibble::CpuIsIntel', 'nibble::AmdCpuFamily',  # cached, once per tile choice
     'nibble::TransposeTile',  # StagedColumns: a chunk's words, once per chunk
+    'nibble::KernelScratch',  # CodeTiles' stages: once per tile
 }
 
 # Callees inside a target namespace (N_* stands for any), by name; their

@@ -20,6 +20,7 @@
 #include "formats/atomic_file.h"
 #include "formats/files.h"
 #include "formats/safetensors_writer.h"
+#include "kernels/scratch.h"
 #include "onnx/onnx_writer.h"
 #include "op/dequantizer.h"
 #include "op/onnx.h"
@@ -648,6 +649,44 @@ TEST_CASE("ParamVector: freed blocks are reused by the freeing thread, within th
   FillAndCheck(theirs, big / 2 + 1, 9.0f);
   a.deallocate(theirs, big / 2 + 1);
   ReleaseCachedParameterBlocks();
+}
+
+TEST_CASE("KernelScratch: 64-byte aligned, grow-only, one block per thread, released") {
+  ReleaseKernelScratch();
+  auto aligned = [](const uint8_t* p) { return reinterpret_cast<uintptr_t>(p) % 64 == 0; };
+  uint8_t* const a = KernelScratch(100);
+  REQUIRE(a != nullptr);
+  CHECK(aligned(a));
+  CHECK(KernelScratch(50) == a);  // smaller: the same block
+  const size_t big = size_t{150} << 10;
+  uint8_t* const b = KernelScratch(big);
+  REQUIRE(b != nullptr);
+  CHECK(aligned(b));
+  std::memset(b, 0x5A, big);  // whole and writable
+  CHECK(KernelScratch(1) == b);
+  // Another thread has its own block.
+  uint8_t* theirs = nullptr;
+  std::thread other([&] {
+    theirs = KernelScratch(big);
+    if (theirs != nullptr) std::memset(theirs, 0x33, big);
+  });
+  other.join();
+  CHECK(theirs != nullptr);
+  CHECK(theirs != b);
+  CHECK(b[0] == 0x5A);
+  CHECK(b[big - 1] == 0x5A);
+  // A size that cannot be had is nullptr (the callers then take another
+  // path; only the rounding overflow here: a huge allocation would stop
+  // the sanitizer build), and the thread gets memory again afterwards.
+  CHECK(KernelScratch(SIZE_MAX) == nullptr);
+  uint8_t* const c = KernelScratch(64);
+  REQUIRE(c != nullptr);
+  CHECK(aligned(c));
+  ReleaseKernelScratch();
+  uint8_t* const d = KernelScratch(4096);
+  REQUIRE(d != nullptr);
+  std::memset(d, 1, 4096);
+  ReleaseKernelScratch();
 }
 }  // namespace
 }  // namespace nibble

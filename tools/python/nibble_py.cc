@@ -38,6 +38,7 @@
 #include "formats/gguf.h"
 #include "kernels/blas_gemm.h"
 #include "kernels/dequantize.h"
+#include "kernels/scratch.h"
 #include "onnx/fold.h"
 #include "onnx/onnx_checkpoint.h"
 #include "op/matmul.h"
@@ -764,10 +765,11 @@ PYBIND11_MODULE(_nibble, m) {
       [] {
         nibble::ReleaseCachedParameterBlocks();
         nibble::ReleaseMatMulScratch();
+        nibble::ReleaseKernelScratch();
       },
       "Returns to the system the large parameter blocks (widened scales / zero points) the "
-      "calling thread keeps for its next preparations, and its matmul scratch; live "
-      "dequantizers are not affected.");
+      "calling thread keeps for its next preparations, its matmul scratch and its kernels' "
+      "staging buffer; live dequantizers are not affected.");
 
   py::class_<PyDequantizer>(m, "Dequantizer")
       .def_static("pmx", &PreparePmx, py::arg("x"), py::arg("scale"),
