@@ -1400,11 +1400,12 @@ struct AwqCodeRuns {
   // alternated runs, G el/s): band x chunk x steps ahead 128 x 64 x 2
   // 1.76, 64 x 128 x 1 1.98, and 2.02-2.35 (within the machine's noise)
   // for 128 x 128 x 1 / 2 / 3, 128 x 192 x 2 and 64 x 256 x 2. Later
-  // (2026-12-06, nibble_tile_probe awq whole, four alternated runs):
-  // 128 x 128 3.2-3.9, 128 x 256 4.5-4.9, 128 x 384 4.5-5.0, 256 x 256
+  // (2026-12-06, nibble_tile_probe awq whole, 3-4 alternated runs each):
+  // 128 x 128 2.8-3.9, 128 x 256 3.6-5.1, 128 x 384 4.5-5.0, 256 x 256
   // 4.4-4.8, 512 x 128 3.4-3.7; 64 x 64, 32 x 128 2.0-2.6 (the stages
   // past L1: the longer runs of each row written and of each word row
-  // read are what counts).
+  // read are what counts); in the bench 128 x 256 led 128 x 384, 256 x
+  // 256 and 128 x 512 by 3-11 % at one thread.
   static constexpr int64_t kBand = 128, kChunk = 256, kAheadSteps = 2;
   static constexpr int64_t kColumnsPerWordRow = 1, kRowsPerWord = 8;
   // Whole word columns: rows [8 ceil(r0 / 8), 8 floor(r1 / 8)).
