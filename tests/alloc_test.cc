@@ -7,22 +7,15 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
-#include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "bench/synthetic_weights.h"
-#include "checkpoint/methods/awq.h"
-#include "checkpoint/methods/ggml.h"
-#include "checkpoint/methods/gptq.h"
 #include "doctest/doctest.h"
-#include "hwy/targets.h"
 #include "kernels/dequantize.h"
 #include "kernels/scratch.h"
 #include "op/dequantizer.h"
 #include "op/quantize.h"
-#include "testing/quantize_checkpoint.h"
+#include "tests/sample_layers.h"
 
 namespace {
 
@@ -57,10 +50,6 @@ void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); 
 namespace nibble {
 namespace {
 
-struct TargetGuard {
-  ~TargetGuard() { hwy::SetSupportedTargetsForTest(0); }
-};
-
 // Allocations made by RunTile over a few tile shapes of `d` (whole view,
 // whole 16- and 128-row bands, odd offsets), every output byte written.
 // The one allocation RunTile may make is the calling thread's kernel
@@ -90,60 +79,13 @@ long TileAllocations(const Dequantizer& d) {
 }
 
 TEST_CASE("RunTile allocates nothing: GPTQ (with and without act-order), AWQ, GGUF, PMX") {
-  TargetGuard guard;
-  constexpr int64_t kN = 256, kK = 1024, kG = 128;
-  const std::vector<float> w = MakeLlmLikeWeight(kN, kK, 5);
-  std::vector<int32_t> g_idx(kK);
-  {
-    std::vector<int32_t> order(kK);
-    std::iota(order.begin(), order.end(), 0);
-    std::shuffle(order.begin(), order.end(), std::mt19937(3));
-    for (int64_t i = 0; i < kK; ++i)
-      g_idx[static_cast<size_t>(order[static_cast<size_t>(i)])] = static_cast<int32_t>(i / kG);
-  }
-  auto gptq = QuantizeGptq(w.data(), kN, kK, kG, /*sym=*/false, /*v2=*/false);
-  auto gptq_act = QuantizeGptq(w.data(), kN, kK, kG, false, false, g_idx);
-  auto awq = QuantizeAwq(w.data(), kN, kK, kG);
-  auto q4k = QuantizeGgml(12, w.data(), kN, kK);
-  REQUIRE(gptq.ok());
-  REQUIRE(gptq_act.ok());
-  REQUIRE(awq.ok());
-  REQUIRE(q4k.ok());
-  hwy::SetSupportedTargetsForTest(0);
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    const std::string target_name = hwy::TargetName(target);
-    for (DType out : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
-      CAPTURE(target_name);
-      CAPTURE(static_cast<int>(out));
-      GptqOptions o;
-      o.group_size = kG;
-      {
-        const TensorView z = gptq->qzeros.view();
-        auto d = PrepareGptq(o, gptq->qweight.view(), &z, gptq->scales.view(), nullptr, out, "g");
-        REQUIRE(d.ok());
-        CHECK(TileAllocations(*d) == 0);
-      }
-      {
-        const TensorView z = gptq_act->qzeros.view(), g = gptq_act->g_idx.view();
-        auto d =
-            PrepareGptq(o, gptq_act->qweight.view(), &z, gptq_act->scales.view(), &g, out, "g_act");
-        REQUIRE(d.ok());
-        CHECK(TileAllocations(*d) == 0);
-      }
-      {
-        const TensorView z = awq->qzeros.view();
-        auto d = PrepareAwq(kG, awq->qweight.view(), &z, awq->scales.view(), out, "a");
-        REQUIRE(d.ok());
-        CHECK(TileAllocations(*d) == 0);
-      }
-      {
-        auto d = PrepareGgml(12, {kK, kN}, q4k->data(), q4k->size(), out, "q4_k");
-        REQUIRE(d.ok());
-        CHECK(TileAllocations(*d) == 0);
-      }
+  const SampleLayers layers(5, 3);
+  layers.ForEachTargetAndOutput([&](const std::vector<Dequantizer>& ds, DType) {
+    for (size_t i = 0; i < ds.size(); ++i) {
+      CAPTURE(i);  // GPTQ, act-order GPTQ, AWQ, Q4_K
+      CHECK(TileAllocations(ds[i]) == 0);
     }
-  }
+  });
 }
 
 }  // namespace

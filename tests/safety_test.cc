@@ -13,27 +13,20 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <numeric>
-#include <random>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "base/tensor.h"
-#include "bench/synthetic_weights.h"
-#include "checkpoint/methods/awq.h"
-#include "checkpoint/methods/ggml.h"
-#include "checkpoint/methods/gptq.h"
 #include "formats/atomic_file.h"
 #include "formats/files.h"
 #include "formats/safetensors_writer.h"
-#include "hwy/targets.h"
 #include "kernels/scratch.h"
 #include "onnx/onnx_writer.h"
 #include "op/dequantizer.h"
 #include "op/onnx.h"
-#include "testing/quantize_checkpoint.h"
+#include "tests/sample_layers.h"
 
 namespace nibble {
 namespace {
@@ -706,63 +699,24 @@ size_t StackTakenAtStart() {
 // frames are 50-85 KiB; stages beyond that live in KernelScratch: with
 // AVX2's AWQ stages back on the stack, 147 KiB, this test crashes.)
 TEST_CASE("Kernels run on a thread with a 128 KiB stack (besides TLS)") {
-  struct TargetGuard {
-    ~TargetGuard() { hwy::SetSupportedTargetsForTest(0); }
-  } guard;
-  constexpr int64_t kN = 256, kK = 1024, kG = 128;
-  const std::vector<float> w = MakeLlmLikeWeight(kN, kK, 7);
-  std::vector<int32_t> g_idx(kK);
-  {
-    std::vector<int32_t> order(kK);
-    std::iota(order.begin(), order.end(), 0);
-    std::shuffle(order.begin(), order.end(), std::mt19937(5));
-    for (int64_t i = 0; i < kK; ++i) {
-      g_idx[static_cast<size_t>(order[static_cast<size_t>(i)])] = static_cast<int32_t>(i / kG);
-    }
-  }
-  auto gptq = QuantizeGptq(w.data(), kN, kK, kG, /*sym=*/false, /*v2=*/false);
-  auto gptq_act = QuantizeGptq(w.data(), kN, kK, kG, false, false, g_idx);
-  auto awq = QuantizeAwq(w.data(), kN, kK, kG);
-  auto q4k = QuantizeGgml(12, w.data(), kN, kK);
-  REQUIRE(gptq.ok());
-  REQUIRE(gptq_act.ok());
-  REQUIRE(awq.ok());
-  REQUIRE(q4k.ok());
+  const SampleLayers layers(7, 5);
   const size_t stack = StackTakenAtStart() + (size_t{128} << 10);
   CAPTURE(stack);
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    const std::string target_name = hwy::TargetName(target);
-    for (DType out : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
-      CAPTURE(target_name);
-      CAPTURE(static_cast<int>(out));
-      GptqOptions o;
-      o.group_size = kG;
-      const TensorView z = gptq->qzeros.view(), za = gptq_act->qzeros.view();
-      const TensorView g = gptq_act->g_idx.view(), zw = awq->qzeros.view();
-      std::vector<StatusOr<Dequantizer>> ds;
-      ds.push_back(
-          PrepareGptq(o, gptq->qweight.view(), &z, gptq->scales.view(), nullptr, out, "g"));
-      ds.push_back(
-          PrepareGptq(o, gptq_act->qweight.view(), &za, gptq_act->scales.view(), &g, out, "ga"));
-      ds.push_back(PrepareAwq(kG, awq->qweight.view(), &zw, awq->scales.view(), out, "a"));
-      ds.push_back(PrepareGgml(12, {kK, kN}, q4k->data(), q4k->size(), out, "q4_k"));
-      for (const auto& d : ds) {
-        REQUIRE(d.ok());
-        const int64_t rows = d->rows(), cols = d->cols();
-        const size_t bytes = static_cast<size_t>(rows * cols * DTypeBits(out) / 8);
-        std::vector<uint8_t> here(bytes), there(bytes, 0xEE);
-        REQUIRE(d->RunTile(0, rows, 0, cols, here.data(), cols).ok());
-        bool ok = false;
-        OnThreadWithStack(stack, [&] {
-          ok = d->RunTile(0, rows, 0, cols, there.data(), cols).ok();
-          ReleaseKernelScratch();
-        });
-        CHECK(ok);
-        CHECK(here == there);
-      }
+  layers.ForEachTargetAndOutput([&](const std::vector<Dequantizer>& ds, DType out) {
+    for (const Dequantizer& d : ds) {
+      const int64_t rows = d.rows(), cols = d.cols();
+      const size_t bytes = static_cast<size_t>(rows * cols * DTypeBits(out) / 8);
+      std::vector<uint8_t> here(bytes), there(bytes, 0xEE);
+      REQUIRE(d.RunTile(0, rows, 0, cols, here.data(), cols).ok());
+      bool ok = false;
+      OnThreadWithStack(stack, [&] {
+        ok = d.RunTile(0, rows, 0, cols, there.data(), cols).ok();
+        ReleaseKernelScratch();
+      });
+      CHECK(ok);
+      CHECK(here == there);
     }
-  }
+  });
 }
 
 TEST_CASE("KernelScratch: 64-byte aligned, grow-only, one block per thread, released") {
