@@ -84,7 +84,10 @@ HWY_INLINE __m256i LookupWords8(__m256i table, __m256i idx) {
 // operations; kept in registers: a lane read back from a stored vector
 // waits for the store). The kernel then reads an entry's table positions
 // as one load (BlockVectors::Out16) instead of Groups' scalar lookups and
-// stores and a widening of each stored position.
+// stores and a widening of each stored position. kFloat32: the float32
+// outputs read the block this way too (BlockVectors::Read32; else Groups'
+// table form, whose 64-bit words of 8 positions ran faster there for
+// IQ2_XXS, IQ2_XS and IQ1_S: docs/performance.md).
 template <class D, class = void>
 struct GridPairs {
   static constexpr bool kHas = false;
@@ -155,6 +158,7 @@ template <class D>
 struct GridPairs<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>> {
   static constexpr bool kHas = true;
   static constexpr int kEntryValues = 8;
+  static constexpr bool kFloat32 = false;
   static const uint8_t* Grid() { return kGgmlIq2xxsPairGrid; }
   static HWY_INLINE void Read(const uint8_t* b, uint16_t* offsets, uint8_t* signs, __m256* scales) {
     using Block = GgufIQ2_XXS::Block;
@@ -178,6 +182,7 @@ template <class D>
 struct GridPairs<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XS>>> {
   static constexpr bool kHas = true;
   static constexpr int kEntryValues = 8;
+  static constexpr bool kFloat32 = false;
   static const uint8_t* Grid() { return kGgmlIq2xsPairGrid; }
   static HWY_INLINE void Read(const uint8_t* b, uint16_t* offsets, uint8_t* signs, __m256* scales) {
     using Block = GgufIQ2_XS::Block;
@@ -200,6 +205,7 @@ template <class D>
 struct GridPairs<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_S>>> {
   static constexpr bool kHas = true;
   static constexpr int kEntryValues = 8;
+  static constexpr bool kFloat32 = true;
   static const uint8_t* Grid() { return kGgmlIq2sPairGrid; }
   static HWY_INLINE void Read(const uint8_t* b, uint16_t* offsets, uint8_t* signs, __m256* scales) {
     using Block = GgufIQ2_S::Block;
@@ -237,6 +243,7 @@ template <class D>
 struct GridPairs<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_XXS>>> {
   static constexpr bool kHas = true;
   static constexpr int kEntryValues = 4;
+  static constexpr bool kFloat32 = true;
   static const uint8_t* Grid() { return kGgmlIq3xxsPairGrid; }
   static HWY_INLINE void Read(const uint8_t* b, uint16_t* offsets, uint8_t* signs, __m256* scales) {
     using Block = GgufIQ3_XXS::Block;
@@ -264,6 +271,7 @@ template <class D>
 struct GridPairs<D, std::enable_if_t<std::is_same_v<D, GgufIQ3_S>>> {
   static constexpr bool kHas = true;
   static constexpr int kEntryValues = 4;
+  static constexpr bool kFloat32 = true;
   static const uint8_t* Grid() { return kGgmlIq3sPairGrid; }
   static HWY_INLINE void Read(const uint8_t* b, uint16_t* offsets, uint8_t* signs, __m256* scales) {
     using Block = GgufIQ3_S::Block;
@@ -301,6 +309,7 @@ template <class D>
 struct GridPairs<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_S>>> {
   static constexpr bool kHas = true;
   static constexpr int kEntryValues = 8;
+  static constexpr bool kFloat32 = false;
   static const uint8_t* Grid() { return kGgmlIq1sPairGrid; }
   static HWY_INLINE void Read(const uint8_t* b, uint16_t* offsets, uint8_t* signs, __m256* scales) {
     using Block = GgufIQ1_S::Block;
@@ -347,6 +356,7 @@ template <class D>
 struct GridPairs<D, std::enable_if_t<std::is_same_v<D, GgufIQ1_M>>> {
   static constexpr bool kHas = true;
   static constexpr int kEntryValues = 8;
+  static constexpr bool kFloat32 = true;
   static const uint8_t* Grid() { return kGgmlIq1sPairGrid; }
   static HWY_INLINE void Read(const uint8_t* b, uint16_t* offsets, uint8_t* signs, __m256* scales) {
     using Block = GgufIQ1_M::Block;
@@ -615,19 +625,13 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>>
 #elif HWY_TARGET == HWY_AVX2
   // AVX2. kBlend16 (Q1_0), per 16 outputs: the block's two values (At's p
   // and -p, each rounded once), one blend by the sign bits as a 16-bit
-  // lane mask. kTable (the other grid types): the 16-bit outputs through
-  // GridPairs (kPairs, below: every i-quant; a grid type without one
-  // expands through At); the float32 ones (kOut32, kV <= 8): Read32
-  // runs Groups into g_ in its TableForm (each value's entry t in its
-  // sub-block's table) and builds per sub-block (one scale) the table of
-  // its scale times GridTable's kV values (At's operations) in tables_,
-  // and Out32 looks 8 values of one sub-block up by one permute by t.
+  // lane mask. kTable (the other grid types): the 16-bit and float32
+  // outputs through GridPairs (kPairs, below: every i-quant; a grid type
+  // without one expands through At).
   static constexpr bool kBlend16 =
       D::kGridValues == GridValues::kNegatedScale && D::kSubElems == D::kBlockElems;
   static constexpr bool kTable = D::kGridValues != GridValues::kNegatedScale;
   static constexpr bool kOut16 = kBlend16 || (kTable && GridPairs<D>::kHas);
-  // (kV 16, IQ3: two permutes and a blend measured slower than At.)
-  static constexpr bool kOut32 = kTable && Table::kV <= 8;
   static_assert(D::kSubElems % 16 == 0, "16 outputs within one sub-block");
   // kPairs (GridPairs: every grid i-quant): Read16 reads the grid
   // entries' pair-grid offsets, the groups' sign bytes (IQ1: 0xFF where the
@@ -679,30 +683,8 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>>
   template <OutType kOut>
   HWY_INLINE __m256i Out16(size_t e, bool /*bf16_hw*/) const {
     if constexpr (kPairs) {
-      const size_t k = e / 8;
-      const uint8_t* const grid = GridPairs<D>::Grid();
-      __m256i pairs;
-      if constexpr (GridPairs<D>::kEntryValues == 8) {
-        pairs = _mm256_inserti128_si256(
-            _mm256_castsi128_si256(
-                _mm_load_si128(reinterpret_cast<const __m128i*>(grid + offsets_[k]))),
-            _mm_load_si128(reinterpret_cast<const __m128i*>(grid + offsets_[k + 1])), 1);
-      } else {  // four 8-byte entries
-        const auto two_entries = [&](size_t i) HWY_ATTR {
-          return _mm_castpd_si128(_mm_loadh_pd(
-              _mm_castsi128_pd(
-                  _mm_loadl_epi64(reinterpret_cast<const __m128i*>(grid + offsets_[i]))),
-              reinterpret_cast<const double*>(grid + offsets_[i + 1])));
-        };
-        pairs = _mm256_inserti128_si256(_mm256_castsi128_si256(two_entries(e / 4)),
-                                        two_entries(e / 4 + 2), 1);
-      }
-      uint16_t two;  // the two groups' sign bytes: bit i for value e + i
-      std::memcpy(&two, signs_ + k, 2);
-      const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096,
-                                            8192, 16384, -32768);
-      const __m256i set = _mm256_cmpeq_epi16(
-          _mm256_and_si256(_mm256_set1_epi16(static_cast<int16_t>(two)), bit), bit);
+      __m256i pairs, set;
+      Pairs16(e, &pairs, &set);
       const __m256i table = _mm256_broadcastsi128_si256(
           _mm_load_si128(reinterpret_cast<const __m128i*>(tables_ + 16 * (e / kSubElemsU))));
       if constexpr (kFlip) {
@@ -718,18 +700,76 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>>
       return _mm256_blendv_epi8(pos_, neg_, negated.raw);
     }
   }
+  // kOut32 (float32 outputs). kPairs32 (GridPairs' kFloat32): Read32
+  // reads the block as Read16 does and builds sub-block s's table in
+  // tables_: its scale times GridTable's values 0 .. 7 (At's multiply) —
+  // IQ2 / IQ1 the 6 entries of both sets (IQ2's second set -v: scale times
+  // -v, At's operands), IQ3 (kFlip) its 8 magnitudes, the negated values
+  // then by a flip of bit 31 (scale times -m is -(scale times m) exactly;
+  // a NaN scale keeps its NaN: flip32_ 0, as flip_); Out32 looks a group's
+  // 8 values up by one permute: each value's pair (2 p, 2 p + 1) — with
+  // the second set's 2 kM added, as Out16 — widened to 32 bits and halved,
+  // whose low 3 bits are p (+ kM) (the permute reads no other bits).
+  // Otherwise (kV <= 8): Read32 runs Groups into g_ in its TableForm (each
+  // value's entry t in its sub-block's table, 8 a 64-bit word) and builds
+  // the same tables; Out32 permutes by t.
+  static constexpr bool kPairs32 = [] {
+    if constexpr (kPairs) {
+      return GridPairs<D>::kFloat32;
+    } else {
+      return false;
+    }
+  }();
+  static constexpr bool kOut32 = kTable && (kPairs32 || Table::kV <= 8);
   HWY_INLINE void Read32(const uint8_t* b) {
     const DF df;
-    ReadTableForm(b);
     auto* tables = reinterpret_cast<float*>(tables_);
     const VF v = hn::Load(df, kValues.v);
-    for (size_t s = 0; s < kSubBlocks; ++s) hn::Store(hn::Mul(Scale(s), v), df, tables + 8 * s);
+    if constexpr (kPairs32) {
+      __m256 scales[2];
+      GridPairs<D>::Read(b, offsets_, signs_, scales);
+      for (size_t s = 0; s < kSubBlocks; ++s) {
+        const VF scale{
+            _mm256_permutevar8x32_ps(scales[s / 8], _mm256_set1_epi32(static_cast<int>(s % 8)))};
+        hn::Store(hn::Mul(scale, v), df, tables + 8 * s);
+      }
+      if constexpr (kFlip) {
+        flip32_ = _mm256_set1_ps(std::isnan(_mm256_cvtss_f32(scales[0])) ? 0.0f : -0.0f);
+      }
+    } else {
+      TableForm<GroupSet<kGroups>, Table::kM> form{g_};
+      D::Groups(b, form);
+      for (size_t s = 0; s < kSubBlocks; ++s) {
+        hn::Store(hn::Mul(hn::Set(df, g_.scale[s * kSubElemsU / 8]), v), df, tables + 8 * s);
+      }
+    }
   }
+  // Values e .. e+7 (e a multiple of 8).
   HWY_INLINE VF Out32(size_t e) const {
-    const __m256i t = _mm256_cvtepu8_epi32(_mm_loadl_epi64(Entries(e)));
     const float* table = reinterpret_cast<const float*>(tables_) + e / kSubElemsU * 8;
-    return VF{_mm256_permutevar8x32_ps(_mm256_load_ps(table), t)};
+    if constexpr (kPairs32) {
+      const size_t k = e / 8;
+      __m128i pairs = GroupPairs(k);
+      const __m128i bit = _mm_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128);
+      const __m128i set = _mm_cmpeq_epi16(_mm_and_si128(_mm_set1_epi16(signs_[k]), bit), bit);
+      if constexpr (!kFlip) {
+        pairs = _mm_add_epi8(pairs, _mm_and_si128(set, _mm_set1_epi16(0x0101 * 2 * Table::kM)));
+      }
+      const __m256i t = _mm256_srli_epi32(_mm256_cvtepu16_epi32(pairs), 1);
+      const __m256 r = _mm256_permutevar8x32_ps(_mm256_load_ps(table), t);
+      if constexpr (kFlip) {
+        return VF{_mm256_xor_ps(
+            r, _mm256_and_ps(_mm256_castsi256_ps(_mm256_cvtepi16_epi32(set)), flip32_))};
+      }
+      return VF{r};
+    } else {
+      const auto* t8 =
+          reinterpret_cast<const __m128i*>(reinterpret_cast<const uint8_t*>(g_.grid) + e);
+      return VF{_mm256_permutevar8x32_ps(_mm256_load_ps(table),
+                                         _mm256_cvtepu8_epi32(_mm_loadl_epi64(t8)))};
+    }
   }
+
 #endif
   HWY_INLINE VF At(size_t e) const {
     const DF df;
@@ -791,7 +831,6 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>>
   __m512i pos_, neg_;  // kBlend16
 #elif HWY_TARGET == HWY_AVX2
   static constexpr size_t kSubBlocks = static_cast<size_t>(D::kBlockElems / D::kSubElems);
-  static constexpr size_t kGroupsPer = static_cast<size_t>(D::kSubElems / 8);
   static constexpr size_t kSubElemsU = static_cast<size_t>(D::kSubElems);
   static_assert(!kTable || Table::kV > 8 || kSubBlocks % 2 == 0, "sub-blocks in pairs");
   // The kV values (lanes beyond: 0, never looked up).
@@ -856,15 +895,30 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>>
       if constexpr (kSubBlocks == 16) _mm_store_si128(t + 8 + j, _mm256_extracti128_si256(q, 1));
     }
   }
-  // The block's groups in their table form (TableForm) into g_.
-  HWY_INLINE void ReadTableForm(const uint8_t* b) {
-    TableForm<GroupSet<kGroups>, Table::kM> form{g_};
-    D::Groups(b, form);
+  // kPairs: values e .. e+15's pair-grid positions (groups k = e / 8, k +
+  // 1: GroupPairs) and their sign bits as 16-bit lane masks.
+  HWY_INLINE void Pairs16(size_t e, __m256i* pairs, __m256i* set) const {
+    const size_t k = e / 8;
+    *pairs = _mm256_inserti128_si256(_mm256_castsi128_si256(GroupPairs(k)), GroupPairs(k + 1), 1);
+    uint16_t two;  // the two groups' sign bytes: bit i for value e + i
+    std::memcpy(&two, signs_ + k, 2);
+    const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096,
+                                          8192, 16384, -32768);
+    *set = _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16(static_cast<int16_t>(two)), bit),
+                              bit);
   }
-  HWY_INLINE VF Scale(size_t s) const { return hn::Set(DF(), g_.scale[s * kGroupsPer]); }
-  // The entries t of values e ...
-  HWY_INLINE const __m128i* Entries(size_t e) const {
-    return reinterpret_cast<const __m128i*>(reinterpret_cast<const uint8_t*>(g_.grid) + e);
+  // kPairs: group k's pair-grid positions (2 p, 2 p + 1 for each of its 8
+  // values): one 16-byte entry, or two 8-byte ones (IQ3).
+  HWY_INLINE __m128i GroupPairs(size_t k) const {
+    const uint8_t* const grid = GridPairs<D>::Grid();
+    if constexpr (GridPairs<D>::kEntryValues == 8) {
+      return _mm_load_si128(reinterpret_cast<const __m128i*>(grid + offsets_[k]));
+    } else {
+      return _mm_castpd_si128(_mm_loadh_pd(
+          _mm_castsi128_pd(
+              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(grid + offsets_[2 * k]))),
+          reinterpret_cast<const double*>(grid + offsets_[2 * k + 1])));
+    }
   }
   alignas(32) uint8_t tables_[kTable ? kSubBlocks * 32 : 1];  // kTable: 32 bytes a sub-block
   __m256i pos_, neg_;                                         // kBlend16
@@ -880,6 +934,7 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>>
   alignas(32) uint16_t offsets_[kEntries];
   alignas(32) uint8_t signs_[kPairs ? kGroups : 2];
   __m256i flip_;
+  __m256 flip32_;  // kFlip, float32: bit 31, or 0 for a NaN d
 #endif
 };
 
