@@ -32,6 +32,11 @@
 //                   loader's lane order kDotOrder (a 16-entry array): lane
 //                   l of *lo holds element k + kDotOrder[l], of *hi
 //                   k + N + kDotOrder[l]
+//   LoadSplit(c, k, even, odd) (optional, AVX2) raw codes of elements
+//                   k, k+2, ..., k+14 into *even and k+1, ..., k+15 into
+//                   *odd, exact: the pair-split order of the row kernel's
+//                   SplitRow (whose 16-bit outputs then need no cross-lane
+//                   pack)
 // Inputs are read with unaligned loads only, never beyond the codes of the
 // elements asked for (block layouts: beyond the block holding them).
 #if defined(NIBBLE_KERNELS_CODE_LOADERS_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -43,6 +48,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
@@ -358,6 +364,19 @@ struct DenseNibblesOf : LoaderTypes {
     *lo = VI{_mm256_cvtepu8_epi32(x)};
     *hi = VI{_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(x, x))};
   }
+  // AVX2: the 16 codes' 8 bytes widened to 8 lanes, one byte each: its
+  // low nibble is element k + 2i (high nibble first: k + 2i + 1), its
+  // high nibble the other (one widening, where Load2 takes three
+  // shuffles).
+  static HWY_INLINE void LoadSplit(const CodeRef& c, int64_t k, VI* even, VI* odd) {
+    const int64_t e = k + (c.odd_start ? 1 : 0);  // even, >= 0
+    const __m256i d =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c.codes + (e >> 1))));
+    const __m256i low = _mm256_and_si256(d, _mm256_set1_epi32(0xF));
+    const __m256i high = _mm256_srli_epi32(d, 4);
+    *even = VI{kHighFirst ? high : low};
+    *odd = VI{kHighFirst ? low : high};
+  }
 #endif
   template <bool kLowOnly>
   static HWY_INLINE VI LoadPairs(const CodeRef& c, int64_t k) {
@@ -478,6 +497,19 @@ struct PmxWords : LoaderTypes {
     const auto u = hn::LoadU(du, reinterpret_cast<const uint32_t*>(c.codes) + k);
     return hn::BitCast(di, ShiftRightBy(u, c.shift));
   }
+#if HWY_TARGET == HWY_AVX2
+  // AVX2, 16-bit words: the 16 words as 8 dwords (one load, no widening),
+  // shifted once; element k + 2i's nibble at bit 0 of lane i, k + 2i + 1's
+  // at bit 16.
+  template <int kBits = kWordBits, std::enable_if_t<kBits == 16, int> = 0>
+  static HWY_INLINE void LoadSplit(const CodeRef& c, int64_t k, VI* even, VI* odd) {
+    const DU du;
+    const auto x =
+        ShiftRightBy(hn::LoadU(du, reinterpret_cast<const uint32_t*>(c.codes + 2 * k)), c.shift);
+    *even = hn::BitCast(DI(), hn::And(x, hn::Set(du, 0xFu)));
+    *odd = hn::BitCast(DI(), hn::And(hn::ShiftRight<16>(x), hn::Set(du, 0xFu)));
+  }
+#endif
   static HWY_INLINE VU16 Load16(const CodeRef& c, int64_t k) {
     const DU16 du16;
     if (kWordBits == 16) {

@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "base/numeric.h"
 #include "hwy/cache_control.h"
@@ -40,6 +41,7 @@
 #include "kernels/convert-inl.h"
 #include "kernels/plan.h"
 #include "kernels/reference.h"
+#include "kernels/scratch.h"
 #include "kernels/x86_avx2-inl.h"
 #include "kernels/x86_avx512-inl.h"
 
@@ -218,6 +220,16 @@ struct RowJob {
   // 4-bit code minus it fits int16 (MappedRow16).
   const uint16_t* map16 = nullptr;
   const int16_t* zp16 = nullptr;
+  // Optional, per element without a map (AVX2 16-bit outputs; RunRows'
+  // SplitParams): the row's parameters in pair-split order. Each chunk of
+  // 16 elements [q, q + 16) with q - split_origin a multiple of 16, within
+  // [split_origin, split_end), has the parameters of elements q, q + 2,
+  // ..., q + 14 then q + 1, ..., q + 15 at index q - split_origin of
+  // split_scale (and of split_zp_int / split_zp_float, the plan's kind).
+  const float* split_scale = nullptr;
+  const int32_t* split_zp_int = nullptr;
+  const float* split_zp_float = nullptr;
+  int64_t split_origin = 0, split_end = 0;
   // No value of the job is NaN (its code values are integers, its scales
   // and zero points finite): bfloat16 rounding skips the NaN case (kNoNaN),
   // Q4_0's AVX2 tables come from its magnitudes (kSymmetricTables).
@@ -254,6 +266,15 @@ template <class L, class = void>
 struct HasLoad2 : std::false_type {};
 template <class L>
 struct HasLoad2<L, std::void_t<decltype(&L::Load2)>> : std::true_type {};
+
+// Whether loader L has the optional LoadSplit (AVX2).
+template <class L, class = void>
+struct HasLoadSplit : std::false_type {};
+template <class L>
+struct HasLoadSplit<L, std::void_t<decltype(L::LoadSplit(std::declval<const CodeRef&>(), int64_t{},
+                                                         static_cast<typename L::VI*>(nullptr),
+                                                         static_cast<typename L::VI*>(nullptr)))>>
+    : std::true_type {};
 
 // Whether loader L has the optional LoadDot.
 template <class L, class = void>
@@ -477,6 +498,37 @@ HWY_INLINE void StoreOutUnit(DF df, VF v0, VF v1, char* dst, bool stream, UnitFa
   }
 }
 
+#if HWY_TARGET == HWY_AVX2
+// Stores 16 outputs of a 2-byte kOut at dst from the float32 lanes of the
+// even elements (0, 2, ..., 14) and of the odd ones (1, 3, ..., 15), each
+// rounded once (the reference's bits; facts: StoreOutUnit's). bfloat16:
+// the rounded lanes' high halves by one shift and one word blend (no
+// cross-lane pack, which takes a pack and a quadword permute in element
+// order); float16: the two conversions interleaved by two word unpacks.
+template <OutType kOut>
+HWY_INLINE void StoreSplitUnit(__m256 even, __m256 odd, char* dst, bool stream, UnitFacts facts) {
+  static_assert(OutDesc<kOut>::kBytes == 2, "a 2-byte output type");
+  __m256i bits;
+  if constexpr (kOut == OutType::kBF16) {
+    const bool no_nan = (facts & kNoNaN) != 0;
+    const __m256i e = no_nan ? BF16Rounded<true>(even) : BF16Rounded<false>(even);
+    const __m256i o = no_nan ? BF16Rounded<true>(odd) : BF16Rounded<false>(odd);
+    bits = _mm256_blend_epi16(_mm256_srli_epi32(e, 16), o, 0xAA);
+  } else {
+    const KernelTag df;
+    const __m128i e = NarrowBits<kOut>(df, hn::Vec<KernelTag>{even}).raw;
+    const __m128i o = NarrowBits<kOut>(df, hn::Vec<KernelTag>{odd}).raw;
+    bits = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi16(e, o)),
+                                   _mm_unpackhi_epi16(e, o), 1);
+  }
+  if (stream) {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst), bits);
+  } else {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), bits);
+  }
+}
+#endif
+
 // L: the code loader of the plan's layout (kernels/code_loaders-inl.h).
 template <class L, CodeKind kCode, ZeroPointKind kZp, OutType kOut>
 class RowKernel {
@@ -586,6 +638,19 @@ class RowKernel {
     }
   }
 
+  // 16-bit outputs of per-element rows on AVX2 from the job's parameters
+  // in pair-split order (RowJob::split_scale) and codes split the same way
+  // (L::LoadSplit): each 16 outputs from one vector of the even elements
+  // and one of the odd, the 16-bit lanes then in element order without a
+  // cross-lane pack (StoreSplitUnit), the codes with fewer shuffles than
+  // in element order. The same bits: each lane's arithmetic is
+  // CodeArith's. float16 only where the element-order codes take Load2's
+  // four shuffles: its two unpacks cost more than a pack saves (PMX int4x4
+  // words, whose codes are 16-bit lanes, measured 0.89x in cache).
+  static constexpr bool kSplit =
+      HWY_TARGET == HWY_AVX2 && HasLoadSplit<L>::value && !kFloatCode &&
+      (kOut == OutType::kBF16 || (kOut == OutType::kF16 && HasLoad2<L>::value));
+
   // The per-element units of [k, k1) (scales, zero points per element):
   // every invariant in a local of this loop (through a lambda capturing by
   // reference GCC reloaded them from the closure every vector). Returns the
@@ -595,6 +660,12 @@ class RowKernel {
     const DF df;
     const int64_t n = static_cast<int64_t>(hn::Lanes(df));
     constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
+    if constexpr (kSplit) {
+      if (job_.split_scale != nullptr && k >= job_.split_origin &&
+          (k - job_.split_origin) % 16 == 0) {
+        k = SplitRow<kStream>(k, std::min(k1, job_.split_end), base);
+      }
+    }
     const CodeRef codes = job_.code;
     const float* const sp = job_.scale;
     const int32_t* const zi = job_.zp_int;
@@ -612,6 +683,40 @@ class RowKernel {
                 PerElementValuesOf(hi, sp, zi, zfp, off, vt, k + n), base + k * kOutBytes, kStream,
                 facts);
     }
+    return k;
+  }
+
+  // The units of [k, k1) from the pair-split parameters (kSplit; k -
+  // split_origin a multiple of 16). Returns the first element not written.
+  template <bool kStream>
+  HWY_INLINE int64_t SplitRow(int64_t k, int64_t k1, char* base) const {
+#if HWY_TARGET == HWY_AVX2
+    if constexpr (kSplit) {
+      constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
+      const CodeRef codes = job_.code;
+      const float* const sp = job_.split_scale;
+      const int32_t* const zi = job_.split_zp_int;
+      const float* const zfp = job_.split_zp_float;
+      const int64_t origin = job_.split_origin;
+      const VI off = hn::Set(DI(), plan_.code_offset);
+      const VF vt = ValueTable();
+      const UnitFacts facts = Facts();
+      for (; k + 16 <= k1; k += 16) {
+        if constexpr (kFetchAhead > 0 && HasAddress<L>::value) {
+          hwy::Prefetch(L::Address(codes, k) + kFetchAhead);
+        }
+        VI even, odd;
+        L::LoadSplit(codes, k, &even, &odd);
+        const int64_t i = k - origin;
+        StoreSplitUnit<kOut>(PerElementValuesOf(even, sp, zi, zfp, off, vt, i).raw,
+                             PerElementValuesOf(odd, sp, zi, zfp, off, vt, i + 8).raw,
+                             base + k * kOutBytes, kStream, facts);
+      }
+      return k;
+    }
+#endif
+    (void)k1;
+    (void)base;
     return k;
   }
 
@@ -2686,6 +2791,75 @@ HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
 }
 #endif
 
+#if HWY_TARGET == HWY_AVX2
+// RunRows' per-element parameter rows in pair-split order for
+// RowKernel::SplitRow (RowJob::split_scale): a copy of columns
+// [origin, end) (c0 and c1 rounded down to 16) in the thread's kernel
+// scratch, made again only when a row's parameters are not the previous
+// row's — where rows share them in runs of plan.group >= kMinRows (the
+// layouts whose scales vary along the row and are grouped across rows:
+// PMX / ONNX along axis 0, int8 per output channel of a [K, N] weight).
+// Holds the scratch while RunRows runs (which asks nothing else for it).
+class SplitParams {
+ public:
+  static constexpr int64_t kMinRows = 8;
+
+  SplitParams(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
+      : origin_(c0 / 16 * 16), end_(c1 / 16 * 16) {
+    if (plan.inner == 1 || plan.s_inner != 1 || plan.axis_group != nullptr ||
+        plan.group < kMinRows || r1 - r0 < kMinRows || end_ - origin_ < 16) {
+      return;
+    }
+    const size_t n = static_cast<size_t>(end_ - origin_);
+    const size_t arrays = plan.zp_int != nullptr || plan.zp_float != nullptr ? 2 : 1;
+    uint8_t* const p = KernelScratch(arrays * n * sizeof(float));
+    if (p == nullptr) return;  // (the rows run in element order)
+    scale_ = reinterpret_cast<float*>(p);
+    zero_ = p + n * sizeof(float);
+  }
+
+  // Gives job (a per-element row's) its parameters in pair-split order,
+  // copied first where they are not the last job's.
+  HWY_INLINE void Attach(RowJob* job) {
+    if (scale_ == nullptr || !job->per_element || job->map != nullptr) return;
+    if (job->scale != from_) {
+      from_ = job->scale;
+      Split(job->scale, scale_);
+      if (job->zp_int != nullptr) Split(job->zp_int, zero_);
+      if (job->zp_float != nullptr) Split(job->zp_float, zero_);
+    }
+    job->split_scale = scale_;
+    if (job->zp_int != nullptr) job->split_zp_int = reinterpret_cast<const int32_t*>(zero_);
+    if (job->zp_float != nullptr) job->split_zp_float = reinterpret_cast<const float*>(zero_);
+    job->split_origin = origin_;
+    job->split_end = end_;
+  }
+
+ private:
+  // Row elements [origin_, end_) of `row` (4-byte values, element 0 at row)
+  // to `to` in pair-split order.
+  HWY_INLINE void Split(const void* row, void* to) const {
+    const float* src = static_cast<const float*>(row) + origin_;
+    float* dst = static_cast<float*>(to);
+    for (int64_t i = 0; i < end_ - origin_; i += 16) {
+      const __m256 a = _mm256_loadu_ps(src + i), b = _mm256_loadu_ps(src + i + 8);
+      // Per 128-bit half: a's pairs' first (second) lanes, then b's; the
+      // quadword permute puts a's halves first.
+      const __m256 even = _mm256_shuffle_ps(a, b, 0x88), odd = _mm256_shuffle_ps(a, b, 0xDD);
+      _mm256_storeu_ps(dst + i,
+                       _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), 0xD8)));
+      _mm256_storeu_ps(dst + i + 8,
+                       _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(odd), 0xD8)));
+    }
+  }
+
+  int64_t origin_, end_;
+  float* scale_ = nullptr;
+  uint8_t* zero_ = nullptr;
+  const float* from_ = nullptr;  // the parameters copied (their job's scale)
+};
+#endif
+
 template <class L, CodeKind kCode, ZeroPointKind kZp, OutType kOut>
 void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, void* out,
              int64_t ld) {
@@ -2812,6 +2986,16 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
     }
     return job;
   };
+#if HWY_TARGET == HWY_AVX2
+  // (Unused, and asks for no scratch, where the kernel has no kSplit.)
+  [[maybe_unused]] auto split = [&]() HWY_ATTR {
+    if constexpr (RowKernel<L, kCode, kZp, kOut>::kSplit) {
+      return SplitParams(plan, r0, r1, c0, c1);
+    } else {
+      return 0;
+    }
+  }();
+#endif
   // Row r, columns [ca, cb), written at y.
   auto run_row = [&](int64_t r, int64_t ca, int64_t cb, char* y) HWY_ATTR {
     if constexpr (L::kBlockParams) {
@@ -2825,7 +3009,10 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
         x0 = x1;
       }
     } else {
-      const RowJob job = row_job(r);
+      RowJob job = row_job(r);
+#if HWY_TARGET == HWY_AVX2
+      if constexpr (RowKernel<L, kCode, kZp, kOut>::kSplit) split.Attach(&job);
+#endif
       RowKernel<L, kCode, kZp, kOut> kernel(plan, job);
       kernel.Run(ca, cb, y, stream);
     }

@@ -774,6 +774,70 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
   }
 }
 
+// Scales (and zero points) along the row, shared by runs of rows (PMX /
+// ONNX groups along axis 0 of an [N, K] or [K, N] weight): runs long enough
+// that AVX2's 16-bit outputs take the parameters in pair-split order
+// (RowKernel::SplitRow, copied once per run), for 4-bit codes in bytes
+// (both nibble orders) and in PMX int4x4 words; row lengths on and off
+// the 16-element chunks, tiles from mid-run rows and odd columns, outputs
+// misaligned and streamed: every target == the reference.
+TEST_CASE("per-element rows in runs sharing their parameters x every target == reference") {
+  TargetGuard guard;
+  struct Layout {
+    Form form;
+    CodeKind code;
+    int interleave;
+  };
+  const Layout layouts[] = {{Form::kDense, CodeKind::kU4, 1},
+                            {Form::kDense, CodeKind::kS4, 1},
+                            {Form::kDenseHigh, CodeKind::kU4, 1},
+                            {Form::kPmxAxis0, CodeKind::kU4, 4}};
+  std::mt19937_64 rng(77);
+  int64_t compared = 0;
+  for (int64_t target : CompiledTargets()) {
+    UseTarget(target);
+    for (const Layout& l : layouts) {
+      for (int64_t cols : {16, 17, 33, 64, 100, 421}) {
+        for (ZeroPointKind zp :
+             {ZeroPointKind::kNone, ZeroPointKind::kInteger, ZeroPointKind::kFloat}) {
+          for (OutType out : {OutType::kF16, OutType::kBF16}) {
+            const int64_t rows = 48;
+            const int64_t group = std::array<int64_t, 4>{8, 12, 16, 48}[rng() % 4];
+            PlanData d = MakePlan(rng, l.form, l.code, l.interleave, rows, cols, group, zp, out,
+                                  /*per_elem=*/1);
+            SetValueFacts(&d.plan, &d.scale, rng);
+            for (bool nt : {false, true}) {
+              d.plan.nontemporal = nt;
+              for (int trial = 0; trial < 4; ++trial) {
+                int64_t r0 = 0, r1 = rows, c0 = 0, c1 = cols;
+                if (trial > 0) {
+                  r0 = static_cast<int64_t>(rng() % 20);
+                  r1 = r0 + 9 + static_cast<int64_t>(rng() % static_cast<uint64_t>(rows - r0 - 8));
+                  c0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(cols));
+                  c1 = c0 + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(cols - c0));
+                }
+                const int64_t ld = c1 - c0 + (trial == 3 ? 5 : 0);
+                const int64_t mis = (trial % 2) * OutBytes(out);
+                const std::string diff = CompareTile(d.plan, r0, r1, c0, c1, ld, mis);
+                CHECK_MESSAGE(diff.empty(),
+                              std::string(hwy::TargetName(target))
+                                  << " form=" << static_cast<int>(l.form)
+                                  << " code=" << static_cast<int>(l.code) << " cols=" << cols
+                                  << " group=" << group << " zp=" << static_cast<int>(zp)
+                                  << " out=" << static_cast<int>(out) << " nt=" << nt << " finite="
+                                  << d.plan.finite_values << " tile=[" << r0 << "," << r1 << ")x["
+                                  << c0 << "," << c1 << ") ld=" << ld << ": " << diff);
+                ++compared;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  CHECK(compared > 1000);
+}
+
 // float8_e4m3fn codes to float16 / bfloat16 (on AVX3_DL through each
 // group's byte-plane table, kept across the rows of a call): every code
 // value, groups of 64 to 512 and whole rows, scales shared by runs of rows
