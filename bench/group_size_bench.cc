@@ -229,6 +229,8 @@ bool FindLayout(const std::string& name, BenchLayout* l) {
     *l = {name, 4, 0, true, ""};
   else if (name == "int8")
     *l = {name, 8, 1, false, ""};
+  else if (name == "onnx8-b0")
+    *l = {name, 8, 0, true, ""};
   else if (name == "gptq")
     *l = {name, 4, 0, false, "gptq"};
   else if (name == "gptq-act")
@@ -717,9 +719,9 @@ void InCacheRows(const Dequantizer& prep, const std::string& lname, int64_t grou
 }  // namespace
 
 std::vector<std::string> BenchLayoutNames() {
-  std::vector<std::string> layouts = {"pmx-q1",  "pmx-q0",    "onnx-b1",     "onnx-b0", "int8",
-                                      "gptq",    "gptq-act",  "awq",         "ct",      "ct-act",
-                                      "bnb-nf4", "fp8-block", "gptoss-mxfp4"};
+  std::vector<std::string> layouts = {"pmx-q1",   "pmx-q0",  "onnx-b1",   "onnx-b0",     "int8",
+                                      "onnx8-b0", "gptq",    "gptq-act",  "awq",         "ct",
+                                      "ct-act",   "bnb-nf4", "fp8-block", "gptoss-mxfp4"};
   const std::string ggml = DequantizableGgmlTypeNames();
   for (size_t at = 0; at < ggml.size();) {
     const size_t comma = ggml.find(", ", at);

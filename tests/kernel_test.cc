@@ -778,7 +778,7 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
 // ONNX groups along axis 0 of an [N, K] or [K, N] weight): runs long enough
 // that AVX2's 16-bit outputs take the parameters in pair-split order
 // (RowKernel::SplitRow, copied once per run), for 4-bit codes in bytes
-// (both nibble orders) and in PMX int4x4 words; row lengths on and off
+// (both nibble orders), in PMX int4x4 words and 8-bit codes; row lengths on and off
 // the 16-element chunks, tiles from mid-run rows and odd columns, outputs
 // misaligned and streamed: every target == the reference.
 TEST_CASE("per-element rows in runs sharing their parameters x every target == reference") {
@@ -791,7 +791,9 @@ TEST_CASE("per-element rows in runs sharing their parameters x every target == r
   const Layout layouts[] = {{Form::kDense, CodeKind::kU4, 1},
                             {Form::kDense, CodeKind::kS4, 1},
                             {Form::kDenseHigh, CodeKind::kU4, 1},
-                            {Form::kPmxAxis0, CodeKind::kU4, 4}};
+                            {Form::kPmxAxis0, CodeKind::kU4, 4},
+                            {Form::kDense, CodeKind::kS8, 1},
+                            {Form::kDense, CodeKind::kU8, 1}};
   std::mt19937_64 rng(77);
   int64_t compared = 0;
   for (int64_t target : CompiledTargets()) {

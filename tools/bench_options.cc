@@ -26,19 +26,23 @@ void AddBenchOptions(CLI::App* app, BenchOptions* o) {
       ->check(CLI::Range(0, kMaxThreads));
   const std::vector<std::string> layouts = BenchLayoutNames();
   const std::string ggml = DequantizableGgmlTypeNames();
-  app->add_option("--layout", o->layouts,
-                  "Layouts: pmx-q1 (PMX int4x4, groups along K), pmx-q0 (groups along N), "
-                  "onnx-b1 (ONNX int4 blocked along the last axis), onnx-b0 (ONNX int4 "
-                  "blocked along axis 0, ONNX Runtime's [K, N]), int8 (PMX int8), gptq, awq "
-                  "(GPTQ / AWQ GEMM, written as the [N, K] weight), gptq-act (GPTQ with "
-                  "act-order: g_idx of a random channel order), ct / ct-act "
-                  "(compressed-tensors pack-quantized 4-bit symmetric, without / with a "
-                  "random-order weight_g_idx), bnb-nf4 (bitsandbytes NF4, blocksize 64, run "
-                  "once), fp8-block (DeepSeek FP8, 128 x 128 blocks), gptoss-mxfp4 (gpt-oss "
-                  "experts, written transposed), and the GGUF types " +
-                      ggml +
-                      " (their own block size, run once; types nibble cannot quantize use "
-                      "synthetic codes and report speed only)")
+  app->add_option(
+         "--layout", o->layouts,
+         "Layouts: pmx-q1 (PMX int4x4, groups along K), pmx-q0 (groups along N), "
+         "onnx-b1 (ONNX int4 blocked along the last axis), onnx-b0 (ONNX int4 "
+         "blocked along axis 0, ONNX Runtime's [K, N]), int8 (PMX int8), onnx8-b0 (ONNX int8 "
+         "blocked along axis 0: scales along the row, each shared by G rows; G = "
+         "per-channel: by all, as ONNX Runtime's per-channel int8 MatMul weights), "
+         "gptq, awq "
+         "(GPTQ / AWQ GEMM, written as the [N, K] weight), gptq-act (GPTQ with "
+         "act-order: g_idx of a random channel order), ct / ct-act "
+         "(compressed-tensors pack-quantized 4-bit symmetric, without / with a "
+         "random-order weight_g_idx), bnb-nf4 (bitsandbytes NF4, blocksize 64, run "
+         "once), fp8-block (DeepSeek FP8, 128 x 128 blocks), gptoss-mxfp4 (gpt-oss "
+         "experts, written transposed), and the GGUF types " +
+             ggml +
+             " (their own block size, run once; types nibble cannot quantize use "
+             "synthetic codes and report speed only)")
       ->delimiter(',')
       ->capture_default_str()
       ->check(CLI::IsMember(layouts));
