@@ -788,12 +788,10 @@ TEST_CASE("per-element rows in runs sharing their parameters x every target == r
     CodeKind code;
     int interleave;
   };
-  const Layout layouts[] = {{Form::kDense, CodeKind::kU4, 1},
-                            {Form::kDense, CodeKind::kS4, 1},
-                            {Form::kDenseHigh, CodeKind::kU4, 1},
-                            {Form::kPmxAxis0, CodeKind::kU4, 4},
-                            {Form::kDense, CodeKind::kS8, 1},
-                            {Form::kDense, CodeKind::kU8, 1}};
+  const Layout layouts[] = {
+      {Form::kDense, CodeKind::kU4, 1},     {Form::kDense, CodeKind::kS4, 1},
+      {Form::kDenseHigh, CodeKind::kU4, 1}, {Form::kPmxAxis0, CodeKind::kU4, 4},
+      {Form::kDense, CodeKind::kS8, 1},     {Form::kDense, CodeKind::kU8, 1}};
   std::mt19937_64 rng(77);
   int64_t compared = 0;
   for (int64_t target : CompiledTargets()) {
