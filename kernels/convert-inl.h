@@ -114,6 +114,17 @@ HWY_INLINE __m256i BF16Rounded(__m256 v) {
   return _mm256_blendv_epi8(rounded, quiet, nan);
 }
 
+// AVX2: the bfloat16 bits of a's and b's lanes interleaved, a's lane i in
+// 16-bit lane 2i and b's in 2i + 1 (BF16Rounded's rounding, kNoNaN as
+// its): a's rounded lanes shifted down, b's blended in by one word blend
+// — no pack, no cross-lane permute. For vectors of the even and the odd
+// elements of a run (pair-split order), or of neighbouring columns.
+template <bool kNoNaN = false>
+HWY_INLINE __m256i BF16BitsInterleaved(__m256 a, __m256 b) {
+  return _mm256_blend_epi16(_mm256_srli_epi32(BF16Rounded<kNoNaN>(a), 16), BF16Rounded<kNoNaN>(b),
+                            0xAA);
+}
+
 // AVX2: two vectors of 8 float32 lanes as 16 bfloat16 bits (lo's lanes
 // first): BF16Bits' operations on each (the NaN test as one unordered
 // compare, the same lanes), their high halves packed by one pack and one

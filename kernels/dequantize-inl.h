@@ -502,18 +502,16 @@ HWY_INLINE void StoreOutUnit(DF df, VF v0, VF v1, char* dst, bool stream, UnitFa
 // Stores 16 outputs of a 2-byte kOut at dst from the float32 lanes of the
 // even elements (0, 2, ..., 14) and of the odd ones (1, 3, ..., 15), each
 // rounded once (the reference's bits; facts: StoreOutUnit's). bfloat16:
-// the rounded lanes' high halves by one shift and one word blend (no
-// cross-lane pack, which takes a pack and a quadword permute in element
-// order); float16: the two conversions interleaved by two word unpacks.
+// BF16BitsInterleaved (no cross-lane pack, which takes a pack and a
+// quadword permute in element order); float16: the two conversions
+// interleaved by two word unpacks.
 template <OutType kOut>
 HWY_INLINE void StoreSplitUnit(__m256 even, __m256 odd, char* dst, bool stream, UnitFacts facts) {
   static_assert(OutDesc<kOut>::kBytes == 2, "a 2-byte output type");
   __m256i bits;
   if constexpr (kOut == OutType::kBF16) {
-    const bool no_nan = (facts & kNoNaN) != 0;
-    const __m256i e = no_nan ? BF16Rounded<true>(even) : BF16Rounded<false>(even);
-    const __m256i o = no_nan ? BF16Rounded<true>(odd) : BF16Rounded<false>(odd);
-    bits = _mm256_blend_epi16(_mm256_srli_epi32(e, 16), o, 0xAA);
+    bits = (facts & kNoNaN) != 0 ? BF16BitsInterleaved<true>(even, odd)
+                                 : BF16BitsInterleaved<false>(even, odd);
   } else {
     const KernelTag df;
     const __m128i e = NarrowBits<kOut>(df, hn::Vec<KernelTag>{even}).raw;

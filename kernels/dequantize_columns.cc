@@ -1144,8 +1144,7 @@ HWY_INLINE void StoreTileBf16(const __m256* v, uint16_t* dst, int64_t pitch) {
   __m256i p[4];
 #pragma GCC unroll 4
   for (int m = 0; m < 4; ++m) {
-    p[m] = _mm256_blend_epi16(_mm256_srli_epi32(BF16Rounded<kNoNaN>(v[2 * m]), 16),
-                              BF16Rounded<kNoNaN>(v[2 * m + 1]), 0xAA);
+    p[m] = BF16BitsInterleaved<kNoNaN>(v[2 * m], v[2 * m + 1]);
   }
   // Per 128-bit half L (rows n + 4L ..): t0 rows 4L, 4L+1 of p0, p1; t1
   // rows 4L+2, 4L+3; then e[r] = row r (low half), row r + 4 (high).
