@@ -2796,7 +2796,7 @@ HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
 // scratch, made again only when a row's parameters are not the previous
 // row's — where rows share them in runs of plan.group >= kMinRows (the
 // layouts whose scales vary along the row and are grouped across rows:
-// PMX / ONNX along axis 0, int8 per output channel of a [K, N] weight).
+// PMX / ONNX int4 along axis 0; the loaders with a LoadSplit).
 // Holds the scratch while RunRows runs (which asks nothing else for it).
 class SplitParams {
  public:

@@ -778,9 +778,10 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
 // ONNX groups along axis 0 of an [N, K] or [K, N] weight): runs long enough
 // that AVX2's 16-bit outputs take the parameters in pair-split order
 // (RowKernel::SplitRow, copied once per run), for 4-bit codes in bytes
-// (both nibble orders), in PMX int4x4 words and 8-bit codes; row lengths on and off
-// the 16-element chunks, tiles from mid-run rows and odd columns, outputs
-// misaligned and streamed: every target == the reference.
+// (both nibble orders) and in PMX int4x4 words, and 8-bit codes (element
+// order beside them); row lengths on and off the 16-element chunks, tiles
+// from mid-run rows and odd columns, outputs misaligned and streamed:
+// every target == the reference.
 TEST_CASE("per-element rows in runs sharing their parameters x every target == reference") {
   TargetGuard guard;
   struct Layout {
