@@ -181,28 +181,51 @@ struct TileSource {
         ng((c0_ + nc - 1) / plan.group - c0_ / plan.group + 1),
         view_rows(plan.rows() - r0_),
         pitch(static_cast<size_t>(plan.axis / 2)),
+        span(nc / 2),
         src(plan.codes + (r0_ * plan.axis + c0_) / 2) {}
   // Where the exponents of tile column c's group start in a panel's
   // ScaleExponents grid of np rows.
   int64_t ExponentsOf(int64_t c, int64_t np) const { return ((c0 + c) / p.group - g0) * np; }
-  // Fetches into L2 the code bytes [at, at + bytes) of rows [a, b) (those
-  // of the view: the caller's next tile of the same columns too), and
-  // with `scales` the first and last of each row's scales.
-  void Fetch(int64_t a, int64_t b, size_t at, size_t bytes, bool scales) const {
-    for (int64_t r = a; r < std::min(view_rows, b); ++r) {
-      const uint8_t* const w = src + static_cast<size_t>(r) * pitch + at;
-      PrefetchL2(reinterpret_cast<uintptr_t>(w));
-      PrefetchL2(reinterpret_cast<uintptr_t>(w + bytes - 1));
-      if (scales) {
-        const float* const sr = p.scale + (r0 + r) * p.s_outer + g0 * p.s_axis;
-        PrefetchL2(reinterpret_cast<uintptr_t>(sr));
-        PrefetchL2(reinterpret_cast<uintptr_t>(sr + (ng - 1) * p.s_axis));
+  // Fetches into L2 share `step` of `steps` of the code lines of rows
+  // [a, b) (those of the view: past the tile too, the caller's next one),
+  // in address order: each row's span of the tile's columns, row after
+  // row, one sequential span where the tile is whole rows (the caller's
+  // panels, op/dequantizer.cc WriteTransposedBatch). The same lines
+  // fetched a column of words at a time across the rows left the 16-bit
+  // outputs 1.26-1.32x slower on an Intel Xeon guest (bench/HISTORY.md,
+  // "gpt-oss in whole view rows"). Only a hint (never faults).
+  void FetchRows(int64_t a, int64_t b, int64_t step, int64_t steps) const {
+    const int64_t n = std::min(view_rows, b) - a;
+    if (n <= 0) return;
+    // (lines a row's span can touch: its last byte's line as the last)
+    const int64_t per_row = (span + 63) / 64 + 1;
+    const int64_t lo = n * per_row * step / steps, hi = n * per_row * (step + 1) / steps;
+    // (line l: row a + l / per_row, line l % per_row of its span; stepped
+    // without a division per line, which cost as much as the kernel's
+    // arithmetic)
+    int64_t r = a + lo / per_row, i = lo % per_row;
+    for (int64_t l = lo; l < hi; ++l) {
+      const int64_t o = std::min<int64_t>(64 * i, span - 1);
+      PrefetchL2(reinterpret_cast<uintptr_t>(src + static_cast<size_t>(r) * pitch +
+                                             static_cast<size_t>(o)));
+      if (++i == per_row) {
+        i = 0;
+        ++r;
       }
+    }
+  }
+  // Fetches into L2 the first and last of the scales of rows [a, b).
+  void FetchScales(int64_t a, int64_t b) const {
+    for (int64_t r = a; r < std::min(view_rows, b); ++r) {
+      const float* const sr = p.scale + (r0 + r) * p.s_outer + g0 * p.s_axis;
+      PrefetchL2(reinterpret_cast<uintptr_t>(sr));
+      PrefetchL2(reinterpret_cast<uintptr_t>(sr + (ng - 1) * p.s_axis));
     }
   }
   const Plan& p;
   int64_t r0, c0, g0, ng, view_rows;
   size_t pitch;
+  int64_t span;  // code bytes of a row in the tile
   const uint8_t* src;
 };
 
@@ -279,14 +302,15 @@ int64_t DequantizeTransposedPow2Simd(const Plan& p, int64_t r0, int64_t nr, int6
     for (int64_t w0 = 0; w0 < nc / 8; w0 += 16) {
       const int64_t nw = std::min<int64_t>(16, nc / 8 - w0);
       const __mmask16 live = static_cast<__mmask16>((1u << nw) - 1u);
-      // The next panel's rows at these words, and (at the first words)
-      // their scales: fetched into L2, kPanel / 16 rows per word written
-      // (a burst of them waits on the L1's miss buffers).
+      // The next panel's codes (FetchRows: a share per word written, over
+      // the panel's steps of 16 words) and, at the first words, its
+      // scales (kPanel / 16 rows per word written): fetched into L2.
       const int64_t jn = j0 + kPanel;
+      const int64_t steps = (nc / 8 + 15) / 16 * 16;
       auto fetch = [&](int64_t i) HWY_ATTR {
         constexpr int64_t kPer = kPanel / 16;
-        in.Fetch(jn + kPer * i, jn + kPer * (i + 1), static_cast<size_t>(4 * w0),
-                 static_cast<size_t>(4 * nw), w0 == 0);
+        in.FetchRows(jn, jn + kPanel, w0 + i, steps);
+        if (w0 == 0) in.FetchScales(jn + kPer * i, jn + kPer * (i + 1));
       };
       for (int64_t sb = 0; sb < np / 16; ++sb) {
         __m512 a[16];
@@ -417,14 +441,14 @@ int64_t DequantizeTransposedPow2Simd(const Plan& p, int64_t r0, int64_t nr, int6
     for (int64_t w0 = 0; w0 < nc / 8; w0 += kWords) {
       const int64_t nw = std::min<int64_t>(kWords, nc / 8 - w0);
       const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(nw)), lane);
-      // The next panel's rows at these words, and (at the first words)
-      // their scales: fetched into L2, kPanel / kWords rows per word
-      // written.
+      // The next panel's codes and scales fetched as on AVX-512, over
+      // the panel's steps of kWords words.
       const int64_t jn = j0 + kPanel;
+      const int64_t steps = (nc / 8 + kWords - 1) / kWords * kWords;
       auto fetch = [&](int64_t i) HWY_ATTR {
         constexpr int64_t kPer = kPanel / kWords;
-        in.Fetch(jn + kPer * i, jn + kPer * (i + 1), static_cast<size_t>(4 * w0),
-                 static_cast<size_t>(4 * nw), w0 == 0);
+        in.FetchRows(jn, jn + kPanel, w0 + i, steps);
+        if (w0 == 0) in.FetchScales(jn + kPer * i, jn + kPer * (i + 1));
       };
       for (int64_t sb = 0; sb < np / kBlock; ++sb) {
         const uint8_t* const at =

@@ -6,6 +6,7 @@
 #include <iterator>
 #include <limits>
 #include <new>
+#include <numeric>
 #include <vector>
 
 #include "kernels/dequantize.h"
@@ -384,6 +385,88 @@ void Dequantizer::WriteTransposed(void* y, int threads, int64_t b_begin, int64_t
   const int64_t cols = c_end - c_begin;
   const size_t eb = static_cast<size_t>(OutBytes(plan_.out));
   if (rows == 0 || cols <= 0) return;
+  const int t = static_cast<int>(ThreadsFor(rows * cols, ResolveThreads(threads)));
+  const size_t row_bytes = static_cast<size_t>(rows) * eb;
+  const bool stream =
+      (b_end - b_begin) * cols * static_cast<int64_t>(row_bytes) >= kMinBytesForStreaming;
+  for (int64_t b = b_begin; b < b_end; ++b) {
+    WriteTransposedBatch(
+        static_cast<uint8_t*>(y) + static_cast<size_t>((b - b_begin) * cols) * row_bytes, t,
+        b * rows, rows, c_begin, cols, stream);
+  }
+}
+
+void Dequantizer::WriteTransposedBatch(uint8_t* dst, int t, int64_t row_base, int64_t rows,
+                                       int64_t c_begin, int64_t cols, bool stream) const {
+  // Power-of-two scales (gpt-oss MXFP4): DequantizeTransposedPow2 reads the
+  // codes once, in panels of 128 whole view rows. Each thread takes a
+  // share of the view rows (multiples of 128) across all columns, in
+  // chunks of up to 4096 columns, so that a panel's codes are one span per
+  // row (one span in all when a chunk is a whole row), which the kernel
+  // fetches ahead in address order (TileSource::FetchRows). Before, bands
+  // of 512 columns (WriteTransposedTiles below: 128 rows x 256 bytes of
+  // codes a panel, fetched a column of words at a time): 16-bit outputs
+  // 1.26-1.32x and float32 1.04-1.07x slower on an Intel Xeon guest
+  // (bench/HISTORY.md, "gpt-oss in whole view rows"). What the kernel
+  // leaves (other scales, other targets, rows past its blocks) goes the
+  // tiles' way.
+  struct Rest {
+    int64_t r0, nr, c0, nc;  // relative to this batch
+  };
+  std::vector<Rest> rest;
+  if (CodesTransposable(c_begin, cols)) {
+    const size_t eb = static_cast<size_t>(OutBytes(plan_.out));
+    constexpr int64_t kPanel = 128, kChunkCols = 4096;
+    const int64_t step = std::lcm<int64_t>(8, plan_.group);
+    const int64_t chunk = std::max<int64_t>(1, kChunkCols / step) * step;
+    const int64_t chunks = (cols + chunk - 1) / chunk, panels = (rows + kPanel - 1) / kPanel;
+    std::vector<std::vector<Rest>> left(static_cast<size_t>(t));
+    (void)t;  // unused without OpenMP
+#if NIBBLE_HAVE_OPENMP
+#pragma omp parallel num_threads(t) if (t > 1)
+#endif
+    {
+#if NIBBLE_HAVE_OPENMP
+      const int k = omp_get_thread_num(), m = omp_get_num_threads();
+#else
+      const int k = 0, m = 1;
+#endif
+      const int64_t r0 = std::min(rows, panels * k / m * kPanel);
+      const int64_t r1 = std::min(rows, panels * (k + 1) / m * kPanel);
+      ParamVector<int32_t> scratch(
+          static_cast<size_t>(2 * (std::min(chunk, cols) / plan_.group + 2) * kPanel));
+      for (int64_t q = 0; q < chunks && r0 < r1; ++q) {
+        const int64_t c0 = q * chunk, nc = std::min(chunk, cols - c0);
+        const int64_t done = DequantizeTransposedPow2(
+            plan_, row_base + r0, r1 - r0, c_begin + c0, nc, scratch.data(),
+            dst + static_cast<size_t>(c0 * rows + r0) * eb, rows, stream);
+        if (done < r1 - r0) {
+          left[static_cast<size_t>(k)].push_back({r0 + done, r1 - r0 - done, c0, nc});
+        }
+      }
+      StreamFence();
+    }
+    for (const auto& l : left) rest.insert(rest.end(), l.begin(), l.end());
+    // Nothing written (a target or plan the kernel does not take): one
+    // pass over the whole batch, as if it had not been tried.
+    int64_t undone = 0;
+    for (const Rest& r : rest) undone += r.nr * r.nc;
+    if (undone == rows * cols) rest = {{0, rows, 0, cols}};
+  } else {
+    rest = {{0, rows, 0, cols}};
+  }
+  const size_t eb = static_cast<size_t>(OutBytes(plan_.out));
+  for (const Rest& r : rest) {
+    WriteTransposedTiles(dst + static_cast<size_t>(r.c0 * rows + r.r0) * eb, rows, t,
+                         row_base + r.r0, r.nr, c_begin + r.c0, r.nc, stream);
+  }
+}
+
+void Dequantizer::WriteTransposedTiles(uint8_t* dst, int64_t ld, int t, int64_t row_base,
+                                       int64_t rows, int64_t c_begin, int64_t cols,
+                                       bool stream) const {
+  const size_t eb = static_cast<size_t>(OutBytes(plan_.out));
+  const size_t row_bytes = static_cast<size_t>(ld) * eb;
   // Tiles of tile_rows view rows x tile_cols view columns (output rows):
   // each is dequantized into a per-thread buffer (256 KiB, in L2) and
   // written by TransposeTile as one run of tile_rows elements in each of
@@ -391,7 +474,6 @@ void Dequantizer::WriteTransposed(void* y, int threads, int64_t b_begin, int64_t
   // of tile_cols output rows and walks them from the first view row to
   // the last.
   const int64_t line = static_cast<int64_t>(64 / eb);  // elements per 64-byte line
-  const int t = static_cast<int>(ThreadsFor(rows * cols, ResolveThreads(threads)));
   // 512 columns, fewer when that leaves under two bands per thread.
   int64_t tile_cols = 512;
   while (tile_cols > 32 && (cols + tile_cols - 1) / tile_cols < 2 * t) tile_cols /= 2;
@@ -399,21 +481,6 @@ void Dequantizer::WriteTransposed(void* y, int threads, int64_t b_begin, int64_t
       line, static_cast<int64_t>((size_t{256} << 10) / (static_cast<size_t>(tile_cols) * eb)) /
                 line * line);
   const int64_t bands = (cols + tile_cols - 1) / tile_cols;
-  const size_t row_bytes = static_cast<size_t>(rows) * eb;
-  const bool stream =
-      (b_end - b_begin) * cols * static_cast<int64_t>(row_bytes) >= kMinBytesForStreaming;
-  for (int64_t b = b_begin; b < b_end; ++b) {
-    WriteTransposedBatch(
-        static_cast<uint8_t*>(y) + static_cast<size_t>((b - b_begin) * cols) * row_bytes, t,
-        b * rows, rows, c_begin, cols, tile_rows, tile_cols, bands, stream);
-  }
-}
-
-void Dequantizer::WriteTransposedBatch(uint8_t* dst, int t, int64_t row_base, int64_t rows,
-                                       int64_t c_begin, int64_t cols, int64_t tile_rows,
-                                       int64_t tile_cols, int64_t bands, bool stream) const {
-  const size_t eb = static_cast<size_t>(OutBytes(plan_.out));
-  const size_t row_bytes = static_cast<size_t>(rows) * eb;
   // WriteCodesTransposed's tiles: 256 KiB of code words (in L2).
   const int64_t code_rows = std::max<int64_t>(16, (int64_t{1} << 19) / tile_cols / 16 * 16);
   const int64_t tile_groups = (tile_cols + plan_.group - 1) / plan_.group + 1;

@@ -239,8 +239,12 @@ class Dequantizer {
   // One batch: view rows [row_base, row_base + rows) on t threads.
   // stream: the output is far larger than the caches (non-temporal stores).
   void WriteTransposedBatch(uint8_t* dst, int t, int64_t row_base, int64_t rows, int64_t c_begin,
-                            int64_t cols, int64_t tile_rows, int64_t tile_cols, int64_t bands,
-                            bool stream) const;
+                            int64_t cols, bool stream) const;
+  // View rows [row_base, row_base + rows) x columns [c_begin, c_begin +
+  // cols) through tiles, on t threads: view column c_begin + j's values to
+  // dst + j * ld elements (an output row ld elements long).
+  void WriteTransposedTiles(uint8_t* dst, int64_t ld, int t, int64_t row_base, int64_t rows,
+                            int64_t c_begin, int64_t cols, bool stream) const;
   // Whether view columns [c0, c0 + nc) can be written transposed by
   // WriteCodesTransposed: dense 4-bit codes with groups along the view
   // row (no group map, no staged roundings), every view row starting on

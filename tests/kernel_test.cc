@@ -199,6 +199,12 @@ TEST_CASE("4-bit weights written transposed == the view's values transposed, eve
       {DType::kFloat4E2M1, 1, 256, 256, 32, false, OutType::kF32, 4, -125, 125},
       {DType::kInt4, 1, 256, 256, 32, false, OutType::kF16, 3, -14, 12},
       {DType::kInt4, 1, 256, 256, 32, false, OutType::kF16, 4, -14, 12},
+      // Rows wider than the 4096 columns a chunk of the whole-row path
+      // takes (two chunks, the second off 128), alone and with the panels
+      // the kernel leaves (scales not all 2^k) written the other way.
+      {DType::kFloat4E2M1, 1, 300, 4160, 32, false, OutType::kF16, 1},
+      {DType::kFloat4E2M1, 2, 150, 4192, 32, false, OutType::kBF16, 5},
+      {DType::kInt4, 1, 272, 4352, 64, false, OutType::kF32, 5},
       // Scales that are not all 2^k, every one positive.
       {DType::kFloat4E2M1, 1, 512, 256, 32, false, OutType::kF16, 5},
       {DType::kFloat4E2M1, 1, 512, 256, 32, false, OutType::kBF16, 5},
