@@ -1883,7 +1883,8 @@ inline bool PreferGptqBlocks() { return CpuIsIntel() || AmdCpuFamily() >= 0x1A; 
 
 // GPTQ columns (kGptqColumns without a group map) on AVX-512, written as
 // the [N, K] output in blocks: a band of up to 128 rows (n) by a chunk of
-// up to kChunk = 256 columns (k, chunks at multiples of kChunk).
+// up to 256 columns (k, chunks at multiples of 256; other sizes for float32
+// outputs, below).
 //  1. Codes: the chunk's word rows (k / 8) are read across the band, 4 *
 //     band bytes of each (512 for 128 rows), 16 rows by 32 columns a tile
 //     (one 64-byte load from each of 4 word rows), transposed in registers
@@ -1909,9 +1910,14 @@ void GptqBlockTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
                     int64_t ld, const Edge& edge) {
   constexpr int64_t kOutBytes = OutDesc<kOut>::kBytes;
   // float32: runs of 2 KiB (512 columns) over 64 rows; 16-bit: 512 bytes
-  // (256 columns) over 128 rows. Either way 16 KiB of codes.
-  constexpr int64_t kChunk = OutDesc<kOut>::kBytes == 4 ? 512 : 256;
-  constexpr int64_t kBand = 16384 / (kChunk / 2);
+  // (256 columns) over 128 rows. Either way 16 KiB of codes. Streamed
+  // float32 (a whole tensor from memory): runs of 512 bytes (128 columns)
+  // over 256 rows, each word row's read then 1 KiB: 1.12-1.14x from memory
+  // on an Intel Xeon guest, where those blocks ran 0.84x in cache
+  // (bench/HISTORY.md, "GPTQ float32 blocks of 256 rows when streamed").
+  constexpr int64_t kMaxChunk = OutDesc<kOut>::kBytes == 4 ? 512 : 256;
+  const int64_t chunk = kOutBytes == 4 && plan.nontemporal ? 128 : kMaxChunk;
+  const int64_t band = 16384 / (chunk / 2);
   const bool stream = plan.nontemporal;
   const int64_t ka = std::min(c1, (c0 + 31) / 32 * 32);
   const int64_t kb = ka + (c1 - ka) / 32 * 32;
@@ -1925,15 +1931,15 @@ void GptqBlockTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
   // The codes of tile t of rows 16 * b .. 16 * b + 15 (256 bytes) at
   // stage + (b * tiles + t) * 256; row 16b + 4l + j's 16 bytes at + 64 j +
   // 16 l.
-  alignas(64) uint8_t stage[kBand * kChunk / 2];
-  auto chunk_end = [&](int64_t k) { return std::min(kb, (k / kChunk + 1) * kChunk); };
+  alignas(64) uint8_t stage[16384];  // band * chunk / 2 bytes
+  auto chunk_end = [&](int64_t k) { return std::min(kb, (k / chunk + 1) * chunk); };
   // Word lines (WordLines; row n's word is n): a band's rows are lanes
   // lane0 .. lane0 + rows - 1 of whole lines, each loaded from the line's
   // start, masked to the band's words (codes 16 bytes past a line, loaded
   // from there: float16 1.2-1.4x slower). The first band ends at a line
   // boundary, so the others start at one.
   const WordLines word_lines(plan.codes, S, true);
-  auto band_rows = [&](int64_t n) { return std::min(kBand - word_lines.Lane(n), r1 - n); };
+  auto band_rows = [&](int64_t n) { return std::min(band - word_lines.Lane(n), r1 - n); };
   for (int64_t n0 = r0, rows = 0; n0 < r1; n0 += rows) {
     rows = band_rows(n0);
     // Row n0 + i is lane (lane0 + i) % 16 of line (lane0 + i) / 16 of the
@@ -1962,7 +1968,7 @@ void GptqBlockTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
       }
       // Tile t's group's scale and zero point index less the row:
       // tile_at[t] + n (no division per tile).
-      int64_t tile_at[kChunk / 32];
+      int64_t tile_at[kMaxChunk / 32];
       for (int64_t t = 0; t < tiles; ++t) tile_at[t] = (kc0 + 32 * t) / G * plan.s_axis;
       for (int64_t b = 0; b < lines; ++b) {
         const __mmask16 m = WordLines::Mask(b, lane0, rows);
