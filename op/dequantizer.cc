@@ -409,13 +409,16 @@ void Dequantizer::WriteTransposedBatch(uint8_t* dst, int t, int64_t row_base, in
   // 1.26-1.32x and float32 1.04-1.07x slower on an Intel Xeon guest
   // (bench/HISTORY.md, "gpt-oss in whole view rows"). What the kernel
   // leaves (other scales, other targets, rows past its blocks) goes the
-  // tiles' way.
+  // tiles' way, where WriteCodesTransposed tries the kernel again per tile
+  // (the panels after one it refused). A plan whose scales are not powers
+  // of two costs one refused panel per thread and chunk here, then one
+  // pass over the whole batch as before.
+  const size_t eb = static_cast<size_t>(OutBytes(plan_.out));
   struct Rest {
     int64_t r0, nr, c0, nc;  // relative to this batch
   };
   std::vector<Rest> rest;
   if (CodesTransposable(c_begin, cols)) {
-    const size_t eb = static_cast<size_t>(OutBytes(plan_.out));
     constexpr int64_t kPanel = 128, kChunkCols = 4096;
     const int64_t step = std::lcm<int64_t>(8, plan_.group);
     const int64_t chunk = std::max<int64_t>(1, kChunkCols / step) * step;
@@ -455,7 +458,6 @@ void Dequantizer::WriteTransposedBatch(uint8_t* dst, int t, int64_t row_base, in
   } else {
     rest = {{0, rows, 0, cols}};
   }
-  const size_t eb = static_cast<size_t>(OutBytes(plan_.out));
   for (const Rest& r : rest) {
     WriteTransposedTiles(dst + static_cast<size_t>(r.c0 * rows + r.r0) * eb, rows, t,
                          row_base + r.r0, r.nr, c_begin + r.c0, r.nc, stream);
