@@ -61,7 +61,10 @@ constexpr int64_t kMapRowGroups = 128;
 // takes the rest): two byte permutes per class of 8 groups and plane, no
 // per-element arithmetic (act-order GPTQ float16 / bfloat16 on a Zen 4
 // guest: in-cache tiles 1.37-1.42x, whole tensors 1.05-1.3x at one
-// thread); bands are then 16 rows (16 KiB of tables). The same values: the
+// thread); bands are then 32 rows (32 KiB of tables; 16-row bands read 64
+// bytes of each word row per band, which on an Intel Xeon guest held a
+// fifth of the whole-tensor time in the fetches of the next chunk's lines:
+// 32 rows ran 1.10-1.21x there, 64 rows 0.98-1.14x). The same values: the
 // row kernel and the tables compute the contract's arithmetic on the same
 // codes and parameters. Bands are otherwise 32
 // rows (fewer where the stack budget for the tables allows no more), so
@@ -70,7 +73,7 @@ constexpr int64_t kMapRowGroups = 128;
 // set-up then weighs on 256 elements each); while a chunk's rows are written, the
 // next chunk's word lines (a new page each: no hardware prefetcher
 // follows the word stride) are fetched into L2. Returns false (nothing
-// written) where it does not apply. (Not inlined: its 80 KiB of stack
+// written) where it does not apply. (Not inlined: its 84 KiB of stack
 // must not add to its caller's.)
 template <ZeroPointKind kZp, OutType kOut>
 HWY_NOINLINE bool MapRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
@@ -86,8 +89,8 @@ HWY_NOINLINE bool MapRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, 
   constexpr int64_t kTableBytes = 32768, kCodeBytes = 24576;
   const int64_t tpitch = (groups + 15) / 16 * 16;  // entries per row's table
   // 16-bit outputs of at most kPlaneGroups groups on VBMI: byte-plane
-  // tables per row (PlaneTables, kernels/x86_avx512-inl.h), bands of 16
-  // rows (16 KiB of tables).
+  // tables per row (PlaneTables, kernels/x86_avx512-inl.h), bands of 32
+  // rows (32 KiB of tables, after the band's scales in `scales`).
 #if HWY_TARGET <= HWY_AVX3_DL
   constexpr bool kPlanes =
       OutDesc<kOut>::kBytes == 2 && (kZp == ZeroPointKind::kNone || kZp == ZeroPointKind::kInteger);
@@ -95,15 +98,19 @@ HWY_NOINLINE bool MapRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, 
   const int64_t classes = (groups + 7) / 8;
   const bool bf16_hw = kOut == OutType::kBF16 && CpuHasAvx512Bf16();
   constexpr int64_t kPlaneUnits = 16;  // 64-element units of a chunk (128 word rows)
-  constexpr int64_t kPlaneBytes = 16384;
+  constexpr int64_t kPlaneBytes = 32768;
   const int64_t plane_row_bytes = PlaneRowBytes(groups);
-  alignas(64) uint8_t plane_rows[kPlanes ? kPlaneBytes : 64];
   alignas(64) uint8_t plane_gi[kPlanes ? 64 * kPlaneUnits : 64];
   __mmask64 plane_masks[kPlanes ? kPlaneClasses * kPlaneUnits : 1];
-  const int64_t plane_band = kPlaneBytes / PlaneRowBytes(kPlaneGroups);  // 16
+  const int64_t plane_band = kPlaneBytes / PlaneRowBytes(kPlaneGroups);  // 32
+  // The band's scales with planes (band rows of kPlaneGroups entries).
+  constexpr int64_t kPlaneScaleBytes =
+      4 * kPlaneGroups * (kPlaneBytes / PlaneRowBytes(kPlaneGroups));
 #else
+  constexpr bool kPlanes = false;
+  constexpr int64_t kPlaneBytes = 0, kPlaneScaleBytes = 0;
   const bool planes = false;
-  const int64_t plane_band = 16;
+  const int64_t plane_band = 32;
 #endif
   const int64_t band =
       planes ? plane_band : std::min<int64_t>(32, kTableBytes / (8 * tpitch) / 16 * 16);  // >= 16
@@ -112,7 +119,14 @@ HWY_NOINLINE bool MapRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, 
   const bool stream = plan.nontemporal;
   const int64_t S = plan.word_stride;
   const int64_t w0 = c0 / 8, w1 = (c1 + 7) / 8;  // the word rows read
-  alignas(64) float scales[kTableBytes / 8];
+  // The band's scales; with planes, then the plane tables from byte
+  // kPlaneScaleBytes (64-byte aligned).
+  static_assert(kPlaneScaleBytes % 64 == 0, "plane tables aligned");
+  constexpr int64_t kScaleBytes = std::max(kTableBytes / 2, kPlaneScaleBytes + kPlaneBytes);
+  alignas(64) float scales[(kPlanes ? kScaleBytes : kTableBytes / 2) / 4];
+#if HWY_TARGET <= HWY_AVX3_DL
+  uint8_t* const plane_rows = reinterpret_cast<uint8_t*>(scales) + kPlaneScaleBytes;
+#endif
   alignas(64) int32_t zeros[kHasZ ? kTableBytes / 8 : 1];
   alignas(64) uint8_t codes[kCodeBytes];
   // MappedRow16's inputs: each of the band's rows' zero points as int16

@@ -1085,7 +1085,10 @@ TEST_CASE("act-order GPTQ columns by group count x every target == scalar refere
         for (OutType out : {OutType::kF32, OutType::kF16, OutType::kBF16}) {
           // K: at least 5 of the planes' 64-element units, a multiple of 8.
           const int64_t group = std::max<int64_t>(8, (320 / ng + 7) / 8 * 8);
-          const int64_t rows = 8 + static_cast<int64_t>(rng() % 20), cols = ng * group;
+          // Rows: one band of MapRows, or two to three (bands of 32 rows
+          // with the planes, 16 to 32 otherwise).
+          const int64_t extra = rng() % 2 == 0 ? 48 : 0;
+          const int64_t rows = 8 + extra + static_cast<int64_t>(rng() % 20), cols = ng * group;
           const int64_t used = rng() % 3 == 0 && ng > 1 ? ng - 1 : ng;
           MappedInputs in = RandomMappedInputs(rows, cols, group, used, ng, rng);
           std::vector<float>& scale = in.scale;
