@@ -42,6 +42,78 @@ int64_t MapGroups(const Plan& plan, int64_t c0, int64_t c1) {
 // The most groups MapRows takes: MappedRow's table registers.
 constexpr int64_t kMapRowGroups = 128;
 
+// --- Group maps by gathers (MapRows' 16-bit outputs past the planes) -----
+// A row's 16-bit values of every group as one table (GatherTables: group
+// g's 16 entries, ValueTable16's, at 32 g bytes), read per element by a
+// 32-bit gather at index 16 g + code (scale 2: the entry in the low half
+// of the gathered lane). Used past kGatherMinGroups groups, where the row
+// kernel picks each element's scale and zero point with two-table permutes
+// and blends per 16 elements (MappedRow: 4 permutes and 3 blends each) —
+// act-order down projections (K 11008 or 14336: 86 or 112 groups of 128;
+// 4096 x 11008 float16 / bfloat16 on the Intel guest 1.13-1.25x, and
+// 1.05-1.12x over MappedRow16 taken to 128 groups). The values are
+// ValueTable16's, the contract's arithmetic per code, so the same bits.
+// Gathers past this many groups (MappedRow16 up to it: at 48 groups the
+// gathers ran 0.79-0.84x of it on the Intel guest).
+constexpr int64_t kGatherMinGroups = 64;
+constexpr int64_t kGatherPadBytes = 64;  // a gather of the last entry reads 2 bytes past it
+constexpr int64_t GatherRowBytes(int64_t groups) {
+  return (32 * groups + kGatherPadBytes + 63) / 64 * 64;
+}
+
+// One row's gather table (GatherRowBytes(groups) at dst, 64-byte aligned;
+// its padding zero) for groups [0, groups) with scales s[g] and zero
+// points z[g] (kInteger; else the code offset `off`).
+template <ZeroPointKind kZp, OutType kOut>
+HWY_INLINE void GatherTables(const float* s, const int32_t* z, int32_t off, int64_t groups,
+                             bool bf16_hw, uint8_t* dst) {
+  static_assert(OutDesc<kOut>::kBytes == 2, "16-bit outputs");
+  for (int64_t g = 0; g < groups; ++g) {
+    const __m512i t =
+        ValueTable16<kZp, kOut>(s[g], kZp == ZeroPointKind::kInteger ? z[g] : off, 0.0f, bf16_hw);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(dst + 32 * g), _mm512_castsi512_si256(t));
+  }
+  for (int64_t b = 32 * groups; b < GatherRowBytes(groups); b += 32) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(dst + b), _mm256_setzero_si256());
+  }
+}
+
+// A chunk's group map as GatherRun16 reads it, per 32 columns from `map`
+// (units of them): 16 g of the even columns, then of the odd ones (16
+// int32 each), at gi + 32 u.
+HWY_INLINE void GatherMap(const int32_t* map, int64_t units, int32_t* gi) {
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  for (int64_t u = 0; u < units; ++u) {
+    const __m512i a = _mm512_loadu_si512(map + 32 * u), b = _mm512_loadu_si512(map + 32 * u + 16);
+    _mm512_store_si512(gi + 32 * u, _mm512_slli_epi32(_mm512_permutex2var_epi32(a, even, b), 4));
+    _mm512_store_si512(gi + 32 * u + 16,
+                       _mm512_slli_epi32(_mm512_permutex2var_epi32(a, odd, b), 4));
+  }
+}
+
+// One row's `units` x 32 elements through its gather table, their codes
+// dense nibbles at `codes` (16-byte units, 16-byte aligned; element 0 in
+// the low nibble of byte 0), the chunk's GatherMap at gi, the 16-bit
+// outputs at dst (non-temporal when `stream`: dst then 64-byte aligned).
+HWY_INLINE void GatherRun16(const uint8_t* table, const uint8_t* codes, const int32_t* gi,
+                            int64_t units, char* dst, bool stream) {
+  const __m512i low4 = _mm512_set1_epi32(0x0F), low16 = _mm512_set1_epi32(0xFFFF);
+  for (int64_t u = 0; u < units; ++u) {
+    // Lane m: byte m, the codes of elements 2m (low nibble) and 2m + 1.
+    const __m512i b =
+        _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(codes + 16 * u)));
+    const __m512i ie = _mm512_add_epi32(_mm512_load_si512(gi + 32 * u), _mm512_and_si512(b, low4));
+    const __m512i io =
+        _mm512_add_epi32(_mm512_load_si512(gi + 32 * u + 16), _mm512_srli_epi32(b, 4));
+    const __m512i ve = _mm512_i32gather_epi32(ie, table, 2);
+    const __m512i vo = _mm512_i32gather_epi32(io, table, 2);
+    // Word 2m: element 2m's value, word 2m + 1: element 2m + 1's.
+    Store64(_mm512_ternarylogic_epi32(ve, low16, _mm512_slli_epi32(vo, 16), 0xEA), dst + 64 * u,
+            stream);
+  }
+}
+
 // GPTQ's [K / 8, N] words with a group map (act-order g_idx, at most
 // kMapRowGroups groups over [c0, c1)) written as the [N, K] output row by
 // row, through the row kernel of compressed-tensors' act-order rows
@@ -64,16 +136,19 @@ constexpr int64_t kMapRowGroups = 128;
 // thread); bands are then 32 rows (32 KiB of tables; 16-row bands read 64
 // bytes of each word row per band, which on an Intel Xeon guest held a
 // fifth of the whole-tensor time in the fetches of the next chunk's lines:
-// 32 rows ran 1.10-1.21x there, 64 rows 0.98-1.14x). The same values: the
-// row kernel and the tables compute the contract's arithmetic on the same
-// codes and parameters. Bands are otherwise 32
+// 32 rows ran 1.10-1.21x there, 64 rows 0.98-1.14x). 16-bit outputs of
+// more than kGatherMinGroups groups take each row's gather table
+// (GatherTables, in the thread's kernel scratch) through GatherRun16, whole
+// 32-element units at a time. The same values: the row kernel and the
+// tables compute the contract's arithmetic on the same codes and
+// parameters. Bands are otherwise 32
 // rows (fewer where the stack budget for the tables allows no more), so
 // that a chunk is 128 word rows: 1024 elements per row-kernel call (bands
 // of 128 rows and chunks of 32 word rows measured 0.91x: the calls'
 // set-up then weighs on 256 elements each); while a chunk's rows are written, the
 // next chunk's word lines (a new page each: no hardware prefetcher
 // follows the word stride) are fetched into L2. Returns false (nothing
-// written) where it does not apply. (Not inlined: its 84 KiB of stack
+// written) where it does not apply. (Not inlined: its 88 KiB of stack
 // must not add to its caller's.)
 template <ZeroPointKind kZp, OutType kOut>
 HWY_NOINLINE bool MapRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
@@ -129,6 +204,17 @@ HWY_NOINLINE bool MapRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, 
 #endif
   alignas(64) int32_t zeros[kHasZ ? kTableBytes / 8 : 1];
   alignas(64) uint8_t codes[kCodeBytes];
+  // 16-bit outputs past kGatherMinGroups groups without planes: each band
+  // row's gather table (GatherTables) in the thread's kernel scratch, the
+  // chunk's map (GatherMap) on the stack.
+  constexpr bool kGather =
+      OutDesc<kOut>::kBytes == 2 && (kZp == ZeroPointKind::kNone || kZp == ZeroPointKind::kInteger);
+  const int64_t gather_row_bytes = GatherRowBytes(groups);
+  uint8_t* const gather_rows = kGather && !planes && groups > kGatherMinGroups
+                                   ? KernelScratch(static_cast<size_t>(band * gather_row_bytes))
+                                   : nullptr;
+  const bool gather = gather_rows != nullptr;
+  alignas(64) int32_t gather_gi[kGather ? 8 * 128 : 16];  // a chunk's 8 * 128 columns
   // MappedRow16's inputs: each of the band's rows' zero points as int16
   // (64 entries), the chunk's map as uint16 (up to 128 word rows).
   constexpr int64_t kGroups16 = 64, kMapChunk = 8 * 128;
@@ -158,11 +244,18 @@ HWY_NOINLINE bool MapRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, 
       }
     }
 #endif
+    if constexpr (kGather) {
+      for (int64_t i = 0; gather && i < rows; ++i) {
+        GatherTables<kZp, kOut>(
+            scales + i * tpitch, kHasZ ? zeros + i * tpitch : nullptr, plan.code_offset, groups,
+            kOut == OutType::kBF16 && CpuHasAvx512Bf16(), gather_rows + i * gather_row_bytes);
+      }
+    }
     bool band16 = false;
     if constexpr (kHasZ) {
       band16 = groups <= kGroups16;  // (and rows <= 32: `band`)
       // (planes: the row kernel takes at most a unit's edges; its 32-bit path.)
-      band16 = band16 && !planes;
+      band16 = band16 && !planes && !gather;
       // Each row's zero points as int16, 64 entries (zero past `groups`),
       // where all lie in [-32752, 32767].
       const __m512i lo = _mm512_set1_epi32(-32752), hi = _mm512_set1_epi32(32767);
@@ -220,6 +313,13 @@ HWY_NOINLINE bool MapRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, 
         PlaneMap(plan.axis_group + kp0, (kp1 - kp0) / 64, plane_gi, plane_masks);
       }
 #endif
+      // gather: whole 32-element units [kp0, kp1) of the chunk, 16-byte
+      // aligned in the staged codes.
+      if (gather) {
+        kp0 = std::min(kb, 8 * wc0 + (ka - 8 * wc0 + 31) / 32 * 32);
+        kp1 = kp0 + (kb - kp0) / 32 * 32;
+        GatherMap(plan.axis_group + kp0, (kp1 - kp0) / 32, gather_gi);
+      }
       // (Counted without divisions: acc / rows lines are due by row i.)
       int64_t acc = 0, line = 0;
       uintptr_t next_row = first + static_cast<uintptr_t>(next_w * S);
@@ -253,10 +353,16 @@ HWY_NOINLINE bool MapRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, 
           kernel.Run(ka - 8 * wc0, kb - 8 * wc0, row + ka * kOutBytes, stream);
           continue;
         }
-#if HWY_TARGET <= HWY_AVX3_DL
         if (ka < kp0) kernel.Run(ka - 8 * wc0, kp0 - 8 * wc0, row + ka * kOutBytes, stream);
         char* const d = row + kp0 * kOutBytes;
         const bool nt = stream && reinterpret_cast<uintptr_t>(d) % 64 == 0;
+        if (gather) {
+          GatherRun16(gather_rows + i * gather_row_bytes, codes + i * pitch + (kp0 - 8 * wc0) / 2,
+                      gather_gi, (kp1 - kp0) / 32, d, nt);
+          if (kp1 < kb) kernel.Run(kp1 - 8 * wc0, kb - 8 * wc0, row + kp1 * kOutBytes, stream);
+          continue;
+        }
+#if HWY_TARGET <= HWY_AVX3_DL
         const uint8_t* const t = plane_rows + i * plane_row_bytes;
         const uint8_t* const c = codes + i * pitch + (kp0 - 8 * wc0) / 2;
         const int64_t units = (kp1 - kp0) / 64;
@@ -274,8 +380,8 @@ HWY_NOINLINE bool MapRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, 
             PlaneRun<4>(t, c, plane_gi, plane_masks, units, d, nt);
             break;
         }
-        if (kp1 < kb) kernel.Run(kp1 - 8 * wc0, kb - 8 * wc0, row + kp1 * kOutBytes, stream);
 #endif
+        if (kp1 < kb) kernel.Run(kp1 - 8 * wc0, kb - 8 * wc0, row + kp1 * kOutBytes, stream);
       }
     }
   }

@@ -1070,9 +1070,9 @@ TEST_CASE("group maps along a row x every target == scalar reference") {
 // random group per column) at every group count that changes how the
 // kernels hold the groups: the byte-plane tables' classes of 8 groups (1
 // to 4: MapRows' 16-bit outputs up to 32 groups on AVX3_DL), the 16-bit
-// and 32-bit row paths past them (up to 128) and the column tiles past
-// those; whole views and tiles at any row and column, cached and
-// non-temporal stores: every target == the reference.
+// and 32-bit row paths past them (up to 64 and 128), MapRows' 16-bit
+// gathers past 64 (up to 128) and the column tiles past those; whole views and tiles at any row and
+// column, cached and non-temporal stores: every target == the reference.
 TEST_CASE("act-order GPTQ columns by group count x every target == scalar reference") {
   TargetGuard guard;
   const auto targets = CompiledTargets();
@@ -1080,7 +1080,7 @@ TEST_CASE("act-order GPTQ columns by group count x every target == scalar refere
   int64_t compared = 0;
   for (int64_t target : targets) {
     UseTarget(target);
-    for (int64_t ng : {1, 8, 9, 16, 17, 24, 32, 33, 40, 48, 56, 57, 64, 65, 129}) {
+    for (int64_t ng : {1, 8, 9, 16, 17, 24, 32, 33, 40, 48, 56, 57, 64, 65, 86, 128, 129}) {
       for (ZeroPointKind zp : {ZeroPointKind::kNone, ZeroPointKind::kInteger}) {
         for (OutType out : {OutType::kF32, OutType::kF16, OutType::kBF16}) {
           // K: at least 5 of the planes' 64-element units, a multiple of 8.
