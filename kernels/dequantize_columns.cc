@@ -53,8 +53,9 @@ constexpr int64_t kMapRowGroups = 128;
 // 4096 x 11008 float16 / bfloat16 on the Intel guest 1.13-1.25x, and
 // 1.05-1.12x over MappedRow16 taken to 128 groups). The values are
 // ValueTable16's, the contract's arithmetic per code, so the same bits.
-// Gathers past this many groups (MappedRow16 up to it: at 48 groups the
-// gathers ran 0.79-0.84x of it on the Intel guest).
+// Gathers past this many groups (up to it MappedRow16 with integer zero
+// points, MappedRow without: at 48 groups the gathers ran 0.79-0.84x of
+// MappedRow16 on the Intel guest).
 constexpr int64_t kGatherMinGroups = 64;
 constexpr int64_t kGatherPadBytes = 64;  // a gather of the last entry reads 2 bytes past it
 constexpr int64_t GatherRowBytes(int64_t groups) {
@@ -359,28 +360,27 @@ HWY_NOINLINE bool MapRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, 
         if (gather) {
           GatherRun16(gather_rows + i * gather_row_bytes, codes + i * pitch + (kp0 - 8 * wc0) / 2,
                       gather_gi, (kp1 - kp0) / 32, d, nt);
-          if (kp1 < kb) kernel.Run(kp1 - 8 * wc0, kb - 8 * wc0, row + kp1 * kOutBytes, stream);
-          continue;
-        }
+        } else {
 #if HWY_TARGET <= HWY_AVX3_DL
-        const uint8_t* const t = plane_rows + i * plane_row_bytes;
-        const uint8_t* const c = codes + i * pitch + (kp0 - 8 * wc0) / 2;
-        const int64_t units = (kp1 - kp0) / 64;
-        switch (classes) {
-          case 1:
-            PlaneRun<1>(t, c, plane_gi, plane_masks, units, d, nt);
-            break;
-          case 2:
-            PlaneRun<2>(t, c, plane_gi, plane_masks, units, d, nt);
-            break;
-          case 3:
-            PlaneRun<3>(t, c, plane_gi, plane_masks, units, d, nt);
-            break;
-          default:
-            PlaneRun<4>(t, c, plane_gi, plane_masks, units, d, nt);
-            break;
-        }
+          const uint8_t* const t = plane_rows + i * plane_row_bytes;
+          const uint8_t* const c = codes + i * pitch + (kp0 - 8 * wc0) / 2;
+          const int64_t units = (kp1 - kp0) / 64;
+          switch (classes) {
+            case 1:
+              PlaneRun<1>(t, c, plane_gi, plane_masks, units, d, nt);
+              break;
+            case 2:
+              PlaneRun<2>(t, c, plane_gi, plane_masks, units, d, nt);
+              break;
+            case 3:
+              PlaneRun<3>(t, c, plane_gi, plane_masks, units, d, nt);
+              break;
+            default:
+              PlaneRun<4>(t, c, plane_gi, plane_masks, units, d, nt);
+              break;
+          }
 #endif
+        }
         if (kp1 < kb) kernel.Run(kp1 - 8 * wc0, kb - 8 * wc0, row + kp1 * kOutBytes, stream);
       }
     }
