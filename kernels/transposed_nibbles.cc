@@ -324,9 +324,13 @@ int64_t DequantizeTransposedPow2Simd(const Plan& p, int64_t r0, int64_t nr, int6
         const int64_t at = in.ExponentsOf(c, np);  // its exponents
         uint8_t* const out = dst + static_cast<size_t>((c * ld + j0) * eb);
         const size_t row = static_cast<size_t>(ld * eb);
+        // (The exponents are read where they lie, never copied into a
+        // local array: GCC 12 makes such a copy a `rep movsq`, and the
+        // loads after it wait until every non-temporal store before it
+        // has left the store buffer, which made float32 1.5-1.6x slower
+        // on an Intel Xeon guest; bench/HISTORY.md, "No copies between
+        // the streamed stores".)
         if (wide) {
-          __m512i k[kSubs];
-          for (int64_t sb = 0; sb < np / 16; ++sb) k[sb] = _mm512_loadu_si512(e32 + at + 16 * sb);
           for (int f = 0; f < 8; ++f) {
             for (int64_t sb = 0; sb < np / 16; ++sb) {
               // (vpermd reads bits 0-3 of each lane: field f after the shift)
@@ -335,7 +339,8 @@ int64_t DequantizeTransposedPow2Simd(const Plan& p, int64_t r0, int64_t nr, int6
                          : _mm512_srli_epi32(staged[i][sb], static_cast<unsigned>(4 * f));
               const __m512i v = _mm512_permutexvar_epi32(x, table);
               const __mmask16 nonzero = _mm512_test_epi32_mask(v, _mm512_set1_epi32(0x7FFFFFFF));
-              put(out + f * row + 64 * sb, _mm512_mask_add_epi32(v, nonzero, v, k[sb]));
+              const __m512i k = _mm512_loadu_si512(e32 + at + 16 * sb);
+              put(out + f * row + 64 * sb, _mm512_mask_add_epi32(v, nonzero, v, k));
             }
           }
         } else {
@@ -348,8 +353,6 @@ int64_t DequantizeTransposedPow2Simd(const Plan& p, int64_t r0, int64_t nr, int6
             half_words[q][1] =
                 _mm512_permutex2var_epi16(staged[i][2 * q], hi_idx, staged[i][2 * q + 1]);
           }
-          __m512i k[kSubs / 2];
-          for (int64_t q = 0; q < np / 32; ++q) k[q] = _mm512_loadu_si512(e16 + at + 32 * q);
           for (int f = 0; f < 8; ++f) {
             for (int64_t q = 0; q < np / 32; ++q) {
               // (vpermw reads bits 0-4 of each lane: field f and the next
@@ -359,7 +362,8 @@ int64_t DequantizeTransposedPow2Simd(const Plan& p, int64_t r0, int64_t nr, int6
                                                                static_cast<unsigned>(4 * (f % 4)));
               const __m512i v = _mm512_permutexvar_epi16(x, table16);
               const __mmask32 nonzero = _mm512_test_epi16_mask(v, _mm512_set1_epi16(0x7FFF));
-              put(out + f * row + 64 * q, _mm512_mask_add_epi16(v, nonzero, v, k[q]));
+              const __m512i k = _mm512_loadu_si512(e16 + at + 32 * q);
+              put(out + f * row + 64 * q, _mm512_mask_add_epi16(v, nonzero, v, k));
             }
           }
         }
