@@ -1,8 +1,7 @@
 #include "checkpoint/methods/mxfp4.h"
 
-#include <array>
-#include <cmath>
-#include <limits>
+#include <cstdint>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <utility>
@@ -40,15 +39,22 @@ StatusOr<Dequantizer> PrepareMxfp4Experts(const TensorView& blocks, const Tensor
   w.out = *ot;
   const auto* s = static_cast<const uint8_t*>(scales.data);
   w.grid.resize(static_cast<size_t>(E * R * G));
-  // torch.ldexp(x, s - 127) = x * pow(2.0, s - 127) in float32 (255: inf),
-  // one table entry per scale byte.
-  static const std::array<float, 256> kPow2 = [] {
-    std::array<float, 256> t{};
-    for (int i = 0; i < 255; ++i) t[static_cast<size_t>(i)] = std::ldexp(1.0f, i - 127);
-    t[255] = std::numeric_limits<float>::infinity();
-    return t;
-  }();
-  for (size_t i = 0; i < w.grid.size(); ++i) w.grid[i] = kPow2[s[i]];
+  // torch.ldexp(x, s - 127) = x * pow(2.0, s - 127) in float32: the bits
+  // s << 23 for s in 1 .. 254, 2^-127 (a subnormal) for 0, inf for 255.
+  // Selects rather than a table lookup, so that the loop vectorizes; on
+  // the prepare threads. (This widening is most of a gpt-oss expert's
+  // preparation: 7-10 % of its whole 16-bit time on an Intel Xeon guest,
+  // mostly writing the 4-byte scales.)
+  float* const grid = w.grid.data();
+  internal::ForParamRanges(E * R * G, [s, grid](int64_t b, int64_t e) {
+    const uint8_t* const in = s + b;  // (locals: the stores cannot alias them)
+    float* const to = grid + b;
+    for (int64_t i = 0; i < e - b; ++i) {
+      const uint32_t x = in[i];
+      const uint32_t bits = x == 0 ? 0x00400000u : x == 255 ? 0x7F800000u : x << 23;
+      std::memcpy(to + i, &bits, 4);
+    }
+  });
   auto d = PrepareScaleGrid(std::move(w), name, who);
   if (!d.ok()) return d.status();
   d->TransposeOutputBatches(E);

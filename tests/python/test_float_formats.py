@@ -374,16 +374,16 @@ def mxfp4_reference(blocks, scales):
     e, r, g, b = blocks.shape
     lo, hi = LUT[blocks & 0x0F], LUT[blocks >> 4]
     vals = np.stack([lo, hi], axis=-1).reshape(e, r, g, b * 2)
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):  # (255: inf; 0 * inf: NaN)
         exp = np.power(np.float32(2.0), scales.astype(np.float32) - 127).astype(np.float32)
-    vals = (vals * exp[..., None]).astype(np.float32)
+        vals = (vals * exp[..., None]).astype(np.float32)
     return np.ascontiguousarray(vals.reshape(e, r, g * b * 2).transpose(0, 2, 1))
 
 
 E, R, G = 3, 40, 3
 gu_blocks = rng.integers(0, 256, size=(E, 2 * R, G, 16), dtype=np.uint8)
 gu_scales = rng.integers(100, 135, size=(E, 2 * R, G), dtype=np.uint8)
-gu_scales[0, 0, 0], gu_scales[1, 2, 1] = 0, 200  # 2^-127 (subnormal), 2^73
+gu_scales[0, 0, 0], gu_scales[1, 2, 1], gu_scales[2, 3, 2] = 0, 200, 255  # 2^-127, 2^73, inf
 dn_blocks = rng.integers(0, 256, size=(E, G * 32, R // 32 + 1, 16), dtype=np.uint8)
 dn_scales = rng.integers(115, 130, size=(E, G * 32, R // 32 + 1), dtype=np.uint8)
 gu_bias = bf16_bits(rng.standard_normal((E, 2 * R)).astype(np.float32))
