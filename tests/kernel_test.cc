@@ -319,6 +319,69 @@ TEST_CASE("4-bit weights written transposed == the view's values transposed, eve
   CHECK(compared == static_cast<int64_t>(all.size() * CompiledTargets().size() * 3));
 }
 
+// The kernel reads a view row's scales at s_outer / s_axis: row-major
+// [rows, groups] (what every front end makes for these plans), [groups,
+// rows] (s_axis = rows) and one per row (s_axis 0: PMX per-channel).
+TEST_CASE(
+    "DequantizeTransposedPow2 at any scale strides == the reference transposed, every target") {
+  TargetGuard guard;
+  std::mt19937 rng(5);
+  constexpr int64_t kR = 96, kK = 640, kG = 32, kNg = kK / kG;  // (20 groups: 16 + 4)
+  std::vector<uint8_t> codes(static_cast<size_t>(kR * kK / 2));
+  for (auto& b : codes) b = static_cast<uint8_t>(rng());
+  struct Strides {
+    int64_t s_outer, s_axis, count;
+  };
+  const Strides strides[] = {{kNg, 1, kR * kNg}, {1, kR, kNg * kR}, {1, 0, kR}};
+  int64_t whole = 0;
+  for (OutType out : {OutType::kF32, OutType::kF16, OutType::kBF16}) {
+    const size_t eb = static_cast<size_t>(OutBytes(out));
+    for (const Strides& st : strides) {
+      // (2^-12 .. 2^12: every e2m1 value times one is normal in float16)
+      std::vector<float> scales(static_cast<size_t>(st.count));
+      for (auto& v : scales) v = std::ldexp(1.0f, static_cast<int>(rng() % 25) - 12);
+      Plan p;
+      p.layout = Layout::kDense;
+      p.code = CodeKind::kF4E2M1;
+      p.codes = codes.data();
+      p.outer = kR;
+      p.axis = kK;
+      p.group = kG;
+      p.s_outer = st.s_outer;
+      p.s_axis = st.s_axis;
+      p.scale = scales.data();
+      p.out = out;
+      std::vector<uint8_t> ref(static_cast<size_t>(kR * kK) * eb);
+      DequantizeTileReference(p, 0, kR, 0, kK, ref.data(), kK);
+      for (int64_t target : CompiledTargets()) {
+        UseTarget(target);
+        std::vector<int32_t> scratch(static_cast<size_t>(2 * (kNg + 1) * 128));
+        std::vector<uint8_t> y(ref.size(), 0xA5);
+        const int64_t done =
+            DequantizeTransposedPow2(p, 0, kR, 0, kK, scratch.data(), y.data(), kR, false);
+        REQUIRE(done >= 0);
+        REQUIRE(done <= kR);
+        whole += done == kR;
+        int64_t wrong = 0;
+        for (int64_t c = 0; c < kK; ++c) {
+          for (int64_t r = 0; r < done; ++r) {
+            wrong += std::memcmp(&y[static_cast<size_t>(c * kR + r) * eb],
+                                 &ref[static_cast<size_t>(r * kK + c) * eb], eb) != 0;
+          }
+        }
+        CHECK_MESSAGE(wrong == 0, hwy::TargetName(target)
+                                      << " out " << static_cast<int>(out) << " s_outer "
+                                      << st.s_outer << " s_axis " << st.s_axis);
+      }
+    }
+  }
+  // (An x86-64 build compiles AVX2 and AVX-512: the 16-bit outputs at least
+  // go this way on every machine with AVX2.)
+#if HWY_ARCH_X86
+  if (hwy::SupportedTargets() & HWY_AVX2) CHECK(whole >= 6);
+#endif
+}
+
 TEST_CASE(
     "bench yardsticks: StreamFill / StreamReadWrite write the fill pattern, read every byte") {
   TargetGuard guard;
