@@ -335,11 +335,12 @@ int64_t DequantizeTransposedPow2Simd(const Plan& p, int64_t r0, int64_t nr, int6
         uint8_t* const out = dst + static_cast<size_t>((c * ld + j0) * eb);
         const size_t row = static_cast<size_t>(ld * eb);
         // (The exponents are read where they lie, never copied into a
-        // local array: GCC 12 makes such a copy a `rep movsq`, and the
-        // loads after it wait until every non-temporal store before it
-        // has left the store buffer, which made float32 1.5-1.6x slower
-        // on an Intel Xeon guest; bench/HISTORY.md, "No copies between
-        // the streamed stores".)
+        // local array: GCC 12 makes such a copy a `rep movsq`, whose
+        // stores the loads after it cannot read from the store buffer, so
+        // they wait for every non-temporal store before it. Measured:
+        // float32 1.5x slower with the copy on an Intel Xeon guest;
+        // bench/HISTORY.md, "No local copies between the streamed
+        // stores".)
         if (wide) {
           for (int f = 0; f < 8; ++f) {
             for (int64_t sb = 0; sb < np / 16; ++sb) {
