@@ -588,17 +588,50 @@ PlanData MakePlan(std::mt19937_64& rng, Form form, CodeKind code, int interleave
   return d;
 }
 
+// The reference of a plan's whole view, computed once and sliced for each
+// tile compared against it (the reference is a function of each element's
+// position: SPEC.md). Contract: the plan's values — codes, parameters,
+// output type, shape — stay as they were at construction while it is used;
+// what only chooses how a kernel runs (nontemporal, column_order, fetch)
+// and the dispatched target may change.
+class ViewReference {
+ public:
+  explicit ViewReference(const Plan& plan)
+      : cols_(plan.cols()),
+        ob_(OutBytes(plan.out)),
+        bytes_(static_cast<size_t>(plan.rows() * cols_ * ob_)) {
+    DequantizeTileReference(plan, 0, plan.rows(), 0, cols_, bytes_.data(), cols_);
+  }
+  // Writes the reference of tile [r0,r1) x [c0,c1) at dst, rows ld elements
+  // apart (the bytes between rows untouched).
+  void Tile(int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* dst, int64_t ld) const {
+    for (int64_t r = r0; r < r1; ++r) {
+      std::memcpy(dst + (r - r0) * ld * ob_, bytes_.data() + (r * cols_ + c0) * ob_,
+                  static_cast<size_t>((c1 - c0) * ob_));
+    }
+  }
+
+ private:
+  int64_t cols_, ob_;
+  std::vector<uint8_t> bytes_;
+};
+
 // Runs tile [r0,r1) x [c0,c1) through the dispatched kernel and the
-// reference into sentinel-filled buffers; returns a description of the first
-// difference, or "".
+// reference (computed for the tile, or sliced from `ref`, the same plan's
+// ViewReference) into sentinel-filled buffers; returns a description of
+// the first difference, or "".
 std::string CompareTile(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                        int64_t ld, int64_t misalign_bytes) {
+                        int64_t ld, int64_t misalign_bytes, const ViewReference* ref = nullptr) {
   const int64_t ob = OutBytes(plan.out);
   const size_t bytes = static_cast<size_t>(((r1 - r0) * ld + 16) * ob + 128);
   std::vector<uint8_t> a(bytes, 0xA5), b(bytes, 0xA5);
   // Offset the output start by misalign_bytes (a multiple of the element size).
   DequantizeTile(plan, r0, r1, c0, c1, a.data() + 64 + misalign_bytes, ld);
-  DequantizeTileReference(plan, r0, r1, c0, c1, b.data() + 64 + misalign_bytes, ld);
+  if (ref != nullptr) {
+    ref->Tile(r0, r1, c0, c1, b.data() + 64 + misalign_bytes, ld);
+  } else {
+    DequantizeTileReference(plan, r0, r1, c0, c1, b.data() + 64 + misalign_bytes, ld);
+  }
   if (a == b) return "";
   // Element-wise: equal bits, or both NaN (SPEC.md §1: NaN matches NaN; the
   // sign/payload of a NaN depends on operand order).
@@ -782,6 +815,7 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
             // The plan's own 2-D view (cols == 1 with scales along the row
             // flips to one row of `rows` elements).
             const int64_t vr = d.plan.rows(), vc = d.plan.cols();
+            const ViewReference ref(d.plan);
             for (bool nt : {false, true}) {
               d.plan.nontemporal = nt;
               // Whole, then random tiles (mid-group, mid-word, odd nibbles).
@@ -795,7 +829,7 @@ TEST_CASE("every kernel x every target == scalar reference, with sentinels") {
                 }
                 const int64_t ld = c1 - c0 + (trial == 3 ? 5 : 0);
                 const int64_t mis = (trial % 2) * OutBytes(out);
-                const std::string diff = CompareTile(d.plan, r0, r1, c0, c1, ld, mis);
+                const std::string diff = CompareTile(d.plan, r0, r1, c0, c1, ld, mis, &ref);
                 CHECK_MESSAGE(
                     diff.empty(),
                     std::string(hwy::TargetName(target))
@@ -876,6 +910,7 @@ TEST_CASE("per-element rows in runs sharing their parameters x every target == r
             PlanData d = MakePlan(rng, l.form, l.code, l.interleave, rows, cols, group, zp, out,
                                   /*per_elem=*/1);
             SetValueFacts(&d.plan, &d.scale, rng);
+            const ViewReference ref(d.plan);
             for (bool nt : {false, true}) {
               d.plan.nontemporal = nt;
               for (int trial = 0; trial < 4; ++trial) {
@@ -888,7 +923,7 @@ TEST_CASE("per-element rows in runs sharing their parameters x every target == r
                 }
                 const int64_t ld = c1 - c0 + (trial == 3 ? 5 : 0);
                 const int64_t mis = (trial % 2) * OutBytes(out);
-                const std::string diff = CompareTile(d.plan, r0, r1, c0, c1, ld, mis);
+                const std::string diff = CompareTile(d.plan, r0, r1, c0, c1, ld, mis, &ref);
                 CHECK_MESSAGE(diff.empty(),
                               std::string(hwy::TargetName(target))
                                   << " form=" << static_cast<int>(l.form)
@@ -972,6 +1007,7 @@ TEST_CASE("float8 e4m3fn groups to 16-bit outputs x every target == scalar refer
         p.s_axis = 1;
         p.scale = scale.data();
         p.out = out;
+        const ViewReference ref(p);
         for (bool nt : {false, true}) {
           p.nontemporal = nt;
           for (int trial = 0; trial < 4; ++trial) {
@@ -984,7 +1020,7 @@ TEST_CASE("float8 e4m3fn groups to 16-bit outputs x every target == scalar refer
               c1 = c0 + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(sh.cols - c0));
             }
             const int64_t ld = c1 - c0 + (trial == 3 ? 3 : 0);
-            const std::string diff = CompareTile(p, r0, r1, c0, c1, ld, (trial % 2) * 2);
+            const std::string diff = CompareTile(p, r0, r1, c0, c1, ld, (trial % 2) * 2, &ref);
             CHECK_MESSAGE(diff.empty(),
                           std::string(hwy::TargetName(target))
                               << " rows=" << sh.rows << " cols=" << sh.cols << " group=" << sh.group
@@ -1081,6 +1117,7 @@ TEST_CASE("group maps along a row x every target == scalar reference") {
           p.s_outer = ng;
           p.s_axis = 1;
           SetValueFacts(&p, &scale, rng);
+          const ViewReference ref(p);
           for (bool nt : {false, true}) {
             p.nontemporal = nt;
             for (int trial = 0; trial < 3; ++trial) {
@@ -1091,7 +1128,7 @@ TEST_CASE("group maps along a row x every target == scalar reference") {
                 r0 = trial - 1;
               }
               const std::string diff =
-                  CompareTile(p, r0, r1, c0, c1, c1 - c0, trial == 2 ? OutBytes(out) : 0);
+                  CompareTile(p, r0, r1, c0, c1, c1 - c0, trial == 2 ? OutBytes(out) : 0, &ref);
               CHECK_MESSAGE(diff.empty(),
                             std::string(hwy::TargetName(target))
                                 << " groups=" << ng << " used=" << used << " group=" << group
@@ -1160,6 +1197,7 @@ TEST_CASE("act-order GPTQ columns by group count x every target == scalar refere
           p.s_axis = rows;
           p.word_stride = 4 * rows;
           SetValueFacts(&p, &scale, rng);
+          const ViewReference ref(p);
           for (bool nt : {false, true}) {
             p.nontemporal = nt;
             for (int trial = 0; trial < 3; ++trial) {
@@ -1171,7 +1209,7 @@ TEST_CASE("act-order GPTQ columns by group count x every target == scalar refere
                 r1 = r0 + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(rows - r0));
               }
               const std::string diff =
-                  CompareTile(p, r0, r1, c0, c1, c1 - c0, trial == 2 ? OutBytes(out) : 0);
+                  CompareTile(p, r0, r1, c0, c1, c1 - c0, trial == 2 ? OutBytes(out) : 0, &ref);
               CHECK_MESSAGE(diff.empty(),
                             std::string(hwy::TargetName(target))
                                 << " groups=" << ng << " used=" << used << " group=" << group
@@ -1509,6 +1547,7 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
               SetValueFacts(&p, &d.scale, rng);
             }
             const int64_t vr = p.rows(), vc = p.cols();
+            const ViewReference ref(p);
             // GPTQ columns: both AVX-512 traversals, whichever this CPU
             // prefers (kernels/plan.h ColumnOrder); block layouts: both ways
             // of fetching scattered fields (Fetch: IQ2_XS / IQ2_S / IQ1_S /
@@ -1533,7 +1572,7 @@ TEST_CASE("block layouts and g_idx gather x every target == scalar reference") {
                 }
                 const int64_t ld = c1 - c0 + (trial == 3 ? 3 : 0);
                 const int64_t mis = (trial % 2) * OutBytes(out);
-                const std::string diff = CompareTile(p, r0, r1, c0, c1, ld, mis);
+                const std::string diff = CompareTile(p, r0, r1, c0, c1, ld, mis, &ref);
                 CHECK_MESSAGE(diff.empty(), std::string(hwy::TargetName(target))
                                                 << " " << std::string(kd.name) << " rows=" << vr
                                                 << " cols=" << vc << " zp=" << static_cast<int>(zp)
@@ -1873,6 +1912,7 @@ TEST_CASE("AWQ / GPTQ column tiles at every line offset x every target == scalar
         p.scale = scale.data();
         if (zp == ZeroPointKind::kInteger) p.zp_int = zpi.data();
         SetValueFacts(&p, &scale, rng);
+        const ViewReference ref(p);
         for (int trial = 0; trial < 6; ++trial) {
           p.nontemporal = trial % 2 == 1;
           // The whole tensor, then tiles from any row (a multiple of 8 or
@@ -1885,7 +1925,7 @@ TEST_CASE("AWQ / GPTQ column tiles at every line offset x every target == scalar
             c0 = static_cast<int64_t>(rng() % 40);
             c1 = cols - static_cast<int64_t>(rng() % 8);
           }
-          const std::string diff = CompareTile(p, r0, r1, c0, c1, c1 - c0, 0);
+          const std::string diff = CompareTile(p, r0, r1, c0, c1, c1 - c0, 0, &ref);
           CHECK_MESSAGE(diff.empty(), std::string(hwy::TargetName(target))
                                           << std::string(gptq ? " gptq" : " awq")
                                           << " order=" << static_cast<int>(p.column_order)

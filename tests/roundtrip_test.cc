@@ -17,9 +17,6 @@ namespace nibble {
 namespace testing {
 namespace {
 
-float ScaleAt(const Tensor& s, int64_t k) { return FloatElement(s.view(), k); }
-float OutAt(const Tensor& y, int64_t k) { return FloatElement(y.view(), k); }
-
 TEST_CASE("round trip error <= s/2 in every mode") {
   struct SC {
     Shape d;
@@ -68,13 +65,14 @@ TEST_CASE("round trip error <= s/2 in every mode") {
               // float16 subnormals (below 2^-14) round to a multiple of 2^-24.
               const float out_abs = out == DType::kFloat16 ? std::ldexp(1.0f, -25) : 0.0f;
               const float levels = bits == 4 ? 16.0f : 256.0f;
+              const bool float_zp = scheme == QuantScheme::kFloatZeroPoint;
+              const TensorView sv = q->scale.view(), yv = y->view();
+              const TensorView zv = float_zp ? q->zero_point.view() : TensorView();
               for (int64_t e = 0; e < n; ++e) {
                 const int64_t si = ScaleIndex(c, e);
-                const float s = std::fabs(ScaleAt(q->scale, si));
-                const float z = scheme == QuantScheme::kFloatZeroPoint
-                                    ? std::fabs(ScaleAt(q->zero_point, si))
-                                    : 0.0f;
-                const float v = OutAt(*y, e);
+                const float s = std::fabs(FloatElement(sv, si));
+                const float z = float_zp ? std::fabs(FloatElement(zv, si)) : 0.0f;
+                const float v = FloatElement(yv, e);
                 // s/2 of quantization, plus a few float32 roundings of the
                 // quantities involved (z, s, the product, the sum), plus the
                 // output type's rounding.
