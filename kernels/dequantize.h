@@ -81,7 +81,7 @@ extern const bool kCpuHasAvx512Bf16;
 const char* ActiveTarget();
 
 // Names of the targets compiled in that this CPU runs, best first (e.g.
-// "AVX3_DL", "AVX3", "AVX2", "SSE4", "SSSE3", "EMU128"), whatever
+// "AVX3_DL", "AVX3", "AVX2", "SSE4", "SCALAR"), whatever
 // SelectTarget chose.
 std::vector<std::string> AvailableTargets();
 
