@@ -68,7 +68,10 @@ KERNEL_BOUNDARIES = {
 # Kernel functions whose string instructions run outside the store loops.
 STRING_OPS = {
     'nibble::N_*::WordTiles',  # a band's parameters copied once per band
-    'nibble::N_*::StagedColumns',  # a RowJob zeroed once per call
+    # SSE4 (AVX2 zeroes it with vector stores): a RowJob zeroed per row and
+    # chunk; set once per call instead it measured no faster there
+    # (0.96-1.07x, 2026-12-07: that target is compute-bound on these tiles).
+    'nibble::N_*::StagedColumns',
 }
 
 FUNCTION = re.compile(r'^[0-9a-f]+ <(.*)>:$')
