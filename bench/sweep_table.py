@@ -21,6 +21,11 @@ count asked for (default: those in the files):
               thread count, the scaling between them and memcpy's (in
               cache, same threads) over the same step
 
+With --compact, instead: one row per layout, x r+w for each output type at
+the lowest and the highest thread count, the best of the sweeps given
+(the documentation's per-entry table), and how many entries meet the
+target (0.85; 0.7 for act-order).
+
 With --limits, instead: what limits each entry, one row per layout x
 output type x thread count, from the same sweep's own figures (the first
 file's rows):
@@ -60,6 +65,8 @@ def fmt_range(values, digits=2):
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", help="two thread counts: low,high (default: from the files)")
+    ap.add_argument("--compact", action="store_true",
+                    help="x r+w only, one row per layout (see the module's doc)")
     ap.add_argument("--limits", action="store_true",
                     help="what limits each entry (see the module's doc)")
     ap.add_argument("sweeps", nargs="+")
@@ -98,6 +105,8 @@ def main(argv):
         lo, hi = counts[0], counts[-1]
     else:
         sys.exit("sweep_table: no whole-path rows in the files")
+    if args.compact:
+        return compact(order, whole, (lo, hi) if hi != lo else (lo,), len(args.sweeps))
 
     def cells(rows):
         ratios = [r["ratio_stream"] for r in rows]
@@ -143,6 +152,35 @@ def main(argv):
 
 OUT_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
 TARGET = 0.85
+
+
+ACT_ORDER = ("gptq-act", "ct-act")
+
+
+def compact(order, whole, threads, sweeps):
+    layouts = list(dict.fromkeys(layout for layout, _ in order if (layout, _) in whole))
+    dtypes = [d for d in OUT_BYTES if any((layout, d) in whole for layout in layouts)]
+    head = ["layout"] + [f"{t} thr: {d}" for t in threads for d in dtypes]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    met = defaultdict(int)
+    for layout in layouts:
+        row = [layout]
+        target = 0.7 if layout in ACT_ORDER else TARGET
+        for t in threads:
+            for d in dtypes:
+                ratios = [r["ratio_rw"] for r in whole.get((layout, d), {}).get(t, [])
+                          if r["ratio_rw"] is not None]
+                best = max(ratios) if ratios else None
+                row.append("—" if best is None else f"{best:.2f}")
+                met[t, d] += best is not None and best >= target
+        print("| " + " | ".join(row) + " |")
+    print()
+    per = "; ".join(f"{t} thread{'s' if t > 1 else ''} "
+                    + " / ".join(str(met[t, d]) for d in dtypes) for t in threads)
+    print(f"Best of {sweeps} sweep{'s' if sweeps > 1 else ''}, × r+w: entries met of "
+          f"{len(layouts)}, {' / '.join(dtypes)}: {per} (target 0.85; "
+          f"0.7 for {', '.join(ACT_ORDER)}).")
 
 
 def limits(order, whole, tile):

@@ -2035,7 +2035,7 @@ class RowKernel {
   // multiply, no rounding, the same bits (out_types.h MakePow2Table) —
   // made once per process for every such k and then loaded: one unsigned
   // compare picks the scales that qualify (GGUF MXFP4, 16-bit outputs: in
-  // cache on the Zen 3 guest, see docs/performance.md).
+  // cache on the Zen 3 guest, see bench/EXPERIMENTS.md).
   static constexpr bool kPow2Tables = kShuffleTable && LoaderPow2Scales<L>::value;
   struct Pow2Planes {
     // Scale s = 2^k qualifies where x = rotr(bits(s) - base, 23) < limit

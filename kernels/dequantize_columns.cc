@@ -1157,7 +1157,7 @@ HWY_INLINE void WithZpNoneOrIntegerOut(const Plan& plan, F f) {
 // transposed (dequantized into L2 tiles, then transposed: 2.1-2.4x the
 // time from memory), but its in-cache 16-row tiles are slower than that
 // path's (the stores of the staged rows: 1 RFO per line): see
-// docs/performance.md, "AVX2 machines".
+// bench/EXPERIMENTS.md, "AVX2 machines".
 constexpr int64_t kWordTileBand = 16, kWordTileChunk = 256, kWordTileGroups = 128;
 // Word rows fetched ahead: lines 4N bytes apart share four sets of a
 // 1024-set L2 (32 lines), so at most 16 in flight.

@@ -87,7 +87,7 @@ HWY_INLINE __m256i LookupWords8(__m256i table, __m256i idx) {
 // stores and a widening of each stored position. kFloat32: the float32
 // outputs read the block this way too (BlockVectors::Read32; else Groups'
 // table form, whose 64-bit words of 8 positions ran faster there for
-// IQ2_XXS, IQ2_XS and IQ1_S: docs/performance.md).
+// IQ2_XXS, IQ2_XS and IQ1_S: bench/EXPERIMENTS.md).
 template <class D, class = void>
 struct GridPairs {
   static constexpr bool kHas = false;
@@ -490,7 +490,7 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>>
   // flips nothing (the reference's bits). (IQ2_XS / IQ2_S 1.06-1.15x in
   // cache on Zen 4; IQ1_S / IQ1_M, whose second set is a delta, and
   // IQ2_XXS, one scale per 32 values, lost 1-10 % this way:
-  // docs/performance.md.)
+  // bench/EXPERIMENTS.md.)
   static constexpr int kUnits = static_cast<int>(D::kBlockElems / D::kSubElems);
   static constexpr bool kUnitTables16 = kTable16 && UnitTables16<GridGroups<D>>();
   template <OutType kOut>
@@ -645,7 +645,7 @@ class BlockVectors<D, std::enable_if_t<IsGridLayout<D>::value>>
   // each negated value's output (rounding is symmetric; a NaN d makes
   // every scale NaN, and its products keep that NaN whatever the value's
   // sign: flip_ then 0, the reference's bits; no value of the sets is 0).
-  // (Zen 3: docs/performance.md.)
+  // (Zen 3: bench/EXPERIMENTS.md.)
   static constexpr bool kPairs = GridPairs<D>::kHas;
   static constexpr bool kFlip = kPairs && Table::kV > 8;
   template <OutType kOut>

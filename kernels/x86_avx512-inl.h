@@ -846,7 +846,7 @@ struct GridGroups<D, std::enable_if_t<std::is_same_v<D, GgufIQ2_XXS>>> : GridFil
 // indices are assembled as the 16-bit fields of one word by two bit
 // deposits (BMI2 pdep: every x86 target with AVX-512 has it), then read
 // out one by one: 1.09-1.13x in cache on the Zen 4 guest against field
-// by field per index (docs/performance.md); a vector of 32 indices
+// by field per index (bench/EXPERIMENTS.md); a vector of 32 indices
 // stored and reloaded ran 0.91x (the reloads wait on the wide store).
 template <class D>
 struct GridLoads : D {};
@@ -1872,7 +1872,7 @@ void ColumnNibbleTiles(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int
 
 // Whether GptqBlockTiles (blocks) or ColumnNibbleTiles (16-row bands)
 // runs GPTQ columns without a group map here. Both were alternated on three
-// machines (docs/performance.md): on a 16-core Intel Xeon (family 6, model
+// machines (bench/EXPERIMENTS.md): on a 16-core Intel Xeon (family 6, model
 // 207) the blocks ran 1.14-1.62x at one thread and 1.03-1.25x at 16; on a
 // 2-core AMD EPYC VM as a Zen 4 guest (family 19h) they ran 0.73-0.92x,
 // its memory serving the bands' interleaved strided reads and row stores
