@@ -158,7 +158,8 @@ nibble_status* nibble_dequantize_tile(const nibble_dequantizer* d, int64_t r0, i
  * BFLOAT16, shape [..., K]; bias: NULL or [N] of a float type; y: y_dtype
  * (NIBBLE_FLOAT32 or x's type) with x's leading dimensions and N, y_bytes
  * at least its size. threads as above; the same bits for every count and
- * every SIMD target (a fixed-order float32 dot product, no FMA). */
+ * every SIMD target (a fixed-order float32 dot product: 16 partial sums of
+ * fused multiply-adds, then a halving sum). */
 nibble_status* nibble_matmul(const nibble_dequantizer* w, const nibble_tensor* x,
                              const nibble_tensor* bias, int32_t weight_in_out, int32_t y_dtype,
                              void* y, size_t y_bytes, int32_t threads);

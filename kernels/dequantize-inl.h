@@ -2602,7 +2602,8 @@ struct DotPrefetch {
 // (X row i, weight row r) at p + i * ldp + r * 16. Per unit and weight row:
 // the unit's 2N values by the group's table or the contract's arithmetic
 // (UnitValues: the values Run writes), then
-// for each row of X x0 * v0 and x1 * v1 added in that order — lane l of a
+// for each row of X x0 * v0 and x1 * v1 added in that order, each a fused
+// multiply-add (DotStep) — lane l of a
 // vector is partial sum (k - k0 + l) % 16, so this is AccumulateDotRows's
 // order exactly. Where UnitValues gives its values in the loader's
 // kDotOrder (K::kDotOrdered), X's vectors and the partial sums are permuted
@@ -2658,8 +2659,8 @@ HWY_INLINE void DotUnits(const K* ks, int64_t k0, int64_t k1, const float* x, in
       }
       for (int r = 0; r < kRows; ++r) {
         for (int i = 0; i < kM; ++i) {
-          acc[i][r] = hn::Add(acc[i][r], hn::Mul(x0[i], v0[r]));
-          acc[i][r] = hn::Add(acc[i][r], hn::Mul(x1[i], v1[r]));
+          acc[i][r] = hn::MulAdd(x0[i], v0[r], acc[i][r]);  // DotStep
+          acc[i][r] = hn::MulAdd(x1[i], v1[r], acc[i][r]);
         }
       }
     }

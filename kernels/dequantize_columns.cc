@@ -585,7 +585,7 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
       // (2^23 + q) - (2^23 + z) = q - z exactly, times s rounded once: the
       // contract's float32(q - z) * s.
       const __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_castsi512_ps(q), z), sv);
-      acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_set1_ps(x[k + j - c0]), v));
+      acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(x[k + j - c0]), v, acc[j]);  // DotStep
     }
   };
   for (int64_t fb = kAwq ? r0 / 8 * 8 : r0; fb < r1; fb += block) {

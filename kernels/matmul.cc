@@ -15,6 +15,64 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 #if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
+// DotStep in the kernels' scalar tails, inline: the target's fused
+// multiply-add on one lane, or without one DotStepV's float64 steps (a call
+// to the C library's fmaf would leave the kernel, and without FMA hardware
+// run in software).
+HWY_INLINE float DotStepS(float a, float b, float c) {
+#if HWY_NATIVE_FMA
+  const hn::CappedTag<float, 1> d1;
+  return hn::GetLane(hn::MulAdd(hn::Set(d1, a), hn::Set(d1, b), hn::Set(d1, c)));
+#else
+  const double p = static_cast<double>(a) * static_cast<double>(b), cz = c, s = p + cz;
+  const double bb = s - p, e = (p - (s - bb)) + (cz - bb);
+  if (e == 0 || !(e - e == 0)) return static_cast<float>(s);
+  uint64_t bits;
+  std::memcpy(&bits, &s, sizeof bits);
+  if ((e < 0) != (s < 0)) --bits;  // (s != 0: p + c == 0 is exact)
+  bits |= 1;
+  double odd;
+  std::memcpy(&odd, &bits, sizeof odd);
+  return static_cast<float>(odd);
+#endif
+}
+
+// DotStep on vectors: a * b + c rounded once per lane. Where the target
+// has no fused multiply-add (SSE4), exactly as one: a * b is exact in
+// float64 and so is TwoSum's error e of s = a * b + c there; s is then
+// rounded to odd (where e != 0, the float64 neighbour on e's side with an
+// odd last bit: toward zero where e and s differ in sign), which makes
+// its rounding to float32 the correct rounding of the exact sum.
+template <class D>
+HWY_INLINE hn::Vec<D> DotStepV(D d, hn::Vec<D> a, hn::Vec<D> b, hn::Vec<D> c) {
+#if HWY_NATIVE_FMA
+  (void)d;
+  return hn::MulAdd(a, b, c);
+#else
+  const hn::Half<D> dh;
+  const hn::Rebind<double, decltype(dh)> dd;
+  const hn::RebindToSigned<decltype(dd)> di;
+  const hn::RebindToUnsigned<decltype(dd)> du;
+  auto half = [&](hn::Vec<decltype(dh)> x, hn::Vec<decltype(dh)> y,
+                  hn::Vec<decltype(dh)> z) HWY_ATTR {
+    const auto p = hn::Mul(hn::PromoteTo(dd, x), hn::PromoteTo(dd, y));
+    const auto cz = hn::PromoteTo(dd, z);
+    const auto s = hn::Add(p, cz);
+    const auto bb = hn::Sub(s, p);
+    const auto e = hn::Add(hn::Sub(p, hn::Sub(s, bb)), hn::Sub(cz, bb));
+    // inexact: e != 0 and finite (e - e is NaN for an infinite or NaN e)
+    const auto inexact = hn::And(hn::Ne(e, hn::Zero(dd)), hn::Eq(hn::Sub(e, e), hn::Zero(dd)));
+    const auto one = hn::IfThenElseZero(hn::RebindMask(di, inexact), hn::Set(di, 1));
+    const auto differ = hn::BitCast(
+        di, hn::ShiftRight<63>(hn::BitCast(du, hn::Xor(hn::BitCast(di, s), hn::BitCast(di, e)))));
+    const auto bits = hn::Or(hn::Sub(hn::BitCast(di, s), hn::And(differ, one)), one);
+    return hn::DemoteTo(dh, hn::BitCast(dd, bits));
+  };
+  return hn::Combine(d, half(hn::UpperHalf(dh, a), hn::UpperHalf(dh, b), hn::UpperHalf(dh, c)),
+                     half(hn::LowerHalf(dh, a), hn::LowerHalf(dh, b), hn::LowerHalf(dh, c)));
+#endif
+}
+
 // The partial sums of the MB x NB dot products of rows a, a + lda, ... of
 // X with rows b, b + ldb, ... of W, over the first k16 elements, into
 // p[r * ldp + c * kDotLanes ..] (kLoad: added to the sums already there,
@@ -43,7 +101,7 @@ HWY_INLINE void BlockSums(D d, const float* a, int64_t lda, const float* b, int6
       for (size_t c = 0; c < NB; ++c) wv[c] = hn::LoadU(d, b + static_cast<int64_t>(c) * ldb + at);
       for (size_t r = 0; r < MB; ++r) {
         const V xv = hn::LoadU(d, a + static_cast<int64_t>(r) * lda + at);
-        for (size_t c = 0; c < NB; ++c) acc[r][c][g] = hn::Add(acc[r][c][g], hn::Mul(xv, wv[c]));
+        for (size_t c = 0; c < NB; ++c) acc[r][c][g] = DotStepV(d, xv, wv[c], acc[r][c][g]);
       }
     }
   }
@@ -71,7 +129,7 @@ HWY_INLINE void Block(D d, const float* x, int64_t ldx, const float* w, int64_t 
     for (size_t c = 0; c < NB; ++c) {
       const float* b = w + (j + static_cast<int64_t>(c)) * ldw;
       float* pr = p + (r * NB + c) * kDotLanes;
-      for (int64_t t = k16; t < k; ++t) pr[t % kDotLanes] += a[t] * b[t];
+      for (int64_t t = k16; t < k; ++t) pr[t % kDotLanes] = DotStepS(a[t], b[t], pr[t % kDotLanes]);
       y[(i + static_cast<int64_t>(r)) * ldy + j + static_cast<int64_t>(c)] = ReduceDotLanes(pr);
     }
   }
@@ -93,7 +151,7 @@ HWY_INLINE void AccumulateBlock(D d, const float* x, int64_t ldx, const float* w
     for (size_t c = 0; c < NB; ++c) {
       const float* b = w + (j + static_cast<int64_t>(c)) * ldw;
       float* pr = pb + static_cast<int64_t>(r) * ldp + static_cast<int64_t>(c * kDotLanes);
-      for (int64_t t = k16; t < k; ++t) pr[t % kDotLanes] += a[t] * b[t];
+      for (int64_t t = k16; t < k; ++t) pr[t % kDotLanes] = DotStepS(a[t], b[t], pr[t % kDotLanes]);
     }
   }
 }
@@ -164,7 +222,7 @@ HWY_INLINE void ColsStrip(D d, const float* x, int64_t ldx, const float* w, int6
       const V wv = hn::LoadU(d, w + t * ldw + j);
       for (size_t r = 0; r < MB; ++r) {
         const V xv = hn::Set(d, x[(i + static_cast<int64_t>(r)) * ldx + t]);
-        acc[r][l] = hn::Add(acc[r][l], hn::Mul(xv, wv));
+        acc[r][l] = DotStepV(d, xv, wv, acc[r][l]);
       }
     };
     for (int64_t t0 = static_cast<int64_t>(l0); t0 < k16; t0 += kDotLanes) {
@@ -198,7 +256,8 @@ HWY_INLINE void AccumulateDotColsG(const float* x, int64_t m, int64_t ldx, const
   for (; j < n; ++j) {
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t t = 0; t < k; ++t) {
-        pt[(i * kDotLanes + t % kDotLanes) * n + j] += x[i * ldx + t] * w[t * ldw + j];
+        float& s = pt[(i * kDotLanes + t % kDotLanes) * n + j];
+        s = DotStepS(x[i * ldx + t], w[t * ldw + j], s);
       }
     }
   }
@@ -206,7 +265,7 @@ HWY_INLINE void AccumulateDotColsG(const float* x, int64_t m, int64_t ldx, const
 #endif
 
 // AccumulateDotCols's blocking: A * MB accumulators (AVX-512: 16 of 32
-// registers; AVX2, SSE4: 8 of 16). Four rows of X per loaded vector of W:
+// registers; AVX2 and 128-bit targets: 8 of 16). Four rows of X per loaded vector of W:
 // measured (VM, one thread, ONNX int4 [K, N] 4096 x 4096, tiles of 128
 // features x 512 of K, two rounds) M = 16 / 64 15 / 48-51 ms with one row
 // and 16 sums per pass, 13-13.4 / 42-43 with 2 x 8, 11-16 / 33-35 with
@@ -229,7 +288,7 @@ bool AccumulateDotColsSimd(const float* x, int64_t m, int64_t ldx, const float* 
 }
 
 // The blocking of each target: MB * NB * G accumulator vectors within its
-// registers (AVX-512: 16 of 32; AVX2, SSE4: 8 of 16). Returns false when
+// registers (AVX-512: 16 of 32; AVX2 and 128-bit targets: 8 of 16). Returns false when
 // this target has no vector form (the caller runs the reference: the same
 // bits).
 bool AccumulateDotRowsSimd(const float* x, int64_t m, int64_t ldx, const float* w, int64_t n,
@@ -291,7 +350,7 @@ void AccumulateDotRowsReference(const float* x, int64_t m, int64_t ldx, const fl
     for (int64_t i = 0; i < m; ++i) {
       const float* a = x + i * ldx;
       float* pr = p + (i * n + j) * kDotLanes;
-      for (int64_t t = 0; t < k; ++t) pr[t % kDotLanes] += a[t] * b[t];
+      for (int64_t t = 0; t < k; ++t) pr[t % kDotLanes] = DotStep(a[t], b[t], pr[t % kDotLanes]);
     }
   }
 }
@@ -314,7 +373,8 @@ void AccumulateDotColsReference(const float* x, int64_t m, int64_t ldx, const fl
   for (int64_t j = 0; j < n; ++j) {
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t t = 0; t < k; ++t) {
-        pt[(i * kDotLanes + t % kDotLanes) * n + j] += x[i * ldx + t] * w[t * ldw + j];
+        float& s = pt[(i * kDotLanes + t % kDotLanes) * n + j];
+        s = DotStep(x[i * ldx + t], w[t * ldw + j], s);
       }
     }
   }
@@ -351,7 +411,7 @@ void DotRowsReference(const float* x, int64_t m, int64_t ldx, const float* w, in
     for (int64_t i = 0; i < m; ++i) {
       const float* a = x + i * ldx;
       std::memset(p, 0, sizeof p);
-      for (int64_t t = 0; t < k; ++t) p[t % kDotLanes] += a[t] * b[t];
+      for (int64_t t = 0; t < k; ++t) p[t % kDotLanes] = DotStep(a[t], b[t], p[t % kDotLanes]);
       y[i * ldy + j] = ReduceDotLanes(p);
     }
   }

@@ -4,6 +4,7 @@
 #ifndef NIBBLE_KERNELS_MATMUL_H_
 #define NIBBLE_KERNELS_MATMUL_H_
 
+#include <cmath>
 #include <cstdint>
 
 namespace nibble {
@@ -11,15 +12,22 @@ namespace nibble {
 // Partial sums of one dot product.
 inline constexpr int kDotLanes = 16;
 
+// One step of a partial sum: a * b + p with one rounding (IEEE fusedMultiplyAdd,
+// as every SIMD target's fused multiply-add computes it).
+inline float DotStep(float a, float b, float p) { return std::fma(a, b, p); }
+
 // y[i * ldy + j] = Dot(x + i * ldx, w + j * ldw, k) for i < m, j < n, where
 // Dot(a, b, k) is exactly, on every target:
-//   p[0..15] = +0; for t = 0, 1, ..., k - 1: p[t % 16] += a[t] * b[t]
-//   (each product rounded to float32, then the sum rounded: no FMA);
+//   p[0..15] = +0; for t = 0, 1, ..., k - 1: p[t % 16] = fma(a[t], b[t], p[t % 16])
+//   (DotStep: a fused multiply-add, a[t] * b[t] + p rounded once to float32);
 //   then halving: p[j] += p[j + h] for h = 8, 4, 2, 1, j < h;
 //   Dot = p[0].
 // 16 partial sums are one AVX-512 vector (two AVX2, four SSE4 ones) per
 // product: blocks of 4 x 4 products (AVX-512) keep their accumulators in
-// registers, each loaded vector serving 4 products.
+// registers, each loaded vector serving 4 products. SSE4, which has no
+// fused multiply-add, computes each step exactly in float64 (rounded to
+// odd, then to float32: the same bits, slower); the scalar target runs the
+// scalar definition (std::fma).
 // Single-threaded, no allocation, no validation; y does not overlap x or w.
 void DotRows(const float* x, int64_t m, int64_t ldx, const float* w, int64_t n, int64_t ldw,
              int64_t k, float* y, int64_t ldy);
@@ -27,8 +35,8 @@ void DotRows(const float* x, int64_t m, int64_t ldx, const float* w, int64_t n, 
 // DotRows in chunks of K, for tiles that do not hold whole rows: p holds
 // the partial sums of the m x n dot products, product (i, j)'s at
 // p + (i * n + j) * kDotLanes (kDotLanes floats). Adds, in order,
-//   p_ij[t % kDotLanes] += x[i * ldx + t] * w[j * ldw + t], t < k
-// (each product rounded, then the sum: as DotRows). Starting from +0 and
+//   p_ij[t % kDotLanes] = DotStep(x[i * ldx + t], w[j * ldw + t], p_ij[t % kDotLanes]),
+// t < k (as DotRows). Starting from +0 and
 // called on consecutive chunks of K whose starts are multiples of
 // kDotLanes (x and w advanced to the chunk; only the last chunk's length
 // may be any), FinishDotRows then gives exactly DotRows's y.
@@ -45,8 +53,8 @@ void AccumulateDotRowsReference(const float* x, int64_t m, int64_t ldx, const fl
 // holds it: W's row j, element t at w[t * ldw + j]. The partial sums lie
 // lane-major, so that a vector of features is one load: product (i, j)'s
 // sum l at pt[(i * kDotLanes + l) * n + j]. Adds, in order,
-//   pt_ij[t % kDotLanes] += x[i * ldx + t] * w[t * ldw + j], t < k
-// (each product rounded, then the sum). Same chunk rules as
+//   pt_ij[t % kDotLanes] = DotStep(x[i * ldx + t], w[t * ldw + j], pt_ij[..]), t < k.
+// Same chunk rules as
 // AccumulateDotRows; FinishDotCols then gives exactly DotRows's y.
 // Single-threaded, no allocation, no validation.
 void AccumulateDotCols(const float* x, int64_t m, int64_t ldx, const float* w, int64_t n,

@@ -124,15 +124,15 @@ struct Plan {
   // them to dot products instead of writing the tile, and sets *dot->done:
   // for row i < m of X, tile row j < r1 - r0 and element t < c1 - c0 (t in
   // order),
-  //   dot->sums[(i * (r1 - r0) + j) * 16 + t % 16]
-  //       += dot->x[i * dot->ldx + t] * value(r0 + j, c0 + t)
-  // (each product rounded to float32, then the sum: kernels/matmul.h
-  // AccumulateDotRows's order and layout, so the same bits). With
-  // `columns`, the view's columns are the weight's rows (an ONNX MatMul's
-  // [K, N] B) and the sums lie as AccumulateDotCols's: for view column
-  // j < c1 - c0 and view row t < r1 - r0 (in order),
-  //   dot->sums[(i * 16 + t % 16) * (c1 - c0) + j]
-  //       += dot->x[i * dot->ldx + t] * value(r0 + t, c0 + j).
+  //   s = dot->sums[(i * (r1 - r0) + j) * 16 + t % 16]
+  //   s = DotStep(dot->x[i * dot->ldx + t], value(r0 + j, c0 + t), s)
+  // (one fused multiply-add: kernels/matmul.h AccumulateDotRows's order and
+  // layout, so the same bits). With `columns`, the view's columns are the
+  // weight's rows (an ONNX MatMul's [K, N] B) and the sums lie as
+  // AccumulateDotCols's: for view column j < c1 - c0 and view row
+  // t < r1 - r0 (in order),
+  //   s = dot->sums[(i * 16 + t % 16) * (c1 - c0) + j]
+  //   s = DotStep(dot->x[i * dot->ldx + t], value(r0 + t, c0 + j), s).
   // The kernels that cannot (every other layout, target or tile shape)
   // ignore it and write the tile as without, leaving *dot->done as it was.
   struct Dot {

@@ -6,12 +6,14 @@
 // to float32), X is widened exactly to float32, and
 //   y[m, n] = Dot(x[m, :], w[n, :]) (+ bias[n], one more rounding)
 // with Dot the fixed-order float32 dot product of kernels/matmul.h (16
-// partial sums, each product rounded, no FMA, then a fixed halving sum),
-// rounded once more to Y's type when it is float16 / bfloat16. The bits are
-// the same for every thread count and on every SIMD target.
+// partial sums, each step one fused multiply-add, then a fixed halving
+// sum), rounded once more to Y's type when it is float16 / bfloat16. The
+// bits are the same for every thread count and on every SIMD target
+// (targets without a fused multiply-add compute it in scalar code).
 // Against an exact dot product the error is at most
 // gamma(ceil(K / 16) + 4) * sum_k |x[m, k] w[n, k]|, gamma(j) = j u / (1 - j u),
-// u = 2^-24: each partial sum adds ceil(K / 16) products, then 4 halvings.
+// u = 2^-24: each partial sum adds ceil(K / 16) products (one rounding
+// each), then 4 halvings.
 //
 // How: each thread takes blocks of output features, dequantizes the block's
 // weight rows into a float32 tile of 256 / 512 KiB with RunTile (its cache)

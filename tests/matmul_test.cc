@@ -70,6 +70,91 @@ TEST_CASE("DotRows: every target gives the reference's bits (k around 16-lane bo
   CHECK(y == ReduceDotLanes(p));
 }
 
+TEST_CASE("DotRows: each step is one fused multiply-add, on every target") {
+  // Lane 0 gets a[0] * b[0] = -(1 + 2^-11), exact, then a[16] * b[16] =
+  // (1 + 2^-12)^2 = 1 + 2^-11 + 2^-24. Fused, the second step is exact and
+  // leaves 2^-24; with the product rounded first (to 1 + 2^-11: a tie, to
+  // even) it would leave 0.
+  TargetReset reset;
+  const float e = 1.0f + 0x1p-12f;
+  std::vector<float> a(32, 0.0f), b(32, 0.0f);  // (in the vector part)
+  a[0] = -1.0f, b[0] = 1.0f + 0x1p-11f;
+  a[16] = e, b[16] = e;
+  float y = -1;
+  DotRowsReference(a.data(), 1, 32, b.data(), 1, 32, 32, &y, 1);
+  CHECK(y == 0x1p-24f);
+  for (const int64_t t : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(t);
+    float got = -1;
+    DotRows(a.data(), 1, 32, b.data(), 1, 32, 32, &got, 1);
+    CHECK_MESSAGE(got == 0x1p-24f, hwy::TargetName(t));
+  }
+}
+
+TEST_CASE("DotRows: fused steps past float32 ties, every target == std::fma") {
+  // Row i of X holds c_i at element 0 and a_i at element 16 (of K = 32:
+  // both in every target's vectors; of K = 17: element 16 in its scalar
+  // tail); W's row holds 1 and q = 1 - 2^-12 + 2^-24: lane 0 gets c_i,
+  // then fma(a_i, q, c_i), the other lanes +0, so y_i = fma(a_i, q, c_i).
+  // With a_i = (1 + 2^-12) 2^(e - 24) or minus half that,
+  // (1 + 2^-12) q = 1 + 2^-36 puts the exact sum 2^-36 of a half-unit past
+  // a float32 tie above or below c_i = 2^e: a sum rounded to float64 first
+  // lands on the tie (what SSE4's float64 steps must round to odd). Then
+  // random operands and cancellations.
+  TargetReset reset;
+  const float q = 1.0f - 0x1p-12f + 0x1p-24f;
+  for (const int64_t k : {32, 17}) {
+    const auto ku = static_cast<size_t>(k);
+    std::vector<float> xs;
+    for (const float sign : {1.0f, -1.0f}) {
+      for (int e = -100; e < 100; e += 9) {
+        const float c = sign * std::ldexp(1.0f, e);
+        const float a = sign * std::ldexp(1.0f + 0x1p-12f, e - 24);
+        for (const float a16 : {a, -a / 2}) {  // past the tie above c, below it
+          std::vector<float> row(ku, 0.0f);
+          row[0] = c, row[16] = a16;
+          xs.insert(xs.end(), row.begin(), row.end());
+        }
+      }
+    }
+    const auto rows = static_cast<int64_t>(xs.size() / ku);
+    std::vector<float> wrow(ku, 0.0f), tie_want(static_cast<size_t>(rows));
+    wrow[0] = 1.0f, wrow[16] = q;
+    for (size_t i = 0; i < tie_want.size(); ++i)
+      tie_want[i] = std::fma(xs[i * ku + 16], q, xs[i * ku]);
+    for (const int64_t t : hwy::SupportedAndGeneratedTargets()) {
+      hwy::SetSupportedTargetsForTest(t);
+      std::vector<float> got(tie_want.size(), -1.0f);
+      DotRows(xs.data(), rows, k, wrow.data(), 1, k, k, got.data(), 1);
+      CHECK_MESSAGE(std::memcmp(got.data(), tie_want.data(), got.size() * 4) == 0,
+                    hwy::TargetName(t) << " k=" << k);
+    }
+    hwy::SetSupportedTargetsForTest(0);
+  }
+  // Random operands of random magnitudes, some cancelling the rounded product.
+  const int64_t m = 4000;
+  std::vector<float> x(static_cast<size_t>(m * 32)), w(32), expect(static_cast<size_t>(m));
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  std::uniform_int_distribution<int> exponent(-70, 60);
+  for (auto& v : w) v = std::ldexp(normal(rng), exponent(rng));
+  for (int64_t i = 0; i < m; ++i) {
+    float* row = x.data() + i * 32;
+    for (int j = 0; j < 32; ++j) row[j] = std::ldexp(normal(rng), exponent(rng));
+    if (i % 3 == 0) row[0] = -(row[16] * w[16]) / w[0];  // near-cancellation
+    float p[kDotLanes] = {};
+    for (int j = 0; j < 32; ++j)
+      p[j % kDotLanes] = std::fma(row[j], w[static_cast<size_t>(j)], p[j % kDotLanes]);
+    expect[static_cast<size_t>(i)] = ReduceDotLanes(p);
+  }
+  for (const int64_t t : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(t);
+    std::vector<float> got(expect.size(), -1.0f);
+    DotRows(x.data(), m, 32, w.data(), 1, 32, 32, got.data(), 1);
+    CHECK_MESSAGE(std::memcmp(got.data(), expect.data(), got.size() * 4) == 0, hwy::TargetName(t));
+  }
+}
+
 TEST_CASE("AccumulateDotRows: chunks of K at multiples of 16, then FinishDotRows == DotRows") {
   TargetReset reset;
   hwy::SetSupportedTargetsForTest(0);

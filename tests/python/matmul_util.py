@@ -1,10 +1,32 @@
 """nibble's matmul checked against a numpy model of its documented order
-(kernels/matmul.h): 16 partial sums of float32 products, each product
-rounded, then a halving sum. Shared by the Python tests: test_matmul.py
-and the producers' tests (every checkpoint layout they build)."""
+(kernels/matmul.h): 16 partial sums, each step a float32 fused multiply-add
+(one rounding), then a halving sum. Shared by the Python tests:
+test_matmul.py and the producers' tests (every checkpoint layout they
+build)."""
 import numpy as np
 
 LANES = 16  # kernels/matmul.h kDotLanes
+
+
+def fma32(a, b, c):
+    """float32 a * b + c rounded once (IEEE fusedMultiplyAdd), elementwise,
+    broadcasting. numpy has no fma: a * b is exact in float64 (24 + 24
+    bits), the sum is rounded to float64 and then to float32; two roundings
+    can differ from one only where the first lands on a float32 tie, so the
+    float64 sum is rounded to odd first (its exact error by TwoSum: where it
+    is inexact, the neighbour on the exact value's side with an odd last bit),
+    which makes the second rounding the correct one."""
+    with np.errstate(all="ignore"):
+        p = np.asarray(a, np.float64) * np.asarray(b, np.float64)
+        c = np.asarray(c, np.float64)
+        s = p + c
+        bb = s - p
+        e = (p - (s - bb)) + (c - bb)  # s + e == p + c exactly (TwoSum)
+        inexact = (e != 0) & np.isfinite(e)
+        bits = s.view(np.int64)
+        # toward zero where the exact value is nearer zero than s, then odd
+        bits = (bits - (inexact & ((e < 0) != (s < 0)))) | inexact
+        return bits.view(np.float64).astype(np.float32)
 
 
 def dot_ref(x, w):
@@ -18,7 +40,8 @@ def dot_ref(x, w):
     p = np.zeros((m, w.shape[0], LANES), np.float32)
     with np.errstate(all="ignore"):  # (random blocks may hold inf / NaN scales)
         for c in range(kp // LANES):
-            p += xp[:, None, c * LANES:(c + 1) * LANES] * wp[None, :, c * LANES:(c + 1) * LANES]
+            p = fma32(xp[:, None, c * LANES:(c + 1) * LANES], wp[None, :, c * LANES:(c + 1) * LANES],
+                      p)
         h = LANES // 2
         while h >= 1:
             p[..., :h] = p[..., :h] + p[..., h:2 * h]

@@ -5,7 +5,9 @@ block type ggml defines (a GGUF of random blocks: the i-quants, TQ1_0,
 MXFP4, NVFP4, Q1_0 / Q2_0 too), on ONNX Runtime's MatMulNBits (the [K, N]
 operand: weight='in_out'), and Dequantizer.matmul on PMX / ONNX requests,
 equal bit for bit to a numpy reference of the documented order (16 partial
-sums of float32 products, then a halving sum; tests/python/matmul_util.py)
+sums, each step a fused multiply-add, then a halving sum;
+tests/python/matmul_util.py, whose fused multiply-add is checked here
+against the C library's fmaf)
 on the dequantized weight; the same bits for 1, 2 and 3 threads; within the
 stated error bound of a float64 dot product; bias, X in bfloat16, Y in X's
 type; the BLAS prefill path (gemm="blas") within its bound and the same for
@@ -30,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gguf_util import GGML_BLOCK_TYPES, write_gguf  # noqa: E402
 from interrupt_util import ctrl_c_stops  # noqa: E402
 from matmul_util import (blas_mismatches, dot_ref, expert_matmul_mismatches,  # noqa: E402
-                         matmul_mismatches, same_bits)
+                         fma32, matmul_mismatches, same_bits)
 from packing_util import pack_cols, pack_rows  # noqa: E402
 from safetensors_util import bf16_bits, bf16_value, write_st  # noqa: E402
 
@@ -50,6 +52,58 @@ def check(name, cond, detail=""):
 rng = np.random.default_rng(50)
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
+
+
+def fmaf_cases():
+    """Operands where one rounding and two differ: products one bit past
+    float32 (1 + u)^2 against their rounded value; sums 2^-36 past a
+    float32 tie on either side, which a float64 sum rounds onto the tie
+    (the model's round to odd); cancellations; random magnitudes;
+    subnormal, infinite and NaN results."""
+    cases = []
+    u = np.float32(2.0 ** -12)
+    t = np.float32(1 - 2.0 ** -12 + 2.0 ** -24)  # (1 + u) * t = 1 + 2^-36
+    for s in (1, -1):
+        for e in range(-100, 100, 9):
+            c = np.float32(s * 2.0 ** e)
+            a = np.float32(s * (1 + u) * 2.0 ** (e - 24))  # past the tie above c
+            cases += [(a, t, c), (np.float32(a / 2), -t, c)]  # and below it
+    for s in (1, -1):
+        for e in range(-140, 60, 7):
+            a = np.float32(s * (1 + u) * 2.0 ** e)
+            cases += [(a, np.float32(1 + u), -np.float32(a * np.float32(1 + u))),
+                      (a, np.float32(1 - u), np.float32(-a)), (a, a, np.float32(2.0 ** (2 * e)))]
+    r = np.random.default_rng(7)
+    m = r.standard_normal((3, 20000)).astype(np.float32)
+    m *= (2.0 ** r.integers(-60, 60, m.shape)).astype(np.float32)
+    m[2, :5000] = -(m[0, :5000] * m[1, :5000])  # cancel the rounded product
+    cases += list(zip(*m))
+    cases += [(np.float32(x), np.float32(y), np.float32(z)) for x, y, z in
+              ((1e-30, 1e-10, 0.0), (1e-20, 1e-20, 1e-45), (3e38, 10.0, -3e38),
+               (np.inf, 0.0, 1.0), (np.inf, 1.0, -np.inf), (np.nan, 1.0, 1.0), (-0.0, 1.0, 0.0),
+               (0.0, 1.0, -0.0), (-0.0, 0.0, -0.0))]
+    return [np.array(v, np.float32) for v in zip(*cases)]
+
+
+try:
+    import ctypes
+    libm = ctypes.CDLL("libm.so.6")
+    libm.fmaf.restype = ctypes.c_float
+    libm.fmaf.argtypes = [ctypes.c_float] * 3
+except OSError:
+    libm = None
+if libm is not None:
+    a, b, c = fmaf_cases()
+    want = np.array([libm.fmaf(x, y, z) for x, y, z in zip(a.tolist(), b.tolist(), c.tolist())],
+                    np.float32)
+    got = fma32(a, b, c)
+    with np.errstate(all="ignore"):
+        unfused = a * b + c
+    check("the model's fma32 == the C library's fmaf (%d cases)" % len(a), same_bits(got, want),
+          np.flatnonzero(~((got.view(np.uint32) == want.view(np.uint32)) |
+                           (np.isnan(got) & np.isnan(want))))[:5])
+    check("the fmaf cases include products rounded differently than fused",
+          not same_bits(unfused, want))
 
 # compressed-tensors (asymmetric, act-order) and GPTQ act-order folders.
 N, K, G = 48, 256, 32
