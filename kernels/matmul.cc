@@ -15,28 +15,6 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 #if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
-// DotStep in the kernels' scalar tails, inline: the target's fused
-// multiply-add on one lane, or without one DotStepV's float64 steps (a call
-// to the C library's fmaf would leave the kernel, and without FMA hardware
-// run in software).
-HWY_INLINE float DotStepS(float a, float b, float c) {
-#if HWY_NATIVE_FMA
-  const hn::CappedTag<float, 1> d1;
-  return hn::GetLane(hn::MulAdd(hn::Set(d1, a), hn::Set(d1, b), hn::Set(d1, c)));
-#else
-  const double p = static_cast<double>(a) * static_cast<double>(b), cz = c, s = p + cz;
-  const double bb = s - p, e = (p - (s - bb)) + (cz - bb);
-  if (e == 0 || !(e - e == 0)) return static_cast<float>(s);
-  uint64_t bits;
-  std::memcpy(&bits, &s, sizeof bits);
-  if ((e < 0) != (s < 0)) --bits;  // (s != 0: p + c == 0 is exact)
-  bits |= 1;
-  double odd;
-  std::memcpy(&odd, &bits, sizeof odd);
-  return static_cast<float>(odd);
-#endif
-}
-
 // DotStep on vectors: a * b + c rounded once per lane. Where the target
 // has no fused multiply-add (SSE4), exactly as one: a * b is exact in
 // float64 and so is TwoSum's error e of s = a * b + c there; s is then
@@ -71,6 +49,14 @@ HWY_INLINE hn::Vec<D> DotStepV(D d, hn::Vec<D> a, hn::Vec<D> b, hn::Vec<D> c) {
   return hn::Combine(d, half(hn::UpperHalf(dh, a), hn::UpperHalf(dh, b), hn::UpperHalf(dh, c)),
                      half(hn::LowerHalf(dh, a), hn::LowerHalf(dh, b), hn::LowerHalf(dh, c)));
 #endif
+}
+
+// DotStep in the kernels' scalar tails, inline: DotStepV on one vector (a
+// call to the C library's fmaf would leave the kernel, and without FMA
+// hardware run in software).
+HWY_INLINE float DotStepS(float a, float b, float c) {
+  const hn::FixedTag<float, 4> d;
+  return hn::GetLane(DotStepV(d, hn::Set(d, a), hn::Set(d, b), hn::Set(d, c)));
 }
 
 // The partial sums of the MB x NB dot products of rows a, a + lda, ... of
