@@ -4,17 +4,34 @@
 #ifndef NIBBLE_KERNELS_MATMUL_H_
 #define NIBBLE_KERNELS_MATMUL_H_
 
-#include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace nibble {
 
 // Partial sums of one dot product.
 inline constexpr int kDotLanes = 16;
 
-// One step of a partial sum: a * b + p with one rounding (IEEE fusedMultiplyAdd,
-// as every SIMD target's fused multiply-add computes it).
-inline float DotStep(float a, float b, float p) { return std::fma(a, b, p); }
+// One step of a partial sum: a * b + p with one rounding (IEEE
+// fusedMultiplyAdd, as every SIMD target's fused multiply-add computes it,
+// == std::fma). Computed here without the C library's fmaf, which is
+// slow in software where the CPU has no FMA (and in glibc 2.36 even where
+// it has): a * b is exact in float64, TwoSum gives the float64 sum's exact
+// error e, the sum is rounded to odd (where e != 0, the neighbour on e's
+// side with an odd last bit), and that rounds to float32 as the exact sum
+// does (kernels/matmul.cc DotStepV: the same steps in vectors).
+inline float DotStep(float a, float b, float p) {
+  const double x = static_cast<double>(a) * static_cast<double>(b), c = p, s = x + c;
+  const double bb = s - x, e = (x - (s - bb)) + (c - bb);
+  if (e == 0 || e - e != 0) return static_cast<float>(s);  // exact, or not finite
+  uint64_t bits;
+  std::memcpy(&bits, &s, sizeof bits);
+  if ((e < 0) != (s < 0)) --bits;  // toward zero (s != 0: x + c == 0 is exact)
+  bits |= 1;
+  double odd;
+  std::memcpy(&odd, &bits, sizeof odd);
+  return static_cast<float>(odd);
+}
 
 // y[i * ldy + j] = Dot(x + i * ldx, w + j * ldw, k) for i < m, j < n, where
 // Dot(a, b, k) is exactly, on every target:
@@ -27,7 +44,7 @@ inline float DotStep(float a, float b, float p) { return std::fma(a, b, p); }
 // registers, each loaded vector serving 4 products. SSE4, which has no
 // fused multiply-add, computes each step exactly in float64 (rounded to
 // odd, then to float32: the same bits, slower); the scalar target runs the
-// scalar definition (std::fma).
+// scalar definition (DotStep).
 // Single-threaded, no allocation, no validation; y does not overlap x or w.
 void DotRows(const float* x, int64_t m, int64_t ldx, const float* w, int64_t n, int64_t ldw,
              int64_t k, float* y, int64_t ldy);
