@@ -282,7 +282,7 @@ struct HasLoadDot : std::false_type {};
 template <class L>
 struct HasLoadDot<L, std::void_t<decltype(&L::LoadDot)>> : std::true_type {};
 
-#if HWY_TARGET <= HWY_AVX3
+#if HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_AVX2
 // Loader L's kDotOrder where it has LoadDot, else element order.
 constexpr int32_t kDotOrderIdentity[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 template <class L>
@@ -1092,16 +1092,25 @@ class RowKernel {
     ScalarRange(k, k1, out + (k - k0) * kOutBytes);
   }
 
-#if HWY_TARGET <= HWY_AVX3
+#if HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_AVX2
   // --- The fused dot (Plan::dot; DotUnits below) ---------------------------
-  // Whether DotUnits can give elements [k0, k1) of this row: codes looked
-  // up in the group's table (kTable) or whole codes (L::kWholeCodes: the
-  // contract's arithmetic), whole units from a loadable k0, no unit across
-  // a group boundary.
+  // Whether the fused dot takes this layout. AVX-512: codes looked up in
+  // the group's table (kTable) or whole codes (L::kWholeCodes) by the
+  // contract's arithmetic. AVX2 (kArithDot): 4-bit and whole codes of the
+  // row layouts by the contract's arithmetic (UnitValues; 16-entry tables
+  // take two permutes and a blend there: no kTable); the ggml block
+  // layouts keep their tiles (Q4_0 / Q4_K / IQ4_NL measured 0.88-0.95x
+  // fused, Q8_0 0.87-0.90x at K = 14336: their tile kernels decode more
+  // cheaply than Load and Arith).
+  static constexpr bool kArithDot =
+      HWY_TARGET == HWY_AVX2 && !L::kBlockParams && (L::kNibbles || L::kWholeCodes);
+  static constexpr bool kDots = HWY_TARGET == HWY_AVX2 ? kArithDot : kTable || L::kWholeCodes;
+  // Whether DotUnits can give elements [k0, k1) of this row (kDots): whole
+  // units from a loadable k0, no unit across a group boundary.
   bool CanDot(int64_t k0, int64_t k1) const {
     constexpr int64_t kUnit = 2 * static_cast<int64_t>(hn::MaxLanes(DF()));
-    return (kTable || L::kWholeCodes) && !job_.per_element && k0 % kUnit == 0 &&
-           (k1 - k0) % kUnit == 0 && (job_.step == 0 || job_.group % kUnit == 0) &&
+    return kDots && !job_.per_element && k0 % kUnit == 0 && (k1 - k0) % kUnit == 0 &&
+           (job_.step == 0 || job_.group % kUnit == 0) &&
            (k0 + L::Phase(job_.code)) % L::Align() == 0 && kUnit % L::Align() == 0;
   }
   // A group's state for UnitValues: its table (kTable) or its parameters.
@@ -1153,10 +1162,16 @@ class RowKernel {
       lo = L::Load(job_.code, k);
       hi = L::Load(job_.code, k + kN);
     }
+#if HWY_TARGET <= HWY_AVX3
     // (vpermps reads an index's low 4 bits: the raw codes' upper bits are
     // never looked at.)
     *v0 = VF{_mm512_permutexvar_ps(lo.raw, t.raw)};
     *v1 = VF{_mm512_permutexvar_ps(hi.raw, t.raw)};
+#else
+    (void)t;
+    (void)lo;
+    (void)hi;  // (unreachable: kTable is false here)
+#endif
   }
 #endif
 
@@ -2571,7 +2586,7 @@ struct BlockChunk<L, std::enable_if_t<L::kBlockParams>> {
   static constexpr int64_t kScratch = kSubs > 16 ? kSubs : 16;
 };
 
-#if HWY_TARGET <= HWY_AVX3
+#if HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_AVX2
 // Lines DotUnits fetches ahead while it runs (the next weight rows' codes
 // of the same columns): up to four byte ranges, spread evenly over its
 // units, so that the loop never waits on a full set of line fill buffers.
@@ -2604,8 +2619,9 @@ struct DotPrefetch {
 // (UnitValues: the values Run writes), then
 // for each row of X x0 * v0 and x1 * v1 added in that order, each a fused
 // multiply-add (DotStep) — lane l of a
-// vector is partial sum (k - k0 + l) % 16, so this is AccumulateDotRows's
-// order exactly. Where UnitValues gives its values in the loader's
+// vector is partial sum (k - k0 + l) % 16 (AVX2: of a unit's two vectors of
+// 8, the first adds to sums 0-7 and the second to 8-15), so this is
+// AccumulateDotRows's order exactly. Where UnitValues gives its values in the loader's
 // kDotOrder (K::kDotOrdered), X's vectors and the partial sums are permuted
 // the same way (lane l then holds partial sum kDotOrder[l]: the same additions in
 // the same order, so the same bits). kRows weight rows interleaved: each
@@ -2616,16 +2632,21 @@ HWY_INLINE void DotUnits(const K* ks, int64_t k0, int64_t k1, const float* x, in
   const KernelTag df;
   using VF = hn::Vec<KernelTag>;
   constexpr int64_t kN = static_cast<int64_t>(hn::MaxLanes(KernelTag()));
-  static_assert(kN == 16, "one vector of partial sums per product");
+  // Vectors of a product's 16 partial sums: one (AVX-512), or two (AVX2:
+  // a unit's first vector of values to sums 0-7, its second to 8-15).
+  constexpr int kS = static_cast<int>(16 / kN);
+  static_assert(kN * kS == 16, "16 partial sums per product");
   const hn::RebindToSigned<KernelTag> di;
   const int32_t* const dot_order = DotOrderOf<typename K::Loader>();
   const auto order = hn::IndicesFromVec(df, hn::LoadU(di, dot_order));
   // v's 16 values (element order) in kDotOrder where K::kDotOrdered: lane l
   // from lane kDotOrder[l].
   auto in = [&](VF v) HWY_ATTR { return K::kDotOrdered ? hn::TableLookupLanes(v, order) : v; };
-  VF acc[kM][kRows];
+  VF acc[kM][kRows][kS];
   for (int i = 0; i < kM; ++i) {
-    for (int r = 0; r < kRows; ++r) acc[i][r] = in(hn::LoadU(df, p + i * ldp + r * kN));
+    for (int r = 0; r < kRows; ++r) {
+      for (int j = 0; j < kS; ++j) acc[i][r][j] = in(hn::LoadU(df, p + i * ldp + r * 16 + j * kN));
+    }
   }
   // The groups' parameter indices step along (no division per group: the
   // groups of ggml's blocks are one unit long).
@@ -2659,8 +2680,8 @@ HWY_INLINE void DotUnits(const K* ks, int64_t k0, int64_t k1, const float* x, in
       }
       for (int r = 0; r < kRows; ++r) {
         for (int i = 0; i < kM; ++i) {
-          acc[i][r] = hn::MulAdd(x0[i], v0[r], acc[i][r]);  // DotStep
-          acc[i][r] = hn::MulAdd(x1[i], v1[r], acc[i][r]);
+          acc[i][r][0] = hn::MulAdd(x0[i], v0[r], acc[i][r][0]);  // DotStep
+          acc[i][r][kS - 1] = hn::MulAdd(x1[i], v1[r], acc[i][r][kS - 1]);
         }
       }
     }
@@ -2672,12 +2693,14 @@ HWY_INLINE void DotUnits(const K* ks, int64_t k0, int64_t k1, const float* x, in
     const auto out = hn::IndicesFromVec(df, hn::Load(di, back));
     for (int i = 0; i < kM; ++i) {
       for (int r = 0; r < kRows; ++r) {
-        hn::StoreU(hn::TableLookupLanes(acc[i][r], out), df, p + i * ldp + r * kN);
+        hn::StoreU(hn::TableLookupLanes(acc[i][r][0], out), df, p + i * ldp + r * 16);
       }
     }
   } else {
     for (int i = 0; i < kM; ++i) {
-      for (int r = 0; r < kRows; ++r) hn::StoreU(acc[i][r], df, p + i * ldp + r * kN);
+      for (int r = 0; r < kRows; ++r) {
+        for (int j = 0; j < kS; ++j) hn::StoreU(acc[i][r][j], df, p + i * ldp + r * 16 + j * kN);
+      }
     }
   }
 }
@@ -3016,9 +3039,8 @@ void RunRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1, v
       kernel.Run(ca, cb, y, stream);
     }
   };
-#if HWY_TARGET <= HWY_AVX3
-  if constexpr (kOut == OutType::kF32 &&
-                (RowKernel<L, kCode, kZp, kOut>::kTable || L::kWholeCodes) &&
+#if HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_AVX2
+  if constexpr (kOut == OutType::kF32 && RowKernel<L, kCode, kZp, kOut>::kDots &&
                 !std::is_same_v<L, AwqColumns> &&
                 !std::is_same_v<L, GptqColumns>) {  // (the columns: ColumnsDot)
     if (plan.dot != nullptr && FusedDot<L, kCode, kZp>(plan, r0, r1, c0, c1, chunk_job, row_job)) {

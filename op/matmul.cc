@@ -331,8 +331,9 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // byte / 16-bit codes (int8, FP8) by arithmetic at M = 1 only; GPTQ /
   // AWQ [N, K] words, act-order too, at M = 1 only, by columns of 16 rows
   // (kernels/dequantize_columns.cc ColumnsDot: 16 partial sums per row
-  // take 16 registers per strip, so one row of X); rows whose K is a
-  // multiple of 32). Asked on the first row's first 256 values; a tile the
+  // take 16 registers per strip, so one row of X); AVX2: the row layouts'
+  // 4-bit and whole byte / 16-bit codes by arithmetic at M = 1 only; rows
+  // whose K is a multiple of 32). Asked on the first row's first 256 values; a tile the
   // kernels decline later is written and multiplied as below. Tiles of 64
   // rows (the columns: 256, ColumnsDot's blocks) x the whole of K (the
   // kernels fetch ahead while they run; at 4096 x 14336, M = 1 / 4, whole

@@ -353,8 +353,18 @@ if torch is not None:
             check("torch refused: " + label, False)
         except (ValueError, TypeError) as e:
             check("torch refused: " + label, needle in str(e), e)
+# numpy X and bias as torch's: a strided view is copied, not refused; a
+# list goes through np.asarray (float64 there: refused by its type).
+xs = rng.standard_normal((96, 5)).astype(np.float32).T
+bs = rng.standard_normal(128).astype(np.float32)[::2]
+check("numpy: a transposed X and a strided bias, the contiguous copies' bits",
+      not xs.flags.c_contiguous and same_bits(
+          d.matmul(xs, bs), d.matmul(np.ascontiguousarray(xs), np.ascontiguousarray(bs))))
+check("numpy: a column slice of X", same_bits(
+    d.matmul(np.ones((3, 192), np.float32)[:, ::2]), d.matmul(np.ones((3, 96), np.float32))))
 float_ck = nibble.open(os.path.join(ck_dir, "model.gguf"))
 for label, fn, needle in [
+        ("a list X (float64)", lambda: d.matmul(np.ones((2, 96)).tolist()), "X must be float32"),
         ("K mismatch", lambda: d.matmul(rng.standard_normal((2, 95)).astype(np.float32)),
          "must end in K = 96"),
         ("integer X", lambda: d.matmul(np.ones((2, 96), np.int32)), "X must be float32"),

@@ -298,9 +298,14 @@ class Checkpoint:
 def _matmul_operand(t, what):
     """Matmul operand t as the extension takes it: (numpy array, its
     x_dtype spelling or None, the torch module when t was a torch tensor).
-    A CPU torch tensor is used in place when contiguous (bfloat16 as its
-    uint16 bits); another device is refused by name."""
+    A CPU torch tensor or a numpy array is used in place when C-contiguous
+    and copied when not (X is the small operand: a strided view such as
+    x.T or x[:, ::2] is not refused); a torch tensor's bfloat16 as its
+    uint16 bits; another device is refused by name. Other array-likes
+    (lists) go through np.asarray, so a wrong element type is refused by
+    its name. The element type is never converted."""
     import sys
+    import numpy as np
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(t, torch.Tensor):
         if t.device.type != "cpu":
@@ -310,7 +315,7 @@ def _matmul_operand(t, what):
         if t.dtype == torch.bfloat16:
             return t.view(torch.int16).numpy().view("uint16"), "bfloat16", torch
         return t.numpy(), None, torch
-    return t, None, None
+    return np.ascontiguousarray(t), None, None
 
 
 _extension_matmul = Dequantizer.matmul
@@ -336,8 +341,9 @@ def _dequantizer_matmul(self, x, bias=None, *, weight="out_in", threads=0, out_d
 
 _dequantizer_matmul.__doc__ = (_extension_matmul.__doc__ or "") + """
 
-x and bias may also be CPU torch tensors (float32 / float16 / bfloat16; used
-in place when contiguous): y is then a torch tensor (torch.bfloat16 for a
+x and bias: numpy arrays or CPU torch tensors (float32 / float16 /
+bfloat16), used in place when C-contiguous and copied when not (a view such
+as x.T works); for a torch x, y is a torch tensor (torch.bfloat16 for a
 bfloat16 Y)."""
 Dequantizer.matmul = _dequantizer_matmul
 
