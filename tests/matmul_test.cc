@@ -2,8 +2,10 @@
 // MatMul over PMX layouts (quant axis 0 and 1, int4 x4 / x8, int8, zero
 // points, float16 / bfloat16 weights and activations, bias, both weight
 // orientations) equal to the reference dot of the dequantized weight, for
-// every thread count; the BLAS prefill path (Gemm::kBlas) within its
-// bound and the same for every thread count; bad input refused by name.
+// every thread count, and at M = 1 and 2 on every compiled target (the
+// fused dot of AVX-512 and AVX2 and the tiles); the BLAS prefill path
+// (Gemm::kBlas) within its bound and the same for every thread count; bad
+// input refused by name.
 #include "kernels/matmul.h"
 
 #include <algorithm>
@@ -54,8 +56,8 @@ TEST_CASE("DotRows: every target gives the reference's bits (k around 16-lane bo
       hwy::SetSupportedTargetsForTest(t);
       std::fill(got.begin(), got.end(), -1.0f);
       DotRows(x.data(), m, k, w.data(), n, k, k, got.data(), n);
-      CHECK_MESSAGE(std::memcmp(got.data(), want.data(), got.size() * 4) == 0, hwy::TargetName(t)
-                                                                                   << " k=" << k);
+      CHECK_MESSAGE(std::memcmp(got.data(), want.data(), got.size() * 4) == 0,
+                    std::string(hwy::TargetName(t)) << " k=" << k);
     }
     hwy::SetSupportedTargetsForTest(0);
   }
@@ -87,7 +89,7 @@ TEST_CASE("DotRows: each step is one fused multiply-add, on every target") {
     hwy::SetSupportedTargetsForTest(t);
     float got = -1;
     DotRows(a.data(), 1, 32, b.data(), 1, 32, 32, &got, 1);
-    CHECK_MESSAGE(got == 0x1p-24f, hwy::TargetName(t));
+    CHECK_MESSAGE(got == 0x1p-24f, std::string(hwy::TargetName(t)));
   }
 }
 
@@ -127,7 +129,7 @@ TEST_CASE("DotRows: fused steps past float32 ties, every target == std::fma") {
       std::vector<float> got(tie_want.size(), -1.0f);
       DotRows(xs.data(), rows, k, wrow.data(), 1, k, k, got.data(), 1);
       CHECK_MESSAGE(std::memcmp(got.data(), tie_want.data(), got.size() * 4) == 0,
-                    hwy::TargetName(t) << " k=" << k);
+                    std::string(hwy::TargetName(t)) << " k=" << k);
     }
     hwy::SetSupportedTargetsForTest(0);
   }
@@ -151,7 +153,8 @@ TEST_CASE("DotRows: fused steps past float32 ties, every target == std::fma") {
     hwy::SetSupportedTargetsForTest(t);
     std::vector<float> got(expect.size(), -1.0f);
     DotRows(x.data(), m, 32, w.data(), 1, 32, 32, got.data(), 1);
-    CHECK_MESSAGE(std::memcmp(got.data(), expect.data(), got.size() * 4) == 0, hwy::TargetName(t));
+    CHECK_MESSAGE(std::memcmp(got.data(), expect.data(), got.size() * 4) == 0,
+                  std::string(hwy::TargetName(t)));
   }
 }
 
@@ -174,7 +177,7 @@ TEST_CASE("AccumulateDotRows: chunks of K at multiples of 16, then FinishDotRows
       }
       FinishDotRows(p.data(), m, n, got.data(), n);
       CHECK_MESSAGE(std::memcmp(got.data(), want.data(), got.size() * 4) == 0,
-                    hwy::TargetName(t) << " chunk " << chunk);
+                    std::string(hwy::TargetName(t)) << " chunk " << chunk);
       std::fill(p.begin(), p.end(), 0.0f);
       AccumulateDotRowsReference(x.data(), m, k, w.data(), n, k, k, p.data());
       FinishDotRows(p.data(), m, n, got.data(), n);
@@ -215,7 +218,7 @@ TEST_CASE("AccumulateDotCols: W by columns, chunks of K, every target == DotRows
             }
             FinishDotCols(p.data(), m, n, got.data(), n);
             CHECK_MESSAGE(std::memcmp(got.data(), want.data(), got.size() * 4) == 0,
-                          hwy::TargetName(t)
+                          std::string(hwy::TargetName(t))
                               << " m=" << m << " n=" << n << " k=" << k << " chunk=" << chunk);
           }
           hwy::SetSupportedTargetsForTest(0);
@@ -270,7 +273,7 @@ std::unique_ptr<PreparedPmxCase> PreparePmxCase(const std::vector<float>& wf, in
   cfg.group_size = c.group;
   cfg.int4x8 = c.x8;
   auto q = QuantizePmx(wf.data(), {n, k}, cfg);
-  REQUIRE(q.ok());
+  REQUIRE_MESSAGE(q.ok(), q.status().message());
   auto p = std::make_unique<PreparedPmxCase>(PreparedPmxCase{std::move(*q), std::nullopt});
   TensorView zs;
   DequantizeOptions o;
@@ -352,6 +355,55 @@ TEST_CASE("MatMul on PMX layouts == the reference dot of the dequantized weight,
   }
 }
 
+// The fused dot (no tile: AVX-512 up to 8 rows of X, AVX2 one) and the
+// tiles it falls back to, on every compiled target: N past a tile of 64
+// rows, odd for int8 (a partial block of four weight rows; int4 packs N by
+// 4 or 8), K a multiple of 32 but not of 64, one and several threads.
+TEST_CASE("MatMul at M = 1 and 2 on every target == the reference (the fused dot too)") {
+  TargetReset reset;
+  hwy::SetSupportedTargetsForTest(0);
+  const auto targets = hwy::SupportedAndGeneratedTargets();
+  for (const auto& [n4, k] : {std::pair<int64_t, int64_t>{40, 96}, {136, 320}, {8, 1056}}) {
+    const PmxCase cases[] = {{4, QuantScheme::kSymmetric, 1, 32, false, DType::kFloat32},
+                             {4, QuantScheme::kAsymmetric, 1, 32, true, DType::kFloat32},
+                             {4, QuantScheme::kFloatZeroPoint, 1, 0, false, DType::kFloat32},
+                             {8, QuantScheme::kAsymmetric, 1, 32, false, DType::kFloat32},
+                             {4, QuantScheme::kSymmetric, 0, 8, false, DType::kFloat32}};
+    for (const PmxCase& c : cases) {
+      const int64_t n = c.bits == 8 ? n4 + 3 : n4;
+      CAPTURE(n);
+      CAPTURE(k);
+      CAPTURE(c.bits);
+      CAPTURE(static_cast<int>(c.scheme));
+      CAPTURE(c.axis);
+      const auto wf = Random(static_cast<size_t>(n * k), 11);
+      const auto prepared = PreparePmxCase(wf, n, k, c);
+      const Dequantizer& d = *prepared->d;
+      const auto w = WeightRows(d, false);
+      for (const int64_t m : {int64_t{1}, int64_t{2}}) {
+        const auto x = Random(static_cast<size_t>(m * k), 12);
+        std::vector<float> want(static_cast<size_t>(m * n));
+        DotRowsReference(x.data(), m, k, w.data(), n, k, k, want.data(), n);
+        TensorView xv{DType::kFloat32, {m, k}, x.data(), x.size() * 4};
+        for (const int64_t t : targets) {
+          hwy::SetSupportedTargetsForTest(t);
+          for (const int threads : {1, 3}) {
+            MatMulOptions mo;
+            mo.threads = threads;
+            std::vector<float> y(want.size(), -7.0f);
+            MutableTensorView yv{DType::kFloat32, {m, n}, y.data(), y.size() * 4};
+            const Status st = MatMul(d, xv, yv, nullptr, mo);
+            REQUIRE_MESSAGE(st.ok(), st.message());
+            CHECK_MESSAGE(std::memcmp(y.data(), want.data(), y.size() * 4) == 0,
+                          std::string(hwy::TargetName(t)) << " m " << m << " threads " << threads);
+          }
+        }
+        hwy::SetSupportedTargetsForTest(0);
+      }
+    }
+  }
+}
+
 TEST_CASE("MatMul on long rows (tiles of a chunk of K, partial sums kept) == the reference") {
   // K = 9000: a tile (128 KiB, 256 KiB from M = 64) holds fewer than 8
   // whole rows, so from M = 2 the matmul runs over chunks of K (on Intel
@@ -367,7 +419,7 @@ TEST_CASE("MatMul on long rows (tiles of a chunk of K, partial sums kept) == the
   cfg.quant_axis = 1;
   cfg.group_size = 100;
   auto q = QuantizePmx(wf.data(), {n, k}, cfg);
-  REQUIRE(q.ok());
+  REQUIRE_MESSAGE(q.ok(), q.status().message());
   TensorView zs;
   for (const DType out : {DType::kFloat32, DType::kFloat16}) {
     DequantizeOptions o;
@@ -391,7 +443,7 @@ TEST_CASE("MatMul on long rows (tiles of a chunk of K, partial sums kept) == the
           const Status st = MatMul(*d, xv, yv, nullptr, mo);
           REQUIRE_MESSAGE(st.ok(), st.message());
           CHECK_MESSAGE(std::memcmp(y.data(), want.data(), y.size() * 4) == 0,
-                        hwy::TargetName(t) << " m " << m << " threads " << threads);
+                        std::string(hwy::TargetName(t)) << " m " << m << " threads " << threads);
         }
       }
       hwy::SetSupportedTargetsForTest(0);
@@ -548,7 +600,7 @@ TEST_CASE("MatMul stops between tiles when its cancel callback says so") {
   QuantizeConfig cfg;
   cfg.group_size = 128;
   auto q = QuantizePmx(wf.data(), {n, k}, cfg);
-  REQUIRE(q.ok());
+  REQUIRE_MESSAGE(q.ok(), q.status().message());
   auto d = PreparePmx(q->attrs, q->x.view(), q->scale.view(), nullptr);
   REQUIRE(d.ok());
   const bool blas = BlasAvailable();
@@ -714,7 +766,7 @@ TEST_CASE("MatMul refuses bad input by name and writes nothing") {
   QuantizeConfig cfg;
   cfg.group_size = 32;
   auto q = QuantizePmx(wf.data(), {n, k}, cfg);
-  REQUIRE(q.ok());
+  REQUIRE_MESSAGE(q.ok(), q.status().message());
   auto d = PreparePmx(q->attrs, q->x.view(), q->scale.view(), nullptr);
   REQUIRE(d.ok());
   std::vector<float> x(static_cast<size_t>(2 * k), 1.0f), y(static_cast<size_t>(2 * n), -3.0f);
