@@ -687,6 +687,11 @@ Status DequantGgufToHf(const std::string& in, const std::string& out_dir,
   const GgufValue* av = gguf.Find("general.architecture");
   const std::string arch =
       av != nullptr && av->type == GgufValueType::kString ? av->s : std::string();
+  if (av == nullptr || av->type != GgufValueType::kString) {
+    return Status::Error(who +
+                         ": the file has no general.architecture string, so its model "
+                         "is not known; convert without --hf to keep the GGUF names");
+  }
   const HfArch* spec = FindHfArch(arch);
   if (spec == nullptr) {
     return Status::Error(who + ": architecture '" + EscapeBytes(arch) +

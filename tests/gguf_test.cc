@@ -845,6 +845,14 @@ TEST_CASE("dequant --hf: refusals leave nothing behind") {
         "--hf: architecture 'gpt2' is not mapped to Hugging Face names (llama, mistral, qwen2, "
         "qwen3, phi3, qwen2moe, qwen3moe, gpt-oss, gemma2, gemma3, deepseek2 are); convert without "
         "--hf to keep the GGUF names");
+  // No general.architecture at all: named as such.
+  GgufBuilder none;
+  none.Tensor("token_embd.weight", {4}, kF32, std::vector<uint8_t>(16, 0));
+  WriteText((dir / "none.gguf").string(), none.Bytes());
+  st = DequantCheckpoint((dir / "none.gguf").string(), (dir / "out").string(), o, &rep);
+  CHECK(st.message() ==
+        "--hf: the file has no general.architecture string, so its model is not known; convert "
+        "without --hf to keep the GGUF names");
   // A llama file with a tensor that has no HF name; an existing output.
   GgufBuilder l;
   l.KvString("general.architecture", "llama");
@@ -879,7 +887,7 @@ TEST_CASE("dequant --hf: refusals leave nothing behind") {
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     left.insert(e.path().filename().string());
   }
-  CHECK(left == std::set<std::string>{"gpt2.gguf", "l.gguf", "full"});
+  CHECK(left == std::set<std::string>{"gpt2.gguf", "none.gguf", "l.gguf", "full"});
   // An empty folder is a fine destination.
   std::filesystem::create_directory(dir / "empty");
   st = DequantCheckpoint((dir / "l.gguf").string(), (dir / "empty").string(), o, &rep);
