@@ -148,6 +148,11 @@ constexpr int32_t kDotOrder8Bytes[16] = {0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13,
 // holds element 8 (q % 2) + q / 2, lane 2q + 1 element 8 (q % 2) + q / 2 + 4
 // (a 4 x 4 transpose).
 constexpr int32_t kDotOrder16Bytes[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
+// 16 codes, one in each of 16 16-bit words, the 32 bytes broadcast to both
+// 256-bit halves (32-bit lane j of each: words 2j and 2j + 1) and the high
+// half shifted 16 bits further: lane l < 8 holds element 2l, lane 8 + l
+// element 2l + 1.
+constexpr int32_t kDotOrderWordPairs[16] = {0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15};
 #endif
 
 // Shift of the nibble of element k % 8 of a word, repeated so that
@@ -457,10 +462,33 @@ struct DenseHalves : LoaderTypes {
   }
 };
 
+// PmxWords<16>'s LoadDot (AVX-512): the unit's 32 words as two 32-byte
+// broadcasts (loads, no widening on the shuffle port, which the dot's
+// permutes keep busy) and one variable shift each, in kDotOrderWordPairs
+// (over a widening load and a shift per 16 codes: the matmul at M = 4
+// 1.11-1.19x, M = 1 1.0-1.19x, bench/results/2026-12-07-pmx-word-dot/).
+template <bool kOn>
+struct PmxWordDots {};
+#if HWY_TARGET <= HWY_AVX3
+template <>
+struct PmxWordDots<true> {
+  using VI = LoaderTypes::VI;
+  static constexpr const int32_t* kDotOrder = kDotOrderWordPairs;
+  static HWY_INLINE void LoadDot(const CodeRef& c, int64_t k, VI* lo, VI* hi) {
+    const __m512i shift =
+        _mm512_add_epi32(_mm512_set1_epi32(c.shift),
+                         _mm512_set_epi32(16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0));
+    const __m256i* p = reinterpret_cast<const __m256i*>(c.codes + 2 * k);
+    *lo = VI{_mm512_srlv_epi32(_mm512_broadcast_i64x4(_mm256_loadu_si256(p)), shift)};
+    *hi = VI{_mm512_srlv_epi32(_mm512_broadcast_i64x4(_mm256_loadu_si256(p + 1)), shift)};
+  }
+};
+#endif
+
 // --- kPmxWords: element k of the row in word k (16 or 32 bits), nibble at
 // `shift`.
 template <int kWordBits>
-struct PmxWords : LoaderTypes {
+struct PmxWords : LoaderTypes, PmxWordDots<kWordBits == 16> {
   static constexpr bool kNibbles = true;
   static constexpr int64_t Align() { return 1; }
   static CodeRef Row(const Plan& plan, int64_t r) {
