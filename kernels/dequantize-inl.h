@@ -2724,8 +2724,10 @@ HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
   if (!K::kTable && dot.m > 1) return false;
   const int64_t ldp = (r1 - r0) * 16;  // between rows of X's sums
   // Weight rows [r, r + rows) over [k0, k1) from their jobs, with every
-  // row of X: four at a time, the others one by one (the weight rows'
-  // codes are then in L1).
+  // row of X: four weight rows with four, then three or two rows of X at
+  // a time (each pass decodes the weight rows again: two or three rows
+  // one by one took as long as four together, Intel guest), one weight
+  // row with X row by row (its codes are then in L1).
   // pf: lines to fetch meanwhile (by the first pass over X's rows).
   auto rows_dot = [&](const RowJob* jobs, int64_t r, int64_t rows, int64_t k0, int64_t k1,
                       const DotPrefetch& pf) HWY_ATTR {
@@ -2734,10 +2736,19 @@ HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
       constexpr int kR = decltype(rows_c)::value;
       const float* const x = dot.x + (k0 - c0);
       int64_t i = 0;
-      if constexpr (kR == kRows) {  // (one weight row: X row by row)
+      if constexpr (kR == kRows && K::kTable) {  // (one weight row: X row by row)
         for (; i + 4 <= dot.m; i += 4) {
           DotUnits<kR, 4>(ks, k0, k1, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp,
                           i == 0 ? pf : DotPrefetch());
+        }
+        if (dot.m - i == 3) {
+          DotUnits<kR, 3>(ks, k0, k1, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp,
+                          i == 0 ? pf : DotPrefetch());
+          i += 3;
+        } else if (dot.m - i == 2) {
+          DotUnits<kR, 2>(ks, k0, k1, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp,
+                          i == 0 ? pf : DotPrefetch());
+          i += 2;
         }
       }
       for (; i < dot.m; ++i) {
