@@ -22,6 +22,7 @@
 #ifndef NIBBLE_KERNELS_PLAN_H_
 #define NIBBLE_KERNELS_PLAN_H_
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/codes.h"
@@ -155,6 +156,14 @@ struct Plan {
   int64_t cols() const { return inner == 1 ? axis : inner; }
   int64_t elements() const { return outer * axis * inner; }
 };
+
+// 1 + the largest group of plan.axis_group (not null) over elements [c0,
+// c1): the groups a tile there reads.
+inline int64_t MapGroups(const Plan& plan, int64_t c0, int64_t c1) {
+  int64_t groups = 0;
+  for (int64_t k = c0; k < c1; ++k) groups = std::max<int64_t>(groups, plan.axis_group[k] + 1);
+  return groups;
+}
 
 }  // namespace nibble
 

@@ -293,15 +293,14 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // / 88-91 / 441-473 ms; without the padding M = 16 26 ms against 15;
   // tiles 128 x 512 / 1024 x 128 / 256 x 256 within 1.3x of the chosen ones
   // at every M.
-  // W's rows as view columns at M = 1: the kernels' dot by columns where
+  // W's rows as view columns at M <= 8: the kernels' dot by columns where
   // they have one (ONNX int4 / uint4 [K, N] blocked along K: kernels/
-  // dequantize_columns.cc ColumnsDot), asked per block of 256 features
-  // over the whole of K (DequantizeDot); a block it declines takes the
-  // tiles below. Measured (Intel Xeon guest, 4096 x 4096 / 4096 x 14336,
-  // one thread, 2 rounds): 512 features x 128 of K per call 3.0-3.4 /
-  // 10.4-10.9 ms, 256 x 512 2.1-2.2 / 8.6-10.8, 1024 x 512 2.2-2.3 /
+  // dequantize_columns.cc ColumnsDot, all the rows of X in one pass), asked per block of 256
+  // features over the whole of K (DequantizeDot); a block it declines takes the tiles below.
+  // Measured (Intel Xeon guest, 4096 x 4096 / 4096 x 14336, one thread, 2 rounds): 512 features x
+  // 128 of K per call 3.0-3.4 / 10.4-10.9 ms, 256 x 512 2.1-2.2 / 8.6-10.8, 1024 x 512 2.2-2.3 /
   // 7.1-7.5, 256 x 4096 2.0-2.4 / 6.7-6.8.
-  const bool across_fused = !blas && !rows_are_features && m == 1 && wt == OutType::kF32 &&
+  const bool across_fused = !blas && !rows_are_features && m <= 8 && wt == OutType::kF32 &&
                             !w.plan().Staged() && ColumnsDotProbe(w, row_base, xf, k, n);
   const int64_t across_rows = across_fused ? 256 : m <= 2 ? 512 : m <= 4 ? 256 : 128;
   const int64_t across_chunk = (int64_t{64} << 10) / across_rows;
@@ -329,9 +328,8 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // in a group's table: PMX / ONNX / MatMulNBits int4, compressed-tensors,
   // bitsandbytes, GGUF Q4_0 / Q4_1 / Q4_K / IQ4_NL / IQ4_XS / MXFP4; whole
   // byte / 16-bit codes (int8, FP8) by arithmetic at M = 1 only; GPTQ /
-  // AWQ [N, K] words, act-order too, at M = 1 only, by columns of 16 rows
-  // (kernels/dequantize_columns.cc ColumnsDot: 16 partial sums per row
-  // take 16 registers per strip, so one row of X); AVX2: the row layouts'
+  // AWQ [N, K] words, act-order too, by columns of 16 rows, up to 8 rows
+  // of X in one pass (kernels/dequantize_columns.cc ColumnsDot); AVX2: the row layouts'
   // 4-bit and whole byte / 16-bit codes by arithmetic at M = 1 only; rows
   // whose K is a multiple of 32). Asked on the first row's first 256 values; a tile the
   // kernels decline later is written and multiplied as below. Tiles of 64
@@ -343,17 +341,17 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // docs/embedding.md.
   // 5 - 8 rows of X: the fused dot on groups of kFusedRows, each
   // decoding the block again (from the L2: 64 rows of packed codes), the
-  // same bits. Measured (Intel Xeon guest, one thread, 4096 x 4096,
+  // same bits (by columns: one pass). Measured (Intel Xeon guest, one thread, 4096 x 4096,
   // pmx-q1 / q4_0 / q4_k / ct / nf4): see bench/results/2026-12-01-blas-prefill/fused-8.txt.
   constexpr int64_t kFusedRows = 4, kFusedMaxRows = 8;
-  const bool fused = !blas && ((m <= kFusedMaxRows && !columns) || (m == 1 && columns)) &&
-                     !across && wt == OutType::kF32 && !w.plan().Staged() && k % 32 == 0 &&
+  const bool fused = !blas && m <= kFusedMaxRows && !across && wt == OutType::kF32 &&
+                     !w.plan().Staged() && k % 32 == 0 &&
                      FusedDotProbe(w, row_base, xf, std::min(m, kFusedRows), k);
   const bool l1_rows = !blas && !fused && !across && !columns && w.plan().axis_group == nullptr &&
                        m <= 4 && k > 8192 && CpuIsIntel();
-  // The word layouts and group maps at M = 1 decode by columns
-  // (DequantizeDot: the dot or nothing) in blocks of 256 rows over the
-  // whole of K; a block it declines takes tiles of 256 rows x 256 of K.
+  // The word layouts and group maps decode by columns (DequantizeDot:
+  // the dot or nothing) in blocks of 256 rows over the whole of K; a
+  // block it declines takes tiles of 256 rows x 256 of K.
   const bool columns_fused = fused && (columns || w.plan().axis_group != nullptr);
   const int64_t columns_chunk = 256;
   const int64_t chunk_rows = fused     ? (columns_fused ? 256 : 64)
@@ -374,7 +372,10 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
                         : chunked
                             ? std::max<int64_t>(256, chunk_tile / (4 * chunk_rows) / 256 * 256)
                             : k;
-  const int64_t m_block = fused ? std::min(m, kFusedRows) : chunked ? std::min(m, kChunkM) : m;
+  const int64_t m_block = columns_fused || across_fused ? std::min(m, kFusedMaxRows)
+                          : fused                       ? std::min(m, kFusedRows)
+                          : chunked                     ? std::min(m, kChunkM)
+                                                        : m;
   const int64_t blocks = (n + block - 1) / block;
   // Across: the tile's rows padded by a line (16 floats).
   const int64_t tile_ld = across ? block + 16 : chunk;

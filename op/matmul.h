@@ -27,7 +27,8 @@
 // decoding the weight's block again from the L2) on a layout whose kernels look
 // 4-bit codes up in a group's table (AVX-512: PMX / ONNX / MatMulNBits
 // int4, compressed-tensors, bitsandbytes, GGUF Q4_0 / Q4_1 / Q4_K / IQ4_NL
-// / IQ4_XS / MXFP4, and GPTQ [N, K] words at M = 1; AVX2: the same row
+// / IQ4_XS / MXFP4; GPTQ / AWQ [N, K] words and ONNX int4 [K, N] in one
+// pass of up to 8 rows of X; AVX2: the same row
 // layouts without the GGUF blocks, and int8 / FP8, at M = 1; K a multiple
 // of 32, float32 values): no tile at all —
 // the kernels decode in registers and accumulate (kernels/plan.h

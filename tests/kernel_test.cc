@@ -683,17 +683,17 @@ DotTile RandomDotTile(std::mt19937_64& rng, int64_t rows, int64_t cols, int64_t 
 // either fuse — the sums, from random starting values, == the reference
 // tile's AccumulateDotRowsReference with one row of random X — and write
 // nothing, or write the tile as without (== the reference) and leave the
-// sums. (The matmul asks for up to 4 rows of X; 5 here, the kernels' own
-// limit being none.) Returns a description of the first difference ("" if none);
-// *fused counts the fused calls. With `columns` (Plan::Dot::columns) the
+// sums. (The matmul asks for up to 4 rows of X, 8 by columns; 1-9 here:
+// past the column kernels' limit, the row kernels having none.) Returns a description of the first
+// difference ("" if none); *fused counts the fused calls. With `columns` (Plan::Dot::columns) the
 // view's columns are the weight's rows: AccumulateDotColsReference.
 std::string CompareDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                        std::mt19937_64& rng, int64_t* fused, int64_t rows_of_x = 0,
                        bool columns = false) {
   const int64_t rows = r1 - r0, cols = c1 - c0;
   const int64_t features = columns ? cols : rows, k = columns ? rows : cols;
-  // 1 to 5 rows of X (or rows_of_x), their leading dimension past K.
-  const int64_t m = rows_of_x > 0 ? rows_of_x : 1 + static_cast<int64_t>(rng() % 5),
+  // 1 to 9 rows of X (or rows_of_x), their leading dimension past K.
+  const int64_t m = rows_of_x > 0 ? rows_of_x : 1 + static_cast<int64_t>(rng() % 9),
                 ldx = k + static_cast<int64_t>(rng() % 3);
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
   std::vector<float> x(static_cast<size_t>(m * ldx)),

@@ -571,7 +571,8 @@ TEST_CASE("MatMul on ONNX int4 [K, N] blocked along K (in_out) == the reference,
       for (int64_t i = 0; i < k; ++i) {
         for (int64_t j = 0; j < n; ++j) w[static_cast<size_t>(j * k + i)] = v[i * n + j];
       }
-      for (const int64_t m : {int64_t{1}, int64_t{2}}) {
+      // (1-8 rows of X by columns: 3 as 4, 5-8 as 8; 9: tiles)
+      for (const int64_t m : {1, 2, 3, 5, 8, 9}) {
         const auto x = Random(static_cast<size_t>(m * k), static_cast<uint32_t>(45 + m));
         std::vector<float> want(static_cast<size_t>(m * n));
         DotRowsReference(x.data(), m, k, w.data(), n, k, k, want.data(), n);

@@ -183,8 +183,8 @@ for src in sources:
                       same_bits(f.matmul(name, xb, gemm="blas"),
                                 f.dequantizer(name).matmul(xb, gemm="blas")))
 
-# Long rows (K = 8448 > 8192: tiles of 16 rows x a chunk of K, from M = 1
-# for the GPTQ / AWQ column kernels): GPTQ, GPTQ act-order and AWQ.
+# Long rows (K = 8448 > 8192; GPTQ / AWQ by columns up to M = 8, tiles
+# of 16 rows x a chunk of K beyond): GPTQ, GPTQ act-order and AWQ.
 NL, KL, GL = 24, 8448, 128
 AWQ_ORDER = [0, 2, 4, 6, 1, 3, 5, 7]
 for label, cfg in (("gptq", '"quant_method": "gptq", "bits": 4, "group_size": 128, '
@@ -213,7 +213,8 @@ for label, cfg in (("gptq", '"quant_method": "gptq", "bits": 4, "group_size": 12
     with nibble.open(folder) as f:
         name = q + ".weight"
         kinds.add(f.info(name)["kind"])
-        bad = matmul_mismatches(f, name, rng, ms=(1, 3))
+        # (by columns: 3 rows of X as 4, 6 as 8; 11: tiles)
+        bad = matmul_mismatches(f, name, rng, ms=(1, 3, 6, 11))
         check("long rows: %s matmul (K = %d), bit for bit" % (label, KL), not bad, bad)
 
 # Every block type ggml defines (the i-quants, TQ1_0 / TQ2_0, MXFP4, NVFP4,

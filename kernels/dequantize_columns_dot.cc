@@ -1,0 +1,643 @@
+// The fused dot of the checkpoint column layouts (Plan::dot without a
+// tile, kernels/dequantize_families.h ColumnsDot): GPTQ's and AWQ's [N, K]
+// words, compressed-tensors' act-order rows and dense 4-bit [K, N] decoded
+// by columns of 16 rows for 1-8 rows of X. AVX-512 only (elsewhere it
+// declines), Highway dynamic dispatch; a translation unit of its own, so
+// that a build on several cores compiles it beside the column tiles of
+// kernels/dequantize_columns.cc.
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/dequantize_families.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/dequantize_columns_dot.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "kernels/dequantize-inl.h"
+#include "kernels/scratch.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace nibble {
+namespace HWY_NAMESPACE {
+
+#if HWY_TARGET <= HWY_AVX3
+// --- The fused dot of the [N, K] columns (Plan::dot, 1-4 rows of X) ------
+
+// AWQ: lane l of a strip of 16 rows holds row kAwqDotRow[l] of the strip.
+// A strip's two words (8 bytes) broadcast to every 64-bit lane and lane i
+// shifted right by 4i put nibble i of word 0 in 32-bit lane 2i and nibble
+// i of word 1 in lane 2i + 1; nibble i holds the word's row p with
+// kAwqNibbleOrder[p] == i.
+struct AwqDotRows {
+  int32_t row[16];
+};
+constexpr AwqDotRows MakeAwqDotRows() {
+  AwqDotRows r{};
+  for (int p = 0; p < 8; ++p) {
+    r.row[2 * kAwqNibbleOrder[p]] = p;
+    r.row[2 * kAwqNibbleOrder[p] + 1] = 8 + p;
+  }
+  return r;
+}
+alignas(64) constexpr AwqDotRows kAwqDotRow = MakeAwqDotRows();
+// The same for dense nibbles (row i at nibble i of 8 bytes): lane 2i
+// holds row i, lane 2i + 1 row 8 + i; and the lane of each row.
+constexpr AwqDotRows MakeDenseDotRows(bool lanes) {
+  AwqDotRows r{};
+  for (int i = 0; i < 8; ++i) {
+    if (lanes) {
+      r.row[i] = 2 * i;
+      r.row[8 + i] = 2 * i + 1;
+    } else {
+      r.row[2 * i] = i;
+      r.row[2 * i + 1] = 8 + i;
+    }
+  }
+  return r;
+}
+alignas(64) constexpr AwqDotRows kDenseDotRow = MakeDenseDotRows(false);
+alignas(64) constexpr AwqDotRows kDenseDotLane = MakeDenseDotRows(true);
+
+// Where ColumnsDotAs finds the codes: GPTQ's [K / 8, N] words, AWQ's [K,
+// N / 8] words (both read as the [N, K] weight), dense 4-bit rows
+// (compressed-tensors' [N, K / 8] words: element (r, c) at nibble c of row
+// r's bytes, low nibble first), or dense 4-bit [K, N] (an ONNX MatMul's B:
+// the view's rows are K, its columns the features, Plan::Dot::columns).
+enum class ColumnSource { kGptq, kAwq, kRows, kDenseKN };
+
+// Plan::dot with plan.dot->m rows of X (at most kM: 1, 2, 4 or 8) over the [N, K] weight of `kSrc`,
+// rows [r0, r1) (output features), elements [c0, c1) (K; c0 a multiple of 16), without a tile: per
+// element k and strip of 16 rows, the 16 rows' codes of k in one vector (GPTQ, and rows staged as
+// GPTQ's words by 16 x 16 word transposes: a word row's 16 words, nibble k % 8; AWQ: two words
+// broadcast and shifted per 64-bit lane), the contract's arithmetic
+// float32(q - z) * s (q - z as (2^23 + q) - (2^23 + z): exact for |z| <
+// 2^22, which ColumnsDot checks) with the 16 rows' parameters of k's group (loaded per
+// element under a group map or when groups are not whole 16-element
+// units, else per 16 elements), times X's element k, added to partial sum
+// (k - c0) % 16 of each row — AccumulateDotRows's order, so the same bits
+// as the tile (16 partial sums per row held as 16 vectors of rows,
+// transposed in and out of dot->sums). Rows go in blocks of 256 (rows:
+// 128; AWQ: from the word holding r0; under a group map as many as a
+// 32 KiB table of every group's parameters holds, in place of parameter
+// rows s_axis apart that share the L1's sets, or of rows' parameters
+// s_outer apart), K in chunks of 64 (rows: 128, a line of each row)
+// staged on the stack (a chunk's bytes of each word row: whole lines, read
+// once, whatever the word stride's L1 sets), the next chunk's lines
+// fetched into L2 meanwhile, spread over the strips' steps (no hardware
+// prefetcher follows the word stride). Measured (Intel Xeon guest, one
+// thread, 4096 x 4096, weight flushed): blocks of 256 rows 1.1-1.3x faster
+// than 128 (fewer pages per byte read), no prefetch 1.3x slower, a
+// 64-256 KiB group table (heap) no faster than 32 KiB. About 58 KiB of
+// stack. One row of X keeps a strip's 16 partial sums in registers over
+// the chunk's elements; more (kM x 16 would not fit the 32 registers)
+// take partial sum j of the kM rows at a time over elements kc + j, kc +
+// j + 16, .. of the chunk (each sum gets the same additions in the same
+// order), decoding each element's codes once for the kM rows, with the
+// parameters of the chunk's 16-element units held. Rows of X past m (3 on
+// kM = 4, 5-7 on 8) repeat X's last row into sums never stored: one
+// decode serves them all (measured, Intel Xeon guest, one thread, weight
+// flushed: 8 rows in one pass 1.2-1.45x faster than two passes of 4).
+// Applies where ColumnsDot says; map_groups: MapGroups(plan, c0, c1)
+// under a group map, else 0; acc_scratch (kM > 1): kM * 16 KiB, 64-byte
+// aligned (the strips' sums; kM == 1: unused, they fit the stack).
+template <ColumnSource kSrc, ZeroPointKind kZp, bool kPerElement, int kM>
+HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                               int64_t map_groups, float* acc_scratch) {
+  constexpr bool kHasZ = kZp == ZeroPointKind::kInteger;
+  constexpr bool kRowSrc = kSrc == ColumnSource::kRows, kKN = kSrc == ColumnSource::kDenseKN;
+  // Two words or 8 bytes of 16 rows per element (broadcast and shifted).
+  constexpr bool kAwq = kSrc == ColumnSource::kAwq || kKN;
+  constexpr int64_t kBlock = kRowSrc ? 128 : 256, kChunk = kRowSrc ? 128 : 64;
+  constexpr int64_t kStrips = kBlock / 16;
+  // Bytes of a staged row: a word row's kBlock words (GPTQ, rows), an
+  // element's kBlock / 8 words (AWQ); the staged rows of a chunk.
+  constexpr int64_t kPitch = kAwq ? kBlock / 2 : 4 * kBlock;
+  constexpr int64_t kStaged = kAwq ? kChunk : kChunk / 8;
+  const float* const x = plan.dot->x;  // X's element c0
+  const int64_t m = plan.dot->m;       // (<= kM)
+  // Row i's element c0 (the rows past m: X's last row again).
+  const float* xr[kM];
+  for (int64_t i = 0; i < kM; ++i) xr[i] = x + std::min(i, m - 1) * plan.dot->ldx;
+  float* const sums = plan.dot->sums;  // (row i of X's: + i * 16 * nf)
+  const int64_t nf = r1 - r0;
+  // kDenseKN: [r0, r1) are view columns, [c0, c1) view rows.
+  const int64_t n_all = kKN ? plan.cols() : plan.rows();
+  // Bytes between the source's rows: word rows (GPTQ, AWQ) or rows.
+  const int64_t S = kRowSrc || kKN ? plan.cols() / 2 : plan.word_stride;
+  const float* const scale = plan.scale;
+  const int32_t* const zp = plan.zp_int;
+  const __m512i lane_row = _mm512_load_si512(kKN ? kDenseDotRow.row : kAwqDotRow.row);
+  const __m512i row_lane = _mm512_load_si512(kDenseDotLane.row);
+  const __m512i shifts = _mm512_set_epi64(28, 24, 20, 16, 12, 8, 4, 0);
+  const __m512i low4 = _mm512_set1_epi32(15);
+  // Codes and zero points as float32 2^23 + value (exact: |value| < 2^22,
+  // ColumnsDot), so that q - z is one float subtraction of exact integers:
+  // a code's bits ORed into 2^23's, a zero point converted once.
+  // Signed 4-bit codes: q + 8 is the code XOR 8, so 2^23 + 8 + q.
+  const int32_t bias = 8388608 + (plan.code == CodeKind::kS4 ? 8 : 0);
+  const __m512i magic = _mm512_set1_epi32(0x4B000000 | (bias - 8388608));  // 2^23 (+ 8)
+  const __m512 offset = _mm512_set1_ps(static_cast<float>(bias + plan.code_offset));
+  const __m512i two23 = _mm512_set1_epi32(bias);
+  auto biased = [&](__m512i z) HWY_ATTR { return _mm512_cvtepi32_ps(_mm512_add_epi32(z, two23)); };
+  alignas(64) uint8_t codes[kStaged * kPitch];
+  // Partial sum j of strip s's 16 rows for row i of X: acc_at(i, s, j).
+  alignas(64) float acc_stack[kM == 1 ? kStrips * 16 * 16 : 16];
+  float* const acc_mem = kM == 1 ? acc_stack : acc_scratch;
+  auto acc_at = [acc_mem](int64_t i, int64_t s, int64_t j) {
+    return acc_mem + ((i * kStrips + s) * 16 + j) * 16;
+  };
+  int64_t goff[kChunk];  // the parameters' offset per element (or per 16)
+  // The next chunk's lines: up to two per row's bytes (one more per word
+  // row of GPTQ for a block's misaligned start).
+  uintptr_t next_lines[kRowSrc ? 2 * kBlock : kStaged * (kPitch / 64 + 1)];
+  // A group map: every group's parameters of the block's rows, one row
+  // of `width` per group (in place, a group's rows lie s_axis apart: the
+  // groups of a power-of-two stride share the L1's sets), if they fit.
+  constexpr int64_t kTableBytes = 32768;
+  alignas(64) float table_s[kPerElement ? kTableBytes / 8 : 1];
+  // (zero points as 2^23 + z, float32)
+  alignas(64) float table_z[kPerElement && kHasZ ? kTableBytes / 8 : 1];
+  const int64_t groups = kPerElement ? map_groups : 0;  // (a table only per element)
+  // Rows per block: kBlock, or as many as the group table holds (rows:
+  // whole 16-group transposes).
+  const int64_t table_groups = kRowSrc ? (groups + 15) / 16 * 16 : groups;
+  const int64_t width =
+      groups == 0 ? kBlock : std::min<int64_t>(kBlock, kTableBytes / (table_groups * 8) / 16 * 16);
+  struct {
+    bool table;
+    const float* s;
+    const void* z;  // int32 zero points in place, 2^23 + z in the table
+  } params_at{width >= 16 && groups > 0, scale, zp};
+  const int64_t block = width >= 16 ? width : kBlock;
+  if (params_at.table) {
+    params_at.s = table_s;
+    params_at.z = table_z;
+  }
+  // Row of lane l of the strip at row f0.
+  auto row_of = [&](int64_t f0, int l) {
+    return f0 + (kKN ? kDenseDotRow.row[l] : kAwq ? kAwqDotRow.row[l] : l);
+  };
+  // The parameters of strip s (rows from f0) at offset off (goff's) into
+  // *z (2^23 + z: integer zero points only) and *sv; kFull: the strip's
+  // 16 rows exist (else read under a mask).
+  auto params = [&](auto full_c, int64_t s, int64_t f0, int64_t off, __m512* z,
+                    __m512* sv) HWY_ATTR {
+    constexpr bool kFull = decltype(full_c)::value;
+    const auto m = static_cast<__mmask16>(kFull ? 0xFFFFu : (1u << (n_all - f0)) - 1u);
+    // (off + col: the strip's parameters in params.s / params.z)
+    const int64_t col = params_at.table ? 16 * s : f0;
+    const float* const zt = static_cast<const float*>(params_at.z) + off + col;
+    const int32_t* const zi = static_cast<const int32_t*>(params_at.z) + off + col;
+    if constexpr (kFull) {
+      *sv = _mm512_loadu_ps(params_at.s + off + col);
+      if constexpr (kHasZ) {
+        *z = params_at.table ? _mm512_loadu_ps(zt) : biased(_mm512_loadu_si512(zi));
+      }
+    } else {
+      *sv = _mm512_maskz_loadu_ps(m, params_at.s + off + col);
+      if constexpr (kHasZ) {
+        *z = params_at.table ? _mm512_maskz_loadu_ps(m, zt)
+                             : biased(_mm512_maskz_loadu_epi32(m, zi));
+      }
+    }
+    if constexpr (kAwq) {
+      *sv = _mm512_permutexvar_ps(lane_row, *sv);
+      if constexpr (kHasZ) *z = _mm512_permutexvar_ps(lane_row, *z);
+    }
+  };
+  // GPTQ's and the rows' codes: nibble j % 8 of the strip's 16 words as
+  // (q & 15) ^ magic (2^23's bits, and 8 for signed codes), one
+  // ternary-logic op (0x6A: A & B ^ C) after the shift.
+  auto word_codes = [&](__m512i words, int j) HWY_ATTR {
+    const int sh = 4 * (j % 8);
+    return sh == 0    ? _mm512_ternarylogic_epi32(words, low4, magic, 0x6A)
+           : sh == 28 ? _mm512_xor_si512(_mm512_srli_epi32(words, 28), magic)
+                      : _mm512_ternarylogic_epi32(
+                            _mm512_srli_epi32(words, static_cast<unsigned>(sh)), low4, magic, 0x6A);
+  };
+  // AWQ's and [K, N]'s codes: a strip's 8 staged bytes of an element at p.
+  auto byte_codes = [&](const uint8_t* p) HWY_ATTR {
+    uint64_t two;
+    std::memcpy(&two, p, 8);
+    return _mm512_ternarylogic_epi32(
+        _mm512_srlv_epi64(_mm512_set1_epi64(static_cast<long long>(two)), shifts), low4, magic,
+        0x6A);
+  };
+  // (2^23 + q) - (2^23 + z) = q - z exactly, times s rounded once: the
+  // contract's float32(q - z) * s.
+  auto value = [&](__m512i q, __m512 z, __m512 sv)
+                   HWY_ATTR { return _mm512_mul_ps(_mm512_sub_ps(_mm512_castsi512_ps(q), z), sv); };
+  // One row of X: one strip's elements [k, k + 16) of the chunk from kc
+  // (kTail: those before c1 only) into acc (its 16 sums).
+  auto strip16 = [&](auto full_c, auto tail_c, int64_t s, int64_t f0, int64_t kc, int64_t k,
+                     __m512* acc) HWY_ATTR {
+    constexpr bool kTail = decltype(tail_c)::value;
+    __m512 z = offset;
+    __m512 sv;
+    if constexpr (!kPerElement) params(full_c, s, f0, goff[(k - kc) / 16], &z, &sv);
+    __m512i words = _mm512_setzero_si512();
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) {
+      if (kTail && k + j >= c1) break;
+      if constexpr (kPerElement) params(full_c, s, f0, goff[k + j - kc], &z, &sv);
+      __m512i q;
+      if constexpr (!kAwq) {
+        if (j % 8 == 0) {
+          words = _mm512_load_si512(codes + ((k + j - kc) / 8) * kPitch + 64 * s);
+        }
+        q = word_codes(words, j);
+      } else {
+        q = byte_codes(codes + (k + j - kc) * kPitch + 8 * s);
+      }
+      acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(x[k + j - c0]), value(q, z, sv), acc[j]);  // DotStep
+    }
+  };
+  // kM rows of X: one strip's elements [kc, ke) of the chunk (kWhole:
+  // the whole chunk, kChunk elements), partial sum j at a time (fetch:
+  // once per j). Unrolled over j and the chunk's 16-element units, so
+  // that the addresses are constants (measured: the scalar address
+  // arithmetic of a loop over the units made it issue-bound, M = 4 at
+  // half this speed).
+  auto strip_rows = [&](auto full_c, auto whole_c, int64_t s, int64_t f0, int64_t kc, int64_t ke,
+                        auto fetch) HWY_ATTR {
+    constexpr bool kWhole = decltype(whole_c)::value;
+    constexpr int kUnits = static_cast<int>(kChunk / 16);
+    __m512 zu[kPerElement ? 1 : kUnits], su[kPerElement ? 1 : kUnits];  // (per 16 elements)
+    if constexpr (!kPerElement) {
+#pragma GCC unroll 8
+      for (int u = 0; u < kUnits; ++u) {
+        if (!kWhole && kc + 16 * u >= ke) break;
+        zu[u] = offset;
+        params(full_c, s, f0, goff[u], &zu[u], &su[u]);
+      }
+    }
+    const float* xc[kM];
+    for (int i = 0; i < kM; ++i) xc[i] = xr[i] + (kc - c0);
+    const uint8_t* const cs = codes + (kAwq ? 8 : 64) * s;
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) {
+      fetch();
+      if (!kWhole && kc + j >= ke) break;
+      __m512 acc[kM];
+      for (int i = 0; i < kM; ++i) acc[i] = _mm512_load_ps(acc_at(i, s, j));
+#pragma GCC unroll 8
+      for (int u = 0; u < kUnits; ++u) {
+        const int e = 16 * u + j;
+        if (!kWhole && kc + e >= ke) break;
+        __m512 z = offset;
+        __m512 sv;
+        if constexpr (kPerElement) {
+          params(full_c, s, f0, goff[e], &z, &sv);
+        } else {
+          z = zu[u];
+          sv = su[u];
+        }
+        __m512i q;
+        if constexpr (!kAwq) {
+          q = word_codes(_mm512_load_si512(cs + (e / 8) * kPitch), j);
+        } else {
+          q = byte_codes(cs + e * kPitch);
+        }
+        const __m512 v = value(q, z, sv);
+        for (int i = 0; i < kM; ++i) {
+          acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(xc[i][e]), v, acc[i]);  // DotStep
+        }
+      }
+      for (int i = 0; i < kM; ++i) _mm512_store_ps(acc_at(i, s, j), acc[i]);
+    }
+  };
+  for (int64_t fb = kAwq ? r0 / 8 * 8 : r0; fb < r1; fb += block) {
+    const int64_t fe = std::min(r1, fb + block), strips = (fe - fb + 15) / 16;
+    if (params_at.table) {
+      for (int64_t s = 0; s < strips; ++s) {
+        const int64_t f0 = fb + 16 * s;
+        const auto m =
+            static_cast<__mmask16>(f0 + 16 <= n_all ? 0xFFFFu : (1u << (n_all - f0)) - 1u);
+        if constexpr (kRowSrc) {
+          // Each row's parameters lie along it (s_axis 1): 16 rows x 16
+          // groups transposed at a time.
+          for (int64_t g = 0; g < groups; g += 16) {
+            const auto gm =
+                static_cast<__mmask16>(groups - g >= 16 ? 0xFFFFu : (1u << (groups - g)) - 1u);
+            const int64_t from = f0 * plan.s_outer + g, to = g * width + 16 * s;
+            const int64_t nrows = std::min<int64_t>(16, n_all - f0);
+            TransposeWords16(scale + from, 4 * plan.s_outer, gm, nrows, table_s + to, 4 * width);
+            if constexpr (kHasZ) {
+              TransposeWords16(zp + from, 4 * plan.s_outer, gm, nrows, table_z + to, 4 * width);
+              for (int64_t i = 0; i < 16; ++i) {  // (int32 zero points -> 2^23 + z)
+                float* const t = table_z + to + i * width;
+                _mm512_store_ps(t, biased(_mm512_castps_si512(_mm512_load_ps(t))));
+              }
+            }
+          }
+        } else {
+          for (int64_t g = 0; g < groups; ++g) {
+            const int64_t from = g * plan.s_axis + f0, to = g * width + 16 * s;
+            _mm512_store_ps(table_s + to, _mm512_maskz_loadu_ps(m, scale + from));
+            if constexpr (kHasZ) {
+              _mm512_store_ps(table_z + to, biased(_mm512_maskz_loadu_epi32(m, zp + from)));
+            }
+          }
+        }
+      }
+    }
+    // The strips' sums from dot->sums (rows outside [r0, fe): 0, unused).
+    // kDenseKN: AccumulateDotCols's layout, a vector of rows per partial
+    // sum.
+    auto row_mask = [&](int64_t f0) {
+      return static_cast<__mmask16>(fe - f0 >= 16 ? 0xFFFFu : (1u << (fe - f0)) - 1u);
+    };
+    for (int64_t i = m; i < kM; ++i) {  // (rows past m: from 0)
+      for (int64_t s = 0; s < strips; ++s) {
+        for (int j = 0; j < 16; ++j) _mm512_store_ps(acc_at(i, s, j), _mm512_setzero_ps());
+      }
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      const float* const sums_i = sums + i * 16 * nf;
+      for (int64_t s = 0; s < strips && kKN; ++s) {
+        const int64_t f0 = fb + 16 * s;
+        for (int j = 0; j < 16; ++j) {
+          const __m512 rows = _mm512_maskz_loadu_ps(row_mask(f0), sums_i + j * nf + (f0 - r0));
+          _mm512_store_ps(acc_at(i, s, j), _mm512_permutexvar_ps(lane_row, rows));
+        }
+      }
+      for (int64_t s = 0; s < strips && !kKN; ++s) {
+        __m512 r[16];
+        for (int l = 0; l < 16; ++l) {
+          const int64_t f = row_of(fb + 16 * s, l);
+          r[l] = f >= r0 && f < fe ? _mm512_loadu_ps(sums_i + (f - r0) * 16) : _mm512_setzero_ps();
+        }
+        Transpose16x16(r);
+        for (int j = 0; j < 16; ++j) _mm512_store_ps(acc_at(i, s, j), r[j]);
+      }
+    }
+    // Each source row's bytes read: GPTQ rows [fb, fe)'s words; AWQ the
+    // words of rows [fb, fe) (fb a multiple of 8); rows: a chunk's.
+    const int64_t at = kRowSrc ? 0 : kAwq ? fb / 2 : 4 * fb;
+    const int64_t bytes = kRowSrc ? kChunk / 2 : kAwq ? 4 * ((fe - fb + 7) / 8) : 4 * (fe - fb);
+    for (int64_t kc = c0; kc < c1; kc += kChunk) {
+      const int64_t ke = std::min(c1, kc + kChunk);
+      // Stage the chunk: GPTQ word rows kc / 8 .., AWQ element rows kc ..,
+      // rows' words kc / 8 .. transposed into GPTQ's word rows.
+      if constexpr (kRowSrc) {
+        const int64_t nw = (ke - kc + 7) / 8;
+        const auto wm = static_cast<__mmask16>(nw >= 16 ? 0xFFFFu : (1u << nw) - 1u);
+        for (int64_t s = 0; s < strips; ++s) {
+          const int64_t f0 = fb + 16 * s;
+          TransposeWords16(plan.codes + f0 * S + kc / 2, S, wm, std::min<int64_t>(16, fe - f0),
+                           codes + 64 * s, kPitch);
+        }
+      } else {
+        for (int64_t i = 0; i < (kAwq ? ke - kc : (ke - kc + 7) / 8); ++i) {
+          const uint8_t* src = plan.codes + ((kAwq ? kc : kc / 8) + i) * S + at;
+          if constexpr (kAwq) {
+            for (int64_t b = 0; b < bytes; b += 64) {
+              const __mmask64 m =
+                  bytes - b >= 64 ? ~__mmask64{0} : (__mmask64{1} << (bytes - b)) - 1u;
+              _mm512_store_si512(codes + i * kPitch + b, _mm512_maskz_loadu_epi8(m, src + b));
+            }
+          } else {
+            for (int64_t s = 0; s < strips; ++s) {
+              const int64_t left = (bytes - 64 * s) / 4;
+              const auto m = static_cast<__mmask16>(left >= 16 ? 0xFFFFu : (1u << left) - 1u);
+              _mm512_store_si512(codes + i * kPitch + 64 * s,
+                                 _mm512_maskz_loadu_epi32(m, src + 64 * s));
+            }
+          }
+        }
+      }
+      // The parameters' offsets: per element, or per 16 (whole groups of
+      // 16 elements).
+      if constexpr (kPerElement) {
+        const int64_t pitch = params_at.table ? width : plan.s_axis;
+        for (int64_t k = kc; k < ke; ++k) {
+          const int64_t g = plan.axis_group != nullptr ? plan.axis_group[k] : k / plan.group;
+          goff[k - kc] = g * pitch;
+        }
+      } else {
+        for (int64_t k = kc; k < ke; k += 16) goff[(k - kc) / 16] = k / plan.group * plan.s_axis;
+      }
+      // The next chunk's lines (each source row's bytes [at, at + bytes)
+      // of it), fetched while the strips run, spread evenly over their
+      // 16-element steps.
+      const int64_t next_end = std::min(c1, ke + kChunk);
+      const int64_t n_next = kRowSrc ? (next_end > ke ? fe - fb : 0)
+                             : kAwq  ? next_end - ke
+                                     : (next_end - ke + 7) / 8;
+      const int64_t next_row = kRowSrc ? fb : kAwq ? ke : ke / 8;
+      const int64_t next_at = kRowSrc ? ke / 2 : at;
+      const uintptr_t first =
+          reinterpret_cast<uintptr_t>(plan.codes) + static_cast<uintptr_t>(next_row * S + next_at);
+      int64_t lines = 0;
+      for (int64_t i = 0; i < n_next; ++i) {
+        const uintptr_t from = first + static_cast<uintptr_t>(i * S);
+        for (uintptr_t line = from / 64 * 64; line < from + static_cast<uintptr_t>(bytes);
+             line += 64) {
+          next_lines[lines++] = line;
+        }
+      }
+      const int64_t steps = strips * (kM == 1 ? (ke - kc + 15) / 16 : 16);
+      const int64_t per_step = (lines + steps - 1) / steps;
+      int64_t fetched = 0;
+      auto fetch = [&]() {
+        for (const int64_t end = std::min(lines, fetched + per_step); fetched < end; ++fetched) {
+          PrefetchL2(next_lines[fetched]);
+        }
+      };
+      for (int64_t s = 0; s < strips; ++s) {
+        const int64_t f0 = fb + 16 * s;
+        const bool full = params_at.table || f0 + 16 <= n_all;
+        using T = std::true_type;
+        using F = std::false_type;
+        if constexpr (kM > 1) {
+          if (full && ke - kc == kChunk) {
+            strip_rows(T(), T(), s, f0, kc, ke, fetch);
+          } else if (full) {
+            strip_rows(T(), F(), s, f0, kc, ke, fetch);
+          } else {
+            strip_rows(F(), F(), s, f0, kc, ke, fetch);
+          }
+          continue;
+        }
+        __m512 acc[16];
+        for (int j = 0; j < 16; ++j) acc[j] = _mm512_load_ps(acc_at(0, s, j));
+        int64_t k = kc;
+        for (; k + 16 <= ke; k += 16) {
+          fetch();
+          if (full) {
+            strip16(T(), F(), s, f0, kc, k, acc);
+          } else {
+            strip16(F(), F(), s, f0, kc, k, acc);
+          }
+        }
+        if (k < ke) {
+          fetch();
+          if (full) {
+            strip16(T(), T(), s, f0, kc, k, acc);
+          } else {
+            strip16(F(), T(), s, f0, kc, k, acc);
+          }
+        }
+        for (int j = 0; j < 16; ++j) _mm512_store_ps(acc_at(0, s, j), acc[j]);
+      }
+    }
+    // Back to dot->sums, rows [max(r0, fb), fe) only.
+    for (int64_t i = 0; i < m; ++i) {
+      float* const sums_i = sums + i * 16 * nf;
+      for (int64_t s = 0; s < strips && kKN; ++s) {
+        const int64_t f0 = fb + 16 * s;
+        for (int j = 0; j < 16; ++j) {
+          const __m512 rows = _mm512_permutexvar_ps(row_lane, _mm512_load_ps(acc_at(i, s, j)));
+          _mm512_mask_storeu_ps(sums_i + j * nf + (f0 - r0), row_mask(f0), rows);
+        }
+      }
+      for (int64_t s = 0; s < strips && !kKN; ++s) {
+        __m512 r[16];
+        for (int j = 0; j < 16; ++j) r[j] = _mm512_load_ps(acc_at(i, s, j));
+        Transpose16x16(r);
+        for (int l = 0; l < 16; ++l) {
+          const int64_t f = row_of(fb + 16 * s, l);
+          if (f >= r0 && f < fe) _mm512_storeu_ps(sums_i + (f - r0) * 16, r[l]);
+        }
+      }
+    }
+  }
+}
+
+// The rows of X ColumnsDotAs takes m (1-8) rows of X as: 1, 2, 4 or 8.
+constexpr int ColumnsDotRowsOfX(int64_t m) { return m <= 2 ? static_cast<int>(m) : m <= 4 ? 4 : 8; }
+
+// ColumnsDotAs for plan.dot->m (1-8) rows of X.
+template <ColumnSource kSrc, ZeroPointKind kZp, bool kPerElement>
+void ColumnsDotRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                    int64_t map_groups, float* acc_scratch) {
+  switch (ColumnsDotRowsOfX(plan.dot->m)) {
+    case 1:
+      return ColumnsDotAs<kSrc, kZp, kPerElement, 1>(plan, r0, r1, c0, c1, map_groups, nullptr);
+    case 2:
+      return ColumnsDotAs<kSrc, kZp, kPerElement, 2>(plan, r0, r1, c0, c1, map_groups, acc_scratch);
+    case 4:
+      return ColumnsDotAs<kSrc, kZp, kPerElement, 4>(plan, r0, r1, c0, c1, map_groups, acc_scratch);
+    default:
+      return ColumnsDotAs<kSrc, kZp, kPerElement, 8>(plan, r0, r1, c0, c1, map_groups, acc_scratch);
+  }
+}
+
+// Plan::dot by ColumnsDotAs where it applies: 1-8 rows of X, float32 values
+// (no producer's roundings), 4-bit codes with zero points none or integer,
+// c0 a multiple of 16, and
+//  - GPTQ's / AWQ's [N, K] columns with scales [groups, N] (s_outer 1;
+//    AWQ without a group map and with groups of whole 16-element units);
+//  - dense unsigned 4-bit rows along K (inner 1, K a multiple of 8) with a
+//    group map (compressed-tensors act-order) and scales [N, groups]
+//    (s_axis 1) of at most 256 groups over [c0, c1).
+// Returns false, having done nothing, elsewhere.
+bool ColumnsDotHere(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  const Layout layout = plan.layout;
+  constexpr int64_t kSmall = int64_t{1} << 22;  // ColumnsDotAs's 2^23 + z
+  if (plan.dot == nullptr || plan.dot->m < 1 || plan.dot->m > 8 || plan.out != OutType::kF32 ||
+      plan.Staged() || (plan.inner != 1 && !plan.dot->columns) || c0 % 16 != 0 || c0 >= c1 ||
+      r0 >= r1 ||
+      (plan.zp_kind != ZeroPointKind::kNone && plan.zp_kind != ZeroPointKind::kInteger) ||
+      plan.code_offset <= -kSmall || plan.code_offset >= kSmall) {
+    return false;
+  }
+  // 2-8 rows of X: their strips' sums in the thread's scratch.
+  float* acc = nullptr;
+  if (const int rows_of_x = ColumnsDotRowsOfX(plan.dot->m); rows_of_x > 1) {
+    acc = reinterpret_cast<float*>(KernelScratch(static_cast<size_t>(rows_of_x) * 16384));
+    if (acc == nullptr) return false;
+  }
+  const bool per_element = plan.axis_group != nullptr || plan.group % 16 != 0;
+  using Z = ZeroPointKind;
+  using Src = ColumnSource;
+  if (plan.dot->columns) {
+    // Dense 4-bit [K, N] (view rows [r0, r1) of K, columns [c0, c1) the
+    // features), groups of whole 16-element units along K, scales [K / G,
+    // N] (one outer index; s_inner 1).
+    const int64_t n = plan.cols();
+    if (layout != Layout::kDense || (plan.code != CodeKind::kU4 && plan.code != CodeKind::kS4) ||
+        plan.inner == 1 || plan.outer != 1 || plan.s_inner != 1 || per_element || n % 16 != 0 ||
+        r0 % 16 != 0 || c0 % 16 != 0) {
+      return false;
+    }
+    if (plan.zp_kind == ZeroPointKind::kInteger) {
+      for (int64_t g = r0 / plan.group; g <= (r1 - 1) / plan.group; ++g) {
+        for (int64_t f = c0; f < c1; ++f) {
+          const int32_t v = plan.zp_int[g * plan.s_axis + f];
+          if (v <= -kSmall || v >= kSmall) return false;
+        }
+      }
+      ColumnsDotRows<Src::kDenseKN, Z::kInteger, false>(plan, c0, c1, r0, r1, 0, acc);
+    } else {
+      ColumnsDotRows<Src::kDenseKN, Z::kNone, false>(plan, c0, c1, r0, r1, 0, acc);
+    }
+    return true;
+  }
+  const bool gptq = layout == Layout::kGptqColumns && plan.s_outer == 1;
+  const bool awq = layout == Layout::kAwqColumns && plan.s_outer == 1 && !per_element;
+  const bool rows = layout == Layout::kDense && plan.code == CodeKind::kU4 &&
+                    plan.axis_group != nullptr && plan.s_axis == 1 && plan.cols() % 8 == 0;
+  if (!gptq && !awq && !rows) return false;
+  // Under a group map: the groups [c0, c1) reads (rows: their group table
+  // holds 16 rows of up to 256 groups).
+  const int64_t map_groups = plan.axis_group != nullptr ? MapGroups(plan, c0, c1) : 0;
+  if (rows && map_groups > 256) return false;
+  const bool z = plan.zp_kind == ZeroPointKind::kInteger;
+  if (z) {
+    // Every zero point the rows [r0, r1) (AWQ: from r0's word) use over
+    // [c0, c1): |z| < 2^22.
+    int64_t g0 = c0 / plan.group, g1 = (c1 - 1) / plan.group + 1;
+    if (plan.axis_group != nullptr) {
+      g0 = 0;
+      g1 = map_groups;
+    }
+    const bool rows_major = layout == Layout::kDense;
+    const int64_t ra = layout == Layout::kAwqColumns ? r0 / 8 * 8 : r0;
+    for (int64_t g = g0; g < g1; ++g) {
+      for (int64_t r = ra; r < r1; ++r) {
+        const int32_t v = plan.zp_int[rows_major ? r * plan.s_outer + g : g * plan.s_axis + r];
+        if (v <= -kSmall || v >= kSmall) return false;
+      }
+    }
+  }
+  if (gptq) {
+    if (per_element) {
+      z ? ColumnsDotRows<Src::kGptq, Z::kInteger, true>(plan, r0, r1, c0, c1, map_groups, acc)
+        : ColumnsDotRows<Src::kGptq, Z::kNone, true>(plan, r0, r1, c0, c1, map_groups, acc);
+    } else {
+      z ? ColumnsDotRows<Src::kGptq, Z::kInteger, false>(plan, r0, r1, c0, c1, map_groups, acc)
+        : ColumnsDotRows<Src::kGptq, Z::kNone, false>(plan, r0, r1, c0, c1, map_groups, acc);
+    }
+    return true;
+  }
+  if (awq) {
+    z ? ColumnsDotRows<Src::kAwq, Z::kInteger, false>(plan, r0, r1, c0, c1, map_groups, acc)
+      : ColumnsDotRows<Src::kAwq, Z::kNone, false>(plan, r0, r1, c0, c1, map_groups, acc);
+    return true;
+  }
+  z ? ColumnsDotRows<Src::kRows, Z::kInteger, true>(plan, r0, r1, c0, c1, map_groups, acc)
+    : ColumnsDotRows<Src::kRows, Z::kNone, true>(plan, r0, r1, c0, c1, map_groups, acc);
+  return true;
+}
+
+#else
+bool ColumnsDotHere(const Plan&, int64_t, int64_t, int64_t, int64_t) { return false; }
+#endif  // HWY_TARGET <= HWY_AVX3
+
+}  // namespace HWY_NAMESPACE
+}  // namespace nibble
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace nibble {
+namespace kernels_internal {
+HWY_EXPORT(ColumnsDotHere);
+bool ColumnsDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  return HWY_DYNAMIC_DISPATCH(ColumnsDotHere)(plan, r0, r1, c0, c1);
+}
+}  // namespace kernels_internal
+}  // namespace nibble
+#endif  // HWY_ONCE
