@@ -22,7 +22,29 @@ HWY_BEFORE_NAMESPACE();
 namespace nibble {
 namespace HWY_NAMESPACE {
 
-#if HWY_TARGET <= HWY_AVX3
+#if HWY_TARGET == HWY_AVX3_DL && (HWY_TARGETS & HWY_AVX3)
+// AVX3_DL runs the AVX3 instantiation where both are compiled: the dot
+// uses no AVX3_DL instruction, and its 40 instantiations per target were
+// 173 s of one core for the two (Intel guest, Release).
+// (Declared with AVX3's target attributes, as the AVX3 pass defines it:
+// under this pass's it would be another version of the function.)
+}  // namespace HWY_NAMESPACE
+}  // namespace nibble
+HWY_AFTER_NAMESPACE();
+HWY_PUSH_ATTRIBUTES(HWY_TARGET_STR_AVX3)
+namespace nibble {
+namespace N_AVX3 {
+bool ColumnsDotHere(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
+}  // namespace N_AVX3
+}  // namespace nibble
+HWY_POP_ATTRIBUTES
+HWY_BEFORE_NAMESPACE();
+namespace nibble {
+namespace HWY_NAMESPACE {
+bool ColumnsDotHere(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  return N_AVX3::ColumnsDotHere(plan, r0, r1, c0, c1);
+}
+#elif HWY_TARGET <= HWY_AVX3
 // --- The fused dot of the [N, K] columns (Plan::dot, 1-4 rows of X) ------
 
 // AWQ: lane l of a strip of 16 rows holds row kAwqDotRow[l] of the strip.
