@@ -41,6 +41,7 @@ RUNTIME = {
     'nibble::CpuIsIntel', 'nibble::AmdCpuFamily',  # cached, once per tile choice
     'nibble::TransposeTile',  # StagedColumns: a chunk's words, once per chunk
     'nibble::KernelScratch',  # CodeTiles' stages: once per tile
+    'nibble::MapGroups',  # a tile's group count under a group map: once per tile
 }
 
 # Callees inside a target namespace (N_* stands for any), by name; their
@@ -52,7 +53,6 @@ KERNEL_BOUNDARIES = {
     'nibble::N_*::ColumnNibbleTiles',
     'nibble::N_*::GptqBlockTiles',
     'nibble::N_*::ColumnsDotAs',
-    'nibble::N_*::MapGroups',
     'nibble::N_*::MapRows',
     'nibble::N_*::StagedColumns',
     'nibble::N_*::WordTiles',  # a whole tile's bands, loops inside
