@@ -100,8 +100,8 @@ enum class ColumnSource { kGptq, kAwq, kRows, kDenseKN };
 // units, else per 16 elements), times X's element k, added to partial sum
 // (k - c0) % 16 of each row — AccumulateDotRows's order, so the same bits
 // as the tile (16 partial sums per row held as 16 vectors of rows,
-// transposed in and out of dot->sums). Rows go in blocks of 256 (rows:
-// 128; AWQ: from the word holding r0; under a group map as many as a
+// transposed in and out of dot->sums). Rows go in blocks of
+// kColumnsDotBlock (rows: 128; AWQ: from the word holding r0; under a group map as many as a
 // 32 KiB table of every group's parameters holds, in place of parameter
 // rows s_axis apart that share the L1's sets, or of rows' parameters
 // s_outer apart), K in chunks of 64 (rows: 128, a line of each row)
@@ -111,7 +111,10 @@ enum class ColumnSource { kGptq, kAwq, kRows, kDenseKN };
 // prefetcher follows the word stride). Measured (Intel Xeon guest, one
 // thread, 4096 x 4096, weight flushed): blocks of 256 rows 1.1-1.3x faster
 // than 128 (fewer pages per byte read), no prefetch 1.3x slower, a
-// 64-256 KiB group table (heap) no faster than 32 KiB. About 58 KiB of
+// 64-256 KiB group table (heap) no faster than 32 KiB; blocks of 512 rows
+// against 256 (4096 x 4096 / 14336, M = 1 / 4 / 8, 2 rounds each way):
+// AWQ M = 1 1.15x faster (each block reads a slice of every page of its
+// weight: half the page walks), the others 0.97-1.08x. About 52 KiB of
 // stack. One row of X keeps a strip's 16 partial sums in registers over
 // the chunk's elements; more (kM x 16 would not fit the 32 registers)
 // take partial sum j of the kM rows at a time over elements kc + j, kc +
@@ -122,8 +125,10 @@ enum class ColumnSource { kGptq, kAwq, kRows, kDenseKN };
 // decode serves them all (measured, Intel Xeon guest, one thread, weight
 // flushed: 8 rows in one pass 1.2-1.45x faster than two passes of 4).
 // Applies where ColumnsDot says; map_groups: MapGroups(plan, c0, c1)
-// under a group map, else 0; acc_scratch (kM > 1): kM * 16 KiB, 64-byte
-// aligned (the strips' sums; kM == 1: unused, they fit the stack).
+// under a group map, else 0; acc_scratch: kM * 32 KiB, 64-byte aligned
+// (the strips' sums: 16 x 16 floats per strip of 16 rows and row of X).
+// Rows per block of ColumnsDotAs's words ([N, K] GPTQ / AWQ; [K, N]: features).
+constexpr int64_t kColumnsDotBlock = 512;
 template <ColumnSource kSrc, ZeroPointKind kZp, bool kPerElement, int kM>
 HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                                int64_t map_groups, float* acc_scratch) {
@@ -131,7 +136,7 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
   constexpr bool kRowSrc = kSrc == ColumnSource::kRows, kKN = kSrc == ColumnSource::kDenseKN;
   // Two words or 8 bytes of 16 rows per element (broadcast and shifted).
   constexpr bool kAwq = kSrc == ColumnSource::kAwq || kKN;
-  constexpr int64_t kBlock = kRowSrc ? 128 : 256, kChunk = kRowSrc ? 128 : 64;
+  constexpr int64_t kBlock = kRowSrc ? 128 : kColumnsDotBlock, kChunk = kRowSrc ? 128 : 64;
   constexpr int64_t kStrips = kBlock / 16;
   // Bytes of a staged row: a word row's kBlock words (GPTQ, rows), an
   // element's kBlock / 8 words (AWQ); the staged rows of a chunk.
@@ -165,8 +170,7 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
   auto biased = [&](__m512i z) HWY_ATTR { return _mm512_cvtepi32_ps(_mm512_add_epi32(z, two23)); };
   alignas(64) uint8_t codes[kStaged * kPitch];
   // Partial sum j of strip s's 16 rows for row i of X: acc_at(i, s, j).
-  alignas(64) float acc_stack[kM == 1 ? kStrips * 16 * 16 : 16];
-  float* const acc_mem = kM == 1 ? acc_stack : acc_scratch;
+  float* const acc_mem = acc_scratch;
   auto acc_at = [acc_mem](int64_t i, int64_t s, int64_t j) {
     return acc_mem + ((i * kStrips + s) * 16 + j) * 16;
   };
@@ -537,7 +541,7 @@ void ColumnsDotRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
                     int64_t map_groups, float* acc_scratch) {
   switch (ColumnsDotRowsOfX(plan.dot->m)) {
     case 1:
-      return ColumnsDotAs<kSrc, kZp, kPerElement, 1>(plan, r0, r1, c0, c1, map_groups, nullptr);
+      return ColumnsDotAs<kSrc, kZp, kPerElement, 1>(plan, r0, r1, c0, c1, map_groups, acc_scratch);
     case 2:
       return ColumnsDotAs<kSrc, kZp, kPerElement, 2>(plan, r0, r1, c0, c1, map_groups, acc_scratch);
     case 4:
@@ -566,12 +570,11 @@ bool ColumnsDotHere(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
       plan.code_offset <= -kSmall || plan.code_offset >= kSmall) {
     return false;
   }
-  // 2-8 rows of X: their strips' sums in the thread's scratch.
-  float* acc = nullptr;
-  if (const int rows_of_x = ColumnsDotRowsOfX(plan.dot->m); rows_of_x > 1) {
-    acc = reinterpret_cast<float*>(KernelScratch(static_cast<size_t>(rows_of_x) * 16384));
-    if (acc == nullptr) return false;
-  }
+  // The strips' sums of a block (32 KiB per row of X) in the thread's
+  // scratch.
+  float* const acc = reinterpret_cast<float*>(KernelScratch(
+      static_cast<size_t>(ColumnsDotRowsOfX(plan.dot->m) * kColumnsDotBlock * 16 * 4)));
+  if (acc == nullptr) return false;
   const bool per_element = plan.axis_group != nullptr || plan.group % 16 != 0;
   using Z = ZeroPointKind;
   using Src = ColumnSource;

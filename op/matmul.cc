@@ -295,14 +295,28 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // at every M.
   // W's rows as view columns at M <= 8: the kernels' dot by columns where
   // they have one (ONNX int4 / uint4 [K, N] blocked along K: kernels/
-  // dequantize_columns.cc ColumnsDot, all the rows of X in one pass), asked per block of 256
-  // features over the whole of K (DequantizeDot); a block it declines takes the tiles below.
-  // Measured (Intel Xeon guest, 4096 x 4096 / 4096 x 14336, one thread, 2 rounds): 512 features x
-  // 128 of K per call 3.0-3.4 / 10.4-10.9 ms, 256 x 512 2.1-2.2 / 8.6-10.8, 1024 x 512 2.2-2.3 /
-  // 7.1-7.5, 256 x 4096 2.0-2.4 / 6.7-6.8.
+  // dequantize_columns_dot.cc ColumnsDot, all the rows of X in one pass), asked per block of
+  // columns_rows features over the whole of K (DequantizeDot); a block it declines takes the tiles
+  // below. Measured (Intel Xeon guest, 4096 x 4096 / 4096 x 14336, one thread, 2 rounds): 512
+  // features x 128 of K per call 3.0-3.4 / 10.4-10.9 ms, 256 x 512 2.1-2.2 / 8.6-10.8, 1024 x
+  // 512 2.2-2.3 / 7.1-7.5, 256 x 4096 2.0-2.4 / 6.7-6.8. The threads the blocks below go to
+  // (OpenMP's default where 0).
+  int pool = options.threads;
+#ifdef NIBBLE_HAVE_OPENMP
+  if (pool == 0) pool = omp_get_max_threads();
+#endif
+  pool = std::max(pool, 1);
+  // Blocks of the dot by columns (below): 512 rows where that leaves each
+  // thread 4 or more, else 256. Each block reads a slice of every page of
+  // its weight (AWQ: of every row of K), so 512 halves the page walks:
+  // measured (Intel Xeon guest, one thread, weight flushed, 4096 x 4096 /
+  // 14336, 2 rounds each way; bench/results/2026-12-07-columns-rows-of-x/
+  // block512-*.jsonl) M = 1 AWQ 1.13-1.21x, ONNX [K, N] 1.08-1.24x, the
+  // others 0.92-1.10x.
+  const int64_t columns_rows = n >= 512 * 4 * pool ? 512 : 256;
   const bool across_fused = !blas && !rows_are_features && m <= 8 && wt == OutType::kF32 &&
                             !w.plan().Staged() && ColumnsDotProbe(w, row_base, xf, k, n);
-  const int64_t across_rows = across_fused ? 256 : m <= 2 ? 512 : m <= 4 ? 256 : 128;
+  const int64_t across_rows = across_fused ? columns_rows : m <= 2 ? 512 : m <= 4 ? 256 : 128;
   const int64_t across_chunk = (int64_t{64} << 10) / across_rows;
   constexpr int64_t kChunkRows = 16, kChunkM = 256;
   const int64_t chunk_tile = m >= 64 ? int64_t{256} << 10 : int64_t{128} << 10;
@@ -333,7 +347,7 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // 4-bit and whole byte / 16-bit codes by arithmetic at M = 1 only; rows
   // whose K is a multiple of 32). Asked on the first row's first 256 values; a tile the
   // kernels decline later is written and multiplied as below. Tiles of 64
-  // rows (the columns: 256, ColumnsDot's blocks) x the whole of K (the
+  // rows (the columns: columns_rows, ColumnsDot's blocks) x the whole of K (the
   // kernels fetch ahead while they run; at 4096 x 14336, M = 1 / 4, whole
   // rows measured 1.0-1.1x the speed of chunks of 4096,
   // `bench/results/2026-11-28-dot-order/`).
@@ -350,11 +364,11 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   const bool l1_rows = !blas && !fused && !across && !columns && w.plan().axis_group == nullptr &&
                        m <= 4 && k > 8192 && CpuIsIntel();
   // The word layouts and group maps decode by columns (DequantizeDot:
-  // the dot or nothing) in blocks of 256 rows over the whole of K; a
-  // block it declines takes tiles of 256 rows x 256 of K.
+  // the dot or nothing) in blocks of columns_rows over the whole of K; a
+  // block it declines takes tiles of those rows x 256 of K.
   const bool columns_fused = fused && (columns || w.plan().axis_group != nullptr);
   const int64_t columns_chunk = 256;
-  const int64_t chunk_rows = fused     ? (columns_fused ? 256 : 64)
+  const int64_t chunk_rows = fused     ? (columns_fused ? columns_rows : 64)
                              : l1_rows ? 4
                              : across  ? across_rows
                              : awq     ? 128
