@@ -1947,6 +1947,61 @@ TEST_CASE("AWQ / GPTQ column tiles at every line offset x every target == scalar
   CHECK(compared >= 16 * 9 * 6);
 }
 
+// The matmul hands the column dot up to 512 rows at a time; the kernel
+// goes over longer ranges block by block (kernels/dequantize_columns_dot.cc
+// kColumnsDotBlock), each block its own pass over K.
+TEST_CASE("fused column dot over several blocks of rows, 1-8 rows of X x every target") {
+  TargetGuard guard;
+  const auto targets = CompiledTargets();
+  std::mt19937_64 rng(2041);
+  for (int64_t target : targets) {
+    UseTarget(target);
+    int64_t fused = 0, compared = 0;
+    for (const bool gptq : {true, false}) {
+      for (const ZeroPointKind zp : {ZeroPointKind::kNone, ZeroPointKind::kInteger}) {
+        const int64_t rows = 1104, cols = 192, group = 64;  // N: 2 blocks and a part
+        Plan p;
+        p.code = CodeKind::kU4;
+        p.layout = gptq ? Layout::kGptqColumns : Layout::kAwqColumns;
+        p.out = OutType::kF32;
+        p.zp_kind = zp;
+        p.code_offset = zp == ZeroPointKind::kNone ? 8 : 0;
+        p.outer = rows;
+        p.axis = cols;
+        p.group = group;
+        p.s_outer = 1;
+        p.s_axis = rows;
+        p.word_stride = gptq ? 4 * rows : rows / 2;
+        std::vector<uint8_t> codes(static_cast<size_t>(rows * cols / 2));
+        for (auto& b : codes) b = static_cast<uint8_t>(rng());
+        p.codes = codes.data();
+        std::vector<float> scale(static_cast<size_t>(cols / group * rows));
+        for (auto& v : scale) v = RandomScale(rng);
+        std::vector<int32_t> zpi(scale.size());
+        for (auto& z : zpi) z = static_cast<int32_t>(rng() % 16);
+        p.scale = scale.data();
+        if (zp == ZeroPointKind::kInteger) p.zp_int = zpi.data();
+        SetValueFacts(&p, &scale, rng);
+        for (const int64_t m : {1, 3, 8}) {
+          // All rows, then from a row past the first block.
+          for (const int64_t r0 : {int64_t{0}, 520 + static_cast<int64_t>(rng() % 64)}) {
+            const int64_t c0 = 16 * static_cast<int64_t>(rng() % 4);
+            const std::string diff = CompareDot(p, r0, rows, c0, cols, rng, &fused, m);
+            CHECK_MESSAGE(diff.empty(), std::string(hwy::TargetName(target))
+                                            << (gptq ? " gptq" : " awq") << " zp="
+                                            << static_cast<int>(zp) << " m=" << m << " rows [" << r0
+                                            << ", " << rows << ") from " << c0 << ": " << diff);
+            ++compared;
+          }
+        }
+      }
+    }
+    CHECK(compared == 24);
+    // (AVX-512 fuses every one of them; the other targets write tiles.)
+    if (target <= HWY_AVX3) CHECK_MESSAGE(fused == compared, hwy::TargetName(target));
+  }
+}
+
 TEST_CASE(
     "ConvertFloats: every float16 / bfloat16 pattern and awkward float32 x every target == "
     "scalar") {
