@@ -69,8 +69,9 @@ bool FusedDotProbe(const Dequantizer& w, int64_t row, const float* x, int64_t m,
   return done;
 }
 
-// Whether the kernels decode the [K, N] view by columns (Plan::Dot::columns,
-// one row of X): asked on its first 16 x 16 (view rows from `row`).
+// Whether the kernels decode the [K, N] view by columns (Plan::Dot::columns;
+// asked with one row of X, the answer the same for up to 8): asked on its
+// first 16 x 16 (view rows from `row`).
 bool ColumnsDotProbe(const Dequantizer& w, int64_t row, const float* x, int64_t k, int64_t n) {
   alignas(64) float sums[16 * 16] = {};
   const Plan::Dot dot{x, 1, k, sums, nullptr, true};
@@ -500,9 +501,9 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
           for (int64_t c0 = 0; c0 < k && st.ok(); c0 += chunk) {
             const int64_t cw = std::min(chunk, k - c0);
             if (columns_fused || across_fused) {
-              // (one row of X, float32 values, the whole of K: decoded by
-              // columns without a tile where a kernel can, DequantizeDot;
-              // else by tiles)
+              // (up to 8 rows of X, float32 values, the whole of K:
+              // decoded by columns without a tile where a kernel can,
+              // DequantizeDot; else by tiles)
               const Plan::Dot dot{xf + i0 * k + c0, mi, k, sums, nullptr, across};
               Plan p = w.plan();
               p.dot = &dot;
