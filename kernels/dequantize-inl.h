@@ -2627,6 +2627,20 @@ struct DotPrefetch {
     for (int i = 0; i < ranges; ++i) n += (end[i] - at[i] + 63) / 64;
     return n;
   }
+  // Slice i of `parts` (0 <= i < parts) of each range's lines: the parts'
+  // slices together are the ranges' lines, each once.
+  DotPrefetch Part(int64_t i, int64_t parts) const {
+    DotPrefetch q;
+    for (int r = 0; r < ranges; ++r) {
+      const int64_t lines = (end[r] - at[r] + 63) / 64;
+      const int64_t a = lines * i / parts, b = lines * (i + 1) / parts;
+      if (b == a) continue;
+      q.at[q.ranges] = at[r] + 64 * a;
+      q.end[q.ranges] = at[r] + 64 * b;
+      ++q.ranges;
+    }
+    return q;
+  }
 };
 
 // Plan::dot over elements [k0, k1) of kRows weight rows and kM rows of X at
@@ -2735,53 +2749,86 @@ HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
   constexpr int kRows = 4;
   const Plan::Dot& dot = *plan.dot;
   if (dot.columns) return false;  // (rows only; the columns: ColumnsDot)
-  // Without a table (the contract's arithmetic per unit: a scale and zero
-  // points per weight row) only one row of X: with more the four rows'
-  // parameters and sums outgrow the registers (measured slower than the
-  // tile).
-  if (!K::kTable && dot.m > 1) return false;
+  // Float codes (FP8) by arithmetic decode at a cost that the tile pays
+  // once: past four rows of X (two passes over the codes; AVX-512: one of
+  // eight, whose rows' addresses spill) measured slower than the tile
+  // (fp8-block M = 6 / 8, 4096 x 4096 / 14336: 0.75-0.95x AVX-512,
+  // 0.91-0.97x at M = 6 AVX2; Intel guest, one thread).
+  if (!K::kTable && CodeIsFloat(kCode) && dot.m > 4) return false;
   const int64_t ldp = (r1 - r0) * 16;  // between rows of X's sums
   // Weight rows [r, r + rows) over [k0, k1) from their jobs, with every
-  // row of X: four weight rows with four, then three or two rows of X at
-  // a time (each pass decodes the weight rows again: two or three rows
-  // one by one took as long as four together, Intel guest), one weight
-  // row with X row by row (its codes are then in L1).
+  // row of X. With a table: four weight rows with four, then three or two
+  // rows of X at a time (each pass decodes the weight rows again: two or
+  // three rows one by one took as long as four together, Intel guest), a
+  // lone weight row with X row by row (its codes are then in L1). Without
+  // (the contract's arithmetic per unit: a scale and zero points per
+  // weight row): one row of X with four weight rows; more rows of X with
+  // one weight row at a time (four weight rows' parameters and sums would
+  // outgrow the registers), eight (AVX-512) or four, then three or two
+  // rows of X at a time,
+  // in slices of kSlice elements, the four weight rows one after the
+  // other per slice (X's rows of a slice stay in L1: over the whole of a
+  // K = 4096 row, four rows of X are 64 KiB, read again from L2 per
+  // weight row).
   // pf: lines to fetch meanwhile (by the first pass over X's rows).
+  constexpr int64_t kSlice = 1024;
   auto rows_dot = [&](const RowJob* jobs, int64_t r, int64_t rows, int64_t k0, int64_t k1,
                       const DotPrefetch& pf) HWY_ATTR {
-    // kR weight rows from ks, their sums from p.
-    auto with_x = [&](const K* ks, auto rows_c, float* p) HWY_ATTR {
+    // kR weight rows from ks over [ka, kb), their sums from p; pf_here:
+    // the lines to fetch (by the first pass over X's rows).
+    auto with_x = [&](const K* ks, auto rows_c, float* p, int64_t ka, int64_t kb,
+                      const DotPrefetch& pf_here) HWY_ATTR {
       constexpr int kR = decltype(rows_c)::value;
-      const float* const x = dot.x + (k0 - c0);
+      const float* const x = dot.x + (ka - c0);
       int64_t i = 0;
-      if constexpr (kR == kRows && K::kTable) {  // (one weight row: X row by row)
+      if constexpr (kR == kRows ? K::kTable : !K::kTable) {
+        if constexpr (kR == 1 && hn::MaxLanes(KernelTag()) == 16) {  // (8 sums: AVX-512)
+          for (; i + 8 <= dot.m; i += 8) {
+            DotUnits<kR, 8>(ks, ka, kb, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp,
+                            i == 0 ? pf_here : DotPrefetch());
+          }
+        }
         for (; i + 4 <= dot.m; i += 4) {
-          DotUnits<kR, 4>(ks, k0, k1, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp,
-                          i == 0 ? pf : DotPrefetch());
+          DotUnits<kR, 4>(ks, ka, kb, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp,
+                          i == 0 ? pf_here : DotPrefetch());
         }
         if (dot.m - i == 3) {
-          DotUnits<kR, 3>(ks, k0, k1, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp,
-                          i == 0 ? pf : DotPrefetch());
+          DotUnits<kR, 3>(ks, ka, kb, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp,
+                          i == 0 ? pf_here : DotPrefetch());
           i += 3;
         } else if (dot.m - i == 2) {
-          DotUnits<kR, 2>(ks, k0, k1, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp,
-                          i == 0 ? pf : DotPrefetch());
+          DotUnits<kR, 2>(ks, ka, kb, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp,
+                          i == 0 ? pf_here : DotPrefetch());
           i += 2;
         }
       }
       for (; i < dot.m; ++i) {
-        DotUnits<kR, 1>(ks, k0, k1, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp,
-                        i == 0 ? pf : DotPrefetch());
+        DotUnits<kR, 1>(ks, ka, kb, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp,
+                        i == 0 ? pf_here : DotPrefetch());
       }
     };
     float* const p = dot.sums + (r - r0) * 16;
-    if (rows == kRows) {
+    if (rows == kRows && (K::kTable || dot.m == 1)) {
       const K ks[kRows] = {K(plan, jobs[0]), K(plan, jobs[1]), K(plan, jobs[2]), K(plan, jobs[3])};
-      return with_x(ks, std::integral_constant<int, kRows>(), p);
+      return with_x(ks, std::integral_constant<int, kRows>(), p, k0, k1, pf);
+    }
+    if (!K::kTable && dot.m > 1) {
+      // (slices start at k0 + a multiple of kSlice: CanDot's alignment holds)
+      const int64_t slices = (k1 - k0 + kSlice - 1) / kSlice;
+      for (int64_t s = 0; s < slices; ++s) {
+        const int64_t ka = k0 + s * kSlice, kb = std::min(k1, ka + kSlice);
+        for (int64_t j = 0; j < rows; ++j) {
+          const K one[1] = {K(plan, jobs[j])};
+          with_x(one, std::integral_constant<int, 1>(), p + j * 16, ka, kb,
+                 j == 0 ? pf.Part(s, slices) : DotPrefetch());
+        }
+      }
+      return;
     }
     for (int64_t j = 0; j < rows; ++j) {
       const K one[1] = {K(plan, jobs[j])};
-      with_x(one, std::integral_constant<int, 1>(), p + j * 16);
+      with_x(one, std::integral_constant<int, 1>(), p + j * 16, k0, k1,
+             j == 0 ? pf : DotPrefetch());
     }
   };
   // The view's rows after [r, r + kRows) (the next four, those of the

@@ -120,7 +120,7 @@ struct Plan {
   bool Staged() const { return post_scale != 1.0f || (product != OutType::kF32 && product != out); }
 
   // --- A fused consumer: the matmul's dot products -----------------------
-  // When set (op/matmul.cc: up to 4 rows of X, float32 output, not
+  // When set (op/matmul.cc: up to 8 rows of X, float32 output, not
   // Staged()), a kernel that decodes the tile's values in registers adds
   // them to dot products instead of writing the tile, and sets *dot->done:
   // for row i < m of X, tile row j < r1 - r0 and element t < c1 - c0 (t in

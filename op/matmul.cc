@@ -55,12 +55,12 @@ T* Grow(std::vector<T>* v, size_t n) {
   return v->data();
 }
 
-// Whether the kernels fuse the dot of m (<= 4) rows of X (x, leading
+// Whether the kernels fuse the dot of m (<= 8) rows of X (x, leading
 // dimension ldx) with w's values (Plan::dot): asked on view row `row` (W's
 // first), its first 256 values.
 bool FusedDotProbe(const Dequantizer& w, int64_t row, const float* x, int64_t m, int64_t ldx) {
   const int64_t n = std::min<int64_t>(256, w.cols());
-  alignas(64) float sums[4 * 16] = {}, values[256];
+  alignas(64) float sums[8 * 16] = {}, values[256];
   bool done = false;
   const Plan::Dot dot{x, m, ldx, sums, &done};
   Plan p = w.plan();
@@ -337,15 +337,15 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // M = 4 1.0-1.4x; at K = 4096 within the noise; GPTQ / AWQ / act-order
   // 1.4-9x slower (not taken). The AMD EPYC guest measured small tiles
   // slower (16 x 2048 at M = 1: Q4_0 4096 x 14336 6.8 -> 9.3 ms).
-  // Up to 4 rows of X (8: below) times the weight's own float32 values: the kernels' fused
+  // Up to 8 rows of X times the weight's own float32 values: the kernels' fused
   // dot (kernels/plan.h Plan::dot) where they have one — the values are
   // decoded in registers and never stored (AVX-512, 4-bit codes looked up
   // in a group's table: PMX / ONNX / MatMulNBits int4, compressed-tensors,
   // bitsandbytes, GGUF Q4_0 / Q4_1 / Q4_K / IQ4_NL / IQ4_XS / MXFP4; whole
-  // byte / 16-bit codes (int8, FP8) by arithmetic at M = 1 only; GPTQ /
+  // byte / 16-bit codes (int8, FP8) by arithmetic; GPTQ /
   // AWQ [N, K] words, act-order too, by columns of 16 rows, up to 8 rows
   // of X in one pass (kernels/dequantize_columns.cc ColumnsDot); AVX2: the row layouts'
-  // 4-bit and whole byte / 16-bit codes by arithmetic at M = 1 only; rows
+  // 4-bit and whole byte / 16-bit codes by arithmetic; FP8 up to M = 4; rows
   // whose K is a multiple of 32). Asked on the first row's first 256 values; a tile the
   // kernels decline later is written and multiplied as below. Tiles of 64
   // rows (the columns: columns_rows, ColumnsDot's blocks) x the whole of K (the
@@ -354,14 +354,16 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // `bench/results/2026-11-28-dot-order/`).
   // Measured (Intel Xeon guest, one thread, 4096 x 4096, M = 1): see
   // docs/embedding.md.
-  // 5 - 8 rows of X: the fused dot on groups of kFusedRows, each
-  // decoding the block again (from the L2: 64 rows of packed codes), the
-  // same bits (by columns: one pass). Measured (Intel Xeon guest, one thread, 4096 x 4096,
-  // pmx-q1 / q4_0 / q4_k / ct / nf4): see bench/results/2026-12-01-blas-prefill/fused-8.txt.
-  constexpr int64_t kFusedRows = 4, kFusedMaxRows = 8;
+  // 5 - 8 rows of X: one call, the kernel taking them in passes of four
+  // (AVX-512 arithmetic: one of eight), each decoding the rows again (from
+  // L1), the same bits (by columns: one pass). Measured (Intel Xeon guest,
+  // one thread, 4096 x 4096, pmx-q1 / q4_0 / q4_k / ct / nf4): see
+  // bench/results/2026-12-01-blas-prefill/fused-8.txt; since in one call:
+  // bench/results/2026-12-07-arith-rows-of-x/.
+  constexpr int64_t kFusedMaxRows = 8;
   const bool fused = !blas && m <= kFusedMaxRows && !across && wt == OutType::kF32 &&
                      !w.plan().Staged() && k % 32 == 0 &&
-                     FusedDotProbe(w, row_base, xf, std::min(m, kFusedRows), k);
+                     FusedDotProbe(w, row_base, xf, std::min(m, kFusedMaxRows), k);
   const bool l1_rows = !blas && !fused && !across && !columns && w.plan().axis_group == nullptr &&
                        m <= 4 && k > 8192 && CpuIsIntel();
   // The word layouts and group maps decode by columns (DequantizeDot:
@@ -387,10 +389,9 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
                         : chunked
                             ? std::max<int64_t>(256, chunk_tile / (4 * chunk_rows) / 256 * 256)
                             : k;
-  const int64_t m_block = columns_fused || across_fused ? std::min(m, kFusedMaxRows)
-                          : fused                       ? std::min(m, kFusedRows)
-                          : chunked                     ? std::min(m, kChunkM)
-                                                        : m;
+  const int64_t m_block = fused || across_fused ? std::min(m, kFusedMaxRows)
+                          : chunked             ? std::min(m, kChunkM)
+                                                : m;
   const int64_t blocks = (n + block - 1) / block;
   // Across: the tile's rows padded by a line (16 floats).
   const int64_t tile_ld = across ? block + 16 : chunk;
@@ -518,7 +519,7 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
               continue;
             }
             if (fused) {
-              // (fused: blocks of at most kFusedRows rows of X, rows are
+              // (fused: blocks of at most kFusedMaxRows rows of X, rows are
               // features, float32 values)
               bool done = false;
               const float* xi = xf + i0 * k + c0;

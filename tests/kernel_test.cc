@@ -1947,6 +1947,56 @@ TEST_CASE("AWQ / GPTQ column tiles at every line offset x every target == scalar
   CHECK(compared >= 16 * 9 * 6);
 }
 
+// The row kernels' fused dot over a K of several slices
+// (kernels/dequantize-inl.h FusedDot: without a table, more than one row of
+// X goes over K in slices of 1024, the weight rows one after the other per
+// slice) and 2-8 rows of X in one call, from a row and an element past the
+// first: AVX2 and AVX-512 fuse every one (FP8's arithmetic up to 4 rows of
+// X), the others write tiles.
+TEST_CASE("fused row dot over several slices of K, 2-8 rows of X x every target") {
+  TargetGuard guard;
+  const auto targets = CompiledTargets();
+  std::mt19937_64 rng(2042);
+  struct Layout {
+    Form form;
+    CodeKind code;
+    int interleave;
+  };
+  const Layout layouts[] = {{Form::kPmxAxis1, CodeKind::kU4, 4},
+                            {Form::kDense, CodeKind::kU4, 1},
+                            {Form::kDense, CodeKind::kS8, 1},
+                            {Form::kDense, CodeKind::kF8E4M3FN, 1}};
+  const int64_t rows = 8, cols = 3168;  // (three slices and a part)
+  for (int64_t target : targets) {
+    UseTarget(target);
+    int64_t fused = 0, compared = 0, want_fused = 0;
+    for (const Layout& l : layouts) {
+      const ZeroPointKind zp = CodeIsFloat(l.code) ? ZeroPointKind::kNone : ZeroPointKind::kInteger;
+      PlanData d =
+          MakePlan(rng, l.form, l.code, l.interleave, rows, cols, 128, zp, OutType::kF32, 0);
+      SetValueFacts(&d.plan, &d.scale, rng);
+      for (const int64_t m : {2, 3, 4, 5, 6, 8}) {
+        for (const bool whole : {true, false}) {
+          const int64_t r0 = whole ? 0 : 1 + static_cast<int64_t>(rng() % 3);  // (4 + 1-3)
+          const int64_t c0 = whole ? 0 : 32 * (1 + static_cast<int64_t>(rng() % 40));
+          const std::string diff = CompareDot(d.plan, r0, rows, c0, cols, rng, &fused, m);
+          CHECK_MESSAGE(diff.empty(), std::string(hwy::TargetName(target))
+                                          << " code=" << static_cast<int>(l.code) << " interleave="
+                                          << l.interleave << " m=" << m << " rows [" << r0 << ", "
+                                          << rows << ") from " << c0 << ": " << diff);
+          ++compared;
+          want_fused += CodeIsFloat(l.code) && m > 4 ? 0 : 1;
+        }
+      }
+    }
+    CHECK(compared == 48);
+    if (target <= HWY_AVX3 || target == HWY_AVX2) {
+      CHECK_MESSAGE(fused == want_fused, std::string(hwy::TargetName(target))
+                                             << " fused " << fused);
+    }
+  }
+}
+
 // The matmul hands the column dot up to 512 rows at a time; the kernel
 // goes over longer ranges block by block (kernels/dequantize_columns_dot.cc
 // kColumnsDotBlock), each block its own pass over K.
