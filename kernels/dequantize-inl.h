@@ -2750,10 +2750,10 @@ HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
   const Plan::Dot& dot = *plan.dot;
   if (dot.columns) return false;  // (rows only; the columns: ColumnsDot)
   // Float codes (FP8) by arithmetic decode at a cost that the tile pays
-  // once: past four rows of X (two passes over the codes; AVX-512: one of
-  // eight, whose rows' addresses spill) measured slower than the tile
-  // (fp8-block M = 6 / 8, 4096 x 4096 / 14336: 0.75-0.95x AVX-512,
-  // 0.91-0.97x at M = 6 AVX2; Intel guest, one thread).
+  // once: past four rows of X (two passes over the codes, or AVX-512's
+  // one of eight) measured no faster than the tile (fp8-block, 4096 x
+  // 4096 / 14336, M = 5 / 6 0.84-0.95x, M = 8 0.99-1.05x, AVX-512 and
+  // AVX2; Intel guest, one thread, weight flushed).
   if (!K::kTable && CodeIsFloat(kCode) && dot.m > 4) return false;
   const int64_t ldp = (r1 - r0) * 16;  // between rows of X's sums
   // Weight rows [r, r + rows) over [k0, k1) from their jobs, with every
@@ -2763,15 +2763,19 @@ HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
   // lone weight row with X row by row (its codes are then in L1). Without
   // (the contract's arithmetic per unit: a scale and zero points per
   // weight row): one row of X with four weight rows; more rows of X with
-  // one weight row at a time (four weight rows' parameters and sums would
-  // outgrow the registers), eight (AVX-512) or four, then three or two
-  // rows of X at a time,
-  // in slices of kSlice elements, the four weight rows one after the
-  // other per slice (X's rows of a slice stay in L1: over the whole of a
-  // K = 4096 row, four rows of X are 64 KiB, read again from L2 per
-  // weight row).
+  // two weight rows at a time with eight, four, three or two rows of X
+  // (AVX-512), or on AVX2 two weight rows with two rows of X and one
+  // weight row with four or three (four weight rows' parameters and sums
+  // would outgrow the registers; a sum's additions are one chain, so
+  // fewer than eight chains in flight wait on the FMA's latency: one
+  // weight row with two or four rows of X on AVX-512 measured 1.9x / 2.8x
+  // the time of M = 1, weight in cache), in slices of kSlice elements,
+  // the weight rows one after the other per slice (X's rows of a slice
+  // stay in L1: over the whole of a K = 4096 row, four rows of X are 64
+  // KiB, read again from L2 per weight row).
   // pf: lines to fetch meanwhile (by the first pass over X's rows).
   constexpr int64_t kSlice = 1024;
+  constexpr bool kWide = hn::MaxLanes(KernelTag()) == 16;  // (one vector per 16 sums)
   auto rows_dot = [&](const RowJob* jobs, int64_t r, int64_t rows, int64_t k0, int64_t k1,
                       const DotPrefetch& pf) HWY_ATTR {
     // kR weight rows from ks over [ka, kb), their sums from p; pf_here:
@@ -2779,33 +2783,31 @@ HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
     auto with_x = [&](const K* ks, auto rows_c, float* p, int64_t ka, int64_t kb,
                       const DotPrefetch& pf_here) HWY_ATTR {
       constexpr int kR = decltype(rows_c)::value;
+      // The most rows of X per pass (see above).
+      constexpr int kMaxX = K::kTable     ? (kR == kRows ? 4 : 1)
+                            : kR == kRows ? 1
+                            : kWide       ? 8
+                            : kR == 1     ? 4
+                                          : 2;
       const float* const x = dot.x + (ka - c0);
       int64_t i = 0;
-      if constexpr (kR == kRows ? K::kTable : !K::kTable) {
-        if constexpr (kR == 1 && hn::MaxLanes(KernelTag()) == 16) {  // (8 sums: AVX-512)
-          for (; i + 8 <= dot.m; i += 8) {
-            DotUnits<kR, 8>(ks, ka, kb, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp,
-                            i == 0 ? pf_here : DotPrefetch());
-          }
-        }
-        for (; i + 4 <= dot.m; i += 4) {
-          DotUnits<kR, 4>(ks, ka, kb, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp,
-                          i == 0 ? pf_here : DotPrefetch());
-        }
-        if (dot.m - i == 3) {
-          DotUnits<kR, 3>(ks, ka, kb, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp,
-                          i == 0 ? pf_here : DotPrefetch());
-          i += 3;
-        } else if (dot.m - i == 2) {
-          DotUnits<kR, 2>(ks, ka, kb, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp,
-                          i == 0 ? pf_here : DotPrefetch());
-          i += 2;
-        }
+      auto pass = [&](auto rows_of_x) HWY_ATTR {
+        constexpr int kM = decltype(rows_of_x)::value;
+        DotUnits<kR, kM>(ks, ka, kb, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp,
+                         i == 0 ? pf_here : DotPrefetch());
+        i += kM;
+      };
+      if constexpr (kMaxX >= 8) {
+        while (i + 8 <= dot.m) pass(std::integral_constant<int, 8>());
       }
-      for (; i < dot.m; ++i) {
-        DotUnits<kR, 1>(ks, ka, kb, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp,
-                        i == 0 ? pf_here : DotPrefetch());
+      if constexpr (kMaxX >= 4) {
+        while (i + 4 <= dot.m) pass(std::integral_constant<int, 4>());
+        if (dot.m - i == 3) pass(std::integral_constant<int, 3>());
       }
+      if constexpr (kMaxX >= 2) {
+        while (i + 2 <= dot.m) pass(std::integral_constant<int, 2>());
+      }
+      while (i < dot.m) pass(std::integral_constant<int, 1>());
     };
     float* const p = dot.sums + (r - r0) * 16;
     if (rows == kRows && (K::kTable || dot.m == 1)) {
@@ -2814,10 +2816,17 @@ HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
     }
     if (!K::kTable && dot.m > 1) {
       // (slices start at k0 + a multiple of kSlice: CanDot's alignment holds)
+      const bool pairs = kWide || dot.m == 2;
       const int64_t slices = (k1 - k0 + kSlice - 1) / kSlice;
       for (int64_t s = 0; s < slices; ++s) {
         const int64_t ka = k0 + s * kSlice, kb = std::min(k1, ka + kSlice);
-        for (int64_t j = 0; j < rows; ++j) {
+        int64_t j = 0;
+        for (; pairs && j + 2 <= rows; j += 2) {
+          const K two[2] = {K(plan, jobs[j]), K(plan, jobs[j + 1])};
+          with_x(two, std::integral_constant<int, 2>(), p + j * 16, ka, kb,
+                 j == 0 ? pf.Part(s, slices) : DotPrefetch());
+        }
+        for (; j < rows; ++j) {
           const K one[1] = {K(plan, jobs[j])};
           with_x(one, std::integral_constant<int, 1>(), p + j * 16, ka, kb,
                  j == 0 ? pf.Part(s, slices) : DotPrefetch());
