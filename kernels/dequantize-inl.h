@@ -2749,12 +2749,15 @@ HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
   constexpr int kRows = 4;
   const Plan::Dot& dot = *plan.dot;
   if (dot.columns) return false;  // (rows only; the columns: ColumnsDot)
-  // Float codes (FP8) by arithmetic decode at a cost that the tile pays
-  // once: past four rows of X (two passes over the codes, or AVX-512's
-  // one of eight) measured no faster than the tile (fp8-block, 4096 x
-  // 4096 / 14336, M = 5 / 6 0.84-0.95x, M = 8 0.99-1.05x, AVX-512 and
-  // AVX2; Intel guest, one thread, weight flushed).
-  if (!K::kTable && CodeIsFloat(kCode) && dot.m > 4) return false;
+  // Float codes (FP8) and table codes (NF4 / FP4 on AVX2) decode by
+  // arithmetic or lookups at a cost that the tile pays once: past four
+  // rows of X (two passes over the codes, or AVX-512's one of eight) they
+  // measured no faster than the tile (4096 x 4096 / 14336, fp8-block
+  // M = 5 / 6 0.84-0.95x, M = 8 0.99-1.05x, AVX-512 and AVX2; AVX2
+  // bnb-nf4 M = 8 0.84-0.86x; Intel guest, one thread, weight flushed).
+  if (!K::kTable && (CodeIsFloat(kCode) || kCode == CodeKind::kTable4) && dot.m > 4) {
+    return false;
+  }
   const int64_t ldp = (r1 - r0) * 16;  // between rows of X's sums
   // Weight rows [r, r + rows) over [k0, k1) from their jobs, with every
   // row of X. With a table: four weight rows with four, then three or two

@@ -1951,8 +1951,8 @@ TEST_CASE("AWQ / GPTQ column tiles at every line offset x every target == scalar
 // (kernels/dequantize-inl.h FusedDot: without a table, more than one row of
 // X goes over K in slices of 1024, the weight rows one after the other per
 // slice) and 2-8 rows of X in one call, from a row and an element past the
-// first: AVX2 and AVX-512 fuse every one (FP8's arithmetic up to 4 rows of
-// X), the others write tiles.
+// first: AVX2 and AVX-512 fuse every one (FP8, and AVX2's table codes, up
+// to 4 rows of X), the others write tiles.
 TEST_CASE("fused row dot over several slices of K, 2-8 rows of X x every target") {
   TargetGuard guard;
   const auto targets = CompiledTargets();
@@ -1965,13 +1965,15 @@ TEST_CASE("fused row dot over several slices of K, 2-8 rows of X x every target"
   const Layout layouts[] = {{Form::kPmxAxis1, CodeKind::kU4, 4},
                             {Form::kDense, CodeKind::kU4, 1},
                             {Form::kDense, CodeKind::kS8, 1},
-                            {Form::kDense, CodeKind::kF8E4M3FN, 1}};
+                            {Form::kDense, CodeKind::kF8E4M3FN, 1},
+                            {Form::kDense, CodeKind::kTable4, 1}};
   const int64_t rows = 8, cols = 3168;  // (three slices and a part)
   for (int64_t target : targets) {
     UseTarget(target);
     int64_t fused = 0, compared = 0, want_fused = 0;
     for (const Layout& l : layouts) {
-      const ZeroPointKind zp = CodeIsFloat(l.code) ? ZeroPointKind::kNone : ZeroPointKind::kInteger;
+      const bool lookup = CodeIsFloat(l.code) || l.code == CodeKind::kTable4;
+      const ZeroPointKind zp = lookup ? ZeroPointKind::kNone : ZeroPointKind::kInteger;
       PlanData d =
           MakePlan(rng, l.form, l.code, l.interleave, rows, cols, 128, zp, OutType::kF32, 0);
       SetValueFacts(&d.plan, &d.scale, rng);
@@ -1985,11 +1987,13 @@ TEST_CASE("fused row dot over several slices of K, 2-8 rows of X x every target"
                                           << l.interleave << " m=" << m << " rows [" << r0 << ", "
                                           << rows << ") from " << c0 << ": " << diff);
           ++compared;
-          want_fused += CodeIsFloat(l.code) && m > 4 ? 0 : 1;
+          // (FP8, and table codes where decoded without a table: up to 4)
+          const bool table = l.code == CodeKind::kTable4 && target <= HWY_AVX3;
+          want_fused += lookup && !table && m > 4 ? 0 : 1;
         }
       }
     }
-    CHECK(compared == 48);
+    CHECK(compared == 60);
     if (target <= HWY_AVX3 || target == HWY_AVX2) {
       CHECK_MESSAGE(fused == want_fused, std::string(hwy::TargetName(target))
                                              << " fused " << fused);
