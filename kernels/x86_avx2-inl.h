@@ -112,8 +112,14 @@ struct BlockHalfTableShape : BlockTableGeometry<D, 16> {
   using G = BlockTableGeometry<D, 16>;
   using G::kC, G::kSub, G::kSubs, G::kPerTable, G::kTableElems;
   // Plane shapes HalfTableCodes32 reads: the low plane as 32 bytes at one
-  // shift (span a multiple of 32), a second plane of one bit the same way.
+  // shift (span a multiple of 32), a second plane of one bit the same way;
+  // or (kPacked) one plane of 32 consecutive 2-bit fields (span 1: Q2_0),
+  // one sub-block per table.
+  static constexpr bool kPacked = D::kPlanes[0].span() == 1;
   static constexpr bool PlanesOk() {
+    if constexpr (kPacked) {
+      return PlaneCount<D>() == 1 && D::kPlanes[0].bits == 2 && kPerTable == 1;
+    }
     if (D::kPlanes[0].span() % 32 != 0) return false;
     if constexpr (PlaneCount<D>() == 2) {
       const CodePlane hi = D::kPlanes[1];
@@ -126,6 +132,9 @@ struct BlockHalfTableShape : BlockTableGeometry<D, 16> {
                               (D::kZp == ZeroPointKind::kNone || D::kZp == ZeroPointKind::kFloat) &&
                               (kSub == 16 || kSub % 32 == 0) && kTableElems % 32 == 0 &&
                               D::kBlockElems % kTableElems == 0 && PlanesOk();
+  // The code of table entry e: e % kC of sub-block e / kC; kPacked: the
+  // entries HalfTableCodes32 makes, code c at c and at kC c.
+  static constexpr int64_t EntryCode(int64_t e) { return kPacked && e >= kC ? e / kC : e % kC; }
 };
 
 // The table entries of elements p .. p+31 of `block` (p % 32 == 0) as
@@ -139,6 +148,21 @@ HWY_INLINE __m256i HalfTableCodes32(const uint8_t* block, uint64_t p) {
   constexpr int kLowBits = static_cast<int>(D::kPlanes[0].bits);
   int sh;
   const uint8_t* b = L::template FieldByte<0>(block, p, &sh);
+  if constexpr (S::kPacked) {
+    // The 8 bytes of 32 2-bit fields (from bit 0: p % 32 == 0): byte e / 4
+    // to element e's byte, masked to its field (bits 2 (e % 4) .. + 1),
+    // fields 2 and 3 (the odd 16-bit words) shifted down by 4: c where e % 4
+    // is 0 or 2, 4 c where it is 1 or 3 (EntryCode).
+    uint64_t w;
+    std::memcpy(&w, b, sizeof(w));
+    const __m256i spread =
+        _mm256_shuffle_epi8(_mm256_set1_epi64x(static_cast<long long>(w)),
+                            _mm256_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 4, 4, 4, 4, 5, 5, 5, 5, 2, 2,
+                                             2, 2, 3, 3, 3, 3, 6, 6, 6, 6, 7, 7, 7, 7));
+    const __m256i fields =
+        _mm256_and_si256(spread, _mm256_set1_epi32(static_cast<int>(0xC0300C03u)));
+    return _mm256_blend_epi16(fields, _mm256_srli_epi16(fields, 4), 0xAA);
+  }
   // (16-bit shifts: a field fits its byte, the byte masks drop what
   // crosses from the neighbouring byte.)
   __m256i c = _mm256_and_si256(
@@ -171,7 +195,7 @@ HWY_INLINE __m256i HalfTableCodes32(const uint8_t* block, uint64_t p) {
 }
 
 // The loop-invariant float32 code values of a table's entries: entry e
-// (0..15, in two vectors) is code e % kC minus the code offset.
+// (0..15, in two vectors) is code EntryCode(e) minus the code offset.
 struct HalfTableLanes {
   __m256 code0, code1;
 };
@@ -179,7 +203,7 @@ template <class D>
 HWY_INLINE HalfTableLanes MakeHalfTableLanes(int32_t code_offset) {
   using S = BlockHalfTableShape<D>;
   alignas(32) int32_t code[16];
-  for (int64_t e = 0; e < 16; ++e) code[e] = static_cast<int32_t>(e % S::kC) - code_offset;
+  for (int64_t e = 0; e < 16; ++e) code[e] = static_cast<int32_t>(S::EntryCode(e)) - code_offset;
   return {_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(code))),
           _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(code + 8)))};
 }

@@ -285,10 +285,13 @@ struct BlockTableShape : BlockTableGeometry<D, 32> {
   using G = BlockTableGeometry<D, 32>;
   using G::kC, G::kSub, G::kSubs, G::kPerTable, G::kTableElems;
   // Plane shapes BlockCodes32 reads: the low plane as 32 bytes at one
-  // shift (span >= 32) or the two fields of 16 bytes (span 16); a second
-  // plane of one bit, as 32 bytes (span >= 32) or 32 consecutive bits.
+  // shift (span >= 32), the two fields of 16 bytes (span 16) or, alone,
+  // 32 consecutive fields of at most 2 bits (span 1: one quadword, Q2_0);
+  // a second plane of one bit, as 32 bytes (span >= 32) or 32 consecutive
+  // bits.
   static constexpr bool PlanesOk() {
     const CodePlane lo = D::kPlanes[0];
+    if (lo.span() == 1) return PlaneCount<D>() == 1 && lo.bits <= 2;
     if (lo.span() != 16 && lo.span() < 32) return false;
     if constexpr (PlaneCount<D>() == 2) {
       const CodePlane hi = D::kPlanes[PlaneCount<D>() - 1];
@@ -365,7 +368,36 @@ HWY_INLINE __m512i BlockCodes32(const uint8_t* block, uint64_t p, int64_t sub0) 
   int sh;
   const uint8_t* b = L::template FieldByte<0>(block, p, &sh);
   __m512i c;
-  if constexpr (lo.span() >= 32) {
+  if constexpr (lo.span() == 1) {
+    // 32 fields of lo.bits (1 or 2) bits from b's bit 0 (sh is 0: p % 32
+    // == 0), in one quadword broadcast; 16-bit lane e gets field e in its
+    // low bits: VBMI, one multishift (byte 2 e: the 8 bits from field e's
+    // bit); else the 16 bits holding field e (fields never straddle them)
+    // permuted to it and shifted down.
+    (void)sh;
+    constexpr int kBits = static_cast<int>(lo.bits);
+    struct Picks {
+      uint8_t bit[64];
+      int16_t word[32], shift[32];
+      constexpr Picks() : bit(), word(), shift() {
+        for (int e = 0; e < 32; ++e) {
+          bit[2 * e] = static_cast<uint8_t>(kBits * e);
+          word[e] = static_cast<int16_t>(kBits * e / 16);
+          shift[e] = static_cast<int16_t>(kBits * e % 16);
+        }
+      }
+    };
+    alignas(64) static constexpr Picks kPicks{};
+    uint64_t w = 0;
+    std::memcpy(&w, b, 4 * kBits);  // (exactly the 32 fields' bytes)
+    const __m512i x = _mm512_set1_epi64(static_cast<long long>(w));
+#if HWY_TARGET <= HWY_AVX3_DL
+    c = _mm512_multishift_epi64_epi8(_mm512_load_si512(kPicks.bit), x);
+#else
+    c = _mm512_srlv_epi16(_mm512_permutexvar_epi16(_mm512_load_si512(kPicks.word), x),
+                          _mm512_load_si512(kPicks.shift));
+#endif
+  } else if constexpr (lo.span() >= 32) {
     c = _mm512_srl_epi16(
         _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b))),
         _mm_cvtsi32_si128(sh));
