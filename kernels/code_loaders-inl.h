@@ -32,6 +32,12 @@
 //                   loader's lane order kDotOrder (a 16-entry array): lane
 //                   l of *lo holds element k + kDotOrder[l], of *hi
 //                   k + N + kDotOrder[l]
+//   LoadDotWords(c, k, w0, w1), DotShift(c, w0, w1, lo, hi) (optional,
+//                   with LoadDot) LoadDot in two steps, for rows that share
+//                   their words (PMX int4x4: four rows' nibbles in each
+//                   word): the words' loads, the same for every row whose
+//                   c.codes is the same, then the row's shift; LoadDot is
+//                   the two in turn
 //   LoadSplit(c, k, even, odd) (optional, AVX2) raw codes of elements
 //                   k, k+2, ..., k+14 into *even and k+1, ..., k+15 into
 //                   *odd, exact: the pair-split order of the row kernel's
@@ -463,10 +469,14 @@ struct DenseHalves : LoaderTypes {
 };
 
 // PmxWords<16>'s LoadDot (AVX-512): the unit's 32 words as two 32-byte
-// broadcasts (loads, no widening on the shuffle port, which the dot's
-// permutes keep busy) and one variable shift each, in kDotOrderWordPairs
-// (over a widening load and a shift per 16 codes: the matmul at M = 4
-// 1.11-1.19x, M = 1 1.0-1.19x, bench/results/2026-12-07-pmx-word-dot/).
+// broadcasts (no widening) and one variable shift each, in
+// kDotOrderWordPairs (over a widening load and a shift per 16 codes: the
+// matmul at M = 4 1.11-1.19x, M = 1 1.0-1.19x, Intel guest,
+// bench/results/2026-12-07-pmx-word-dot/). The four rows of an
+// interleaved group read the same words: the fused dot loads them once
+// for the four (LoadDotWords), each row then shifts its nibbles down
+// (DotShift) — a broadcast of 32 bytes takes a shuffle uop on AMD's Zen 4
+// (a load alone on Intel).
 template <bool kOn>
 struct PmxWordDots {};
 #if HWY_TARGET <= HWY_AVX3
@@ -474,13 +484,22 @@ template <>
 struct PmxWordDots<true> {
   using VI = LoaderTypes::VI;
   static constexpr const int32_t* kDotOrder = kDotOrderWordPairs;
-  static HWY_INLINE void LoadDot(const CodeRef& c, int64_t k, VI* lo, VI* hi) {
+  static HWY_INLINE void LoadDotWords(const CodeRef& c, int64_t k, VI* w0, VI* w1) {
+    const __m256i* p = reinterpret_cast<const __m256i*>(c.codes + 2 * k);
+    *w0 = VI{_mm512_broadcast_i64x4(_mm256_loadu_si256(p))};
+    *w1 = VI{_mm512_broadcast_i64x4(_mm256_loadu_si256(p + 1))};
+  }
+  static HWY_INLINE void DotShift(const CodeRef& c, VI w0, VI w1, VI* lo, VI* hi) {
     const __m512i shift =
         _mm512_add_epi32(_mm512_set1_epi32(c.shift),
                          _mm512_set_epi32(16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0));
-    const __m256i* p = reinterpret_cast<const __m256i*>(c.codes + 2 * k);
-    *lo = VI{_mm512_srlv_epi32(_mm512_broadcast_i64x4(_mm256_loadu_si256(p)), shift)};
-    *hi = VI{_mm512_srlv_epi32(_mm512_broadcast_i64x4(_mm256_loadu_si256(p + 1)), shift)};
+    *lo = VI{_mm512_srlv_epi32(w0.raw, shift)};
+    *hi = VI{_mm512_srlv_epi32(w1.raw, shift)};
+  }
+  static HWY_INLINE void LoadDot(const CodeRef& c, int64_t k, VI* lo, VI* hi) {
+    VI w0, w1;
+    LoadDotWords(c, k, &w0, &w1);
+    DotShift(c, w0, w1, lo, hi);
   }
 };
 #endif

@@ -282,6 +282,12 @@ struct HasLoadDot : std::false_type {};
 template <class L>
 struct HasLoadDot<L, std::void_t<decltype(&L::LoadDot)>> : std::true_type {};
 
+// Whether loader L has the optional LoadDotWords (and DotShift).
+template <class L, class = void>
+struct HasLoadDotWords : std::false_type {};
+template <class L>
+struct HasLoadDotWords<L, std::void_t<decltype(&L::LoadDotWords)>> : std::true_type {};
+
 #if HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_AVX2
 // Loader L's kDotOrder where it has LoadDot, else element order.
 constexpr int32_t kDotOrderIdentity[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
@@ -1149,7 +1155,6 @@ class RowKernel {
       *v1 = Arith(Decode(L::Load(job_.code, k + kN)), g.s, g.z, g.zf);
       return;
     }
-    const VF t = g.t;
     VI lo, hi;
     if constexpr (kDotOrdered) {
       L::LoadDot(job_.code, k, &lo, &hi);
@@ -1162,20 +1167,44 @@ class RowKernel {
       lo = L::Load(job_.code, k);
       hi = L::Load(job_.code, k + kN);
     }
-#if HWY_TARGET <= HWY_AVX3
-    // (vpermps reads an index's low 4 bits: the raw codes' upper bits are
-    // never looked at.)
-    *v0 = VF{_mm512_permutexvar_ps(lo.raw, t.raw)};
-    *v1 = VF{_mm512_permutexvar_ps(hi.raw, t.raw)};
-#else
-    (void)t;
-    (void)lo;
-    (void)hi;  // (unreachable: kTable is false here)
-#endif
+    Lookup(g, lo, hi, v0, v1);
+  }
+  // Rows whose codes share their words (kSharedDotWords: the loader's
+  // LoadDotWords; rows with the same Code().codes): DotWords loads the
+  // words of elements k .. k+2N-1 once, UnitValuesFromWords gives each
+  // such row's UnitValues from them.
+  static constexpr bool kSharedDotWords = kDotOrdered && HasLoadDotWords<L>::value;
+  HWY_INLINE void DotWords(int64_t k, VI* w0, VI* w1) const {
+    if constexpr (kSharedDotWords) L::LoadDotWords(job_.code, k, w0, w1);
+  }
+  HWY_INLINE void UnitValuesFromWords(const DotGroup& g, VI w0, VI w1, VF* v0, VF* v1) const {
+    if constexpr (kSharedDotWords) {
+      VI lo, hi;
+      L::DotShift(job_.code, w0, w1, &lo, &hi);
+      Lookup(g, lo, hi, v0, v1);
+    }
   }
 #endif
 
  private:
+#if HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_AVX2
+  // UnitValues' table lookups (kTable) of codes lo and hi.
+  HWY_INLINE void Lookup(const DotGroup& g, VI lo, VI hi, VF* v0, VF* v1) const {
+#if HWY_TARGET <= HWY_AVX3
+    // (vpermps reads an index's low 4 bits: the raw codes' upper bits are
+    // never looked at.)
+    *v0 = VF{_mm512_permutexvar_ps(lo.raw, g.t.raw)};
+    *v1 = VF{_mm512_permutexvar_ps(hi.raw, g.t.raw)};
+#else
+    (void)g;
+    (void)lo;
+    (void)hi;
+    (void)v0;
+    (void)v1;  // (unreachable: kTable is false here)
+#endif
+  }
+#endif
+
   // A group's table over the 16 4-bit codes: the contract's arithmetic on
   // the code values (Arith's float32(q - z), or decode(q)) with scale s and
   // additive zero zf, lane c = T[c].
@@ -2673,7 +2702,7 @@ struct DotPrefetch {
 // the same way (lane l then holds partial sum kDotOrder[l]: the same additions in
 // the same order, so the same bits). kRows weight rows interleaved: each
 // product's sums are one chain of dependent additions.
-template <int kRows, int kM, class K>
+template <int kRows, int kM, bool kShared, class K>
 HWY_INLINE void DotUnits(const K* ks, int64_t k0, int64_t k1, const float* x, int64_t ldx, float* p,
                          int64_t ldp, DotPrefetch pf) {
   const KernelTag df;
@@ -2719,7 +2748,13 @@ HWY_INLINE void DotUnits(const K* ks, int64_t k0, int64_t k1, const float* x, in
         if (pf.at[range] >= pf.end[range]) ++range;
       }
       VF v0[kRows], v1[kRows];
-      for (int r = 0; r < kRows; ++r) ks[r].UnitValues(t[r], k, &v0[r], &v1[r]);
+      if constexpr (kShared) {
+        typename K::VI w0, w1;
+        ks[0].DotWords(k, &w0, &w1);
+        for (int r = 0; r < kRows; ++r) ks[r].UnitValuesFromWords(t[r], w0, w1, &v0[r], &v1[r]);
+      } else {
+        for (int r = 0; r < kRows; ++r) ks[r].UnitValues(t[r], k, &v0[r], &v1[r]);
+      }
       VF x0[kM], x1[kM];
       for (int i = 0; i < kM; ++i) {
         x0[i] = in(hn::LoadU(df, xk + i * ldx));
@@ -2809,10 +2844,18 @@ HWY_INLINE bool FusedDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, i
                                           : 2;
       const float* const x = dot.x + (ka - c0);
       int64_t i = 0;
+      // Rows that share their words (K::kSharedDotWords) load them once.
+      bool shared = K::kSharedDotWords && kR > 1;
+      for (int r = 1; r < kR; ++r) shared = shared && ks[r].Code().codes == ks[0].Code().codes;
       auto pass = [&](auto rows_of_x) HWY_ATTR {
         constexpr int kM = decltype(rows_of_x)::value;
-        DotUnits<kR, kM>(ks, ka, kb, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp,
-                         i == 0 ? pf_here : DotPrefetch());
+        const DotPrefetch pf_pass = i == 0 ? pf_here : DotPrefetch();
+        if (K::kSharedDotWords && shared) {
+          DotUnits<kR, kM, K::kSharedDotWords>(ks, ka, kb, x + i * dot.ldx, dot.ldx, p + i * ldp,
+                                               ldp, pf_pass);
+        } else {
+          DotUnits<kR, kM, false>(ks, ka, kb, x + i * dot.ldx, dot.ldx, p + i * ldp, ldp, pf_pass);
+        }
         i += kM;
       };
       if constexpr (kMaxX >= 8) {
