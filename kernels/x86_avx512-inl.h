@@ -286,12 +286,13 @@ struct BlockTableShape : BlockTableGeometry<D, 32> {
   using G::kC, G::kSub, G::kSubs, G::kPerTable, G::kTableElems;
   // Plane shapes BlockCodes32 reads: the low plane as 32 bytes at one
   // shift (span >= 32), the two fields of 16 bytes (span 16) or, alone,
-  // 32 consecutive fields of at most 2 bits (span 1: one quadword, Q2_0);
+  // 32 consecutive fields of 2 bits (span 1: one quadword, Q2_0; no layout
+  // has a packed plane of 1 bit, so none is taken untested);
   // a second plane of one bit, as 32 bytes (span >= 32) or 32 consecutive
   // bits.
   static constexpr bool PlanesOk() {
     const CodePlane lo = D::kPlanes[0];
-    if (lo.span() == 1) return PlaneCount<D>() == 1 && lo.bits <= 2;
+    if (lo.span() == 1) return PlaneCount<D>() == 1 && lo.bits == 2;
     if (lo.span() != 16 && lo.span() < 32) return false;
     if constexpr (PlaneCount<D>() == 2) {
       const CodePlane hi = D::kPlanes[PlaneCount<D>() - 1];
@@ -369,7 +370,7 @@ HWY_INLINE __m512i BlockCodes32(const uint8_t* block, uint64_t p, int64_t sub0) 
   const uint8_t* b = L::template FieldByte<0>(block, p, &sh);
   __m512i c;
   if constexpr (lo.span() == 1) {
-    // 32 fields of lo.bits (1 or 2) bits from b's bit 0 (sh is 0: p % 32
+    // 32 fields of lo.bits (2) bits from b's bit 0 (sh is 0: p % 32
     // == 0), in one quadword broadcast; 16-bit lane e gets field e in its
     // low bits: VBMI, one multishift (byte 2 e: the 8 bits from field e's
     // bit); else the 16 bits holding field e (fields never straddle them)
