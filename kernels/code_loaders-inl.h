@@ -146,13 +146,12 @@ struct LoaderTypes {
 // X and its partial sums to match): lane l of a 16-lane vector holds
 // element kDotOrder[l] of the 16.
 // 16 nibbles in 8 bytes, the 8 bytes broadcast to every 64-bit lane and
-// lane q rotated right by 4q bits: lane 2q (the low half) holds element q,
-// lane 2q + 1 element q + 8.
+// both halves of lane q shifted right by 4q bits: lane 2q (the low half)
+// holds element q, lane 2q + 1 element q + 8.
 constexpr int32_t kDotOrder8Bytes[16] = {0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15};
 // 16 nibbles, one in each of 16 bytes, the 16 bytes broadcast to every
-// 128-bit lane and 64-bit lane q rotated right by 8 (q / 2) bits: lane 2q
-// holds element 8 (q % 2) + q / 2, lane 2q + 1 element 8 (q % 2) + q / 2 + 4
-// (a 4 x 4 transpose).
+// 128-bit lane and the 32-bit lanes of 128-bit lane j shifted right by 8 j
+// bits: lane 4 j + d holds element 4 d + j (a 4 x 4 transpose).
 constexpr int32_t kDotOrder16Bytes[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
 // 16 codes, one in each of 16 16-bit words, the 32 bytes broadcast to both
 // 256-bit halves (32-bit lane j of each: words 2j and 2j + 1) and the high
@@ -317,9 +316,11 @@ struct DenseNibblesOf : LoaderTypes {
 #endif
   }
   // Each 8 bytes (16 codes) broadcast to the 8 64-bit lanes (a load, no
-  // shuffle) and lane q rotated right by 4q bits (4(q ^ 1) high nibble
-  // first): bits 0-3 of its low half then hold element q, of its high half
-  // element q + 8; no work on the shuffle port.
+  // shuffle) and both 32-bit halves of 64-bit lane q shifted right by 4q
+  // bits (4(q ^ 1) high nibble first): bits 0-3 of its low half then hold
+  // element q, of its high half element q + 8; no work on the shuffle
+  // port. (Shifts, not 64-bit rotates: on AMD's Zen 4 a zmm rotate takes
+  // the FMA pipes, a shift does not.)
   static constexpr const int32_t* kDotOrder = kDotOrder8Bytes;
   static HWY_INLINE void LoadDot(const CodeRef& c, int64_t k, VI* lo, VI* hi) {
     const int64_t e = k + (c.odd_start ? 1 : 0);  // even, >= 0
@@ -327,10 +328,11 @@ struct DenseNibblesOf : LoaderTypes {
     uint64_t a, b;
     std::memcpy(&a, p, 8);
     std::memcpy(&b, p + 8, 8);
-    const __m512i rot = kHighFirst ? _mm512_set_epi64(24, 28, 16, 20, 8, 12, 0, 4)
-                                   : _mm512_set_epi64(28, 24, 20, 16, 12, 8, 4, 0);
-    *lo = VI{_mm512_rorv_epi64(_mm512_set1_epi64(static_cast<long long>(a)), rot)};
-    *hi = VI{_mm512_rorv_epi64(_mm512_set1_epi64(static_cast<long long>(b)), rot)};
+    const __m512i shift =
+        kHighFirst ? _mm512_set_epi32(24, 24, 28, 28, 16, 16, 20, 20, 8, 8, 12, 12, 0, 0, 4, 4)
+                   : _mm512_set_epi32(28, 28, 24, 24, 20, 20, 16, 16, 12, 12, 8, 8, 4, 4, 0, 0);
+    *lo = VI{_mm512_srlv_epi32(_mm512_set1_epi64(static_cast<long long>(a)), shift)};
+    *hi = VI{_mm512_srlv_epi32(_mm512_set1_epi64(static_cast<long long>(b)), shift)};
   }
   // The 16 bytes widened to 16-bit lanes, each lane copied to the two lanes
   // of its byte's codes (one word permute), the second shifted down by 4.
@@ -705,25 +707,28 @@ struct BlockLowLoads<D, true> {
     }
   }
   // LoadLow2's codes in kDotOrder16Bytes: each 16 bytes broadcast to the
-  // four 128-bit lanes (a load, no shuffle) and 64-bit lane q rotated right
-  // by 8 (q / 2) bits, plus the nibble shift (span N: 4 for the high
-  // nibbles; span >= 2N: the plane's) — no work on the shuffle port.
+  // four 128-bit lanes (a load on Intel; a shuffle uop too on Zen 4) and
+  // 128-bit lane j's 32-bit lanes shifted right by 8 j bits, plus the
+  // nibble shift (span N: 4 for the high nibbles; span >= 2N: the
+  // plane's) — no work on the shuffle port. (Shifts, not 64-bit rotates:
+  // on AMD's Zen 4 a zmm rotate takes the FMA pipes, a shift does not.)
   static constexpr const int32_t* kDotOrder = kDotOrder16Bytes;
   static HWY_INLINE void LoadDot(const CodeRef& c, int64_t k, VI* lo, VI* hi) {
-    alignas(64) static constexpr uint64_t kRot[2][8] = {{0, 0, 8, 8, 16, 16, 24, 24},
-                                                        {4, 4, 12, 12, 20, 20, 28, 28}};
+    alignas(64) static constexpr uint32_t kShift[2][16] = {
+        {0, 0, 0, 0, 8, 8, 8, 8, 16, 16, 16, 16, 24, 24, 24, 24},
+        {4, 4, 4, 4, 12, 12, 12, 12, 20, 20, 20, 20, 28, 28, 28, 28}};
     uint64_t q;
     const uint8_t* b = UnitBytes(c, k, &q);
     const __m512i x = _mm512_broadcast_i64x2(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
     if constexpr (kSpan == 16) {
-      *lo = VI{_mm512_rorv_epi64(x, _mm512_load_si512(kRot[0]))};
-      *hi = VI{_mm512_rorv_epi64(x, _mm512_load_si512(kRot[1]))};
+      *lo = VI{_mm512_srlv_epi32(x, _mm512_load_si512(kShift[0]))};
+      *hi = VI{_mm512_srlv_epi32(x, _mm512_load_si512(kShift[1]))};
     } else {
-      const __m512i rot = _mm512_load_si512(kRot[q / kSpan]);
+      const __m512i shift = _mm512_load_si512(kShift[q / kSpan]);
       const __m512i y =
           _mm512_broadcast_i64x2(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16)));
-      *lo = VI{_mm512_rorv_epi64(x, rot)};
-      *hi = VI{_mm512_rorv_epi64(y, rot)};
+      *lo = VI{_mm512_srlv_epi32(x, shift)};
+      *hi = VI{_mm512_srlv_epi32(y, shift)};
     }
   }
 };
