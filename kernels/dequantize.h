@@ -21,7 +21,7 @@ void DequantizeTile(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
 // Plan::dot (plan.dot set) over rows [r0, r1) x cols [c0, c1) without a
 // tile where a kernel decodes it by columns (1-8 rows of X; GPTQ / AWQ
 // columns, compressed-tensors act-order rows, dense 4-bit [K, N] with
-// Plan::Dot::columns; AVX-512): adds to dot->sums as Plan::dot says and
+// Plan::Dot::columns; AVX-512 and AVX2): adds to dot->sums as Plan::dot says and
 // returns true (*dot->done untouched); else returns false having done
 // nothing — the caller then writes tiles its own way. Same preconditions.
 bool DequantizeDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1);

@@ -1,9 +1,10 @@
 // The fused dot of the checkpoint column layouts (Plan::dot without a
 // tile, kernels/dequantize_families.h ColumnsDot): GPTQ's and AWQ's [N, K]
 // words, compressed-tensors' act-order rows and dense 4-bit [K, N] decoded
-// by columns of 16 rows for 1-8 rows of X. AVX-512 only (elsewhere it
-// declines), Highway dynamic dispatch; a translation unit of its own, so
-// that a build on several cores compiles it beside the column tiles of
+// by columns of 16 rows for 1-8 rows of X. AVX-512 and AVX2 (one code on
+// a strip's 16 rows as one zmm or two ymm; SSE4 declines), Highway dynamic
+// dispatch; a translation unit of its own, so that a build on several
+// cores compiles it beside the column tiles of
 // kernels/dequantize_columns.cc.
 #include <algorithm>
 #include <cstring>
@@ -44,8 +45,241 @@ namespace HWY_NAMESPACE {
 bool ColumnsDotHere(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   return N_AVX3::ColumnsDotHere(plan, r0, r1, c0, c1);
 }
-#elif HWY_TARGET <= HWY_AVX3
-// --- The fused dot of the [N, K] columns (Plan::dot, 1-4 rows of X) ------
+#elif HWY_TARGET <= HWY_AVX2
+// --- A strip's 16 rows in one value ---------------------------------------
+// The dot below holds the 16 rows of a strip in an F16 (float32) or I16
+// (int32): one zmm on AVX-512, two ymm on AVX2 (rows' lanes 0-7, 8-15).
+// The operations are the same on both (the same bits); AVX2 has 16
+// registers, so its strips keep their sums in memory (kSumsHeld) and the
+// bytes of AWQ / [K, N] decode to lanes in row order (kBytesPermuted).
+#if HWY_TARGET <= HWY_AVX3
+struct F16 {
+  __m512 v;
+};
+struct I16 {
+  __m512i v;
+};
+// Whether one row of X keeps a strip's 16 partial sums in registers.
+constexpr bool kSumsHeld = true;
+// Whether ByteCodes's lanes hold the rows in kAwqDotRow's / kDenseDotRow's
+// order (else lane l holds row l).
+constexpr bool kBytesPermuted = true;
+HWY_INLINE __mmask16 FirstLanes(int64_t n) {
+  return static_cast<__mmask16>(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
+}
+HWY_INLINE F16 LoadF(const float* p) { return {_mm512_loadu_ps(p)}; }
+// Lanes [0, n) from p (n >= 1), the rest 0; no byte past them is read.
+HWY_INLINE F16 LoadF(const float* p, int64_t n) {
+  return {_mm512_maskz_loadu_ps(FirstLanes(n), p)};
+}
+HWY_INLINE void StoreF(float* p, F16 a) { _mm512_storeu_ps(p, a.v); }
+// Lanes [0, n) to p.
+HWY_INLINE void StoreF(float* p, F16 a, int64_t n) { _mm512_mask_storeu_ps(p, FirstLanes(n), a.v); }
+HWY_INLINE I16 LoadI(const void* p) { return {_mm512_loadu_si512(p)}; }
+HWY_INLINE I16 LoadI(const void* p, int64_t n) {
+  return {_mm512_maskz_loadu_epi32(FirstLanes(n), p)};
+}
+HWY_INLINE void StoreI(void* p, I16 a) { _mm512_storeu_si512(p, a.v); }
+HWY_INLINE F16 SetF(float x) { return {_mm512_set1_ps(x)}; }
+HWY_INLINE F16 ZeroF() { return {_mm512_setzero_ps()}; }
+HWY_INLINE I16 SetI(int32_t x) { return {_mm512_set1_epi32(x)}; }
+HWY_INLINE F16 BitsF(I16 a) { return {_mm512_castsi512_ps(a.v)}; }
+HWY_INLINE I16 BitsI(F16 a) { return {_mm512_castps_si512(a.v)}; }
+HWY_INLINE F16 MulAdd(F16 a, F16 b, F16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
+// float32(z + bias), bias as SetI.
+HWY_INLINE F16 Biased(I16 z, I16 bias) {
+  return {_mm512_cvtepi32_ps(_mm512_add_epi32(z.v, bias.v))};
+}
+// (float bits of q - z) * s.
+HWY_INLINE F16 CodeValues(I16 q, F16 z, F16 s) {
+  return {_mm512_mul_ps(_mm512_sub_ps(_mm512_castsi512_ps(q.v), z.v), s.v)};
+}
+// ((words >> sh) & 15) ^ magic: one ternary-logic op (0x6A: A & B ^ C)
+// after the shift.
+HWY_INLINE I16 WordCodes(I16 words, int sh, I16 magic) {
+  const __m512i low4 = _mm512_set1_epi32(15);
+  return {sh == 0 ? _mm512_ternarylogic_epi32(words.v, low4, magic.v, 0x6A)
+          : sh == 28
+              ? _mm512_xor_si512(_mm512_srli_epi32(words.v, 28), magic.v)
+              : _mm512_ternarylogic_epi32(_mm512_srli_epi32(words.v, static_cast<unsigned>(sh)),
+                                          low4, magic.v, 0x6A)};
+}
+// A strip's 8 bytes at p (two words: nibble order `order` of rows 0-7,
+// 8-15) as (code & 15) ^ magic, in kAwqDotRow's / kDenseDotRow's lane
+// order: broadcast to every 64-bit lane, lane i shifted right by 4i puts
+// nibble i of word 0 in 32-bit lane 2i and of word 1 in lane 2i + 1.
+HWY_INLINE I16 ByteCodes(const uint8_t* p, const uint8_t* /*order*/, I16 magic) {
+  uint64_t two;
+  std::memcpy(&two, p, 8);
+  return {
+      _mm512_ternarylogic_epi32(_mm512_srlv_epi64(_mm512_set1_epi64(static_cast<long long>(two)),
+                                                  _mm512_set_epi64(28, 24, 20, 16, 12, 8, 4, 0)),
+                                _mm512_set1_epi32(15), magic.v, 0x6A)};
+}
+// Lane l of the result = lane idx[l] of a.
+HWY_INLINE F16 PermuteLanes(F16 a, const int32_t* idx) {
+  return {_mm512_permutexvar_ps(_mm512_load_si512(idx), a.v)};
+}
+// r[i] becomes what was column i of r.
+HWY_INLINE void Transpose16(F16 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; ++i) t[i] = r[i].v;
+  Transpose16x16(t);
+  for (int i = 0; i < 16; ++i) r[i].v = t[i];
+}
+// 64 bytes from src to dst: the first n (n >= 1) read, the rest 0.
+HWY_INLINE void CopyLine(uint8_t* dst, const uint8_t* src, int64_t n) {
+  const __mmask64 m = n >= 64 ? ~__mmask64{0} : (__mmask64{1} << n) - 1u;
+  _mm512_storeu_si512(dst, _mm512_maskz_loadu_epi8(m, src));
+}
+#else  // AVX2
+struct F16 {
+  __m256 lo, hi;
+};
+struct I16 {
+  __m256i lo, hi;
+};
+constexpr bool kSumsHeld = false;
+constexpr bool kBytesPermuted = false;
+// Lanes [0, n) of 8 set (maskload's mask).
+HWY_INLINE __m256i FirstLanes8(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::clamp<int64_t>(n, 0, 8))),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+HWY_INLINE F16 LoadF(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+// (Plain loads where all 16 lanes are read: AMD's masked loads take longer.)
+HWY_INLINE F16 LoadF(const float* p, int64_t n) {
+  if (n >= 16) return LoadF(p);
+  return {_mm256_maskload_ps(p, FirstLanes8(n)), _mm256_maskload_ps(p + 8, FirstLanes8(n - 8))};
+}
+HWY_INLINE void StoreF(float* p, F16 a) {
+  _mm256_storeu_ps(p, a.lo);
+  _mm256_storeu_ps(p + 8, a.hi);
+}
+HWY_INLINE void StoreF(float* p, F16 a, int64_t n) {
+  _mm256_maskstore_ps(p, FirstLanes8(n), a.lo);
+  _mm256_maskstore_ps(p + 8, FirstLanes8(n - 8), a.hi);
+}
+HWY_INLINE I16 LoadI(const void* p) {
+  const auto* q = static_cast<const __m256i*>(p);
+  return {_mm256_loadu_si256(q), _mm256_loadu_si256(q + 1)};
+}
+HWY_INLINE I16 LoadI(const void* p, int64_t n) {
+  if (n >= 16) return LoadI(p);
+  const auto* q = static_cast<const int*>(p);
+  return {_mm256_maskload_epi32(q, FirstLanes8(n)),
+          _mm256_maskload_epi32(q + 8, FirstLanes8(n - 8))};
+}
+HWY_INLINE void StoreI(void* p, I16 a) {
+  auto* q = static_cast<__m256i*>(p);
+  _mm256_storeu_si256(q, a.lo);
+  _mm256_storeu_si256(q + 1, a.hi);
+}
+HWY_INLINE F16 SetF(float x) { return {_mm256_set1_ps(x), _mm256_set1_ps(x)}; }
+HWY_INLINE F16 ZeroF() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+HWY_INLINE I16 SetI(int32_t x) { return {_mm256_set1_epi32(x), _mm256_set1_epi32(x)}; }
+HWY_INLINE F16 BitsF(I16 a) { return {_mm256_castsi256_ps(a.lo), _mm256_castsi256_ps(a.hi)}; }
+HWY_INLINE I16 BitsI(F16 a) { return {_mm256_castps_si256(a.lo), _mm256_castps_si256(a.hi)}; }
+HWY_INLINE F16 MulAdd(F16 a, F16 b, F16 c) {
+  return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
+}
+HWY_INLINE F16 Biased(I16 z, I16 bias) {
+  return {_mm256_cvtepi32_ps(_mm256_add_epi32(z.lo, bias.lo)),
+          _mm256_cvtepi32_ps(_mm256_add_epi32(z.hi, bias.hi))};
+}
+HWY_INLINE F16 CodeValues(I16 q, F16 z, F16 s) {
+  return {_mm256_mul_ps(_mm256_sub_ps(_mm256_castsi256_ps(q.lo), z.lo), s.lo),
+          _mm256_mul_ps(_mm256_sub_ps(_mm256_castsi256_ps(q.hi), z.hi), s.hi)};
+}
+HWY_INLINE __m256i WordCodes8(__m256i w, int sh, __m256i magic) {
+  const __m256i shifted = sh == 0 ? w : _mm256_srli_epi32(w, sh);
+  return _mm256_xor_si256(sh == 28 ? shifted : _mm256_and_si256(shifted, _mm256_set1_epi32(15)),
+                          magic);
+}
+HWY_INLINE I16 WordCodes(I16 words, int sh, I16 magic) {
+  return {WordCodes8(words.lo, sh, magic.lo), WordCodes8(words.hi, sh, magic.hi)};
+}
+// Row l's nibble order[l % 8] of word l / 8 in lane l: each word broadcast
+// and shifted by 4 order[l % 8] per lane.
+HWY_INLINE I16 ByteCodes(const uint8_t* p, const uint8_t* order, I16 magic) {
+  uint32_t w[2];
+  std::memcpy(w, p, 8);
+  const __m256i shifts = _mm256_slli_epi32(
+      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(order))), 2);
+  const __m256i low4 = _mm256_set1_epi32(15);
+  auto half = [&](uint32_t word, __m256i m) HWY_ATTR {
+    return _mm256_xor_si256(
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(word)), shifts),
+                         low4),
+        m);
+  };
+  return {half(w[0], magic.lo), half(w[1], magic.hi)};
+}
+HWY_INLINE F16 PermuteLanes(F16 a, const int32_t*) { return a; }  // (row order: not called)
+// The 8 x 8 transpose of 32-bit lanes: r[i] becomes column i.
+HWY_INLINE void Transpose8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x20);
+    r[4 + i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x31);
+  }
+}
+HWY_INLINE void Transpose16(F16 r[16]) {
+  // Quadrants: rows 0-7 / 8-15 x lanes 0-7 / 8-15, each transposed; the
+  // off-diagonal two swap.
+  __m256 a[8], b[8], c[8], d[8];
+  for (int i = 0; i < 8; ++i) {
+    a[i] = r[i].lo;
+    b[i] = r[i].hi;
+    c[i] = r[8 + i].lo;
+    d[i] = r[8 + i].hi;
+  }
+  Transpose8(a);
+  Transpose8(b);
+  Transpose8(c);
+  Transpose8(d);
+  for (int i = 0; i < 8; ++i) {
+    r[i] = {a[i], c[i]};
+    r[8 + i] = {b[i], d[i]};
+  }
+}
+HWY_INLINE void CopyLine(uint8_t* dst, const uint8_t* src, int64_t n) {
+  if (n >= 64) {
+    std::memcpy(dst, src, 64);
+  } else {
+    std::memcpy(dst, src, static_cast<size_t>(n));
+    std::memset(dst + n, 0, static_cast<size_t>(64 - n));
+  }
+}
+#endif
+
+// 32-bit words of up to 16 rows transposed: row q < nrows is the n words
+// at src + q * stride (1 <= n <= 16; the rest of the row reads as 0, rows
+// from nrows on are 0); word j of every row, 16 words, goes to dst + j *
+// pitch (bytes).
+HWY_INLINE void TransposeWords(const void* src, int64_t stride, int64_t n, int64_t nrows, void* dst,
+                               int64_t pitch) {
+  const auto* s = static_cast<const uint8_t*>(src);
+  auto* d = static_cast<uint8_t*>(dst);
+  F16 r[16];
+#pragma GCC unroll 16
+  for (int q = 0; q < 16; ++q) r[q] = q < nrows ? BitsF(LoadI(s + q * stride, n)) : ZeroF();
+  Transpose16(r);
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) StoreF(reinterpret_cast<float*>(d + j * pitch), r[j]);
+}
+
+// --- The fused dot of the [N, K] columns (Plan::dot, 1-8 rows of X) ------
 
 // AWQ: lane l of a strip of 16 rows holds row kAwqDotRow[l] of the strip.
 // A strip's two words (8 bytes) broadcast to every 64-bit lane and lane i
@@ -81,6 +315,8 @@ constexpr AwqDotRows MakeDenseDotRows(bool lanes) {
 }
 alignas(64) constexpr AwqDotRows kDenseDotRow = MakeDenseDotRows(false);
 alignas(64) constexpr AwqDotRows kDenseDotLane = MakeDenseDotRows(true);
+// Dense nibbles' order in a word (ByteCodes's `order`: row p at nibble p).
+constexpr uint8_t kDenseNibbleOrder[8] = {0, 1, 2, 3, 4, 5, 6, 7};
 
 // Where ColumnsDotAs finds the codes: GPTQ's [K / 8, N] words, AWQ's [K,
 // N / 8] words (both read as the [N, K] weight), dense 4-bit rows
@@ -136,12 +372,18 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
   constexpr bool kRowSrc = kSrc == ColumnSource::kRows, kKN = kSrc == ColumnSource::kDenseKN;
   // Two words or 8 bytes of 16 rows per element (broadcast and shifted).
   constexpr bool kAwq = kSrc == ColumnSource::kAwq || kKN;
+  // Whether the strip's lanes hold its rows out of order (kAwqDotRow's /
+  // kDenseDotRow's).
+  constexpr bool kPermuted = kAwq && kBytesPermuted;
   constexpr int64_t kBlock = kRowSrc ? 128 : kColumnsDotBlock, kChunk = kRowSrc ? 128 : 64;
   constexpr int64_t kStrips = kBlock / 16;
   // Bytes of a staged row: a word row's kBlock words (GPTQ, rows), an
   // element's kBlock / 8 words (AWQ); the staged rows of a chunk.
   constexpr int64_t kPitch = kAwq ? kBlock / 2 : 4 * kBlock;
   constexpr int64_t kStaged = kAwq ? kChunk : kChunk / 8;
+  // One row of X keeps a strip's 16 sums in registers over a chunk (else
+  // strip_rows: a partial sum at a time).
+  constexpr bool kHeld = kM == 1 && kSumsHeld;
   const float* const x = plan.dot->x;  // X's element c0
   const int64_t m = plan.dot->m;       // (<= kM)
   // Row i's element c0 (the rows past m: X's last row again).
@@ -155,19 +397,16 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
   const int64_t S = kRowSrc || kKN ? plan.cols() / 2 : plan.word_stride;
   const float* const scale = plan.scale;
   const int32_t* const zp = plan.zp_int;
-  const __m512i lane_row = _mm512_load_si512(kKN ? kDenseDotRow.row : kAwqDotRow.row);
-  const __m512i row_lane = _mm512_load_si512(kDenseDotLane.row);
-  const __m512i shifts = _mm512_set_epi64(28, 24, 20, 16, 12, 8, 4, 0);
-  const __m512i low4 = _mm512_set1_epi32(15);
+  const int32_t* const lane_row = kKN ? kDenseDotRow.row : kAwqDotRow.row;
+  const uint8_t* const order = kKN ? kDenseNibbleOrder : kAwqNibbleOrder;
   // Codes and zero points as float32 2^23 + value (exact: |value| < 2^22,
   // ColumnsDot), so that q - z is one float subtraction of exact integers:
   // a code's bits ORed into 2^23's, a zero point converted once.
   // Signed 4-bit codes: q + 8 is the code XOR 8, so 2^23 + 8 + q.
   const int32_t bias = 8388608 + (plan.code == CodeKind::kS4 ? 8 : 0);
-  const __m512i magic = _mm512_set1_epi32(0x4B000000 | (bias - 8388608));  // 2^23 (+ 8)
-  const __m512 offset = _mm512_set1_ps(static_cast<float>(bias + plan.code_offset));
-  const __m512i two23 = _mm512_set1_epi32(bias);
-  auto biased = [&](__m512i z) HWY_ATTR { return _mm512_cvtepi32_ps(_mm512_add_epi32(z, two23)); };
+  const I16 magic = SetI(0x4B000000 | (bias - 8388608));  // 2^23 (+ 8)
+  const F16 offset = SetF(static_cast<float>(bias + plan.code_offset));
+  const I16 two23 = SetI(bias);
   alignas(64) uint8_t codes[kStaged * kPitch];
   // Partial sum j of strip s's 16 rows for row i of X: acc_at(i, s, j).
   float* const acc_mem = acc_scratch;
@@ -202,95 +441,71 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
     params_at.z = table_z;
   }
   // Row of lane l of the strip at row f0.
-  auto row_of = [&](int64_t f0, int l) {
-    return f0 + (kKN ? kDenseDotRow.row[l] : kAwq ? kAwqDotRow.row[l] : l);
-  };
+  auto row_of = [&](int64_t f0, int l) { return f0 + (kPermuted ? lane_row[l] : l); };
   // The parameters of strip s (rows from f0) at offset off (goff's) into
   // *z (2^23 + z: integer zero points only) and *sv; kFull: the strip's
   // 16 rows exist (else read under a mask).
-  auto params = [&](auto full_c, int64_t s, int64_t f0, int64_t off, __m512* z,
-                    __m512* sv) HWY_ATTR {
+  auto params = [&](auto full_c, int64_t s, int64_t f0, int64_t off, F16* z, F16* sv) HWY_ATTR {
     constexpr bool kFull = decltype(full_c)::value;
-    const auto m = static_cast<__mmask16>(kFull ? 0xFFFFu : (1u << (n_all - f0)) - 1u);
+    const int64_t n = kFull ? 16 : n_all - f0;
     // (off + col: the strip's parameters in params.s / params.z)
     const int64_t col = params_at.table ? 16 * s : f0;
     const float* const zt = static_cast<const float*>(params_at.z) + off + col;
     const int32_t* const zi = static_cast<const int32_t*>(params_at.z) + off + col;
     if constexpr (kFull) {
-      *sv = _mm512_loadu_ps(params_at.s + off + col);
-      if constexpr (kHasZ) {
-        *z = params_at.table ? _mm512_loadu_ps(zt) : biased(_mm512_loadu_si512(zi));
-      }
+      *sv = LoadF(params_at.s + off + col);
+      if constexpr (kHasZ) *z = params_at.table ? LoadF(zt) : Biased(LoadI(zi), two23);
     } else {
-      *sv = _mm512_maskz_loadu_ps(m, params_at.s + off + col);
-      if constexpr (kHasZ) {
-        *z = params_at.table ? _mm512_maskz_loadu_ps(m, zt)
-                             : biased(_mm512_maskz_loadu_epi32(m, zi));
-      }
+      *sv = LoadF(params_at.s + off + col, n);
+      if constexpr (kHasZ) *z = params_at.table ? LoadF(zt, n) : Biased(LoadI(zi, n), two23);
     }
-    if constexpr (kAwq) {
-      *sv = _mm512_permutexvar_ps(lane_row, *sv);
-      if constexpr (kHasZ) *z = _mm512_permutexvar_ps(lane_row, *z);
+    if constexpr (kPermuted) {
+      *sv = PermuteLanes(*sv, lane_row);
+      if constexpr (kHasZ) *z = PermuteLanes(*z, lane_row);
     }
   };
   // GPTQ's and the rows' codes: nibble j % 8 of the strip's 16 words as
-  // (q & 15) ^ magic (2^23's bits, and 8 for signed codes), one
-  // ternary-logic op (0x6A: A & B ^ C) after the shift.
-  auto word_codes = [&](__m512i words, int j) HWY_ATTR {
-    const int sh = 4 * (j % 8);
-    return sh == 0    ? _mm512_ternarylogic_epi32(words, low4, magic, 0x6A)
-           : sh == 28 ? _mm512_xor_si512(_mm512_srli_epi32(words, 28), magic)
-                      : _mm512_ternarylogic_epi32(
-                            _mm512_srli_epi32(words, static_cast<unsigned>(sh)), low4, magic, 0x6A);
-  };
+  // (q & 15) ^ magic (2^23's bits, and 8 for signed codes).
+  auto word_codes = [&](I16 words, int j) HWY_ATTR { return WordCodes(words, 4 * (j % 8), magic); };
   // AWQ's and [K, N]'s codes: a strip's 8 staged bytes of an element at p.
-  auto byte_codes = [&](const uint8_t* p) HWY_ATTR {
-    uint64_t two;
-    std::memcpy(&two, p, 8);
-    return _mm512_ternarylogic_epi32(
-        _mm512_srlv_epi64(_mm512_set1_epi64(static_cast<long long>(two)), shifts), low4, magic,
-        0x6A);
-  };
+  auto byte_codes = [&](const uint8_t* p) HWY_ATTR { return ByteCodes(p, order, magic); };
   // (2^23 + q) - (2^23 + z) = q - z exactly, times s rounded once: the
   // contract's float32(q - z) * s.
-  auto value = [&](__m512i q, __m512 z, __m512 sv)
-                   HWY_ATTR { return _mm512_mul_ps(_mm512_sub_ps(_mm512_castsi512_ps(q), z), sv); };
-  // One row of X: one strip's elements [k, k + 16) of the chunk from kc
-  // (kTail: those before c1 only) into acc (its 16 sums).
+  auto value = [&](I16 q, F16 z, F16 sv) HWY_ATTR { return CodeValues(q, z, sv); };
+  // One row of X (kHeld): one strip's elements [k, k + 16) of the chunk
+  // from kc (kTail: those before c1 only) into acc (its 16 sums).
   auto strip16 = [&](auto full_c, auto tail_c, int64_t s, int64_t f0, int64_t kc, int64_t k,
-                     __m512* acc) HWY_ATTR {
+                     F16* acc) HWY_ATTR {
     constexpr bool kTail = decltype(tail_c)::value;
-    __m512 z = offset;
-    __m512 sv;
+    F16 z = offset;
+    F16 sv;
     if constexpr (!kPerElement) params(full_c, s, f0, goff[(k - kc) / 16], &z, &sv);
-    __m512i words = _mm512_setzero_si512();
+    I16 words = SetI(0);
 #pragma GCC unroll 16
     for (int j = 0; j < 16; ++j) {
       if (kTail && k + j >= c1) break;
       if constexpr (kPerElement) params(full_c, s, f0, goff[k + j - kc], &z, &sv);
-      __m512i q;
+      I16 q;
       if constexpr (!kAwq) {
-        if (j % 8 == 0) {
-          words = _mm512_load_si512(codes + ((k + j - kc) / 8) * kPitch + 64 * s);
-        }
+        if (j % 8 == 0) words = LoadI(codes + ((k + j - kc) / 8) * kPitch + 64 * s);
         q = word_codes(words, j);
       } else {
         q = byte_codes(codes + (k + j - kc) * kPitch + 8 * s);
       }
-      acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(x[k + j - c0]), value(q, z, sv), acc[j]);  // DotStep
+      acc[j] = MulAdd(SetF(x[k + j - c0]), value(q, z, sv), acc[j]);  // DotStep
     }
   };
-  // kM rows of X: one strip's elements [kc, ke) of the chunk (kWhole:
-  // the whole chunk, kChunk elements), partial sum j at a time (fetch:
-  // once per j). Unrolled over j and the chunk's 16-element units, so
-  // that the addresses are constants (measured: the scalar address
-  // arithmetic of a loop over the units made it issue-bound, M = 4 at
-  // half this speed).
+  // kM rows of X (or one, !kHeld): one strip's elements [kc, ke) of the
+  // chunk (kWhole: the whole chunk, kChunk elements), partial sum j at a
+  // time (fetch: once per j). Unrolled over j and the chunk's 16-element
+  // units, so that the addresses are constants (measured: the scalar
+  // address arithmetic of a loop over the units made it issue-bound, M =
+  // 4 at half this speed).
   auto strip_rows = [&](auto full_c, auto whole_c, int64_t s, int64_t f0, int64_t kc, int64_t ke,
                         auto fetch) HWY_ATTR {
     constexpr bool kWhole = decltype(whole_c)::value;
     constexpr int kUnits = static_cast<int>(kChunk / 16);
-    __m512 zu[kPerElement ? 1 : kUnits], su[kPerElement ? 1 : kUnits];  // (per 16 elements)
+    F16 zu[kPerElement ? 1 : kUnits], su[kPerElement ? 1 : kUnits];  // (per 16 elements)
     if constexpr (!kPerElement) {
 #pragma GCC unroll 8
       for (int u = 0; u < kUnits; ++u) {
@@ -306,32 +521,30 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
     for (int j = 0; j < 16; ++j) {
       fetch();
       if (!kWhole && kc + j >= ke) break;
-      __m512 acc[kM];
-      for (int i = 0; i < kM; ++i) acc[i] = _mm512_load_ps(acc_at(i, s, j));
+      F16 acc[kM];
+      for (int i = 0; i < kM; ++i) acc[i] = LoadF(acc_at(i, s, j));
 #pragma GCC unroll 8
       for (int u = 0; u < kUnits; ++u) {
         const int e = 16 * u + j;
         if (!kWhole && kc + e >= ke) break;
-        __m512 z = offset;
-        __m512 sv;
+        F16 z = offset;
+        F16 sv;
         if constexpr (kPerElement) {
           params(full_c, s, f0, goff[e], &z, &sv);
         } else {
           z = zu[u];
           sv = su[u];
         }
-        __m512i q;
+        I16 q;
         if constexpr (!kAwq) {
-          q = word_codes(_mm512_load_si512(cs + (e / 8) * kPitch), j);
+          q = word_codes(LoadI(cs + (e / 8) * kPitch), j);
         } else {
           q = byte_codes(cs + e * kPitch);
         }
-        const __m512 v = value(q, z, sv);
-        for (int i = 0; i < kM; ++i) {
-          acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(xc[i][e]), v, acc[i]);  // DotStep
-        }
+        const F16 v = value(q, z, sv);
+        for (int i = 0; i < kM; ++i) acc[i] = MulAdd(SetF(xc[i][e]), v, acc[i]);  // DotStep
       }
-      for (int i = 0; i < kM; ++i) _mm512_store_ps(acc_at(i, s, j), acc[i]);
+      for (int i = 0; i < kM; ++i) StoreF(acc_at(i, s, j), acc[i]);
     }
   };
   for (int64_t fb = kAwq ? r0 / 8 * 8 : r0; fb < r1; fb += block) {
@@ -339,32 +552,27 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
     if (params_at.table) {
       for (int64_t s = 0; s < strips; ++s) {
         const int64_t f0 = fb + 16 * s;
-        const auto m =
-            static_cast<__mmask16>(f0 + 16 <= n_all ? 0xFFFFu : (1u << (n_all - f0)) - 1u);
         if constexpr (kRowSrc) {
           // Each row's parameters lie along it (s_axis 1): 16 rows x 16
           // groups transposed at a time.
           for (int64_t g = 0; g < groups; g += 16) {
-            const auto gm =
-                static_cast<__mmask16>(groups - g >= 16 ? 0xFFFFu : (1u << (groups - g)) - 1u);
             const int64_t from = f0 * plan.s_outer + g, to = g * width + 16 * s;
             const int64_t nrows = std::min<int64_t>(16, n_all - f0);
-            TransposeWords16(scale + from, 4 * plan.s_outer, gm, nrows, table_s + to, 4 * width);
+            const int64_t ng = std::min<int64_t>(16, groups - g);
+            TransposeWords(scale + from, 4 * plan.s_outer, ng, nrows, table_s + to, 4 * width);
             if constexpr (kHasZ) {
-              TransposeWords16(zp + from, 4 * plan.s_outer, gm, nrows, table_z + to, 4 * width);
+              TransposeWords(zp + from, 4 * plan.s_outer, ng, nrows, table_z + to, 4 * width);
               for (int64_t i = 0; i < 16; ++i) {  // (int32 zero points -> 2^23 + z)
                 float* const t = table_z + to + i * width;
-                _mm512_store_ps(t, biased(_mm512_castps_si512(_mm512_load_ps(t))));
+                StoreF(t, Biased(LoadI(t), two23));
               }
             }
           }
         } else {
           for (int64_t g = 0; g < groups; ++g) {
             const int64_t from = g * plan.s_axis + f0, to = g * width + 16 * s;
-            _mm512_store_ps(table_s + to, _mm512_maskz_loadu_ps(m, scale + from));
-            if constexpr (kHasZ) {
-              _mm512_store_ps(table_z + to, biased(_mm512_maskz_loadu_epi32(m, zp + from)));
-            }
+            StoreF(table_s + to, LoadF(scale + from, n_all - f0));
+            if constexpr (kHasZ) StoreF(table_z + to, Biased(LoadI(zp + from, n_all - f0), two23));
           }
         }
       }
@@ -372,12 +580,9 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
     // The strips' sums from dot->sums (rows outside [r0, fe): 0, unused).
     // kDenseKN: AccumulateDotCols's layout, a vector of rows per partial
     // sum.
-    auto row_mask = [&](int64_t f0) {
-      return static_cast<__mmask16>(fe - f0 >= 16 ? 0xFFFFu : (1u << (fe - f0)) - 1u);
-    };
     for (int64_t i = m; i < kM; ++i) {  // (rows past m: from 0)
       for (int64_t s = 0; s < strips; ++s) {
-        for (int j = 0; j < 16; ++j) _mm512_store_ps(acc_at(i, s, j), _mm512_setzero_ps());
+        for (int j = 0; j < 16; ++j) StoreF(acc_at(i, s, j), ZeroF());
       }
     }
     for (int64_t i = 0; i < m; ++i) {
@@ -385,18 +590,18 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
       for (int64_t s = 0; s < strips && kKN; ++s) {
         const int64_t f0 = fb + 16 * s;
         for (int j = 0; j < 16; ++j) {
-          const __m512 rows = _mm512_maskz_loadu_ps(row_mask(f0), sums_i + j * nf + (f0 - r0));
-          _mm512_store_ps(acc_at(i, s, j), _mm512_permutexvar_ps(lane_row, rows));
+          const F16 rows = LoadF(sums_i + j * nf + (f0 - r0), fe - f0);
+          StoreF(acc_at(i, s, j), kPermuted ? PermuteLanes(rows, lane_row) : rows);
         }
       }
       for (int64_t s = 0; s < strips && !kKN; ++s) {
-        __m512 r[16];
+        F16 r[16];
         for (int l = 0; l < 16; ++l) {
           const int64_t f = row_of(fb + 16 * s, l);
-          r[l] = f >= r0 && f < fe ? _mm512_loadu_ps(sums_i + (f - r0) * 16) : _mm512_setzero_ps();
+          r[l] = f >= r0 && f < fe ? LoadF(sums_i + (f - r0) * 16) : ZeroF();
         }
-        Transpose16x16(r);
-        for (int j = 0; j < 16; ++j) _mm512_store_ps(acc_at(i, s, j), r[j]);
+        Transpose16(r);
+        for (int j = 0; j < 16; ++j) StoreF(acc_at(i, s, j), r[j]);
       }
     }
     // Each source row's bytes read: GPTQ rows [fb, fe)'s words; AWQ the
@@ -408,28 +613,22 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
       // Stage the chunk: GPTQ word rows kc / 8 .., AWQ element rows kc ..,
       // rows' words kc / 8 .. transposed into GPTQ's word rows.
       if constexpr (kRowSrc) {
-        const int64_t nw = (ke - kc + 7) / 8;
-        const auto wm = static_cast<__mmask16>(nw >= 16 ? 0xFFFFu : (1u << nw) - 1u);
+        const int64_t nw = std::min<int64_t>(16, (ke - kc + 7) / 8);
         for (int64_t s = 0; s < strips; ++s) {
           const int64_t f0 = fb + 16 * s;
-          TransposeWords16(plan.codes + f0 * S + kc / 2, S, wm, std::min<int64_t>(16, fe - f0),
-                           codes + 64 * s, kPitch);
+          TransposeWords(plan.codes + f0 * S + kc / 2, S, nw, std::min<int64_t>(16, fe - f0),
+                         codes + 64 * s, kPitch);
         }
       } else {
         for (int64_t i = 0; i < (kAwq ? ke - kc : (ke - kc + 7) / 8); ++i) {
           const uint8_t* src = plan.codes + ((kAwq ? kc : kc / 8) + i) * S + at;
           if constexpr (kAwq) {
             for (int64_t b = 0; b < bytes; b += 64) {
-              const __mmask64 m =
-                  bytes - b >= 64 ? ~__mmask64{0} : (__mmask64{1} << (bytes - b)) - 1u;
-              _mm512_store_si512(codes + i * kPitch + b, _mm512_maskz_loadu_epi8(m, src + b));
+              CopyLine(codes + i * kPitch + b, src + b, bytes - b);
             }
           } else {
             for (int64_t s = 0; s < strips; ++s) {
-              const int64_t left = (bytes - 64 * s) / 4;
-              const auto m = static_cast<__mmask16>(left >= 16 ? 0xFFFFu : (1u << left) - 1u);
-              _mm512_store_si512(codes + i * kPitch + 64 * s,
-                                 _mm512_maskz_loadu_epi32(m, src + 64 * s));
+              StoreI(codes + i * kPitch + 64 * s, LoadI(src + 64 * s, (bytes - 64 * s) / 4));
             }
           }
         }
@@ -464,7 +663,7 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
           next_lines[lines++] = line;
         }
       }
-      const int64_t steps = strips * (kM == 1 ? (ke - kc + 15) / 16 : 16);
+      const int64_t steps = strips * (kHeld ? (ke - kc + 15) / 16 : 16);
       const int64_t per_step = (lines + steps - 1) / steps;
       int64_t fetched = 0;
       auto fetch = [&]() {
@@ -477,7 +676,7 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
         const bool full = params_at.table || f0 + 16 <= n_all;
         using T = std::true_type;
         using F = std::false_type;
-        if constexpr (kM > 1) {
+        if constexpr (!kHeld) {
           if (full && ke - kc == kChunk) {
             strip_rows(T(), T(), s, f0, kc, ke, fetch);
           } else if (full) {
@@ -485,28 +684,28 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
           } else {
             strip_rows(F(), F(), s, f0, kc, ke, fetch);
           }
-          continue;
-        }
-        __m512 acc[16];
-        for (int j = 0; j < 16; ++j) acc[j] = _mm512_load_ps(acc_at(0, s, j));
-        int64_t k = kc;
-        for (; k + 16 <= ke; k += 16) {
-          fetch();
-          if (full) {
-            strip16(T(), F(), s, f0, kc, k, acc);
-          } else {
-            strip16(F(), F(), s, f0, kc, k, acc);
+        } else {
+          F16 acc[16];
+          for (int j = 0; j < 16; ++j) acc[j] = LoadF(acc_at(0, s, j));
+          int64_t k = kc;
+          for (; k + 16 <= ke; k += 16) {
+            fetch();
+            if (full) {
+              strip16(T(), F(), s, f0, kc, k, acc);
+            } else {
+              strip16(F(), F(), s, f0, kc, k, acc);
+            }
           }
-        }
-        if (k < ke) {
-          fetch();
-          if (full) {
-            strip16(T(), T(), s, f0, kc, k, acc);
-          } else {
-            strip16(F(), T(), s, f0, kc, k, acc);
+          if (k < ke) {
+            fetch();
+            if (full) {
+              strip16(T(), T(), s, f0, kc, k, acc);
+            } else {
+              strip16(F(), T(), s, f0, kc, k, acc);
+            }
           }
+          for (int j = 0; j < 16; ++j) StoreF(acc_at(0, s, j), acc[j]);
         }
-        for (int j = 0; j < 16; ++j) _mm512_store_ps(acc_at(0, s, j), acc[j]);
       }
     }
     // Back to dot->sums, rows [max(r0, fb), fe) only.
@@ -515,17 +714,18 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
       for (int64_t s = 0; s < strips && kKN; ++s) {
         const int64_t f0 = fb + 16 * s;
         for (int j = 0; j < 16; ++j) {
-          const __m512 rows = _mm512_permutexvar_ps(row_lane, _mm512_load_ps(acc_at(i, s, j)));
-          _mm512_mask_storeu_ps(sums_i + j * nf + (f0 - r0), row_mask(f0), rows);
+          const F16 lanes = LoadF(acc_at(i, s, j));
+          StoreF(sums_i + j * nf + (f0 - r0),
+                 kPermuted ? PermuteLanes(lanes, kDenseDotLane.row) : lanes, fe - f0);
         }
       }
       for (int64_t s = 0; s < strips && !kKN; ++s) {
-        __m512 r[16];
-        for (int j = 0; j < 16; ++j) r[j] = _mm512_load_ps(acc_at(i, s, j));
-        Transpose16x16(r);
+        F16 r[16];
+        for (int j = 0; j < 16; ++j) r[j] = LoadF(acc_at(i, s, j));
+        Transpose16(r);
         for (int l = 0; l < 16; ++l) {
           const int64_t f = row_of(fb + 16 * s, l);
-          if (f >= r0 && f < fe) _mm512_storeu_ps(sums_i + (f - r0) * 16, r[l]);
+          if (f >= r0 && f < fe) StoreF(sums_i + (f - r0) * 16, r[l]);
         }
       }
     }
@@ -535,20 +735,40 @@ HWY_NOINLINE void ColumnsDotAs(const Plan& plan, int64_t r0, int64_t r1, int64_t
 // The rows of X ColumnsDotAs takes m (1-8) rows of X as: 1, 2, 4 or 8.
 constexpr int ColumnsDotRowsOfX(int64_t m) { return m <= 2 ? static_cast<int>(m) : m <= 4 ? 4 : 8; }
 
-// ColumnsDotAs for plan.dot->m (1-8) rows of X.
+// ColumnsDotAs for plan.dot->m (1-8) rows of X. Without kSumsHeld (AVX2:
+// 16 registers) 5-8 rows go in two passes, of 4 and the rest, each
+// decoding the weight: one pass of 8 spills its sums (measured, the Zen 4
+// guest under --target AVX2, GPTQ / AWQ 4096 x 4096 M = 8: 12.8-13.5 ms in
+// one pass against 8.6-9.3 by tiles).
 template <ColumnSource kSrc, ZeroPointKind kZp, bool kPerElement>
 void ColumnsDotRows(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                     int64_t map_groups, float* acc_scratch) {
-  switch (ColumnsDotRowsOfX(plan.dot->m)) {
-    case 1:
-      return ColumnsDotAs<kSrc, kZp, kPerElement, 1>(plan, r0, r1, c0, c1, map_groups, acc_scratch);
-    case 2:
-      return ColumnsDotAs<kSrc, kZp, kPerElement, 2>(plan, r0, r1, c0, c1, map_groups, acc_scratch);
-    case 4:
-      return ColumnsDotAs<kSrc, kZp, kPerElement, 4>(plan, r0, r1, c0, c1, map_groups, acc_scratch);
-    default:
-      return ColumnsDotAs<kSrc, kZp, kPerElement, 8>(plan, r0, r1, c0, c1, map_groups, acc_scratch);
-  }
+  // One pass over p.dot->m rows of X (1-8; without kSumsHeld 1-4).
+  auto pass = [&](const Plan& p) HWY_ATTR {
+    switch (ColumnsDotRowsOfX(p.dot->m)) {
+      case 1:
+        return ColumnsDotAs<kSrc, kZp, kPerElement, 1>(p, r0, r1, c0, c1, map_groups, acc_scratch);
+      case 2:
+        return ColumnsDotAs<kSrc, kZp, kPerElement, 2>(p, r0, r1, c0, c1, map_groups, acc_scratch);
+      case 4:
+        return ColumnsDotAs<kSrc, kZp, kPerElement, 4>(p, r0, r1, c0, c1, map_groups, acc_scratch);
+      default:
+        if constexpr (kSumsHeld) {
+          return ColumnsDotAs<kSrc, kZp, kPerElement, 8>(p, r0, r1, c0, c1, map_groups,
+                                                         acc_scratch);
+        }
+    }
+  };
+  if (kSumsHeld || plan.dot->m <= 4) return pass(plan);
+  Plan part = plan;
+  Plan::Dot rows = *plan.dot;
+  part.dot = &rows;
+  rows.m = 4;
+  pass(part);
+  rows.x += 4 * rows.ldx;
+  rows.m = plan.dot->m - 4;
+  rows.sums += 4 * 16 * (r1 - r0);
+  pass(part);
 }
 
 // Plan::dot by ColumnsDotAs where it applies: 1-8 rows of X, float32 values
@@ -610,6 +830,9 @@ bool ColumnsDotHere(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
   // holds 16 rows of up to 256 groups).
   const int64_t map_groups = plan.axis_group != nullptr ? MapGroups(plan, c0, c1) : 0;
   if (rows && map_groups > 256) return false;
+  // (AVX2's two passes for 5-8 rows of X: act-order rows measured slower
+  // than their tiles, 11.5 against 8.9 ms at 4096 x 4096, M = 8.)
+  if (!kSumsHeld && rows && plan.dot->m > 4) return false;
   const bool z = plan.zp_kind == ZeroPointKind::kInteger;
   if (z) {
     // Every zero point the rows [r0, r1) (AWQ: from r0's word) use over
@@ -650,7 +873,7 @@ bool ColumnsDotHere(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_
 
 #else
 bool ColumnsDotHere(const Plan&, int64_t, int64_t, int64_t, int64_t) { return false; }
-#endif  // HWY_TARGET <= HWY_AVX3
+#endif  // HWY_TARGET <= HWY_AVX2
 
 }  // namespace HWY_NAMESPACE
 }  // namespace nibble

@@ -41,7 +41,7 @@ void DequantizeDecodedFamily(const Plan& plan, int64_t r0, int64_t r1, int64_t c
 bool GroupMapColumnTilesActive();
 // Plan::dot without a tile by columns of 16 rows, where the plan allows
 // (1-8 rows of X; GPTQ / AWQ [N, K] columns, compressed-tensors act-order
-// rows; AVX-512): the dot done, *plan.dot->done not set; else false, nothing
+// rows; AVX-512 and AVX2): the dot done, *plan.dot->done not set; else false, nothing
 // done (kernels/dequantize_columns_dot.cc ColumnsDotHere).
 bool ColumnsDot(const Plan& plan, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
 

@@ -344,13 +344,13 @@ Status MatMul(const Dequantizer& w, const TensorView& x, const MutableTensorView
   // bitsandbytes, GGUF Q4_0 / Q4_1 / Q4_K / IQ4_NL / IQ4_XS / MXFP4; whole
   // byte / 16-bit codes (int8, FP8) by arithmetic; GPTQ /
   // AWQ [N, K] words, act-order too, by columns of 16 rows, up to 8 rows
-  // of X in one pass (kernels/dequantize_columns.cc ColumnsDot); AVX2: the row layouts'
-  // 4-bit and whole byte / 16-bit codes by arithmetic; FP8 up to M = 4; rows
-  // whose K is a multiple of 32). Asked on the first row's first 256 values; a tile the
-  // kernels decline later is written and multiplied as below. Tiles of 64
-  // rows (the columns: columns_rows, ColumnsDot's blocks) x the whole of K (the
-  // kernels fetch ahead while they run; at 4096 x 14336, M = 1 / 4, whole
-  // rows measured 1.0-1.1x the speed of chunks of 4096,
+  // of X in one pass (kernels/dequantize_columns_dot.cc ColumnsDot); AVX2: the row layouts'
+  // 4-bit and whole byte / 16-bit codes by arithmetic; FP8 up to M = 4; the
+  // columns as on AVX-512, 5-8 rows of X in two passes (act-order rows up
+  // to M = 4); rows whose K is a multiple of 32). Asked on the first row's first 256 values; a tile
+  // the kernels decline later is written and multiplied as below. Tiles of 64 rows (the columns:
+  // columns_rows, ColumnsDot's blocks) x the whole of K (the kernels fetch ahead while they run; at
+  // 4096 x 14336, M = 1 / 4, whole rows measured 1.0-1.1x the speed of chunks of 4096,
   // `bench/results/2026-11-28-dot-order/`).
   // Measured (Intel Xeon guest, one thread, 4096 x 4096, M = 1): see
   // docs/embedding.md.

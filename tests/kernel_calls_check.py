@@ -53,6 +53,7 @@ KERNEL_BOUNDARIES = {
     'nibble::N_*::ColumnNibbleTiles',
     'nibble::N_*::GptqBlockTiles',
     'nibble::N_*::ColumnsDotAs',
+    'nibble::N_*::ColumnsDotRows',  # once per call: the passes over the rows of X
     'nibble::N_*::MapRows',
     'nibble::N_*::StagedColumns',
     'nibble::N_*::WordTiles',  # a whole tile's bands, loops inside
