@@ -126,7 +126,7 @@ class Dequantizer {
   int64_t cols() const { return cols_; }
 
   // True when output() is the transpose of the 2-D view (e.g. a GPTQ
-  // act-order checkpoint without AVX-512 kernels: its codes are dequantized
+  // act-order checkpoint without AVX-512 or AVX2 kernels: its codes are dequantized
   // in their [K, N] order and written as the [N, K] weight). Run() handles
   // it; tiles address the view.
   bool output_transposed() const { return output_transposed_; }
