@@ -352,8 +352,9 @@ enum class ColumnSource { kGptq, kAwq, kRows, kDenseKN };
 // AWQ M = 1 1.15x faster (each block reads a slice of every page of its
 // weight: half the page walks), the others 0.97-1.08x. About 52 KiB of
 // stack. One row of X keeps a strip's 16 partial sums in registers over
-// the chunk's elements; more (kM x 16 would not fit the 32 registers)
-// take partial sum j of the kM rows at a time over elements kc + j, kc +
+// the chunk's elements (AVX-512; on AVX2 they would take all 16
+// registers twice over); more (kM x 16 would not fit the 32 registers),
+// and AVX2's one, take partial sum j of the kM rows at a time over elements kc + j, kc +
 // j + 16, .. of the chunk (each sum gets the same additions in the same
 // order), decoding each element's codes once for the kM rows, with the
 // parameters of the chunk's 16-element units held. Rows of X past m (3 on
